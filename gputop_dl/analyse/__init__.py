@@ -1,0 +1,1 @@
+"""Pure analysis: recorded samples and events in, metrics and verdicts out."""

@@ -1,0 +1,102 @@
+"""Trainer -> monitor event channel: JSON lines appended to one file per job.
+
+Why a file and not a pipe: it survives `torchrun` (which closes inherited fds), it survives a
+crash of either side (the monitor re-reads from its last offset), and the record it leaves is
+useful on its own. The trainer buffers step events and flushes at most every `flush_s`
+seconds and at every epoch end, so reporting costs microseconds per step.
+
+Events (one JSON object per line, always with "ev" and "t" = time.time()):
+
+- ``{"ev": "started", "pid", "device", "world_size", "torch", "model", "params", "batch_size",
+  "epochs", "steps_per_epoch"}``
+- ``{"ev": "step", "epoch", "step", "t_data", "t_step", "samples"}`` (seconds; samples = images
+  in this step across all ranks)
+- ``{"ev": "epoch", "epoch", "time_s", "steps", "samples", "loss", "peak_mem"}`` (peak_mem bytes:
+  CUDA max allocated on rank 0, or the trainer's peak RSS on CPU)
+- ``{"ev": "finished"}``
+- ``{"ev": "failed", "cause": "cuda-oom" | "host-oom" | "exception", "message"}``
+- ``{"ev": "note", "message"}`` (anything worth showing, e.g. "no CUDA: training on the CPU")
+
+Nothing here imports torch: the monitor reads, the trainer (and user scripts, through the
+start-up hook) write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+ENV_EVENTS = "GPUTOP_DL_EVENTS"
+
+
+class EventWriter:
+    """Appends events to the channel file; buffered, flushed on time, epoch ends and close."""
+
+    def __init__(self, path: str | None, flush_s: float = 0.5):
+        self._f = open(path, "a", encoding="utf-8") if path else None
+        self._buf: list[str] = []
+        self._flush_s = flush_s
+        self._last_flush = time.monotonic()
+
+    @classmethod
+    def from_env(cls) -> EventWriter:
+        return cls(os.environ.get(ENV_EVENTS) or None)
+
+    def emit(self, ev: str, *, flush: bool = False, **data) -> None:
+        if self._f is None:
+            return
+        data["ev"] = ev
+        data["t"] = time.time()
+        self._buf.append(json.dumps(data, separators=(",", ":")))
+        now = time.monotonic()
+        if flush or now - self._last_flush >= self._flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._f is None or not self._buf:
+            return
+        self._f.write("\n".join(self._buf) + "\n")
+        self._f.flush()
+        self._buf.clear()
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self.flush()
+            self._f.close()
+            self._f = None
+
+
+class EventReader:
+    """Reads whole new lines from a channel file since the last call (tolerates a torn last line)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+
+    def read_new(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        if not chunk:
+            return []
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # incomplete tail (empty when data ended with a newline)
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "ev" in obj:
+                out.append(obj)
+        return out

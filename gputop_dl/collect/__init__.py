@@ -1,0 +1,1 @@
+"""Samplers: read GPUs (NVML), the host and the training jobs, and produce snapshot values."""

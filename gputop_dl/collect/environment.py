@@ -1,0 +1,48 @@
+"""Environment facts for reports (CPU model, GPUs, driver, OS, Python, torch) without importing torch."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+import psutil
+
+from gputop_dl.collect.host import allowed_cpus
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment(nvml) -> dict:
+    """The lab-report environment table, as a dict (see docs/design.md, session export)."""
+    return {
+        "cpu_model": cpu_model(),
+        "cpus": allowed_cpus(),
+        "cpus_logical": psutil.cpu_count(logical=True),
+        "mem_total": psutil.virtual_memory().total,
+        "gpus": nvml.names(),
+        "gpu_status": nvml.status,
+        "gpu_status_detail": nvml.status_detail,
+        "driver": nvml.driver_version,
+        "cuda": nvml.cuda_driver_version,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "torch": package_version("torch"),
+        "torchvision": package_version("torchvision"),
+        "gputop_dl": package_version("gputop-dl"),
+    }

@@ -1,0 +1,562 @@
+"""A thin wrapper over nvidia-ml-py (`pynvml`) in which every NVML failure is a value, not an exception.
+
+`Nvml` never raises out of its public methods: a missing library, a missing driver, an unsupported
+field or a lost GPU become `status`/`status_detail`, a `None` field, or `GpuSample.error`. UI code
+needs no try/except. This module must not import torch or textual.
+
+    nvml = Nvml()                 # or Nvml(module=fake) in tests
+    if nvml.status != "ok":
+        print(nvml.status_detail)
+    gpus = nvml.sample()          # tuple[GpuSample, ...]; () unless status is "ok"
+    procs = nvml.processes()      # tuple[GpuProcess, ...]
+    nvml.close()
+
+Cost model: `sample()` runs every second for hours. Handles, static info (name, uuid, memory
+total, power limit), bound functions and NVML constants are looked up once at init; a field that
+NVML reports as not supported is never asked for again; throttle-reason bitmasks are decoded once
+per distinct mask; PCIe throughput (two ~20 ms calls on real hardware) is read at most every
+`PCIE_INTERVAL_S` per device, staggered across devices, and cached in between.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any, Callable
+
+from gputop_dl.snapshot import GpuProcess, GpuSample
+
+__all__ = ["Nvml", "PCIE_INTERVAL_S", "PROC_UTIL_WINDOW_S"]
+
+PCIE_INTERVAL_S = 5.0  # PCIe throughput is re-read at most this often per device
+PROC_UTIL_WINDOW_S = 2.0  # per-process SM samples older than this count as "idle" (0.0)
+
+# NVML return codes from nvml.h; used only where the module lacks the constant (a minimal fake).
+_DEFAULT_CODES = {
+    "NVML_SUCCESS": 0,
+    "NVML_ERROR_UNINITIALIZED": 1,
+    "NVML_ERROR_NOT_SUPPORTED": 3,
+    "NVML_ERROR_NOT_FOUND": 6,
+    "NVML_ERROR_DRIVER_NOT_LOADED": 9,
+    "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
+    "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
+    "NVML_ERROR_GPU_IS_LOST": 15,
+    "NVML_ERROR_RESET_REQUIRED": 16,
+    "NVML_TEMPERATURE_GPU": 0,
+    "NVML_CLOCK_SM": 1,
+    "NVML_PCIE_UTIL_TX_BYTES": 0,
+    "NVML_PCIE_UTIL_RX_BYTES": 1,
+}
+
+# Clock event ("throttle") reasons: (pynvml constant suffix, short label, bit if the module lacks it).
+# Bits without a fallback are decoded only when the module defines them.
+_REASONS: tuple[tuple[str, str, int | None], ...] = (
+    ("GpuIdle", "idle", 0x1),
+    ("ApplicationsClocksSetting", "app_clocks", 0x2),
+    ("SwPowerCap", "sw_power_cap", 0x4),
+    ("HwSlowdown", "hw_slowdown", 0x8),
+    ("SyncBoost", "sync_boost", 0x10),
+    ("SwThermalSlowdown", "sw_thermal_slowdown", 0x20),
+    ("HwThermalSlowdown", "hw_thermal_slowdown", 0x40),
+    ("HwPowerBrakeSlowdown", "power_brake", 0x80),
+    ("DisplayClockSetting", "display_clocks", 0x100),
+    ("BoardLimit", "board_limit", None),
+    ("Reliability", "reliability", None),
+)
+
+# Per-device field flags (a bitmask of fields NVML said it will never answer).
+_F_MEM = 1 << 0
+_F_UTIL = 1 << 1
+_F_TEMP = 1 << 2
+_F_POWER = 1 << 3
+_F_CLOCK = 1 << 4
+_F_REASONS = 1 << 5
+_F_PCIE = 1 << 6
+_F_PROCS = 1 << 7
+_F_GPROCS = 1 << 8
+_F_PUTIL = 1 << 9
+
+
+class _NeverRaised(Exception):
+    """Stands in for NVMLError when the module has none, so `except` clauses stay valid."""
+
+
+class _GpuGone(Exception):
+    """Internal: the device is lost / needs a reset; abandon it for this tick."""
+
+
+class _Device:
+    __slots__ = (
+        "index", "handle", "name", "uuid", "mem_total", "power_limit_w", "error",
+        "unsupported", "pcie_next", "pcie_phase", "pcie_tx", "pcie_rx",
+        "util_last_ts", "pid_util", "failed",
+    )
+
+    def __init__(self, index: int):
+        self.index = index
+        self.handle: Any = None
+        self.name: str | None = None
+        self.uuid: str | None = None
+        self.mem_total: int | None = None
+        self.power_limit_w: float | None = None
+        self.error: str | None = None
+        self.unsupported = 0
+        self.pcie_next = 0.0  # clock() time of the next PCIe read; 0 = read on the first tick
+        self.pcie_phase = 0.0  # stagger offset so devices do not all read PCIe on the same tick
+        self.pcie_tx: int | None = None
+        self.pcie_rx: int | None = None
+        self.util_last_ts = 0  # NVML last-seen timestamp (µs) for nvmlDeviceGetProcessUtilization
+        self.pid_util: dict[int, tuple[float, int]] = {}  # pid -> (sm 0..1, newest sample ts µs)
+        self.failed: GpuSample | None = None  # the sample to report when there is no handle
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+def _import_pynvml() -> Any:
+    return importlib.import_module("pynvml")
+
+
+class Nvml:
+    """NVML, with every failure turned into a value. See the module docstring.
+
+    Arguments:
+      module:   a pynvml-like module or object (tests inject `tests.fake_pynvml.FakePynvml`).
+                Default: `import pynvml` at construction.
+      importer: zero-argument callable returning the module, used when `module` is None
+                (tests pass one that raises ImportError to exercise "no-library").
+      clock:    wall-clock seconds (default `time.time`); schedules PCIe reads and ages
+                per-process utilization samples, whose NVML timestamps are wall-clock µs.
+    """
+
+    status: str
+    status_detail: str
+    driver_version: str | None
+    cuda_driver_version: str | None
+
+    def __init__(
+        self,
+        module: Any = None,
+        *,
+        importer: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.status = "error: not initialised"
+        self.status_detail = "NVML was not initialised."
+        self.driver_version = None
+        self.cuda_driver_version = None
+        self._m: Any = None
+        self._devices: tuple[_Device, ...] = ()
+        self._initialized = False
+        self._clock = clock
+        self._reason_cache: dict[int, tuple[str, ...]] = {}
+        try:
+            self._start(module, importer)
+        except Exception as e:  # noqa: BLE001 - never raise out of the constructor
+            self._fail(f"error: {type(e).__name__}: {e}",
+                       f"NVML could not be started ({type(e).__name__}: {e}); GPU panels are empty.")
+
+    # ------------------------------------------------------------------ init
+    def _fail(self, status: str, detail: str) -> None:
+        self.status = status
+        self.status_detail = detail
+        self._devices = ()
+
+    def _start(self, module: Any, importer: Callable[[], Any] | None) -> None:
+        if module is None:
+            try:
+                module = (importer or _import_pynvml)()
+            except ImportError as e:
+                self._fail(
+                    "no-library",
+                    "No GPU monitoring: the nvidia-ml-py package (pynvml) is not installed "
+                    f"({e}); install it with `pip install nvidia-ml-py`.",
+                )
+                return
+        m = self._m = module
+        err = getattr(m, "NVMLError", None)
+        self._nvml_error: type[BaseException] = (
+            err if isinstance(err, type) and issubclass(err, BaseException) else _NeverRaised
+        )
+
+        def const(name: str) -> Any:
+            return getattr(m, name, _DEFAULT_CODES[name])
+
+        self._ok_code = const("NVML_SUCCESS")
+        self._not_found = const("NVML_ERROR_NOT_FOUND")
+        self._lost_codes = {
+            const("NVML_ERROR_GPU_IS_LOST"): "GPU is lost",
+            const("NVML_ERROR_RESET_REQUIRED"): "GPU requires a reset",
+        }
+        # Codes after which asking again is pointless: the field is gone for this device.
+        self._permanent_codes = frozenset(
+            (const("NVML_ERROR_NOT_SUPPORTED"), const("NVML_ERROR_FUNCTION_NOT_FOUND"))
+        )
+        no_driver_codes = {
+            const("NVML_ERROR_LIBRARY_NOT_FOUND"): "libnvidia-ml.so.1 not found",
+            const("NVML_ERROR_DRIVER_NOT_LOADED"): "the kernel driver is not running",
+        }
+        self._temp_sensor = const("NVML_TEMPERATURE_GPU")
+        self._clock_sm = const("NVML_CLOCK_SM")
+        self._pcie_tx_counter = const("NVML_PCIE_UTIL_TX_BYTES")
+        self._pcie_rx_counter = const("NVML_PCIE_UTIL_RX_BYTES")
+
+        try:
+            m.nvmlInit()
+        except self._nvml_error as e:
+            code = getattr(e, "value", None)
+            if code in no_driver_codes:
+                self._fail(
+                    "no-driver",
+                    "No NVIDIA GPU: the NVIDIA driver is not loaded "
+                    f"({no_driver_codes[code]}); workloads train on the CPU.",
+                )
+            else:
+                self._fail(f"error: {e}", f"NVML failed to start ({e}); GPU panels are empty.")
+            return
+        self._initialized = True
+
+        self.driver_version = _text(self._call_static(getattr(m, "nvmlSystemGetDriverVersion", None)))
+        cuda = self._call_static(getattr(m, "nvmlSystemGetCudaDriverVersion", None))
+        if isinstance(cuda, int) and cuda > 0:
+            self.cuda_driver_version = f"{cuda // 1000}.{(cuda % 1000) // 10}"
+
+        try:
+            count = int(m.nvmlDeviceGetCount())
+        except self._nvml_error as e:
+            self._fail(f"error: {e}", f"NVML could not count GPUs ({e}); GPU panels are empty.")
+            return
+        if count <= 0:
+            self._fail("no-devices", "No NVIDIA GPU: NVML found no devices; workloads train on the CPU.")
+            self.close()
+            return
+
+        # Bound functions, looked up once. A missing function means the field is always None.
+        f = lambda name: getattr(m, name, None)  # noqa: E731
+        self._fn_mem = f("nvmlDeviceGetMemoryInfo")
+        self._fn_util = f("nvmlDeviceGetUtilizationRates")
+        self._fn_temp = f("nvmlDeviceGetTemperature")
+        self._fn_power = f("nvmlDeviceGetPowerUsage")
+        self._fn_clock = f("nvmlDeviceGetClockInfo")
+        self._fn_reasons = f("nvmlDeviceGetCurrentClocksEventReasons")
+        self._fn_reasons_old = f("nvmlDeviceGetCurrentClocksThrottleReasons")
+        if self._fn_reasons is None:
+            self._fn_reasons, self._fn_reasons_old = self._fn_reasons_old, None
+        self._fn_pcie = f("nvmlDeviceGetPcieThroughput")
+        self._fn_cprocs = f("nvmlDeviceGetComputeRunningProcesses")
+        self._fn_gprocs = f("nvmlDeviceGetGraphicsRunningProcesses")
+        self._fn_putil = f("nvmlDeviceGetProcessUtilization")
+        self._reason_bits = self._reason_table(m)
+
+        devices = []
+        for i in range(count):
+            d = _Device(i)
+            d.pcie_phase = PCIE_INTERVAL_S * i / count
+            self._init_device(d)
+            devices.append(d)
+        self._devices = tuple(devices)
+
+        self.status = "ok"
+        names: dict[str, int] = {}
+        for d in devices:
+            key = d.name or "unknown GPU"
+            names[key] = names.get(key, 0) + 1
+        what = ", ".join(f"{n} x {name}" if n > 1 else name for name, n in names.items())
+        extras = []
+        if self.driver_version:
+            extras.append(f"driver {self.driver_version}")
+        if self.cuda_driver_version:
+            extras.append(f"CUDA {self.cuda_driver_version}")
+        self.status_detail = (
+            f"{count} NVIDIA GPU{'s' if count != 1 else ''}: {what}"
+            + (f" ({', '.join(extras)})" if extras else "")
+            + "."
+        )
+
+    def _call_static(self, fn: Callable[..., Any] | None, *args: Any) -> Any:
+        """Init-time read: any NVML error (or missing function) -> None."""
+        if fn is None:
+            return None
+        try:
+            return fn(*args)
+        except self._nvml_error:
+            return None
+
+    def _reason_table(self, m: Any) -> tuple[tuple[int, str], ...]:
+        bits = []
+        for suffix, label, fallback in _REASONS:
+            bit = getattr(m, "nvmlClocksEventReason" + suffix,
+                          getattr(m, "nvmlClocksThrottleReason" + suffix, fallback))
+            if isinstance(bit, int) and bit > 0 and all(bit != b for b, _ in bits):
+                bits.append((bit, label))
+        return tuple(bits)
+
+    def _init_device(self, d: _Device) -> None:
+        m = self._m
+        try:
+            h = m.nvmlDeviceGetHandleByIndex(d.index)
+        except Exception as e:  # noqa: BLE001
+            code = getattr(e, "value", None)
+            d.error = self._lost_codes.get(code) or f"no handle: {e}"
+            d.failed = GpuSample(d.index, error=d.error)
+            return
+        try:
+            d.name = _text(self._call_static(getattr(m, "nvmlDeviceGetName", None), h))
+            d.uuid = _text(self._call_static(getattr(m, "nvmlDeviceGetUUID", None), h))
+            mem = self._call_static(self._fn_mem, h)
+            if mem is not None:
+                d.mem_total = int(mem.total)
+            limit = self._call_static(getattr(m, "nvmlDeviceGetEnforcedPowerLimit", None), h)
+            if limit is None:
+                limit = self._call_static(getattr(m, "nvmlDeviceGetPowerManagementLimit", None), h)
+            if limit is not None:
+                d.power_limit_w = limit / 1000.0
+            # Old drivers lack the "event reasons" entry point: fall back to "throttle reasons".
+            if self._fn_reasons_old is not None and self._fn_reasons is not None:
+                try:
+                    self._fn_reasons(h)
+                except self._nvml_error as e:
+                    if getattr(e, "value", None) in self._permanent_codes:
+                        self._fn_reasons, self._fn_reasons_old = self._fn_reasons_old, None
+        except Exception as e:  # noqa: BLE001 - a broken device must not break the others
+            d.error = f"{type(e).__name__}: {e}"
+            d.failed = GpuSample(d.index, d.name, d.uuid, error=d.error)
+            return
+        d.handle = h
+
+    # ------------------------------------------------------------------ public
+    def device_count(self) -> int:
+        """Number of GPUs NVML reported (0 unless status is "ok")."""
+        return len(self._devices) if self.status == "ok" else 0
+
+    def names(self) -> list[str]:
+        """GPU names in index order ("GPU <i>" where NVML gave none)."""
+        return [d.name or f"GPU {d.index}" for d in self._devices]
+
+    def sample(self) -> tuple[GpuSample, ...]:
+        """One GpuSample per GPU, in index order; () unless status is "ok". Never raises."""
+        devices = self._devices
+        if not devices:
+            return ()
+        try:
+            now = self._clock()
+        except Exception:  # noqa: BLE001
+            now = time.time()
+        one = self._sample_one
+        return tuple([one(d, now) for d in devices])
+
+    def processes(self) -> tuple[GpuProcess, ...]:
+        """Compute and graphics processes on all GPUs, with per-process SM utilization (0..1)
+        where NVML gives it. A process with no utilization sample in the last
+        `PROC_UTIL_WINDOW_S` seconds on a GPU that reports them gets 0.0 (it did not run
+        kernels); sm_util is None where the GPU does not report them. Never raises."""
+        devices = self._devices
+        if not devices:
+            return ()
+        try:
+            now_us = int(self._clock() * 1_000_000)
+        except Exception:  # noqa: BLE001
+            now_us = int(time.time() * 1_000_000)
+        out: list[GpuProcess] = []
+        for d in devices:
+            if d.handle is None:
+                continue
+            try:
+                procs = self._processes_one(d, now_us)
+            except Exception:  # noqa: BLE001 - lost GPU or anything else: skip this device
+                continue
+            if procs:
+                out.extend(procs)
+        return tuple(out)
+
+    def close(self) -> None:
+        """Shut NVML down (idempotent). Afterwards sample() and processes() return ()."""
+        self._devices = ()
+        if self._initialized:
+            self._initialized = False
+            try:
+                self._m.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __enter__(self) -> Nvml:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Nvml status={self.status!r} devices={len(self._devices)}>"
+
+    # ------------------------------------------------------------------ per tick
+    def _read(self, d: _Device, flag: int, fn: Callable[..., Any] | None, *args: Any) -> Any:
+        """One NVML field: None if unsupported/failed; raises _GpuGone if the GPU is lost."""
+        if fn is None or d.unsupported & flag:
+            return None
+        try:
+            return fn(*args)
+        except self._nvml_error as e:
+            code = getattr(e, "value", None)
+            lost = self._lost_codes.get(code)
+            if lost is not None:
+                raise _GpuGone(lost) from None
+            if code in self._permanent_codes:
+                d.unsupported |= flag
+            return None
+
+    def _sample_one(self, d: _Device, now: float) -> GpuSample:
+        h = d.handle
+        if h is None:
+            return d.failed  # type: ignore[return-value]
+        read = self._read
+        try:
+            mem_used = None
+            mem_total = d.mem_total
+            mem = read(d, _F_MEM, self._fn_mem, h)
+            if mem is not None:
+                mem_used = int(mem.used)
+                mem_total = int(mem.total)
+
+            util = mem_util = None
+            u = read(d, _F_UTIL, self._fn_util, h)
+            if u is not None:
+                util = u.gpu / 100.0
+                mem_util = u.memory / 100.0
+
+            temp = read(d, _F_TEMP, self._fn_temp, h, self._temp_sensor)
+            power = read(d, _F_POWER, self._fn_power, h)
+            clock = read(d, _F_CLOCK, self._fn_clock, h, self._clock_sm)
+
+            reasons: tuple[str, ...] = ()
+            mask = read(d, _F_REASONS, self._fn_reasons, h)
+            if mask:
+                reasons = self._reason_cache.get(mask) or self._decode_reasons(mask)
+
+            if now >= d.pcie_next or d.pcie_next - now > 3 * PCIE_INTERVAL_S:
+                self._read_pcie(d, h, now)
+
+            return GpuSample(
+                index=d.index,
+                name=d.name,
+                uuid=d.uuid,
+                util=util,
+                mem_util=mem_util,
+                mem_used=mem_used,
+                mem_total=mem_total,
+                temp_c=float(temp) if temp is not None else None,
+                power_w=power / 1000.0 if power is not None else None,
+                power_limit_w=d.power_limit_w,
+                sm_clock_mhz=int(clock) if clock is not None else None,
+                throttle_reasons=reasons,
+                pcie_tx_kbs=d.pcie_tx,
+                pcie_rx_kbs=d.pcie_rx,
+            )
+        except _GpuGone as e:
+            d.pcie_tx = d.pcie_rx = None
+            return GpuSample(d.index, d.name, d.uuid, error=str(e))
+        except Exception as e:  # noqa: BLE001 - never raise out of sample()
+            return GpuSample(d.index, d.name, d.uuid, error=f"{type(e).__name__}: {e}")
+
+    def _read_pcie(self, d: _Device, h: Any, now: float) -> None:
+        first = d.pcie_next == 0.0
+        d.pcie_next = now + PCIE_INTERVAL_S + (d.pcie_phase if first else 0.0)
+        fn = self._fn_pcie
+        tx = self._read(d, _F_PCIE, fn, h, self._pcie_tx_counter)
+        rx = self._read(d, _F_PCIE, fn, h, self._pcie_rx_counter)
+        d.pcie_tx = int(tx) if tx is not None else None
+        d.pcie_rx = int(rx) if rx is not None else None
+
+    def _decode_reasons(self, mask: int) -> tuple[str, ...]:
+        labels = []
+        rest = mask
+        for bit, label in self._reason_bits:
+            if mask & bit:
+                labels.append(label)
+                rest &= ~bit
+        if rest:
+            labels.append(f"other:{rest:#x}")
+        out = tuple(labels)
+        if len(self._reason_cache) < 4096:  # bounded even against garbage masks
+            self._reason_cache[mask] = out
+        return out
+
+    def _processes_one(self, d: _Device, now_us: int) -> list[GpuProcess]:
+        h = d.handle
+        compute = self._read(d, _F_PROCS, self._fn_cprocs, h)
+        graphics = self._read(d, _F_GPROCS, self._fn_gprocs, h)
+        if not compute and not graphics:
+            return []
+        sm = self._process_util(d, h, now_us)
+        cutoff = now_us - int(PROC_UTIL_WINDOW_S * 1_000_000)
+        mem_by_pid: dict[int, int | None] = {}
+        for group in (compute, graphics):
+            for p in group or ():
+                pid = int(p.pid)
+                mem = getattr(p, "usedGpuMemory", None)
+                mem = int(mem) if mem is not None else None
+                if pid in mem_by_pid:
+                    old = mem_by_pid[pid]
+                    if mem is not None and (old is None or mem > old):
+                        mem_by_pid[pid] = mem
+                else:
+                    mem_by_pid[pid] = mem
+        out = []
+        for pid, mem in mem_by_pid.items():
+            util: float | None = None
+            if sm is not None:
+                entry = sm.get(pid)
+                util = entry[0] if entry is not None and entry[1] >= cutoff else 0.0
+            out.append(GpuProcess(gpu_index=d.index, pid=pid, mem_used=mem, sm_util=util))
+        return out
+
+    def _process_util(self, d: _Device, h: Any, now_us: int) -> dict[int, tuple[float, int]] | None:
+        """Merge NVML per-process samples newer than the device's last-seen timestamp into
+        d.pid_util (mean SM util of the new samples per pid). None = not available."""
+        fn = self._fn_putil
+        if fn is None or d.unsupported & _F_PUTIL:
+            return None
+        cutoff = now_us - int(PROC_UTIL_WINDOW_S * 1_000_000)
+        since = d.util_last_ts if d.util_last_ts > cutoff else cutoff
+        try:
+            samples = fn(h, since)
+        except self._nvml_error as e:
+            code = getattr(e, "value", None)
+            if code == self._not_found or code == self._ok_code:
+                samples = ()  # no samples since `since`: nothing ran
+            elif code in self._lost_codes:
+                raise _GpuGone(self._lost_codes[code]) from None
+            else:
+                if code in self._permanent_codes:
+                    d.unsupported |= _F_PUTIL
+                return None
+        pid_util = d.pid_util
+        if samples:
+            acc: dict[int, list[float]] = {}  # pid -> [sum, count, newest ts]
+            newest = d.util_last_ts
+            for s in samples:
+                ts = int(s.timeStamp)
+                if ts > newest:
+                    newest = ts
+                if ts <= since:
+                    continue
+                a = acc.get(s.pid)
+                if a is None:
+                    acc[s.pid] = [float(s.smUtil), 1.0, float(ts)]
+                else:
+                    a[0] += s.smUtil
+                    a[1] += 1.0
+                    if ts > a[2]:
+                        a[2] = float(ts)
+            d.util_last_ts = newest
+            for pid, (total, n, ts) in acc.items():
+                pid_util[int(pid)] = (min(max(total / n / 100.0, 0.0), 1.0), int(ts))
+        if pid_util:
+            stale = [pid for pid, (_, ts) in pid_util.items() if ts < cutoff]
+            for pid in stale:
+                del pid_util[pid]
+        return pid_util

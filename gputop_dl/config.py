@@ -1,0 +1,436 @@
+"""Load a workload file (TOML) into a validated SessionSpec; every mistake is a one-line ConfigError.
+
+Merge order per workload: `Workload` defaults < [defaults] < [[workload]] < (no CUDA only)
+[defaults.cpu_fallback] < [workload.cpu_fallback]. `env` tables are merged key by key; every other
+key is replaced. Relative `root`/`cwd` are resolved against the workload file's directory.
+This module runs in the monitor process: it must not import torch, torchvision or textual.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
+from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS, SessionSpec, Workload
+
+__all__ = ["ConfigError", "load_session"]
+
+
+class ConfigError(Exception):
+    """A bad workload file. str() is one line: `<file>: <where> (line N): <problem>, expected <what>`.
+
+    Without a `where` the position is compiler-style: `<file>:<line>:<column>: <problem>`.
+    """
+
+    def __init__(self, path: str, problem: str, *, where: str | None = None, line: int | None = None,
+                 column: int | None = None, expected: str | None = None, hint: str | None = None):
+        self.path, self.problem, self.where = str(path), problem, where
+        self.line, self.column, self.expected, self.hint = line, column, expected, hint
+        if where:
+            msg = f"{self.path}: {where}" + (f" (line {line})" if line else "")
+        else:
+            msg = self.path + "".join(f":{n}" for n in (line, column if line else None) if n)
+        msg += f": {problem}"
+        if expected:
+            msg += f", expected {expected}"
+        if hint:
+            msg += f"; {hint}" if expected else f", {hint}"
+        super().__init__(" ".join(msg.splitlines()))
+
+
+class _Bad(Exception):
+    """A value problem found by a converter; the caller adds file, table, key and line."""
+
+    def __init__(self, problem: str, expected: str | None = None, hint: str | None = None):
+        super().__init__(problem)
+        self.problem, self.expected, self.hint = problem, expected, hint
+
+
+def _show(v: Any) -> str:
+    s = json.dumps(v, default=str)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _kind(v: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
+    return names.get(type(v), "a date/time")
+
+
+def _did_you_mean(word: str, choices: Sequence[str], n: int = 1) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
+    return "did you mean " + ", ".join(f"'{c}'" for c in close) + "?" if close else None
+
+
+# ---- converters: (key, raw TOML value) -> value for Workload/SessionSpec, or raise _Bad ----------
+
+def _as_str(key: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "a string")
+    if not v.strip():
+        raise _Bad(f"{key} is empty", "a non-empty string")
+    return v
+
+
+def _as_int(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "an integer")
+    return v
+
+
+def _as_float(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "a number")
+    if not math.isfinite(v):
+        raise _Bad(f"{key} = {v}", "a finite number")
+    return float(v)
+
+
+def _as_bool(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "true or false")
+    return v
+
+
+def _list_of(key: str, v: Any, conv: Callable[[str, Any], Any], expected: str) -> tuple:
+    if not isinstance(v, list):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", expected)
+    if not v:
+        raise _Bad(f"{key} = [] is empty", expected)
+    out = []
+    for i, item in enumerate(v):
+        try:
+            out.append(conv(f"{key}[{i}]", item))
+        except _Bad as b:
+            raise _Bad(b.problem, expected) from None
+    return tuple(out)
+
+
+def _choice(options: Sequence[str]) -> Callable[[str, Any], str]:
+    def conv(key: str, v: Any) -> str:
+        if _as_str(key, v) not in options:
+            raise _Bad(f"{key} = {_show(v)} is not supported", "one of " + ", ".join(map(_show, options)),
+                       _did_you_mean(v, options))
+        return v
+    return conv
+
+
+def _as_name(key: str, v: Any) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", _as_str(key, v)):
+        raise _Bad(f"{key} = {_show(v)} has characters other than letters, digits, '_', '.', '-'",
+                   "a name matching [A-Za-z0-9_.-]+")
+    return v
+
+
+def _as_model(key: str, v: Any) -> str:
+    if _as_str(key, v) != "synthetic" and not is_classification_model(v):
+        raise _Bad(f"unknown model {_show(v)}", 'a torchvision classification model name or "synthetic"',
+                   _did_you_mean(v.lower(), sorted(CLASSIFICATION_MODELS), n=3))
+    return v
+
+
+def _as_transforms(key: str, v: Any) -> str | tuple[str, ...]:
+    expected = f"one of {', '.join(map(_show, TRANSFORM_PRESETS))} or a list like [\"Resize(256)\", \"ToTensor\"]"
+    if isinstance(v, str):
+        if v not in TRANSFORM_PRESETS:
+            raise _Bad(f"{key} = {_show(v)} is not a preset", expected, _did_you_mean(v, TRANSFORM_PRESETS))
+        return v
+    specs = _list_of(key, v, _as_str, expected)
+    for i, s in enumerate(specs):
+        if not re.fullmatch(r"[A-Za-z_]\w*(\(.*\))?", s.strip()):
+            raise _Bad(f"{key}[{i}] = {_show(s)} is not a transform spec",
+                       'a name like "ToTensor" or a call like "RandomResizedCrop(224)"')
+    return tuple(s.strip() for s in specs)
+
+
+def _as_gpus(key: str, v: Any) -> tuple[int, ...]:
+    gpus = () if v == [] else _list_of(key, v, _as_int, "a list of GPU indexes like [0, 1]")  # [] = no GPU
+    for g in gpus:
+        if g < 0:
+            raise _Bad(f"{key} = {_show(v)} has a negative index", "GPU indexes 0 or more")
+        if gpus.count(g) > 1:
+            raise _Bad(f"{key} = {_show(v)} lists GPU {g} twice", "distinct GPU indexes")
+    return gpus
+
+
+def _as_command(key: str, v: Any) -> str | tuple[str, ...]:
+    if isinstance(v, str):  # only valid with shell = true; checked after the merge
+        return _as_str(key, v)
+    argv = _list_of(key, v, lambda k, s: s if isinstance(s, str) else _as_str(k, s),  # "" args are fine
+                    'a non-empty list of strings like ["python", "train.py"]')
+    _as_str(f"{key}[0]", argv[0])
+    return argv
+
+
+def _as_env(key: str, v: Any) -> dict[str, str]:
+    if not isinstance(v, dict):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", 'a table of strings like {OMP_NUM_THREADS = "2"}')
+    for name, val in v.items():
+        if not isinstance(val, str):
+            raise _Bad(f"{key}.{name} = {_show(val)} is {_kind(val)}", "a string (quote numbers)")
+    return dict(v)
+
+
+def _check(conv: Callable[[str, Any], Any], ok: Callable[[Any], bool], expected: str):
+    def checked(key: str, v: Any) -> Any:
+        if not ok(v := conv(key, v)):
+            raise _Bad(f"{key} = {_show(v)}", expected)
+        return v
+    return checked
+
+
+_POS = _check(_as_int, lambda v: v > 0, "a positive integer")
+_NONNEG = _check(_as_int, lambda v: v >= 0, "an integer 0 or more")
+_MS = _check(_as_float, lambda v: v >= 0, "milliseconds 0 or more")
+
+FIELDS: dict[str, Callable[[str, Any], Any]] = {
+    "name": _as_name, "model": _as_model, "dataset": _choice(DATASETS), "root": _as_str,
+    "dataset_size": _POS, "source_size": _POS, "input_size": _POS,  # >= 16 checked against the model
+    "num_classes": _check(_as_int, lambda v: v >= 1, "at least 1 class"), "batch_size": _POS,
+    "num_workers": _NONNEG, "transforms": _as_transforms, "epochs": _POS, "steps_per_epoch": _POS,
+    "warmup_steps": _NONNEG, "optimizer": _choice(OPTIMIZERS),
+    "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus,
+    "nproc": _POS, "threads": _POS, "seed": _NONNEG,
+    "sample_cpu_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
+    "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
+}
+SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
+    "name": _as_str,
+    "interval": _check(_as_float, lambda v: 0.1 <= v <= 60, "seconds between samples, from 0.1 to 60"),
+    "baseline": _choice(BASELINES), "baseline_steps": _POS,
+}
+_DEFAULT_FIELDS = {k: v for k, v in FIELDS.items() if k != "name"}
+_TOP = ("session", "defaults", "workload")
+
+
+class _Lines:
+    """First line of each `key =` per table, from the raw text (tomllib reports no positions).
+
+    Table ids: ("session",), ("defaults", "cpu_fallback"), ("workload", i), ("workload", i, "env"), ...
+    """
+
+    _HEADER = re.compile(r"""\s*(\[\[?)\s*([\w."' -]+?)\s*\]\]?\s*(#.*)?""")
+    _KEY = re.compile(r"""\s*("[^"]*"|'[^']*'|[\w-]+)\s*[=.]""")
+
+    def __init__(self, text: str):
+        self.keys: dict[tuple, int] = {}
+        self.headers: dict[tuple, int] = {}
+        tid: tuple = ()
+        n, in_multiline = -1, False
+        for no, line in enumerate(text.splitlines(), 1):
+            was_in = in_multiline
+            if (line.count('"""') + line.count("'''")) % 2:
+                in_multiline = not in_multiline
+            if was_in:
+                continue
+            if m := self._HEADER.fullmatch(line):
+                parts = [p.strip().strip("\"'") for p in m.group(2).split(".")]
+                if parts[0] == "workload":
+                    n += m.group(1) == "[[" and len(parts) == 1
+                    tid = ("workload", n, *parts[1:])
+                else:
+                    tid = tuple(parts)
+                self.headers.setdefault(tid, no)
+                self.headers.setdefault(tuple(parts), no)  # by written name too: ("workload",) = first one
+            elif m := self._KEY.match(line):
+                self.keys.setdefault((tid, m.group(1).strip("\"'")), no)
+
+    def find(self, tid: tuple, key: str | None = None) -> int | None:
+        if key is None:
+            return self.headers.get(tid)
+        line = self.keys.get((tid, key)) or self.headers.get((*tid, key))
+        if line is None and len(tid) > 1 and isinstance(tid[-1], str):  # inline table: the parent key's line
+            line = self.find(tid[:-1], tid[-1])
+        return line
+
+
+class _Loader:
+    def __init__(self, path: str, text: str, gpu_count: int):
+        self.path, self.gpu_count = path, gpu_count
+        self.lines = _Lines(text)
+        self.base = Path(path).absolute().parent
+        self.names: dict[int, str] = {}
+
+    def label(self, tid: tuple) -> str:
+        if tid[0] != "workload":
+            return "[" + ".".join(tid) + "]"
+        who = f"'{self.names[tid[1]]}'" if tid[1] in self.names else f"#{tid[1] + 1}"
+        return f"[[workload]] {who}" if len(tid) == 2 else f"[workload.{'.'.join(tid[2:])}] of {who}"
+
+    def error(self, tid: tuple, key: str | None, b: _Bad, *, origin: tuple | None = None) -> ConfigError:
+        """Error about `key` of `tid`; `origin` is the table the value came from when not `tid`."""
+        where = self.label(tid) + (f" key '{key}'" if key else "")
+        if origin and origin != tid:
+            where += f" from {self.label(origin)}"
+        line = self.lines.find(origin or tid, key)
+        return ConfigError(self.path, b.problem, where=where, line=line, expected=b.expected, hint=b.hint)
+
+    def table(self, tid: tuple, value: Any, specs: dict, extra: Sequence[str] = ()) -> dict[str, Any]:
+        """Check one table's keys and values (before merging); `extra` keys pass through unchecked."""
+        if not isinstance(value, dict):
+            raise ConfigError(self.path, f"{tid[-1]} = {_show(value)} is {_kind(value)}", where=self.label(tid),
+                              line=self.lines.find(tid[:-1], tid[-1]), expected="a table")
+        out = {}
+        for key, v in value.items():
+            if key in extra:
+                out[key] = v
+            elif key not in specs:
+                if key in FIELDS or key == "cpu_fallback":  # valid in another table
+                    place = "each [[workload]]" if key == "name" else "[[workload]] or [defaults]"
+                    bad = _Bad(f"key '{key}' is not allowed here", f"it in {place}")
+                else:
+                    hint = _did_you_mean(key, [*specs, *extra])
+                    bad = _Bad(f"unknown key '{key}'", None if hint else "one of " + ", ".join([*specs, *extra]), hint)
+                raise ConfigError(self.path, bad.problem, where=self.label(tid), line=self.lines.find(tid, key),
+                                  expected=bad.expected, hint=bad.hint)
+            else:
+                try:
+                    out[key] = specs[key](key, v)
+                except _Bad as b:
+                    raise self.error(tid, key, b) from None
+        return out
+
+    def workload(self, i: int, layers: list[tuple[tuple, dict]]) -> Workload:
+        """Merge the layers of workload `i` and check what needs more than one key, or the machine."""
+        wt = ("workload", i)
+        merged: dict[str, Any] = {}
+        origin: dict[str, tuple] = {}
+        for tid, layer in layers:
+            for k, v in layer.items():
+                merged[k] = {**merged.get(k, {}), **v} if k == "env" else v
+                origin[k] = tid
+
+        def fail(key: str, problem: str, expected: str | None = None) -> ConfigError:
+            return self.error(wt, key, _Bad(problem, expected), origin=origin.get(key, wt))
+
+        model, dataset = merged.get("model"), merged.get("dataset")
+        if "synthetic" in (model, dataset):
+            if model is None or dataset is None:
+                merged["model"] = merged["dataset"] = "synthetic"
+            elif model != dataset:
+                raise fail("dataset" if dataset != "synthetic" else "model",
+                           f"model = {_show(model)} with dataset = {_show(dataset)}",
+                           'model and dataset both "synthetic", or neither')
+        applied = tuple(sorted({k for tid, layer in layers if tid[-1] == "cpu_fallback" for k in layer}))
+        w = Workload(**merged, cpu_fallback_applied=applied)
+
+        if not w.is_command and w.model != "synthetic" and w.input_size < 16:
+            raise fail("input_size", f"input_size = {w.input_size} is too small for model {_show(w.model)}",
+                       'at least 16 (or model = "synthetic")')
+        if w.dataset == "imagefolder" and not w.is_command and w.root is None:
+            raise fail("dataset", 'dataset = "imagefolder" needs root', 'root = "<folder with one sub-folder per class>"')
+        paths = {}
+        for key in ("root", "cwd"):
+            if (value := getattr(w, key)) is not None:
+                p = Path(os.path.expanduser(value))
+                p = (p if p.is_absolute() else self.base / p).resolve()
+                if not p.is_dir() and (key == "cwd" or w.dataset == "imagefolder"):
+                    what = "is not a directory" if p.exists() else "does not exist"
+                    raise fail(key, f"{key} = {_show(value)}: {p} {what}",
+                               "an existing directory (relative to the workload file)")
+                paths[key] = str(p)
+        if w.shell and w.command is None:
+            raise fail("shell", "shell = true without a command", 'command = ["..."] to run in the shell')
+        if isinstance(w.command, str) and not w.shell:
+            raise fail("command", f"command = {_show(w.command)} is a string",
+                       'a list like ["python", "train.py"] (or shell = true)')
+        if w.shell and not isinstance(w.command, str) and len(w.command) > 1:
+            raise fail("command", f"command has {len(w.command)} items with shell = true", "one shell command string")
+        command = (w.command,) if isinstance(w.command, str) else w.command
+        if self.gpu_count > 0:
+            for g in w.gpus:
+                if g >= self.gpu_count:
+                    n = self.gpu_count
+                    have = f"{n} GPU{'s' if n > 1 else ''} ({'0' if n == 1 else f'0-{n - 1}'})"
+                    raise fail("gpus", f"GPU {g} not present: this machine has {have}",
+                               "GPU index 0" if n == 1 else f"GPU indexes 0 to {n - 1}")
+        return w.with_(command=command, **paths)
+
+
+def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:
+    """Read and validate the workload file at `path` for a machine with `gpu_count` CUDA GPUs.
+
+    `gpu_count` None or 0: no CUDA; cpu_fallback tables are applied and GPU indexes are not checked.
+    `only`: keep just these workloads (in file order). Raises ConfigError (one line) on any mistake.
+    """
+    spath = os.fspath(path)
+    try:
+        raw = Path(spath).read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as e:
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected="a readable TOML workload file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+        if m:
+            raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2])) from None
+        raise ConfigError(spath, f"invalid TOML: {msg}") from None
+
+    ld = _Loader(spath, text, gpu_count or 0)
+    for key in data:
+        if key not in _TOP:
+            hint = _did_you_mean(key, _TOP)
+            what = f"unknown table [{key}]" if isinstance(data[key], dict) else f"unknown top-level key '{key}'"
+            line = ld.lines.find((key,)) or ld.lines.find((), key)
+            raise ConfigError(spath, what, where="top level", line=line,
+                              expected=None if hint else "only [session], [defaults] and [[workload]]", hint=hint)
+    session = ld.table(("session",), data.get("session", {}), SESSION_FIELDS)
+    defaults = ld.table(("defaults",), data.get("defaults", {}), _DEFAULT_FIELDS, extra=("cpu_fallback",))
+    d_fallback = ld.table(("defaults", "cpu_fallback"), defaults.pop("cpu_fallback", {}), _DEFAULT_FIELDS)
+
+    tables = data.get("workload", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(spath, "workload is not an array of tables", where="[workload]",
+                          line=ld.lines.find(("workload",)) or ld.lines.find((), "workload"),
+                          expected="[[workload]] tables (double brackets)")
+    if not tables:
+        raise ConfigError(spath, "no [[workload]] tables", expected="at least one")
+    first_line: dict[str, int | None] = {}
+    for i, t in enumerate(tables):
+        tid = ("workload", i)
+        if "name" not in t:
+            raise ld.error(tid, None, _Bad("missing key 'name'", 'name = "..." matching [A-Za-z0-9_.-]+'))
+        try:
+            name = _as_name("name", t["name"])
+        except _Bad as b:
+            raise ld.error(tid, "name", b) from None
+        if name in first_line:
+            first = first_line[name]
+            raise ld.error(tid, "name", _Bad(f"duplicate workload name {_show(name)}"
+                                             + (f" (first at line {first})" if first else ""), "unique names"))
+        first_line[name] = ld.lines.find(tid, "name")
+        ld.names[i] = name
+    if only:
+        unknown = [n for n in only if n not in first_line]
+        if unknown:
+            raise ConfigError(spath, "unknown workload " + ", ".join(map(_show, unknown)), where="workload selection",
+                              expected="one of " + ", ".join(map(_show, first_line)))
+    cuda = bool(gpu_count and gpu_count > 0)
+    workloads = []
+    for i, t in enumerate(tables):
+        tid = ("workload", i)
+        own = ld.table(tid, t, FIELDS, extra=("cpu_fallback",))
+        w_fallback = ld.table((*tid, "cpu_fallback"), own.pop("cpu_fallback", {}), _DEFAULT_FIELDS)
+        if only and ld.names[i] not in only:
+            continue
+        layers = [(("defaults",), defaults), (tid, own)]
+        if not cuda:
+            layers += [(("defaults", "cpu_fallback"), d_fallback), ((*tid, "cpu_fallback"), w_fallback)]
+        workloads.append(ld.workload(i, layers))
+    return SessionSpec(
+        name=session.get("name", Path(spath).stem), path=spath,
+        interval=session.get("interval", 1.0), baseline=session.get("baseline", "measure"),
+        baseline_steps=session.get("baseline_steps", 8),
+        workloads=tuple(workloads), cuda=cuda, cpu_fallback_reason=None,
+    )

@@ -1,0 +1,405 @@
+"""The session engine: one thread that ticks collect -> record -> analyse -> publish.
+
+Every `interval` seconds it samples the host, the GPUs and each job's process tree, reads new
+trainer events, writes all of it to the store, and publishes one immutable `Snapshot` to its
+subscribers (headless console, TUI). A launch runs in phases: solo baselines (each job alone,
+a short window after warm-up), then the co-run of all jobs. Other threads talk to the engine
+only through `request_stop` / `stop_job`, which are queued and applied at the next tick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import statistics
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from gputop_dl.analyse.jobstats import eta_s, step_stats
+from gputop_dl.channel import EventReader
+from gputop_dl.collect.environment import environment
+from gputop_dl.collect.host import HostSampler
+from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.launch import JobProcess, describe_exit, start_job, stop_jobs
+from gputop_dl.record.store import Store, session_work_dir
+from gputop_dl.snapshot import JobSample, Snapshot
+from gputop_dl.workload import SessionSpec, Workload
+
+
+class JobRun:
+    """A launched job's live state; touched only by the engine thread."""
+
+    def __init__(self, w: Workload, proc: JobProcess, phase: str):
+        self.w, self.proc, self.phase = w, proc, phase
+        self.reader = EventReader(proc.events_path)
+        self.tree = TreeSampler(proc.pid)
+        self.steps: list[dict] = []
+        self.epochs: list[dict] = []
+        self.info: dict = {}
+        self.status = "starting"
+        self.failure: str | None = None
+        self.exit_code: int | None = None
+        self.stopped_by_us = False
+        self.ended: float | None = None
+        self.tree_sample = None
+        self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
+        self.stderr_tail: tuple[str, ...] = ()
+
+    def _take(self, evs: list[dict]) -> None:
+        for e in evs:
+            kind = e.get("ev")
+            if kind == "step":
+                self.steps.append(e)
+            elif kind == "epoch":
+                self.epochs.append(e)
+            elif kind == "started":
+                self.info = e
+                self.status = "running"
+            elif kind == "failed":
+                self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
+
+    def poll(self, now: float) -> list[dict]:
+        """Read new events, notice an exit, sample the process tree. Returns the new events."""
+        evs = self.reader.read_new()
+        self._take(evs)
+        if self.exit_code is None:
+            code = self.proc.poll()
+            if code is not None:
+                late = self.reader.read_new()
+                self._take(late)
+                evs += late
+                self.exit_code, self.ended = code, now
+                self.stderr_tail = tuple(self.proc.log_tail())
+                if self.stopped_by_us:
+                    self.status = "stopped"
+                elif code == 0:
+                    self.status = "done"
+                else:
+                    self.status = "failed"
+                    if self.failure is None:
+                        self.failure = describe_exit(code, False)
+                self.tree_sample = None
+            else:
+                if self.status == "starting" and self.w.is_command:
+                    self.status = "running"
+                ts = self.tree.sample()
+                self.tree_sample = ts
+                if ts is not None and ts.cpu_cores is not None:
+                    self.cpu_series.append((now, ts.cpu_cores))
+        return evs
+
+    @property
+    def alive(self) -> bool:
+        return self.exit_code is None
+
+    def measured_cpu_cores(self) -> float | None:
+        """Mean CPU cores after warm-up (from the time the warm-up steps were done)."""
+        if len(self.steps) > self.w.warmup_steps:
+            t0 = self.steps[self.w.warmup_steps]["t"]
+            vals = [c for t, c in self.cpu_series if t >= t0]
+        else:
+            vals = [c for _, c in self.cpu_series]
+        return statistics.fmean(vals) if vals else None
+
+    def sample(self, gpu_mem: dict[int, int], gpu_sm: dict[int, float],
+               solo: dict | None) -> JobSample:
+        w = self.w
+        st = step_stats(self.steps, warmup=w.warmup_steps)
+        ts = self.tree_sample
+        pids = ts.pids if ts else ()
+        mem = sum(gpu_mem.get(p, 0) for p in pids) if any(p in gpu_mem for p in pids) else None
+        sm = sum(gpu_sm.get(p, 0.0) for p in pids) if any(p in gpu_sm for p in pids) else None
+        last = self.steps[-1] if self.steps else None
+        spe = self.info.get("steps_per_epoch") or w.steps_per_epoch
+        epochs = self.info.get("epochs") or w.epochs
+        eta = None
+        if last and spe and self.alive:
+            done = (last["epoch"] - 1) * spe + last["step"]
+            eta = eta_s(done, epochs * spe, st.step_time_s)
+        solo_t = solo.get("step_time_s") if solo else None
+        slowdown = None
+        if solo_t and st.step_time_s and self.phase == "co-run":
+            slowdown = round(st.step_time_s / solo_t, 3)
+        return JobSample(
+            name=w.name, pid=self.proc.pid, launched=True, pids=pids, status=self.status,
+            failure=self.failure, device=self.info.get("device"), batch_size=w.batch_size,
+            model=None if w.is_command else w.model,
+            cpu_cores=ts.cpu_cores if ts else None, rss=ts.rss if ts else None,
+            threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
+            stall_source="trainer" if st.n else None, step_time_s=st.step_time_s,
+            samples_per_s=st.samples_per_s, epoch=last["epoch"] if last else None,
+            epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
+            epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
+            slowdown=slowdown, solo_step_time_s=solo_t, phase=self.phase,
+            stderr_tail=self.stderr_tail)
+
+
+def fingerprint(w: Workload, cuda: bool, env: dict) -> str:
+    """What a solo baseline depends on; a cached baseline is reused only on an exact match."""
+    keys = ("model", "dataset", "root", "input_size", "source_size", "num_classes", "batch_size",
+            "num_workers", "transforms", "threads", "nproc", "gpus", "optimizer",
+            "sample_cpu_ms", "step_device_ms", "step_cpu_ms")
+    d = {k: getattr(w, k) for k in keys}
+    d.update(cuda=cuda, cpus=env.get("cpus"), cpu_model=env.get("cpu_model"),
+             gpus_hw=env.get("gpus"), torch=env.get("torch"), host=os.uname().nodename)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+class Engine:
+    """Runs one session (a launch, or the plain monitor when `spec` is None)."""
+
+    def __init__(self, spec: SessionSpec | None, *, nvml, command: str = "",
+                 store_path: str | None = None, record: bool = True, grace_s: float = 5.0):
+        self.spec = spec
+        self.nvml = nvml
+        self.command = command
+        self.store_path = store_path
+        self.record = record and spec is not None
+        self.grace_s = grace_s
+        self.interval = spec.interval if spec else 1.0
+        self.session_id: str | None = None
+        self.work_dir: str | None = None
+        self.phase: str | None = None
+        self.state = "running"
+        self.snapshot: Snapshot | None = None
+        self.solo: dict[str, dict] = {}  # job name -> baseline stats
+        self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
+        self.env = environment(nvml)
+        self.verdict: dict | None = None
+        self._subs: list[Callable[[Snapshot], None]] = []
+        self._cmds: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._stop_reason = "interrupted"
+        self._log: deque[tuple[float, str]] = deque(maxlen=50)
+        self._thread: threading.Thread | None = None
+        self._host: HostSampler | None = None
+        self._store: Store | None = None
+        self.error: BaseException | None = None
+
+    # --- API for other threads ---------------------------------------------------------------
+    def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
+        self._subs.append(fn)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="gputop-dl-engine", daemon=True)
+        self._thread.start()
+
+    def request_stop(self, reason: str = "interrupted") -> None:
+        self._stop_reason = reason
+        self._stop.set()
+
+    def stop_job(self, name: str) -> None:
+        self._cmds.put(("stop", name))
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def live_jobs(self) -> list[str]:
+        return [n for n, r in list(self.runs.items()) if r.alive]
+
+    # --- engine thread -------------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        self._log.append((time.time(), text))
+
+    def _main(self) -> None:
+        try:
+            self._host = HostSampler()
+            if self.record:
+                self._store = Store(self.store_path)
+                self.session_id = self._store.create_session(
+                    self.spec.name, file=self.spec.path, command=self.command, kind="launch",
+                    environment=self.env, spec={"workloads": [w.to_dict() for w in self.spec.workloads],
+                                                "baseline": self.spec.baseline,
+                                                "interval": self.spec.interval,
+                                                "cuda": self.spec.cuda})
+                self.work_dir = session_work_dir(self.session_id)
+                for w in self.spec.workloads:
+                    self._store.upsert_job(self.session_id, w.name, launched=True,
+                                           config=w.to_dict(), status="waiting")
+                self._store.commit()
+            if self.spec is None:
+                self.phase = None
+                self._loop(lambda: False)
+            else:
+                if self.spec.cpu_fallback_reason:
+                    self.say(self.spec.cpu_fallback_reason)
+                self._baselines()
+                if not self._stop.is_set():
+                    self._corun()
+            self.state = "interrupted" if self._stop.is_set() else "finished"
+        except BaseException as exc:  # recorded, shown, and the children still get stopped
+            self.error = exc
+            self.state = "interrupted"
+            self.say(f"engine error: {type(exc).__name__}: {exc}")
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        live = [r for r in self.runs.values() if r.alive]
+        for r in live:
+            r.stopped_by_us = True
+        if live:
+            self.say(f"stopping {', '.join(r.w.name for r in live)}")
+            stop_jobs([r.proc for r in live], self.grace_s)
+        try:
+            self.phase = self.state
+            self._tick()
+        except Exception as exc:
+            self.say(f"final sample failed: {exc}")
+        if self._store is not None:
+            self._store.end_session(self.session_id, self.state, self.verdict)
+            self._store.close()
+
+    def _loop(self, done: Callable[[], bool]) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._tick()
+            if done():
+                return
+            next_t += self.interval
+            delay = next_t - time.monotonic()
+            if delay < 0:  # fell behind: book the next tick a full interval after this one
+                next_t = time.monotonic()
+                delay = 0.0
+            self._stop.wait(delay)
+
+    def _start(self, w: Workload, phase: str, tag: str = "") -> JobRun:
+        proc = start_job(w, self.work_dir or session_work_dir("unrecorded"), self.spec.cuda, tag)
+        run = JobRun(w, proc, phase)
+        self.runs[w.name] = run
+        if self._store is not None:
+            self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                                   status="starting", pid=proc.pid, started=proc.started,
+                                   info={"phase": phase, "argv": proc.argv})
+        return run
+
+    def _baselines(self) -> None:
+        spec = self.spec
+        if spec.baseline == "none":
+            self.say("baseline = none: no solo runs; slowdowns are unknown")
+            return
+        todo = [w for w in spec.workloads if not w.is_command]
+        for i, w in enumerate(todo, 1):
+            if self._stop.is_set():
+                return
+            fp = fingerprint(w, spec.cuda, self.env)
+            if spec.baseline == "cache" and self._store is not None:
+                cached = self._store.baseline(fp)
+                if cached:
+                    self.solo[w.name] = dict(cached, cached=True)
+                    self.say(f"{w.name}: cached solo baseline, step {cached['step_time_s']:.3f} s")
+                    continue
+            self.phase = "baseline"
+            self.say(f"baseline {i}/{len(todo)}: {w.name} alone for "
+                     f"{w.warmup_steps}+{spec.baseline_steps} steps")
+            short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + spec.baseline_steps)
+            run = self._start(short, "baseline", ".solo")
+            self._loop(lambda: not run.alive)
+            st = step_stats(run.steps, warmup=w.warmup_steps, window=0)
+            if run.status == "done" and st.n:
+                base = {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
+                        "stall_fraction": st.stall_fraction, "steps": st.n,
+                        "cpu_cores": run.measured_cpu_cores(), "cv": st.cv,
+                        "device": run.info.get("device")}
+                self.solo[w.name] = base
+                if self._store is not None:
+                    self._store.save_baseline(fp, self.session_id, w.name, base)
+                    self._store.add_events(self.session_id, w.name, "baseline",
+                                           [{"ev": "baseline", "t": time.time(), **base}])
+                self.say(f"{w.name} solo: step {st.step_time_s:.3f} s, "
+                         f"stall {st.stall_fraction:.0%}")
+            elif run.status != "stopped":
+                self.say(f"{w.name}: no solo baseline ({run.failure or run.status})")
+            del self.runs[w.name]
+
+    def _corun(self) -> None:
+        self.phase = "co-run"
+        names = ", ".join(w.name for w in self.spec.workloads)
+        self.say(f"co-run: starting {names}")
+        for w in self.spec.workloads:
+            self._start(w, "co-run")
+        self._loop(lambda: all(not r.alive for r in self.runs.values()))
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                cmd, name = self._cmds.get_nowait()
+            except queue.Empty:
+                return
+            run = self.runs.get(name)
+            if cmd == "stop" and run is not None and run.alive:
+                run.stopped_by_us = True
+                self.say(f"stopping {name} (asked)")
+                stop_jobs([run.proc], self.grace_s)
+
+    def _tick(self) -> None:
+        now = time.time()
+        self._apply_commands()
+        host = self._host.sample()
+        gpus = self.nvml.sample()
+        gprocs = self.nvml.processes()
+        gpu_mem: dict[int, int] = {}
+        gpu_sm: dict[int, float] = {}
+        for p in gprocs:
+            if p.mem_used is not None:
+                gpu_mem[p.pid] = gpu_mem.get(p.pid, 0) + p.mem_used
+            if p.sm_util is not None:
+                gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
+        jobs = []
+        store = self._store
+        for name, run in list(self.runs.items()):
+            was_alive = run.alive
+            evs = run.poll(now)
+            if store is not None and evs:
+                store.add_events(self.session_id, name, run.phase, evs)
+            if was_alive and not run.alive:
+                msg = f"{name} ({run.phase}) {run.status}"
+                if run.failure:
+                    msg += f": {run.failure}"
+                self.say(msg)
+            js = run.sample(gpu_mem, gpu_sm, self.solo.get(name))
+            jobs.append(js)
+            if store is not None:
+                store.upsert_job(self.session_id, name, launched=True, config=None,
+                                 status=js.status, failure=js.failure, device=js.device,
+                                 pid=js.pid, ended=run.ended,
+                                 info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
+                                       "solo": self.solo.get(name), "argv": run.proc.argv})
+                if run.alive or was_alive:
+                    store.add_job_sample(self.session_id, now, js, run.phase)
+        if self.spec is not None:
+            for w in self.spec.workloads:
+                if w.name not in self.runs:
+                    jobs.append(JobSample(name=w.name, pid=None, launched=True, status="waiting",
+                                          batch_size=w.batch_size, model=w.model,
+                                          solo_step_time_s=(self.solo.get(w.name) or {}).get(
+                                              "step_time_s")))
+            order = {w.name: i for i, w in enumerate(self.spec.workloads)}
+            jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
+        if store is not None:
+            store.add_host_sample(self.session_id, now, host)
+            if gpus:
+                store.add_gpu_samples(self.session_id, now, gpus)
+            store.heartbeat(self.session_id, now)
+            store.commit()
+        notes = []
+        if self.spec is not None and not self.spec.cuda:
+            notes.append(self.spec.cpu_fallback_reason or "no CUDA: workloads train on the CPU")
+        snap = Snapshot(time=now, gpu_status=self.nvml.status, gpus=gpus, host=host,
+                        jobs=tuple(jobs), gpu_processes=gprocs, verdict=self.verdict,
+                        notes=tuple(notes), log=tuple(self._log), phase=self.phase,
+                        session_id=self.session_id)
+        self.snapshot = snap
+        for fn in self._subs:
+            fn(snap)

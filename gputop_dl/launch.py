@@ -1,0 +1,170 @@
+"""Launcher: starts each workload as its own process group and stops every child, no orphans.
+
+Each job runs in a new session (own process group) with its own environment
+(CUDA_VISIBLE_DEVICES, thread counts, the event-channel path). The child also gets
+PR_SET_PDEATHSIG, so even a `kill -9` of gputop-dl takes the trainer down with it. Stopping is
+TERM to the whole group (and every descendant found by psutil, in case one made its own
+group), a grace period, then KILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from gputop_dl.channel import ENV_EVENTS
+from gputop_dl.workload import Workload
+
+ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except Exception:  # not Linux: the signal handlers in the parent still clean up
+        pass
+
+
+def nproc_for(w: Workload, cuda: bool) -> int:
+    """Processes for a job: one per GPU on CUDA (DDP), `nproc` if set, else 1 on CPU fallback."""
+    if w.nproc:
+        return w.nproc
+    return max(1, len(w.gpus)) if cuda else 1
+
+
+def build_argv(w: Workload, spec_path: str, cuda: bool) -> list[str]:
+    if w.command is not None:
+        return ["/bin/sh", "-c", w.command[0]] if w.shell and len(w.command) == 1 else list(w.command)
+    n = nproc_for(w, cuda)
+    if n > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc_per_node={n}", "-m", "gputop_dl.trainer", spec_path]
+    return [sys.executable, "-m", "gputop_dl.trainer", spec_path]
+
+
+def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,
+              base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env[ENV_EVENTS] = events_path
+    env[ENV_EMU_DIR] = work_dir
+    env["PYTHONUNBUFFERED"] = "1"
+    if cuda and w.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in w.gpus)
+    if w.threads:
+        for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[k] = str(w.threads)
+    env.update(w.env)
+    return env
+
+
+@dataclass
+class JobProcess:
+    """A started job: its Popen, where its log and events go."""
+
+    name: str
+    popen: subprocess.Popen
+    log_path: str
+    events_path: str
+    argv: list[str]
+    started: float
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def log_tail(self, n: int = 12) -> list[str]:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 16384))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if line.strip()][-n:]
+
+
+def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "") -> JobProcess:
+    """Start one workload; files go to work_dir/<name><tag>.{json,events.jsonl,log}."""
+    os.makedirs(work_dir, exist_ok=True)
+    stem = os.path.join(work_dir, f"{w.name}{tag}")
+    spec_path, events_path, log_path = stem + ".json", stem + ".events.jsonl", stem + ".log"
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump(w.to_dict(), f)
+    open(events_path, "w").close()
+    argv = build_argv(w, spec_path, cuda)
+    env = build_env(w, events_path, work_dir, cuda)
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=_die_with_parent)
+    return JobProcess(w.name, popen, log_path, events_path, argv, time.time())
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
+    """TERM every job's group and descendants, wait up to grace_s, then KILL what is left."""
+    live = [j for j in jobs if j.poll() is None]
+    tree: list[psutil.Process] = []
+    for j in live:
+        tree.extend(_descendants(j.pid))
+        try:
+            os.killpg(j.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in tree:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    deadline = time.monotonic() + grace_s
+    for j in live:
+        try:
+            j.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=max(0.0, deadline - time.monotonic()))
+    for j in live:
+        if j.poll() is None:
+            try:
+                os.killpg(j.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    for j in live:
+        try:
+            j.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    psutil.wait_procs(alive, timeout=2)
+
+
+def describe_exit(code: int, stopped_by_us: bool) -> str:
+    """Human cause for a non-zero exit with no 'failed' event."""
+    if code < 0:
+        sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        if -code == signal.SIGKILL and not stopped_by_us:
+            return f"killed by {sig} (often the host OOM killer: check `dmesg`)"
+        return f"killed by {sig}"
+    return f"exited with code {code}"

@@ -1,0 +1,40 @@
+"""Number formatting shared by every presenter: unknown values print as an en dash."""
+
+from __future__ import annotations
+
+DASH = "–"
+
+
+def pct(x: float | None, digits: int = 0) -> str:
+    return DASH if x is None else f"{x * 100:.{digits}f}%"
+
+
+def num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
+    return DASH if x is None else f"{x:{fmt}}{unit}"
+
+
+def size(n: int | float | None) -> str:
+    """Bytes as MiB/GiB, the unit the background's tables use."""
+    if n is None:
+        return DASH
+    if n >= 1024**3:
+        return f"{n / 1024**3:.1f} GiB"
+    return f"{n / 1024**2:.0f} MiB"
+
+
+def secs(x: float | None) -> str:
+    if x is None:
+        return DASH
+    if x < 1:
+        return f"{x * 1000:.0f} ms"
+    if x < 120:
+        return f"{x:.1f} s"
+    m, s = divmod(int(x), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int | None) -> str:
+    if epoch is None:
+        return DASH
+    return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"

@@ -1,0 +1,133 @@
+"""Headless console: live job table (Rich) on a terminal, plain progress lines otherwise, then a summary."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.snapshot import Snapshot
+
+PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
+
+
+def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) -> list[Text]:
+    out = [Text.assemble(("gputop-dl", "bold"), f" · {spec.name} · {len(spec.workloads)} "
+                         f"workload(s) · {spec.path}" + (f" · session {session_id}" if session_id else ""))]
+    if not spec.cuda:
+        applied = sorted({k for w in spec.workloads for k in w.cpu_fallback_applied})
+        msg = "NO CUDA: workloads train on the CPU. " + (gpu_status_detail or "")
+        if applied:
+            msg += f" cpu_fallback applied from the file: {', '.join(applied)}."
+        out.append(Text(msg, style="bold yellow"))
+    return out
+
+
+def jobs_table(snap: Snapshot) -> Table:
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col, just in (("job", "left"), ("status", "left"), ("device", "left"),
+                      ("epoch · step", "right"), ("step", "right"), ("samples/s", "right"),
+                      ("data-wait", "right"), ("CPU cores", "right"), ("RSS", "right"),
+                      ("GPU mem", "right"), ("slowdown", "right"), ("ETA", "right")):
+        t.add_column(col, justify=just, no_wrap=True)
+    for j in snap.jobs:
+        status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
+        t.add_row(j.name, status, j.device or DASH,
+                  progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
+                  num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
+                  size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s))
+    return t
+
+
+def host_line(snap: Snapshot) -> Text:
+    h = snap.host
+    if h is None:
+        return Text("")
+    parts = [f"host: {h.cpus} CPUs {pct(h.cpu_busy)} busy", f"load {num(h.load1, '.1f')}"]
+    if h.cpu_pressure_some10 is not None:
+        parts.append(f"CPU pressure {pct(h.cpu_pressure_some10)}")
+    if snap.gpus:
+        parts.append("GPUs: " + "  ".join(
+            f"{g.index}:{pct(g.util)} {size(g.mem_used)}" for g in snap.gpus))
+    return Text(" · ".join(parts), style="dim")
+
+
+class Headless:
+    """Consumes snapshots from the engine (any thread) and renders them on the main thread."""
+
+    def __init__(self, console: Console | None = None):
+        if console is None:
+            console = Console()
+            if not console.is_terminal:  # logs (nohup, CI): wide lines instead of 80 columns
+                console = Console(width=160)
+        self.console = console
+        self.q: queue.Queue[Snapshot] = queue.Queue()
+        self._seen_log = 0.0
+        self._last_plain = 0.0
+
+    def feed(self, snap: Snapshot) -> None:  # engine thread
+        self.q.put(snap)
+
+    def _print_log(self, snap: Snapshot, printer) -> None:
+        for t, msg in snap.log:
+            if t > self._seen_log:
+                printer(Text.assemble((time.strftime("%H:%M:%S ", time.localtime(t)), "dim"), msg))
+                self._seen_log = t
+
+    def _plain(self, snap: Snapshot) -> None:
+        self._print_log(snap, self.console.print)
+        if snap.time - self._last_plain < PLAIN_EVERY_S:
+            return
+        self._last_plain = snap.time
+        for j in snap.jobs:
+            if j.status in ("running", "starting"):
+                prog = progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)
+                self.console.print(
+                    f"  {j.name:<12} {j.phase or '':<8} {prog:<14} step {secs(j.step_time_s):>7}"
+                    f"  {num(j.samples_per_s, '.1f'):>7} samples/s"
+                    f"  data-wait {pct(j.stall_fraction):>4}  CPU {num(j.cpu_cores, '.2f')} cores"
+                    f"  GPU mem {size(j.gpu_mem)}", soft_wrap=True)
+        self.console.print(host_line(snap))
+
+    def run(self, engine) -> Snapshot | None:
+        """Render until the engine thread ends; returns the last snapshot."""
+        last = None
+        if self.console.is_terminal:
+            with Live(console=self.console, auto_refresh=False, transient=False) as live:
+                while engine.running or not self.q.empty():
+                    try:
+                        snap = self.q.get(timeout=0.2)
+                    except queue.Empty:
+                        continue
+                    last = snap
+                    self._print_log(snap, live.console.print)
+                    live.update(Group(jobs_table(snap), host_line(snap)), refresh=True)
+        else:
+            while engine.running or not self.q.empty():
+                try:
+                    snap = self.q.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                last = snap
+                self._plain(snap)
+        return last
+
+
+def summary_table(results) -> Table:
+    t = Table(title="Summary (co-run)", header_style="bold", title_justify="left")
+    for col in ("job", "status", "device", "epochs", "median epoch", "step", "samples/s",
+                "data-wait", "CPU cores", "peak mem", "solo step", "slowdown"):
+        t.add_column(col, justify="left" if col in ("job", "status", "device") else "right")
+    for r in results:
+        status = r.status if not r.failure else f"{r.status}: {r.failure}"
+        mem = r.peak_gpu_mem if r.peak_gpu_mem is not None else r.peak_framework_mem
+        t.add_row(r.name, status, r.device or DASH, str(len(r.epochs)), secs(r.median_epoch_s),
+                  secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
+                  num(r.cpu_cores, ".2f"), size(mem),
+                  secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
+    return t

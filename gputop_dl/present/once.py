@@ -1,0 +1,55 @@
+"""`gputop-dl --once`: take one snapshot of this machine and print it (Rich tables or JSON)."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from gputop_dl.present.fmt import DASH, num, pct, size
+from gputop_dl.snapshot import Snapshot
+
+
+def take_snapshot(settle_s: float = 0.5, nvml=None) -> Snapshot:
+    """Sample host and GPUs; CPU figures are averaged over `settle_s` seconds."""
+    from gputop_dl.collect.host import HostSampler
+    from gputop_dl.collect.nvml import Nvml
+
+    nvml = nvml or Nvml()
+    host = HostSampler()
+    time.sleep(settle_s)
+    notes = () if nvml.status == "ok" else (nvml.status_detail,)
+    return Snapshot(time=time.time(), gpu_status=nvml.status, gpus=nvml.sample(),
+                    host=host.sample(), gpu_processes=nvml.processes(), notes=notes)
+
+
+def print_once(snap: Snapshot, console: Console | None = None) -> None:
+    console = console or Console()
+    h = snap.host
+    if h is not None:
+        console.print(f"[bold]host[/]: {h.cpus} CPUs, {pct(h.cpu_busy)} busy, load "
+                      f"{num(h.load1, '.2f')}, CPU pressure {pct(h.cpu_pressure_some10)}, "
+                      f"memory {size(h.mem_used)} / {size(h.mem_total)}")
+    if not snap.gpus:
+        console.print(f"[bold]GPUs[/]: none — {'; '.join(snap.notes) or snap.gpu_status}")
+    else:
+        t = Table(header_style="bold")
+        for c in ("GPU", "name", "util", "memory", "temp", "power"):
+            t.add_column(c)
+        for g in snap.gpus:
+            t.add_row(str(g.index), g.name or DASH, pct(g.util),
+                      f"{size(g.mem_used)} / {size(g.mem_total)}", num(g.temp_c, ".0f", " °C"),
+                      num(g.power_w, ".0f", " W") if not g.error else g.error)
+        console.print(t)
+    if snap.gpu_processes:
+        t = Table(title="GPU processes", header_style="bold", title_justify="left")
+        for c in ("GPU", "PID", "memory", "SM"):
+            t.add_column(c)
+        for p in snap.gpu_processes:
+            t.add_row(str(p.gpu_index), str(p.pid), size(p.mem_used), pct(p.sm_util))
+        console.print(t)
+    if snap.jobs:
+        from gputop_dl.present.headless import jobs_table
+
+        console.print(jobs_table(snap))

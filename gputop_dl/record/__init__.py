@@ -1,0 +1,1 @@
+"""Recording: the SQLite session store."""

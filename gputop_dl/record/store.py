@@ -1,0 +1,265 @@
+"""Session store: SQLite (WAL) under the user data directory, written as the run goes.
+
+One connection per thread. The writer commits once per tick, so a `kill -9` of gputop-dl
+loses at most the last tick; such a session reads back as "interrupted" (its owner PID is gone
+and its heartbeat is stale). Samples are stored in narrow tables, not as JSON blobs, to keep a
+24-hour session small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+
+import platformdirs
+
+ENV_HOME = "GPUTOP_DL_HOME"
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, name TEXT, file TEXT, command TEXT, kind TEXT,
+    started REAL, ended REAL, state TEXT, heartbeat REAL, owner_pid INTEGER, owner_host TEXT,
+    environment TEXT, verdict TEXT, spec TEXT);
+CREATE TABLE IF NOT EXISTS jobs (
+    session_id TEXT, name TEXT, launched INTEGER, config TEXT, status TEXT, failure TEXT,
+    device TEXT, pid INTEGER, started REAL, ended REAL, info TEXT,
+    PRIMARY KEY (session_id, name));
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT, job TEXT, phase TEXT, t REAL, ev TEXT, data TEXT);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (session_id, job, ev);
+CREATE TABLE IF NOT EXISTS baselines (
+    fingerprint TEXT PRIMARY KEY, created REAL, session_id TEXT, job TEXT, data TEXT);
+CREATE TABLE IF NOT EXISTS host_samples (
+    session_id TEXT, t REAL, cpu_busy REAL, load1 REAL, psi_some10 REAL, throttled REAL,
+    mem_used INTEGER, per_cpu TEXT);
+CREATE INDEX IF NOT EXISTS host_by_session ON host_samples (session_id, t);
+CREATE TABLE IF NOT EXISTS gpu_samples (
+    session_id TEXT, t REAL, gpu INTEGER, util REAL, mem_used INTEGER, mem_total INTEGER,
+    temp_c REAL, power_w REAL, sm_clock INTEGER, throttle TEXT, error TEXT);
+CREATE INDEX IF NOT EXISTS gpu_by_session ON gpu_samples (session_id, t);
+CREATE TABLE IF NOT EXISTS job_samples (
+    session_id TEXT, t REAL, job TEXT, phase TEXT, cpu_cores REAL, rss INTEGER, nprocs INTEGER,
+    gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL);
+CREATE INDEX IF NOT EXISTS job_by_session ON job_samples (session_id, job, t);
+"""
+
+STALE_S = 15.0  # a "running" session whose heartbeat is older than this and whose owner is gone
+
+
+def data_dir() -> str:
+    d = os.environ.get(ENV_HOME) or platformdirs.user_data_dir("gputop-dl")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def default_db_path() -> str:
+    return os.path.join(data_dir(), "sessions.db")
+
+
+def session_work_dir(session_id: str) -> str:
+    d = os.path.join(data_dir(), "sessions", session_id)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def _dumps(obj) -> str | None:
+    return None if obj is None else json.dumps(obj, separators=(",", ":"))
+
+
+def _loads(text):
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    name: str
+    file: str | None
+    command: str | None
+    kind: str
+    started: float
+    ended: float | None
+    state: str
+    environment: dict | None
+    verdict: dict | None
+    spec: dict | None
+
+
+class Store:
+    """A connection to the session database (open one per thread)."""
+
+    def __init__(self, path: str | None = None):
+        self.path = path or default_db_path()
+        self.db = sqlite3.connect(self.path, timeout=10.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        self.db.commit()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def commit(self) -> None:
+        self.db.commit()
+
+    # --- writing -------------------------------------------------------------------------
+    def create_session(self, name: str, *, file: str | None, command: str, kind: str,
+                       environment: dict, spec: dict | None = None,
+                       session_id: str | None = None) -> str:
+        sid = session_id or new_session_id()
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO sessions (id, name, file, command, kind, started, state, heartbeat,"
+            " owner_pid, owner_host, environment, spec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (sid, name, file, command, kind, now, "running", now, os.getpid(),
+             socket.gethostname(), _dumps(environment), _dumps(spec)))
+        self.db.commit()
+        return sid
+
+    def heartbeat(self, sid: str, t: float) -> None:
+        self.db.execute("UPDATE sessions SET heartbeat=? WHERE id=?", (t, sid))
+
+    def end_session(self, sid: str, state: str, verdict: dict | None = None) -> None:
+        self.db.execute("UPDATE sessions SET ended=?, state=?, verdict=? WHERE id=?",
+                        (time.time(), state, _dumps(verdict), sid))
+        self.db.commit()
+
+    def set_verdict(self, sid: str, verdict: dict | None) -> None:
+        self.db.execute("UPDATE sessions SET verdict=? WHERE id=?", (_dumps(verdict), sid))
+
+    def upsert_job(self, sid: str, name: str, *, launched: bool, config: dict | None,
+                   status: str, failure: str | None = None, device: str | None = None,
+                   pid: int | None = None, started: float | None = None,
+                   ended: float | None = None, info: dict | None = None) -> None:
+        self.db.execute(
+            "INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id, name) DO UPDATE"
+            " SET status=excluded.status, failure=excluded.failure, device=excluded.device,"
+            " pid=excluded.pid, started=COALESCE(jobs.started, excluded.started),"
+            " ended=excluded.ended, info=excluded.info",
+            (sid, name, int(launched), _dumps(config), status, failure, device, pid, started,
+             ended, _dumps(info)))
+
+    def add_events(self, sid: str, job: str, phase: str, events: list[dict]) -> None:
+        rows = []
+        for e in events:
+            data = {k: v for k, v in e.items() if k not in ("ev", "t")}
+            rows.append((sid, job, phase, e.get("t"), e.get("ev"), _dumps(data)))
+        self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?)", rows)
+
+    def add_host_sample(self, sid: str, t: float, h) -> None:
+        self.db.execute("INSERT INTO host_samples VALUES (?,?,?,?,?,?,?,?)",
+                        (sid, t, h.cpu_busy, h.load1, h.cpu_pressure_some10,
+                         h.cgroup_throttled_frac, h.mem_used, _dumps(list(h.per_cpu))))
+
+    def add_gpu_samples(self, sid: str, t: float, gpus) -> None:
+        self.db.executemany(
+            "INSERT INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(sid, t, g.index, g.util, g.mem_used, g.mem_total, g.temp_c, g.power_w,
+              g.sm_clock_mhz, ",".join(g.throttle_reasons) or None, g.error) for g in gpus])
+
+    def add_job_sample(self, sid: str, t: float, j, phase: str | None) -> None:
+        self.db.execute(
+            "INSERT INTO job_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (sid, t, j.name, phase, j.cpu_cores, j.rss, len(j.pids), j.gpu_mem,
+             j.stall_fraction, j.step_time_s, j.samples_per_s))
+
+    def save_baseline(self, fingerprint: str, sid: str, job: str, data: dict) -> None:
+        self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
+                        (fingerprint, time.time(), sid, job, _dumps(data)))
+
+    # --- reading -------------------------------------------------------------------------
+    def _row(self, r) -> SessionRow:
+        (sid, name, file, command, kind, started, ended, state, heartbeat, owner_pid,
+         owner_host, env, verdict, spec) = r
+        if state == "running" and _owner_gone(owner_pid, owner_host, heartbeat):
+            state = "interrupted"
+        return SessionRow(sid, name, file, command, kind, started, ended, state, _loads(env),
+                          _loads(verdict), _loads(spec))
+
+    def sessions(self) -> list[SessionRow]:
+        rows = self.db.execute("SELECT * FROM sessions ORDER BY started DESC").fetchall()
+        return [self._row(r) for r in rows]
+
+    def session(self, sid: str | None = None) -> SessionRow | None:
+        """The session with this id (a unique prefix works), or the latest one."""
+        if sid is None:
+            r = self.db.execute("SELECT * FROM sessions ORDER BY started DESC LIMIT 1").fetchone()
+        else:
+            rs = self.db.execute("SELECT * FROM sessions WHERE id LIKE ? ORDER BY started DESC",
+                                 (sid + "%",)).fetchall()
+            r = rs[0] if len(rs) == 1 or (rs and rs[0][0] == sid) else None
+        return self._row(r) if r else None
+
+    def jobs(self, sid: str) -> list[dict]:
+        cur = self.db.execute("SELECT name, launched, config, status, failure, device, pid,"
+                              " started, ended, info FROM jobs WHERE session_id=? ORDER BY rowid",
+                              (sid,))
+        out = []
+        for name, launched, config, status, failure, device, pid, started, ended, info in cur:
+            out.append({"name": name, "launched": bool(launched), "config": _loads(config),
+                        "status": status, "failure": failure, "device": device, "pid": pid,
+                        "started": started, "ended": ended, "info": _loads(info) or {}})
+        return out
+
+    def events(self, sid: str, job: str | None = None, ev: str | None = None,
+               phase: str | None = None) -> list[dict]:
+        q, args = "SELECT job, phase, t, ev, data FROM events WHERE session_id=?", [sid]
+        for col, val in (("job", job), ("ev", ev), ("phase", phase)):
+            if val is not None:
+                q += f" AND {col}=?"
+                args.append(val)
+        out = []
+        for job_, phase_, t, ev_, data in self.db.execute(q + " ORDER BY rowid", args):
+            d = _loads(data) or {}
+            d.update(job=job_, phase=phase_, t=t, ev=ev_)
+            out.append(d)
+        return out
+
+    def host_samples(self, sid: str) -> list[tuple]:
+        return self.db.execute("SELECT t, cpu_busy, load1, psi_some10, throttled, mem_used"
+                               " FROM host_samples WHERE session_id=? ORDER BY t", (sid,)).fetchall()
+
+    def gpu_samples(self, sid: str) -> list[tuple]:
+        return self.db.execute("SELECT t, gpu, util, mem_used, mem_total, temp_c, power_w, throttle"
+                               " FROM gpu_samples WHERE session_id=? ORDER BY t, gpu",
+                               (sid,)).fetchall()
+
+    def job_samples(self, sid: str, job: str | None = None) -> list[tuple]:
+        q = ("SELECT t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time,"
+             " samples_per_s FROM job_samples WHERE session_id=?")
+        args = [sid]
+        if job is not None:
+            q += " AND job=?"
+            args.append(job)
+        return self.db.execute(q + " ORDER BY t", args).fetchall()
+
+    def baseline(self, fingerprint: str) -> dict | None:
+        r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
+                            (fingerprint,)).fetchone()
+        return _loads(r[0]) if r else None
+
+
+def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> bool:
+    if heartbeat is not None and time.time() - heartbeat < STALE_S:
+        return False
+    if host == socket.gethostname() and pid:
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+    return True

@@ -1,0 +1,131 @@
+"""Immutable snapshots: what one sampling tick saw, handed from the sampler to every presenter.
+
+Data flows one way: collect -> record -> analyse -> present. Everything a presenter shows is
+in a `Snapshot`; presenters never call samplers themselves. Unknown values are `None`, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one instant, as NVML reported it (None = not available)."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    util: float | None = None  # 0..1
+    mem_util: float | None = None  # 0..1, memory-controller busy
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None  # bytes
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: int | None = None
+    throttle_reasons: tuple[str, ...] = ()
+    pcie_tx_kbs: int | None = None
+    pcie_rx_kbs: int | None = None
+    error: str | None = None  # set when the GPU was lost / errored this tick
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process NVML sees on a GPU."""
+
+    gpu_index: int
+    pid: int
+    mem_used: int | None = None  # bytes
+    sm_util: float | None = None  # 0..1
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """Host CPU and memory at one instant."""
+
+    cpus: int  # logical CPUs this process may use (affinity & cgroup quota)
+    cpu_busy: float | None = None  # 0..1 over the allowed CPUs
+    per_cpu: tuple[float, ...] = ()  # 0..1 each
+    load1: float | None = None
+    load5: float | None = None
+    load15: float | None = None
+    cpu_pressure_some10: float | None = None  # 0..1, /proc/pressure/cpu "some avg10"
+    cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
+    mem_used: int | None = None
+    mem_total: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSample:
+    """One training job (trainer + its data-loader workers) at one instant."""
+
+    name: str
+    pid: int | None
+    launched: bool
+    pids: tuple[int, ...] = ()
+    status: str = "running"  # starting | running | done | failed | stopped
+    failure: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    model: str | None = None
+    cpu_cores: float | None = None
+    rss: int | None = None
+    threads: int | None = None
+    stall_fraction: float | None = None
+    stall_source: str | None = None  # trainer | hook | py-spy
+    step_time_s: float | None = None
+    samples_per_s: float | None = None
+    epoch: int | None = None
+    epochs: int | None = None
+    step: int | None = None
+    steps_per_epoch: int | None = None
+    eta_s: float | None = None
+    epoch_times: tuple[float, ...] = ()
+    gpu_mem: int | None = None  # bytes, NVML per-process (summed over GPUs)
+    gpu_sm: float | None = None
+    slowdown: float | None = None
+    solo_step_time_s: float | None = None
+    phase: str | None = None  # baseline | co-run (launched jobs only)
+    stderr_tail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one tick saw: GPUs, host, jobs and (when known) the run's verdict."""
+
+    time: float
+    gpu_status: str
+    gpus: tuple[GpuSample, ...] = ()
+    host: HostSample | None = None
+    jobs: tuple[JobSample, ...] = ()
+    gpu_processes: tuple[GpuProcess, ...] = ()
+    verdict: dict | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)  # standing notes (e.g. "no CUDA")
+    log: tuple[tuple[float, str], ...] = ()  # recent engine messages (time, text), oldest first
+    phase: str | None = None  # launch runs: "baseline", "co-run", "finished", "interrupted"
+    session_id: str | None = None
+
+    def to_json(self) -> dict:
+        """The `gputop-dl --once --json` shape (contract: see docs/design.md)."""
+        return {
+            "schema": SNAPSHOT_SCHEMA,
+            "time": self.time,
+            "gpu_status": self.gpu_status,
+            "gpus": [_clean(asdict(g)) for g in self.gpus],
+            "host": _clean(asdict(self.host)) if self.host else None,
+            "jobs": [_clean(asdict(j)) for j in self.jobs],
+            "gpu_processes": [asdict(p) for p in self.gpu_processes],
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+            "log": [{"t": t, "message": m} for t, m in self.log],
+            "phase": self.phase,
+            "session_id": self.session_id,
+        }
+
+
+def _clean(d: dict) -> dict:
+    """Tuples become lists so the JSON is plain."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}

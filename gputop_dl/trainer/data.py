@@ -1,0 +1,73 @@
+"""Datasets and transform pipelines for the built-in trainer (FakeData, ImageFolder, synthetic)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import torch
+import torchvision
+from torchvision import transforms as T
+
+from gputop_dl.trainer.synthetic import SyntheticDataset
+from gputop_dl.workload import Workload
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def parse_transform(spec: str):
+    """'RandomResizedCrop(224, scale=(0.5, 1.0))' -> the torchvision transform object."""
+    m = _SPEC.match(spec)
+    if not m or not hasattr(T, m.group(1)):
+        raise ValueError(f"unknown transform {spec!r}: expected a torchvision.transforms name")
+    args, kwargs = [], {}
+    if m.group(2) and m.group(2).strip():
+        call = ast.parse(f"f({m.group(2)})", mode="eval").body
+        args = [ast.literal_eval(a) for a in call.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return getattr(T, m.group(1))(*args, **kwargs)
+
+
+def build_transform(w: Workload):
+    """The `light` / `heavy` presets, or the explicit list of the workload."""
+    if w.transforms == "light":  # pre-resized images: only conversion and normalisation
+        steps = [T.ToTensor(), T.Normalize(MEAN, STD)]
+    elif w.transforms == "heavy":  # the background's CPU-heavy ImageNet-style augmentation
+        steps = [
+            T.Resize(int(w.input_size * 1.15)),
+            T.RandomResizedCrop(w.input_size),
+            T.RandomHorizontalFlip(),
+            T.ColorJitter(0.3, 0.3, 0.3),
+            T.ToTensor(),
+            T.Normalize(MEAN, STD),
+        ]
+    else:
+        steps = [parse_transform(s) for s in w.transforms]
+    return T.Compose(steps)
+
+
+def source_size(w: Workload) -> int:
+    """Side of generated FakeData images: pre-resized for `light`, larger for other pipelines."""
+    if w.source_size:
+        return w.source_size
+    return w.input_size if w.transforms == "light" else int(w.input_size * 1.5)
+
+
+def epoch_length(w: Workload, world_size: int = 1) -> int:
+    if w.dataset_size:
+        return w.dataset_size
+    steps = w.steps_per_epoch or 50
+    return steps * w.batch_size * world_size
+
+
+def build_dataset(w: Workload, world_size: int = 1) -> torch.utils.data.Dataset:
+    if w.dataset == "synthetic":
+        return SyntheticDataset(epoch_length(w, world_size), w.input_size, w.num_classes,
+                                w.sample_cpu_ms)
+    if w.dataset == "imagefolder":
+        return torchvision.datasets.ImageFolder(w.root, transform=build_transform(w))
+    s = source_size(w)
+    return torchvision.datasets.FakeData(size=epoch_length(w, world_size), image_size=(3, s, s),
+                                         num_classes=w.num_classes, transform=build_transform(w),
+                                         random_offset=w.seed)

@@ -1,0 +1,161 @@
+"""The training loop: measures t_data / t_step per step and reports them over the event channel.
+
+One process per job (or one per rank under torchrun: rank 0 reports). Failures are reported
+with a cause (CUDA OOM, host OOM, exception) before the process exits non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+
+import torch
+import torchvision
+from torch import nn
+
+from gputop_dl.channel import EventWriter
+from gputop_dl.trainer.data import build_dataset
+from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
+from gputop_dl.workload import Workload
+
+ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"
+
+
+def _peak_mem(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def build_model(w: Workload, device: torch.device) -> nn.Module:
+    if w.model == "synthetic":
+        gpu = w.gpus[0] if w.gpus else None
+        emu = EmulatedDevice(device, gpu, os.environ.get(ENV_EMU_DIR))
+        return SyntheticModel(w.input_size, w.num_classes, w.step_device_ms, w.step_cpu_ms, emu)
+    return torchvision.models.get_model(w.model, weights=None, num_classes=w.num_classes)
+
+
+def build_optimizer(w: Workload, params):
+    if w.optimizer == "adam":
+        return torch.optim.Adam(params, lr=w.lr)
+    if w.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=w.lr)
+    return torch.optim.SGD(params, lr=w.lr, momentum=0.9)
+
+
+class Trainer:
+    """Builds model, data and optimizer for one workload and runs its epochs."""
+
+    def __init__(self, w: Workload, events: EventWriter):
+        self.w = w
+        self.events = events
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if torch.cuda.is_available():
+            self.device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        if w.threads:
+            torch.set_num_threads(w.threads)
+        torch.manual_seed(w.seed)
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        dataset = build_dataset(w, self.world_size)
+        sampler = None
+        if self.world_size > 1:
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True,
+                                                                      seed=w.seed)
+        self.sampler = sampler
+        self.loader = torch.utils.data.DataLoader(
+            dataset, batch_size=w.batch_size, shuffle=sampler is None, sampler=sampler,
+            num_workers=w.num_workers, pin_memory=self.device.type == "cuda", drop_last=True,
+            persistent_workers=w.num_workers > 0)
+        model = build_model(w, self.device).to(self.device)
+        self.params = sum(p.numel() for p in model.parameters())
+        if self.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        self.model = model
+        self.criterion = nn.CrossEntropyLoss()
+        self.optimizer = build_optimizer(w, model.parameters())
+        self.steps = min(w.steps_per_epoch or len(self.loader), len(self.loader))
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def run(self) -> None:
+        w, ev = self.w, self.events
+        ev.emit("started", flush=True, pid=os.getpid(), device=str(self.device),
+                world_size=self.world_size, torch=torch.__version__, model=w.model,
+                params=self.params, batch_size=w.batch_size, epochs=w.epochs,
+                steps_per_epoch=self.steps)
+        samples_per_step = w.batch_size * self.world_size
+        self.model.train()
+        for epoch in range(1, w.epochs + 1):
+            if self.sampler is not None:
+                self.sampler.set_epoch(epoch)
+            t_epoch = time.perf_counter()
+            loss_sum, n = 0.0, 0
+            it = iter(self.loader)
+            t0 = time.perf_counter()
+            for step in range(1, self.steps + 1):
+                x, y = next(it)
+                t_data = time.perf_counter() - t0
+                x = x.to(self.device, non_blocking=True)
+                y = y.to(self.device, non_blocking=True)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = self.criterion(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+                loss_sum += loss.item()  # also the device sync point, as in most training loops
+                n += 1
+                t1 = time.perf_counter()
+                ev.emit("step", epoch=epoch, step=step, t_data=round(t_data, 6),
+                        t_step=round(t1 - t0, 6), samples=samples_per_step)
+                t0 = t1
+            self._sync()
+            ev.emit("epoch", flush=True, epoch=epoch, time_s=round(time.perf_counter() - t_epoch, 4),
+                    steps=n, samples=n * samples_per_step, loss=round(loss_sum / max(n, 1), 5),
+                    peak_mem=_peak_mem(self.device))
+        ev.emit("finished", flush=True)
+
+
+def classify_failure(exc: BaseException) -> str:
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(exc):
+        return "cuda-oom"
+    if isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate" in str(exc):
+        return "host-oom"
+    return "exception"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m gputop_dl.trainer SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        w = Workload.from_dict(json.load(f))
+    rank = int(os.environ.get("RANK", "0"))
+    events = EventWriter.from_env() if rank == 0 else EventWriter(None)
+    try:
+        Trainer(w, events).run()
+        return 0
+    except KeyboardInterrupt:
+        events.emit("note", flush=True, message="interrupted")
+        return 130
+    except BaseException as exc:  # report every failure with its cause, then exit non-zero
+        traceback.print_exc()
+        last = str(exc).strip().splitlines()
+        msg = f"{type(exc).__name__}: {last[0] if last else ''}".strip()
+        events.emit("failed", flush=True, cause=classify_failure(exc), message=msg[:500])
+        return 1
+    finally:
+        events.close()

@@ -1,0 +1,92 @@
+"""Workload and session specs: the validated, resolved content of a workload file.
+
+`gputop_dl.config` builds these from TOML; the launcher and the trainer consume them. They are
+plain data (JSON round-trip via `to_dict`/`from_dict`) so a spec can be handed to the trainer
+child process as a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+
+TRANSFORM_PRESETS = ("light", "heavy")
+DATASETS = ("fake", "imagefolder", "synthetic")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+BASELINES = ("measure", "cache", "none")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One [[workload]] after [defaults] were merged in (and, on CPU fallback, its cpu_fallback)."""
+
+    name: str
+    model: str = "mobilenet_v2"  # torchvision classification model name, or "synthetic"
+    dataset: str = "fake"  # fake | imagefolder | synthetic
+    root: str | None = None  # imagefolder root (absolute after validation)
+    dataset_size: int | None = None  # fake/synthetic: images per epoch (default: steps*batch)
+    source_size: int | None = None  # fake: side of the generated images (default 1.5 x input)
+    input_size: int = 224
+    num_classes: int = 1000
+    batch_size: int = 32
+    num_workers: int = 4
+    transforms: str | tuple[str, ...] = "heavy"  # preset or explicit list of transform specs
+    epochs: int = 3
+    steps_per_epoch: int | None = None
+    warmup_steps: int = 3
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    gpus: tuple[int, ...] = ()
+    nproc: int | None = None  # DDP processes (default: len(gpus) on CUDA, 1 on CPU)
+    threads: int | None = None  # torch intra-op threads (OMP/MKL) in the trainer
+    seed: int = 0
+    # calibrated synthetic workload (dataset = "synthetic" / model = "synthetic")
+    sample_cpu_ms: float = 0.0  # CPU work per sample in the dataset (in the loader)
+    step_device_ms: float = 0.0  # device work per step (waited on CPU, a busy kernel on CUDA)
+    step_cpu_ms: float = 0.0  # CPU work per step in the trainer's main thread
+    # any program, measured from outside
+    command: tuple[str, ...] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    shell: bool = False
+    # set when the file's cpu_fallback overrides were applied
+    cpu_fallback_applied: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, tuple):
+                d[k] = list(v)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Workload:
+        names = {f.name for f in fields(cls)}
+        kw = {}
+        for k, v in d.items():
+            if k not in names:
+                continue
+            if isinstance(v, list):
+                v = tuple(v)
+            kw[k] = v
+        return cls(**kw)
+
+    def with_(self, **changes) -> Workload:
+        return replace(self, **changes)
+
+    @property
+    def is_command(self) -> bool:
+        return self.command is not None
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """The [session] table plus the workloads, ready to launch."""
+
+    name: str
+    path: str  # the workload file, as given
+    interval: float = 1.0
+    baseline: str = "measure"  # measure | cache | none
+    baseline_steps: int = 8  # measured steps per solo baseline (after warm-up)
+    workloads: tuple[Workload, ...] = ()
+    cuda: bool = True  # False: no CUDA here, every workload fell back to the CPU
+    cpu_fallback_reason: str | None = None

@@ -1,0 +1,347 @@
+"""A fake `pynvml` module for tests and benchmarks (no GPU, no driver needed).
+
+Build one and hand it to `gputop_dl.collect.nvml.Nvml(module=...)`:
+
+    from tests.fake_pynvml import FakeGpu, FakeProcess, FakePynvml
+
+    fake = FakePynvml(gpus=2)                          # two healthy H100s with default readings
+    fake.gpus[0].processes = [FakeProcess(pid=4242, used_memory=3 << 30)]
+    fake.gpus[0].add_util_sample(pid=4242, sm=87)      # per-process SM util, percent
+    fake.gpus[1].unsupported.add("power")              # this field raises NVMLError_NotSupported
+    fake.gpus[1].lost = True                           # every per-device call raises GPU_IS_LOST
+    fake.gpus[0].raise_in["temperature"] = RuntimeError("boom")   # any exception from a field
+
+    FakePynvml(gpus=0)                                 # NVML works, no devices
+    FakePynvml(init_error=FakePynvml.NVML_ERROR_LIBRARY_NOT_FOUND)   # libnvidia-ml.so.1 missing
+    FakePynvml(init_error=FakePynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    FakePynvml(event_reasons=False)                    # old pynvml: only ...ThrottleReasons
+    missing_pynvml()                                   # an importer that raises ImportError
+
+Field keys (for `unsupported` / `raise_in`): name, uuid, memory, utilization, temperature, power,
+power_limit, sm_clock, clock_reasons, pcie, processes, graphics_processes, process_util.
+`fake.calls` counts calls per pynvml function name. The fake is self-contained: it does not need
+the real pynvml. Readings are plain attributes on `FakeGpu`; change them between ticks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+GiB = 1 << 30
+
+
+class NVMLError(Exception):
+    """Like pynvml.NVMLError: carries the NVML return code in `.value`."""
+
+    _strings = {
+        1: "Uninitialized",
+        2: "Invalid Argument",
+        3: "Not Supported",
+        4: "Insufficient Permissions",
+        6: "Not Found",
+        9: "Driver Not Loaded",
+        12: "NVML Shared Library Not Found",
+        13: "Function Not Found",
+        15: "GPU is lost",
+        16: "GPU requires restart",
+        999: "Unknown Error",
+    }
+
+    def __init__(self, value: int):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return self._strings.get(self.value, f"NVML Error with code {self.value}")
+
+
+class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's spelling
+    def __init__(self, value: int = 3):
+        super().__init__(value)
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
+    def __init__(self, value: int = 12):
+        super().__init__(value)
+
+
+class NVMLError_DriverNotLoaded(NVMLError):  # noqa: N801
+    def __init__(self, value: int = 9):
+        super().__init__(value)
+
+
+class NVMLError_GpuIsLost(NVMLError):  # noqa: N801
+    def __init__(self, value: int = 15):
+        super().__init__(value)
+
+
+class NVMLError_NotFound(NVMLError):  # noqa: N801
+    def __init__(self, value: int = 6):
+        super().__init__(value)
+
+
+_ERROR_CLASSES = {
+    3: NVMLError_NotSupported,
+    6: NVMLError_NotFound,
+    9: NVMLError_DriverNotLoaded,
+    12: NVMLError_LibraryNotFound,
+    15: NVMLError_GpuIsLost,
+}
+
+
+def nvml_error(code: int) -> NVMLError:
+    """The exception real pynvml raises for `code` (a subclass where one exists)."""
+    cls = _ERROR_CLASSES.get(code)
+    return cls() if cls else NVMLError(code)
+
+
+@dataclass
+class FakeProcess:
+    pid: int
+    used_memory: int | None = 1 * GiB  # bytes; None = NVML could not tell (WDDM-style)
+
+
+@dataclass
+class FakeGpu:
+    """One fake GPU's readings, in NVML's own units."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    mem_total: int = 80 * GiB  # bytes
+    mem_used: int = 10 * GiB  # bytes
+    util: int = 50  # percent
+    mem_util: int = 20  # percent
+    temp_c: int = 60
+    power_mw: int = 300_000
+    power_limit_mw: int = 700_000
+    sm_clock_mhz: int = 1980
+    clock_reasons: int = 0  # bitmask, nvmlClocksEventReason*
+    pcie_tx_kbs: int = 1000  # KB/s
+    pcie_rx_kbs: int = 2000  # KB/s
+    processes: list[FakeProcess] = field(default_factory=list)  # compute
+    graphics_processes: list[FakeProcess] = field(default_factory=list)
+    util_samples: list[SimpleNamespace] = field(default_factory=list)
+    unsupported: set[str] = field(default_factory=set)
+    raise_in: dict[str, BaseException] = field(default_factory=dict)
+    lost: bool = False
+
+    def add_util_sample(self, pid: int, sm: int, mem: int = 0, ts_us: int | None = None) -> None:
+        """Queue a per-process utilization sample (percent); ts defaults to now (µs since epoch)."""
+        if ts_us is None:
+            ts_us = int(time.time() * 1e6)
+        self.util_samples.append(
+            SimpleNamespace(pid=pid, timeStamp=ts_us, smUtil=sm, memUtil=mem, encUtil=0, decUtil=0)
+        )
+
+
+class _Handle:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<fake nvmlDevice {self.index}>"
+
+
+class FakePynvml:
+    """Module-like object exposing the subset of pynvml that `Nvml` uses."""
+
+    # --- constants (same values as nvidia-ml-py) ---
+    NVML_SUCCESS = 0
+    NVML_ERROR_UNINITIALIZED = 1
+    NVML_ERROR_INVALID_ARGUMENT = 2
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_NO_PERMISSION = 4
+    NVML_ERROR_NOT_FOUND = 6
+    NVML_ERROR_DRIVER_NOT_LOADED = 9
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13
+    NVML_ERROR_GPU_IS_LOST = 15
+    NVML_ERROR_RESET_REQUIRED = 16
+    NVML_ERROR_UNKNOWN = 999
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+
+    nvmlClocksThrottleReasonGpuIdle = 0x1
+    nvmlClocksThrottleReasonApplicationsClocksSetting = 0x2
+    nvmlClocksThrottleReasonSwPowerCap = 0x4
+    nvmlClocksThrottleReasonHwSlowdown = 0x8
+    nvmlClocksThrottleReasonSyncBoost = 0x10
+    nvmlClocksThrottleReasonSwThermalSlowdown = 0x20
+    nvmlClocksThrottleReasonHwThermalSlowdown = 0x40
+    nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80
+    nvmlClocksThrottleReasonDisplayClockSetting = 0x100
+
+    NVMLError = NVMLError
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_NotFound = NVMLError_NotFound
+    NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    NVMLError_DriverNotLoaded = NVMLError_DriverNotLoaded
+    NVMLError_GpuIsLost = NVMLError_GpuIsLost
+
+    def __init__(
+        self,
+        gpus: int | list[FakeGpu] = 2,
+        *,
+        init_error: int | BaseException | None = None,
+        driver_version: str = "550.54.15",
+        cuda_version: int = 12040,
+        event_reasons: bool = True,
+    ):
+        if isinstance(gpus, int):
+            gpus = [
+                FakeGpu(uuid=f"GPU-fake-{i:04d}-0000-0000-0000-000000000000") for i in range(gpus)
+            ]
+        self.gpus: list[FakeGpu] = list(gpus)
+        self.init_error = init_error
+        self.driver_version = driver_version
+        self.cuda_version = cuda_version
+        self.initialized = False
+        self.init_calls = 0
+        self.shutdown_calls = 0
+        self.calls: Counter[str] = Counter()
+        self._handles = [_Handle(i) for i in range(len(self.gpus))]
+        if event_reasons:
+            for suffix in (
+                "GpuIdle", "ApplicationsClocksSetting", "SwPowerCap", "HwSlowdown", "SyncBoost",
+                "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown",
+                "DisplayClockSetting",
+            ):
+                setattr(self, "nvmlClocksEventReason" + suffix,
+                        getattr(self, "nvmlClocksThrottleReason" + suffix))
+            self.nvmlDeviceGetCurrentClocksEventReasons = self._clock_reasons
+
+    # --- helpers ---
+    def _gpu(self, handle: _Handle, key: str, fn: str) -> FakeGpu:
+        self.calls[fn] += 1
+        if not self.initialized:
+            raise nvml_error(self.NVML_ERROR_UNINITIALIZED)
+        gpu = self.gpus[handle.index]
+        if gpu.lost:
+            raise nvml_error(self.NVML_ERROR_GPU_IS_LOST)
+        if key in gpu.raise_in:
+            raise gpu.raise_in[key]
+        if key in gpu.unsupported:
+            raise nvml_error(self.NVML_ERROR_NOT_SUPPORTED)
+        return gpu
+
+    # --- library ---
+    def nvmlInit(self) -> None:
+        self.calls["nvmlInit"] += 1
+        self.init_calls += 1
+        if self.init_error is not None:
+            if isinstance(self.init_error, BaseException):
+                raise self.init_error
+            raise nvml_error(self.init_error)
+        self.initialized = True
+
+    def nvmlShutdown(self) -> None:
+        self.calls["nvmlShutdown"] += 1
+        if not self.initialized:
+            raise nvml_error(self.NVML_ERROR_UNINITIALIZED)
+        self.shutdown_calls += 1
+        self.initialized = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self.calls["nvmlSystemGetDriverVersion"] += 1
+        return self.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self.calls["nvmlSystemGetCudaDriverVersion"] += 1
+        return self.cuda_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self.calls["nvmlDeviceGetCount"] += 1
+        if not self.initialized:
+            raise nvml_error(self.NVML_ERROR_UNINITIALIZED)
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self.calls["nvmlDeviceGetHandleByIndex"] += 1
+        if index >= len(self.gpus):
+            raise nvml_error(self.NVML_ERROR_INVALID_ARGUMENT)
+        if self.gpus[index].lost:
+            raise nvml_error(self.NVML_ERROR_GPU_IS_LOST)
+        return self._handles[index]
+
+    # --- static info ---
+    def nvmlDeviceGetName(self, h: _Handle) -> str:
+        return self._gpu(h, "name", "nvmlDeviceGetName").name
+
+    def nvmlDeviceGetUUID(self, h: _Handle) -> str:
+        return self._gpu(h, "uuid", "nvmlDeviceGetUUID").uuid
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: _Handle) -> int:
+        return self._gpu(h, "power_limit", "nvmlDeviceGetEnforcedPowerLimit").power_limit_mw
+
+    def nvmlDeviceGetPowerManagementLimit(self, h: _Handle) -> int:
+        return self._gpu(h, "power_limit", "nvmlDeviceGetPowerManagementLimit").power_limit_mw
+
+    # --- per-tick readings ---
+    def nvmlDeviceGetMemoryInfo(self, h: _Handle, version=None):
+        g = self._gpu(h, "memory", "nvmlDeviceGetMemoryInfo")
+        return SimpleNamespace(total=g.mem_total, used=g.mem_used, free=g.mem_total - g.mem_used)
+
+    def nvmlDeviceGetUtilizationRates(self, h: _Handle):
+        g = self._gpu(h, "utilization", "nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=g.util, memory=g.mem_util)
+
+    def nvmlDeviceGetTemperature(self, h: _Handle, sensor: int) -> int:
+        return self._gpu(h, "temperature", "nvmlDeviceGetTemperature").temp_c
+
+    def nvmlDeviceGetPowerUsage(self, h: _Handle) -> int:
+        return self._gpu(h, "power", "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetClockInfo(self, h: _Handle, clock_type: int) -> int:
+        return self._gpu(h, "sm_clock", "nvmlDeviceGetClockInfo").sm_clock_mhz
+
+    def _clock_reasons(self, h: _Handle) -> int:
+        return self._gpu(h, "clock_reasons", "nvmlDeviceGetCurrentClocksEventReasons").clock_reasons
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: _Handle) -> int:
+        return self._gpu(
+            h, "clock_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
+        ).clock_reasons
+
+    def nvmlDeviceGetPcieThroughput(self, h: _Handle, counter: int) -> int:
+        g = self._gpu(h, "pcie", "nvmlDeviceGetPcieThroughput")
+        return g.pcie_tx_kbs if counter == self.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kbs
+
+    # --- processes ---
+    @staticmethod
+    def _proc_objs(procs: list[FakeProcess]) -> list[SimpleNamespace]:
+        return [
+            SimpleNamespace(pid=p.pid, usedGpuMemory=p.used_memory, gpuInstanceId=0xFFFFFFFF,
+                            computeInstanceId=0xFFFFFFFF)
+            for p in procs
+        ]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: _Handle):
+        return self._proc_objs(
+            self._gpu(h, "processes", "nvmlDeviceGetComputeRunningProcesses").processes
+        )
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: _Handle):
+        return self._proc_objs(
+            self._gpu(h, "graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")
+            .graphics_processes
+        )
+
+    def nvmlDeviceGetProcessUtilization(self, h: _Handle, last_seen_ts: int):
+        """Samples newer than `last_seen_ts`; NVML_ERROR_NOT_FOUND when there are none."""
+        g = self._gpu(h, "process_util", "nvmlDeviceGetProcessUtilization")
+        out = [s for s in g.util_samples if s.timeStamp > last_seen_ts]
+        if not out:
+            raise nvml_error(self.NVML_ERROR_NOT_FOUND)
+        return out
+
+
+def missing_pynvml():
+    """An importer for `Nvml(importer=...)` that behaves as if nvidia-ml-py is not installed."""
+    raise ModuleNotFoundError("No module named 'pynvml'", name="pynvml")
