@@ -84,7 +84,7 @@ def cmd_launch(args) -> int:
 
 def run_headless(engine, spec) -> int:
     from gputop_dl.analyse.summary import summarize
-    from gputop_dl.present.headless import Headless, header_lines, summary_table
+    from gputop_dl.present.headless import Headless, header_lines, summary_table, verdict_lines
     from gputop_dl.record.store import Store
 
     view = Headless()
@@ -104,6 +104,8 @@ def run_headless(engine, spec) -> int:
         finally:
             store.close()
         view.console.print(summary_table(summary.jobs))
+        for line in verdict_lines(engine.verdict):
+            view.console.print(line)
         view.console.print(f"session {engine.session_id} ({engine.state})")
     if engine.error is not None:
         print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)

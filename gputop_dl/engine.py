@@ -19,7 +19,10 @@ import time
 from collections import deque
 from typing import Callable
 
+from gputop_dl.analyse.evidence import JobSeries, gather, overlap_window
 from gputop_dl.analyse.jobstats import eta_s, step_stats
+from gputop_dl.analyse.verdict import judge
+from gputop_dl.collect import pyspy
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.host import HostSampler
@@ -179,6 +182,11 @@ class Engine:
         self._host: HostSampler | None = None
         self._store: Store | None = None
         self.error: BaseException | None = None
+        self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
+        self._gpu_series: list[tuple] = []  # co-run: (t, gpu, util, throttle reasons)
+        self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
+        self._spy_started: set[str] = set()
+        self._verdict_frozen = False
 
     # --- API for other threads ---------------------------------------------------------------
     def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
@@ -234,6 +242,7 @@ class Engine:
             else:
                 if self.spec.cpu_fallback_reason:
                     self.say(self.spec.cpu_fallback_reason)
+                self._prelaunch_check()
                 self._baselines()
                 if not self._stop.is_set():
                     self._corun()
@@ -323,6 +332,23 @@ class Engine:
                 self.say(f"{w.name}: no solo baseline ({run.failure or run.status})")
             del self.runs[w.name]
 
+    def _prelaunch_check(self) -> None:
+        """Warn when cached solo baselines say the jobs need more cores than there are."""
+        if self._store is None:
+            return
+        needs = []
+        for w in self.spec.workloads:
+            if w.is_command:
+                continue
+            base = self._store.baseline(fingerprint(w, self.spec.cuda, self.env))
+            if not base or base.get("cpu_cores") is None:
+                return
+            needs.append(base["cpu_cores"])
+        cpus = self.env.get("cpus") or 1
+        if len(needs) > 1 and sum(needs) > cpus:
+            self.say(f"warning: cached solo baselines say these jobs need ≈ {sum(needs):.1f} "
+                     f"cores at full speed; this machine allows {cpus}: expect a CPU-bound co-run")
+
     def _corun(self) -> None:
         self.phase = "co-run"
         names = ", ".join(w.name for w in self.spec.workloads)
@@ -330,6 +356,47 @@ class Engine:
         for w in self.spec.workloads:
             self._start(w, "co-run")
         self._loop(lambda: all(not r.alive for r in self.runs.values()))
+        self._update_verdict(time.time(), final=True)
+
+    def _spy(self, name: str, pid: int) -> None:
+        """Thread: one short py-spy burst on a data-loader worker of `name`."""
+        stacks, err = pyspy.record(pid, duration_s=2.0, rate=25)
+        if err:
+            self.say(f"{name}: no cause attribution ({err})")
+            return
+        self._hot[name] = pyspy.hot_frames(stacks)
+
+    def _maybe_spy(self, now: float) -> None:
+        for name, run in self.runs.items():
+            if name in self._spy_started or not run.alive or run.w.num_workers == 0:
+                continue
+            if len(run.steps) <= run.w.warmup_steps + 1 or not run.tree_sample:
+                continue
+            workers = [p for p in run.tree_sample.pids if p != run.proc.pid]
+            if not workers:
+                continue
+            self._spy_started.add(name)
+            threading.Thread(target=self._spy, args=(name, workers[0]), daemon=True,
+                             name=f"py-spy-{name}").start()
+
+    def _update_verdict(self, now: float, final: bool = False) -> None:
+        if self._verdict_frozen or self.spec is None:
+            return
+        runs = [r for r in self.runs.values() if r.phase == "co-run" and not r.w.is_command]
+        if not runs:
+            return
+        series = [JobSeries(r.w.name, r.w.to_dict(), r.info.get("device"), r.steps,
+                            r.cpu_series, r.ended, self.solo.get(r.w.name)) for r in runs]
+        jobs, host = gather(series, self._host_series, self._gpu_series,
+                            self.env.get("cpus") or 1, now, self._hot)
+        self.verdict = judge(jobs, host, self.spec.baseline)
+        # once a job has ended the overlap window is closed: the verdict cannot change
+        win = overlap_window(series, now)
+        # (2 s after it closed, so the others' buffered step events have arrived)
+        if final or (win is not None and now - win[1] > 2.0):
+            self._verdict_frozen = True
+        if self._store is not None:
+            self._store.set_verdict(self.session_id, self.verdict)
 
     def _apply_commands(self) -> None:
         while True:
@@ -387,6 +454,12 @@ class Engine:
                                               "step_time_s")))
             order = {w.name: i for i, w in enumerate(self.spec.workloads)}
             jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
+        if self.phase == "co-run":
+            self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
+                                      host.cgroup_throttled_frac))
+            self._gpu_series.extend((now, g.index, g.util, g.throttle_reasons) for g in gpus)
+            self._maybe_spy(now)
+            self._update_verdict(now)
         if store is not None:
             store.add_host_sample(self.session_id, now, host)
             if gpus:

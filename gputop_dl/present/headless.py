@@ -69,6 +69,7 @@ class Headless:
         self.q: queue.Queue[Snapshot] = queue.Queue()
         self._seen_log = 0.0
         self._last_plain = 0.0
+        self._last_kind = None
 
     def feed(self, snap: Snapshot) -> None:  # engine thread
         self.q.put(snap)
@@ -81,6 +82,10 @@ class Headless:
 
     def _plain(self, snap: Snapshot) -> None:
         self._print_log(snap, self.console.print)
+        kind = (snap.verdict or {}).get("kind")
+        if kind != self._last_kind and kind not in (None, "insufficient-data"):
+            self._last_kind = kind
+            self.console.print(f"verdict so far: {snap.verdict['title']} — {snap.verdict['reason']}")
         if snap.time - self._last_plain < PLAIN_EVERY_S:
             return
         self._last_plain = snap.time
@@ -106,7 +111,10 @@ class Headless:
                         continue
                     last = snap
                     self._print_log(snap, live.console.print)
-                    live.update(Group(jobs_table(snap), host_line(snap)), refresh=True)
+                    parts = [jobs_table(snap), host_line(snap)]
+                    if snap.verdict and snap.verdict["kind"] != "insufficient-data":
+                        parts.append(verdict_lines(snap.verdict)[0])
+                    live.update(Group(*parts), refresh=True)
         else:
             while engine.running or not self.q.empty():
                 try:
@@ -131,3 +139,18 @@ def summary_table(results) -> Table:
                   num(r.cpu_cores, ".2f"), size(mem),
                   secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
     return t
+
+
+def verdict_lines(verdict: dict | None) -> list[Text]:
+    """The verdict as the console shows it: title and reason, evidence, per-job lines, fixes."""
+    if not verdict:
+        return [Text("verdict: none recorded", style="dim")]
+    style = {"parallel": "bold green", "cpu-bound": "bold red", "gpu-contended": "bold red",
+             "other": "bold yellow"}.get(verdict["kind"], "bold")
+    out = [Text.assemble(("verdict: ", "bold"), (verdict["title"], style),
+                         f" — {verdict['reason']}",
+                         (f"  (confidence {verdict.get('confidence', 0):.0%})", "dim"))]
+    out += [Text(f"  · {line}") for line in verdict.get("evidence_lines", [])]
+    out += [Text(f"  {j['line']}", style="dim") for j in verdict.get("jobs", [])]
+    out += [Text.assemble(("  fix: ", "bold"), r) for r in verdict.get("recommendations", [])]
+    return out

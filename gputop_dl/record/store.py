@@ -245,6 +245,52 @@ class Store:
             args.append(job)
         return self.db.execute(q + " ORDER BY t", args).fetchall()
 
+    # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
+    def sample_span(self, sid: str) -> tuple[float, float, int] | None:
+        """(first t, last t, count) of the session's host samples (one per tick), or None."""
+        r = self.db.execute("SELECT MIN(t), MAX(t), COUNT(*) FROM host_samples WHERE session_id=?",
+                            (sid,)).fetchone()
+        return None if r is None or r[0] is None else (r[0], r[1], r[2])
+
+    def host_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+        """Host samples averaged per time bucket [t0 + k*width, t0 + (k+1)*width).
+
+        Rows (k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n), ordered by k;
+        a mean over no known values is None. Empty buckets have no row."""
+        return self.db.execute(
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS k, AVG(t), AVG(cpu_busy), AVG(load1),"
+            " AVG(psi_some10), AVG(throttled), AVG(mem_used), COUNT(*) FROM host_samples"
+            " WHERE session_id=? GROUP BY k ORDER BY k", (t0, width, sid)).fetchall()
+
+    def gpu_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+        """GPU samples averaged per time bucket and GPU (see `host_series`).
+
+        Rows (k, gpu, mean t, util, mem_used, max mem_total, temp_c, power_w, n), by k, gpu."""
+        return self.db.execute(
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS k, gpu, AVG(t), AVG(util), AVG(mem_used),"
+            " MAX(mem_total), AVG(temp_c), AVG(power_w), COUNT(*) FROM gpu_samples"
+            " WHERE session_id=? GROUP BY k, gpu ORDER BY k, gpu", (t0, width, sid)).fetchall()
+
+    def job_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+        """Job samples averaged per time bucket and job (see `host_series`).
+
+        Rows (k, job, mean t, cpu_cores, stall, step_time, samples_per_s, max rss, max gpu_mem,
+        n), ordered by k, job."""
+        return self.db.execute(
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS k, job, AVG(t), AVG(cpu_cores), AVG(stall),"
+            " AVG(step_time), AVG(samples_per_s), MAX(rss), MAX(gpu_mem), COUNT(*)"
+            " FROM job_samples WHERE session_id=? GROUP BY k, job ORDER BY k, job",
+            (t0, width, sid)).fetchall()
+
+    def session_stats(self) -> dict[str, dict]:
+        """Per session id: {"jobs": count, "heartbeat": last heartbeat time} (for listings)."""
+        out = {sid: {"jobs": 0, "heartbeat": hb}
+               for sid, hb in self.db.execute("SELECT id, heartbeat FROM sessions")}
+        for sid, n in self.db.execute("SELECT session_id, COUNT(*) FROM jobs GROUP BY session_id"):
+            if sid in out:
+                out[sid]["jobs"] = n
+        return out
+
     def baseline(self, fingerprint: str) -> dict | None:
         r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
                             (fingerprint,)).fetchone()

@@ -1,0 +1,84 @@
+"""Evidence for the verdict: co-run figures over the overlap window of recorded series.
+
+The overlap window starts when every job is past its warm-up steps and ends when the first
+job ends (or now): the only stretch where all jobs truly ran together.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
+
+
+@dataclass(frozen=True)
+class JobSeries:
+    """One co-run job's recorded data, as the engine (or the store) holds it."""
+
+    name: str
+    config: dict  # Workload.to_dict()
+    device: str | None
+    steps: list[dict]  # step events with t, t_data, t_step, samples
+    cpu: list[tuple[float, float]]  # (t, cores)
+    ended: float | None
+    solo: dict | None  # baseline stats: step_time_s, stall_fraction, cpu_cores
+
+
+def overlap_window(jobs: list[JobSeries], now: float) -> tuple[float, float] | None:
+    starts = []
+    for j in jobs:
+        warm = int(j.config.get("warmup_steps", 3))
+        if len(j.steps) <= warm:
+            return None
+        starts.append(j.steps[warm - 1]["t"] if warm > 0 else j.steps[0]["t"] - j.steps[0]["t_step"])
+    ends = [j.ended if j.ended is not None else now for j in jobs]
+    t0, t1 = max(starts), min(ends)
+    return (t0, t1) if t1 > t0 else None
+
+
+def _mean(vals: list[float]) -> float | None:
+    vals = [v for v in vals if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tuple], cpus: int,
+           now: float, hot_frames: dict | None = None) -> tuple[list[JobEvidence], HostEvidence]:
+    """host_series: (t, busy, psi, load1, throttled); gpu_series: (t, gpu, util, throttle tuple)."""
+    win = overlap_window(jobs, now)
+    evs = []
+    for j in jobs:
+        c = j.config
+        if win is None:
+            steps, cpu = [], []
+        else:
+            steps = [s for s in j.steps if win[0] < s["t"] <= win[1]]
+            cpu = [v for t, v in j.cpu if win[0] <= t <= win[1]]
+        st = step_stats(steps, warmup=0, window=0)
+        gpus = tuple(c.get("gpus") or ())
+        emulated = c.get("model") == "synthetic" and float(c.get("step_device_ms") or 0) > 0
+        solo = j.solo or {}
+        transforms = c.get("transforms")
+        evs.append(JobEvidence(
+            name=j.name, device=j.device, gpus=gpus, steps=st.n, step_time_s=st.step_time_s,
+            stall=st.stall_fraction, cpu_cores=_mean(cpu),
+            solo_step_time_s=solo.get("step_time_s"), solo_stall=solo.get("stall_fraction"),
+            solo_cpu_cores=solo.get("cpu_cores"), num_workers=int(c.get("num_workers") or 0),
+            transforms=transforms if isinstance(transforms, str) else "custom",
+            batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus)))
+    hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]]
+    gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]]
+    util: dict[int, list[float]] = {}
+    thr: dict[int, set[str]] = {}
+    for _, idx, u, reasons in gs:
+        if u is not None:
+            util.setdefault(idx, []).append(u)
+        thr.setdefault(idx, set()).update(r for r in reasons if r != "idle")
+    host = HostEvidence(
+        cpus=cpus, busy=_mean([h[1] for h in hs]), psi_some10=_mean([h[2] for h in hs]),
+        load1=_mean([h[3] for h in hs]), throttled=_mean([h[4] for h in hs]),
+        gpu_util={g: statistics.fmean(v) for g, v in util.items()},
+        gpu_throttle={g: tuple(sorted(v)) for g, v in thr.items() if v},
+        hot_frames=hot_frames or {})
+    return evs, host

@@ -1,0 +1,264 @@
+"""Verdict: did the jobs run truly in parallel, or only concurrently, and why (with the fix).
+
+Pure functions over measured evidence (no I/O). Metrics (docs/design.md): per job slowdown
+s_i = t_step(co-run) / t_step(solo), system throughput STP = sum(1/s_i), parallel efficiency
+E = STP / n, ANTT = mean(s_i). Co-run figures are taken over the *overlap window*: the time
+when every job was past its warm-up and none had finished yet, so a job that ran alone at the
+end does not dilute its slowdown.
+
+Rules, first match wins (thresholds are module constants and tested at their boundaries):
+- insufficient-data: a job has fewer than MIN_STEPS co-run steps in the overlap window;
+- no-baseline: no job has a solo baseline (the reason still names the CPU signals);
+- parallel: every s_i <= SLOW (1.10);
+- gpu-contended: a slowed job shares a GPU with another job and its stall did not rise;
+- cpu-bound: a CPU signal fires (host busy >= 90 % of allowed cores, PSI some >= 10 %,
+  load/cores > 1, cgroup throttling >= 5 %) and the stall rose by >= 5 points, or the jobs'
+  summed solo CPU need exceeds the cores, or the jobs train on the CPU itself;
+- gpu-contended: a slowed job shares a GPU (stall rose too, but the CPU is not saturated);
+- other: slowed on separate devices without CPU saturation (NVML's throttle reasons shown).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+SLOW = 1.10  # s_i above this: the job was slowed
+STALL_RISE = 0.05  # stall fraction rise (absolute) that counts
+BUSY = 0.90  # host busy fraction of allowed cores
+PSI = 0.10  # /proc/pressure/cpu some avg10
+LOAD_PER_CORE = 1.0
+THROTTLED = 0.05
+MIN_STEPS = 3
+FULL_CONFIDENCE_STEPS = 30
+
+TITLES = {
+    "parallel": "truly parallel",
+    "cpu-bound": "concurrent: CPU-bound",
+    "gpu-contended": "concurrent: GPU-contended",
+    "other": "concurrent: other",
+    "insufficient-data": "not enough data yet",
+    "no-baseline": "no baseline",
+}
+
+
+@dataclass(frozen=True)
+class JobEvidence:
+    """What was measured for one job: solo baseline (may be None) and co-run figures."""
+
+    name: str
+    device: str | None  # "cpu", "cuda:0", ...
+    gpus: tuple[int, ...]  # physical GPUs (or emulated ones, see `emulated_device`)
+    steps: int  # co-run steps in the overlap window
+    step_time_s: float | None
+    stall: float | None
+    cpu_cores: float | None  # mean in the overlap window
+    solo_step_time_s: float | None = None
+    solo_stall: float | None = None
+    solo_cpu_cores: float | None = None
+    num_workers: int = 0
+    transforms: str | None = None
+    batch_size: int | None = None
+    emulated_device: bool = False  # synthetic job whose device work is emulated per GPU index
+
+    @property
+    def slowdown(self) -> float | None:
+        if self.step_time_s and self.solo_step_time_s:
+            return self.step_time_s / self.solo_step_time_s
+        return None
+
+    @property
+    def on_cpu(self) -> bool:
+        return (self.device or "cpu").startswith("cpu") and not self.emulated_device
+
+
+@dataclass(frozen=True)
+class HostEvidence:
+    """Host CPU signals averaged over the overlap window (None = not available)."""
+
+    cpus: int
+    busy: float | None = None
+    psi_some10: float | None = None
+    load1: float | None = None
+    throttled: float | None = None
+    gpu_util: dict[int, float] = field(default_factory=dict)
+    gpu_throttle: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    hot_frames: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # job -> frames
+
+    def cpu_signals(self) -> list[str]:
+        """The CPU-saturation signals that fire, as evidence strings."""
+        out = []
+        if self.busy is not None and self.busy >= BUSY:
+            out.append(f"host CPU busy {self.busy:.0%} of {self.cpus} cores (≥ {BUSY:.0%})")
+        if self.psi_some10 is not None and self.psi_some10 >= PSI:
+            out.append(f"CPU pressure (PSI some) {self.psi_some10:.0%} (≥ {PSI:.0%})")
+        if self.load1 is not None and self.cpus and self.load1 / self.cpus > LOAD_PER_CORE:
+            out.append(f"load {self.load1:.1f} on {self.cpus} cores ({self.load1 / self.cpus:.2f} per core)")
+        if self.throttled is not None and self.throttled >= THROTTLED:
+            out.append(f"cgroup CPU throttling {self.throttled:.0%} of the time")
+        return out
+
+
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
+    """GPU index -> the jobs placed on it, for GPUs with more than one job (real or emulated)."""
+    users: dict[int, list[str]] = {}
+    for j in jobs:
+        if j.on_cpu:
+            continue
+        for g in j.gpus:
+            users.setdefault(g, []).append(j.name)
+    return {g: names for g, names in users.items() if len(names) > 1}
+
+
+def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure") -> dict:
+    """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations."""
+    if not jobs:
+        return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
+    short = [j.name for j in jobs if j.steps < MIN_STEPS]
+    if short:
+        return _verdict("insufficient-data",
+                        f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}",
+                        {"steps": {j.name: j.steps for j in jobs}}, [], [], 0.0)
+    n = len(jobs)
+    min_steps = min(j.steps for j in jobs)
+    confidence = round(min(1.0, min_steps / FULL_CONFIDENCE_STEPS), 2)
+    signals = host.cpu_signals()
+    evidence: dict = {
+        "jobs": n, "cpus": host.cpus, "host_busy": host.busy, "cpu_pressure_some10": host.psi_some10,
+        "load1": host.load1, "throttled": host.throttled, "cpu_signals": signals,
+        "co_cpu_cores": round(sum(j.cpu_cores or 0.0 for j in jobs), 2),
+    }
+    lines = []
+    slow = [j.slowdown for j in jobs]
+    have = [j for j in jobs if j.slowdown is not None]
+    if not have:
+        reason = "no solo baselines"
+        reason += (": judged on signals alone — " + "; ".join(signals)) if signals else \
+            ", and no CPU saturation signal fires"
+        recs = ["run with baseline = \"measure\" (or \"cache\") to measure each job alone first"]
+        return _verdict("no-baseline", reason, evidence, signals, recs, confidence, jobs)
+
+    stp = sum(1.0 / s for s in slow if s)
+    evidence.update(stp=round(stp, 3), efficiency=round(stp / len(have), 3),
+                    antt=round(sum(s for s in slow if s) / len(have), 3),
+                    slowdowns={j.name: round(j.slowdown, 3) for j in have})
+    lines.append(f"STP {stp:.2f} for {len(have)} jobs (parallel efficiency {stp / len(have):.2f}); "
+                 f"slowdowns " + ", ".join(f"{j.name} {j.slowdown:.2f}×" for j in have))
+    need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
+    have_need = any(j.solo_cpu_cores is not None for j in jobs)
+    if have_need:
+        evidence["solo_cpu_need_cores"] = round(need, 2)
+        lines.append(f"CPU at solo speed: {need:.1f} cores needed; co-run used "
+                     f"{evidence['co_cpu_cores']:.1f}; {host.cpus} allowed")
+    rose = [j for j in have if j.stall is not None and j.solo_stall is not None
+            and j.stall - j.solo_stall >= STALL_RISE]
+    lines.append("data-wait solo → co-run: " + ", ".join(
+        f"{j.name} {_pct(j.solo_stall)} → {_pct(j.stall)}" for j in jobs))
+    if signals:
+        lines.append("CPU signals: " + "; ".join(signals))
+    shared = shared_gpus(jobs)
+    if shared:
+        evidence["shared_gpus"] = {str(g): names for g, names in shared.items()}
+        lines.append("shared GPUs: " + "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items()))
+    for job, frames in host.hot_frames.items():
+        if frames:
+            lines.append(f"hottest data-loader frames of {job}: " + ", ".join(
+                f"{f} {p:.0%}" for f, p in frames[:3]))
+
+    slowed = [j for j in have if j.slowdown > SLOW]
+    if not slowed:
+        recs = [f"headroom: the jobs used {evidence['co_cpu_cores']:.1f} of {host.cpus} cores"]
+        return _verdict("parallel", f"every job ran within {SLOW - 1:.0%} of its solo speed "
+                        f"(worst {max(j.slowdown for j in have):.2f}×)", evidence, lines, recs,
+                        confidence, jobs)
+    slowed_shared = [j for j in slowed if any(j.name in v for v in shared.values())]
+    on_cpu = all(j.on_cpu for j in jobs)
+    need_exceeds = have_need and need > host.cpus * BUSY
+    if slowed_shared and not any(j in rose for j in slowed_shared) and not (signals and on_cpu):
+        return _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs)
+    if signals and (rose or need_exceeds or on_cpu):
+        return _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines,
+                          confidence)
+    if slowed_shared:
+        return _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs)
+    gpu_bits = [f"GPU {g}: util {_pct(u)}" + (f", throttle {', '.join(host.gpu_throttle[g])}"
+                                             if host.gpu_throttle.get(g) else "")
+                for g, u in sorted(host.gpu_util.items())]
+    if gpu_bits:
+        lines.append("NVML: " + "; ".join(gpu_bits))
+    reason = (f"{', '.join(j.name for j in slowed)} slowed on separate devices without CPU "
+              "saturation" + ("" if rose else " or a data-stall rise"))
+    recs = ["look at PCIe/memory bandwidth and clocks: NVML throttle reasons above; "
+            "try the jobs pairwise to find which pair interferes"]
+    return _verdict("other", reason, evidence, lines, recs, confidence, jobs)
+
+
+def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confidence) -> dict:
+    cpus = host.cpus
+    if on_cpu:
+        reason = (f"the jobs train on the CPU, so model compute and input pipeline share "
+                  f"{cpus} cores")
+    elif rose:
+        reason = (f"the data loaders of {', '.join(j.name for j in rose)} waited longer while "
+                  "the CPUs were saturated: the input pipeline is the bottleneck")
+    else:
+        reason = "the CPUs were saturated: the jobs together need more cores than there are"
+    recs = []
+    if have_need:
+        recs.append(f"at solo speed these jobs need ≈ {need:.1f} cores; this machine allows {cpus}")
+        fit, acc = 0, 0.0
+        for j in sorted(jobs, key=lambda j: j.solo_cpu_cores or 0.0):
+            acc += j.solo_cpu_cores or 0.0
+            if acc > cpus:
+                break
+            fit += 1
+        if fit < len(jobs):
+            recs.append(f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or "
+                        "queue the rest")
+    heavy = [j.name for j in jobs if j.transforms not in (None, "light")]
+    if heavy and not on_cpu:
+        recs.append(f"pre-compute the augmentation (pre-resized dataset, transforms = \"light\") "
+                    f"for {', '.join(heavy)}: the background's fix cut CPU use ~3×")
+    workers = sum(j.num_workers for j in jobs)
+    if workers > cpus:
+        per = max(1, cpus // len(jobs) - 1) if cpus > len(jobs) else 1
+        recs.append(f"{workers} data-loader workers on {cpus} cores: set num_workers ≈ {per} "
+                    "per job (more workers only queue for the same cores)")
+    if on_cpu:
+        recs.append("for real parallelism, run these jobs on GPUs (or one after another here)")
+    return _verdict("cpu-bound", reason, evidence, lines, recs, confidence, jobs)
+
+
+def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> dict:
+    pairs = "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items())
+    reason = (f"{', '.join(j.name for j in slowed_shared)} share a GPU ({pairs}) and queue for "
+              "it; their data-wait did not rise")
+    recs = ["place these jobs on separate GPUs, or run them one after another "
+            f"(sequential time ≈ sum of solo times; co-run STP {evidence['stp']:.2f})"]
+    return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
+
+
+def _verdict(kind, reason, evidence, lines, recs, confidence, jobs=()) -> dict:
+    per_job = []
+    for j in jobs:
+        s = j.slowdown
+        per_job.append({
+            "name": j.name, "slowdown": None if s is None else round(s, 3),
+            "stall": j.stall, "solo_stall": j.solo_stall, "cpu_cores": j.cpu_cores,
+            "solo_cpu_cores": j.solo_cpu_cores, "steps": j.steps,
+            "line": (f"{j.name}: step {_fmt(j.step_time_s, '.3f')} s vs solo "
+                     f"{_fmt(j.solo_step_time_s, '.3f')} s ({_fmt(s)}×), data-wait "
+                     f"{_pct(j.solo_stall)} → {_pct(j.stall)}, CPU {_fmt(j.cpu_cores)} cores "
+                     f"(solo {_fmt(j.solo_cpu_cores)})"),
+        })
+    return {"kind": kind, "title": TITLES[kind], "reason": reason, "confidence": confidence,
+            "evidence": evidence, "evidence_lines": list(lines), "recommendations": list(recs),
+            "jobs": per_job}
