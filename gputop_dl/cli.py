@@ -1,4 +1,4 @@
-"""Command line: `gputop-dl` (monitor), `launch FILE`, `--once [--json]`.
+"""Command line: `gputop-dl` (monitor), `launch FILE`, `export OUT`, `sessions`, `--once [--json]`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -20,6 +20,8 @@ examples:
   gputop-dl --once --json                           one snapshot as JSON, for scripts
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
+  gputop-dl export report.md                        the latest session as a Markdown report
+  gputop-dl sessions                                list recorded sessions
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
 ~/.local/share/gputop-dl/sessions.db)."""
@@ -48,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--only", metavar="NAMES", help="comma-separated workload names to start")
     lp.add_argument("--baseline", choices=("measure", "cache", "none"),
                     help="override the file's [session] baseline")
+    ep = sub.add_parser("export", help="write a recorded session as a Markdown or JSON report",
+                        description="Write the latest session (or --session ID) to OUT: "
+                        "OUT.md is a GitHub-flavoured Markdown report, OUT.json the same content "
+                        "as JSON (schema gputop-dl.session/1).")
+    ep.add_argument("out", metavar="OUT.md|OUT.json")
+    ep.add_argument("--session", metavar="ID", help="session id or a unique prefix of it "
+                    "(default: the latest; see `gputop-dl sessions`)")
+    sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
+                   "sessions, newest first: id, name, start, duration, jobs, verdict, state.")
     return p
 
 
@@ -116,6 +127,36 @@ def run_headless(engine, spec) -> int:
     return 1 if failed else 0
 
 
+def cmd_export(args) -> int:
+    from gputop_dl.present.report import ExportError, export_session
+
+    try:
+        path = export_session(args.session, args.out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_sessions(args) -> int:
+    from rich.console import Console
+
+    from gputop_dl.present.report import list_sessions, sessions_table
+    from gputop_dl.record.store import default_db_path
+
+    rows = list_sessions()
+    if not rows:
+        print(f"no sessions recorded yet (in {default_db_path()}): run "
+              "`gputop-dl launch FILE.toml` first")
+        return 0
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    console.print(sessions_table(rows))
+    return 0
+
+
 def cmd_once(args) -> int:
     from gputop_dl.present.once import print_once, take_snapshot
 
@@ -136,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--json goes with --once")
         if args.cmd == "launch":
             return cmd_launch(args)
+        if args.cmd == "export":
+            return cmd_export(args)
+        if args.cmd == "sessions":
+            return cmd_sessions(args)
         if args.once:
             return cmd_once(args)
         from gputop_dl.present.tui.app import run_monitor_tui

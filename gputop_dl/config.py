@@ -198,7 +198,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "warmup_steps": _NONNEG, "optimizer": _choice(OPTIMIZERS),
     "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus,
     "nproc": _POS, "threads": _POS, "seed": _NONNEG,
-    "sample_cpu_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
+    "sample_cpu_ms": _MS, "sample_io_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
     "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
 }
 SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {

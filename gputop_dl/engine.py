@@ -144,7 +144,7 @@ class JobRun:
 def fingerprint(w: Workload, cuda: bool, env: dict) -> str:
     """What a solo baseline depends on; a cached baseline is reused only on an exact match."""
     keys = ("model", "dataset", "root", "input_size", "source_size", "num_classes", "batch_size",
-            "num_workers", "transforms", "threads", "nproc", "gpus", "optimizer",
+            "num_workers", "transforms", "threads", "nproc", "gpus", "optimizer", "sample_io_ms",
             "sample_cpu_ms", "step_device_ms", "step_cpu_ms")
     d = {k: getattr(w, k) for k in keys}
     d.update(cuda=cuda, cpus=env.get("cpus"), cpu_model=env.get("cpu_model"),
@@ -476,3 +476,21 @@ class Engine:
         self.snapshot = snap
         for fn in self._subs:
             fn(snap)
+
+
+def run_file(path: str, *, nvml=None, store_path: str | None = None, **overrides) -> Engine:
+    """Load a workload file, run the whole session without a presenter, return the engine."""
+    import dataclasses
+
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.config import load_session
+
+    nvml = nvml or Nvml()
+    spec = load_session(path, gpu_count=nvml.device_count())
+    if not spec.cuda:
+        overrides.setdefault("cpu_fallback_reason", nvml.status_detail)
+    spec = dataclasses.replace(spec, **overrides)
+    engine = Engine(spec, nvml=nvml, store_path=store_path, command=f"run_file {path}")
+    engine.start()
+    engine.join()
+    return engine

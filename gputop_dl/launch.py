@@ -59,9 +59,12 @@ def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,
     env["PYTHONUNBUFFERED"] = "1"
     if cuda and w.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in w.gpus)
-    if w.threads:
+    # the synthetic model is one tiny layer: extra OpenMP threads would only spin-wait and
+    # burn CPU that the calibration does not account for
+    threads = w.threads or (1 if w.model == "synthetic" and not w.is_command else None)
+    if threads:
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[k] = str(w.threads)
+            env[k] = str(threads)
     env.update(w.env)
     return env
 

@@ -159,7 +159,7 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
         lines.append(f"CPU at solo speed: {need:.1f} cores needed; co-run used "
                      f"{evidence['co_cpu_cores']:.1f}; {host.cpus} allowed")
     rose = [j for j in have if j.stall is not None and j.solo_stall is not None
-            and j.stall - j.solo_stall >= STALL_RISE]
+            and j.stall - j.solo_stall >= STALL_RISE - 1e-9]
     lines.append("data-wait solo → co-run: " + ", ".join(
         f"{j.name} {_pct(j.solo_stall)} → {_pct(j.stall)}" for j in jobs))
     if signals:

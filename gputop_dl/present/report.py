@@ -201,6 +201,9 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     spec = row.spec or {}
     stats = store.session_stats().get(sid, {})
     series, extra = _series(store, sid, row.started, max_points)
+    if series:  # job series in the jobs' order (the chart's lines are listed in this order)
+        order = {j.name: i for i, j in enumerate(summary.jobs)}
+        series["jobs"].sort(key=lambda d: order.get(d["name"], len(order)))
     last_sample = (series["t0"] + (series["t"][-1] + series["bucket_s"] / 2)) if series else None
     if row.ended is not None:
         end = row.ended
@@ -229,8 +232,11 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         data = {k: v for k, v in e.items() if k not in ("t", "job", "phase", "ev")}
         events.append({"t": e.get("t"), "job": e.get("job"), "phase": e.get("phase"),
                        "ev": e.get("ev"), "text": _event_text(e), "data": data})
+    failed_ev = {e["job"] for e in events if e["ev"] == "failed" and e["phase"] == "co-run"}
     for j in jobs:
-        if j["status"] in ("failed", "stopped") or (j["status"] == "done" and j["ended"]):
+        if j["status"] == "failed" and j["name"] in failed_ev:
+            continue  # the trainer's own "failed" event says it (with the cause)
+        if j["status"] in ("failed", "stopped", "done") and j["ended"]:
             events.append({"t": j["ended"], "job": j["name"], "phase": "co-run",
                            "ev": j["status"], "text": j["failure"] or "", "data": {}})
     events.sort(key=lambda e: (e["t"] is None, e["t"] or 0))
@@ -335,18 +341,21 @@ def _transforms(t) -> str:
 
 
 def _devices(j: dict) -> str:
+    """Where the job ran: the physical GPUs it was given (the trainer sees them renumbered
+    from cuda:0), or the CPU, with the GPUs the file asked for."""
     cfg = j.get("config") or {}
     gpus = cfg.get("gpus") or []
-    dev = j.get("device")
-    out = md_cell(dev) if dev else DASH
-    asked = ", ".join(str(g) for g in gpus)
-    if gpus and not (dev or "").startswith("cuda"):
-        out += f" (asked GPU {md_text(asked)})"
-    elif gpus and not dev:
-        out = f"GPU {md_text(asked)}"
+    dev = j.get("device") or ""
+    asked = md_text(", ".join(str(g) for g in gpus))
+    if gpus and (dev.startswith("cuda") or not dev):
+        out = f"GPU {asked}"
+    elif gpus:
+        out = f"{md_cell(dev)} (asked GPU {asked})"
+    else:
+        out = md_cell(dev or None)
     nproc = cfg.get("nproc")
     if nproc and nproc > 1:
-        out += f" × {nproc} procs"
+        out += f", {nproc} processes"
     return out
 
 
@@ -468,11 +477,23 @@ def _solo_section(jobs: list[dict], baseline: str | None) -> str:
 
 
 def _fmt_evidence(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return md_cell(v)
     if isinstance(v, float):
         return f"{v:.3g}"
-    if isinstance(v, (dict, list)):
-        return md_cell(json.dumps(v, separators=(", ", ": "), default=str))
+    if isinstance(v, dict):
+        return md_cell(", ".join(f"{k} {_plain(x)}" for k, x in v.items()) or "none")
+    if isinstance(v, (list, tuple)):
+        return md_cell(", ".join(_plain(x) for x in v) or "none")
     return md_cell(v)
+
+
+def _plain(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    if isinstance(x, (dict, list)):
+        return json.dumps(x, separators=(",", ":"), default=str)
+    return str(x)
 
 
 def _verdict_section(v: dict | None) -> str:
@@ -483,11 +504,14 @@ def _verdict_section(v: dict | None) -> str:
     meta = [f"kind: {md_text(v['kind'])}"] if v.get("kind") else []
     conf = v.get("confidence")
     if conf is not None:
-        meta.append(f"confidence: {conf:.2f}" if isinstance(conf, float) else
-                    f"confidence: {md_text(conf)}")
+        meta.append(f"confidence: {pct(conf)}" if isinstance(conf, float) and 0 <= conf <= 1
+                    else f"confidence: {md_text(conf)}")
     out.append(f"**{title}**" + (f" ({'; '.join(meta)})" if meta else ""))
     if v.get("reason"):
         out += ["", md_text(v["reason"])]
+    out += ["", "*The verdict's co-run figures are taken over the overlap window (every job past "
+            "its warm-up, none finished yet); the results table uses all co-run steps after "
+            "warm-up, so the two can differ a little.*"]
     if v.get("evidence_lines"):
         out += ["", "**Evidence**", ""] + [f"- {md_text(x)}" for x in v["evidence_lines"]]
     vjobs = [j for j in v.get("jobs") or [] if isinstance(j, dict)]
@@ -505,7 +529,7 @@ def _verdict_section(v: dict | None) -> str:
         out += [f"{i}. {md_text(r)}" for i, r in enumerate(v["recommendations"], 1)]
     ev = v.get("evidence")
     if isinstance(ev, dict) and ev:
-        out += ["", _table(["evidence", "value"],
+        out += ["", "**Evidence (numbers)**", "", _table(["evidence", "value"],
                            [[md_cell(k), _fmt_evidence(val)] for k, val in ev.items()], "lr")]
     return "\n".join(out)
 
@@ -565,8 +589,10 @@ def _charts_section(data: dict) -> str:
             if chart:
                 out += [f"GPU memory used over time (one line per GPU: {order}):", "", chart, ""]
         else:
-            out += ["No GPU samples in this session (GPU: "
-                    + _gpu_line(data.get("environment") or {}).rstrip(".") + ").", ""]
+            env = data.get("environment") or {}
+            why = env.get("gpu_status_detail") if not env.get("gpus") else None
+            out += ["No GPU charts: no GPU samples were recorded."
+                    + (f" {md_text(why)}" if why else ""), ""]
     elif len(out) == 2:
         out += ["No samples recorded.", ""]
     return "\n".join(out).rstrip()

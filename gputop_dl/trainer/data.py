@@ -64,7 +64,7 @@ def epoch_length(w: Workload, world_size: int = 1) -> int:
 def build_dataset(w: Workload, world_size: int = 1) -> torch.utils.data.Dataset:
     if w.dataset == "synthetic":
         return SyntheticDataset(epoch_length(w, world_size), w.input_size, w.num_classes,
-                                w.sample_cpu_ms)
+                                w.sample_cpu_ms, w.sample_io_ms)
     if w.dataset == "imagefolder":
         return torchvision.datasets.ImageFolder(w.root, transform=build_transform(w))
     s = source_size(w)

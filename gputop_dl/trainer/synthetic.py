@@ -2,7 +2,7 @@
 
 - `SyntheticDataset`: each sample costs `sample_cpu_ms` of CPU time (a spin measured on the
   thread's own CPU clock, so on a saturated CPU it takes longer in wall time, as real
-  augmentation would).
+  augmentation would) plus `sample_io_ms` of waiting (I/O-like: a known stall at any load).
 - `SyntheticModel`: a tiny linear model; each step adds `step_device_ms` of device work
   (on CUDA a busy kernel; on the CPU an emulated device: a wait that holds a per-GPU lock, so
   two jobs placed on the same GPU index queue for it just as they would on a real shared GPU)
@@ -33,7 +33,9 @@ def spin_cpu(ms: float) -> None:
 class SyntheticDataset(torch.utils.data.Dataset):
     """Samples of shape (3, size, size) that each cost `sample_cpu_ms` of CPU time."""
 
-    def __init__(self, length: int, input_size: int, num_classes: int, sample_cpu_ms: float):
+    def __init__(self, length: int, input_size: int, num_classes: int, sample_cpu_ms: float,
+                 sample_io_ms: float = 0.0):
+        self.sample_io_ms = sample_io_ms
         self.length = length
         self.input_size = input_size
         self.num_classes = num_classes
@@ -44,6 +46,8 @@ class SyntheticDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         spin_cpu(self.sample_cpu_ms)
+        if self.sample_io_ms > 0:
+            time.sleep(self.sample_io_ms / 1000.0)
         g = torch.Generator().manual_seed(i)
         x = torch.rand(3, self.input_size, self.input_size, generator=g)
         return x, i % self.num_classes

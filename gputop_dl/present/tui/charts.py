@@ -101,3 +101,34 @@ class History:
     @property
     def seconds_per_char(self) -> int:
         return self._bucket
+
+
+def level(frac: float | None, warn: float = 0.7, crit: float = 0.9) -> str:
+    """The theme variable for a fill at this level: $success / $warning / $error."""
+    if frac is None:
+        return "$foreground-muted"
+    if frac >= crit:
+        return "$error"
+    if frac >= warn:
+        return "$warning"
+    return "$success"
+
+
+def text_level(frac: float | None, warn: float = 0.7, crit: float = 0.9) -> str:
+    """Like `level`, for text (the $text-* variables keep contrast on light themes)."""
+    if frac is None:
+        return "$text-muted"
+    if frac >= crit:
+        return "$text-error"
+    if frac >= warn:
+        return "$text-warning"
+    return "$text-success"
+
+
+def fit(s: str, width: int) -> str:
+    """`s` cut to `width` (with an ellipsis) and padded to exactly `width`."""
+    if width <= 0:
+        return ""
+    if len(s) > width:
+        return s[: width - 1] + "…"
+    return s.ljust(width)

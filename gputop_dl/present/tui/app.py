@@ -1,0 +1,575 @@
+"""The Textual app: assembles the panels, feeds them snapshots from sources, and handles keys.
+
+    run_monitor_tui(interval=1.0)     `gputop-dl`: an Engine(None) samples this machine
+    run_launch_tui(engine, spec)      `gputop-dl launch FILE`: the launch engine's session
+    GputopApp(source, clock=...)      the app itself; tests feed it a fake source
+
+Sources tick in their own threads and call the app's subscriber with immutable snapshots. The
+subscriber only drops the snapshot into an `Inbox` (newest per source) and posts one wake-up
+message when none is pending; the UI thread then renders the newest state. Nothing here samples
+the machine or imports torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Static
+
+from gputop_dl.present.tui.epoch_panel import EpochPanel
+from gputop_dl.present.tui.gpu_panel import GpuPanel
+from gputop_dl.present.tui.host_panel import HostPanel
+from gputop_dl.present.tui.jobs_table import SORTS, JobsTable, Palette, Row, job_row, process_row
+from gputop_dl.present.tui.log_panel import LogPanel
+from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailScreen, LauncherScreen,
+                                           VerdictScreen)
+from gputop_dl.present.tui.source import Inbox, source_attr
+from gputop_dl.present.tui.verdict_banner import VerdictBanner
+from gputop_dl.snapshot import GpuProcess, Snapshot
+
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
+
+
+class SnapshotsArrived(Message):
+    """Wake-up: the inbox holds new snapshots (carries none itself)."""
+
+
+class TitleBar(Static):
+    """One line: mode, session, phase, elapsed, pause and staleness."""
+
+    DEFAULT_CSS = """
+    TitleBar { height: 1; background: $primary-muted; color: $text; padding: 0 1; }
+    """
+
+
+class EngineLauncher:
+    """What the monitor's launcher screen uses: load a workload file, start an Engine for it."""
+
+    def __init__(self, nvml):
+        self.nvml = nvml
+
+    def load(self, path: str, only: list[str] | None = None):
+        from gputop_dl.config import load_session
+
+        spec = load_session(path, gpu_count=self.nvml.device_count(), only=only)
+        if not spec.cuda:
+            spec = dataclasses.replace(spec, cpu_fallback_reason=self.nvml.status_detail)
+        return spec
+
+    def start(self, spec):
+        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.engine import Engine
+
+        return Engine(spec, nvml=Nvml(), command=f"gputop-dl (monitor launcher) {spec.path}")
+
+
+class GputopApp(App[int]):
+    """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
+
+    TITLE = "gputop-dl"
+    CSS = """
+    Screen { layout: vertical; }
+    .panel { border: round $primary 50%; border-title-color: $text-accent; border-title-style: bold;
+             border-subtitle-color: $text-muted; padding: 0 1; }
+    #top { height: auto; }
+    GpuPanel { width: 1fr; }
+    HostPanel { width: 54; }
+    JobsTable { border: round $primary 50%; border-title-color: $text-accent;
+                border-title-style: bold; border-subtitle-color: $text-muted; }
+    JobsTable:focus { border: round $accent; }
+    #bottom { height: 1fr; min-height: 8; }
+    EpochPanel { width: 3fr; }
+    LogPanel { width: 2fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    BINDINGS = [
+        Binding("q", "quit_app", "Quit"),
+        Binding("ctrl+c,ctrl+q", "quit_app", "Quit", show=False, priority=True),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("v", "verdict", "Verdict"),
+        Binding("enter", "details", "Details"),
+        Binding("s", "stop_job", "Stop job"),
+        Binding("e", "export", "Export"),
+        Binding("p", "pause", "Pause"),
+        Binding("l", "launcher", "Launch"),
+        Binding("j", "cursor(1)", "Down", show=False),
+        Binding("k", "cursor(-1)", "Up", show=False),
+        Binding("c", "sort('cpu')", "Sort CPU", show=False),
+        Binding("m", "sort('mem')", "Sort memory", show=False),
+        Binding("n", "sort('name')", "Sort name", show=False),
+        Binding("t", "sort('step')", "Sort step time", show=False),
+        Binding("o", "sort('')", "Default order", show=False),
+        Binding("a", "epochs_all", "Epochs: all", show=False),
+    ]
+
+    def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
+                 spec=None, launcher=None, workloads_dir: str = "workloads",
+                 export_dir: str | None = None, handle_signals: bool = False):
+        super().__init__()
+        self.sources: list = [source]
+        self.specs: dict[int, Any] = {0: spec if spec is not None else source_attr(source, "spec")}
+        self.clock = clock
+        self.mode = mode
+        self.launcher = launcher
+        self.workloads_dir = workloads_dir
+        self.export_dir = export_dir
+        self.handle_signals = handle_signals
+        self.inbox = Inbox()
+        self.latest: dict[int, Snapshot] = {}
+        self.first_time: dict[int, float] = {}
+        self.paused = False
+        self.stopping = False
+        self.epochs_all = False
+        self.renders = 0
+        self.first_render_at: float | None = None  # time.perf_counter() of the first rendered snapshot
+        self.palette = Palette()
+        self.exported: list[str] = []
+
+    # --- layout ------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        interval = float(source_attr(self.sources[0], "interval", 1.0) or 1.0)
+        yield TitleBar(self._title_content(), id="title")
+        yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
+        with Horizontal(id="top"):
+            yield GpuPanel(interval=interval, id="gpus", classes="panel")
+            yield HostPanel(interval=interval, id="host", classes="panel")
+        yield JobsTable(id="jobs")
+        with Horizontal(id="bottom"):
+            yield EpochPanel(id="epochs", classes="panel")
+            yield LogPanel(id="log", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.palette = Palette(self.theme_variables)
+        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+        self.query_one(JobsTable).focus()
+        for i, src in enumerate(self.sources):
+            self._attach(i, src)
+        self.set_interval(1.0, self._update_title)
+        if self.handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                try:
+                    loop.add_signal_handler(sig, self._on_signal)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+
+    def _attach(self, index: int, src) -> None:
+        src.subscribe(lambda snap, i=index: self._receive(i, snap))
+        src.start()
+
+    def _receive(self, index: int, snap: Snapshot) -> None:
+        """Called in the source's thread: keep the newest, wake the UI once."""
+        if self.inbox.put(index, snap):
+            self.post_message(SnapshotsArrived())
+
+    def on_snapshots_arrived(self, _msg: SnapshotsArrived) -> None:
+        if not self.paused:
+            self._drain()
+
+    def _drain(self) -> None:
+        snaps = self.inbox.take()
+        if not snaps:
+            return
+        for i, s in snaps.items():
+            self.first_time.setdefault(i, s.time)
+        self.latest.update(snaps)
+        self.render_snapshots(set(snaps))
+
+    # --- rendering -----------------------------------------------------------------------------
+    @property
+    def primary(self) -> Snapshot | None:
+        return self.latest.get(0)
+
+    def launch_index(self) -> int | None:
+        """The source whose verdict/phase/log the banner shows: the newest launch."""
+        launched = [i for i in self.latest if i > 0]
+        if launched:
+            return max(launched)
+        return 0 if self.mode == "launch" and 0 in self.latest else None
+
+    def render_snapshots(self, updated: set[int] | None = None) -> None:
+        updated = set(self.latest) if updated is None else updated
+        primary = self.primary
+        if primary is not None and 0 in updated:
+            gpu_panel, host_panel = self.query_one(GpuPanel), self.query_one(HostPanel)
+            gpu_panel.show(primary, (source_attr(self.sources[0], "env", None) or {}).get("gpu_status_detail"))
+            host_panel.show(primary.host)
+            height = max(gpu_panel.lines_needed(), host_panel.lines_needed()) + 2  # + border
+            if gpu_panel.styles.height is None or gpu_panel.styles.height.value != height:
+                gpu_panel.styles.height = height
+                host_panel.styles.height = height
+        self._render_jobs()
+        self._render_banner_and_log()
+        self._update_title()
+        self.renders += 1
+        if self.first_render_at is None:
+            self.first_render_at = time.perf_counter()
+
+    def job_rows(self) -> list[Row]:
+        rows: list[Row] = []
+        job_pids: set[int] = set()
+        for i in sorted(self.latest):
+            for j in self.latest[i].jobs:
+                rows.append(job_row(j, self.palette, i))
+                job_pids.update(j.pids)
+                if j.pid is not None:
+                    job_pids.add(j.pid)
+        procs: dict[int, list[GpuProcess]] = defaultdict(list)
+        primary = self.primary
+        for p in (primary.gpu_processes if primary else ()):
+            if p.pid not in job_pids:
+                procs[p.pid].append(p)
+        rows += [process_row(pid, procs[pid], self.palette) for pid in sorted(procs)]
+        return rows
+
+    def _render_jobs(self) -> None:
+        table = self.query_one(JobsTable)
+        rows = self.job_rows()
+        table.show(rows)
+        n_jobs = sum(1 for r in rows if r.job is not None)
+        n_proc = len(rows) - n_jobs
+        sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
+        if table.sort_by:
+            sub += f" · sorted by {SORTS[table.sort_by][0]}"
+        table.border_subtitle = sub
+        self._render_epochs()
+
+    def _render_epochs(self) -> None:
+        table = self.query_one(JobsTable)
+        row = table.selected()
+        jobs = [r.job for r in table.rows_by_key.values() if r.job is not None]
+        sel = None if self.epochs_all or row is None else row.job
+        if row is not None and row.job is None and not self.epochs_all:
+            sel = None
+        self.query_one(EpochPanel).show(jobs, sel)
+
+    def _render_banner_and_log(self) -> None:
+        li = self.launch_index()
+        snap = self.latest.get(li) if li is not None else self.primary
+        extra = ""
+        if self.mode == "monitor" and li is None and self.primary is not None:
+            n = len({p.pid for p in self.primary.gpu_processes})
+            extra = f"{n} GPU process(es)" + (" · l: launch workloads" if self.launcher else "")
+        if self.stopping:
+            extra = "stopping jobs, then quitting…"
+        self.query_one(VerdictBanner).show(snap, mode="launch" if li is not None else self.mode, extra=extra)
+        log: list[tuple[float, str]] = []
+        for i in sorted(self.latest):
+            log.extend(self.latest[i].log)
+        log.sort(key=lambda e: e[0])
+        self.query_one(LogPanel).show(tuple(log[-50:]))
+
+    def _title_content(self) -> Content:
+        parts: list = [("gputop-dl", "bold")]
+        li = self.launch_index() if self.latest else None
+        spec = self.specs.get(li if li is not None else 0)
+        if self.mode == "launch" or li is not None:
+            parts.append(f" · launch · {spec.name}" if spec is not None else " · launch")
+        else:
+            parts.append(" · monitor")
+        snap = self.latest.get(li) if li is not None else None
+        if snap is not None and snap.session_id:
+            parts.append(f" · session {snap.session_id}")
+        if snap is not None and snap.phase:
+            parts.append(f" · {snap.phase}")
+        if snap is not None and li in self.first_time:
+            el = int(snap.time - self.first_time[li])
+            parts.append(f" · {el // 60}:{el % 60:02d} elapsed")
+        if self.paused:
+            parts.append(("  ⏸ PAUSED (p resumes)", "bold $text-warning"))
+        if self.stopping:
+            parts.append(("  stopping…", "bold $text-warning"))
+        primary = self.primary
+        if primary is not None and not self.paused:
+            interval = float(source_attr(self.sources[0], "interval", 1.0) or 1.0)
+            age = self.clock() - primary.time
+            if age > max(3 * interval, 3.0) and source_attr(self.sources[0], "running", True):
+                parts.append((f"  no new sample for {age:.0f} s", "bold $text-error"))
+        return Content.assemble(*parts)
+
+    def _update_title(self) -> None:
+        self.query_one(TitleBar).update(self._title_content())
+
+    def _on_theme_changed(self, _theme) -> None:
+        self.palette = Palette(self.get_css_variables())
+        if self.latest:
+            self._render_jobs()
+
+    # --- events --------------------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self._render_epochs()
+
+    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+        self.action_details()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "launcher":
+            return self.launcher is not None
+        return True
+
+    # --- actions -------------------------------------------------------------------------------
+    def action_cursor(self, delta: int) -> None:
+        table = self.query_one(JobsTable)
+        if delta > 0:
+            table.action_cursor_down()
+        else:
+            table.action_cursor_up()
+
+    def action_sort(self, which: str) -> None:
+        table = self.query_one(JobsTable)
+        table.set_sort(which or None)
+        self._render_jobs()
+
+    def action_epochs_all(self) -> None:
+        self.epochs_all = not self.epochs_all
+        self._render_epochs()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.notify("updates paused (p resumes)" if self.paused else "updates resumed", timeout=2)
+        if not self.paused:
+            self._drain()
+        self._update_title()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def current_verdict(self) -> dict | None:
+        li = self.launch_index()
+        snap = self.latest.get(li) if li is not None else None
+        return snap.verdict if snap is not None else None
+
+    def action_verdict(self) -> None:
+        v = self.current_verdict()
+        if not v:
+            li = self.launch_index()
+            phase = self.latest[li].phase if li is not None else None
+            self.notify(f"no verdict yet (phase: {phase or 'monitor only'})", timeout=3)
+            return
+        self.push_screen(VerdictScreen(v))
+
+    def _config_for(self, row: Row) -> dict | None:
+        spec = self.specs.get(row.source)
+        if spec is None:
+            return None
+        for w in getattr(spec, "workloads", ()):
+            if w.name == row.name:
+                return w.to_dict()
+        return None
+
+    def action_details(self) -> None:
+        row = self.query_one(JobsTable).selected()
+        if row is None:
+            self.notify("no row selected", timeout=2)
+            return
+        if row.job is not None:
+            self.push_screen(JobDetailScreen(f"job {row.name}", row.job, self._config_for(row)))
+        else:
+            procs = [p for p in (self.primary.gpu_processes if self.primary else ()) if f"pid {p.pid}" == row.name]
+            extra = {f"gpu {p.gpu_index}": f"memory {row.cells[11].plain} · SM "
+                     f"{'–' if p.sm_util is None else f'{p.sm_util:.0%}'}" for p in procs}
+            self.push_screen(JobDetailScreen(f"GPU process {row.name}", None, None,
+                                             {"kind": "not launched by gputop-dl", **extra}))
+
+    def live_jobs(self) -> list[tuple[int, str]]:
+        out = []
+        for i, src in enumerate(self.sources):
+            try:
+                out += [(i, n) for n in src.live_jobs()]
+            except Exception:
+                pass
+        return out
+
+    def action_stop_job(self) -> None:
+        row = self.query_one(JobsTable).selected()
+        if row is None or row.job is None or not row.launched:
+            self.notify("only jobs launched by gputop-dl can be stopped", severity="warning", timeout=3)
+            return
+        if (row.source, row.name) not in self.live_jobs():
+            self.notify(f"{row.name} is not running", timeout=3)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.sources[row.source].stop_job(row.name)
+                self.notify(f"stopping {row.name}…", timeout=3)
+
+        self.push_screen(ConfirmScreen(f"Stop job {row.name}? Its processes get SIGTERM, then SIGKILL "
+                                       "after a grace period.", title="stop job", yes="Stop"), answer)
+
+    def export_target(self) -> str | None:
+        li = self.launch_index()
+        if li is not None:
+            return source_attr(self.sources[li], "session_id") or self.latest[li].session_id
+        return source_attr(self.sources[0], "session_id")
+
+    def action_export(self) -> None:
+        sid = self.export_target()
+        if not sid:
+            self.notify("nothing to export: the plain monitor records no session (l launches workloads)",
+                        severity="warning", timeout=4)
+            return
+        try:
+            fn = getattr(importlib.import_module("gputop_dl.present.report"), "export_session")
+        except (ImportError, AttributeError):
+            self.notify("export not available", severity="warning", timeout=4)
+            return
+        path = os.path.join(self.export_dir or os.getcwd(), f"gputop-dl-{sid}.md")
+        li = self.launch_index()
+        store_path = source_attr(self.sources[li if li is not None else 0], "store_path")
+        kw = {"store_path": store_path} if store_path else {}
+        self.run_worker(self._export(fn, sid, path, kw), exclusive=True, group="export")
+
+    async def _export(self, fn, sid: str, path: str, kw: dict) -> None:
+        try:
+            result = await asyncio.to_thread(fn, sid, path, **kw)
+        except Exception as exc:
+            self.notify(f"export failed: {exc}", severity="error", timeout=6)
+            return
+        written = result if isinstance(result, (str, os.PathLike)) else path
+        self.exported.append(os.fspath(written))
+        self.notify(f"exported to {os.fspath(written)}", timeout=6)
+
+    def action_launcher(self) -> None:
+        if self.launcher is None:
+            return
+        if any(i > 0 and source_attr(s, "running", False) for i, s in enumerate(self.sources)):
+            self.notify("a launch is already running", severity="warning", timeout=3)
+            return
+
+        def started(result: tuple[str, list[str]] | None) -> None:
+            if not result:
+                return
+            path, names = result
+            try:
+                spec = self.launcher.load(path, only=names)
+                src = self.launcher.start(spec)
+            except Exception as exc:
+                self.notify(f"cannot launch: {exc}", severity="error", timeout=8)
+                return
+            index = len(self.sources)
+            self.sources.append(src)
+            self.specs[index] = spec
+            self._attach(index, src)
+            self.notify(f"launched {', '.join(names)} from {os.path.relpath(path)}", timeout=4)
+
+        self.push_screen(LauncherScreen(self.workloads_dir, self.launcher.load), started)
+
+    def action_quit_app(self) -> None:
+        if self.stopping:
+            self.notify("still stopping jobs…", timeout=2)
+            return
+        live = self.live_jobs()
+        if not live:
+            self.run_worker(self.stop_and_exit(), group="quit")
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self.stop_and_exit(), group="quit")
+
+        names = ", ".join(n for _, n in live)
+        self.push_screen(ConfirmScreen(f"{len(live)} launched job(s) still running: {names}.\n"
+                                       "Stop them and quit?", title="quit", yes="Stop and quit"), answer)
+
+    async def stop_and_exit(self) -> None:
+        """Ask every source to stop, wait for them to finish cleanly (off the UI thread), exit."""
+        self.stopping = True
+        self._render_banner_and_log()
+        self._update_title()
+        for src in self.sources:
+            src.request_stop("interrupted")
+        await asyncio.to_thread(self._join_all)
+        self._drain()
+        self.exit(0)
+
+    def _join_all(self) -> None:
+        for src in self.sources:
+            try:
+                src.join(JOIN_TIMEOUT_S)
+            except Exception:
+                pass
+
+    def _on_signal(self) -> None:
+        if not self.stopping:
+            self.run_worker(self.stop_and_exit(), group="quit")
+
+
+# --- entry points (called by gputop_dl.cli) ------------------------------------------------------
+
+def run_monitor_tui(interval: float = 1.0) -> int:
+    """`gputop-dl`: the live monitor of this machine."""
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine import Engine
+
+    nvml = Nvml()
+    engine = Engine(None, nvml=nvml)
+    engine.interval = max(0.1, float(interval))
+    app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml), handle_signals=True)
+    try:
+        app.run()
+    finally:
+        for src in app.sources:
+            src.request_stop("interrupted")
+        for src in app.sources:
+            src.join(JOIN_TIMEOUT_S)
+    for i, src in enumerate(app.sources[1:], 1):
+        sid = source_attr(src, "session_id")
+        if sid:
+            print(f"session {sid} ({source_attr(src, 'state', '?')})")
+    return 1 if engine.error is not None else 0
+
+
+def run_launch_tui(engine, spec) -> int:
+    """`gputop-dl launch FILE`: the launch engine's session, live; returns the exit code."""
+    app = GputopApp(engine, mode="launch", spec=spec, handle_signals=True)
+    try:
+        app.run()
+    finally:
+        if engine.running:
+            engine.request_stop("interrupted")
+        engine.join()
+    _print_summary(engine)
+    if engine.error is not None:
+        print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)
+        return 1
+    if engine.state == "interrupted":
+        return 130
+    failed = [r for r in engine.runs.values() if r.status == "failed"]
+    return 1 if failed else 0
+
+
+def _print_summary(engine) -> None:
+    if not engine.session_id:
+        return
+    try:
+        from rich.console import Console
+
+        from gputop_dl.analyse.summary import summarize
+        from gputop_dl.present.headless import summary_table
+        from gputop_dl.record.store import Store
+
+        store = Store(engine.store_path)
+        try:
+            summary = summarize(store, engine.session_id)
+        finally:
+            store.close()
+        console = Console()
+        console.print(summary_table(summary.jobs))
+        console.print(f"session {engine.session_id} ({engine.state})")
+    except Exception as exc:  # the summary is a courtesy; the session is recorded either way
+        print(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}")

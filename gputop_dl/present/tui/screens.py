@@ -1,0 +1,306 @@
+"""Modal screens: confirmation, help, verdict evidence, job details, and the workload launcher."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
+
+from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.snapshot import JobSample
+
+MODAL_CSS = """
+ModalScreen { align: center middle; background: $background 60%; }
+ModalScreen > .dialog {
+    width: 100; max-width: 95%; height: auto; max-height: 90%;
+    border: thick $primary; background: $surface; padding: 1 2;
+}
+ModalScreen .dialog-title { text-style: bold; color: $text-accent; width: 1fr; margin-bottom: 1; }
+ModalScreen .hint { color: $text-muted; margin-top: 1; }
+ModalScreen .body { height: auto; max-height: 40; }
+"""
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes/no question; `y`/`enter` on Yes answers yes, `n`/`escape` no."""
+
+    DEFAULT_CSS = MODAL_CSS + """
+    ConfirmScreen > .dialog { width: 70; }
+    ConfirmScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    ConfirmScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str, *, title: str = "Confirm", yes: str = "Yes"):
+        super().__init__()
+        self.question, self.title_text, self.yes = question, title, yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.question, id="question")
+            with Horizontal():
+                yield Button(f"{self.yes} (y)", variant="error", id="yes")
+                yield Button("No (n)", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class _InfoScreen(ModalScreen[None]):
+    """A scrollable read-only dialog; escape/q closes."""
+
+    DEFAULT_CSS = MODAL_CSS
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+    TITLE_TEXT = ""
+
+    def body(self) -> Content:
+        return Content("")
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.TITLE_TEXT, classes="dialog-title", id="dialog-title")
+            with VerticalScroll(classes="body"):
+                yield Static(self.body(), id="body")
+            yield Label("escape: close", classes="hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+HELP_KEYS = (
+    ("q", "quit (asks first while launched jobs run, then stops them cleanly)"),
+    ("?", "this help"),
+    ("↑ ↓ / j k", "select a row (mouse works too)"),
+    ("enter", "details of the selected job: config, stderr tail, epoch times"),
+    ("c m n t", "sort by CPU, memory, name, step time (again: reverse)"),
+    ("o", "back to the default order"),
+    ("a", "epoch panel: selected job ↔ all jobs"),
+    ("v", "the verdict with its full evidence"),
+    ("s", "stop the selected launched job (asks first)"),
+    ("e", "export the session as Markdown (gputop-dl-<session>.md)"),
+    ("p", "pause / resume updates"),
+    ("l", "launch workloads from a workload file (monitor)"),
+    ("ctrl+p", "command palette (themes: dark/light)"),
+)
+
+
+class HelpScreen(_InfoScreen):
+    TITLE_TEXT = "gputop-dl · keys"
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def body(self) -> Content:
+        lines = [Content.assemble((f"{k:<12}", "bold $text-accent"), d) for k, d in HELP_KEYS]
+        lines += [Content(""), Content.assemble(
+            ("● ", "bold"), "job launched by gputop-dl;  ", ("┃", "bold $text-accent"),
+            " solo epoch time in the epoch chart")]
+        lines.append(Content.styled(
+            "slowdown = step time together / step time alone; data-wait = share of each step "
+            "spent waiting for the next batch", "$text-muted"))
+        return Content("\n").join(lines)
+
+
+class VerdictScreen(_InfoScreen):
+    TITLE_TEXT = "verdict"
+    BINDINGS = [Binding("escape,q,v", "close", "Close")]
+
+    def __init__(self, verdict: dict):
+        super().__init__()
+        self.verdict = verdict
+
+    def body(self) -> Content:
+        v = self.verdict
+        out: list[Content] = [Content.assemble(((v.get("title") or v.get("kind") or "verdict"), "bold"))]
+        meta = [f"kind: {v.get('kind') or DASH}"]
+        if v.get("confidence") is not None:
+            c = v["confidence"]
+            meta.append(f"confidence: {c:.0%}" if isinstance(c, (int, float)) else f"confidence: {c}")
+        out.append(Content.styled(" · ".join(meta), "$text-muted"))
+        if v.get("reason"):
+            out += [Content(""), Content(str(v["reason"]))]
+        sections = (("Evidence", v.get("evidence_lines") or []),
+                    ("Jobs", [f"{j.get('name')}: {j.get('line')}" for j in v.get("jobs") or []]),
+                    ("Recommendations", v.get("recommendations") or []))
+        for head, items in sections:
+            if items:
+                out += [Content(""), Content.styled(head, "bold $text-accent")]
+                out += [Content(f"  • {x}") for x in items]
+        return Content("\n").join(out)
+
+
+def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, str] | None = None) -> Content:
+    """The job details text: live numbers, config, epoch times, stderr tail."""
+    out: list[Content] = []
+    if j is not None:
+        rows = [
+            ("status", (f"{j.status}: {j.failure}" if j.failure else j.status)
+             + (f" ({j.phase})" if j.phase else "")),
+            ("pid", f"{j.pid or DASH}" + (f"  (tree: {', '.join(map(str, j.pids))})" if j.pids else "")),
+            ("device", j.device or DASH), ("model", j.model or DASH),
+            ("batch", DASH if j.batch_size is None else str(j.batch_size)),
+            ("progress", progress(j.epoch, j.epochs, j.step, j.steps_per_epoch) + f"  ETA {secs(j.eta_s)}"),
+            ("step", f"{secs(j.step_time_s)}  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"),
+            ("throughput", f"{num(j.samples_per_s, '.1f')} samples/s"),
+            ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")),
+            ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
+            ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
+        ]
+        out += [Content.assemble((f"{k:<11}", "bold"), v) for k, v in rows]
+        out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
+        if j.epoch_times:
+            out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
+        else:
+            out.append(Content.styled("  none finished yet", "$text-muted"))
+    for k, v in (extra or {}).items():
+        out.append(Content.assemble((f"{k:<11}", "bold"), v))
+    if config:
+        out += [Content(""), Content.styled("config", "bold $text-accent")]
+        for k, v in config.items():
+            if v in (None, (), [], {}, "") or k == "cpu_fallback_applied":
+                continue
+            out.append(Content(f"  {k} = {v!r}"))
+    if j is not None:
+        out += [Content(""), Content.styled("stderr (last lines)", "bold $text-accent")]
+        if j.stderr_tail:
+            out += [Content.styled(f"  {line}", "$text-muted") for line in j.stderr_tail[-40:]]
+        else:
+            out.append(Content.styled("  (none yet: shown when the job ends)", "$text-muted"))
+    return Content("\n").join(out)
+
+
+class JobDetailScreen(_InfoScreen):
+    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
+
+    def __init__(self, title: str, job: JobSample | None, config: dict | None,
+                 extra: dict[str, str] | None = None):
+        super().__init__()
+        self.TITLE_TEXT = title
+        self.job, self.config, self.extra = job, config, extra
+
+    def body(self) -> Content:
+        return job_detail_lines(self.job, self.config, self.extra)
+
+
+def workload_files(directory: str) -> list[str]:
+    """The workload files (*.toml) in `directory`, sorted."""
+    return sorted(glob.glob(os.path.join(directory, "*.toml")))
+
+
+class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
+    """Pick a workload file (from ./workloads/ or a typed path), tick workloads, start them.
+
+    Dismisses with (path, ticked workload names), or None when cancelled. `load(path)` returns a
+    SessionSpec or raises (a ConfigError's one-line message is shown in the dialog).
+    """
+
+    DEFAULT_CSS = MODAL_CSS + """
+    LauncherScreen > .dialog { width: 120; }
+    LauncherScreen #panes { height: 16; }
+    LauncherScreen #files { width: 40; height: 1fr; }
+    LauncherScreen #workloads { width: 1fr; height: 1fr; margin-left: 1; }
+    LauncherScreen #path { margin-top: 1; }
+    LauncherScreen #message { height: auto; margin-top: 1; }
+    LauncherScreen #message.-error { color: $text-error; }
+    LauncherScreen #buttons { height: auto; align-horizontal: right; margin-top: 1; }
+    LauncherScreen Button { margin-left: 2; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "start", "Start")]
+
+    def __init__(self, directory: str, load: Callable[[str], Any]):
+        super().__init__()
+        self.directory = directory
+        self.load = load
+        self.files = workload_files(directory)
+        self.path: str | None = None
+        self.spec: Any = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("launch workloads", classes="dialog-title")
+            with Horizontal(id="panes"):
+                files = OptionList(*[os.path.relpath(f) for f in self.files], id="files")
+                files.border_title = f"files in {self.directory}/"
+                yield files
+                wl = SelectionList[str](id="workloads")
+                wl.border_title = "workloads (space: tick)"
+                yield wl
+            yield Input(placeholder="…or type a workload file path and press enter", id="path")
+            yield Static("", id="message")
+            yield Label("enter: open file · space: tick · ctrl+s: start · escape: cancel", classes="hint")
+            with Horizontal(id="buttons"):
+                yield Button("Start", variant="success", id="start")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        if self.files:
+            self._open(self.files[0])
+            self.query_one("#files", OptionList).highlighted = 0
+            self.query_one("#workloads", SelectionList).focus()
+        else:
+            self._say(f"no *.toml files in {self.directory}/: type a path below", error=False)
+            self.query_one("#path", Input).focus()
+
+    def _say(self, text: str, error: bool = False) -> None:
+        msg = self.query_one("#message", Static)
+        msg.update(text)
+        msg.set_class(error, "-error")
+
+    def _open(self, path: str) -> None:
+        wl = self.query_one("#workloads", SelectionList)
+        wl.clear_options()
+        self.spec, self.path = None, None
+        try:
+            spec = self.load(path)
+        except Exception as exc:  # ConfigError: one clear line
+            self._say(str(exc), error=True)
+            return
+        self.spec, self.path = spec, path
+        for w in spec.workloads:
+            what = " ".join(w.command) if w.command else f"{w.model} bs{w.batch_size}"
+            gpus = ",".join(map(str, w.gpus)) if w.gpus else "–"
+            wl.add_option((f"{w.name:<14} {what} · gpus {gpus} · {w.epochs} epochs", w.name, True))
+        if spec.workloads:
+            wl.highlighted = 0
+        note = "" if spec.cuda else " · no CUDA here: jobs train on the CPU"
+        self._say(f"{spec.name}: {len(spec.workloads)} workload(s), baseline = {spec.baseline}{note}")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list.id == "files":
+            self._open(self.files[event.option_index])
+            self.query_one("#workloads", SelectionList).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._open(os.path.expanduser(event.value.strip()))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self.action_start()
+        else:
+            self.action_cancel()
+
+    def action_start(self) -> None:
+        if self.path is None:
+            self._say("open a workload file first", error=True)
+            return
+        names = list(self.query_one("#workloads", SelectionList).selected)
+        if not names:
+            self._say("tick at least one workload", error=True)
+            return
+        self.dismiss((self.path, names))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,85 @@
+"""Verdict banner: the run's verdict (title and one-line reason), or else the phase and latest news.
+
+`snapshot.verdict` is None or a dict with "kind", "title", "reason", "evidence_lines",
+"recommendations", "jobs", "confidence"; the full evidence opens in a modal (key `v`). Without
+a verdict the banner says which phase a launch is in ("baseline", "co-run", "finished") and the
+newest engine message, or for the plain monitor what it is watching.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from gputop_dl.snapshot import Snapshot
+
+KIND_LABEL = {
+    "parallel": "TRULY PARALLEL",
+    "cpu-bound": "CONCURRENT · CPU-BOUND",
+    "gpu-contended": "CONCURRENT · GPU-CONTENDED",
+    "other": "CONCURRENT · OTHER",
+    "insufficient-data": "NOT ENOUGH DATA",
+    "no-baseline": "NO BASELINE",
+}
+
+PHASE_TEXT = {
+    "baseline": "solo baselines: each job alone first, then all together",
+    "co-run": "co-run: all jobs together",
+    "finished": "finished",
+    "interrupted": "interrupted",
+}
+
+
+def verdict_class(kind: str | None) -> str:
+    if kind == "parallel":
+        return "-good"
+    if kind in ("cpu-bound", "gpu-contended", "other"):
+        return "-bad"
+    return "-neutral"
+
+
+class VerdictBanner(Static):
+    """One or two lines above the panels: verdict, or phase + newest message."""
+
+    DEFAULT_CSS = """
+    VerdictBanner { height: auto; padding: 0 1; background: $panel; }
+    VerdictBanner.-good { background: $success-muted; }
+    VerdictBanner.-bad { background: $warning-muted; }
+    """
+
+    def show(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> None:
+        self.update(self.render_content(snap, mode=mode, extra=extra))
+
+    def render_content(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> Content:
+        for cls in ("-good", "-bad", "-neutral"):
+            self.remove_class(cls)
+        if snap is None:
+            self.add_class("-neutral")
+            return Content.styled("waiting for the first sample…", "$text-muted")
+        v = snap.verdict
+        if v:
+            kind = v.get("kind")
+            self.add_class(verdict_class(kind))
+            label = KIND_LABEL.get(kind or "", (kind or "verdict").upper())
+            style = {"-good": "bold $text-success", "-bad": "bold $text-warning"}.get(
+                verdict_class(kind), "bold")
+            conf = v.get("confidence")
+            conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
+                f" · confidence {conf:.0%}" if isinstance(conf, (int, float)) else "")
+            return Content.assemble(
+                (f"{label}  ", style), (v.get("title") or "", "bold"),
+                ("\n" + (v.get("reason") or ""), ""), (f"   v: evidence{conf_s}", "$text-muted"))
+        self.add_class("-neutral")
+        newest = snap.log[-1][1] if snap.log else ""
+        if mode == "monitor" and snap.phase is None:
+            head = "monitor"
+            body = extra or "watching this machine"
+        else:
+            head = f"phase: {snap.phase or 'starting'}"
+            body = PHASE_TEXT.get(snap.phase or "", "starting")
+            if extra:
+                body += f" · {extra}"
+        if not newest:
+            newest = ("the verdict (parallel or only concurrent, and why) appears for launched workloads"
+                      if mode == "monitor" else "no verdict yet")
+        return Content.assemble((head, "bold $text-accent"), ("  " + body, ""), ("\n" + newest, "$text-muted"))

@@ -1,0 +1,610 @@
+"""TUI behaviour through Textual's Pilot, fed by a fake source (no engine, no GPU, no torch)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import types
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("textual")
+
+from gputop_dl.config import load_session  # noqa: E402
+from gputop_dl.present.tui.app import GputopApp  # noqa: E402
+from gputop_dl.present.tui.charts import BLOCKS, History, bar, block  # noqa: E402
+from gputop_dl.present.tui.epoch_panel import EpochPanel, nice_ceiling  # noqa: E402
+from gputop_dl.present.tui.gpu_panel import GpuPanel  # noqa: E402
+from gputop_dl.present.tui.jobs_table import JobsTable  # noqa: E402
+from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailScreen,  # noqa: E402
+                                           LauncherScreen, VerdictScreen)
+from gputop_dl.present.tui.source import Inbox  # noqa: E402
+
+try:
+    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, jobs, make_snapshot, monitor_snapshot
+except ImportError:  # tests/ on sys.path instead of the repo root
+    from fake_source import SPEC, T0, FakeSource, FixedClock, jobs, make_snapshot, monitor_snapshot
+
+def aio(fn):
+    """Run an async test with asyncio.run (no pytest-asyncio plugin needed)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZE = (160, 50)
+
+
+def new_app(*, live=("bs32", "bs64"), mode="launch", **kw) -> tuple[GputopApp, FakeSource]:
+    src = FakeSource(live=list(live), spec=SPEC if mode == "launch" else None,
+                     session_id=kw.pop("session_id", "20251121-183320-abc123"))
+    return GputopApp(src, clock=FixedClock(T0), mode=mode, **kw), src
+
+
+async def feed(pilot, src: FakeSource, *snaps) -> None:
+    for s in snaps:
+        src.emit(s)
+        await pilot.pause()
+
+
+def order(table: JobsTable) -> list[str]:
+    return [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+
+
+def cell(table: JobsTable, key: str, col: str) -> str:
+    return table.get_cell(key, col).plain
+
+
+def body_text(screen) -> str:
+    return str(screen.query_one("#body").render())
+
+
+def messages(app) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def wait_for(pilot, cond, timeout: float = 3.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        await pilot.pause(0.02)
+    return cond()
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+@aio
+async def test_first_snapshot_fills_every_panel():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        assert src.started and len(src.subscribers) == 1
+        assert app.first_render_at is None
+        await feed(pilot, src, make_snapshot(0))
+        assert app.first_render_at is not None
+        table = app.query_one(JobsTable)
+        assert order(table) == ["job:0:bs32", "job:0:bs64", "job:0:bs128", "pid:777"]  # 4242 is bs32's
+        assert cell(table, "job:0:bs32", "job") == "● bs32"
+        assert cell(table, "job:0:bs128", "status") == "failed: CUDA out of memory"
+        assert cell(table, "job:0:bs64", "slowdown") == "1.64×"
+        assert cell(table, "pid:777", "job").strip() == "pid 777"
+        gpu_text = app.query_one(GpuPanel).render_content().plain
+        assert gpu_text.count("H100 80GB HBM3") == 4
+        assert "41.2/80 GiB" in gpu_text
+        banner = str(app.query_one("#banner").render())
+        assert "CPU-BOUND" in banner and "Concurrent, not parallel" in banner
+        log = str(app.query_one("#log").render())
+        assert "bs128 (co-run) failed: CUDA out of memory" in log
+
+
+@aio
+async def test_no_gpu_shows_one_line_why():
+    app, src = new_app(mode="monitor", session_id=None, live=())
+    src.env = {"gpu_status_detail": "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found)"}
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        text = app.query_one(GpuPanel).render_content().plain
+        assert text.splitlines()[0] == "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found)"
+        assert "H100" not in text
+        host = str(app.query_one("#host").render())
+        assert "of 2 CPUs" in host and "62% 40%" in host and "some 42%" in host
+
+
+@aio
+async def test_gpu_history_is_fixed_scale_and_grows():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        for t in range(3):
+            await feed(pilot, src, make_snapshot(t))
+        panel = app.query_one(GpuPanel)
+        assert len(panel.histories) == 4 and len(panel.histories[0].raw) == 3
+        assert panel.span == 600  # 10 minutes at 1 Hz
+
+
+@aio
+async def test_rows_update_in_place_and_cursor_keeps_its_row():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        table = app.query_one(JobsTable)
+
+        def no_clear(*a, **k):
+            raise AssertionError("the jobs table must never be cleared")
+
+        table.clear = no_clear  # type: ignore[method-assign]
+        await pilot.press("j", "j")
+        assert table.selected_key() == "job:0:bs128"
+        # bs32 (above the cursor) vanishes, a new GPU process appears, values change
+        snap = make_snapshot(5)
+        snap = replace(snap, jobs=snap.jobs[1:], gpu_processes=snap.gpu_processes + (
+            replace(snap.gpu_processes[1], pid=555),))
+        await feed(pilot, src, snap)
+        assert table.selected_key() == "job:0:bs128"
+        assert order(table) == ["job:0:bs64", "job:0:bs128", "pid:555", "pid:777", "pid:4242"]
+        assert cell(table, "job:0:bs64", "progress") == "2/3 · 45/100"
+
+
+@aio
+async def test_j_k_and_arrows_select():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        table = app.query_one(JobsTable)
+        assert table.selected_key() == "job:0:bs32"
+        await pilot.press("j")
+        assert table.selected_key() == "job:0:bs64"
+        await pilot.press("j", "j")
+        assert table.selected_key() == "pid:777"
+        await pilot.press("k")
+        assert table.selected_key() == "job:0:bs128"
+        await pilot.press("up")
+        assert table.selected_key() == "job:0:bs64"
+        await pilot.press("down")
+        assert table.selected_key() == "job:0:bs128"
+        assert app.query_one(EpochPanel).border_title == "epoch times · bs128"
+
+
+@aio
+async def test_sort_keys_keep_the_selection():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        table = app.query_one(JobsTable)
+        await pilot.press("j")  # bs64
+        await pilot.press("c")  # CPU, most first; unknown last
+        assert order(table) == ["job:0:bs64", "job:0:bs32", "job:0:bs128", "pid:777"]
+        assert table.selected_key() == "job:0:bs64"
+        assert "CPU ▼" in str(table.columns["cpu"].label)
+        await pilot.press("c")  # again: reversed
+        assert order(table)[:2] == ["job:0:bs32", "job:0:bs64"]
+        await pilot.press("n")
+        assert order(table) == ["job:0:bs128", "job:0:bs32", "job:0:bs64", "pid:777"]
+        await pilot.press("t")
+        assert order(table) == ["job:0:bs128", "job:0:bs64", "job:0:bs32", "pid:777"]
+        await pilot.press("m")
+        assert order(table) == ["job:0:bs64", "job:0:bs32", "pid:777", "job:0:bs128"]
+        assert table.selected_key() == "job:0:bs64"
+        # the sort holds through the next tick
+        await feed(pilot, src, make_snapshot(1))
+        assert order(table) == ["job:0:bs64", "job:0:bs32", "pid:777", "job:0:bs128"]
+        await pilot.press("o")
+        assert order(table) == ["job:0:bs32", "job:0:bs64", "job:0:bs128", "pid:777"]
+
+
+# --- keys -----------------------------------------------------------------------------------------
+
+@aio
+async def test_q_with_running_jobs_asks_then_stops_and_waits():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "bs32, bs64" in str(app.screen.query_one("#question").render())
+        assert src.stop_reasons == []
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: src.joined >= 1)
+        await pilot.pause()
+    assert src.stop_reasons == ["interrupted"]
+    assert app.return_value == 0
+
+
+@aio
+async def test_q_confirm_no_keeps_running():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("q")
+        await pilot.press("n")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert src.stop_reasons == [] and src.joined == 0
+        assert app.is_running
+
+
+@aio
+async def test_q_without_running_jobs_quits_at_once():
+    app, src = new_app(live=())
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("q")
+        assert await wait_for(pilot, lambda: src.joined >= 1)
+        assert not isinstance(app.screen, ConfirmScreen)
+    assert src.stop_reasons == ["interrupted"]
+
+
+@aio
+async def test_s_stops_selected_launched_job_after_confirmation():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("j", "s")  # bs64
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert src.stopped_jobs == []
+        await pilot.press("s")
+        await pilot.press("y")
+        assert src.stopped_jobs == ["bs64"]
+        assert any("stopping bs64" in m for m in messages(app))
+
+
+@aio
+async def test_s_refuses_finished_jobs_and_foreign_processes():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("j", "j", "s")  # bs128 has failed
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("j", "s")  # pid 777, not ours
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert src.stopped_jobs == []
+        assert any("not running" in m for m in messages(app))
+        assert any("only jobs launched by gputop-dl" in m for m in messages(app))
+
+
+@aio
+async def test_e_exports_via_report_module(monkeypatch, tmp_path):
+    calls = []
+
+    def export_session(session_id, path):
+        calls.append((session_id, path))
+        with open(path, "w") as f:
+            f.write("# report\n")
+        return path
+
+    monkeypatch.setitem(sys.modules, "gputop_dl.present.report",
+                        types.SimpleNamespace(export_session=export_session))
+    app, src = new_app(export_dir=str(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("e")
+        assert await wait_for(pilot, lambda: bool(app.exported))
+        want = str(tmp_path / "gputop-dl-20251121-183320-abc123.md")
+        assert calls == [("20251121-183320-abc123", want)]
+        assert any(want in m for m in messages(app))
+
+
+@aio
+async def test_e_without_report_module_says_not_available(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gputop_dl.present.report", None)  # import raises ImportError
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("e")
+        await pilot.pause()
+        assert "export not available" in messages(app)
+
+
+@aio
+async def test_e_in_plain_monitor_has_nothing_to_export():
+    app, src = new_app(mode="monitor", session_id=None, live=())
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        await pilot.press("e")
+        assert any("nothing to export" in m for m in messages(app))
+
+
+@aio
+async def test_p_pauses_updates_and_resumes_with_the_latest():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        table = app.query_one(JobsTable)
+        await pilot.press("p")
+        assert app.paused and "PAUSED" in str(app.query_one("#title").render())
+        await feed(pilot, src, make_snapshot(3), make_snapshot(7))
+        assert cell(table, "job:0:bs32", "progress") == "3/3 · 40/100"
+        await pilot.press("p")
+        assert cell(table, "job:0:bs32", "progress") == "3/3 · 47/100"
+        assert "PAUSED" not in str(app.query_one("#title").render())
+
+
+@aio
+async def test_help_screen():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "sort by CPU, memory, name, step time" in body_text(app.screen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@aio
+async def test_v_opens_verdict_evidence():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("v")
+        assert isinstance(app.screen, VerdictScreen)
+        text = body_text(app.screen)
+        assert "data-wait: bs32 4%→12%" in text and "Recommendations" in text
+        assert "bs128: 2.61× slower" in text and "confidence: 85%" in text
+        await pilot.press("v")
+        assert not isinstance(app.screen, VerdictScreen)
+
+
+@aio
+async def test_v_without_verdict_shows_phase():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0, verdict=None, phase="baseline"))
+        banner = str(app.query_one("#banner").render())
+        assert "phase: baseline" in banner and "bs128 (co-run) failed" in banner
+        await pilot.press("v")
+        assert not isinstance(app.screen, VerdictScreen)
+        assert "no verdict yet (phase: baseline)" in messages(app)
+
+
+@aio
+async def test_enter_opens_job_details():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("j", "j", "enter")
+        assert isinstance(app.screen, JobDetailScreen)
+        text = body_text(app.screen)
+        assert "torch.OutOfMemoryError: CUDA out of memory" in text  # stderr tail
+        assert "batch_size = 128" in text  # config
+        assert "failed: CUDA out of memory" in text
+        await pilot.press("escape")
+        await pilot.press("k", "enter")
+        text = body_text(app.screen)
+        assert "epoch 1: 21.9 s" in text
+
+
+@aio
+async def test_epoch_panel_selected_and_all():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        panel = app.query_one(EpochPanel)
+        text = panel.render_content().plain
+        assert "solo ≈ 8.0 s" in text  # 0.08 s × 100 steps
+        assert "ep 1" in text and "9.8 s" in text and "1.23× solo" in text
+        assert "40/100 steps" in text
+        await pilot.press("a")
+        text = panel.render_content().plain
+        assert panel.border_title == "epoch times · all jobs"
+        assert all(n in text for n in ("bs32", "bs64", "bs128"))
+
+
+# --- threading ------------------------------------------------------------------------------------
+
+@aio
+async def test_snapshots_from_another_thread_keep_only_the_latest():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        before = app.renders
+        t = threading.Thread(target=lambda: [src.emit(make_snapshot(i)) for i in range(1, 41)])
+        t.start()
+        t.join()
+        assert await wait_for(pilot, lambda: cell(app.query_one(JobsTable), "job:0:bs32", "progress")
+                              == "3/3 · 80/100")
+        await pilot.pause()
+        assert app.inbox.received == 41
+        assert app.renders - before < 40  # stale snapshots were dropped, not queued
+        assert app.inbox.dropped >= 1
+
+
+def test_inbox_wakes_once_until_taken():
+    box = Inbox()
+    assert box.put(0, make_snapshot(0)) is True
+    assert box.put(0, make_snapshot(1)) is False
+    assert box.put(1, make_snapshot(2)) is False
+    got = box.take()
+    assert got[0].time == T0 + 1 and got[1].time == T0 + 2 and box.dropped == 1
+    assert box.put(0, make_snapshot(3)) is True
+
+
+@aio
+async def test_stale_source_is_flagged_by_the_clock():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        assert "no new sample" not in str(app.query_one("#title").render())
+        app.clock.now = T0 + 30
+        app._update_title()
+        assert "no new sample for 30 s" in str(app.query_one("#title").render())
+
+
+@aio
+async def test_theme_change_recolours_table_cells():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        table = app.query_one(JobsTable)
+        dark = table.get_cell("job:0:bs128", "status").style
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.pause()
+        assert table.get_cell("job:0:bs128", "status").style != dark
+
+
+# --- launcher -------------------------------------------------------------------------------------
+
+TINY = """
+[session]
+name = "tiny"
+baseline = "none"
+
+[defaults]
+model = "synthetic"
+dataset = "synthetic"
+input_size = 4
+num_classes = 4
+num_workers = 0
+batch_size = 4
+epochs = 1
+steps_per_epoch = 5
+
+[[workload]]
+name = "alpha"
+
+[[workload]]
+name = "beta"
+"""
+
+
+class FakeLauncher:
+    def __init__(self):
+        self.started: list = []
+        self.sources: list[FakeSource] = []
+
+    def load(self, path, only=None):
+        return load_session(path, gpu_count=0, only=only)
+
+    def start(self, spec):
+        self.started.append(spec)
+        src = FakeSource(live=[w.name for w in spec.workloads], spec=spec, session_id="launched-1")
+        self.sources.append(src)
+        return src
+
+
+@aio
+async def test_launcher_starts_ticked_workloads_and_shows_their_jobs(tmp_path):
+    wdir = tmp_path / "workloads"
+    wdir.mkdir()
+    (wdir / "tiny.toml").write_text(TINY)
+    launcher = FakeLauncher()
+    app, src = new_app(mode="monitor", session_id=None, live=(), launcher=launcher, workloads_dir=str(wdir))
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        await pilot.press("l")
+        assert isinstance(app.screen, LauncherScreen)
+        await pilot.pause()
+        wl = app.screen.query_one("#workloads")
+        assert wl.option_count == 2 and set(wl.selected) == {"alpha", "beta"}
+        await pilot.press("space")  # untick the highlighted one (alpha)
+        assert wl.selected == ["beta"]
+        await pilot.press("ctrl+s")
+        assert not isinstance(app.screen, LauncherScreen)
+        assert [w.name for w in launcher.started[0].workloads] == ["beta"]
+        new = launcher.sources[0]
+        assert new.started
+        await feed(pilot, new, replace(make_snapshot(0), jobs=(replace(jobs()[0], name="beta"),),
+                                       session_id="launched-1"))
+        table = app.query_one(JobsTable)
+        assert "job:1:beta" in order(table)
+        assert cell(table, "job:1:beta", "job") == "● beta"
+        # quitting now asks, and stops both sources
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: new.joined >= 1 and src.joined >= 1)
+    assert new.stop_reasons == ["interrupted"] and src.stop_reasons == ["interrupted"]
+
+
+@aio
+async def test_launcher_shows_config_errors(tmp_path):
+    wdir = tmp_path / "workloads"
+    wdir.mkdir()
+    (wdir / "bad.toml").write_text("[[workload]]\nname = \"a\"\nbatch_size = 0\n")
+    app, src = new_app(mode="monitor", session_id=None, live=(), launcher=FakeLauncher(),
+                       workloads_dir=str(wdir))
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        await pilot.press("l")
+        await pilot.pause()
+        msg = str(app.screen.query_one("#message").render())
+        assert "bad.toml" in msg and "batch_size" in msg
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, LauncherScreen)  # nothing to start
+        await pilot.press("escape")
+        assert not isinstance(app.screen, LauncherScreen)
+
+
+@aio
+async def test_launch_key_only_in_monitor_mode():
+    app, src = new_app()  # launch mode, no launcher
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("l")
+        assert not isinstance(app.screen, LauncherScreen)
+
+
+# --- pure helpers ---------------------------------------------------------------------------------
+
+def test_history_strip_fixed_scale_newest_right():
+    h = History(span=10)
+    for v in (0.0, 1.0):
+        h.push(v)
+    s = h.strip(10)
+    assert len(s) == 10 and s.endswith(" █") and s[:8] == " " * 8
+    h.push(None)
+    assert h.strip(10)[-1] == "·"
+    assert block(0.5) == BLOCKS[4] and block(0.001) == BLOCKS[1] and block(1.7) == "█"
+    assert bar(0.5, 10) == ("█" * 5, "░" * 5) and bar(None, 4) == ("", "····")
+
+
+def test_history_buckets_and_is_cheap():
+    h = History(span=600)
+    for i in range(600):
+        h.push((i % 100) / 100)
+    assert len(h.strip(30)) == 30 and h.seconds_per_char == 20
+    t0 = time.perf_counter()
+    for i in range(600 * 8):  # 8 GPUs × 10 minutes of pushes and renders
+        h.push(0.5)
+        h.strip(30)
+    per_tick_8_gpus = (time.perf_counter() - t0) / 600
+    assert per_tick_8_gpus < 0.005
+    assert len(h.strip(45)) == 45  # resize re-buckets
+
+
+def test_nice_ceiling():
+    assert [nice_ceiling(x) for x in (0.7, 9.8, 21.9, 250, 0)] == [1, 10, 25, 250, 1]
+
+
+def test_tui_never_imports_torch():
+    code = ("import sys, gputop_dl.present.tui.app, gputop_dl.engine; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_only_the_tui_package_imports_textual():
+    pkg = os.path.join(ROOT, "gputop_dl")
+    tui = os.path.join(pkg, "present", "tui")
+    offenders = []
+    pat = re.compile(r"^\s*(from|import)\s+textual\b", re.M)
+    for d, _, files in os.walk(pkg):
+        if d.startswith(tui):
+            continue
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    if pat.search(fh.read()):
+                        offenders.append(os.path.join(d, f))
+    assert offenders == []

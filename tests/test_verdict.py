@@ -1,0 +1,124 @@
+"""Unit tests of the verdict rules, at their boundaries, with hand-made evidence."""
+
+from gputop_dl.analyse import verdict as V
+from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+
+
+def job(name, slow=1.0, stall=0.05, solo_stall=0.05, gpus=(0,), device="cuda:0", steps=40,
+        cores=1.0, solo_cores=1.0, workers=4, transforms="heavy", emulated=False, solo=True):
+    return JobEvidence(name=name, device=device, gpus=gpus, steps=steps, step_time_s=0.1 * slow,
+                       stall=stall, cpu_cores=cores, solo_step_time_s=0.1 if solo else None,
+                       solo_stall=solo_stall, solo_cpu_cores=solo_cores, num_workers=workers,
+                       transforms=transforms, emulated_device=emulated)
+
+
+CALM = HostEvidence(cpus=16, busy=0.3, psi_some10=0.0, load1=4.0, throttled=0.0)
+BUSY = HostEvidence(cpus=16, busy=0.97, psi_some10=0.4, load1=30.0, throttled=0.0)
+
+
+def test_parallel_at_the_boundary():
+    v = judge([job("a", 1.10, gpus=(0,)), job("b", 1.0, gpus=(1,))], CALM)
+    assert v["kind"] == "parallel"
+    assert v["evidence"]["stp"] == round(1 / 1.10 + 1, 3)
+
+
+def test_just_above_boundary_is_not_parallel():
+    v = judge([job("a", 1.11, gpus=(0,)), job("b", 1.0, gpus=(1,))], CALM)
+    assert v["kind"] == "other"
+
+
+def test_background_cpu_bound_case():
+    # background §1(a): slowdowns 2.60, 2.19, 1.99 -> STP 1.34, efficiency 0.45
+    jobs = [job("bs32", 2.60, stall=0.5, solo_stall=0.1, gpus=(0,), solo_cores=5.0),
+            job("bs64", 2.19, stall=0.45, solo_stall=0.1, gpus=(1,), solo_cores=5.0),
+            job("bs128", 1.99, stall=0.4, solo_stall=0.1, gpus=(2, 3), solo_cores=8.0)]
+    v = judge(jobs, BUSY)
+    assert v["kind"] == "cpu-bound"
+    assert v["evidence"]["stp"] == 1.344 and v["evidence"]["efficiency"] == 0.448
+    recs = " ".join(v["recommendations"])
+    assert "need ≈ 18.0 cores" in recs and "allows 16" in recs
+    assert "transforms = \"light\"" in recs
+
+
+def test_stall_rise_boundary():
+    base = dict(gpus=(0,), solo_cores=0.5)
+    host = HostEvidence(cpus=16, busy=0.95)
+    rose = judge([job("a", 1.5, stall=0.15, solo_stall=0.10, **base),
+                  job("b", 1.0, gpus=(1,), solo_cores=0.5)], host)
+    assert rose["kind"] == "cpu-bound"
+    flat = judge([job("a", 1.5, stall=0.149, solo_stall=0.10, **base),
+                  job("b", 1.0, gpus=(1,), solo_cores=0.5)], host)
+    assert flat["kind"] == "other"
+
+
+def test_each_cpu_signal_fires_at_its_threshold():
+    assert HostEvidence(cpus=4, busy=0.90).cpu_signals()
+    assert not HostEvidence(cpus=4, busy=0.899).cpu_signals()
+    assert HostEvidence(cpus=4, psi_some10=0.10).cpu_signals()
+    assert not HostEvidence(cpus=4, psi_some10=0.099).cpu_signals()
+    assert HostEvidence(cpus=4, load1=4.01).cpu_signals()
+    assert not HostEvidence(cpus=4, load1=4.0).cpu_signals()
+    assert HostEvidence(cpus=4, throttled=0.05).cpu_signals()
+    assert not HostEvidence(cpus=4).cpu_signals()
+
+
+def test_cpu_need_exceeding_cores_counts_without_stall_rise():
+    jobs = [job("a", 1.6, stall=0.05, solo_stall=0.05, gpus=(0,), solo_cores=9),
+            job("b", 1.6, stall=0.05, solo_stall=0.05, gpus=(1,), solo_cores=9)]
+    assert judge(jobs, BUSY)["kind"] == "cpu-bound"
+
+
+def test_gpu_contended_when_sharing_and_no_stall_rise():
+    jobs = [job("a", 1.4, stall=0.02, solo_stall=0.03, gpus=(0,)),
+            job("b", 1.4, stall=0.02, solo_stall=0.03, gpus=(0,))]
+    v = judge(jobs, CALM)
+    assert v["kind"] == "gpu-contended"
+    assert v["evidence"]["shared_gpus"] == {"0": ["a", "b"]}
+    assert "separate GPUs" in v["recommendations"][0]
+
+
+def test_shared_gpu_with_stall_rise_and_saturated_cpu_is_cpu_bound():
+    jobs = [job("a", 1.4, stall=0.30, solo_stall=0.03, gpus=(0,)),
+            job("b", 1.4, stall=0.30, solo_stall=0.03, gpus=(0,))]
+    assert judge(jobs, BUSY)["kind"] == "cpu-bound"
+    assert judge(jobs, CALM)["kind"] == "gpu-contended"
+
+
+def test_cpu_training_jobs_do_not_share_a_gpu():
+    jobs = [job("a", 1.8, gpus=(0,), device="cpu"), job("b", 1.8, gpus=(0,), device="cpu")]
+    v = judge(jobs, HostEvidence(cpus=2, busy=1.0))
+    assert v["kind"] == "cpu-bound" and "train on the CPU" in v["reason"]
+    assert "shared_gpus" not in v["evidence"]
+
+
+def test_other_shows_nvml_throttle_reasons():
+    host = HostEvidence(cpus=16, busy=0.3, gpu_util={0: 0.99, 1: 0.98},
+                        gpu_throttle={0: ("hw_thermal_slowdown",)})
+    v = judge([job("a", 1.5, gpus=(0,)), job("b", 1.5, gpus=(1,))], host)
+    assert v["kind"] == "other"
+    assert any("hw_thermal_slowdown" in line for line in v["evidence_lines"])
+
+
+def test_insufficient_data_below_min_steps():
+    v = judge([job("a", steps=V.MIN_STEPS - 1), job("b", gpus=(1,))], CALM)
+    assert v["kind"] == "insufficient-data" and "a" in v["reason"]
+    assert judge([], CALM)["kind"] == "insufficient-data"
+
+
+def test_no_baseline_names_the_signals():
+    v = judge([job("a", solo=False), job("b", solo=False, gpus=(1,))], BUSY)
+    assert v["kind"] == "no-baseline" and "CPU busy" in v["reason"]
+    v = judge([job("a", solo=False), job("b", solo=False, gpus=(1,))], CALM)
+    assert "no CPU saturation" in v["reason"]
+
+
+def test_confidence_rises_with_steps():
+    few = judge([job("a", steps=5), job("b", steps=5, gpus=(1,))], CALM)["confidence"]
+    many = judge([job("a", steps=60), job("b", steps=60, gpus=(1,))], CALM)["confidence"]
+    assert 0 < few < many == 1.0
+
+
+def test_same_evidence_same_verdict():
+    jobs = [job("a", 1.7, stall=0.4, solo_stall=0.1), job("b", 1.6, gpus=(1,), stall=0.4,
+                                                          solo_stall=0.1)]
+    assert judge(jobs, BUSY) == judge(list(jobs), BUSY)
