@@ -53,6 +53,8 @@ class TreeSampler:
         for p in procs:
             try:
                 with p.oneshot():
+                    if p.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped
+                        continue
                     ct = p.cpu_times()
                     mem = p.memory_info()
                     nthreads = p.num_threads()

@@ -1,0 +1,50 @@
+"""Import hygiene: the monitor never imports torch; only present/tui imports textual."""
+
+import ast
+import os
+import subprocess
+import sys
+
+PKG = os.path.join(os.path.dirname(__file__), "..", "gputop_dl")
+
+MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gputop_dl.config",
+                   "gputop_dl.collect.nvml", "gputop_dl.collect.host", "gputop_dl.collect.procs",
+                   "gputop_dl.collect.pyspy", "gputop_dl.record.store",
+                   "gputop_dl.analyse.verdict", "gputop_dl.analyse.evidence",
+                   "gputop_dl.analyse.summary", "gputop_dl.present.headless",
+                   "gputop_dl.present.once"]
+
+
+def test_monitor_process_never_imports_torch():
+    code = ("import sys, importlib\n"
+            f"for m in {MONITOR_MODULES!r}: importlib.import_module(m)\n"
+            "from gputop_dl.present.once import take_snapshot\n"
+            "take_snapshot(settle_s=0.05)\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision'))\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _imports(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module.split(".")[0]
+
+
+def test_only_the_tui_package_imports_textual_and_only_the_trainer_imports_torch():
+    for root, _, files in os.walk(PKG):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(root, f)
+            rel = os.path.relpath(path, PKG)
+            mods = set(_imports(path))
+            if not rel.startswith(os.path.join("present", "tui")):
+                assert "textual" not in mods, f"{rel} imports textual"
+            if not rel.startswith("trainer"):
+                assert not mods & {"torch", "torchvision"}, f"{rel} imports torch"
