@@ -26,7 +26,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.host import HostSampler
-from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.procs import TreeSampler, children_map
 from gputop_dl.launch import JobProcess, describe_exit, start_job, stop_jobs
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.snapshot import JobSample, Snapshot
@@ -65,7 +65,7 @@ class JobRun:
             elif kind == "failed":
                 self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
 
-    def poll(self, now: float) -> list[dict]:
+    def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
         """Read new events, notice an exit, sample the process tree. Returns the new events."""
         evs = self.reader.read_new()
         self._take(evs)
@@ -89,7 +89,7 @@ class JobRun:
             else:
                 if self.status == "starting" and self.w.is_command:
                     self.status = "running"
-                ts = self.tree.sample()
+                ts = self.tree.sample(cmap)
                 self.tree_sample = ts
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
@@ -425,9 +425,10 @@ class Engine:
                 gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
         jobs = []
         store = self._store
+        cmap = children_map() if self.runs else None
         for name, run in list(self.runs.items()):
             was_alive = run.alive
-            evs = run.poll(now)
+            evs = run.poll(now, cmap)
             if store is not None and evs:
                 store.add_events(self.session_id, name, run.phase, evs)
             if was_alive and not run.alive:

@@ -350,7 +350,7 @@ async def test_v_opens_verdict_evidence():
         assert isinstance(app.screen, VerdictScreen)
         text = body_text(app.screen)
         assert "data-wait: bs32 4%→12%" in text and "Recommendations" in text
-        assert "bs128: 2.61× slower" in text and "confidence: 85%" in text
+        assert "bs128: step 0.470 s vs solo 0.180 s (2.61×)" in text and "confidence: 85%" in text
         await pilot.press("v")
         assert not isinstance(app.screen, VerdictScreen)
 

@@ -7,10 +7,46 @@ neither counts twice nor turns the figure negative. Vanished PIDs are dropped si
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
 import psutil
+
+
+def children_map() -> dict[int, list[int]]:
+    """PPID -> child PIDs for the whole machine, in one pass over /proc.
+
+    Built once per tick and shared by every job's sampler: psutil's `children()` rescans
+    /proc for each call, which made three jobs cost three scans a tick."""
+    out: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # not Linux: let psutil do it
+        for p in psutil.process_iter(["ppid"]):
+            out.setdefault(p.info["ppid"], []).append(p.pid)
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2:].split()
+        if len(fields) > 1:
+            out.setdefault(int(fields[1]), []).append(int(name))
+    return out
+
+
+def descendants(pid: int, cmap: dict[int, list[int]]) -> list[int]:
+    out, todo = [], list(cmap.get(pid, ()))
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(cmap.get(c, ()))
+    return out
 
 
 @dataclass(frozen=True)
@@ -30,22 +66,30 @@ class TreeSampler:
         self._cpu: dict[int, float] = {}
         self._t: float | None = None
 
-    def _tree(self) -> list[psutil.Process]:
+    def _tree(self, cmap: dict[int, list[int]] | None) -> list[psutil.Process]:
         root = self._procs.get(self.root_pid)
         if root is None:
             root = psutil.Process(self.root_pid)
             self._procs[self.root_pid] = root
+        if not root.is_running():
+            raise psutil.NoSuchProcess(self.root_pid)
         procs = [root]
-        for child in root.children(recursive=True):
-            # reuse the cached Process object: psutil checks PID reuse against create_time
-            procs.append(self._procs.setdefault(child.pid, child))
+        pids = descendants(self.root_pid, cmap if cmap is not None else children_map())
+        for pid in pids:
+            p = self._procs.get(pid)
+            if p is None:
+                try:
+                    p = self._procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+            procs.append(p)  # cached objects: psutil checks PID reuse against create_time
         return procs
 
-    def sample(self) -> TreeSample | None:
-        """None when the root process is gone."""
+    def sample(self, cmap: dict[int, list[int]] | None = None) -> TreeSample | None:
+        """None when the root process is gone. `cmap`: this tick's `children_map()`."""
         now = time.monotonic()
         try:
-            procs = self._tree()
+            procs = self._tree(cmap)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             return None
         cpu_now: dict[int, float] = {}

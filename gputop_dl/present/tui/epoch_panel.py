@@ -98,7 +98,13 @@ class EpochPanel(Static):
         height = max(3, self.content_size.height or 8)
         if sel is not None:
             self.border_title = f"epoch times · {sel.name}"
-            return self._one(sel, width, height)
+            one = self._one(sel, width, height)
+            others = [j for j in jobs if j.launched and j.name != sel.name]
+            room = height - len(one.plain.splitlines()) - 1
+            if others and room >= len(others) + 2:
+                everyone = [j for j in jobs if j.launched]
+                return Content("\n").join([one, Content(""), self._all(everyone, width, room, mark=sel.name)])
+            return one
         self.border_title = "epoch times · all jobs"
         return self._all([j for j in jobs if j.launched or j.epoch_times], width, height)
 
@@ -141,26 +147,26 @@ class EpochPanel(Static):
                                           f" {secs(solo):>7}"))
         return Content("\n").join(lines)
 
-    def _all(self, jobs: list[JobSample], width: int, height: int) -> Content:
+    def _all(self, jobs: list[JobSample], width: int, height: int, mark: str | None = None) -> Content:
         if not jobs:
             return Content.styled("no launched jobs (press l to launch workloads)", "$text-muted")
-        label_w, tail_w = 12, 30
+        label_w, tail_w = 12, 34
         bar_w = max(10, width - label_w - tail_w)
         vals = [v for j in jobs for v in ((j.epoch_times[-1] if j.epoch_times else None), solo_epoch_s(j)) if v]
         scale = nice_ceiling(max(vals)) if vals else 1.0
         lines: list[Content] = [Content.assemble(
             (fit("", label_w), ""), (fit("0 s", bar_w // 2), "$text-muted"),
             (f"{secs(scale):>{bar_w - bar_w // 2}}", "$text-muted"),
-            (f"  median epoch · {SOLO_MARK} solo", "$text-muted"))]
+            (f"  all jobs: median epoch, {SOLO_MARK} solo"[:tail_w], "$text-muted"))]
         for j in jobs[: height - 1]:
             solo = solo_epoch_s(j)
             med = statistics.median(j.epoch_times) if j.epoch_times else None
-            parts: list = [(fit(j.name, label_w), "bold")]
+            parts: list = [(fit(("▸ " if j.name == mark else "  ") + j.name, label_w), "bold")]
             if med is None:
                 parts.append((fit("no epoch finished yet", bar_w), "$text-muted"))
             else:
                 parts += _bar(med, scale, bar_w, solo, "$primary")
-            parts.append(f" {secs(med):>7} ×{len(j.epoch_times)}")
+            parts.append(f" {secs(med):>7}" + (f" ×{len(j.epoch_times)}" if j.epoch_times else "   "))
             if med and solo:
                 r = med / solo
                 parts.append((f"  {r:.2f}× solo", _ratio_style(r)))

@@ -113,6 +113,11 @@ class HelpScreen(_InfoScreen):
         return Content("\n").join(lines)
 
 
+def _job_line(j: dict) -> str:
+    line, name = str(j.get("line") or ""), str(j.get("name") or "")
+    return line if line.startswith(name) else f"{name}: {line}"
+
+
 class VerdictScreen(_InfoScreen):
     TITLE_TEXT = "verdict"
     BINDINGS = [Binding("escape,q,v", "close", "Close")]
@@ -132,7 +137,7 @@ class VerdictScreen(_InfoScreen):
         if v.get("reason"):
             out += [Content(""), Content(str(v["reason"]))]
         sections = (("Evidence", v.get("evidence_lines") or []),
-                    ("Jobs", [f"{j.get('name')}: {j.get('line')}" for j in v.get("jobs") or []]),
+                    ("Jobs", [_job_line(j) for j in v.get("jobs") or []]),
                     ("Recommendations", v.get("recommendations") or []))
         for head, items in sections:
             if items:

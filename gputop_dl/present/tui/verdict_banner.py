@@ -30,6 +30,13 @@ PHASE_TEXT = {
 }
 
 
+def _same(a: str, b: str) -> bool:
+    """Whether a verdict title only repeats the kind label ("concurrent: CPU-bound")."""
+    def norm(x: str) -> str:
+        return "".join(c for c in x.lower() if c.isalnum())
+    return norm(a) == norm(b)
+
+
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
@@ -66,8 +73,10 @@ class VerdictBanner(Static):
             conf = v.get("confidence")
             conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
                 f" · confidence {conf:.0%}" if isinstance(conf, (int, float)) else "")
+            title = v.get("title") or ""
+            head = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
             return Content.assemble(
-                (f"{label}  ", style), (v.get("title") or "", "bold"),
+                *head,
                 ("\n" + (v.get("reason") or ""), ""), (f"   v: evidence{conf_s}", "$text-muted"))
         self.add_class("-neutral")
         newest = snap.log[-1][1] if snap.log else ""

@@ -1,0 +1,159 @@
+"""SVG snapshot tests of the TUI at 160×50, fed fixed snapshots by a fake source and a fixed clock.
+
+Each case renders the screen and compares (1) its plain text and (2) its SVG export with the files
+in tests/tui_snapshots/. The text comparison fails first, with a readable diff; the SVG catches
+colour and style changes. Rendering is deterministic: fixed data, fixed clock, TZ=UTC for log
+times, no notifications. The files were made with the textual/rich versions in
+tests/tui_snapshots/VERSIONS; under other versions the cases skip rather than fail on Textual's own
+rendering changes. Regenerate with:
+
+    GPUTOP_DL_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_tui_snapshots.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import io
+import json
+import os
+import time
+from importlib import metadata
+
+import pytest
+
+pytest.importorskip("textual")
+
+from rich.console import Console  # noqa: E402
+
+from gputop_dl.present.tui.app import GputopApp  # noqa: E402
+
+try:
+    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot
+except ImportError:  # tests/ on sys.path instead of the repo root
+    from fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SNAP_DIR = os.path.join(HERE, "tui_snapshots")
+VERSIONS_FILE = os.path.join(SNAP_DIR, "VERSIONS")
+SIZE = (160, 50)
+UPDATE = os.environ.get("GPUTOP_DL_UPDATE_SNAPSHOTS") == "1"
+
+
+def versions() -> dict:
+    return {"textual": metadata.version("textual"), "rich": metadata.version("rich")}
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def pinned_versions():
+    if UPDATE:
+        os.makedirs(SNAP_DIR, exist_ok=True)
+        with open(VERSIONS_FILE, "w") as f:
+            json.dump(versions(), f, indent=1)
+            f.write("\n")
+        return
+    try:
+        with open(VERSIONS_FILE) as f:
+            made_with = json.load(f)
+    except OSError:
+        pytest.fail(f"{VERSIONS_FILE} missing: run with GPUTOP_DL_UPDATE_SNAPSHOTS=1")
+    if made_with != versions():
+        pytest.skip(f"snapshots made with {made_with}, running {versions()}: regenerate with "
+                    "GPUTOP_DL_UPDATE_SNAPSHOTS=1 and review the diff")
+
+
+def screen_text(app) -> str:
+    console = Console(width=SIZE[0], height=SIZE[1], file=io.StringIO(), record=True,
+                      color_system=None, force_terminal=False, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+
+
+def check(name: str, text: str, svg: str, tmp_path) -> None:
+    txt_path = os.path.join(SNAP_DIR, f"{name}.txt")
+    svg_path = os.path.join(SNAP_DIR, f"{name}.svg")
+    if UPDATE:
+        with open(txt_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        with open(svg_path, "w", encoding="utf-8") as f:
+            f.write(svg)
+        return
+    with open(txt_path, encoding="utf-8") as f:
+        want_text = f.read()
+    with open(svg_path, encoding="utf-8") as f:
+        want_svg = f.read()
+    got_svg = tmp_path / f"{name}.svg"
+    got_svg.write_text(svg, encoding="utf-8")
+    if text != want_text:
+        diff = "".join(difflib.unified_diff(want_text.splitlines(True), text.splitlines(True),
+                                            "expected", "actual"))
+        pytest.fail(f"{name}: screen text differs (actual SVG: {got_svg}):\n{diff}")
+    assert svg == want_svg, f"{name}: same text, different styling; actual SVG: {got_svg}"
+
+
+def render(name: str, tmp_path, *, mode: str = "launch", snaps=(), keys=(), theme: str | None = None,
+           env: dict | None = None, session_id: str | None = "20251121-183320-abc123") -> None:
+    async def go():
+        src = FakeSource(live=["bs32", "bs64"], spec=SPEC if mode == "launch" else None,
+                         session_id=session_id, env=env)
+        app = GputopApp(src, clock=FixedClock(T0 + len(snaps)), mode=mode,
+                        launcher=object() if mode == "monitor" else None)
+        async with app.run_test(size=SIZE) as pilot:
+            if theme:
+                app.theme = theme
+            for s in snaps:
+                src.emit(s)
+                await pilot.pause()
+            for k in keys:
+                await pilot.press(k)
+            await pilot.pause()
+            await pilot.wait_for_scheduled_animations()
+            await pilot.pause()
+            check(name, screen_text(app), app.export_screenshot(title="gputop-dl"), tmp_path)
+
+    asyncio.run(go())
+
+
+CORUN = [make_snapshot(t) for t in range(6)]
+
+
+def test_launch_corun_with_verdict(tmp_path):
+    render("launch_corun", tmp_path, snaps=CORUN)
+
+
+def test_launch_corun_light_theme(tmp_path):
+    render("launch_corun_light", tmp_path, snaps=CORUN, theme="textual-light")
+
+
+def test_launch_baseline_on_cpu_only_machine(tmp_path):
+    note = "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found); workloads train on the CPU."
+    snaps = [make_snapshot(t, verdict=None, phase="baseline", n_gpus=0, gpu_status="no-library", notes=(note,),
+                           gpu_processes=()) for t in range(3)]
+    render("launch_baseline_cpu", tmp_path, snaps=snaps)
+
+
+def test_monitor_without_gpu(tmp_path):
+    detail = "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found)"
+    render("monitor_nogpu", tmp_path, mode="monitor", session_id=None, env={"gpu_status_detail": detail},
+           snaps=[monitor_snapshot(t) for t in range(3)])
+
+
+def test_verdict_modal(tmp_path):
+    render("verdict_modal", tmp_path, snaps=CORUN[:2], keys=("v",))
+
+
+def test_job_details_modal(tmp_path):
+    render("job_details_modal", tmp_path, snaps=CORUN[:2], keys=("j", "j", "enter"))
+
+
+def test_sorted_by_cpu_all_epochs(tmp_path):
+    render("sorted_cpu_all_epochs", tmp_path, snaps=CORUN[:3], keys=("c", "a"))
