@@ -32,7 +32,8 @@ ENV_CPU = dict(ENV_GPU, gpus=[], gpu_status="no-driver", driver=None, cuda=None,
 
 VERDICT = {
     "kind": "cpu-bound", "title": "concurrent: CPU-bound",
-    "reason": "the jobs slowed 2.0-2.5× while their data-loader stall rose and the CPU was saturated",
+    "reason": "the jobs slowed 2.0-2.5× while their data-loader stall rose and the CPU was "
+              "saturated",
     "confidence": 0.8,
     "evidence": {"stp": 0.9, "efficiency": 0.3, "host_busy": 0.97, "cpu_signals": ["busy", "psi"],
                  "slowdowns": {"bs32": 2.5, "bs64": 2.0}},
@@ -40,7 +41,8 @@ VERDICT = {
                        "host CPU 97% busy of 16 cores"],
     "recommendations": ["give each job 4 cores or fewer workers",
                         "pre-resize the dataset so the loader does less work"],
-    "jobs": [{"name": "bs32", "slowdown": 2.5, "line": "bs32: step 0.500 s vs solo 0.200 s (2.50×)"},
+    "jobs": [{"name": "bs32", "slowdown": 2.5,
+              "line": "bs32: step 0.500 s vs solo 0.200 s (2.50×)"},
              {"name": "bs64", "slowdown": 2.0, "line": "step 0.800 s vs solo 0.400 s (2.00×)"}],
 }
 
@@ -166,7 +168,8 @@ def dead_pid() -> int:
 def make_interrupted(store: Store, **kw) -> str:
     """A session left "running" by an owner that died (kill -9) minutes ago."""
     sid = make_session(store, state=None, **kw)
-    last = store.db.execute("SELECT MAX(t) FROM host_samples WHERE session_id=?", (sid,)).fetchone()[0]
+    last = store.db.execute("SELECT MAX(t) FROM host_samples WHERE session_id=?",
+                            (sid,)).fetchone()[0]
     # bs64 never got its final status: it was still running when gputop-dl died
     store.db.execute("UPDATE jobs SET status='running', ended=NULL WHERE session_id=? AND name=?",
                      (sid, "bs64"))

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import textwrap
+import time
 
 import pytest
 from markdown_it import MarkdownIt
@@ -181,8 +182,9 @@ def test_charts_are_mermaid_xycharts_with_at_most_60_points(store):
     text = render_markdown(session_json(store, sid))
     charts = fences(text, "mermaid")
     titles = [re.search(r'title "([^"]*)"', c).group(1) for c in charts]
-    assert titles == ["Epoch time (s): bars co-run median, line solo est.", "Host CPU busy (%)",
-                      "CPU cores per job", "GPU utilisation (%)", "GPU memory used (GiB)"]
+    assert titles == ["Epoch time (s): bars co-run median, line solo est.",
+                      "Host CPU busy (percent)", "CPU cores per job", "GPU utilisation (percent)",
+                      "GPU memory used (GiB)"]
     for c in charts:
         assert c.startswith("xychart-beta\n")
         for series in re.findall(r"^\s*(?:line|bar) \[(.*)\]$", c, re.M):
@@ -221,7 +223,8 @@ def test_events_and_failure_tail(fixture_report):
 def test_series_downsampled_by_bucket_means(store):
     sid = fx.make_session(store, ticks=600)
     s = session_json(store, sid)["series"]
-    assert s["points"] == 60 and len(s["t"]) == 60 and s["bucket_s"] == pytest.approx(599 / 60, abs=1e-3)
+    assert s["points"] == 60 and len(s["t"]) == 60
+    assert s["bucket_s"] == pytest.approx(599 / 60, abs=1e-3)
     busy = s["host"]["cpu_busy"]
     assert len(busy) == 60 and busy[0] == 0.5 and busy[-1] == 0.97
     assert busy[1] == 0.97  # the co-run began at t0 + 10 s, bucket 1 starts at t0 + 9.98 s
@@ -286,10 +289,21 @@ def test_export_json_and_md_carry_the_same_session(store, tmp_path):
     assert open(pm, encoding="utf-8").read() == render_markdown(data)
 
 
+def test_json_export_is_strict_json(store, tmp_path):
+    verdict = dict(fx.VERDICT, evidence={"stp": float("nan"), "efficiency": float("inf")})
+    fx.make_session(store, verdict=verdict, name="naïve × run")
+    out = export_session(None, str(tmp_path / "r.json"), str(tmp_path / "sessions.db"))
+    raw = open(out, encoding="utf-8").read()
+    data = json.loads(raw, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert data["verdict"]["evidence"] == {"stp": None, "efficiency": None}
+    assert "naïve × run" in raw
+
+
 # --- escaping -------------------------------------------------------------------------------
 
 HOSTILE_NAME = "a|b`c`<script>alert(1)</script>\nx"
-HOSTILE_MSG = "bad | pipe ``` fence <img src=x onerror=alert(1)> & [link](javascript:alert(1))\r\n- item"
+HOSTILE_MSG = ("bad | pipe ``` fence <img src=x onerror=alert(1)> & [link](javascript:alert(1))"
+               "\r\n- item")
 HOSTILE_CMD = "gputop-dl launch 'x | y' `rm -rf /` <b>bold</b>\n# heading"
 HOSTILE_TAIL = ["line with ``` and ```` runs", "<script>alert('tail')</script>", "| a | b |"]
 
@@ -374,11 +388,14 @@ def test_interrupted_session_still_exports(store):
     assert rows["bs64"]["status"] == "running when interrupted"
     assert rows["bs64"]["step"] == "800 ms"  # what was recorded up to then
     assert rows["bs32"]["status"] == "done"
+    last = table_with(text, "event")["rows"][-1]
+    assert last[4] == "interrupted" and last[1] == "+1:29"
+    assert last[5].endswith("still running then: bs64")
 
 
 def test_running_session_is_marked_partial(store):
     sid = fx.make_session(store, state=None)
-    store.db.execute("UPDATE sessions SET heartbeat=? WHERE id=?", (__import__("time").time(), sid))
+    store.db.execute("UPDATE sessions SET heartbeat=? WHERE id=?", (time.time(), sid))
     store.commit()
     text = render_markdown(session_json(store, sid))
     assert "**running**: the session is still being recorded" in text
@@ -553,3 +570,41 @@ def test_end_to_end_launch_then_export(home, capsys):
     assert "vCPUs" in env["CPU"] and env["torch"] not in ("", "–")
     assert rows_by_job(table_with(text, "step CV"))["tiny"]["source"] == "measured"
     assert fences(text, "mermaid")
+
+
+# --- the aggregated (SQL) summary equals analyse.summary -------------------------------------
+
+def _assert_same_as_summarize(store, sid):
+    from gputop_dl.analyse.summary import summarize
+
+    slow = summarize(store, sid)
+    fast, sampled = report.summarize_fast(store, sid)
+    assert sampled == {}
+    assert [j.to_json() for j in fast.jobs] == [j.to_json() for j in slow.jobs]
+    assert list(fast.events) == list(slow.events)
+
+
+def test_fast_summary_matches_summarize(store):
+    _assert_same_as_summarize(store, fx.make_session(store))
+    _assert_same_as_summarize(store, fx.make_interrupted(store))
+    _assert_same_as_summarize(store, fx.make_session(store, gpu=False, verdict=None))
+
+
+def test_long_run_step_stats_are_sampled_and_say_so(store, monkeypatch):
+    sid = fx.make_session(store)
+    monkeypatch.setattr(report, "STEP_SAMPLE_CAP", 10)
+    data = session_json(store, sid)
+    bs32 = data["jobs"][0]
+    assert bs32["step_stats_sampled"] == {"steps": 10, "of": 28, "every": 3}
+    assert bs32["steps"] == 30 and bs32["step_time_s"] == 0.5
+    assert bs32["stall_fraction"] == pytest.approx(0.4)
+    assert "every 3th step (10 of 28 after warm-up)" in render_markdown(data)
+
+
+def test_long_series_read_every_kth_second(store, monkeypatch):
+    sid = fx.make_session(store, ticks=300)
+    monkeypatch.setattr(report, "SERIES_ROW_CAP", 400)
+    s = session_json(store, sid)["series"]
+    assert s["every_s"] == {"host": 1, "gpus": 3, "jobs": 3}  # 3 jobs (one never sampled)
+    assert all(v == 0.25 for v in s["gpus"][1]["util"])
+    assert all(v == 2.4 for v in s["jobs"][0]["cpu_cores"])

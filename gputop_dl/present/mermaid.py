@@ -12,7 +12,7 @@ import re
 
 MAX_POINTS = 60
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:()/%+#×-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:()/+×-]")  # no quotes, brackets, %, #, ;, <, >, `
 
 
 def label(text: object, limit: int = 40) -> str:

@@ -19,11 +19,13 @@ import json
 import math
 import os
 import re
+import statistics
 import tempfile
 import time
 
 from gputop_dl import __version__
-from gputop_dl.analyse.summary import summarize
+from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.summary import JobResult, SessionSummary
 from gputop_dl.present import mermaid
 from gputop_dl.present.fmt import DASH, num, pct, secs, size
 from gputop_dl.record.store import Store, default_db_path
@@ -32,6 +34,9 @@ SESSION_SCHEMA = "gputop-dl.session/1"
 MAX_POINTS = mermaid.MAX_POINTS
 FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
+STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over every k-th step
+SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
+NOTABLE = ("failed", "note", "baseline")
 
 
 class ExportError(Exception):
@@ -104,7 +109,8 @@ def _peak_mem(j: dict) -> tuple[int | None, str | None]:
         return j["peak_gpu_mem"], "gpu"
     if j.get("peak_framework_mem") is not None:
         dev = j.get("device") or ""
-        return j["peak_framework_mem"], "cuda-allocated" if dev.startswith("cuda") else "host-rss-trainer"
+        kind = "cuda-allocated" if dev.startswith("cuda") else "host-rss-trainer"
+        return j["peak_framework_mem"], kind
     if j.get("peak_rss") is not None:
         return j["peak_rss"], "host-rss-tree"
     return None, None
@@ -123,14 +129,83 @@ def _event_text(e: dict) -> str:
     return str(e.get("message") or "")
 
 
-def _series(store: Store, sid: str, t_start: float, max_points: int) -> tuple[dict | None, dict]:
-    """Bucketed host/GPU/job time series on one shared time axis, plus co-run host means."""
+def _job_result(store: Store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
+    """`analyse.summary`'s JobResult for one job, from aggregated reads (SQL), so that a
+    24-hour session does not load every step event and sample into Python.
+
+    Same definitions as `summarize`: co-run step events after the warm-up steps; CPU cores =
+    mean of the co-run samples from the first step after warm-up; peaks = max over co-run
+    samples. Identical results for up to STEP_SAMPLE_CAP steps per job (tested); a longer run's
+    step statistics come from every k-th step (the count stays exact), and the second value
+    returned says so: {"steps": n used, "of": n after warm-up, "every": k}.
+    """
+    name = job["name"]
+    cfg = job.get("config") or {}
+    warmup = int(cfg.get("warmup_steps", 3))
+    start = store.first_event_rowid(sid, name, "started", "co-run")
+    n = store.step_count(sid, name, "co-run", after_rowid=start)
+    usable = max(0, n - warmup)
+    every = max(1, math.ceil(usable / STEP_SAMPLE_CAP))
+    rows = (store.step_rows(sid, name, "co-run", offset=warmup, every=every, after_rowid=start)
+            if usable else [])
+    st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa or 0}
+                     for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
+    t_warm = rows[0][0] if rows else None
+    cores, peak_rss, peak_gpu = store.job_sample_stats(sid, name, "co-run", t_warm)
+    epochs = store.events(sid, job=name, ev="epoch", phase="co-run")
+    ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
+    info = job.get("info") or {}
+    solo = info.get("solo")
+    slowdown = None
+    if solo and solo.get("step_time_s") and st.step_time_s:
+        slowdown = round(st.step_time_s / solo["step_time_s"], 3)
+    fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
+    result = JobResult(
+        name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
+        config=cfg, epochs=ep,
+        median_epoch_s=statistics.median([t for _, t in ep]) if ep else None,
+        step_time_s=st.step_time_s, samples_per_s=st.samples_per_s,
+        stall_fraction=st.stall_fraction, steps=n,
+        cpu_cores=round(cores, 3) if cores is not None else None,
+        peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
+        solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
+        started=job.get("started"), ended=job.get("ended"))
+    sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
+    return result, sampled
+
+
+def summarize_fast(store: Store, sid: str) -> tuple[SessionSummary, dict[str, dict]]:
+    """`analyse.summary.summarize` from aggregated reads, plus which jobs' step statistics were
+    sampled (see `_job_result`)."""
+    results, sampled = [], {}
+    for j in store.jobs(sid):
+        r, smp = _job_result(store, sid, j)
+        results.append(r)
+        if smp:
+            sampled[r.name] = smp
+    return SessionSummary(jobs=tuple(results), events=tuple(store.events_of(sid, NOTABLE))), sampled
+
+
+def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int,
+            n_jobs: int) -> tuple[dict | None, list[int]]:
+    """Bucketed host/GPU/job time series on one shared time axis (bucket means, in SQL).
+
+    A table whose rows in this session would exceed SERIES_ROW_CAP is read every k-th
+    second only ("every_s" in the result), which bounds a 24-hour session's export time.
+    Also returns the host samples per bucket (weights for co-run means)."""
     span = store.sample_span(sid)
     if span is None:
-        return None, {}
+        return None, []
     t0, t1, n = span
     k = max(1, min(max_points, n))
     width = (t1 - t0) / k * (1 + 1e-9) if t1 > t0 else 1.0
+    ticks_per_s = n / max(t1 - t0, 1.0)
+
+    def every(rows_per_tick: int) -> int:
+        rows = n * max(1, rows_per_tick)
+        return 1 if rows <= SERIES_ROW_CAP else math.ceil(rows / SERIES_ROW_CAP / ticks_per_s)
+
+    ev_host, ev_gpu, ev_job = every(1), every(n_gpus), every(n_jobs)
 
     def grid():
         return [None] * k
@@ -141,13 +216,13 @@ def _series(store: Store, sid: str, t_start: float, max_points: int) -> tuple[di
     host = {"cpu_busy": grid(), "load1": grid(), "psi_some10": grid(), "throttled": grid(),
             "mem_used": grid()}
     counts = [0] * k
-    for b, _t, busy, load1, psi, thr, mem, cnt in store.host_series(sid, t0, width):
+    for b, _t, busy, load1, psi, thr, mem, cnt in store.host_series(sid, t0, width, ev_host):
         i = idx(b)
         host["cpu_busy"][i], host["load1"][i], host["psi_some10"][i] = _r(busy), _r(load1), _r(psi)
         host["throttled"][i], host["mem_used"][i] = _r(thr), None if mem is None else int(mem)
         counts[i] = cnt
     gpus: dict[int, dict] = {}
-    for b, g, _t, util, mem, mem_total, temp, power, _n in store.gpu_series(sid, t0, width):
+    for b, g, _t, util, mem, mem_total, temp, power, _n in store.gpu_series(sid, t0, width, ev_gpu):
         d = gpus.setdefault(g, {"index": g, "mem_total": None, "util": grid(), "mem_used": grid(),
                                 "temp_c": grid(), "power_w": grid()})
         i = idx(b)
@@ -156,7 +231,8 @@ def _series(store: Store, sid: str, t_start: float, max_points: int) -> tuple[di
         if mem_total is not None:
             d["mem_total"] = max(d["mem_total"] or 0, int(mem_total))
     jobs: dict[str, dict] = {}
-    for b, job, _t, cores, stall, step, sps, _rss, _gmem, _n in store.job_series(sid, t0, width):
+    for b, job, _t, cores, stall, step, sps, _rss, _gm, _n in store.job_series(sid, t0, width,
+                                                                                 ev_job):
         d = jobs.setdefault(job, {"name": job, "cpu_cores": grid(), "stall": grid(),
                                   "step_time_s": grid(), "samples_per_s": grid()})
         i = idx(b)
@@ -164,10 +240,11 @@ def _series(store: Store, sid: str, t_start: float, max_points: int) -> tuple[di
         d["step_time_s"][i], d["samples_per_s"][i] = _r(step), _r(sps, 2)
     series = {
         "points": k, "bucket_s": _r(width, 3), "t0": t0,
+        "every_s": {"host": ev_host, "gpus": ev_gpu, "jobs": ev_job},
         "t": [_r(t0 + (i + 0.5) * width - t_start, 2) for i in range(k)],  # seconds since start
         "host": host, "gpus": [gpus[g] for g in sorted(gpus)], "jobs": list(jobs.values()),
     }
-    return series, {"_counts": counts}
+    return series, counts
 
 
 def _corun_host(series: dict | None, counts: list[int], window: tuple[float, float] | None,
@@ -197,10 +274,12 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     if row is None:
         raise ExportUsageError(f"no session {sid!r}" if sid else "no sessions recorded")
     sid = row.id
-    summary = summarize(store, sid)
+    summary, sampled = summarize_fast(store, sid)
     spec = row.spec or {}
     stats = store.session_stats().get(sid, {})
-    series, extra = _series(store, sid, row.started, max_points)
+    env0 = row.environment or {}
+    series, counts = _series(store, sid, row.started, max_points, len(env0.get("gpus") or []),
+                             len(summary.jobs))
     if series:  # job series in the jobs' order (the chart's lines are listed in this order)
         order = {j.name: i for i, j in enumerate(summary.jobs)}
         series["jobs"].sort(key=lambda d: order.get(d["name"], len(order)))
@@ -221,7 +300,8 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         j = r.to_json()
         mem, kind = _peak_mem(j)
         j.update(
-            solo=r.solo, started=r.started, ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
+            step_stats_sampled=sampled.get(r.name), solo=r.solo, started=r.started,
+            ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
             epochs_planned=(r.config or {}).get("epochs"),
             solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
                               if r.median_epoch_s and r.slowdown else None))
@@ -239,6 +319,12 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         if j["status"] in ("failed", "stopped", "done") and j["ended"]:
             events.append({"t": j["ended"], "job": j["name"], "phase": "co-run",
                            "ev": j["status"], "text": j["failure"] or "", "data": {}})
+    if row.state == "interrupted":
+        live = [j["name"] for j in jobs if j["status"] in ("running", "starting", "waiting")]
+        events.append({"t": end, "job": None, "phase": None, "ev": "interrupted",
+                       "text": "gputop-dl stopped recording (its process ended without closing "
+                               "the session)" + (f"; still running then: {', '.join(live)}"
+                                                 if live else ""), "data": {}})
     events.sort(key=lambda e: (e["t"] is None, e["t"] or 0))
 
     starts = [e["t"] for j in jobs for e in store.events(sid, job=j["name"], ev="started",
@@ -248,8 +334,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     window = None
     if corun_started is not None:
         window = (corun_started, max(ends) if ends and len(ends) == len(jobs) else end)
-    host = {"cpus": env.get("cpus"), **_corun_host(series, extra.get("_counts", []), window,
-                                                    row.started)}
+    host = {"cpus": env.get("cpus"), **_corun_host(series, counts, window, row.started)}
 
     return {
         "schema": SESSION_SCHEMA,
@@ -398,9 +483,11 @@ def _results_section(data: dict) -> str:
     rows = []
     for j in jobs:
         planned = j.get("epochs_planned")
-        epochs = f"{len(j.get('epochs') or [])}/{planned}" if planned else str(len(j.get("epochs") or []))
+        done = len(j.get("epochs") or [])
+        epochs = f"{done}/{planned}" if planned else str(done)
         mem = j.get("peak_mem")
-        mem_txt = DASH if mem is None else f"{size(mem)} ({_MEM_LABEL.get(j.get('peak_mem_kind'), '?')})"
+        label = _MEM_LABEL.get(j.get("peak_mem_kind"), "?")
+        mem_txt = DASH if mem is None else f"{size(mem)} ({label})"
         rows.append([md_cell(j["name"]), _status(j, data.get("state")), epochs,
                      secs(j.get("median_epoch_s")), secs(j.get("step_time_s")),
                      num(j.get("samples_per_s"), ".1f"), mem_txt, num(j.get("cpu_cores"), ".2f"),
@@ -418,6 +505,12 @@ def _results_section(data: dict) -> str:
     notes.append("Step = median step time after warm-up; data stall = time waiting for the next "
                  "batch / step time; CPU cores = mean CPU-seconds per second of the trainer and "
                  "its loader workers; slowdown = co-run step / solo step.")
+    for j in jobs:
+        smp = j.get("step_stats_sampled")
+        if smp:
+            notes.append(f"{md_text(j['name'])}: a long run; its step statistics are over every "
+                         f"{smp['every']}th step ({smp['steps']:,} of {smp['of']:,} after "
+                         "warm-up).")
     slow = [j["slowdown"] for j in jobs if j.get("slowdown")]
     if slow and len(slow) == len(jobs):
         stp = sum(1 / s for s in slow)
@@ -562,10 +655,13 @@ def _charts_section(data: dict) -> str:
         unit, div = _time_unit(data.get("duration_s") or s["t"][-1])
         t_end = (s["t"][-1] + s["bucket_s"] / 2) / div
         busy = [None if v is None else v * 100 for v in s["host"]["cpu_busy"]]
-        chart = mermaid.time_chart("Host CPU busy (%)", t_end, [busy], "% busy", unit, 100)
+        chart = mermaid.time_chart("Host CPU busy (percent)", t_end, [busy], "busy, percent",
+                                   unit, 100)
         if chart:
+            sub = {k: v for k, v in (s.get("every_s") or {}).items() if v and v > 1}
+            note = "".join(f"; {k} read every {v} s" for k, v in sub.items())
             out += [f"Host CPU busy over time ({s['points']} points, bucket means of "
-                    f"{s['bucket_s']:.3g} s):", "", chart, ""]
+                    f"{s['bucket_s']:.3g} s{note}):", "", chart, ""]
         if s.get("jobs"):
             chart = mermaid.time_chart("CPU cores per job", t_end,
                                        [js["cpu_cores"] for js in s["jobs"]], "cores", unit,
@@ -577,9 +673,9 @@ def _charts_section(data: dict) -> str:
         if s.get("gpus"):
             order = ", ".join(str(g["index"]) for g in s["gpus"])
             chart = mermaid.time_chart(
-                "GPU utilisation (%)", t_end,
+                "GPU utilisation (percent)", t_end,
                 [[None if v is None else v * 100 for v in g["util"]] for g in s["gpus"]],
-                "% util", unit, 100)
+                "util, percent", unit, 100)
             if chart:
                 out += [f"GPU utilisation over time (one line per GPU: {order}):", "", chart, ""]
             chart = mermaid.time_chart(
@@ -618,7 +714,8 @@ def _events_section(data: dict) -> str:
             out.append(md_text(j["failure"]))
         tail = j.get("stderr_tail") or []
         if tail:
-            out += ["", f"Last {len(tail)} lines of its output:", "", fence("\n".join(tail), "text")]
+            out += ["", f"Last {len(tail)} lines of its output:", "",
+                    fence("\n".join(tail), "text")]
     return "\n".join(out)
 
 
@@ -673,6 +770,17 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
+def _finite(obj):
+    """NaN and infinities (invalid JSON) become null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def _open_store(store_path: str | None) -> Store:
     path = store_path or default_db_path()
     if not os.path.exists(path):
@@ -712,7 +820,8 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
         data = session_json(store, sid)
     finally:
         store.close()
-    text = render_markdown(data) if fmt == "md" else json.dumps(data, indent=2) + "\n"
+    text = (render_markdown(data) if fmt == "md"
+            else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
     try:
         _write_atomic(path, text)
     except OSError as exc:

@@ -252,26 +252,29 @@ class Store:
                             (sid,)).fetchone()
         return None if r is None or r[0] is None else (r[0], r[1], r[2])
 
-    def host_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+    def host_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
         """Host samples averaged per time bucket [t0 + k*width, t0 + (k+1)*width).
 
         Rows (k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n), ordered by k;
-        a mean over no known values is None. Empty buckets have no row."""
+        a mean over no known values is None; empty buckets have no row. `every_s` > 1 reads
+        only the samples of every `every_s`-th second (long sessions: means of a subsample)."""
         return self.db.execute(
             "SELECT CAST((t - ?) / ? AS INTEGER) AS k, AVG(t), AVG(cpu_busy), AVG(load1),"
             " AVG(psi_some10), AVG(throttled), AVG(mem_used), COUNT(*) FROM host_samples"
-            " WHERE session_id=? GROUP BY k ORDER BY k", (t0, width, sid)).fetchall()
+            " WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k ORDER BY k",
+            (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
 
-    def gpu_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+    def gpu_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
         """GPU samples averaged per time bucket and GPU (see `host_series`).
 
         Rows (k, gpu, mean t, util, mem_used, max mem_total, temp_c, power_w, n), by k, gpu."""
         return self.db.execute(
             "SELECT CAST((t - ?) / ? AS INTEGER) AS k, gpu, AVG(t), AVG(util), AVG(mem_used),"
             " MAX(mem_total), AVG(temp_c), AVG(power_w), COUNT(*) FROM gpu_samples"
-            " WHERE session_id=? GROUP BY k, gpu ORDER BY k, gpu", (t0, width, sid)).fetchall()
+            " WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k, gpu"
+            " ORDER BY k, gpu", (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
 
-    def job_series(self, sid: str, t0: float, width: float) -> list[tuple]:
+    def job_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
         """Job samples averaged per time bucket and job (see `host_series`).
 
         Rows (k, job, mean t, cpu_cores, stall, step_time, samples_per_s, max rss, max gpu_mem,
@@ -279,8 +282,68 @@ class Store:
         return self.db.execute(
             "SELECT CAST((t - ?) / ? AS INTEGER) AS k, job, AVG(t), AVG(cpu_cores), AVG(stall),"
             " AVG(step_time), AVG(samples_per_s), MAX(rss), MAX(gpu_mem), COUNT(*)"
-            " FROM job_samples WHERE session_id=? GROUP BY k, job ORDER BY k, job",
-            (t0, width, sid)).fetchall()
+            " FROM job_samples WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0"
+            " GROUP BY k, job ORDER BY k, job",
+            (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
+
+    def job_sample_stats(self, sid: str, job: str, phase: str,
+                         t_from: float | None = None) -> tuple:
+        """(mean cpu_cores over samples at t >= t_from, max rss, max gpu_mem) of a job's
+        samples in `phase` (unknown values skipped; None where none is known)."""
+        return self.db.execute(
+            "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem)"
+            " FROM job_samples WHERE session_id=? AND job=? AND phase=?",
+            (-1e300 if t_from is None else t_from, sid, job, phase)).fetchone()
+
+    def first_event_rowid(self, sid: str, job: str, ev: str, phase: str) -> int | None:
+        """Row id of the job's first `ev` event in `phase` (e.g. the co-run "started")."""
+        r = self.db.execute("SELECT MIN(rowid) FROM events WHERE session_id=? AND job=? AND ev=?"
+                            " AND phase=?", (sid, job, ev, phase)).fetchone()
+        return r[0] if r else None
+
+    @staticmethod
+    def _steps_where(phase: str, after_rowid: int | None) -> tuple[str, tuple]:
+        # After a row id (the co-run "started" event: the engine writes a job's events in
+        # order and the co-run is its last run), the index alone answers; else filter phase.
+        if after_rowid is not None:
+            return "rowid > ?", (after_rowid,)
+        return "phase = ?", (phase,)
+
+    def step_count(self, sid: str, job: str, phase: str, after_rowid: int | None = None) -> int:
+        """Number of the job's step events in `phase` (or: after row `after_rowid`)."""
+        cond, args = self._steps_where(phase, after_rowid)
+        return self.db.execute(f"SELECT COUNT(*) FROM events WHERE session_id=? AND job=?"
+                               f" AND ev='step' AND {cond}", (sid, job, *args)).fetchone()[0]
+
+    def step_rows(self, sid: str, job: str, phase: str, offset: int = 0, every: int = 1,
+                  after_rowid: int | None = None) -> list[tuple]:
+        """(t, t_step, t_data, samples) of a job's step events in `phase` (or: after row
+        `after_rowid`), in order, skipping the first `offset` and then keeping every
+        `every`-th; the JSON fields are read in SQL, for the kept rows only."""
+        cond, args = self._steps_where(phase, after_rowid)
+        where = f"WHERE session_id=? AND job=? AND ev='step' AND {cond}"
+        cols = ("t, json_extract(data, '$.t_step'), json_extract(data, '$.t_data'),"
+                " json_extract(data, '$.samples')")
+        if every <= 1:
+            return self.db.execute(f"SELECT {cols} FROM events {where} ORDER BY rowid"
+                                   " LIMIT -1 OFFSET ?", (sid, job, *args, offset)).fetchall()
+        ids = [r for (r,) in self.db.execute(f"SELECT rowid FROM events {where} ORDER BY rowid",
+                                             (sid, job, *args))][offset::every]
+        return self.db.execute(f"SELECT {cols} FROM events WHERE rowid IN"
+                               " (SELECT value FROM json_each(?)) ORDER BY rowid",
+                               (json.dumps(ids),)).fetchall()
+
+    def events_of(self, sid: str, kinds: tuple[str, ...]) -> list[dict]:
+        """Events of these kinds (e.g. failed, note, baseline), in order; like `events`."""
+        marks = ",".join("?" * len(kinds))
+        out = []
+        for job_, phase_, t, ev_, data in self.db.execute(
+                "SELECT job, phase, t, ev, data FROM events WHERE session_id=? AND ev IN"
+                f" ({marks}) ORDER BY rowid", (sid, *kinds)):
+            d = _loads(data) or {}
+            d.update(job=job_, phase=phase_, t=t, ev=ev_)
+            out.append(d)
+        return out
 
     def session_stats(self) -> dict[str, dict]:
         """Per session id: {"jobs": count, "heartbeat": last heartbeat time} (for listings)."""
