@@ -342,6 +342,18 @@ async def test_help_screen():
 
 
 @aio
+async def test_snapshots_keep_coming_while_a_modal_is_open():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("question_mark")
+        await feed(pilot, src, make_snapshot(4))
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert cell(app.query_one(JobsTable), "job:0:bs32", "progress") == "3/3 · 44/100"
+
+
+@aio
 async def test_v_opens_verdict_evidence():
     app, src = new_app()
     async with app.run_test(size=SIZE) as pilot:

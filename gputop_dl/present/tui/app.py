@@ -18,6 +18,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections import defaultdict
 from typing import Any, Callable
@@ -40,7 +41,9 @@ from gputop_dl.present.tui.source import Inbox, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.snapshot import GpuProcess, Snapshot
 
-JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
+JOIN_TIMEOUT_S = 60.0
+WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
+BOTTOM_MAX = 24  # rows for the epoch/log row at most  # how long quitting waits for a source to stop its jobs
 
 
 class SnapshotsArrived(Message):
@@ -90,7 +93,9 @@ class GputopApp(App[int]):
     JobsTable { border: round $primary 50%; border-title-color: $text-accent;
                 border-title-style: bold; border-subtitle-color: $text-muted; }
     JobsTable:focus { border: round $accent; }
-    #bottom { height: 1fr; min-height: 8; }
+    #bottom { height: 12; }
+    Screen.-no-epochs #bottom { height: 10; }
+    Screen.-no-epochs EpochPanel { display: none; }
     EpochPanel { width: 3fr; }
     LogPanel { width: 2fr; text-wrap: nowrap; text-overflow: ellipsis; }
     """
@@ -137,6 +142,8 @@ class GputopApp(App[int]):
         self.first_render_at: float | None = None  # time.perf_counter() of the first rendered snapshot
         self.palette = Palette()
         self.exported: list[str] = []
+        self._watchdog_started = False
+        self._widgets_ready = threading.Event()  # set once the widgets exist (on_mount)
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -152,18 +159,32 @@ class GputopApp(App[int]):
             yield LogPanel(id="log", classes="panel")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.palette = Palette(self.theme_variables)
-        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
-        self.query_one(JobsTable).focus()
+    def on_load(self) -> None:
+        # start sampling before the screen is built, so the first tick overlaps start-up
         for i, src in enumerate(self.sources):
             self._attach(i, src)
+
+    def on_mount(self) -> None:
+        # widget handles: `query_one` searches the *active* screen, which is a modal at times
+        self.gpu_panel = self.query_one(GpuPanel)
+        self.host_panel = self.query_one(HostPanel)
+        self.table = self.query_one(JobsTable)
+        self.epoch_panel = self.query_one(EpochPanel)
+        self.banner = self.query_one(VerdictBanner)
+        self.log_panel = self.query_one(LogPanel)
+        self.title_bar = self.query_one(TitleBar)
+        self.bottom = self.query_one("#bottom")
+        self.palette = Palette(self.theme_variables)
+        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+        self.table.focus()
+        self._widgets_ready.set()
+        self._drain()  # a snapshot that came while the screen was being built
         self.set_interval(1.0, self._update_title)
         if self.handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 try:
-                    loop.add_signal_handler(sig, self._on_signal)
+                    loop.add_signal_handler(sig, self._on_signal, sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
 
@@ -173,7 +194,7 @@ class GputopApp(App[int]):
 
     def _receive(self, index: int, snap: Snapshot) -> None:
         """Called in the source's thread: keep the newest, wake the UI once."""
-        if self.inbox.put(index, snap):
+        if self.inbox.put(index, snap) and self._widgets_ready.is_set():
             self.post_message(SnapshotsArrived())
 
     def on_snapshots_arrived(self, _msg: SnapshotsArrived) -> None:
@@ -205,7 +226,7 @@ class GputopApp(App[int]):
         updated = set(self.latest) if updated is None else updated
         primary = self.primary
         if primary is not None and 0 in updated:
-            gpu_panel, host_panel = self.query_one(GpuPanel), self.query_one(HostPanel)
+            gpu_panel, host_panel = self.gpu_panel, self.host_panel
             gpu_panel.show(primary, (source_attr(self.sources[0], "env", None) or {}).get("gpu_status_detail"))
             host_panel.show(primary.host)
             height = max(gpu_panel.lines_needed(), host_panel.lines_needed()) + 2  # + border
@@ -237,25 +258,37 @@ class GputopApp(App[int]):
         return rows
 
     def _render_jobs(self) -> None:
-        table = self.query_one(JobsTable)
+        table = self.table
         rows = self.job_rows()
         table.show(rows)
         n_jobs = sum(1 for r in rows if r.job is not None)
         n_proc = len(rows) - n_jobs
-        sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
+        if n_jobs:
+            sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
+        else:
+            sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
             sub += f" · sorted by {SORTS[table.sort_by][0]}"
         table.border_subtitle = sub
+        has_launched = any(r.launched for r in rows)
+        main = self.screen_stack[0]
+        if main.has_class("-no-epochs") == has_launched:
+            main.set_class(not has_launched, "-no-epochs")
         self._render_epochs()
 
     def _render_epochs(self) -> None:
-        table = self.query_one(JobsTable)
+        table = self.table
         row = table.selected()
         jobs = [r.job for r in table.rows_by_key.values() if r.job is not None]
         sel = None if self.epochs_all or row is None else row.job
         if row is not None and row.job is None and not self.epochs_all:
             sel = None
-        self.query_one(EpochPanel).show(jobs, sel)
+        panel = self.epoch_panel
+        panel.show(jobs, sel)
+        height = max(10, min(panel.desired_lines(jobs, sel) + 2, BOTTOM_MAX))
+        bottom = self.bottom
+        if bottom.styles.height is None or bottom.styles.height.value != height:
+            bottom.styles.height = height
 
     def _render_banner_and_log(self) -> None:
         li = self.launch_index()
@@ -266,12 +299,12 @@ class GputopApp(App[int]):
             extra = f"{n} GPU process(es)" + (" · l: launch workloads" if self.launcher else "")
         if self.stopping:
             extra = "stopping jobs, then quitting…"
-        self.query_one(VerdictBanner).show(snap, mode="launch" if li is not None else self.mode, extra=extra)
+        self.banner.show(snap, mode="launch" if li is not None else self.mode, extra=extra)
         log: list[tuple[float, str]] = []
         for i in sorted(self.latest):
             log.extend(self.latest[i].log)
         log.sort(key=lambda e: e[0])
-        self.query_one(LogPanel).show(tuple(log[-50:]))
+        self.log_panel.show(tuple(log[-50:]))
 
     def _title_content(self) -> Content:
         parts: list = [("gputop-dl", "bold")]
@@ -302,7 +335,7 @@ class GputopApp(App[int]):
         return Content.assemble(*parts)
 
     def _update_title(self) -> None:
-        self.query_one(TitleBar).update(self._title_content())
+        self.title_bar.update(self._title_content())
 
     def _on_theme_changed(self, _theme) -> None:
         self.palette = Palette(self.get_css_variables())
@@ -323,14 +356,14 @@ class GputopApp(App[int]):
 
     # --- actions -------------------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
-        table = self.query_one(JobsTable)
+        table = self.table
         if delta > 0:
             table.action_cursor_down()
         else:
             table.action_cursor_up()
 
     def action_sort(self, which: str) -> None:
-        table = self.query_one(JobsTable)
+        table = self.table
         table.set_sort(which or None)
         self._render_jobs()
 
@@ -372,7 +405,7 @@ class GputopApp(App[int]):
         return None
 
     def action_details(self) -> None:
-        row = self.query_one(JobsTable).selected()
+        row = self.table.selected()
         if row is None:
             self.notify("no row selected", timeout=2)
             return
@@ -395,7 +428,7 @@ class GputopApp(App[int]):
         return out
 
     def action_stop_job(self) -> None:
-        row = self.query_one(JobsTable).selected()
+        row = self.table.selected()
         if row is None or row.job is None or not row.launched:
             self.notify("only jobs launched by gputop-dl can be stopped", severity="warning", timeout=3)
             return
@@ -504,9 +537,28 @@ class GputopApp(App[int]):
             except Exception:
                 pass
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM/SIGHUP/SIGINT: stop the jobs cleanly and quit.
+
+        After SIGHUP the terminal is usually gone, and Textual's shutdown can block writing to it;
+        so a watchdog thread ends the process once every source has stopped (jobs stopped, session
+        closed) and the UI has not managed to exit within WATCHDOG_S.
+        """
+        for src in self.sources:
+            src.request_stop("interrupted")
+        if not self._watchdog_started:
+            self._watchdog_started = True
+            # after a hang-up there is no terminal to restore: exit as soon as the jobs are stopped
+            delay = 0.5 if signum == signal.SIGHUP else WATCHDOG_S
+            threading.Thread(target=self._watchdog, args=(128 + int(signum), delay),
+                             name="gputop-dl-watchdog", daemon=True).start()
         if not self.stopping:
             self.run_worker(self.stop_and_exit(), group="quit")
+
+    def _watchdog(self, code: int, delay: float) -> None:
+        self._join_all()
+        time.sleep(delay)
+        os._exit(code)
 
 
 # --- entry points (called by gputop_dl.cli) ------------------------------------------------------

@@ -82,6 +82,15 @@ class EpochPanel(Static):
         self.border_title = "epoch times"
         self._args: tuple[list[JobSample], JobSample | None] | None = None
 
+    def desired_lines(self, jobs: list[JobSample], sel: JobSample | None) -> int:
+        """Content lines this panel would like: the selected job's chart plus the overview."""
+        launched = [j for j in jobs if j.launched or j.epoch_times]
+        n = 1 + len(launched)  # overview: header + one line per job
+        if sel is not None:
+            n += 2 + min(len(sel.epoch_times), 12) + (1 if solo_epoch_s(sel) else 0) + (
+                1 if current_epoch(sel) else 0)
+        return n
+
     def show(self, jobs: list[JobSample], selected: JobSample | None) -> None:
         self._args = (jobs, selected)
         self.update(self.render_content())

@@ -152,7 +152,7 @@ class JobsTable(DataTable):
     """The jobs table; `show(rows)` applies a new set of rows in place."""
 
     DEFAULT_CSS = """
-    JobsTable { height: auto; max-height: 60%; min-height: 7; }
+    JobsTable { height: 1fr; min-height: 7; }
     """
     BINDINGS = [Binding("enter", "select_cursor", "Details")]
 

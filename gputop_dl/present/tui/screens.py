@@ -16,23 +16,24 @@ from textual.widgets import Button, Input, Label, OptionList, SelectionList, Sta
 from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import JobSample
 
-MODAL_CSS = """
-ModalScreen { align: center middle; background: $background 60%; }
-ModalScreen > .dialog {
-    width: 100; max-width: 95%; height: auto; max-height: 90%;
-    border: thick $primary; background: $surface; padding: 1 2;
-}
-ModalScreen .dialog-title { text-style: bold; color: $text-accent; width: 1fr; margin-bottom: 1; }
-ModalScreen .hint { color: $text-muted; margin-top: 1; }
-ModalScreen .body { height: auto; max-height: 40; }
-"""
+def modal_css(name: str, width: int = 100) -> str:
+    """CSS for a centred dialog screen (DEFAULT_CSS is scoped to the class, so name it)."""
+    return f"""
+    {name} {{ align: center middle; background: $background 60%; }}
+    {name} > .dialog {{
+        width: {width}; max-width: 95%; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 1 2;
+    }}
+    {name} .dialog-title {{ text-style: bold; color: $text-accent; width: 1fr; margin-bottom: 1; }}
+    {name} .hint {{ color: $text-muted; margin-top: 1; }}
+    {name} .body {{ height: auto; max-height: 40; }}
+    """
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """Yes/no question; `y`/`enter` on Yes answers yes, `n`/`escape` no."""
 
-    DEFAULT_CSS = MODAL_CSS + """
-    ConfirmScreen > .dialog { width: 70; }
+    DEFAULT_CSS = modal_css("ConfirmScreen", 70) + """
     ConfirmScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     ConfirmScreen Button { margin-left: 2; }
     """
@@ -63,7 +64,7 @@ class ConfirmScreen(ModalScreen[bool]):
 class _InfoScreen(ModalScreen[None]):
     """A scrollable read-only dialog; escape/q closes."""
 
-    DEFAULT_CSS = MODAL_CSS
+    DEFAULT_CSS = modal_css("_InfoScreen")
     BINDINGS = [Binding("escape,q", "close", "Close")]
     TITLE_TEXT = ""
 
@@ -146,6 +147,25 @@ class VerdictScreen(_InfoScreen):
         return Content("\n").join(out)
 
 
+ALWAYS_SHOWN = ("name", "model", "dataset", "batch_size", "epochs", "gpus")
+
+
+def _is_default(key: str, value: Any) -> bool:
+    """Whether a workload config value is the Workload dataclass default."""
+    from dataclasses import MISSING, fields
+
+    from gputop_dl.workload import Workload
+
+    for f in fields(Workload):
+        if f.name == key:
+            default = f.default if f.default is not MISSING else (
+                f.default_factory() if f.default_factory is not MISSING else MISSING)  # type: ignore[misc]
+            if isinstance(default, tuple):
+                default = list(default)
+            return default is not MISSING and value == default
+    return False
+
+
 def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, str] | None = None) -> Content:
     """The job details text: live numbers, config, epoch times, stderr tail."""
     out: list[Content] = []
@@ -172,11 +192,15 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
     for k, v in (extra or {}).items():
         out.append(Content.assemble((f"{k:<11}", "bold"), v))
     if config:
-        out += [Content(""), Content.styled("config", "bold $text-accent")]
+        out += [Content(""), Content.styled("config (defaults left out)", "bold $text-accent")]
         for k, v in config.items():
-            if v in (None, (), [], {}, "") or k == "cpu_fallback_applied":
+            if k not in ALWAYS_SHOWN and (v in (None, (), [], {}, "") or k == "cpu_fallback_applied"
+                                          or _is_default(k, v)):
                 continue
             out.append(Content(f"  {k} = {v!r}"))
+        if config.get("cpu_fallback_applied"):
+            out.append(Content.styled(f"  (no CUDA: cpu_fallback applied to {', '.join(config['cpu_fallback_applied'])})",
+                                      "$text-warning"))
     if j is not None:
         out += [Content(""), Content.styled("stderr (last lines)", "bold $text-accent")]
         if j.stderr_tail:
@@ -211,8 +235,7 @@ class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
     SessionSpec or raises (a ConfigError's one-line message is shown in the dialog).
     """
 
-    DEFAULT_CSS = MODAL_CSS + """
-    LauncherScreen > .dialog { width: 120; }
+    DEFAULT_CSS = modal_css("LauncherScreen", 120) + """
     LauncherScreen #panes { height: 16; }
     LauncherScreen #files { width: 40; height: 1fr; }
     LauncherScreen #workloads { width: 1fr; height: 1fr; margin-left: 1; }

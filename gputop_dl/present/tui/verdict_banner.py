@@ -34,7 +34,8 @@ def _same(a: str, b: str) -> bool:
     """Whether a verdict title only repeats the kind label ("concurrent: CPU-bound")."""
     def norm(x: str) -> str:
         return "".join(c for c in x.lower() if c.isalnum())
-    return norm(a) == norm(b)
+    na, nb = norm(a), norm(b)
+    return bool(na) and bool(nb) and (na in nb or nb in na)
 
 
 def verdict_class(kind: str | None) -> str:

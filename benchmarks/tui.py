@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""TUI benchmarks: first frame, monitor CPU at 1 Hz, key-press-to-redraw latency, render cost per tick.
+
+    .venv/bin/python benchmarks/tui.py                  # all (about 1.5 minutes)
+    .venv/bin/python benchmarks/tui.py --only keys      # first-frame | cpu | keys | render
+    .venv/bin/python benchmarks/tui.py --cpu-seconds 30 --runs 5
+
+1. first frame (target ≤ 1 s): the real `gputop-dl` in a detached 160×50 tmux session; time from
+   starting it to the first snapshot on screen (the host panel's "of N CPUs" line, drawn only
+   from a snapshot), polling `capture-pane` every 10 ms. Median of --runs. Also in-process: from
+   spawning `python` to `GputopApp.first_render_at` (wall clock), imports included, under run_test.
+2. monitor CPU at 1 Hz: CPU seconds of the `gputop-dl` process (and children) over --cpu-seconds
+   while it runs in tmux, after 5 s of start-up; `top -b -d 1` measured alongside for scale.
+3. key → redraw: Pilot presses (j/k, sort, pause) on an app fed 8 GPUs and 16 jobs; time from the
+   key event being sent to the compositor producing the next screen update (terminal write not
+   included: headless). Also snapshot → redraw: a snapshot handed over from another thread.
+4. render cost: `render_snapshots()` for one tick with 8 GPUs × 600 history samples and 16 jobs.
+
+Medians are printed (with min/max). Needs tmux for 1 and 2 (skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import replace
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+PY = sys.executable
+GDL = os.path.join(os.path.dirname(PY), "gputop-dl")
+
+
+def med(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    return f"median {statistics.median(xs):.3f} (min {min(xs):.3f}, max {max(xs):.3f}, n={len(xs)})"
+
+
+class Tmux:
+    def __init__(self):
+        self.socket = f"gdl-bench-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True).stdout
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+def gdl_command(home: str) -> str:
+    exe = GDL if os.path.exists(GDL) else f"{PY} -m gputop_dl"
+    return f"cd {ROOT} && exec env -u COLUMNS -u LINES GPUTOP_DL_HOME={home} TERM=xterm-256color {exe}"
+
+
+def first_frame_tmux(runs: int) -> list[float]:
+    out = []
+    home = tempfile.mkdtemp(prefix="gdl-bench-")
+    for _ in range(runs):
+        tmux = Tmux()
+        try:
+            t0 = time.perf_counter()
+            tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", gdl_command(home))
+            while time.perf_counter() - t0 < 15:
+                screen = tmux("capture-pane", "-p", "-t", "b")
+                if re.search(r"of \d+ CPUs? ", screen):  # host panel: drawn from a snapshot only
+                    out.append(time.perf_counter() - t0)
+                    break
+                time.sleep(0.01)
+            tmux("send-keys", "-t", "b", "q")
+            time.sleep(0.5)
+        finally:
+            tmux.kill()
+        time.sleep(0.3)
+    shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
+FIRST_FRAME_CHILD = r"""
+import asyncio, time
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.engine import Engine
+from gputop_dl.present.tui.app import GputopApp
+async def main():
+    nvml = Nvml()
+    app = GputopApp(Engine(None, nvml=nvml), mode="monitor")
+    async with app.run_test(size=(160, 50)) as pilot:
+        while app.first_render_at is None:
+            await asyncio.sleep(0.002)
+        wall = time.time() - (time.perf_counter() - app.first_render_at)
+        print(f"{wall:.6f}")
+        await app.stop_and_exit()
+asyncio.run(main())
+"""
+
+
+def first_frame_inprocess(runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.time()
+        r = subprocess.run([PY, "-c", FIRST_FRAME_CHILD], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        try:
+            out.append(float(r.stdout.strip().splitlines()[-1]) - t0)
+        except (IndexError, ValueError):
+            print("  child failed:", r.stderr[-500:])
+    return out
+
+
+def proc_tree_cpu(p: psutil.Process) -> float:
+    total = 0.0
+    for q in [p] + p.children(recursive=True):
+        try:
+            t = q.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def find_gdl(pane_pid: int) -> psutil.Process | None:
+    try:
+        root = psutil.Process(pane_pid)
+    except psutil.NoSuchProcess:
+        return None
+    for q in [root] + root.children(recursive=True):
+        try:
+            if any("gputop" in part for part in q.cmdline()):
+                return q
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def monitor_cpu(seconds: float) -> dict:
+    home = tempfile.mkdtemp(prefix="gdl-bench-")
+    tmux = Tmux()
+    top = None
+    try:
+        tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", gdl_command(home))
+        time.sleep(1.0)
+        pane_pid = int(tmux("list-panes", "-t", "b", "-F", "#{pane_pid}").split()[0])
+        gdl = find_gdl(pane_pid)
+        if gdl is None:
+            return {"error": "gputop-dl process not found"}
+        top = subprocess.Popen(["top", "-b", "-d", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        top_p = psutil.Process(top.pid)
+        time.sleep(4.0)  # past start-up
+        g0, t0, w0 = proc_tree_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
+        time.sleep(seconds)
+        g1, t1, w1 = proc_tree_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
+        wall = w1 - w0
+        rss = gdl.memory_info().rss
+        tmux("send-keys", "-t", "b", "q")
+        return {"wall_s": wall, "gputop_dl_cpu_s": g1 - g0, "gputop_dl_pct": 100 * (g1 - g0) / wall,
+                "top_cpu_s": t1 - t0, "top_pct": 100 * (t1 - t0) / wall, "gputop_dl_rss": rss}
+    finally:
+        if top is not None:
+            top.terminate()
+            top.wait()
+        time.sleep(0.5)
+        tmux.kill()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def big_snapshot(t: int):
+    from tests.fake_source import jobs, make_snapshot
+
+    base = jobs(t)
+    many = tuple(replace(base[i % 3], name=f"job{i:02d}", pid=10_000 + i, pids=(10_000 + i,)) for i in range(16))
+    return make_snapshot(t, n_gpus=8, jobs=many)
+
+
+async def key_latency(repeats: int) -> dict[str, list[float]]:
+    from gputop_dl.present.tui.app import GputopApp
+    from tests.fake_source import SPEC, FakeSource
+
+    src = FakeSource(live=["job00"], spec=SPEC)
+    app = GputopApp(src, mode="launch")
+    stamps: list[float] = []
+    orig = app._display
+
+    def display(screen, renderable):
+        orig(screen, renderable)
+        if renderable is not None:
+            stamps.append(time.perf_counter())
+
+    app._display = display  # type: ignore[method-assign]
+    results: dict[str, list[float]] = {}
+    async with app.run_test(size=(160, 50)) as pilot:
+        for t in range(5):
+            src.emit(big_snapshot(t))
+            await pilot.pause()
+        await pilot.pause(0.2)
+
+        async def one(key: str) -> float | None:
+            await pilot.pause(0.05)
+            n = len(stamps)
+            t_send = time.perf_counter()
+            await pilot.press(key)
+            end = time.perf_counter() + 1.0
+            while len(stamps) == n and time.perf_counter() < end:
+                await asyncio.sleep(0.001)
+            return stamps[n] - t_send if len(stamps) > n else None
+
+        for label, keys in (("j/k (move selection)", ["j", "k"]), ("c/n (sort)", ["c", "n"]),
+                            ("p (pause/resume)", ["p", "p"])):
+            vals = []
+            for i in range(repeats):
+                v = await one(keys[i % 2])
+                if v is not None:
+                    vals.append(v * 1000)
+            results[label] = vals
+        await pilot.press("o")
+
+        vals = []
+        for i in range(repeats):
+            await pilot.pause(0.05)
+            n = len(stamps)
+            snap = big_snapshot(10 + i)
+            t_send = time.perf_counter()
+            th = threading.Thread(target=src.emit, args=(snap,))
+            th.start()
+            end = time.perf_counter() + 1.0
+            while len(stamps) == n and time.perf_counter() < end:
+                await asyncio.sleep(0.001)
+            th.join()
+            if len(stamps) > n:
+                vals.append((stamps[n] - t_send) * 1000)
+        results["snapshot → redraw (from another thread)"] = vals
+
+        # render cost of one tick with full histories
+        from gputop_dl.present.tui.gpu_panel import GpuPanel
+        panel = app.query_one(GpuPanel)
+        for h in panel.histories.values():
+            for k in range(600):
+                h.push((k % 100) / 100)
+        costs = []
+        for i in range(repeats):
+            snap = big_snapshot(100 + i)
+            app.latest[0] = snap
+            t0 = time.perf_counter()
+            app.render_snapshots({0})
+            costs.append((time.perf_counter() - t0) * 1000)
+        results["render_snapshots() per tick, 8 GPUs × 600 samples, 16 jobs"] = costs
+        await app.stop_and_exit()
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=("first-frame", "cpu", "keys", "render"))
+    ap.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
+    ap.add_argument("--cpu-seconds", type=float, default=30.0)
+    ap.add_argument("--repeats", type=int, default=30, help="key presses per kind (default 30)")
+    args = ap.parse_args()
+    have_tmux = shutil.which("tmux") is not None
+    print(f"machine: {psutil.cpu_count()} CPUs, python {sys.version.split()[0]}")
+
+    if args.only in (None, "first-frame"):
+        print("\n1. first frame of `gputop-dl` (target ≤ 1 s)")
+        if have_tmux:
+            print(f"   tmux, process start → first snapshot on screen: {med(first_frame_tmux(args.runs))} s")
+        else:
+            print("   tmux not installed: skipped")
+        print(f"   python spawn → first_render_at (run_test):       {med(first_frame_inprocess(args.runs))} s")
+
+    if args.only in (None, "cpu"):
+        print(f"\n2. monitor CPU at 1 Hz over {args.cpu_seconds:.0f} s")
+        if have_tmux:
+            r = monitor_cpu(args.cpu_seconds)
+            if "error" in r:
+                print("   " + r["error"])
+            else:
+                print(f"   gputop-dl: {r['gputop_dl_cpu_s']:.2f} CPU s in {r['wall_s']:.1f} s = "
+                      f"{r['gputop_dl_pct']:.1f}% of one core (RSS {r['gputop_dl_rss'] / 2**20:.0f} MiB)")
+                print(f"   top -b -d 1: {r['top_cpu_s']:.2f} CPU s = {r['top_pct']:.1f}% of one core")
+                print("   (htop/glances: not installed here; top is the side-by-side reference)")
+        else:
+            print("   tmux not installed: skipped")
+
+    if args.only in (None, "keys", "render"):
+        print("\n3. key → redraw latency (Pilot, 8 GPUs, 16 jobs) and 4. render cost, in ms")
+        res = asyncio.run(key_latency(args.repeats))
+        for label, vals in res.items():
+            print(f"   {label}: {med(vals)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

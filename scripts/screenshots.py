@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Render README screenshots of the TUI with the real engine: SVG from Textual, PNG via rsvg-convert.
+
+    .venv/bin/python scripts/screenshots.py                 # everything (about 2-3 minutes on 2 cores)
+    .venv/bin/python scripts/screenshots.py --only monitor  # one of: monitor, fake-gpus, trio
+    .venv/bin/python scripts/screenshots.py --out DIR       # default: screenshots/
+
+Shots (160×50):
+  monitor.svg          `gputop-dl` on this machine (an Engine(None) with the real NVML wrapper)
+  monitor_fake_gpus    the same engine with a fake NVML module (4 GPUs, 2 GPU processes), to show
+                       the GPU panel on a machine without GPUs
+  launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
+  launch_trio_light    light theme; launch_trio_done: the same run at its end, with its verdict
+
+Sessions go to a temporary GPUTOP_DL_HOME unless --home is given. The PNGs need `rsvg-convert`
+(Debian: apt-get install librsvg2-bin); the SVGs are rewritten for it first (DejaVu Sans Mono
+instead of the web font, plain spaces with xml:space="preserve": rsvg collapses runs of &#160;).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SIZE = (160, 50)
+
+
+def to_png(svg_path: str) -> str | None:
+    exe = shutil.which("rsvg-convert")
+    if exe is None:
+        print("  rsvg-convert not found (apt-get install librsvg2-bin): SVG only")
+        return None
+    with open(svg_path, encoding="utf-8") as f:
+        s = f.read()
+    s = s.replace("&#160;", " ").replace("<svg ", '<svg xml:space="preserve" ', 1)
+    s = s.replace("font-family: Fira Code, monospace", "font-family: DejaVu Sans Mono, monospace")
+    s = s.replace('font-family: "Fira Code"', 'font-family: "DejaVu Sans Mono"')
+    with tempfile.NamedTemporaryFile("w", suffix=".svg", delete=False, encoding="utf-8") as tmp:
+        tmp.write(s)
+    png = svg_path[:-4] + ".png"
+    try:
+        subprocess.run([exe, "--zoom", "1", tmp.name, "-o", png], check=True)
+    finally:
+        os.unlink(tmp.name)
+    return png
+
+
+def save(app, out: str, name: str) -> None:
+    path = os.path.join(out, f"{name}.svg")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(app.export_screenshot(title=f"gputop-dl · {name.replace('_', ' ')}"))
+    png = to_png(path)
+    print(f"  wrote {os.path.relpath(path)}" + (f" and {os.path.relpath(png)}" if png else ""))
+
+
+async def wait_until(pilot, cond, timeout: float, step: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        await pilot.pause(step)
+    return cond()
+
+
+async def shot_monitor(out: str, fake_gpus: bool) -> None:
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine import Engine
+    from gputop_dl.present.tui.app import EngineLauncher, GputopApp
+
+    if fake_gpus:
+        from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
+
+        fake = FakePynvml(gpus=4)
+        for g, (util, mem, temp, power) in zip(fake.gpus, ((97, 71, 74, 610), (38, 22, 58, 260),
+                                                            (64, 40, 66, 420), (3, 1, 41, 90))):
+            g.util, g.mem_used, g.temp_c, g.power_mw = util, mem * GiB, temp, power * 1000
+        fake.gpus[0].processes = [FakeProcess(pid=os.getpid(), used_memory=38 * GiB)]
+        fake.gpus[2].processes = [FakeProcess(pid=os.getppid(), used_memory=21 * GiB)]
+        nvml = Nvml(module=fake)
+    else:
+        nvml = Nvml()
+    engine = Engine(None, nvml=nvml)
+    app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.renders >= 4, 10)
+        await pilot.pause(0.3)
+        save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
+        await app.stop_and_exit()
+
+
+async def shot_trio(out: str, at_s: float) -> None:
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.config import load_session
+    from gputop_dl.engine import Engine
+    from gputop_dl.present.tui.app import GputopApp
+
+    nvml = Nvml()
+    path = os.path.join("workloads", "mobilenet_trio.toml")
+    spec = load_session(path, gpu_count=nvml.device_count())
+    if not spec.cuda:
+        spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
+    engine = Engine(spec, nvml=nvml, command=f"scripts/screenshots.py {path}")
+    app = GputopApp(engine, mode="launch", spec=spec)
+    t0 = time.monotonic()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: time.monotonic() - t0 >= at_s, at_s + 5, step=0.5)
+
+        def corun_progress() -> bool:  # mid-run means the co-run jobs have taken steps
+            snap = engine.snapshot
+            return snap is not None and snap.phase == "co-run" and all(
+                j.step_time_s is not None for j in snap.jobs if j.status == "running") and any(
+                j.status == "running" for j in snap.jobs)
+
+        await wait_until(pilot, corun_progress, 40, step=0.5)
+        await pilot.pause(0.3)
+        print(f"  trio at {time.monotonic() - t0:.0f} s: phase {engine.phase}")
+        save(app, out, "launch_trio")
+        app.theme = "textual-light"
+        await pilot.pause(0.3)
+        save(app, out, "launch_trio_light")
+        app.theme = "textual-dark"
+        await wait_until(pilot, lambda: not engine.running, 400, step=0.5)
+        await pilot.pause(0.5)
+        print(f"  trio finished after {time.monotonic() - t0:.0f} s: state {engine.state}, "
+              f"verdict {(engine.verdict or {}).get('kind')}")
+        save(app, out, "launch_trio_done")
+        await app.stop_and_exit()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "screenshots"))
+    ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio"))
+    ap.add_argument("--at", type=float, default=40.0, help="seconds into the trio run for the mid-run shot")
+    ap.add_argument("--home", help="GPUTOP_DL_HOME for the recorded session (default: a temp dir)")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    os.makedirs(args.out, exist_ok=True)
+    home = args.home or tempfile.mkdtemp(prefix="gputop-dl-shots-")
+    os.environ["GPUTOP_DL_HOME"] = home
+    if args.only in (None, "monitor"):
+        print("monitor (this machine)")
+        asyncio.run(shot_monitor(args.out, fake_gpus=False))
+    if args.only in (None, "fake-gpus"):
+        print("monitor (fake NVML, 4 GPUs)")
+        asyncio.run(shot_monitor(args.out, fake_gpus=True))
+    if args.only in (None, "trio"):
+        print(f"launch workloads/mobilenet_trio.toml (shot at {args.at:.0f} s, then at the end)")
+        asyncio.run(shot_trio(args.out, args.at))
+    if not args.home:
+        shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
