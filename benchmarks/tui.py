@@ -58,6 +58,9 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+        sock = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), f"tmux-{os.getuid()}", self.socket)
+        if os.path.exists(sock):
+            os.unlink(sock)
 
 
 def gdl_command(home: str) -> str:

@@ -92,6 +92,9 @@ class Tmux:
 
     def kill(self) -> None:
         self.run("kill-server", check=False)
+        sock = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), f"tmux-{os.getuid()}", self.socket)
+        if os.path.exists(sock):
+            os.unlink(sock)
 
 
 def start_launch(tmp_path) -> tuple[Tmux, str, object]:

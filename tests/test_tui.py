@@ -465,6 +465,20 @@ async def test_theme_change_recolours_table_cells():
         assert table.get_cell("job:0:bs128", "status").style != dark
 
 
+@aio
+async def test_no_color_is_respected(monkeypatch):
+    """NO_COLOR: Textual filters every colour on output; ours all come from theme variables."""
+    from textual.filter import Monochrome, NoColor
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        assert app.no_color
+        assert any(isinstance(f, (Monochrome, NoColor)) for f in app._filters)
+        assert "CPU-BOUND" in str(app.query_one("#banner").render())
+
+
 # --- launcher -------------------------------------------------------------------------------------
 
 TINY = """

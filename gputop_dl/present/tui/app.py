@@ -28,8 +28,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer
 
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel
 from gputop_dl.present.tui.host_panel import HostPanel
@@ -50,7 +51,7 @@ class SnapshotsArrived(Message):
     """Wake-up: the inbox holds new snapshots (carries none itself)."""
 
 
-class TitleBar(Static):
+class TitleBar(Panel):
     """One line: mode, session, phase, elapsed, pause and staleness."""
 
     DEFAULT_CSS = """
@@ -335,7 +336,7 @@ class GputopApp(App[int]):
         return Content.assemble(*parts)
 
     def _update_title(self) -> None:
-        self.title_bar.update(self._title_content())
+        self.title_bar.set(self._title_content())
 
     def _on_theme_changed(self, _theme) -> None:
         self.palette = Palette(self.get_css_variables())

@@ -13,9 +13,9 @@ import math
 import statistics
 
 from textual.content import Content
-from textual.widgets import Static
 
 from gputop_dl.present.fmt import secs
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import JobSample
 
@@ -70,7 +70,7 @@ def _ratio_style(r: float) -> str:
     return "$text-success" if r <= 1.10 else "$text-warning" if r <= 1.5 else "$text-error"
 
 
-class EpochPanel(Static):
+class EpochPanel(Panel):
     """Epoch times of the selected job (or all jobs) against the solo baseline."""
 
     DEFAULT_CSS = """
@@ -93,11 +93,11 @@ class EpochPanel(Static):
 
     def show(self, jobs: list[JobSample], selected: JobSample | None) -> None:
         self._args = (jobs, selected)
-        self.update(self.render_content())
+        self.set(self.render_content())
 
     def on_resize(self) -> None:
         if self._args is not None:
-            self.update(self.render_content())
+            self.set(self.render_content())
 
     def render_content(self) -> Content:
         if self._args is None:

@@ -8,9 +8,9 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
 
 from gputop_dl.present.fmt import DASH
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
 from gputop_dl.snapshot import GpuSample, Snapshot
 
@@ -57,7 +57,7 @@ def _mem_text(g: GpuSample) -> str:
     return f"{g.mem_used / GiB:.1f}/{g.mem_total / GiB:.0f} GiB"
 
 
-class GpuPanel(Static):
+class GpuPanel(Panel):
     """Per-GPU rows, or the reason there are none."""
 
     DEFAULT_CSS = """
@@ -88,11 +88,11 @@ class GpuPanel(Static):
                 h = self.histories[g.index] = History(self.span)
             h.push(None if g.error else g.util)
         self._snap, self._detail = snap, detail
-        self.update(self.render_content())
+        self.set(self.render_content())
 
     def on_resize(self) -> None:
         if self._snap is not None:
-            self.update(self.render_content())
+            self.set(self.render_content())
 
     def render_content(self) -> Content:
         snap = self._snap

@@ -8,9 +8,9 @@ throttling appear only where the kernel provides them.
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
 
 from gputop_dl.present.fmt import DASH, num, pct, size
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
 from gputop_dl.snapshot import HostSample
 
@@ -27,7 +27,7 @@ def _mem_pair(used: int, total: int | None) -> str:
     return f"{used / 1024**2:.0f}/{total / 1024**2:.0f} MiB"
 
 
-class HostPanel(Static):
+class HostPanel(Panel):
     """The machine's CPU and memory."""
 
     DEFAULT_CSS = """
@@ -52,11 +52,11 @@ class HostPanel(Static):
         if host is not None:
             self.history.push(host.cpu_busy)
         self._host = host
-        self.update(self.render_content())
+        self.set(self.render_content())
 
     def on_resize(self) -> None:
         if self._host is not None:
-            self.update(self.render_content())
+            self.set(self.render_content())
 
     def render_content(self) -> Content:
         h = self._host

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from textual.content import Content
-from textual.widgets import Static
+
+from gputop_dl.present.tui.base import Panel
 
 
 def message_style(text: str) -> str:
@@ -17,7 +18,7 @@ def message_style(text: str) -> str:
     return ""
 
 
-class LogPanel(Static):
+class LogPanel(Panel):
     """The last messages that fit, each with its local time of day (HH:MM:SS)."""
 
     DEFAULT_CSS = """
@@ -33,10 +34,10 @@ class LogPanel(Static):
         if log == self._log:
             return
         self._log = log
-        self.update(self.render_content())
+        self.set(self.render_content())
 
     def on_resize(self) -> None:
-        self.update(self.render_content())
+        self.set(self.render_content())
 
     def render_content(self) -> Content:
         if not self._log:

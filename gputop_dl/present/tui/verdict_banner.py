@@ -9,8 +9,8 @@ newest engine message, or for the plain monitor what it is watching.
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
 
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.snapshot import Snapshot
 
 KIND_LABEL = {
@@ -46,7 +46,7 @@ def verdict_class(kind: str | None) -> str:
     return "-neutral"
 
 
-class VerdictBanner(Static):
+class VerdictBanner(Panel):
     """One or two lines above the panels: verdict, or phase + newest message."""
 
     DEFAULT_CSS = """
@@ -56,7 +56,7 @@ class VerdictBanner(Static):
     """
 
     def show(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> None:
-        self.update(self.render_content(snap, mode=mode, extra=extra))
+        self.set(self.render_content(snap, mode=mode, extra=extra))
 
     def render_content(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> Content:
         for cls in ("-good", "-bad", "-neutral"):
