@@ -118,13 +118,7 @@ def run_headless(engine, spec) -> int:
         for line in verdict_lines(engine.verdict):
             view.console.print(line)
         view.console.print(f"session {engine.session_id} ({engine.state})")
-    if engine.error is not None:
-        print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)
-        return 1
-    if engine.state == "interrupted":
-        return 130
-    failed = [r for r in engine.runs.values() if r.status == "failed"]
-    return 1 if failed else 0
+    return engine.exit_code()
 
 
 def cmd_export(args) -> int:

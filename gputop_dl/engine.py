@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import statistics
+import sys
 import threading
 import time
 from collections import deque
@@ -212,6 +213,15 @@ class Engine:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def exit_code(self) -> int:
+        """The launch's exit code: 1 on an engine error or a failed job, 130 if interrupted."""
+        if self.error is not None:
+            print(f"gputop-dl: engine error: {self.error}", file=sys.stderr)
+            return 1
+        if self.state == "interrupted":
+            return 130
+        return 1 if any(r.status == "failed" for r in self.runs.values()) else 0
 
     def live_jobs(self) -> list[str]:
         return [n for n, r in list(self.runs.items()) if r.alive]

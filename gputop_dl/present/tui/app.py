@@ -597,13 +597,7 @@ def run_launch_tui(engine, spec) -> int:
             engine.request_stop("interrupted")
         engine.join()
     _print_summary(engine)
-    if engine.error is not None:
-        print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)
-        return 1
-    if engine.state == "interrupted":
-        return 130
-    failed = [r for r in engine.runs.values() if r.status == "failed"]
-    return 1 if failed else 0
+    return engine.exit_code()
 
 
 def _print_summary(engine) -> None:
