@@ -17,7 +17,6 @@ import dataclasses
 import importlib
 import os
 import signal
-import sys
 import threading
 import time
 from collections import defaultdict
