@@ -1,5 +1,6 @@
 """Shared fixtures: every test gets its own session store (GPUTOP_DL_HOME in a tmp dir)."""
 
+import fcntl
 import os
 import sys
 
@@ -27,10 +28,39 @@ def write(tmp_path, name, text):
 HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux"}
 
 
+def is_heavy(item) -> bool:
+    mod = item.module.__name__.rsplit(".", 1)[-1]
+    return mod in HEAVY_MODULES or "real_launch" in item.name or "end_to_end" in item.name
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Real-process tests run one at a time on one xdist worker (`--dist loadgroup`): they
-    measure CPU contention and slowdowns, which a second heavy test beside them would skew."""
+    """Real-process tests run one at a time: they measure CPU contention and slowdowns, which
+    a second heavy test beside them would skew.
+
+    Two layers: the `xdist_group("heavy")` marker sends them to one worker under
+    `--dist loadgroup` (tryfirst: xdist reads it in its own collection hook), and the
+    `heavy_lock` fixture serialises them across workers with a file lock. The lock is what
+    guarantees it: with pytest 9.2 and pytest-xdist 3.8 the group marker is silently ignored
+    (xdist sets `item._nodeid`, which pytest 9.2 no longer reads), and CI failed on exactly
+    that: two calibrated scenarios ran side by side on 2 cores."""
     for item in items:
-        mod = item.module.__name__.rsplit(".", 1)[-1]
-        if mod in HEAVY_MODULES or "real_launch" in item.name or "end_to_end" in item.name:
+        if is_heavy(item):
             item.add_marker(pytest.mark.xdist_group("heavy"))
+
+
+@pytest.fixture(autouse=True)
+def heavy_lock(request, tmp_path_factory):
+    """Hold an exclusive lock shared by all xdist workers while a heavy test runs."""
+    if not is_heavy(request.node):
+        yield
+        return
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/popen-gwK -> pytest-N, shared by the workers of this run
+    with open(root / "heavy-tests.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
