@@ -128,6 +128,14 @@ def _time(fn, runs: int = 3) -> tuple[float, list[float], float]:
     return statistics.median(times), times, statistics.median(cpu)
 
 
+def _has_dbstat(st: Store) -> bool:
+    try:
+        st.db.execute("SELECT 1 FROM dbstat LIMIT 1")
+        return True
+    except Exception:  # SQLite built without SQLITE_ENABLE_DBSTAT_VTAB
+        return False
+
+
 def _db_size(path: str) -> int:
     return sum(os.path.getsize(p) for p in (path, path + "-wal", path + "-shm")
                if os.path.exists(p))
@@ -156,16 +164,22 @@ def main() -> int:
         print(f"synthesised in {time.perf_counter() - t:.1f} s")
     st = Store(path)
     counts = {tbl: st.db.execute(f"SELECT COUNT(*) FROM {tbl}").fetchone()[0]
-              for tbl in ("host_samples", "gpu_samples", "job_samples", "events")}
+              for tbl in ("host_samples", "gpu_samples", "job_samples", "steps", "events")}
     print(f"session {sid}: {args.hours:g} h at 1 Hz, {args.gpus} GPUs, {args.jobs} jobs x "
           f"{args.procs_per_job} processes; rows: "
           + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     size = _db_size(path)
+    tables = dict(st.db.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall()) \
+        if _has_dbstat(st) else {}
     print(f"DB size: {size / 1e6:.1f} MB ({size / 2**20:.1f} MiB)  target <= 200 MB  "
           f"{'OK' if size <= 200e6 else 'MISSED'}")
+    if tables:
+        print("  by table/index: " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in
+                                              sorted(tables.items(), key=lambda kv: -kv[1])
+                                              if v > 1e5))
     # where the time goes
     med, _, cpu = _time(lambda: summarize(st, sid), 1)
-    print(f"  analyse.summary.summarize() (not used by export): {med:.2f} s (CPU {cpu:.2f} s)")
+    print(f"  analyse.summary.summarize(): {med:.2f} s (CPU {cpu:.2f} s)")
     med, _, cpu = _time(lambda: session_json(st, sid), 1)
     print(f"  session_json():    {med:.2f} s (CPU {cpu:.2f} s)")
     data = session_json(st, sid)

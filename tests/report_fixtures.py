@@ -168,7 +168,7 @@ def dead_pid() -> int:
 def make_interrupted(store: Store, **kw) -> str:
     """A session left "running" by an owner that died (kill -9) minutes ago."""
     sid = make_session(store, state=None, **kw)
-    last = store.db.execute("SELECT MAX(t) FROM host_samples WHERE session_id=?",
+    last = store.db.execute("SELECT MAX(t) FROM host_samples JOIN sessions USING (sk) WHERE id=?",
                             (sid,)).fetchone()[0]
     # bs64 never got its final status: it was still running when gputop-dl died
     store.db.execute("UPDATE jobs SET status='running', ended=NULL WHERE session_id=? AND name=?",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -54,21 +55,34 @@ class JobResult:
 class SessionSummary:
     jobs: tuple[JobResult, ...] = ()
     events: tuple[dict, ...] = field(default_factory=tuple)  # failures / notes, in time order
+    sampled: dict[str, dict] = field(default_factory=dict)  # job -> step statistics subsampled
 
 
-def _job_result(store, sid: str, job: dict) -> JobResult:
+STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over every k-th step
+NOTABLE = ("failed", "note", "baseline")
+
+
+def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
+    """One job's results from aggregated reads (SQL), so that a 24-hour session does not load
+    every step event and sample into Python.
+
+    Definitions: co-run step events after the warm-up steps; CPU cores = mean of the co-run
+    samples from the first step after warm-up; peaks = max over co-run samples. A job with more
+    than STEP_SAMPLE_CAP usable steps gets its step statistics from every k-th step (the count
+    stays exact), and the second value returned says so: {"steps": n used, "of": n, "every": k}.
+    """
     name = job["name"]
     cfg = job.get("config") or {}
     warmup = int(cfg.get("warmup_steps", 3))
-    steps = store.events(sid, job=name, ev="step", phase="co-run")
+    n = store.step_count(sid, name, "co-run")
+    usable = max(0, n - warmup)
+    every = max(1, math.ceil(usable / STEP_SAMPLE_CAP))
+    rows = store.step_rows(sid, name, "co-run", offset=warmup, every=every) if usable else []
+    st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa or 0}
+                     for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
+    t_warm = rows[0][0] if rows else None
+    cores, peak_rss, peak_gpu = store.job_sample_stats(sid, name, "co-run", t_warm)
     epochs = store.events(sid, job=name, ev="epoch", phase="co-run")
-    st = step_stats(steps, warmup=warmup, window=0)
-    t_warm = steps[warmup]["t"] if len(steps) > warmup else None
-    samples = store.job_samples(sid, name)
-    corun = [s for s in samples if s[2] == "co-run"]
-    cores = [s[3] for s in corun if s[3] is not None and (t_warm is None or s[0] >= t_warm)]
-    rss = [s[4] for s in corun if s[4] is not None]
-    gmem = [s[6] for s in corun if s[6] is not None]
     ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
     info = job.get("info") or {}
     solo = info.get("solo")
@@ -76,20 +90,27 @@ def _job_result(store, sid: str, job: dict) -> JobResult:
     if solo and solo.get("step_time_s") and st.step_time_s:
         slowdown = round(st.step_time_s / solo["step_time_s"], 3)
     fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
-    return JobResult(
+    result = JobResult(
         name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
         config=cfg, epochs=ep,
         median_epoch_s=statistics.median([t for _, t in ep]) if ep else None,
         step_time_s=st.step_time_s, samples_per_s=st.samples_per_s,
-        stall_fraction=st.stall_fraction, steps=len(steps),
-        cpu_cores=round(statistics.fmean(cores), 3) if cores else None,
-        peak_rss=max(rss) if rss else None, peak_gpu_mem=max(gmem) if gmem else None,
-        peak_framework_mem=max(fw) if fw else None, solo=solo, slowdown=slowdown,
-        stderr_tail=tuple(info.get("stderr_tail") or ()), started=job.get("started"),
-        ended=job.get("ended"))
+        stall_fraction=st.stall_fraction, steps=n,
+        cpu_cores=round(cores, 3) if cores is not None else None,
+        peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
+        solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
+        started=job.get("started"), ended=job.get("ended"))
+    sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
+    return result, sampled
 
 
 def summarize(store, sid: str) -> SessionSummary:
-    jobs = tuple(_job_result(store, sid, j) for j in store.jobs(sid))
-    notable = [e for e in store.events(sid) if e["ev"] in ("failed", "note", "baseline")]
-    return SessionSummary(jobs=jobs, events=tuple(notable))
+    """Every job's results and the notable events (failures, notes, baselines) of a session."""
+    results, sampled = [], {}
+    for j in store.jobs(sid):
+        r, smp = _job_result(store, sid, j)
+        results.append(r)
+        if smp:
+            sampled[r.name] = smp
+    return SessionSummary(jobs=tuple(results), events=tuple(store.events_of(sid, NOTABLE)),
+                          sampled=sampled)

@@ -19,13 +19,11 @@ import json
 import math
 import os
 import re
-import statistics
 import tempfile
 import time
 
 from gputop_dl import __version__
-from gputop_dl.analyse.jobstats import step_stats
-from gputop_dl.analyse.summary import JobResult, SessionSummary
+from gputop_dl.analyse.summary import JobResult, SessionSummary, summarize
 from gputop_dl.present import mermaid
 from gputop_dl.present.fmt import DASH, num, pct, secs, size
 from gputop_dl.record.store import Store, default_db_path
@@ -34,9 +32,7 @@ SESSION_SCHEMA = "gputop-dl.session/1"
 MAX_POINTS = mermaid.MAX_POINTS
 FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
-STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over every k-th step
 SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
-NOTABLE = ("failed", "note", "baseline")
 
 
 class ExportError(Exception):
@@ -129,63 +125,6 @@ def _event_text(e: dict) -> str:
     return str(e.get("message") or "")
 
 
-def _job_result(store: Store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
-    """`analyse.summary`'s JobResult for one job, from aggregated reads (SQL), so that a
-    24-hour session does not load every step event and sample into Python.
-
-    Same definitions as `summarize`: co-run step events after the warm-up steps; CPU cores =
-    mean of the co-run samples from the first step after warm-up; peaks = max over co-run
-    samples. Identical results for up to STEP_SAMPLE_CAP steps per job (tested); a longer run's
-    step statistics come from every k-th step (the count stays exact), and the second value
-    returned says so: {"steps": n used, "of": n after warm-up, "every": k}.
-    """
-    name = job["name"]
-    cfg = job.get("config") or {}
-    warmup = int(cfg.get("warmup_steps", 3))
-    start = store.first_event_rowid(sid, name, "started", "co-run")
-    n = store.step_count(sid, name, "co-run", after_rowid=start)
-    usable = max(0, n - warmup)
-    every = max(1, math.ceil(usable / STEP_SAMPLE_CAP))
-    rows = (store.step_rows(sid, name, "co-run", offset=warmup, every=every, after_rowid=start)
-            if usable else [])
-    st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa or 0}
-                     for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
-    t_warm = rows[0][0] if rows else None
-    cores, peak_rss, peak_gpu = store.job_sample_stats(sid, name, "co-run", t_warm)
-    epochs = store.events(sid, job=name, ev="epoch", phase="co-run")
-    ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
-    info = job.get("info") or {}
-    solo = info.get("solo")
-    slowdown = None
-    if solo and solo.get("step_time_s") and st.step_time_s:
-        slowdown = round(st.step_time_s / solo["step_time_s"], 3)
-    fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
-    result = JobResult(
-        name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
-        config=cfg, epochs=ep,
-        median_epoch_s=statistics.median([t for _, t in ep]) if ep else None,
-        step_time_s=st.step_time_s, samples_per_s=st.samples_per_s,
-        stall_fraction=st.stall_fraction, steps=n,
-        cpu_cores=round(cores, 3) if cores is not None else None,
-        peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
-        solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
-        started=job.get("started"), ended=job.get("ended"))
-    sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
-    return result, sampled
-
-
-def summarize_fast(store: Store, sid: str) -> tuple[SessionSummary, dict[str, dict]]:
-    """`analyse.summary.summarize` from aggregated reads, plus which jobs' step statistics were
-    sampled (see `_job_result`)."""
-    results, sampled = [], {}
-    for j in store.jobs(sid):
-        r, smp = _job_result(store, sid, j)
-        results.append(r)
-        if smp:
-            sampled[r.name] = smp
-    return SessionSummary(jobs=tuple(results), events=tuple(store.events_of(sid, NOTABLE))), sampled
-
-
 def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int,
             n_jobs: int) -> tuple[dict | None, list[int]]:
     """Bucketed host/GPU/job time series on one shared time axis (bucket means, in SQL).
@@ -274,7 +213,8 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     if row is None:
         raise ExportUsageError(f"no session {sid!r}" if sid else "no sessions recorded")
     sid = row.id
-    summary, sampled = summarize_fast(store, sid)
+    summary = summarize(store, sid)
+    sampled = summary.sampled
     spec = row.spec or {}
     stats = store.session_stats().get(sid, {})
     env0 = row.environment or {}

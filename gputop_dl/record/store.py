@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sqlite3
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,36 +20,46 @@ from dataclasses import dataclass
 import platformdirs
 
 ENV_HOME = "GPUTOP_DL_HOME"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Why this shape (docs/architecture.md, "Session store"): a 24-hour, 8-GPU, 10-job session
+# writes ~2.5 M rows. Rows name their session and job by small integer keys (`sk`, `jk`), not
+# by the 22-character session id and job name; the per-tick sample tables are WITHOUT ROWID,
+# clustered on their natural key, so they need no second index; step events, 95 % of all
+# events, are a numeric table instead of JSON text; per-core CPU is one byte per core.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY, name TEXT, file TEXT, command TEXT, kind TEXT,
-    started REAL, ended REAL, state TEXT, heartbeat REAL, owner_pid INTEGER, owner_host TEXT,
-    environment TEXT, verdict TEXT, spec TEXT);
+    sk INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, name TEXT, file TEXT, command TEXT,
+    kind TEXT, started REAL, ended REAL, state TEXT, heartbeat REAL, owner_pid INTEGER,
+    owner_host TEXT, environment TEXT, verdict TEXT, spec TEXT);
 CREATE TABLE IF NOT EXISTS jobs (
-    session_id TEXT, name TEXT, launched INTEGER, config TEXT, status TEXT, failure TEXT,
-    device TEXT, pid INTEGER, started REAL, ended REAL, info TEXT,
-    PRIMARY KEY (session_id, name));
-CREATE TABLE IF NOT EXISTS events (
-    session_id TEXT, job TEXT, phase TEXT, t REAL, ev TEXT, data TEXT);
-CREATE INDEX IF NOT EXISTS events_by_job ON events (session_id, job, ev);
+    jk INTEGER PRIMARY KEY, session_id TEXT NOT NULL, name TEXT NOT NULL, launched INTEGER,
+    config TEXT, status TEXT, failure TEXT, device TEXT, pid INTEGER, started REAL, ended REAL,
+    info TEXT, UNIQUE (session_id, name));
+CREATE TABLE IF NOT EXISTS events (jk INTEGER, phase TEXT, t REAL, ev TEXT, data TEXT);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (jk, ev);
+CREATE TABLE IF NOT EXISTS steps (
+    jk INTEGER, phase TEXT, t REAL, epoch INTEGER, step INTEGER, t_data REAL, t_step REAL,
+    samples INTEGER);
+CREATE INDEX IF NOT EXISTS steps_by_job ON steps (jk, phase);
 CREATE TABLE IF NOT EXISTS baselines (
     fingerprint TEXT PRIMARY KEY, created REAL, session_id TEXT, job TEXT, data TEXT);
 CREATE TABLE IF NOT EXISTS host_samples (
-    session_id TEXT, t REAL, cpu_busy REAL, load1 REAL, psi_some10 REAL, throttled REAL,
-    mem_used INTEGER, per_cpu TEXT);
-CREATE INDEX IF NOT EXISTS host_by_session ON host_samples (session_id, t);
+    sk INTEGER, t REAL, cpu_busy REAL, load1 REAL, psi_some10 REAL, throttled REAL,
+    mem_used INTEGER, per_cpu BLOB, PRIMARY KEY (sk, t)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS gpu_samples (
-    session_id TEXT, t REAL, gpu INTEGER, util REAL, mem_used INTEGER, mem_total INTEGER,
-    temp_c REAL, power_w REAL, sm_clock INTEGER, throttle TEXT, error TEXT);
-CREATE INDEX IF NOT EXISTS gpu_by_session ON gpu_samples (session_id, t);
+    sk INTEGER, t REAL, gpu INTEGER, util REAL, mem_used INTEGER, mem_total INTEGER,
+    temp_c REAL, power_w REAL, sm_clock INTEGER, throttle TEXT, error TEXT,
+    PRIMARY KEY (sk, t, gpu)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS job_samples (
-    session_id TEXT, t REAL, job TEXT, phase TEXT, cpu_cores REAL, rss INTEGER, nprocs INTEGER,
-    gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL);
-CREATE INDEX IF NOT EXISTS job_by_session ON job_samples (session_id, job, t);
+    jk INTEGER, t REAL, phase TEXT, cpu_cores REAL, rss INTEGER, nprocs INTEGER,
+    gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL,
+    PRIMARY KEY (jk, t)) WITHOUT ROWID;
 """
+SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
+                " owner_host, environment, verdict, spec")
+STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
 
 STALE_S = 15.0  # a "running" session whose heartbeat is older than this and whose owner is gone
 
@@ -81,6 +92,36 @@ def _loads(text):
     return None if text is None else json.loads(text)
 
 
+def pack_per_cpu(per_cpu) -> bytes:
+    """Per-core busy fractions (0..1) as one byte per core, in whole percent."""
+    return bytes(max(0, min(100, round(v * 100))) for v in per_cpu)
+
+
+def unpack_per_cpu(blob: bytes | None) -> tuple[float, ...]:
+    return tuple(b / 100 for b in blob) if blob else ()
+
+
+def _moved_aside(path: str) -> str | None:
+    """An existing database of an older schema is renamed (never rewritten); returns the new name."""
+    if not os.path.exists(path):
+        return None
+    try:
+        db = sqlite3.connect(path, timeout=10.0)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    if row is None or row[0] == str(SCHEMA_VERSION):
+        return None
+    dest = f"{path[:-3] if path.endswith('.db') else path}.v{row[0]}.db"
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.replace(path + suffix, dest + suffix)
+    return dest
+
+
 @dataclass(frozen=True)
 class SessionRow:
     id: str
@@ -101,12 +142,44 @@ class Store:
 
     def __init__(self, path: str | None = None):
         self.path = path or default_db_path()
+        old = _moved_aside(self.path)
+        if old:
+            sys.stderr.write(f"gputop-dl: {self.path} was written by an older gputop-dl "
+                             f"(schema differs); kept as {old}, starting a new one\n")
         self.db = sqlite3.connect(self.path, timeout=10.0)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         self.db.commit()
+        self._sks: dict[str, int] = {}
+        self._jks: dict[tuple[str, str], int] = {}
+
+    def _sk(self, sid: str) -> int | None:
+        sk = self._sks.get(sid)
+        if sk is None:
+            r = self.db.execute("SELECT sk FROM sessions WHERE id=?", (sid,)).fetchone()
+            if r is None:
+                return None
+            sk = self._sks[sid] = r[0]
+        return sk
+
+    def _jk(self, sid: str, name: str, create: bool = False) -> int | None:
+        """The job's integer key (created as a bare job row when `create` and missing)."""
+        jk = self._jks.get((sid, name))
+        if jk is None:
+            if create:
+                self.db.execute("INSERT OR IGNORE INTO jobs (session_id, name, launched, status)"
+                                " VALUES (?,?,0,'unknown')", (sid, name))
+            r = self.db.execute("SELECT jk FROM jobs WHERE session_id=? AND name=?",
+                                (sid, name)).fetchone()
+            if r is None:
+                return None
+            jk = self._jks[(sid, name)] = r[0]
+        return jk
+
+    def _jks_of(self, sid: str) -> dict[int, str]:
+        return dict(self.db.execute("SELECT jk, name FROM jobs WHERE session_id=?", (sid,)))
 
     def close(self) -> None:
         self.db.close()
@@ -144,36 +217,47 @@ class Store:
                    pid: int | None = None, started: float | None = None,
                    ended: float | None = None, info: dict | None = None) -> None:
         self.db.execute(
-            "INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(session_id, name) DO UPDATE"
-            " SET status=excluded.status, failure=excluded.failure, device=excluded.device,"
+            "INSERT INTO jobs (session_id, name, launched, config, status, failure, device, pid,"
+            " started, ended, info) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT(session_id, name) DO UPDATE"
+            " SET launched=excluded.launched, config=COALESCE(excluded.config, jobs.config),"
+            " status=excluded.status, failure=excluded.failure, device=excluded.device,"
             " pid=excluded.pid, started=COALESCE(jobs.started, excluded.started),"
             " ended=excluded.ended, info=excluded.info",
             (sid, name, int(launched), _dumps(config), status, failure, device, pid, started,
              ended, _dumps(info)))
 
     def add_events(self, sid: str, job: str, phase: str, events: list[dict]) -> None:
-        rows = []
+        jk = self._jk(sid, job, create=True)
+        steps, rows = [], []
         for e in events:
-            data = {k: v for k, v in e.items() if k not in ("ev", "t")}
-            rows.append((sid, job, phase, e.get("t"), e.get("ev"), _dumps(data)))
-        self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?,?)", rows)
+            if e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS}:
+                steps.append((jk, phase, e.get("t"), *(e.get(k) for k in STEP_FIELDS)))
+            else:
+                data = {k: v for k, v in e.items() if k not in ("ev", "t")}
+                rows.append((jk, phase, e.get("t"), e.get("ev"), _dumps(data)))
+        if steps:
+            self.db.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?)", steps)
+        if rows:
+            self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
 
     def add_host_sample(self, sid: str, t: float, h) -> None:
-        self.db.execute("INSERT INTO host_samples VALUES (?,?,?,?,?,?,?,?)",
-                        (sid, t, h.cpu_busy, h.load1, h.cpu_pressure_some10,
-                         h.cgroup_throttled_frac, h.mem_used, _dumps(list(h.per_cpu))))
+        self.db.execute("INSERT OR REPLACE INTO host_samples VALUES (?,?,?,?,?,?,?,?)",
+                        (self._sk(sid), t, h.cpu_busy, h.load1, h.cpu_pressure_some10,
+                         h.cgroup_throttled_frac, h.mem_used, pack_per_cpu(h.per_cpu)))
 
     def add_gpu_samples(self, sid: str, t: float, gpus) -> None:
+        sk = self._sk(sid)
         self.db.executemany(
-            "INSERT INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(sid, t, g.index, g.util, g.mem_used, g.mem_total, g.temp_c, g.power_w,
+            "INSERT OR REPLACE INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(sk, t, g.index, g.util, g.mem_used, g.mem_total, g.temp_c, g.power_w,
               g.sm_clock_mhz, ",".join(g.throttle_reasons) or None, g.error) for g in gpus])
 
     def add_job_sample(self, sid: str, t: float, j, phase: str | None) -> None:
         self.db.execute(
-            "INSERT INTO job_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (sid, t, j.name, phase, j.cpu_cores, j.rss, len(j.pids), j.gpu_mem,
-             j.stall_fraction, j.step_time_s, j.samples_per_s))
+            "INSERT OR REPLACE INTO job_samples VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (self._jk(sid, j.name, create=True), t, phase, j.cpu_cores, j.rss, len(j.pids),
+             j.gpu_mem, j.stall_fraction, j.step_time_s, j.samples_per_s))
 
     def save_baseline(self, fingerprint: str, sid: str, job: str, data: dict) -> None:
         self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
@@ -189,15 +273,15 @@ class Store:
                           _loads(verdict), _loads(spec))
 
     def sessions(self) -> list[SessionRow]:
-        rows = self.db.execute("SELECT * FROM sessions ORDER BY started DESC").fetchall()
+        rows = self.db.execute(f"SELECT {SESSION_COLS} FROM sessions ORDER BY started DESC").fetchall()
         return [self._row(r) for r in rows]
 
     def session(self, sid: str | None = None) -> SessionRow | None:
         """The session with this id (a unique prefix works), or the latest one."""
         if sid is None:
-            r = self.db.execute("SELECT * FROM sessions ORDER BY started DESC LIMIT 1").fetchone()
+            r = self.db.execute(f"SELECT {SESSION_COLS} FROM sessions ORDER BY started DESC LIMIT 1").fetchone()
         else:
-            rs = self.db.execute("SELECT * FROM sessions WHERE id LIKE ? ORDER BY started DESC",
+            rs = self.db.execute(f"SELECT {SESSION_COLS} FROM sessions WHERE id LIKE ? ORDER BY started DESC",
                                  (sid + "%",)).fetchall()
             r = rs[0] if len(rs) == 1 or (rs and rs[0][0] == sid) else None
         return self._row(r) if r else None
@@ -215,41 +299,71 @@ class Store:
 
     def events(self, sid: str, job: str | None = None, ev: str | None = None,
                phase: str | None = None) -> list[dict]:
-        q, args = "SELECT job, phase, t, ev, data FROM events WHERE session_id=?", [sid]
-        for col, val in (("job", job), ("ev", ev), ("phase", phase)):
+        """Recorded events as the trainer sent them (plus job and phase), in time order."""
+        names = self._jks_of(sid)
+        if job is not None:
+            names = {k: n for k, n in names.items() if n == job}
+        if not names:
+            return []
+        marks = ",".join("?" * len(names))
+        out: list[tuple] = []
+        if ev in (None, "step"):
+            q = f"SELECT rowid, jk, phase, t, {', '.join(STEP_FIELDS)} FROM steps WHERE jk IN ({marks})"
+            args = list(names)
+            if phase is not None:
+                q += " AND phase=?"
+                args.append(phase)
+            for rowid, jk, ph, t, *vals in self.db.execute(q, args):
+                d = dict(zip(STEP_FIELDS, vals))
+                d.update(job=names[jk], phase=ph, t=t, ev="step")
+                out.append((t, 1, rowid, d))
+        # the other events (and a step event with unexpected fields, kept whole)
+        q = f"SELECT rowid, jk, phase, t, ev, data FROM events WHERE jk IN ({marks})"
+        args = list(names)
+        for col, val in (("ev", ev), ("phase", phase)):
             if val is not None:
                 q += f" AND {col}=?"
                 args.append(val)
-        out = []
-        for job_, phase_, t, ev_, data in self.db.execute(q + " ORDER BY rowid", args):
+        for rowid, jk, ph, t, ev_, data in self.db.execute(q, args):
             d = _loads(data) or {}
-            d.update(job=job_, phase=phase_, t=t, ev=ev_)
-            out.append(d)
-        return out
+            d.update(job=names[jk], phase=ph, t=t, ev=ev_)
+            out.append((t, 1, rowid, d))
+        out.sort(key=lambda r: (r[0] is None, r[0] or 0.0, r[1], r[2]))
+        return [r[3] for r in out]
 
     def host_samples(self, sid: str) -> list[tuple]:
         return self.db.execute("SELECT t, cpu_busy, load1, psi_some10, throttled, mem_used"
-                               " FROM host_samples WHERE session_id=? ORDER BY t", (sid,)).fetchall()
+                               " FROM host_samples WHERE sk=? ORDER BY t",
+                               (self._sk(sid),)).fetchall()
+
+    def per_cpu_samples(self, sid: str) -> list[tuple[float, tuple[float, ...]]]:
+        """(t, per-core busy fractions) of every host sample."""
+        return [(t, unpack_per_cpu(b)) for t, b in self.db.execute(
+            "SELECT t, per_cpu FROM host_samples WHERE sk=? ORDER BY t", (self._sk(sid),))]
 
     def gpu_samples(self, sid: str) -> list[tuple]:
         return self.db.execute("SELECT t, gpu, util, mem_used, mem_total, temp_c, power_w, throttle"
-                               " FROM gpu_samples WHERE session_id=? ORDER BY t, gpu",
-                               (sid,)).fetchall()
+                               " FROM gpu_samples WHERE sk=? ORDER BY t, gpu",
+                               (self._sk(sid),)).fetchall()
 
     def job_samples(self, sid: str, job: str | None = None) -> list[tuple]:
-        q = ("SELECT t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time,"
-             " samples_per_s FROM job_samples WHERE session_id=?")
-        args = [sid]
-        if job is not None:
-            q += " AND job=?"
-            args.append(job)
-        return self.db.execute(q + " ORDER BY t", args).fetchall()
+        """(t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time, samples_per_s)."""
+        names = self._jks_of(sid)
+        out = []
+        for jk, name in names.items():
+            if job is not None and name != job:
+                continue
+            out += [(t, name, *rest) for t, *rest in self.db.execute(
+                "SELECT t, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time,"
+                " samples_per_s FROM job_samples WHERE jk=?", (jk,))]
+        out.sort(key=lambda r: r[0])
+        return out
 
     # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
     def sample_span(self, sid: str) -> tuple[float, float, int] | None:
         """(first t, last t, count) of the session's host samples (one per tick), or None."""
-        r = self.db.execute("SELECT MIN(t), MAX(t), COUNT(*) FROM host_samples WHERE session_id=?",
-                            (sid,)).fetchone()
+        r = self.db.execute("SELECT MIN(t), MAX(t), COUNT(*) FROM host_samples WHERE sk=?",
+                            (self._sk(sid),)).fetchone()
         return None if r is None or r[0] is None else (r[0], r[1], r[2])
 
     def host_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
@@ -261,8 +375,8 @@ class Store:
         return self.db.execute(
             "SELECT CAST((t - ?) / ? AS INTEGER) AS k, AVG(t), AVG(cpu_busy), AVG(load1),"
             " AVG(psi_some10), AVG(throttled), AVG(mem_used), COUNT(*) FROM host_samples"
-            " WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k ORDER BY k",
-            (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
+            " WHERE sk=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k ORDER BY k",
+            (t0, width, self._sk(sid), t0, max(1, int(every_s)))).fetchall()
 
     def gpu_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
         """GPU samples averaged per time bucket and GPU (see `host_series`).
@@ -271,20 +385,23 @@ class Store:
         return self.db.execute(
             "SELECT CAST((t - ?) / ? AS INTEGER) AS k, gpu, AVG(t), AVG(util), AVG(mem_used),"
             " MAX(mem_total), AVG(temp_c), AVG(power_w), COUNT(*) FROM gpu_samples"
-            " WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k, gpu"
-            " ORDER BY k, gpu", (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
+            " WHERE sk=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k, gpu"
+            " ORDER BY k, gpu", (t0, width, self._sk(sid), t0, max(1, int(every_s)))).fetchall()
 
     def job_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
         """Job samples averaged per time bucket and job (see `host_series`).
 
         Rows (k, job, mean t, cpu_cores, stall, step_time, samples_per_s, max rss, max gpu_mem,
         n), ordered by k, job."""
-        return self.db.execute(
-            "SELECT CAST((t - ?) / ? AS INTEGER) AS k, job, AVG(t), AVG(cpu_cores), AVG(stall),"
-            " AVG(step_time), AVG(samples_per_s), MAX(rss), MAX(gpu_mem), COUNT(*)"
-            " FROM job_samples WHERE session_id=? AND CAST(t - ? AS INTEGER) % ? = 0"
-            " GROUP BY k, job ORDER BY k, job",
-            (t0, width, sid, t0, max(1, int(every_s)))).fetchall()
+        out = []
+        for jk, name in self._jks_of(sid).items():
+            out += [(k, name, *rest) for k, *rest in self.db.execute(
+                "SELECT CAST((t - ?) / ? AS INTEGER) AS k, AVG(t), AVG(cpu_cores), AVG(stall),"
+                " AVG(step_time), AVG(samples_per_s), MAX(rss), MAX(gpu_mem), COUNT(*)"
+                " FROM job_samples WHERE jk=? AND CAST(t - ? AS INTEGER) % ? = 0"
+                " GROUP BY k", (t0, width, jk, t0, max(1, int(every_s))))]
+        out.sort(key=lambda r: (r[0], r[1]))
+        return out
 
     def job_sample_stats(self, sid: str, job: str, phase: str,
                          t_from: float | None = None) -> tuple:
@@ -292,56 +409,36 @@ class Store:
         samples in `phase` (unknown values skipped; None where none is known)."""
         return self.db.execute(
             "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem)"
-            " FROM job_samples WHERE session_id=? AND job=? AND phase=?",
-            (-1e300 if t_from is None else t_from, sid, job, phase)).fetchone()
+            " FROM job_samples WHERE jk=? AND phase=?",
+            (-1e300 if t_from is None else t_from, self._jk(sid, job), phase)).fetchone()
 
-    def first_event_rowid(self, sid: str, job: str, ev: str, phase: str) -> int | None:
-        """Row id of the job's first `ev` event in `phase` (e.g. the co-run "started")."""
-        r = self.db.execute("SELECT MIN(rowid) FROM events WHERE session_id=? AND job=? AND ev=?"
-                            " AND phase=?", (sid, job, ev, phase)).fetchone()
-        return r[0] if r else None
+    def step_count(self, sid: str, job: str, phase: str) -> int:
+        """Number of the job's step events in `phase`."""
+        return self.db.execute("SELECT COUNT(*) FROM steps WHERE jk=? AND phase=?",
+                               (self._jk(sid, job), phase)).fetchone()[0]
 
-    @staticmethod
-    def _steps_where(phase: str, after_rowid: int | None) -> tuple[str, tuple]:
-        # After a row id (the co-run "started" event: the engine writes a job's events in
-        # order and the co-run is its last run), the index alone answers; else filter phase.
-        if after_rowid is not None:
-            return "rowid > ?", (after_rowid,)
-        return "phase = ?", (phase,)
-
-    def step_count(self, sid: str, job: str, phase: str, after_rowid: int | None = None) -> int:
-        """Number of the job's step events in `phase` (or: after row `after_rowid`)."""
-        cond, args = self._steps_where(phase, after_rowid)
-        return self.db.execute(f"SELECT COUNT(*) FROM events WHERE session_id=? AND job=?"
-                               f" AND ev='step' AND {cond}", (sid, job, *args)).fetchone()[0]
-
-    def step_rows(self, sid: str, job: str, phase: str, offset: int = 0, every: int = 1,
-                  after_rowid: int | None = None) -> list[tuple]:
-        """(t, t_step, t_data, samples) of a job's step events in `phase` (or: after row
-        `after_rowid`), in order, skipping the first `offset` and then keeping every
-        `every`-th; the JSON fields are read in SQL, for the kept rows only."""
-        cond, args = self._steps_where(phase, after_rowid)
-        where = f"WHERE session_id=? AND job=? AND ev='step' AND {cond}"
-        cols = ("t, json_extract(data, '$.t_step'), json_extract(data, '$.t_data'),"
-                " json_extract(data, '$.samples')")
+    def step_rows(self, sid: str, job: str, phase: str, offset: int = 0,
+                  every: int = 1) -> list[tuple]:
+        """(t, t_step, t_data, samples) of a job's step events in `phase`, in order, skipping
+        the first `offset` and then keeping every `every`-th."""
+        rows = self.db.execute(
+            "SELECT t, t_step, t_data, samples FROM steps WHERE jk=? AND phase=? ORDER BY rowid"
+            " LIMIT -1 OFFSET ?", (self._jk(sid, job), phase, offset))
         if every <= 1:
-            return self.db.execute(f"SELECT {cols} FROM events {where} ORDER BY rowid"
-                                   " LIMIT -1 OFFSET ?", (sid, job, *args, offset)).fetchall()
-        ids = [r for (r,) in self.db.execute(f"SELECT rowid FROM events {where} ORDER BY rowid",
-                                             (sid, job, *args))][offset::every]
-        return self.db.execute(f"SELECT {cols} FROM events WHERE rowid IN"
-                               " (SELECT value FROM json_each(?)) ORDER BY rowid",
-                               (json.dumps(ids),)).fetchall()
+            return rows.fetchall()
+        return [r for i, r in enumerate(rows) if i % every == 0]
 
     def events_of(self, sid: str, kinds: tuple[str, ...]) -> list[dict]:
-        """Events of these kinds (e.g. failed, note, baseline), in order; like `events`."""
-        marks = ",".join("?" * len(kinds))
+        """Events of these kinds (e.g. failed, note, baseline; never steps), in order."""
+        names = self._jks_of(sid)
+        if not names:
+            return []
         out = []
-        for job_, phase_, t, ev_, data in self.db.execute(
-                "SELECT job, phase, t, ev, data FROM events WHERE session_id=? AND ev IN"
-                f" ({marks}) ORDER BY rowid", (sid, *kinds)):
+        for jk, phase_, t, ev_, data in self.db.execute(
+                f"SELECT jk, phase, t, ev, data FROM events WHERE jk IN ({','.join('?' * len(names))})"
+                f" AND ev IN ({','.join('?' * len(kinds))}) ORDER BY rowid", (*names, *kinds)):
             d = _loads(data) or {}
-            d.update(job=job_, phase=phase_, t=t, ev=ev_)
+            d.update(job=names[jk], phase=phase_, t=t, ev=ev_)
             out.append(d)
         return out
 
