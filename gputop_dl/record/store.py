@@ -316,7 +316,7 @@ class Store:
             for rowid, jk, ph, t, *vals in self.db.execute(q, args):
                 d = dict(zip(STEP_FIELDS, vals))
                 d.update(job=names[jk], phase=ph, t=t, ev="step")
-                out.append((t, 1, rowid, d))
+                out.append((t, 0, rowid, d))
         # the other events (and a step event with unexpected fields, kept whole)
         q = f"SELECT rowid, jk, phase, t, ev, data FROM events WHERE jk IN ({marks})"
         args = list(names)
