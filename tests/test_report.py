@@ -439,7 +439,7 @@ def test_failed_write_keeps_the_old_file_and_no_temp(store, tmp_path, monkeypatc
 def test_write_replaces_atomically(tmp_path):
     p = tmp_path / "a.md"
     p.write_text("old")
-    report._write_atomic(str(p), "new")
+    report.write_atomic(str(p), "new")
     assert p.read_text() == "new" and _leftovers(tmp_path) == []
     assert oct(p.stat().st_mode & 0o777) != oct(0o600)  # not mkstemp's private mode
 

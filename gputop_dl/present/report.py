@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import tempfile
 import time
 
 from gputop_dl import __version__
 from gputop_dl.analyse.summary import JobResult, SessionSummary, summarize
 from gputop_dl.present import mermaid
+from gputop_dl.present.markdown import fence, md_cell, md_text, table, write_atomic
 from gputop_dl.present.fmt import DASH, num, pct, secs, size
 from gputop_dl.record.store import Store, default_db_path
 
@@ -45,48 +44,6 @@ class ExportUsageError(ExportError):
     """Bad usage (unknown extension, unknown or ambiguous session id): exit code 2."""
 
     exit_code = 2
-
-
-# --- escaping -------------------------------------------------------------------------------
-
-_MD_PUNCT = re.compile(r"([\\`*\[\]|~#])")
-_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-_MD_BULLET = re.compile(r"^(\s*)([-+=])(?=\s|$)")  # would start a list / setext heading
-_MD_ORDERED = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")  # would start an ordered list
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def md_text(text: object) -> str:
-    """Untrusted text as inline Markdown: literal on GitHub, one line, no HTML, no table break."""
-    s = " ".join(str(text).splitlines())
-    s = _CONTROL.sub(" ", s.replace("\t", " "))
-    s = _MD_PUNCT.sub(r"\\\1", s)
-    s = _MD_UNDERSCORE.sub(r"\\_", s)
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_BULLET.sub(r"\1\\\2", s, count=1)
-    return _MD_ORDERED.sub(r"\1\\\2", s, count=1)
-
-
-def md_cell(text: object) -> str:
-    """Untrusted text for a table cell (empty -> an en dash, so no cell is blank)."""
-    s = md_text(text).strip() if text is not None else ""
-    return s or DASH
-
-
-def fence(text: str, info: str = "") -> str:
-    """A fenced code block that no backtick run in `text` can close."""
-    body = _CONTROL.sub(" ", "\n".join(str(text).splitlines()))
-    longest = max((len(r) for r in re.findall(r"`+", body)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{info}\n{body}\n{ticks}"
-
-
-def _table(header: list[str], rows: list[list[str]], align: str = "") -> str:
-    """A GFM table; `align` is one char per column: l (default) or r. Cells are already escaped."""
-    seps = ["---:" if (align[i:i + 1] == "r") else "---" for i in range(len(header))]
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(seps) + " |"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 # --- the JSON document ----------------------------------------------------------------------
@@ -354,7 +311,7 @@ def _env_section(env: dict) -> str:
         ["torchvision", md_cell(env.get("torchvision"))],
         ["gputop-dl", md_cell(env.get("gputop_dl"))],
     ]
-    return "## Environment\n\n" + _table(["item", "value"], rows)
+    return "## Environment\n\n" + table(["item", "value"], rows)
 
 
 def _transforms(t) -> str:
@@ -398,7 +355,7 @@ def _workloads_section(jobs: list[dict]) -> str:
                      f"{size_}×{size_}" if isinstance(size_, int) else md_cell(size_),
                      md_cell(cfg.get("dataset")), _transforms(cfg.get("transforms")),
                      md_cell(cfg.get("num_workers")), _devices(j)])
-    out = "## Workloads\n\n" + _table(
+    out = "## Workloads\n\n" + table(
         ["job", "model", "batch", "input", "dataset", "transforms", "workers", "device(s)"],
         rows, "llrrllrl")
     if fallback:
@@ -434,7 +391,7 @@ def _results_section(data: dict) -> str:
                      pct(j.get("stall_fraction")), secs(j.get("solo_step_time_s")),
                      pct(j.get("solo_stall_fraction")), num(j.get("slowdown"), ".2f", "×")])
     out = ["## Results (co-run)", "",
-           _table(["job", "status", "epochs", "median epoch", "step", "samples/s", "peak mem",
+           table(["job", "status", "epochs", "median epoch", "step", "samples/s", "peak mem",
                    "CPU cores", "data stall", "solo step", "solo stall", "slowdown"],
                   rows, "llrrrrrrrrrr")]
     notes = []
@@ -482,7 +439,7 @@ def _epochs_table(jobs: list[dict]) -> str:
         cells = [secs(by[e]) for e in eps] + [DASH] * (shown - len(eps))
         rows.append([md_cell(j["name"])] + cells + [secs(j.get("solo_epoch_s_est"))])
     head = ["job"] + [f"epoch {i}" for i in range(1, shown + 1)] + ["solo (est.)"]
-    out = "### Epoch times\n\n" + _table(head, rows, "l" + "r" * (shown + 1))
+    out = "### Epoch times\n\n" + table(head, rows, "l" + "r" * (shown + 1))
     out += ("\n\nSolo (est.) = median co-run epoch / slowdown: the epoch time at solo step speed.")
     if n > shown:
         out += f" The first {shown} of {n} epochs are shown; the JSON export has all."
@@ -505,7 +462,7 @@ def _solo_section(jobs: list[dict], baseline: str | None) -> str:
         why = ("baseline = none in the workload file" if baseline == "none"
                else "no solo baseline was recorded")
         return head + f"No solo baselines: {why}, so slowdowns are unknown."
-    return head + _table(["job", "step", "samples/s", "data stall", "CPU cores", "steps",
+    return head + table(["job", "step", "samples/s", "data stall", "CPU cores", "steps",
                           "step CV", "source", "device"], rows, "lrrrrrrll")
 
 
@@ -562,7 +519,7 @@ def _verdict_section(v: dict | None) -> str:
         out += [f"{i}. {md_text(r)}" for i, r in enumerate(v["recommendations"], 1)]
     ev = v.get("evidence")
     if isinstance(ev, dict) and ev:
-        out += ["", "**Evidence (numbers)**", "", _table(["evidence", "value"],
+        out += ["", "**Evidence (numbers)**", "", table(["evidence", "value"],
                            [[md_cell(k), _fmt_evidence(val)] for k, val in ev.items()], "lr")]
     return "\n".join(out)
 
@@ -642,7 +599,7 @@ def _events_section(data: dict) -> str:
         rows = [[_when(e.get("t"), "%H:%M:%S"), _since(e.get("t"), t0), md_cell(e.get("job")),
                  md_cell(e.get("phase")), md_cell(e.get("ev")), md_cell(e.get("text"))]
                 for e in evs]
-        out.append(_table(["time", "since start", "job", "phase", "event", "detail"], rows,
+        out.append(table(["time", "since start", "job", "phase", "event", "detail"], rows,
                           "lrllll"))
     else:
         out.append("No events recorded.")
@@ -688,27 +645,6 @@ def render_markdown(data: dict) -> str:
 
 
 # --- files ----------------------------------------------------------------------------------
-
-def _write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same directory and os.replace."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
 
 def _finite(obj):
     """NaN and infinities (invalid JSON) become null."""
@@ -763,7 +699,7 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
     text = (render_markdown(data) if fmt == "md"
             else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
     try:
-        _write_atomic(path, text)
+        write_atomic(path, text)
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path
