@@ -167,6 +167,19 @@ def test_real_launch_sweep_on_cpu_with_an_injected_oom(tmp_path, monkeypatch, ca
         assert len(store.events(s.id, ev="sweep_result")) == 4
     finally:
         store.close()
+    # the recorded sweep exports as the same report (rows, fit, knee), and as JSON
+    again = tmp_path / "again.md"
+    assert main(["export", str(again)]) == 0
+    md2 = again.read_text()
+    for line in md.splitlines():
+        if line.startswith("| 2 |") or line.startswith("| 8 |") or line.startswith("- **Fit"):
+            assert line in md2
+    assert "α =" in md2 and "| 16 | skipped |" in md2
+    js = tmp_path / "again.json"
+    assert main(["export", str(js)]) == 0
+    data = json.loads(js.read_text())
+    assert data["schema"] == "gputop-dl.sweep/1" and [r["status"] for r in data["rows"]] == \
+        ["ok", "ok", "oom", "skipped"]
 
 
 def test_real_launch_profile_on_cpu(tmp_path, capsys):

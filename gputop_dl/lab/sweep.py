@@ -175,3 +175,18 @@ def close_session(store, res: SweepResult, state: str = "finished") -> None:
                "knee": asdict(res.knee) if res.knee else None,
                "fit": asdict(res.fit) if res.fit else None}
     store.end_session(res.session_id, state, verdict)
+
+
+def result_from_store(store, sid: str) -> SweepResult:
+    """A recorded sweep read back (for `gputop-dl export`): the rows as the workers reported
+    them, with growth, fit and knee computed again by the same rules."""
+    row = store.session(sid)
+    d = dict((row.spec or {}).get("sweep") or {})
+    d["batches"] = tuple(d.get("batches") or ())
+    spec = SweepSpec(**{k: v for k, v in d.items() if k in SweepSpec.__dataclass_fields__})
+    raw = sorted((j["info"] for j in store.jobs(sid) if j["info"].get("batch") is not None),
+                 key=lambda r: r["batch"])
+    rows = sweepfit.annotate(raw, spec.dataset_size)
+    ended = row.ended or max((r.get("ended") or row.started for r in raw), default=row.started)
+    return SweepResult(spec, rows, sweepfit.fit_rows(rows), sweepfit.knee_rows(rows),
+                       row.started, ended, sid)

@@ -693,16 +693,31 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
     store = _open_store(store_path)
     try:
         sid = _resolve(store, session_id)
-        data = session_json(store, sid)
+        row = store.session(sid)
+        if row.kind == "sweep":
+            text = _sweep_text(store, sid, row, fmt)
+        else:
+            data = session_json(store, sid)
+            text = (render_markdown(data) if fmt == "md"
+                    else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
     finally:
         store.close()
-    text = (render_markdown(data) if fmt == "md"
-            else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
     try:
         write_atomic(path, text)
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return path
+
+
+def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
+    """A recorded `gputop-dl sweep`: the same report the sweep wrote (no torch imported)."""
+    from gputop_dl.lab import sweep, sweep_report
+
+    res = sweep.result_from_store(store, sid)
+    if fmt == "md":
+        return sweep_report.markdown(res, row.command or "", row.environment)
+    data = dict(res.to_json(), id=sid, state=row.state, environment=row.environment)
+    return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
 
 
 # --- sessions listing -----------------------------------------------------------------------
