@@ -19,6 +19,7 @@ EPILOG = """\
 examples:
   gputop-dl                                         live monitor of this machine
   gputop-dl --once --json                           one snapshot as JSON, for scripts
+  gputop-dl --once --stall 2                        ... with each job's data-stall % (py-spy, 2 s)
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
   gputop-dl export report.md                        the latest session as a Markdown report
@@ -42,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"gputop-dl {__version__}")
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
+    p.add_argument("--stall", type=float, default=0.0, metavar="S",
+                   help="with --once: sample every training job's main thread with py-spy for "
+                   "S seconds (e.g. 2) to measure its data-stall %% (default: not measured)")
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="monitor: seconds between samples (default 1)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -205,7 +209,9 @@ def cmd_sessions(args) -> int:
 def cmd_once(args) -> int:
     from gputop_dl.present.once import print_once, take_snapshot
 
-    snap = take_snapshot()
+    if args.stall < 0 or args.stall > 60:
+        raise UsageError(f"--stall {args.stall:g}: expected seconds between 0 and 60")
+    snap = take_snapshot(stall_s=args.stall)
     if args.json:
         print(json.dumps(snap.to_json(), indent=2))
     else:
@@ -393,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.json and not args.once:
             raise UsageError("--json goes with --once")
+        if args.stall and not args.once:
+            raise UsageError("--stall goes with --once (the live monitor samples on its own)")
         if args.cmd == "launch":
             return cmd_launch(args)
         if args.cmd == "export":

@@ -52,18 +52,24 @@ class JobRun:
         self.tree_sample = None
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
+        self._tail_t = 0.0  # last live refresh of a command job's log tail
+        self._samples_unknown = False  # a hook step could not tell its batch size
 
     def _take(self, evs: list[dict]) -> None:
         for e in evs:
             kind = e.get("ev")
             if kind == "step":
+                if e.get("samples") is None:  # the start-up hook could not size the batch
+                    self._samples_unknown = True
+                    e = dict(e, samples=0)
                 self.steps.append(e)
             elif kind == "epoch":
                 self.epochs.append(e)
             elif kind == "started":
                 self.info = e
                 self.status = "running"
-            elif kind == "failed":
+            elif kind == "failed" and self.failure is None:  # the first cause wins (rank 0, not
+                # the torchrun launcher that reports the rank's failure after it)
                 self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
 
     def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
@@ -90,6 +96,9 @@ class JobRun:
             else:
                 if self.status == "starting" and self.w.is_command:
                     self.status = "running"
+                if self.w.is_command and now - self._tail_t >= 2.0:  # its log, live
+                    self._tail_t = now
+                    self.stderr_tail = tuple(self.proc.log_tail())
                 ts = self.tree.sample(cmap)
                 self.tree_sample = ts
                 if ts is not None and ts.cpu_cores is not None:
@@ -118,10 +127,11 @@ class JobRun:
         mem = sum(gpu_mem.get(p, 0) for p in pids) if any(p in gpu_mem for p in pids) else None
         sm = sum(gpu_sm.get(p, 0.0) for p in pids) if any(p in gpu_sm for p in pids) else None
         last = self.steps[-1] if self.steps else None
-        spe = self.info.get("steps_per_epoch") or w.steps_per_epoch
-        epochs = self.info.get("epochs") or w.epochs
+        cmd = w.is_command  # a command job's numbers come from the start-up hook, or nowhere
+        spe = self.info.get("steps_per_epoch") or (None if cmd else w.steps_per_epoch)
+        epochs = self.info.get("epochs") or (None if cmd else w.epochs)
         eta = None
-        if last and spe and self.alive:
+        if last and spe and epochs and self.alive:
             done = (last["epoch"] - 1) * spe + last["step"]
             eta = eta_s(done, epochs * spe, st.step_time_s)
         solo_t = solo.get("step_time_s") if solo else None
@@ -130,12 +140,15 @@ class JobRun:
             slowdown = round(st.step_time_s / solo_t, 3)
         return JobSample(
             name=w.name, pid=self.proc.pid, launched=True, pids=pids, status=self.status,
-            failure=self.failure, device=self.info.get("device"), batch_size=w.batch_size,
+            failure=self.failure, device=self.info.get("device"),
+            batch_size=self.info.get("batch_size") if cmd else w.batch_size,
             model=None if w.is_command else w.model,
             cpu_cores=ts.cpu_cores if ts else None, rss=ts.rss if ts else None,
             threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
-            stall_source="trainer" if st.n else None, step_time_s=st.step_time_s,
-            samples_per_s=st.samples_per_s, epoch=last["epoch"] if last else None,
+            stall_source=("hook" if cmd else "trainer") if st.n else None,
+            step_time_s=st.step_time_s,
+            samples_per_s=None if self._samples_unknown else st.samples_per_s,
+            epoch=last["epoch"] if last else None,
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             slowdown=slowdown, solo_step_time_s=solo_t, phase=self.phase,
@@ -293,8 +306,9 @@ class Engine:
                 delay = 0.0
             self._stop.wait(delay)
 
-    def _start(self, w: Workload, phase: str, tag: str = "") -> JobRun:
-        proc = start_job(w, self.work_dir or session_work_dir("unrecorded"), self.spec.cuda, tag)
+    def _start(self, w: Workload, phase: str, tag: str = "", go_file: str | None = None) -> JobRun:
+        proc = start_job(w, self.work_dir or session_work_dir("unrecorded"), self.spec.cuda, tag,
+                         go_file)
         run = JobRun(w, proc, phase)
         self.runs[w.name] = run
         if self._store is not None:
@@ -363,9 +377,22 @@ class Engine:
         self.phase = "co-run"
         names = ", ".join(w.name for w in self.spec.workloads)
         self.say(f"co-run: starting {names}")
+        # Start barrier: the built-in trainers build their model and data, say "started", and
+        # wait for this file, so the co-run's first steps really run together (a job whose
+        # imports took 5 s longer would otherwise run its first steps alone).
+        go = os.path.join(self.work_dir or session_work_dir("unrecorded"), "co-run.go")
+        t0 = time.time()
         for w in self.spec.workloads:
-            self._start(w, "co-run")
-        self._loop(lambda: all(not r.alive for r in self.runs.values()))
+            self._start(w, "co-run", go_file=None if w.is_command else go)
+
+        def done() -> bool:
+            if not os.path.exists(go) and all(r.info or not r.alive or r.w.is_command
+                                               for r in self.runs.values()):
+                open(go, "w").close()
+                self.say(f"co-run: all jobs ready after {time.time() - t0:.1f} s: go")
+            return all(not r.alive for r in self.runs.values())
+
+        self._loop(done)
         self._update_verdict(time.time(), final=True)
 
     def _spy(self, name: str, pid: int) -> None:
@@ -420,6 +447,51 @@ class Engine:
                 self.say(f"stopping {name} (asked)")
                 stop_jobs([run.proc], self.grace_s)
 
+    # --- jobs not launched here (see "Jobs not launched by gputop-dl" in docs/architecture.md)
+    def _foreign_refresh(self) -> dict[int, list[int]] | None:
+        """Helper of `_tick`: list /proc for discovery; returns the tick's PPID map (or None).
+
+        Monitor mode samples discovered jobs with py-spy bursts; launch mode shows them too
+        (they compete for the same CPUs and GPUs) but never attaches py-spy to them, so the
+        co-run being measured is not disturbed, and does not record them."""
+        from gputop_dl.collect import discover
+        from gputop_dl.collect.foreign import ForeignJobs
+
+        fj = getattr(self, "_foreign", None)
+        if fj is None:
+            fj = self._foreign = ForeignJobs(stall=self.spec is None)
+        if fj is False:
+            return None
+        for r in self.runs.values():  # other engines of this process must not list them
+            (discover.claim if r.alive else discover.unclaim)(r.proc.pid)
+        try:
+            return fj.refresh()
+        except Exception as exc:  # noqa: BLE001 - discovery must never stop the engine
+            self._foreign = False
+            self.say(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
+            return None
+
+    def _foreign_jobs(self, gprocs, taken: set[str]) -> tuple[list[JobSample], list[str]]:
+        """Helper of `_tick`: the discovered jobs' rows and notes (after `_foreign_refresh`)."""
+        fj = getattr(self, "_foreign", None)
+        if not fj:
+            return [], []
+        try:
+            from gputop_dl.collect import discover
+
+            for r in self.runs.values():  # ended this tick: release the claim before it leaks
+                if not r.alive:
+                    discover.unclaim(r.proc.pid)
+            exclude = {r.proc.pid for r in self.runs.values()}
+            jobs, notes = fj.sample(gprocs, exclude, taken)
+            for f in fj.new_since_last():
+                self.say(f"found {f.name} (pid {f.pid}), not launched by gputop-dl")
+            return jobs, notes
+        except Exception as exc:  # noqa: BLE001
+            self._foreign = False
+            self.say(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
+            return [], []
+
     def _tick(self) -> None:
         now = time.time()
         self._apply_commands()
@@ -435,7 +507,9 @@ class Engine:
                 gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
         jobs = []
         store = self._store
-        cmap = children_map() if self.runs else None
+        cmap = self._foreign_refresh()  # the tick's one /proc pass, shared with launched jobs
+        if cmap is None:
+            cmap = children_map() if self.runs else None
         for name, run in list(self.runs.items()):
             was_alive = run.alive
             evs = run.poll(now, cmap)
@@ -465,6 +539,8 @@ class Engine:
                                               "step_time_s")))
             order = {w.name: i for i, w in enumerate(self.spec.workloads)}
             jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
+        foreign, foreign_notes = self._foreign_jobs(gprocs, {j.name for j in jobs})
+        jobs.extend(foreign)  # after the launched ones
         if self.phase == "co-run":
             self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
                                       host.cgroup_throttled_frac))
@@ -480,6 +556,7 @@ class Engine:
         notes = []
         if self.spec is not None and not self.spec.cuda:
             notes.append(self.spec.cpu_fallback_reason or "no CUDA: workloads train on the CPU")
+        notes.extend(foreign_notes)
         snap = Snapshot(time=now, gpu_status=self.nvml.status, gpus=gpus, host=host,
                         jobs=tuple(jobs), gpu_processes=gprocs, verdict=self.verdict,
                         notes=tuple(notes), log=tuple(self._log), phase=self.phase,

@@ -1,7 +1,8 @@
 """Launcher: starts each workload as its own process group and stops every child, no orphans.
 
 Each job runs in a new session (own process group) with its own environment
-(CUDA_VISIBLE_DEVICES, thread counts, the event-channel path). The child also gets
+(CUDA_VISIBLE_DEVICES, thread counts, the event-channel path; for a `command` workload also
+the start-up hook's folder first on PYTHONPATH, see gputop_dl/hook). The child also gets
 PR_SET_PDEATHSIG, so even a `kill -9` of gputop-dl takes the trainer down with it. Stopping is
 TERM to the whole group (and every descendant found by psutil, in case one made its own
 group), a grace period, then KILL.
@@ -21,9 +22,11 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_dl.channel import ENV_EVENTS
+from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
+ENV_GO = "GPUTOP_DL_GO"  # same name as gputop_dl.trainer.loop.ENV_GO
 _PR_SET_PDEATHSIG = 1
 
 
@@ -66,7 +69,19 @@ def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[k] = str(threads)
     env.update(w.env)
+    if w.is_command and env.get(ENV_HOOK) != "0":
+        env["PYTHONPATH"] = hook_pythonpath(env.get("PYTHONPATH"))
+        env.pop(ENV_HOOK_ROOT, None)  # the job's first Python process is the hook's root
     return env
+
+
+def hook_pythonpath(user: str | None) -> str:
+    """The start-up hook's folder first, then the user's PYTHONPATH (inherited or from `env`).
+
+    Only the hook's `sitecustomize.py` lives there, and it runs the user's own sitecustomize
+    too; a program that is not Python ignores PYTHONPATH."""
+    parts = [p for p in user.split(os.pathsep) if p != SITE_DIR] if user else []
+    return os.pathsep.join([SITE_DIR, *parts])
 
 
 @dataclass
@@ -98,8 +113,12 @@ class JobProcess:
         return [line for line in text.splitlines() if line.strip()][-n:]
 
 
-def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "") -> JobProcess:
-    """Start one workload; files go to work_dir/<name><tag>.{json,events.jsonl,log}."""
+def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
+              go_file: str | None = None) -> JobProcess:
+    """Start one workload; files go to work_dir/<name><tag>.{json,events.jsonl,log}.
+
+    With `go_file`, the built-in trainer reports "started" once its model and data are built,
+    then waits for that file to exist before its first step (the co-run start barrier)."""
     os.makedirs(work_dir, exist_ok=True)
     stem = os.path.join(work_dir, f"{w.name}{tag}")
     spec_path, events_path, log_path = stem + ".json", stem + ".events.jsonl", stem + ".log"
@@ -108,6 +127,8 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "") -> JobProce
     open(events_path, "w").close()
     argv = build_argv(w, spec_path, cuda)
     env = build_env(w, events_path, work_dir, cuda)
+    if go_file:
+        env[ENV_GO] = go_file
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

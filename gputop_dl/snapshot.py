@@ -90,6 +90,8 @@ class JobSample:
     solo_step_time_s: float | None = None
     phase: str | None = None  # baseline | co-run (launched jobs only)
     stderr_tail: tuple[str, ...] = ()
+    stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
+    command: str | None = None  # command line of a job not launched here (discovered)
 
 
 @dataclass(frozen=True)

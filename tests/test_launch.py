@@ -105,6 +105,22 @@ def test_one_failing_job_leaves_the_others_running(tmp_path):
     assert jobs["bad"]["status"] == "failed" and jobs["bad"]["info"]["stderr_tail"]
 
 
+def test_corun_jobs_start_their_steps_together_end_to_end(tmp_path):
+    """The co-run start barrier: every job reports "started" (model and data built) before the
+    engine creates the go file, and no job takes a step before it."""
+    eng = run_file(slow_file(tmp_path, ["a", "b"], steps=4, workers=0), nvml=Nvml())
+    assert all(r.status == "done" for r in eng.runs.values())
+    go = os.path.join(eng.work_dir, "co-run.go")
+    t_go = os.stat(go).st_mtime
+    store = Store()
+    for name in ("a", "b"):
+        started = store.events(eng.session_id, job=name, ev="started")[0]["t"]
+        first = store.events(eng.session_id, job=name, ev="step")[0]
+        assert started <= t_go + 0.05
+        assert first["t"] - first["t_step"] >= t_go - 0.05, (name, first, t_go)
+    assert any("all jobs ready" in text for _, text in eng._log)
+
+
 def test_tiny_real_training_end_to_end_into_the_store(tmp_path):
     path = write(tmp_path, "tiny.toml", """
 [session]
@@ -133,6 +149,9 @@ warmup_steps = 1
     assert [e["epoch"] for e in epochs] == [1, 2] and all(e["loss"] > 0 for e in epochs)
     assert len(store.events(s.id, job="r18", ev="step", phase="co-run")) == 6
     assert store.events(s.id, job="r18", ev="baseline")
+    # forward FLOPs per image (for the report's achieved TFLOP/s): resnet18 at 32 px ≈ 74 MFLOP
+    fwd = store.events(s.id, job="r18", ev="started", phase="co-run")[0]["fwd_flops"]
+    assert 5e7 < fwd < 1e8, fwd
     assert store.host_samples(s.id) and store.job_samples(s.id, "r18")
     assert s.verdict["kind"] in ("insufficient-data", "parallel", "no-baseline", "cpu-bound")
 

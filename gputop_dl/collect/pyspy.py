@@ -113,3 +113,194 @@ def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter, 
             return Counter(), f"py-spy: {msg}"
         with open(out, encoding="utf-8", errors="replace") as f:
             return parse_raw(f.read()), None
+
+
+# --- data-stall of a job not launched here: classify the main thread's samples ----------------
+
+_THREAD = re.compile(r"^thread \((?P<tid>0x[0-9a-fA-F]+|\d+)\)(?::\s*(?P<name>.*))?$")
+_DATALOADER = "torch/utils/data/dataloader.py"
+_FETCH = "torch/utils/data/_utils/fetch.py"
+# DataLoader iterator methods the training loop blocks in while it waits for a batch
+DATA_WAIT_FUNCS = ("__next__", "_next_data", "_get_data", "_try_get_data", "__iter__",
+                   "_get_iterator")
+PTRACE_HINT = ("grant ptrace rights: run gputop-dl as root, or as the job's user with "
+               "kernel.yama.ptrace_scope=0 (sysctl), or add SYS_PTRACE to the container "
+               "(docker run --cap-add SYS_PTRACE)")
+
+
+def split_thread(stack: str) -> tuple[str | None, str | None, str]:
+    """'thread (TID): NAME;f1;f2' -> (TID, NAME, 'f1;f2'); (None, None, stack) without one."""
+    head, sep, rest = stack.partition(";")
+    m = _THREAD.match(head.strip())
+    if not m:
+        return None, None, stack
+    return m.group("tid"), (m.group("name") or "").strip() or None, rest if sep else ""
+
+
+def is_main_thread(stack: str, pid: int | None = None) -> bool:
+    """True for a sample of the process's main thread.
+
+    With py-spy's `--threads` a stack starts with 'thread (TID): NAME': the main thread is
+    the one whose native TID is the PID, or that Python calls 'MainThread'. Without it, a
+    thread started by `threading` has `_bootstrap (threading.py)` at its root; the main
+    thread's root is the script's `<module>` or runpy."""
+    tid, name, rest = split_thread(stack)
+    if tid is not None:
+        if pid is not None and tid.isdigit():
+            return int(tid) == pid or name == "MainThread"
+        if name:
+            return name == "MainThread"
+    first = rest.split(";", 1)[0]
+    return not ("_bootstrap" in first and "threading.py" in first)
+
+
+def classify(stack: str, pid: int | None = None) -> str | None:
+    """One folded sample -> "data" (the training loop waits for a batch), "compute", or None
+    (a sample of another thread: data-loader threads, pin-memory thread, ...).
+
+    Data wait = the main thread is inside the DataLoader iterator (`__next__` / `_next_data` /
+    `_get_data` / `_try_get_data` of torch/utils/data/dataloader.py), or, with num_workers=0,
+    inside the dataset fetch (torch/utils/data/_utils/fetch.py). Everything else is compute
+    (forward, backward, optimizer, logging, ...)."""
+    if not is_main_thread(stack, pid):
+        return None
+    _, _, rest = split_thread(stack)
+    for func, path in _frames(rest):
+        if _FETCH in path:
+            return "data"
+        if _DATALOADER in path and func.rsplit(".", 1)[-1] in DATA_WAIT_FUNCS:
+            return "data"
+    return "compute"
+
+
+class StallEstimate:
+    """Main-thread samples of one burst: data-wait fraction, counts, step time where honest."""
+
+    __slots__ = ("data", "compute", "step_time_s", "cycles")
+
+    def __init__(self, data: int, compute: int, step_time_s: float | None = None,
+                 cycles: int = 0):
+        self.data, self.compute = data, compute
+        self.step_time_s, self.cycles = step_time_s, cycles
+
+    @property
+    def samples(self) -> int:
+        return self.data + self.compute
+
+    @property
+    def fraction(self) -> float | None:
+        return round(self.data / self.samples, 3) if self.samples else None
+
+    def __repr__(self) -> str:
+        return (f"StallEstimate(fraction={self.fraction}, samples={self.samples}, "
+                f"step_time_s={self.step_time_s}, cycles={self.cycles})")
+
+
+def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
+    """Folded stacks (raw format, order lost) -> stall fraction; step time stays unknown."""
+    data = compute = 0
+    for stack, n in stacks.items():
+        c = classify(stack, pid)
+        if c == "data":
+            data += n
+        elif c == "compute":
+            compute += n
+    return StallEstimate(data, compute)
+
+
+MIN_CYCLES = 4  # complete compute -> data-wait cycles needed before a step time is reported
+
+
+def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
+    """Time-ordered samples of one thread -> stall fraction, and a step time only when it can
+    be read off honestly: at least MIN_CYCLES compute -> data-wait transitions, and every
+    complete run of either phase at least 2 samples long (a phase shorter than the sampling
+    interval could hide between two samples and merge two steps into one)."""
+    labels = [c for c in (classify(s, pid) for s in seq) if c is not None]
+    est = StallEstimate(labels.count("data"), labels.count("compute"))
+    runs: list[list] = []  # [label, length]
+    for c in labels:
+        if runs and runs[-1][0] == c:
+            runs[-1][1] += 1
+        else:
+            runs.append([c, 1])
+    starts, pos = [], 0  # sample index where each data-wait run that follows compute begins
+    for i, (c, n) in enumerate(runs):
+        if c == "data" and i > 0:
+            starts.append(pos)
+        pos += n
+    inner = runs[1:-1]
+    if len(starts) >= MIN_CYCLES + 1 and inner and min(n for _, n in inner) >= 2:
+        cycles = len(starts) - 1
+        est.cycles = cycles
+        est.step_time_s = round((starts[-1] - starts[0]) * interval_s / cycles, 4)
+    return est
+
+
+def is_permission_error(err: str | None) -> bool:
+    e = (err or "").lower()
+    return "permission" in e or "ptrace" in e or "operation not permitted" in e
+
+
+def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str],
+               exe: str | None) -> tuple[str | None, str | None]:
+    """Run one `py-spy record` burst; (output file text, error message)."""
+    exe = exe or pyspy_path()
+    if exe is None:
+        return None, "py-spy is not installed"
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "out")
+        cmd = [exe, "record", "--nonblocking", "--idle", *extra, "--rate", str(rate),
+               "--duration", str(max(1, int(round(duration_s)))), "--format", fmt, "-o", out,
+               "--pid", str(pid)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 20)
+        except FileNotFoundError:
+            return None, f"py-spy is not installed ({exe} not found)"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"py-spy failed: {exc}"
+        if proc.returncode != 0 or not os.path.exists(out):
+            lines = ((proc.stderr or "") + "\n" + (proc.stdout or "")).strip().splitlines()
+            lines = [ln.strip() for ln in lines if ln.strip()]
+            perm = next((ln for ln in lines if is_permission_error(ln)), None)
+            msg = perm or (lines[-1] if lines else f"exit {proc.returncode}")
+            return None, f"py-spy: {msg}"
+        with open(out, encoding="utf-8", errors="replace") as f:
+            return f.read(), None
+
+
+def parse_speedscope(text: str) -> dict[str, list[str]]:
+    """py-spy `--format speedscope` -> {profile name: time-ordered folded stacks (root first)}."""
+    import json
+
+    doc = json.loads(text)
+    frames = doc.get("shared", {}).get("frames", [])
+    names = []
+    for fr in frames:
+        name, path, line = fr.get("name", "?"), fr.get("file") or "", fr.get("line")
+        names.append(f"{name} ({path}:{line})" if path else name)
+    out: dict[str, list[str]] = {}
+    for prof in doc.get("profiles", []):
+        seq = []
+        for sample in prof.get("samples", []):
+            seq.append(";".join(names[i] for i in sample if 0 <= i < len(names)))
+        out[str(prof.get("name", ""))] = seq
+    return out
+
+
+def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
+                 exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
+    """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None)."""
+    text, err = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
+    if err is not None:
+        return None, err
+    try:
+        profiles = parse_speedscope(text or "")
+    except (ValueError, TypeError, AttributeError) as exc:
+        return None, f"py-spy: unreadable output ({exc})"
+    best = StallEstimate(0, 0)
+    for seq in profiles.values():
+        est = stall_from_sequence(seq, 1.0 / rate, pid)
+        if est.samples > best.samples:
+            best = est  # only the main thread's profile classifies any sample
+    return best, None

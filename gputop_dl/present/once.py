@@ -11,17 +11,71 @@ from gputop_dl.present.fmt import DASH, num, pct, size
 from gputop_dl.snapshot import Snapshot
 
 
-def take_snapshot(settle_s: float = 0.5, nvml=None) -> Snapshot:
-    """Sample host and GPUs; CPU figures are averaged over `settle_s` seconds."""
+def take_snapshot(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
+                  foreign=None) -> Snapshot:
+    """Sample host, GPUs and the training jobs running here; CPU figures are averaged over
+    `settle_s` seconds.
+
+    Jobs not launched by gputop-dl are discovered (torch or GPU processes). Their data-stall
+    needs a py-spy burst: with `stall_s` = 0 (the default) it is unknown (None); with
+    `stall_s` > 0 every job's main thread is sampled for that long, all jobs at once, and the
+    snapshot waits for it. `foreign`: a `ForeignJobs` (tests inject one)."""
+    import threading
+
+    from gputop_dl.collect import pyspy
+    from gputop_dl.collect.foreign import ForeignJobs
     from gputop_dl.collect.host import HostSampler
     from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.stall import StallResult
 
     nvml = nvml or Nvml()
     host = HostSampler()
+    fj = foreign or ForeignJobs(stall=False)
+    gprocs = nvml.processes()
+    errors: list[str] = []
+    threads = []
+    try:
+        fj.refresh()
+        fj.sample(gprocs)  # first look: starts the CPU-time deltas
+
+        def burst(key, pid: int) -> None:
+            est, err = pyspy.record_stall(pid, stall_s, 50)
+            if err:
+                errors.append(err)
+            elif est is not None and est.samples:
+                fj.overrides[key] = StallResult(est.fraction, est.samples, est.step_time_s,
+                                                time.time())
+
+        if stall_s > 0:
+            for f in fj.found:
+                t = threading.Thread(target=burst, args=((f.pid, f.start), f.target), daemon=True)
+                t.start()
+                threads.append(t)
+    except Exception as exc:  # noqa: BLE001 - a snapshot without jobs is still a snapshot
+        errors.append(f"job discovery failed: {exc}")
+        fj = None
     time.sleep(settle_s)
-    notes = () if nvml.status == "ok" else (nvml.status_detail,)
+    for t in threads:
+        t.join(stall_s + 25)
+    notes = [] if nvml.status == "ok" else [nvml.status_detail]
+    gprocs = nvml.processes()
+    jobs: list = []
+    if fj is not None:
+        try:
+            fj.refresh()
+            jobs, more = fj.sample(gprocs)
+            notes += more
+        except Exception as exc:  # noqa: BLE001
+            notes.append(f"job discovery failed: {exc}")
+    if jobs and stall_s <= 0:
+        notes.append("data-stall of jobs not launched here is unknown in a one-shot snapshot "
+                     "(it needs a py-spy burst; the live monitor measures it)")
+    perm = next((e for e in errors if pyspy.is_permission_error(e)), None)
+    if perm:
+        notes.append(f"data-stall unknown: py-spy may not attach ({perm}); {pyspy.PTRACE_HINT}")
     return Snapshot(time=time.time(), gpu_status=nvml.status, gpus=nvml.sample(),
-                    host=host.sample(), gpu_processes=nvml.processes(), notes=notes)
+                    host=host.sample(), jobs=tuple(jobs), gpu_processes=gprocs,
+                    notes=tuple(notes))
 
 
 def print_once(snap: Snapshot, console: Console | None = None) -> None:
@@ -32,7 +86,7 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
                       f"{num(h.load1, '.2f')}, CPU pressure {pct(h.cpu_pressure_some10)}, "
                       f"memory {size(h.mem_used)} / {size(h.mem_total)}")
     if not snap.gpus:
-        console.print(f"[bold]GPUs[/]: none — {'; '.join(snap.notes) or snap.gpu_status}")
+        console.print(f"[bold]GPUs[/]: none — {snap.notes[0] if snap.notes else snap.gpu_status}")
     else:
         t = Table(header_style="bold")
         for c in ("GPU", "name", "util", "memory", "temp", "power"):
@@ -53,3 +107,5 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
         from gputop_dl.present.headless import jobs_table
 
         console.print(jobs_table(snap))
+    for note in (snap.notes if snap.gpus else snap.notes[1:]):  # [0]: the GPU line said it
+        console.print(f"[dim]note: {note}[/]")

@@ -23,6 +23,21 @@ from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"
+ENV_GO = "GPUTOP_DL_GO"  # co-run start barrier: a file the launcher creates when all are ready
+GO_TIMEOUT_S = 600.0
+
+
+def wait_for_go(path: str | None, events: EventWriter, timeout_s: float = GO_TIMEOUT_S) -> None:
+    """Block until `path` exists (the other co-run jobs are built too), or give up after timeout_s."""
+    if not path:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            events.emit("note", flush=True, message=f"no co-run start signal after "
+                        f"{timeout_s:.0f} s: starting anyway")
+            return
+        time.sleep(0.02)
 
 
 def _peak_mem(device: torch.device) -> int:
@@ -37,6 +52,16 @@ def build_model(w: Workload, device: torch.device) -> nn.Module:
         emu = EmulatedDevice(device, gpu, os.environ.get(ENV_EMU_DIR))
         return SyntheticModel(w.input_size, w.num_classes, w.step_device_ms, w.step_cpu_ms, emu)
     return torchvision.models.get_model(w.model, weights=None, num_classes=w.num_classes)
+
+
+def forward_flops(w: Workload) -> float | None:
+    """Forward FLOPs for one image (torch's FlopCounterMode on the meta device), for the
+    achieved training compute the reports show; None for the synthetic model or on failure."""
+    if w.model == "synthetic":
+        return None
+    from gputop_dl.lab.cost import model_cost
+
+    return model_cost(w.model, w.input_size).flops
 
 
 def build_optimizer(w: Workload, params):
@@ -80,6 +105,7 @@ class Trainer:
             persistent_workers=w.num_workers > 0)
         model = build_model(w, self.device).to(self.device)
         self.params = sum(p.numel() for p in model.parameters())
+        self.fwd_flops = forward_flops(w)
         if self.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
@@ -96,8 +122,10 @@ class Trainer:
         w, ev = self.w, self.events
         ev.emit("started", flush=True, pid=os.getpid(), device=str(self.device),
                 world_size=self.world_size, torch=torch.__version__, model=w.model,
-                params=self.params, batch_size=w.batch_size, epochs=w.epochs,
+                params=self.params, fwd_flops=self.fwd_flops, batch_size=w.batch_size,
+                epochs=w.epochs,
                 steps_per_epoch=self.steps)
+        wait_for_go(os.environ.get(ENV_GO), ev)
         samples_per_step = w.batch_size * self.world_size
         self.model.train()
         for epoch in range(1, w.epochs + 1):

@@ -1,0 +1,107 @@
+"""Jobs not launched by gputop-dl, as `JobSample` rows: discovery + process-tree sampling + py-spy stall.
+
+One `ForeignJobs` lives in an engine across ticks:
+
+    cmap = fj.refresh()                                   # the tick's one /proc pass
+    jobs, notes = fj.sample(gprocs, exclude={launched root PIDs}, taken={names in use})
+
+`refresh()` returns the PPID -> children map, which the engine also hands to the samplers of its
+launched jobs. `sample()` keeps one `TreeSampler` per discovered root (CPU cores, RSS, threads
+need the previous tick's CPU times), sums NVML's per-PID GPU memory over the job's processes,
+and, when `stall` is on, schedules background py-spy bursts (`StallSampler`) and reports the
+last burst's data-stall fraction (`stall_source="py-spy"`, with its sample count) and, only
+when the sample order shows it unambiguously, the step time. Everything unknown stays None.
+"""
+
+from __future__ import annotations
+
+from gputop_dl.collect.discover import Discoverer, Found, outside_note
+from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.stall import StallResult, StallSampler
+from gputop_dl.snapshot import JobSample
+
+
+class ForeignJobs:
+    """Discovered jobs with their samplers; touched only by the thread that ticks."""
+
+    def __init__(self, *, stall: bool = True, discoverer: Discoverer | None = None,
+                 stall_sampler: StallSampler | None = None):
+        self.disc = discoverer or Discoverer()
+        self.stall = stall_sampler or (StallSampler() if stall else None)
+        self._trees: dict[tuple[int, int], TreeSampler] = {}
+        self.found: list[Found] = []
+        self.overrides: dict[tuple[int, int], StallResult] = {}  # set by one-shot bursts
+        self.seen: set[tuple[int, int]] = set()
+
+    def refresh(self) -> dict[int, list[int]] | None:
+        """List /proc (new PIDs only); the PPID map, or None where /proc is missing."""
+        if not self.disc.ok:
+            return None
+        return self.disc.refresh()
+
+    def sample(self, gprocs=(), exclude: set[int] | frozenset[int] = frozenset(),
+               taken: set[str] | frozenset[str] = frozenset()) -> tuple[list[JobSample], list[str]]:
+        """This tick's discovered jobs and notes. Call `refresh()` first in the same tick."""
+        gpu_mem: dict[int, int | None] = {}
+        gpu_sm: dict[int, float] = {}
+        gpu_idx: dict[int, set[int]] = {}
+        for p in gprocs:
+            if p.mem_used is not None:
+                gpu_mem[p.pid] = (gpu_mem.get(p.pid) or 0) + p.mem_used
+            else:
+                gpu_mem.setdefault(p.pid, None)
+            if p.sm_util is not None:
+                gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
+            gpu_idx.setdefault(p.pid, set()).add(p.gpu_index)
+        found = self.disc.find(gpu_mem, exclude)
+        self.found = found
+        cmap = self.disc.job_cmap
+        keys = set()
+        jobs: list[JobSample] = []
+        names = set(taken)
+        for f in found:
+            key = (f.pid, f.start)
+            keys.add(key)
+            tree = self._trees.get(key)
+            if tree is None:
+                tree = self._trees[key] = TreeSampler(f.pid)
+            ts = tree.sample(cmap)
+            if ts is None:  # vanished since the listing
+                continue
+            pids = tuple(sorted(set(ts.pids) | {f.pid}))
+            mems = [gpu_mem[p] for p in pids if gpu_mem.get(p) is not None]
+            sms = [gpu_sm[p] for p in pids if p in gpu_sm]
+            gpus = sorted({i for p in pids for i in gpu_idx.get(p, ())})
+            res = self.overrides.get(key) or (self.stall.result(key) if self.stall else None)
+            name = f.name if f.name not in names else f"{f.name} ({f.pid})"
+            names.add(name)
+            jobs.append(JobSample(
+                name=name, pid=f.pid, launched=False, pids=pids, status="running",
+                device=("gpu" + ",".join(map(str, gpus))) if gpus else None,
+                cpu_cores=ts.cpu_cores, rss=ts.rss, threads=ts.threads,
+                stall_fraction=res.fraction if res else None,
+                stall_source="py-spy" if res else None,
+                stall_samples=res.samples if res else None,
+                step_time_s=res.step_time_s if res else None,
+                gpu_mem=sum(mems) if mems else None, gpu_sm=sum(sms) if sms else None,
+                command=self.disc.describe(f)))
+        for key in [k for k in self._trees if k not in keys]:
+            del self._trees[key]
+        for key in [k for k in self.overrides if k not in keys]:
+            del self.overrides[key]
+        if self.stall is not None:
+            self.stall.round([((f.pid, f.start), f.target) for f in found])
+        notes = []
+        out = self.disc.outside
+        if out:
+            mems = [m for m in out.values() if m is not None]
+            notes.append(outside_note(len(out), sum(mems) if mems else None))
+        if self.stall is not None and self.stall.note:
+            notes.append(self.stall.note)
+        return jobs, notes
+
+    def new_since_last(self) -> list[Found]:
+        """Jobs found this tick that were not found before (for a log line)."""
+        fresh = [f for f in self.found if (f.pid, f.start) not in self.seen]
+        self.seen = {(f.pid, f.start) for f in self.found}
+        return fresh

@@ -1,0 +1,120 @@
+"""Background py-spy bursts that measure the data-stall of jobs gputop-dl did not launch.
+
+`StallSampler.round([(key, pid), ...])` is called every tick with the discovered jobs. At most
+one burst is in flight (a daemon thread); the job whose last burst is oldest goes next, and a
+job is re-sampled every `every_s` seconds (or less often when many jobs share the round). Each
+burst is `duration_s` of non-blocking sampling at `rate` Hz of the job's main thread
+(`pyspy.record_stall`). `result(key)` pools the job's last `pool` bursts (none older than
+`pool * every_s + 30` s): one 2 s burst at 50 Hz has ~100 samples, whose stall fraction
+scatters by ±5 points; three pooled bursts halve that. The result carries its sample count.
+
+Errors never raise: no py-spy, or no ptrace rights, become one line in `note` (the rest keeps
+working); a job that ended mid-burst is simply sampled again next round.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+from gputop_dl.collect import pyspy
+
+
+@dataclass(frozen=True)
+class StallResult:
+    fraction: float | None
+    samples: int
+    step_time_s: float | None
+    t: float  # wall time the burst ended
+
+
+class StallSampler:
+    """Schedules py-spy bursts over discovered jobs; one burst at a time."""
+
+    def __init__(self, duration_s: float = 2.0, rate: int = 50, every_s: float = 12.0,
+                 pool: int = 3, exe: str | None = None, record: Callable | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
+        self.exe = exe
+        self._record = record or pyspy.record_stall
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
+        self._bursts: dict[Hashable, deque] = {}  # key -> (clock, data, compute, step time)
+        self._busy: Hashable | None = None
+        self._thread: threading.Thread | None = None
+        self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)
+        self.denied = False
+        self.bursts = 0
+
+    def _run(self, key: Hashable, pid: int) -> None:
+        try:
+            est, err = self._record(pid, self.duration_s, self.rate, self.exe)
+        except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor
+            est, err = None, f"py-spy failed: {exc}"
+        with self._lock:
+            self._busy = None
+            self.bursts += 1
+            if err is None and est is not None:
+                if est.samples:
+                    q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
+                    q.append((self.clock(), time.time(), est.data, est.compute, est.step_time_s))
+                if not self.denied:
+                    self.note = None
+                return
+            if pyspy.is_permission_error(err):
+                self.denied = True
+                self.note = (f"data-stall of jobs not launched here is unknown: py-spy may not "
+                             f"attach to PID {pid} ({err}); {pyspy.PTRACE_HINT}")
+            elif err and "not installed" in err:
+                self.note = ("data-stall of jobs not launched here is unknown: py-spy is not "
+                             "installed (pip install py-spy)")
+
+    def want(self, key: Hashable, pid: int) -> bool:
+        """Start a burst on `pid` if none is in flight and `key` is the most overdue job;
+        call every tick for every job (see `round`). Returns True if a burst started."""
+        return self.round([(key, pid)])
+
+    def round(self, jobs: list[tuple[Hashable, int]]) -> bool:
+        """One scheduling step over this tick's jobs [(key, pid)]; forgets the others."""
+        now = self.clock()
+        keys = {k for k, _ in jobs}
+        with self._lock:
+            for k in [k for k in self._last if k not in keys and k != self._busy]:
+                del self._last[k]
+                self._bursts.pop(k, None)
+            if self._busy is not None or not jobs:
+                return False
+            if self.denied or (self.note and "not installed" in self.note):
+                return False  # retrying would only fail the same way
+            every = max(self.every_s, len(jobs) * (self.duration_s + 0.5))
+            due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
+                   if now - self._last.get(k, float("-inf")) >= every]
+            if not due:
+                return False
+            _, key, pid = min(due, key=lambda d: d[0])
+            self._busy, self._last[key] = key, now
+        self._thread = threading.Thread(target=self._run, args=(key, pid), daemon=True,
+                                        name=f"py-spy-stall-{pid}")
+        self._thread.start()
+        return True
+
+    def result(self, key: Hashable) -> StallResult | None:
+        """The job's recent bursts pooled; None before its first burst with samples."""
+        with self._lock:
+            q = self._bursts.get(key)
+            if not q:
+                return None
+            oldest = self.clock() - (self.pool * self.every_s + 30.0)
+            use = [b for b in q if b[0] >= oldest] or [q[-1]]
+        data = sum(b[2] for b in use)
+        n = data + sum(b[3] for b in use)
+        return StallResult(round(data / n, 3) if n else None, n, use[-1][4], use[-1][1])
+
+    def join(self, timeout: float | None = None) -> None:
+        t = self._thread
+        if t is not None:
+            t.join(timeout)

@@ -1,0 +1,14 @@
+"""Start-up hook for `command = [...]` workloads: step/epoch/stall events with no code changes.
+
+`site/` holds only `sitecustomize.py`; the launcher prepends that folder to the job's
+PYTHONPATH, so every Python process of the job runs it at start-up. It chains any other
+sitecustomize, and only when GPUTOP_DL_EVENTS is set loads `dlhook.py` (by file path: the
+target interpreter may not have gputop_dl installed), which patches torch's DataLoader lazily,
+when the script imports it. Nothing here imports torch.
+"""
+
+import os
+
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+ENV_HOOK = "GPUTOP_DL_HOOK"  # "0" in a workload's env: no hook (process-level metrics only)
+ENV_HOOK_ROOT = "GPUTOP_DL_HOOK_ROOT"  # = dlhook.ENV_ROOT: set by the job's first Python process

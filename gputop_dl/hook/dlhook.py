@@ -1,0 +1,361 @@
+"""The start-up hook's logic: times a user script's DataLoader and reports steps and epochs.
+
+Loaded by file path from `site/sitecustomize.py` under a private module name, because the
+target interpreter may not be able to import gputop_dl; for the same reason the event writer
+comes from `gputop_dl/channel.py`, also loaded by path (no duplicated writer code). It never
+imports torch: a meta-path finder waits for the script to import
+`torch.utils.data.dataloader` and patches `DataLoader.__iter__` and
+`_BaseDataLoaderIter.__next__` right after that module has run. Every failure inside the hook
+is swallowed and reported once as a `note` event: the user's script must never break.
+
+Definitions (the same as the built-in trainer's, see gputop_dl/channel.py):
+- main loader: the first DataLoader that is iterated. Other loaders (eval) are not training
+  steps; while one runs in the middle of a training epoch, the main step clock pauses.
+- t_data: time inside the main iterator's `__next__`; t_step: from the previous batch's return
+  (or the epoch iterator's creation) to this batch's return, so it includes the compute.
+- epoch: one full pass (StopIteration) of the main loader; an abandoned pass is no epoch.
+- samples: the batch's first tensor's length (x WORLD_SIZE), None when not cheaply known.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import sys
+import time
+
+ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS (a test checks)
+ENV_ROOT = "GPUTOP_DL_HOOK_ROOT"  # set by the job's first Python process; its children see it
+TARGET = "torch.utils.data.dataloader"
+CHANNEL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "channel.py")
+
+
+def load_channel():
+    """gputop_dl/channel.py as a private module, whether or not gputop_dl is importable."""
+    mod = sys.modules.get("_gputop_dl_channel")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("_gputop_dl_channel", CHANNEL_PY)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules["_gputop_dl_channel"] = mod
+    return mod
+
+
+class Reporter:
+    """Lazily opened event writer of this process; notes the first hook error, then stays quiet."""
+
+    def __init__(self, path: str | None, root: bool, writer=None):
+        self.path, self.root = path, root
+        self.pid = os.getpid()
+        self._w = writer
+        self.noted = False
+
+    def emit(self, ev: str, flush: bool = False, **data) -> None:
+        if os.getpid() != self.pid:  # a forked child (loader worker) must not write our events
+            return
+        if self._w is None:
+            self._w = load_channel().EventWriter(self.path)
+        self._w.emit(ev, flush=flush, **data)
+
+    def error(self, where: str, exc: BaseException) -> None:
+        if self.noted:
+            return
+        self.noted = True
+        try:
+            self.emit("note", flush=True, message=f"gputop-dl hook: {where} failed "
+                      f"({type(exc).__name__}: {exc}); this job's steps may be incomplete")
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        if self._w is not None and os.getpid() == self.pid:
+            self._w.close()
+
+
+def batch_len(batch, depth: int = 0) -> int | None:
+    """Length of the batch's first tensor (tensor, list/tuple or dict of them), else None."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    if depth < 3:
+        if isinstance(batch, (list, tuple)) and batch:
+            return batch_len(batch[0], depth + 1)
+        if isinstance(batch, dict) and batch:
+            return batch_len(next(iter(batch.values())), depth + 1)
+    return None
+
+
+def _torch():
+    return sys.modules.get("torch")  # already imported when any of this runs; never import it
+
+
+def peak_mem() -> int | None:
+    """CUDA max allocated if CUDA is initialised, else this process's peak RSS (bytes)."""
+    torch = _torch()
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return int(torch.cuda.max_memory_allocated())
+    except Exception:
+        pass
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    except Exception:
+        return None
+
+
+def device_name() -> str | None:
+    torch = _torch()
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return f"cuda:{torch.cuda.current_device()}"
+    except Exception:
+        pass
+    return None  # unknown: CUDA may still be initialised later, or the script trains on the CPU
+
+
+class Tracker:
+    """Turns main-loader iteration into step/epoch events; pure (times come from the caller)."""
+
+    def __init__(self, report, world_size: int = 1):
+        self.report = report
+        self.world = world_size
+        self.main = None  # the main training loader
+        self.it = None  # its current epoch iterator
+        self.open = False  # a pass of the main loader is under way
+        self.done = 0  # completed passes
+        self.step = 0
+        self.samples: int | None = 0
+        self.t_epoch = self.t_prev = 0.0
+        self.pause: float | None = None  # when another loader started during this epoch
+        self.started = False
+
+    def on_iter(self, loader, it, now: float) -> None:
+        if self.main is None:
+            self.main = loader
+            self._started(loader)
+        if loader is not self.main:
+            if self.open and self.pause is None:
+                self.pause = now
+            return
+        self.it, self.open = it, True
+        self.step, self.samples = 0, 0
+        self.t_epoch = self.t_prev = now  # a new epoch: the gap before it is nobody's step
+        self.pause = None
+
+    def on_batch(self, it, batch, t0: float, t1: float) -> None:
+        if it is not self.it or not self.open:
+            if self.open and self.pause is None:
+                self.pause = t0
+            return
+        t_data = t1 - t0
+        if self.pause is not None:  # bill only the compute before the other loader started
+            t_step = max(0.0, self.pause - self.t_prev) + t_data
+            self.pause = None
+        else:
+            t_step = t1 - self.t_prev
+        self.t_prev = t1
+        self.step += 1
+        n = batch_len(batch)
+        if n is not None:
+            n *= self.world
+        self.samples = None if n is None or self.samples is None else self.samples + n
+        self.report.emit("step", epoch=self.done + 1, step=self.step, t_data=round(t_data, 6),
+                         t_step=round(t_step, 6), samples=n)
+
+    def on_stop(self, it, now: float) -> None:
+        if it is not self.it or not self.open:
+            return
+        self.open = False
+        self.done += 1
+        if self.step:
+            self.report.emit("epoch", flush=True, epoch=self.done,
+                             time_s=round(now - self.t_epoch, 4), steps=self.step,
+                             samples=self.samples, loss=None, peak_mem=peak_mem())
+
+    def _started(self, loader) -> None:
+        try:
+            spe = len(loader)
+        except Exception:  # an IterableDataset without __len__
+            spe = None
+        torch = _torch()
+        self.started = True
+        self.report.emit("started", flush=True, pid=os.getpid(), device=device_name(),
+                         world_size=self.world, torch=getattr(torch, "__version__", None),
+                         model=None, params=None, batch_size=getattr(loader, "batch_size", None),
+                         epochs=None, steps_per_epoch=spe)
+
+
+def patch_dataloader(mod, tracker: Tracker, report: Reporter) -> None:
+    """Wrap DataLoader.__iter__ and _BaseDataLoaderIter.__next__ of the just-imported module."""
+    loader_cls, iter_cls = mod.DataLoader, mod._BaseDataLoaderIter
+    if getattr(iter_cls.__next__, "_gputop_dl", False):
+        return
+    orig_iter, orig_next = loader_cls.__iter__, iter_cls.__next__
+    clock = time.perf_counter
+
+    def __iter__(self):
+        it = orig_iter(self)
+        try:
+            tracker.on_iter(self, it, clock())
+        except Exception as exc:
+            report.error("DataLoader.__iter__", exc)
+        return it
+
+    def __next__(self):
+        t0 = clock()
+        try:
+            batch = orig_next(self)
+        except StopIteration:
+            try:
+                tracker.on_stop(self, clock())
+            except Exception as exc:
+                report.error("end of epoch", exc)
+            raise
+        t1 = clock()
+        try:
+            tracker.on_batch(self, batch, t0, t1)
+        except Exception as exc:
+            report.error("step", exc)
+        return batch
+
+    for new, old in ((__iter__, orig_iter), (__next__, orig_next)):
+        new.__name__, new.__qualname__ = old.__name__, old.__qualname__
+        new.__doc__, new.__wrapped__, new._gputop_dl = old.__doc__, old, True
+    loader_cls.__iter__ = __iter__
+    iter_cls.__next__ = __next__
+
+
+class _Loader:
+    """Wraps a module's loader: runs `after(module)` once the module's code has run."""
+
+    def __init__(self, inner, after):
+        self._inner, self._after = inner, after
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        module.__loader__ = self._inner  # leave no trace of the wrapper
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._inner
+        self._after(module)
+
+
+class PostImportFinder:
+    """A sys.meta_path entry that waits for one module and calls `after(module)` once it ran."""
+
+    def __init__(self, name: str, after):
+        self.name, self.after = name, after
+        self._busy = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name or self._busy:
+            return None
+        self._busy = True
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _Loader(spec.loader, self._done)
+                    return spec
+            return None
+        finally:
+            self._busy = False
+
+    def _done(self, module) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        self.after(module)
+
+
+def classify(exc: BaseException) -> str:
+    torch = _torch()
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if (isinstance(oom, type) and isinstance(exc, oom)) or "CUDA out of memory" in str(exc):
+        return "cuda-oom"
+    if isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate" in str(exc):
+        return "host-oom"
+    return "exception"
+
+
+class Hook:
+    """This process's hook: tracker, reporter, the chained excepthook and the atexit report."""
+
+    def __init__(self, report: Reporter, world_size: int):
+        self.report = report
+        self.tracker = Tracker(report, world_size)
+        self.ended = False
+        self._prev_excepthook = sys.excepthook
+
+    def on_import(self, module) -> None:
+        try:
+            patch_dataloader(module, self.tracker, self.report)
+        except Exception as exc:
+            self.report.error("patching the DataLoader", exc)
+
+    def excepthook(self, etype, value, tb):
+        try:
+            self._on_exception(value)
+        except Exception:
+            pass
+        self._prev_excepthook(etype, value, tb)
+
+    def _on_exception(self, exc: BaseException) -> None:
+        if self.ended or not (self.report.root or self.tracker.started):
+            return  # a helper process of the job: its failure is not the job's
+        self.ended = True
+        if isinstance(exc, KeyboardInterrupt):
+            self.report.emit("note", flush=True, message="interrupted")
+            return
+        last = str(exc).strip().splitlines()
+        msg = f"{type(exc).__name__}: {last[0] if last else ''}".strip()
+        self.report.emit("failed", flush=True, cause=classify(exc), message=msg[:500])
+
+    def at_exit(self) -> None:
+        try:
+            if self.tracker.started and not self.ended:
+                self.ended = True
+                self.report.emit("finished", flush=True)
+            self.report.close()
+        except Exception:
+            pass
+
+
+def install(environ=None) -> Hook | None:
+    """Set the hook up in this process if gputop-dl launched it (rank 0 only); else do nothing."""
+    environ = os.environ if environ is None else environ
+    path = environ.get(ENV_EVENTS)
+    if not path or environ.get("RANK", "0") not in ("", "0"):
+        return None
+    root = not environ.get(ENV_ROOT)
+    if root:
+        environ[ENV_ROOT] = str(os.getpid())
+    try:
+        world = int(environ.get("WORLD_SIZE") or 1)
+    except ValueError:
+        world = 1
+    hook = Hook(Reporter(path, root), world)
+    try:
+        mod = sys.modules.get(TARGET)
+        if mod is not None:
+            hook.on_import(mod)
+        else:
+            sys.meta_path.insert(0, PostImportFinder(TARGET, hook.on_import))
+        sys.excepthook = hook.excepthook
+        atexit.register(hook.at_exit)
+    except Exception as exc:
+        hook.report.error("install", exc)
+    return hook

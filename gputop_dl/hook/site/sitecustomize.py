@@ -1,0 +1,62 @@
+"""gputop-dl start-up hook: runs the next sitecustomize, then (only under gputop-dl) loads dlhook.
+
+gputop-dl prepends this folder to a command workload's PYTHONPATH. First the sitecustomize
+that this file shadows (the user's or the distribution's, further along sys.path) still runs.
+Then, only when GPUTOP_DL_EVENTS is set, `../dlhook.py` is loaded by file path and installs a
+lazy DataLoader patch; torch is never imported here. Nothing in this file may raise.
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _same(entry):
+    try:
+        return os.path.realpath(os.path.abspath(entry or os.curdir)) == os.path.realpath(_HERE)
+    except Exception:
+        return False
+
+
+def _chain():
+    """Import the next `sitecustomize` on sys.path (this folder leaves sys.path for good)."""
+    ours = sys.modules.pop("sitecustomize", None)
+    sys.path[:] = [p for p in sys.path if not _same(p)]
+    try:
+        import sitecustomize  # noqa: F401  (the next one: ours is off sys.path now)
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            _warn(exc)
+        sys.modules["sitecustomize"] = ours
+    except Exception as exc:  # what site.py does with a broken sitecustomize
+        _warn(exc)
+        sys.modules["sitecustomize"] = ours
+    if ours is not None:
+        sys.modules["_gputop_dl_sitecustomize"] = ours
+
+
+def _warn(exc):
+    sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                     f"{type(exc).__name__}: {exc}\n")
+
+
+def _hook():
+    if not os.environ.get("GPUTOP_DL_EVENTS") or os.environ.get("GPUTOP_DL_HOOK") == "0":
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_gputop_dl_hook", os.path.join(os.path.dirname(_HERE), "dlhook.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_gputop_dl_hook"] = mod
+    spec.loader.exec_module(mod)
+    mod.install()
+
+
+for _step in (_chain, _hook):
+    try:
+        _step()
+    except Exception:  # never break the user's interpreter
+        pass
+del _step

@@ -1,0 +1,548 @@
+"""Jobs not launched by gputop-dl: main-thread stall classification, discovery on a faked /proc,
+the py-spy permission note (fake py-spy), the monitor engine's rows, and one real external job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import psutil
+import pytest
+
+from gputop_dl.collect import discover, pyspy
+from gputop_dl.collect.discover import Discoverer, job_name, outside_note
+from gputop_dl.collect.foreign import ForeignJobs
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.stall import StallSampler
+
+
+try:
+    from tests.fake_pynvml import FakeProcess, FakePynvml
+except ImportError:
+    from fake_pynvml import FakeProcess, FakePynvml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STALL_SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
+GiB = 1 << 30
+
+# --- classification of folded stacks -----------------------------------------------------------
+
+MAIN = "thread (4242): MainThread"
+MOD = "<module> (train.py:80)"
+LOOP = "main (train.py:60)"
+NEXT = "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:733)"
+NEXT_DATA_MP = "_MultiProcessingDataLoaderIter._next_data (torch/utils/data/dataloader.py:1480)"
+GET_DATA = "_MultiProcessingDataLoaderIter._get_data (torch/utils/data/dataloader.py:1436)"
+TRY_GET = "_MultiProcessingDataLoaderIter._try_get_data (torch/utils/data/dataloader.py:1284)"
+NEXT_DATA_0 = "_SingleProcessDataLoaderIter._next_data (torch/utils/data/dataloader.py:789)"
+FETCH = "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:52)"
+GETITEM = "ImageFolder.__getitem__ (torchvision/datasets/folder.py:245)"
+FORWARD = "ResNet.forward (torchvision/models/resnet.py:285)"
+BACKWARD = "backward (torch/autograd/__init__.py:347)"
+CONV = "Conv2d._conv_forward (torch/nn/modules/conv.py:549)"
+
+
+def folded(*frames: str) -> str:
+    return ";".join(frames)
+
+
+def test_main_thread_in_the_dataloader_iterator_is_data_wait():
+    # num_workers > 0: waiting on the worker queue
+    s = folded(MAIN, MOD, LOOP, NEXT, NEXT_DATA_MP, GET_DATA, TRY_GET,
+               "Queue.get (multiprocessing/queues.py:113)", "Connection.poll (connection.py:257)")
+    assert pyspy.classify(s, 4242) == "data"
+    # num_workers = 0: the main thread runs the dataset itself
+    s0 = folded(MAIN, MOD, LOOP, NEXT, NEXT_DATA_0, FETCH, GETITEM, "pil_loader (folder.py:264)")
+    assert pyspy.classify(s0, 4242) == "data"
+    # a torn non-blocking sample that starts inside the fetch still counts as data wait
+    assert pyspy.classify(folded(MAIN, FETCH, "default_collate (collate.py:1)"), 4242) == "data"
+    # without --threads: the root is the script's <module>, i.e. the main thread
+    assert pyspy.classify(folded(MOD, LOOP, NEXT, NEXT_DATA_0, FETCH)) == "data"
+    # python -m: runpy at the root
+    assert pyspy.classify(folded("_run_module_as_main (<frozen runpy>:198)",
+                                 "_run_code (<frozen runpy>:88)", MOD, NEXT, NEXT_DATA_MP)) == "data"
+
+
+def test_main_thread_elsewhere_is_compute():
+    assert pyspy.classify(folded(MAIN, MOD, LOOP, "Module._wrapped_call_impl (torch/nn/modules/module.py:1739)",
+                                 FORWARD, CONV), 4242) == "compute"
+    assert pyspy.classify(folded(MAIN, MOD, LOOP, BACKWARD), 4242) == "compute"
+    assert pyspy.classify(folded(MAIN, MOD, LOOP), 4242) == "compute"  # the loop's own lines
+    # the DataLoader's constructor is not a wait for a batch
+    assert pyspy.classify(folded(MAIN, MOD, "DataLoader.__init__ (torch/utils/data/dataloader.py:250)"),
+                          4242) == "compute"
+
+
+def test_other_threads_are_ignored():
+    pin = folded("thread (4250): Thread-1 (_pin_memory_loop)", "Thread._bootstrap (threading.py:1002)",
+                 "Thread._bootstrap_inner (threading.py:1045)", "Thread.run (threading.py:982)",
+                 "_pin_memory_loop (torch/utils/data/_utils/pin_memory.py:53)",
+                 "Queue.get (multiprocessing/queues.py:113)")
+    assert pyspy.classify(pin, 4242) is None
+    # named MainThread wins even when the tid is a pthread id (no native tid)
+    assert pyspy.classify(folded("thread (0x7f3a12345700): MainThread", MOD, LOOP)) == "compute"
+    assert pyspy.classify(folded("thread (0x7f3a12345700): Thread-2", MOD, LOOP)) is None
+    # no thread frame: a threading root is not the main thread
+    assert pyspy.classify(folded("_bootstrap (threading.py:1002)", "_bootstrap_inner (threading.py:1045)",
+                                 "run (threading.py:982)", NEXT)) is None
+
+
+def test_stall_fraction_and_sample_count_from_folded_stacks():
+    stacks = Counter({
+        folded(MAIN, MOD, LOOP, NEXT, NEXT_DATA_MP, GET_DATA, TRY_GET): 30,
+        folded(MAIN, MOD, LOOP, FORWARD, CONV): 50,
+        folded(MAIN, MOD, LOOP, BACKWARD): 20,
+        folded("thread (4250): Thread-1 (_pin_memory_loop)", "Thread._bootstrap (threading.py:1002)",
+               "_pin_memory_loop (torch/utils/data/_utils/pin_memory.py:53)"): 100,
+    })
+    est = pyspy.stall_from_stacks(stacks, 4242)
+    assert (est.data, est.compute, est.samples, est.fraction) == (30, 70, 100, 0.3)
+    assert est.step_time_s is None  # folded stacks have no order: no step time
+    assert pyspy.stall_from_stacks(Counter(), 4242).fraction is None
+    # the raw format as py-spy writes it (count at the end of the line)
+    raw = "\n".join(f"{k} {n}" for k, n in stacks.items())
+    assert pyspy.stall_from_stacks(pyspy.parse_raw(raw), 4242).fraction == 0.3
+
+
+def test_step_time_only_when_the_sample_order_shows_it():
+    d = folded(MAIN, MOD, LOOP, NEXT, NEXT_DATA_0, FETCH)
+    c = folded(MAIN, MOD, LOOP, FORWARD)
+    seq = ([c] * 2 + [d] * 2 + [c] * 3) * 6  # step = 5 samples: 2 data + 3 compute
+    est = pyspy.stall_from_sequence(seq, 0.02, 4242)
+    assert est.fraction == pytest.approx((2 * 6) / (7 * 6), abs=1e-3)
+    assert est.cycles == 5 and est.step_time_s == pytest.approx(0.14)  # 7 samples × 20 ms
+    # a data-wait shorter than the sampling interval shows up as 1-sample runs: unknown
+    seq = ([c] * 4 + [d]) * 8
+    assert pyspy.stall_from_sequence(seq, 0.02, 4242).step_time_s is None
+    # never waits for data: no transitions, no step time
+    assert pyspy.stall_from_sequence([c] * 50, 0.02, 4242).step_time_s is None
+    assert pyspy.stall_from_sequence([c] * 50, 0.02, 4242).fraction == 0.0
+
+
+def test_speedscope_keeps_sample_order():
+    doc = {"shared": {"frames": [{"name": "thread (7): MainThread", "file": "", "line": 0},
+                                 {"name": "<module>", "file": "/x/train.py", "line": 3},
+                                 {"name": "_SingleProcessDataLoaderIter._next_data",
+                                  "file": "/v/site-packages/torch/utils/data/dataloader.py", "line": 789},
+                                 {"name": "forward", "file": "/x/train.py", "line": 9}]},
+           "profiles": [{"name": 'Thread 7 "MainThread"', "type": "sampled",
+                         "samples": [[0, 1, 3], [0, 1, 2], [0, 1, 2]], "weights": [0.02] * 3}]}
+    seqs = pyspy.parse_speedscope(json.dumps(doc))
+    seq = seqs['Thread 7 "MainThread"']
+    assert [pyspy.classify(s, 7) for s in seq] == ["compute", "data", "data"]
+
+
+# --- discovery on a faked /proc --------------------------------------------------------------
+
+TORCH_MAPS = (b"7f00-7f01 r-xp 0 08:01 1 /usr/bin/python3.11\n"
+              b"7f02-7f03 r-xp 0 08:01 2 /venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so\n")
+PY_MAPS = b"7f00-7f01 r-xp 0 08:01 1 /usr/bin/python3.11\n"
+GPU_MAPS = b"7f00-7f01 rw-s 0 00:05 3 /dev/nvidia0\n7f02-7f03 r-xp 0 08:01 4 /opt/app/bin/solver\n"
+BASH_MAPS = b"55aa-55ab r-xp 0 08:01 5 /usr/bin/bash\n"
+
+
+class FakeProc:
+    """Writes /proc/PID/{stat,maps,cmdline,environ} files under a tmp dir."""
+
+    def __init__(self, root):
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+
+    def add(self, pid, ppid, cmd, maps=b"", start=None, env=b"HOME=/root\0", state="S"):
+        d = os.path.join(self.root, str(pid))
+        os.makedirs(d, exist_ok=True)
+        comm = os.path.basename(cmd[0])[:15] if cmd else "kworker"
+        rest = " ".join(["0"] * 17)
+        with open(os.path.join(d, "stat"), "w") as f:
+            f.write(f"{pid} ({comm}) {state} {ppid} {rest} {start if start is not None else 1000 + pid} 0 0\n")
+        for name, data in (("maps", maps), ("cmdline", b"\0".join(a.encode() for a in cmd) + b"\0"),
+                           ("environ", env)):
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+
+    def remove(self, pid, what=None):
+        d = os.path.join(self.root, str(pid))
+        if what:
+            os.remove(os.path.join(d, what))
+        else:
+            for f in os.listdir(d):
+                os.remove(os.path.join(d, f))
+            os.rmdir(d)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def fake_box(tmp_path):
+    fp = FakeProc(str(tmp_path / "proc"))
+    fp.add(1, 0, ["/sbin/init"], BASH_MAPS)
+    fp.add(10, 1, ["bash"], BASH_MAPS)
+    # a trainer with two forked data-loader workers and a shell it spawned
+    fp.add(100, 10, ["python", "train.py", "--bs", "64"], TORCH_MAPS)
+    fp.add(101, 100, ["python", "train.py", "--bs", "64"], TORCH_MAPS)
+    fp.add(102, 100, ["python", "train.py", "--bs", "64"], TORCH_MAPS)
+    fp.add(103, 100, ["sh", "-c", "nvidia-smi"], BASH_MAPS)
+    # torchrun: the agent and two ranks; rank 0 has a worker
+    fp.add(200, 10, ["/venv/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "ddp.py"], TORCH_MAPS)
+    fp.add(201, 200, ["/venv/bin/python", "-u", "ddp.py"], TORCH_MAPS)
+    fp.add(202, 200, ["/venv/bin/python", "-u", "ddp.py"], TORCH_MAPS)
+    fp.add(203, 201, ["/venv/bin/python", "-u", "ddp.py"], TORCH_MAPS)
+    # a plain Python process without torch, and gputop-dl itself (torch-free, but even so)
+    fp.add(300, 10, ["python", "-m", "http.server"], PY_MAPS)
+    fp.add(400, 10, ["python", "-m", "gputop_dl"], TORCH_MAPS)
+    return fp
+
+
+def test_discovery_groups_workers_and_torchrun_ranks(tmp_path):
+    fp = fake_box(tmp_path)
+    d = Discoverer(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    found = {f.pid: f for f in d.find()}
+    assert set(found) == {100, 200}  # 300 has no torch, 400 is gputop-dl itself
+    assert found[100].pids == (100, 101, 102, 103) and found[100].target == 100
+    assert found[100].name == "train.py" and found[100].torch and not found[100].gpu
+    assert found[200].pids == (200, 201, 202, 203)
+    assert found[200].target == 201  # the torchrun agent does not train: rank 0 is profiled
+    assert found[200].name == "torchrun ddp.py"
+
+
+def test_discovery_reads_maps_once_and_rechecks_fresh_interpreters(tmp_path):
+    fp = fake_box(tmp_path)
+    clock = Clock()
+    reads = Counter()
+
+    class Counting(Discoverer):
+        def _read(self, pid, what):
+            reads[(pid, what)] += 1
+            return super()._read(pid, what)
+
+    d = Counting(fp.root, own_pid=400, clock=clock)
+    for _ in range(5):
+        d.refresh()
+        d.find()
+        clock.t += 0.1
+    assert reads[(100, "maps")] == 1 and reads[(10, "maps")] == 1  # once per process
+    assert reads[(100, "stat")] == 1  # known PIDs are not re-read while their parent lives
+    # the plain interpreter imports torch later: found at its back-off re-check
+    fp.add(300, 10, ["python", "-m", "http.server"], TORCH_MAPS)
+    d.refresh()
+    assert 300 not in {f.pid for f in d.find()}
+    clock.t += 31
+    d.refresh()
+    assert 300 in {f.pid for f in d.find()}
+    # a new process seen young is looked at once more (sh -c 'exec python ...')
+    fp.add(500, 10, ["sh", "-c", "python x.py"], BASH_MAPS)
+    d.refresh()
+    d.find()
+    fp.add(500, 10, ["python", "x.py"], TORCH_MAPS)
+    clock.t += 2.5
+    d.refresh()
+    assert {f.pid: f.name for f in d.find()}[500] == "x.py"
+
+
+def test_vanished_and_unreadable_processes_are_skipped(tmp_path):
+    fp = fake_box(tmp_path)
+    fp.add(600, 10, ["python", "gone.py"], TORCH_MAPS)
+    fp.add(700, 10, ["python", "secret.py"], TORCH_MAPS)
+    fp.remove(600, "stat")  # listed, then gone before its stat was read
+    fp.add(800, 10, ["python", "racy.py"], TORCH_MAPS)
+    fp.add(900, 1, ["defunct"], state="Z")
+
+    class Flaky(Discoverer):
+        def _read(self, pid, what):
+            if pid == 700 and what == "maps":
+                raise PermissionError(13, "Permission denied")  # another user's process
+            if pid == 800 and what == "maps":
+                raise ProcessLookupError(3, "No such process")  # exited between stat and maps
+            return super()._read(pid, what)
+
+    d = Flaky(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    assert {f.pid for f in d.find()} == {100, 200}
+    assert 900 not in d.ppid  # a zombie is no job
+    # a worker exits and its parent too: the tree shrinks, nothing raises
+    fp.remove(102)
+    fp.remove(203)
+    d.refresh()
+    found = {f.pid: f for f in d.find()}
+    assert found[100].pids == (100, 101, 103) and found[200].pids == (200, 201, 202)
+
+
+def test_reparented_worker_becomes_visible_with_its_new_parent(tmp_path):
+    fp = fake_box(tmp_path)
+    d = Discoverer(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    d.find()
+    fp.remove(100)  # the trainer died; its workers are re-parented to init
+    for pid in (101, 102):
+        fp.add(pid, 1, ["python", "train.py", "--bs", "64"], TORCH_MAPS)
+    d.refresh()
+    found = {f.pid for f in d.find()}
+    assert {101, 102} <= found and 100 not in found
+
+
+def test_launched_jobs_are_left_out(tmp_path):
+    fp = fake_box(tmp_path)
+    # launched by an engine of this process (400): carries the launch marker
+    fp.add(410, 400, ["python", "-m", "gputop_dl.trainer", "a.json"], TORCH_MAPS,
+           env=b"HOME=/root\0GPUTOP_DL_EVENTS=/tmp/a.jsonl\0")
+    fp.add(411, 410, ["python", "-m", "gputop_dl.trainer", "a.json"], TORCH_MAPS,
+           env=b"GPUTOP_DL_EVENTS=/tmp/a.jsonl\0")
+    # started by the user from this process (a test, a notebook): a job
+    fp.add(420, 400, ["python", "mine.py"], TORCH_MAPS)
+    d = Discoverer(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    assert {f.pid for f in d.find()} == {100, 200, 420}
+    assert {f.pid for f in d.find(exclude={100})} == {200, 420}  # the engine's own runs
+    discover.claim(200)
+    try:
+        assert {f.pid for f in d.find()} == {100, 420}
+    finally:
+        discover.unclaim(200)
+    # another gputop-dl's launched job under a torch process is a job of its own
+    fp.add(130, 100, ["python", "-m", "gputop_dl.trainer", "b.json"], TORCH_MAPS,
+           env=b"GPUTOP_DL_EVENTS=/tmp/b.jsonl\0")
+    d.refresh()
+    found = {f.pid: f for f in d.find()}
+    assert 130 in found and 130 not in found[100].pids  # its own row, not in the trainer's
+    assert found[130].name == "python -m gputop_dl.trainer"
+
+
+def test_gpu_processes_and_pids_outside_the_namespace(tmp_path):
+    fp = fake_box(tmp_path)
+    fp.add(250, 10, ["/opt/app/bin/solver"], GPU_MAPS)  # a CUDA program without torch
+    d = Discoverer(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    # NVML (host PIDs): 250 is here; 4001/4002 are not; 10 exists here but is another process
+    found = {f.pid: f for f in d.find({250: 2 * GiB, 4001: 3 * GiB, 4002: 1 * GiB, 10: 1 * GiB})}
+    assert set(found) == {100, 200, 250} and found[250].gpu and not found[250].torch
+    assert found[250].name == "solver"
+    assert d.outside == {4001: 3 * GiB, 4002: 1 * GiB, 10: 1 * GiB}
+    assert outside_note(3, 5 * GiB) == ("GPU memory used by 3 processes outside this container's "
+                                        "PID namespace: 5.0 GiB")
+
+
+def test_job_names():
+    assert job_name(["/usr/bin/python3", "-u", "train.py", "--lr", "0.1"], 1) == "train.py"
+    assert job_name(["python", "-m", "torch.distributed.run", "x.py"], 1) == "python -m torch.distributed.run"
+    assert job_name(["python3.11", "-mpkg.train"], 1) == "python -m pkg.train"
+    assert job_name(["/v/bin/torchrun", "--nproc-per-node=2", "/a/ddp.py"], 1) == "torchrun ddp.py"
+    assert job_name(["python", "-c", "import torch"], 1) == "python -c"
+    assert job_name([], 77) == "pid 77"
+    assert job_name(["/opt/bin/solver", "--gpu"], 1) == "solver"
+
+
+def test_foreign_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monkeypatch):
+    fp = FakeProc(str(tmp_path / "proc"))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a real PID that no longer exists
+    fp.add(dead.pid, 1, ["python", "gone.py"], TORCH_MAPS)
+    fj = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    fj.refresh()
+    jobs, notes = fj.sample()
+    assert jobs == [] and notes == []
+
+    me = os.getpid()
+    fp.add(me, 1, ["python", "me.py"], TORCH_MAPS)
+    import gputop_dl.collect.procs as procs_mod
+
+    def denied(pid):
+        raise psutil.AccessDenied(pid)
+
+    monkeypatch.setattr(procs_mod.psutil, "Process", denied)
+    fj = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    fj.refresh()
+    assert fj.sample() == ([], [])
+
+
+# --- py-spy: a fake binary for the permission note and the success path ------------------------
+
+def fake_pyspy(tmp_path, body: str) -> str:
+    path = tmp_path / "py-spy"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+DENIED = ("echo \"Permission Denied: Try running again with elevated permissions by going "
+          "'sudo env \\\"PATH=\\$PATH\\\" !!'\"\nexit 1\n")
+
+
+def test_permission_denied_becomes_one_note_and_the_rest_keeps_working(tmp_path):
+    exe = fake_pyspy(tmp_path, DENIED)
+    est, err = pyspy.record_stall(os.getpid(), 1, 50, exe=exe)
+    assert est is None and pyspy.is_permission_error(err)
+    fp = FakeProc(str(tmp_path / "proc"))
+    fp.add(os.getpid(), 1, ["python", "train.py"], TORCH_MAPS)
+    sampler = StallSampler(duration_s=1, every_s=0, exe=exe)
+    fj = ForeignJobs(discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()), stall_sampler=sampler)
+    fj.refresh()
+    jobs, notes = fj.sample()
+    sampler.join(10)
+    fj.refresh()
+    jobs, notes = fj.sample()
+    assert [j.pid for j in jobs] == [os.getpid()] and jobs[0].rss > 0  # the job is still there
+    assert jobs[0].stall_fraction is None and jobs[0].stall_source is None
+    assert len(notes) == 1
+    note = notes[0]
+    assert "ptrace" in note and "root" in note and "kernel.yama.ptrace_scope=0" in note
+    assert "SYS_PTRACE" in note and f"PID {os.getpid()}" in note
+    assert not sampler.round([("k", os.getpid())])  # it does not retry what cannot work
+
+
+def test_no_pyspy_is_a_note_too(tmp_path):
+    sampler = StallSampler(duration_s=1, every_s=0, exe=str(tmp_path / "missing-py-spy"))
+    sampler.round([("k", os.getpid())])
+    sampler.join(10)
+    assert sampler.note and "py-spy" in sampler.note and sampler.result("k") is None
+
+
+def test_stall_sampler_pools_bursts_one_at_a_time(tmp_path):
+    frames = [{"name": "thread (5): MainThread", "file": "", "line": 0},
+              {"name": "<module>", "file": "/x/t.py", "line": 1},
+              {"name": "_SingleProcessDataLoaderIter._next_data",
+               "file": "torch/utils/data/dataloader.py", "line": 789},
+              {"name": "forward", "file": "/x/t.py", "line": 9}]
+    doc = {"shared": {"frames": frames},
+           "profiles": [{"name": "main", "type": "sampled",
+                         "samples": [[0, 1, 2]] * 3 + [[0, 1, 3]] * 7, "weights": [0.02] * 10}]}
+    src = tmp_path / "ss.json"
+    src.write_text(json.dumps(doc))
+    # copies the prepared speedscope file to the -o argument, like a real burst would
+    exe = fake_pyspy(tmp_path, f'while [ $# -gt 0 ]; do [ "$1" = -o ] && cp {src} "$2"; shift; done\n'
+                               "sleep 0.3\n")
+    clock = Clock()
+    sampler = StallSampler(duration_s=1, every_s=10, exe=exe, clock=clock)
+    assert sampler.round([("a", 5), ("b", 6)])
+    assert not sampler.round([("a", 5), ("b", 6)])  # one burst in flight at most
+    sampler.join(10)
+    assert sampler.result("a").fraction == 0.3 and sampler.result("a").samples == 10
+    assert sampler.round([("a", 5), ("b", 6)])  # b has never been sampled: b next
+    sampler.join(10)
+    assert not sampler.round([("a", 5), ("b", 6)])  # both fresh
+    clock.t += 11
+    assert sampler.round([("a", 5), ("b", 6)])
+    sampler.join(10)
+    assert sampler.result("a").samples == 20 and sampler.result("a").fraction == 0.3  # pooled
+    sampler.round([("b", 6)])  # a is gone: forgotten
+    assert sampler.result("a") is None
+
+
+# --- engine (monitor mode) -------------------------------------------------------------------
+
+def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
+    from gputop_dl.collect.host import HostSampler
+    from gputop_dl.engine import Engine
+
+    fp = fake_box(tmp_path)
+    me = os.getpid()
+    fp.add(me, 10, ["python", "me_train.py"], TORCH_MAPS + GPU_MAPS)  # real, so psutil can sample it
+    fake = FakePynvml(gpus=1)
+    fake.gpus[0].processes = [FakeProcess(pid=me, used_memory=2 * GiB),
+                              FakeProcess(pid=99999999, used_memory=3 * GiB)]
+    eng = Engine(None, nvml=Nvml(module=fake))
+    eng._host = HostSampler()
+    eng._foreign = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    eng._tick()
+    time.sleep(0.1)
+    eng._tick()
+    snap = eng.snapshot
+    mine = [j for j in snap.jobs if j.pid == me]
+    assert len(mine) == 1 and not mine[0].launched and mine[0].name == "me_train.py"
+    assert mine[0].gpu_mem == 2 * GiB and mine[0].device == "gpu0" and mine[0].cpu_cores is not None
+    assert mine[0].stall_fraction is None and mine[0].command == "python me_train.py"
+    assert any("1 process outside this container's PID namespace: 3.0 GiB" in n for n in snap.notes)
+    js = snap.to_json()["jobs"]
+    assert {"stall_samples", "command"} <= set(js[0])
+    assert any("found me_train.py" in m for _, m in snap.log)
+
+
+# --- a real job started outside gputop-dl ----------------------------------------------------
+
+def test_discovered_external_job_stall_real_launch():
+    """A plain PyTorch loop (tests/external/stall_script.py, num_workers=0) with ~40 % stall:
+    the monitor finds it by its pid and py-spy's main-thread stall is within 5 points."""
+    from gputop_dl.collect.host import HostSampler
+    from gputop_dl.engine import Engine
+    from gputop_dl.present.once import take_snapshot
+
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, STALL_SCRIPT, "--seconds", "30", "--data-ms", "38",
+                             "--compute-ms", "57", "--log-steps"], stdout=subprocess.PIPE, text=True)
+    windows = []  # (start, end) in time.monotonic() of each py-spy burst
+
+    def timed_burst(pid, duration_s, rate, exe):
+        est, err = pyspy.record_stall(pid, duration_s, rate, exe)
+        end = time.monotonic()
+        windows.append((end - duration_s, end))
+        return est, err
+
+    try:
+        assert json.loads(proc.stdout.readline())["ready"]
+        # bursts back to back, 3 s at 100 Hz, two pooled: ~600 main-thread samples; only on
+        # the script (other torch processes on a shared box would take turns otherwise)
+        class OnlyScript(StallSampler):
+            def round(self, jobs):
+                return super().round([(k, pid) for k, pid in jobs if pid == proc.pid])
+
+        sampler = OnlyScript(duration_s=3, rate=100, every_s=0.0, pool=2, record=timed_burst)
+        eng = Engine(None, nvml=Nvml(module=FakePynvml(gpus=0)))
+        eng._host = HostSampler()
+        eng._foreign = ForeignJobs(stall_sampler=sampler)
+        job, used = None, []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            eng._tick()
+            job = next((j for j in eng.snapshot.jobs if j.pid == proc.pid), None)
+            assert job is not None, [(j.name, j.pid) for j in eng.snapshot.jobs]
+            if job.stall_samples and job.stall_samples >= 500:
+                used = windows[:][-2:]  # the two bursts pooled into this figure
+                break
+            time.sleep(0.5)
+        assert len(used) == 2, f"bursts did not finish in time: {job}"
+        assert job.name == "stall_script.py" and not job.launched and job.stall_source == "py-spy"
+        assert job.cpu_cores is not None and job.rss > 0
+        once = take_snapshot(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)))
+        assert proc.pid in [j.pid for j in once.jobs]
+        # `gputop-dl --once --stall 1`: one burst per job, taken inside the one-shot
+        once = take_snapshot(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)), stall_s=1.0)
+        mine = next(j for j in once.jobs if j.pid == proc.pid)
+        assert mine.stall_source == "py-spy" and 0.2 < mine.stall_fraction < 0.6, mine
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    truth = json.loads(out.strip().splitlines()[-1])
+    # the script's own stall over exactly the pooled bursts' windows (its stall drifts with the
+    # box's load: sleeps overshoot more when the CPUs are busy), and over its whole run
+    data = total = 0.0
+    for w0, w1 in used:
+        for s0, s1, s2 in truth["steps_log"]:
+            data += max(0.0, min(s1, w1) - max(s0, w0))
+            total += max(0.0, min(s2, w1) - max(s0, w0))
+    in_windows = data / total
+    print(f"\nscript stall {in_windows:.3f} in the sampled windows ({truth['stall']:.3f} over its "
+          f"run), py-spy {job.stall_fraction:.3f} ({job.stall_samples} samples), "
+          f"{time.monotonic() - t0:.1f} s")
+    assert abs(job.stall_fraction - in_windows) <= 0.05
+    assert abs(job.stall_fraction - truth["stall"]) <= 0.08
+
+
+@pytest.mark.parametrize("argv", [["--stall", "2"], ["--once", "--stall", "-1"],
+                                  ["--once", "--stall", "100"]])
+def test_stall_flag_usage_errors(argv, capsys):
+    from gputop_dl.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gputop-dl: error: --stall") and err.count("\n") == 1
