@@ -56,11 +56,12 @@ FAILED = ("bs128", 128, [2, 3])
 EXPECT = {
     "bs32": {"epochs": "3/3", "median_epoch": "28.5 s", "step": "500 ms", "samples/s": "64.0",
              "peak_mem": "4.1 GiB (GPU)", "cores": "2.40", "stall": "40%", "solo_step": "200 ms",
-             "solo_stall": "5%", "slowdown": "2.50×"},
+             "solo_stall": "5%", "slowdown": "2.50×", "compute": "0.12 TFLOP/s"},
     "bs64": {"epochs": "3/3", "median_epoch": "30.0 s", "step": "800 ms", "samples/s": "80.0",
              "peak_mem": "6.0 GiB (GPU)", "cores": "3.10", "stall": "25%", "solo_step": "400 ms",
-             "solo_stall": "2%", "slowdown": "2.00×"},
+             "solo_stall": "2%", "slowdown": "2.00×", "compute": "0.14 TFLOP/s"},
 }
+FWD_FLOPS = 0.6e9  # mobilenet_v2 at 224: 0.30 GMac forward per image; 3x for training
 EPOCH_TIMES = {"bs32": [29.0, 28.5, 28.0], "bs64": [31.0, 30.0, 29.5]}
 OOM_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB"
 STDERR_TAIL = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
@@ -101,7 +102,8 @@ def make_session(store: Store, *, name: str = "mobilenet trio", gpu: bool = True
         store.add_events(sid, jn, "baseline", [
             {"ev": "started", "t": t0 + 1, "device": "cuda:0"},
             {"ev": "baseline", "t": t0 + 5, **solo}])
-        evs = [{"ev": "started", "t": corun_t, "device": "cuda:0", "pid": 100}]
+        evs = [{"ev": "started", "t": corun_t, "device": "cuda:0", "pid": 100,
+                "fwd_flops": FWD_FLOPS}]
         t = corun_t
         for ep, ep_time in enumerate(EPOCH_TIMES[jn if jn in EPOCH_TIMES else JOBS[0][0]], 1):
             for step in range(1, 11):

@@ -111,13 +111,13 @@ def test_results_table_holds_the_fixture_numbers(fixture_report):
     tbl = table_with(text, "median epoch")
     assert tbl["header"] == ["job", "status", "epochs", "median epoch", "step", "samples/s",
                              "peak mem", "CPU cores", "data stall", "solo step", "solo stall",
-                             "slowdown"]
+                             "slowdown", "compute"]
     rows = rows_by_job(tbl)
     assert list(rows) == ["bs32", "bs64", "bs128"]
     keys = {"epochs": "epochs", "median_epoch": "median epoch", "step": "step",
             "samples/s": "samples/s", "peak_mem": "peak mem", "cores": "CPU cores",
             "stall": "data stall", "solo_step": "solo step", "solo_stall": "solo stall",
-            "slowdown": "slowdown"}
+            "slowdown": "slowdown", "compute": "compute"}
     for job, want in fx.EXPECT.items():
         assert rows[job]["status"] == "done"
         for k, col in keys.items():

@@ -31,6 +31,14 @@ class JobResult:
     stderr_tail: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
+    fwd_flops: float | None = None  # forward FLOPs per image (FlopCounterMode), from the trainer
+
+    @property
+    def train_tflops(self) -> float | None:
+        """Achieved training compute: 3 × forward FLOPs per image × samples/s, in TFLOP/s."""
+        if not self.fwd_flops or not self.samples_per_s:
+            return None
+        return 3 * self.fwd_flops * self.samples_per_s / 1e12
 
     def to_json(self) -> dict:
         """The job object of the session export (contract: docs/design.md)."""
@@ -46,6 +54,8 @@ class JobResult:
             "solo_cpu_cores": (self.solo or {}).get("cpu_cores"),
             "slowdown": self.slowdown, "cpu_cores": self.cpu_cores, "peak_rss": self.peak_rss,
             "peak_gpu_mem": self.peak_gpu_mem, "peak_framework_mem": self.peak_framework_mem,
+            "fwd_gflops": None if self.fwd_flops is None else self.fwd_flops / 1e9,
+            "train_tflops": self.train_tflops,
             "stderr_tail": list(self.stderr_tail),
             "config": self.config,
         }
@@ -90,6 +100,7 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
     if solo and solo.get("step_time_s") and st.step_time_s:
         slowdown = round(st.step_time_s / solo["step_time_s"], 3)
     fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
+    started = store.events(sid, job=name, ev="started", phase="co-run")
     result = JobResult(
         name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
         config=cfg, epochs=ep,
@@ -99,7 +110,8 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
         cpu_cores=round(cores, 3) if cores is not None else None,
         peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
         solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
-        started=job.get("started"), ended=job.get("ended"))
+        started=job.get("started"), ended=job.get("ended"),
+        fwd_flops=started[0].get("fwd_flops") if started else None)
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

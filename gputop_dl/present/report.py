@@ -375,6 +375,12 @@ def _status(j: dict, state: str | None) -> str:
     return md_cell(st)
 
 
+def _tflops(x: float | None) -> str:
+    if x is None:
+        return DASH
+    return f"{x:.2f} TFLOP/s" if x >= 0.1 else f"{x * 1000:.1f} GFLOP/s"
+
+
 def _results_section(data: dict) -> str:
     jobs = data["jobs"]
     rows = []
@@ -389,11 +395,12 @@ def _results_section(data: dict) -> str:
                      secs(j.get("median_epoch_s")), secs(j.get("step_time_s")),
                      num(j.get("samples_per_s"), ".1f"), mem_txt, num(j.get("cpu_cores"), ".2f"),
                      pct(j.get("stall_fraction")), secs(j.get("solo_step_time_s")),
-                     pct(j.get("solo_stall_fraction")), num(j.get("slowdown"), ".2f", "×")])
+                     pct(j.get("solo_stall_fraction")), num(j.get("slowdown"), ".2f", "×"),
+                     _tflops(j.get("train_tflops"))])
     out = ["## Results (co-run)", "",
            table(["job", "status", "epochs", "median epoch", "step", "samples/s", "peak mem",
-                   "CPU cores", "data stall", "solo step", "solo stall", "slowdown"],
-                  rows, "llrrrrrrrrrr")]
+                   "CPU cores", "data stall", "solo step", "solo stall", "slowdown",
+                   "compute"], rows, "llrrrrrrrrrrr")]
     notes = []
     kinds = {j.get("peak_mem_kind") for j in jobs} - {None}
     if kinds - {"gpu"}:
@@ -401,7 +408,9 @@ def _results_section(data: dict) -> str:
                      "host RSS = the trainer's peak resident memory (CPU training).")
     notes.append("Step = median step time after warm-up; data stall = time waiting for the next "
                  "batch / step time; CPU cores = mean CPU-seconds per second of the trainer and "
-                 "its loader workers; slowdown = co-run step / solo step.")
+                 "its loader workers; slowdown = co-run step / solo step; compute = achieved "
+                 "training TFLOP/s = 3 × forward FLOPs per image (torch's FlopCounterMode) × "
+                 "samples/s.")
     for j in jobs:
         smp = j.get("step_stats_sampled")
         if smp:
