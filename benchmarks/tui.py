@@ -122,7 +122,9 @@ def first_frame_inprocess(runs: int) -> list[float]:
 
 
 def proc_tree_cpu(p: psutil.Process) -> float:
-    total = 0.0
+    """CPU seconds of p, its live descendants and the children it has reaped (py-spy bursts)."""
+    t = p.cpu_times()
+    total = t.children_user + t.children_system
     for q in [p] + p.children(recursive=True):
         try:
             t = q.cpu_times()
@@ -146,11 +148,29 @@ def find_gdl(pane_pid: int) -> psutil.Process | None:
     return None
 
 
-def monitor_cpu(seconds: float) -> dict:
+def start_jobs(n: int, seconds: float) -> list[subprocess.Popen]:
+    """n plain PyTorch loops outside gputop-dl, each a trainer + 4 loader workers (5 processes),
+    light (about 0.2 of a core each) so that they do not starve the monitor being measured."""
+    script = os.path.join(ROOT, "tests", "external", "stall_script.py")
+    return [subprocess.Popen([PY, script, "--seconds", str(seconds), "--data-ms", "40",
+                              "--compute-ms", "10", "--num-workers", "4"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)]
+
+
+def own_cpu(p: psutil.Process) -> float:
+    t = p.cpu_times()
+    return t.user + t.system
+
+
+def monitor_cpu(seconds: float, n_jobs: int = 0) -> dict:
     home = tempfile.mkdtemp(prefix="gdl-bench-")
     tmux = Tmux()
     top = None
+    jobs = start_jobs(n_jobs, seconds + 40) if n_jobs else []
     try:
+        if jobs:
+            time.sleep(8.0)  # torch imported, workers forked
         tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", gdl_command(home))
         time.sleep(1.0)
         pane_pid = int(tmux("list-panes", "-t", "b", "-F", "#{pane_pid}").split()[0])
@@ -160,15 +180,22 @@ def monitor_cpu(seconds: float) -> dict:
         top = subprocess.Popen(["top", "-b", "-d", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         top_p = psutil.Process(top.pid)
         time.sleep(4.0)  # past start-up
-        g0, t0, w0 = proc_tree_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
+        g0, o0, t0, w0 = proc_tree_cpu(gdl), own_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
         time.sleep(seconds)
-        g1, t1, w1 = proc_tree_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
+        g1, o1, t1, w1 = proc_tree_cpu(gdl), own_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
         wall = w1 - w0
         rss = gdl.memory_info().rss
+        screen = tmux("capture-pane", "-p", "-t", "b")
         tmux("send-keys", "-t", "b", "q")
         return {"wall_s": wall, "gputop_dl_cpu_s": g1 - g0, "gputop_dl_pct": 100 * (g1 - g0) / wall,
+                "own_pct": 100 * (o1 - o0) / wall,
+                "jobs_seen": screen.count("stall_script.py"),
                 "top_cpu_s": t1 - t0, "top_pct": 100 * (t1 - t0) / wall, "gputop_dl_rss": rss}
     finally:
+        for j in jobs:
+            j.terminate()
+        for j in jobs:
+            j.wait()
         if top is not None:
             top.terminate()
             top.wait()
@@ -266,6 +293,8 @@ def main() -> int:
     ap.add_argument("--only", choices=("first-frame", "cpu", "keys", "render"))
     ap.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
     ap.add_argument("--cpu-seconds", type=float, default=30.0)
+    ap.add_argument("--jobs", type=int, default=3, help="monitor CPU: also measure with this many "
+                    "external PyTorch jobs of 5 processes each running (default 3; 0: idle only)")
     ap.add_argument("--repeats", type=int, default=30, help="key presses per kind (default 30)")
     args = ap.parse_args()
     have_tmux = shutil.which("tmux") is not None
@@ -282,14 +311,16 @@ def main() -> int:
     if args.only in (None, "cpu"):
         print(f"\n2. monitor CPU at 1 Hz over {args.cpu_seconds:.0f} s")
         if have_tmux:
-            r = monitor_cpu(args.cpu_seconds)
-            if "error" in r:
-                print("   " + r["error"])
-            else:
-                print(f"   gputop-dl: {r['gputop_dl_cpu_s']:.2f} CPU s in {r['wall_s']:.1f} s = "
-                      f"{r['gputop_dl_pct']:.1f}% of one core (RSS {r['gputop_dl_rss'] / 2**20:.0f} MiB)")
-                print(f"   top -b -d 1: {r['top_cpu_s']:.2f} CPU s = {r['top_pct']:.1f}% of one core")
-                print("   (htop/glances: not installed here; top is the side-by-side reference)")
+            for n in sorted({0, args.jobs}):
+                r = monitor_cpu(args.cpu_seconds, n)
+                if "error" in r:
+                    print("   " + r["error"])
+                    continue
+                what = "no jobs" if n == 0 else f"{n} external jobs x 5 processes ({r['jobs_seen']} on screen)"
+                print(f"   {what}: gputop-dl {r['own_pct']:.2f}% of one core itself, "
+                      f"{r['gputop_dl_pct']:.2f}% with its py-spy bursts "
+                      f"(RSS {r['gputop_dl_rss'] / 2**20:.0f} MiB); top -b -d 1: {r['top_pct']:.2f}%")
+            print("   (htop/glances: not installed here; top is the side-by-side reference)")
         else:
             print("   tmux not installed: skipped")
 

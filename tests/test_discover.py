@@ -439,6 +439,29 @@ def test_stall_sampler_pools_bursts_one_at_a_time(tmp_path):
     assert sampler.result("a") is None
 
 
+def test_stall_bursts_keep_to_a_sample_budget_across_jobs(tmp_path):
+    """Three jobs, 2 s x 25 Hz bursts, 5 samples/s in all: each job every 30 s, not every 12 s."""
+    clock = Clock()
+    started = []
+
+    def record(pid, duration_s, rate, exe):
+        started.append((clock.t, pid))
+        return pyspy.StallEstimate(data=20, compute=30), None
+
+    sampler = StallSampler(duration_s=2, rate=25, every_s=12, record=record, clock=clock)
+    jobs = [("a", 1), ("b", 2), ("c", 3)]
+    for _ in range(3):  # a first round: every job once, one burst at a time
+        assert sampler.round(jobs)
+        sampler.join(5)
+    clock.t += 12
+    assert not sampler.round(jobs)  # the per-job period alone would allow it now
+    clock.t += 18.5
+    assert sampler.round(jobs)
+    sampler.join(5)
+    assert [pid for _, pid in started] == [1, 2, 3, 1]
+    assert sampler.result("a").samples == 100  # both bursts pooled (within 4 periods)
+
+
 # --- engine (monitor mode) -------------------------------------------------------------------
 
 def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
@@ -496,7 +519,8 @@ def test_discovered_external_job_stall_real_launch():
             def round(self, jobs):
                 return super().round([(k, pid) for k, pid in jobs if pid == proc.pid])
 
-        sampler = OnlyScript(duration_s=3, rate=100, every_s=0.0, pool=2, record=timed_burst)
+        sampler = OnlyScript(duration_s=3, rate=100, every_s=0.0, pool=2, record=timed_burst,
+                             budget=None)
         eng = Engine(None, nvml=Nvml(module=FakePynvml(gpus=0)))
         eng._host = HostSampler()
         eng._foreign = ForeignJobs(stall_sampler=sampler)

@@ -633,3 +633,32 @@ def test_long_series_read_every_kth_second(store, monkeypatch):
     assert s["every_s"] == {"host": 1, "gpus": 3, "jobs": 3}  # 3 jobs (one never sampled)
     assert all(v == 0.25 for v in s["gpus"][1]["util"])
     assert all(v == 2.4 for v in s["jobs"][0]["cpu_cores"])
+
+
+def test_a_command_job_shows_what_its_hook_saw_not_the_file_defaults(store):
+    """A `command` workload's model/data defaults do not apply: its batch is the one the start-up
+    hook saw, its planned epochs are unknown, the input/dataset columns are dashes."""
+    sid = store.create_session("cmd", file="c.toml", command="gputop-dl launch c.toml",
+                               kind="launch", environment={"cpus": 2})
+    cfg = {"name": "mnist", "command": ["python", "main.py"], "batch_size": 32, "epochs": 3,
+           "input_size": 224, "dataset": "fake", "num_workers": 4, "warmup_steps": 1}
+    store.upsert_job(sid, "mnist", launched=True, config=cfg, status="running")
+    evs = [{"ev": "started", "t": 10.0, "pid": 5, "batch_size": 64, "epochs": None,
+            "steps_per_epoch": 4}]
+    t = 10.0
+    for ep in (1, 2):
+        for step in range(1, 5):
+            t += 0.1
+            evs.append({"ev": "step", "t": t, "epoch": ep, "step": step, "t_data": 0.01,
+                        "t_step": 0.1, "samples": 64})
+        evs.append({"ev": "epoch", "t": t, "epoch": ep, "time_s": 0.4, "steps": 4})
+    store.add_events(sid, "mnist", "co-run", evs)
+    store.upsert_job(sid, "mnist", launched=True, config=None, status="done", ended=t)
+    store.end_session(sid, "finished")
+    data = report.session_json(store, sid)
+    text = report.render_markdown(data)
+    wl = rows_by_job(table_with(text, "transforms"))["mnist"]
+    assert wl["batch"] == "64" and wl["input"] == wl["dataset"] == wl["workers"] == "–"
+    assert wl["model"].startswith("command: python main.py")
+    res = rows_by_job(table_with(text, "median epoch"))["mnist"]
+    assert res["epochs"] == "2" and res["samples/s"] == "640.0"

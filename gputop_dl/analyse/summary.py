@@ -32,6 +32,20 @@ class JobResult:
     started: float | None = None
     ended: float | None = None
     fwd_flops: float | None = None  # forward FLOPs per image (FlopCounterMode), from the trainer
+    reported: dict = field(default_factory=dict)  # the co-run "started" event (batch_size, epochs)
+
+    @property
+    def is_command(self) -> bool:
+        return bool(self.config.get("command"))
+
+    @property
+    def batch_size(self) -> int | None:
+        """The batch: the file's, or for a command job what its start-up hook saw (or None)."""
+        return self.reported.get("batch_size") if self.is_command else self.config.get("batch_size")
+
+    @property
+    def epochs_planned(self) -> int | None:
+        return self.reported.get("epochs") if self.is_command else self.config.get("epochs")
 
     @property
     def train_tflops(self) -> float | None:
@@ -111,7 +125,9 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
         peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
         solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
         started=job.get("started"), ended=job.get("ended"),
-        fwd_flops=started[0].get("fwd_flops") if started else None)
+        fwd_flops=started[0].get("fwd_flops") if started else None,
+        reported={k: v for k, v in (started[0] if started else {}).items()
+                  if k not in ("t", "ev", "job", "phase")})
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

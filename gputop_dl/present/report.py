@@ -199,7 +199,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         j.update(
             step_stats_sampled=sampled.get(r.name), solo=r.solo, started=r.started,
             ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
-            epochs_planned=(r.config or {}).get("epochs"),
+            epochs_planned=r.epochs_planned, batch_size=r.batch_size,
             solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
                               if r.median_epoch_s and r.slowdown else None))
         jobs.append(j)
@@ -346,18 +346,22 @@ def _workloads_section(jobs: list[dict]) -> str:
     for j in jobs:
         cfg = j.get("config") or {}
         fallback.update(cfg.get("cpu_fallback_applied") or [])
-        if cfg.get("command"):
+        if cfg.get("command"):  # the file's model/data keys do not apply to the user's script
             model = "command: " + md_text(" ".join(str(a) for a in cfg["command"]))
-        else:
-            model = md_cell(cfg.get("model"))
+            rows.append([md_cell(j["name"]), model, md_cell(j.get("batch_size")), DASH, DASH,
+                         DASH, DASH, _devices(j)])
+            continue
         size_ = cfg.get("input_size")
-        rows.append([md_cell(j["name"]), model, md_cell(cfg.get("batch_size")),
+        rows.append([md_cell(j["name"]), md_cell(cfg.get("model")), md_cell(cfg.get("batch_size")),
                      f"{size_}×{size_}" if isinstance(size_, int) else md_cell(size_),
                      md_cell(cfg.get("dataset")), _transforms(cfg.get("transforms")),
                      md_cell(cfg.get("num_workers")), _devices(j)])
     out = "## Workloads\n\n" + table(
         ["job", "model", "batch", "input", "dataset", "transforms", "workers", "device(s)"],
         rows, "llrrllrl")
+    if any((j.get("config") or {}).get("command") for j in jobs):
+        out += ("\n\nA `command` job runs its own script: its batch is what gputop-dl's start-up "
+                "hook saw in the script's DataLoader; the rest is the script's own business.")
     if fallback:
         out += ("\n\nNo CUDA: the file's `cpu_fallback` settings were applied ("
                 + md_text(", ".join(sorted(fallback))) + ").")

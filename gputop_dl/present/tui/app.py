@@ -29,7 +29,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import DataTable, Footer
 
-from gputop_dl.present.tui.base import Panel
+from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel
 from gputop_dl.present.tui.host_panel import HostPanel
@@ -269,7 +269,7 @@ class GputopApp(App[int]):
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
             sub += f" · sorted by {SORTS[table.sort_by][0]}"
-        table.border_subtitle = sub
+        set_border(table, subtitle=sub)
         has_launched = any(r.launched for r in rows)
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:

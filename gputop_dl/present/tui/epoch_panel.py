@@ -15,7 +15,7 @@ import statistics
 from textual.content import Content
 
 from gputop_dl.present.fmt import secs
-from gputop_dl.present.tui.base import Panel
+from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import JobSample
 
@@ -106,7 +106,7 @@ class EpochPanel(Panel):
         width = max(30, self.content_size.width or 70)
         height = max(3, self.content_size.height or 8)
         if sel is not None:
-            self.border_title = f"epoch times · {sel.name}"
+            set_border(self, title=f"epoch times · {sel.name}")
             one = self._one(sel, width, height)
             others = [j for j in jobs if j.launched and j.name != sel.name]
             room = height - len(one.plain.splitlines()) - 1
@@ -114,7 +114,7 @@ class EpochPanel(Panel):
                 everyone = [j for j in jobs if j.launched]
                 return Content("\n").join([one, Content(""), self._all(everyone, width, room, mark=sel.name)])
             return one
-        self.border_title = "epoch times · all jobs"
+        set_border(self, title="epoch times · all jobs")
         return self._all([j for j in jobs if j.launched or j.epoch_times], width, height)
 
     def _one(self, j: JobSample, width: int, height: int) -> Content:

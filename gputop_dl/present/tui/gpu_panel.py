@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from gputop_dl.present.fmt import DASH
-from gputop_dl.present.tui.base import Panel
+from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
 from gputop_dl.snapshot import GpuSample, Snapshot
 
@@ -99,13 +99,13 @@ class GpuPanel(Panel):
         if snap is None:
             return Content.styled("waiting for the first sample…", "$text-muted")
         if not snap.gpus:
-            self.border_subtitle = ""
+            set_border(self, subtitle="")
             return Content.assemble(
                 (gpu_status_line(snap, self._detail), "bold $text-warning"),
                 ("\nNo GPU rows to show: workloads launched here train on the CPU.", "$text-muted"))
         width = self.content_size.width or 110
         hist_w = max(8, min(60, width - FIXED_W))
-        self.border_subtitle = f"util history: last {HISTORY_S / 60:.0f} min, 0–100 %"
+        set_border(self, subtitle=f"util history: last {HISTORY_S / 60:.0f} min, 0–100 %")
         head = Content.styled(
             f"{'#':>2} {fit('name', NAME_W)}  {fit('util', BAR_W + 5)}  "
             f"{fit('memory', BAR_W + 14)}  {'temp':>4} {'power':>5}  util history", "$text-muted")
