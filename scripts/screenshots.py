@@ -6,7 +6,8 @@
     .venv/bin/python scripts/screenshots.py --out DIR       # default: screenshots/
 
 Shots (160×50):
-  monitor.svg          `gputop-dl` on this machine (an Engine(None) with the real NVML wrapper)
+  monitor.svg          `gputop-dl` on this machine (an Engine(None) with the real NVML wrapper),
+                       with two plain PyTorch loops started outside it (found, stall % by py-spy)
   monitor_fake_gpus    the same engine with a fake NVML module (4 GPUs, 2 GPU processes), to show
                        the GPU panel on a machine without GPUs
   launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
@@ -72,6 +73,20 @@ async def wait_until(pilot, cond, timeout: float, step: float = 0.2) -> bool:
     return cond()
 
 
+def start_external_jobs() -> list[subprocess.Popen]:
+    """Two plain PyTorch loops started outside gputop-dl (tests/external/stall_script.py), as a
+    user's own trainings: the monitor finds them and measures their stall with py-spy."""
+    script = os.path.join(ROOT, "tests", "external", "stall_script.py")
+    runs = [("--data-ms", "40", "--compute-ms", "60", "--num-workers", "0"),
+            ("--data-ms", "10", "--compute-ms", "80", "--num-workers", "2")]
+    procs = [subprocess.Popen([sys.executable, script, "--seconds", "120", *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for args in runs]
+    for p in procs:
+        p.stdout.readline()  # {"ready": true}: torch imported, loader built
+    return procs
+
+
 async def shot_monitor(out: str, fake_gpus: bool) -> None:
     from gputop_dl.collect.nvml import Nvml
     from gputop_dl.engine import Engine
@@ -89,13 +104,25 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
         nvml = Nvml(module=fake)
     else:
         nvml = Nvml()
-    engine = Engine(None, nvml=nvml)
-    app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml))
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: app.renders >= 4, 10)
-        await pilot.pause(0.3)
-        save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
-        await app.stop_and_exit()
+    jobs = [] if fake_gpus else start_external_jobs()
+    try:
+        engine = Engine(None, nvml=nvml)
+        app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: app.renders >= 4, 10)
+            if jobs:  # until both external jobs show a measured stall %
+                pids = {p.pid for p in jobs}
+                await wait_until(pilot, lambda: engine.snapshot is not None and sum(
+                    1 for j in engine.snapshot.jobs
+                    if j.pid in pids and j.stall_fraction is not None) == len(pids), 45)
+                await pilot.pause(1.2)
+            await pilot.pause(0.3)
+            save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
+            await app.stop_and_exit()
+    finally:
+        for p in jobs:
+            p.terminate()
+            p.wait()
 
 
 async def shot_trio(out: str, at_s: float) -> None:

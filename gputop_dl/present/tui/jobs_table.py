@@ -23,8 +23,8 @@ LAUNCHED_MARK = "●"
 
 # key, label, width, justify
 COLUMNS: tuple[tuple[str, str, int, str], ...] = (
-    ("job", "job", 16, "left"),
-    ("status", "status", 20, "left"),
+    ("job", "job", 26, "left"),
+    ("status", "status", 14, "left"),
     ("device", "device", 8, "left"),
     ("batch", "batch", 5, "right"),
     ("progress", "epoch · step", 14, "right"),
