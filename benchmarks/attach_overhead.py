@@ -131,7 +131,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--rate", type=int, default=50)
+    ap.add_argument("--rate", type=int, default=25, help="py-spy rate (default 25: the monitor's)")
     ap.add_argument("--iters", type=int, default=1200, help="matmuls per step (fixed work)")
     ap.add_argument("--data-ms", type=float, default=20.0)
     ap.add_argument("--procs", type=int, default=300)

@@ -27,6 +27,8 @@ from gputop_dl.collect import pyspy
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.host import HostSampler
+from gputop_dl.collect import discover
+from gputop_dl.collect.foreign import ForeignJobs
 from gputop_dl.collect.procs import TreeSampler, children_map
 from gputop_dl.launch import JobProcess, describe_exit, start_job, stop_jobs
 from gputop_dl.record.store import Store, session_work_dir
@@ -200,6 +202,7 @@ class Engine:
         self._gpu_series: list[tuple] = []  # co-run: (t, gpu, util, throttle reasons)
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self._spy_started: set[str] = set()
+        self._foreign: ForeignJobs | bool | None = None  # jobs not launched here; False: stopped
         self._verdict_frozen = False
 
     # --- API for other threads ---------------------------------------------------------------
@@ -454,10 +457,7 @@ class Engine:
         Monitor mode samples discovered jobs with py-spy bursts; launch mode shows them too
         (they compete for the same CPUs and GPUs) but never attaches py-spy to them, so the
         co-run being measured is not disturbed, and does not record them."""
-        from gputop_dl.collect import discover
-        from gputop_dl.collect.foreign import ForeignJobs
-
-        fj = getattr(self, "_foreign", None)
+        fj = self._foreign
         if fj is None:
             fj = self._foreign = ForeignJobs(stall=self.spec is None)
         if fj is False:
@@ -473,12 +473,10 @@ class Engine:
 
     def _foreign_jobs(self, gprocs, taken: set[str]) -> tuple[list[JobSample], list[str]]:
         """Helper of `_tick`: the discovered jobs' rows and notes (after `_foreign_refresh`)."""
-        fj = getattr(self, "_foreign", None)
+        fj = self._foreign
         if not fj:
             return [], []
         try:
-            from gputop_dl.collect import discover
-
             for r in self.runs.values():  # ended this tick: release the claim before it leaks
                 if not r.alive:
                     discover.unclaim(r.proc.pid)
