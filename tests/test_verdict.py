@@ -122,3 +122,18 @@ def test_same_evidence_same_verdict():
     jobs = [job("a", 1.7, stall=0.4, solo_stall=0.1), job("b", 1.6, gpus=(1,), stall=0.4,
                                                           solo_stall=0.1)]
     assert judge(jobs, BUSY) == judge(list(jobs), BUSY)
+
+
+def test_a_noisy_solo_baseline_is_flagged_and_halves_the_confidence():
+    quiet = judge([job("a", 1.6, stall=0.3, solo_stall=0.05, gpus=(0,)),
+                   job("b", 1.5, stall=0.3, solo_stall=0.05, gpus=(1,))], BUSY)
+    noisy_a = JobEvidence(**{**job("a", 1.6, stall=0.3, solo_stall=0.05, gpus=(0,)).__dict__,
+                             "solo_cv": 0.27})
+    v = judge([noisy_a, job("b", 1.5, stall=0.3, solo_stall=0.05, gpus=(1,))], BUSY)
+    assert v["kind"] == quiet["kind"] == "cpu-bound"
+    assert v["confidence"] == round(quiet["confidence"] / 2, 2)
+    assert v["evidence"]["noisy_baselines"] == {"a": 0.27}
+    assert any("a step-time CV 0.27" in line for line in v["evidence_lines"])
+    assert any("quieter machine" in r for r in v["recommendations"])
+    at_limit = JobEvidence(**{**noisy_a.__dict__, "solo_cv": V.NOISY_CV})
+    assert "noisy_baselines" not in judge([at_limit], BUSY)["evidence"]

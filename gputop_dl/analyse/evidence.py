@@ -66,7 +66,8 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
             solo_step_time_s=solo.get("step_time_s"), solo_stall=solo.get("stall_fraction"),
             solo_cpu_cores=solo.get("cpu_cores"), num_workers=int(c.get("num_workers") or 0),
             transforms=transforms if isinstance(transforms, str) else "custom",
-            batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus)))
+            batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
+            solo_cv=solo.get("cv")))
     hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]]
     gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]]
     util: dict[int, list[float]] = {}

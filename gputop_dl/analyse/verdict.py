@@ -31,6 +31,7 @@ LOAD_PER_CORE = 1.0
 THROTTLED = 0.05
 MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
+NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 
 TITLES = {
     "parallel": "truly parallel",
@@ -60,6 +61,7 @@ class JobEvidence:
     transforms: str | None = None
     batch_size: int | None = None
     emulated_device: bool = False  # synthetic job whose device work is emulated per GPU index
+    solo_cv: float | None = None  # step-time coefficient of variation of the solo baseline
 
     @property
     def slowdown(self) -> float | None:
@@ -119,7 +121,26 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
 
 
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure") -> dict:
-    """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations."""
+    """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations.
+
+    A solo baseline whose step times varied by more than NOISY_CV was taken while something
+    else loaded the machine: the verdict says so, halves its confidence, and advises a re-run."""
+    v = _judge(jobs, host)
+    noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
+    if noisy and v["kind"] not in ("insufficient-data", "no-baseline"):
+        v["evidence"]["noisy_baselines"] = {j.name: round(j.solo_cv, 3) for j in noisy}
+        v["evidence_lines"].append(
+            "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {j.solo_cv:.2f}"
+                                                for j in noisy)
+            + f" (> {NOISY_CV:.2f}): something else loaded the machine while it ran, so the "
+            "slowdowns are uncertain")
+        v["recommendations"].append("measure the baselines again on a quieter machine "
+                                    "(baseline = \"measure\"; \"cache\" would reuse these)")
+        v["confidence"] = round(v["confidence"] / 2, 2)
+    return v
+
+
+def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
     if not jobs:
         return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
     short = [j.name for j in jobs if j.steps < MIN_STEPS]
