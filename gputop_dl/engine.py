@@ -177,7 +177,7 @@ class Engine:
         self.nvml = nvml
         self.command = command
         self.store_path = store_path
-        self.record = record and spec is not None
+        self.record = record  # a launch from the start; the monitor once it sees a training job
         self.grace_s = grace_s
         self.interval = spec.interval if spec else 1.0
         self.session_id: str | None = None
@@ -203,6 +203,9 @@ class Engine:
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self._spy_started: set[str] = set()
         self._foreign: ForeignJobs | bool | None = None  # jobs not launched here; False: stopped
+        self._recorded: dict[int, str] = {}  # monitor session: pid -> recorded job name
+        self._ended: set[int] = set()
+        self._rec_device: dict[int, str | None] = {}
         self._verdict_frozen = False
 
     # --- API for other threads ---------------------------------------------------------------
@@ -249,7 +252,7 @@ class Engine:
     def _main(self) -> None:
         try:
             self._host = HostSampler()
-            if self.record:
+            if self.record and self.spec is not None:
                 self._store = Store(self.store_path)
                 self.session_id = self._store.create_session(
                     self.spec.name, file=self.spec.path, command=self.command, kind="launch",
@@ -265,6 +268,7 @@ class Engine:
             if self.spec is None:
                 self.phase = None
                 self._loop(lambda: False)
+                self.state = "finished"  # quitting is how a monitor run ends
             else:
                 if self.spec.cpu_fallback_reason:
                     self.say(self.spec.cpu_fallback_reason)
@@ -272,7 +276,8 @@ class Engine:
                 self._baselines()
                 if not self._stop.is_set():
                     self._corun()
-            self.state = "interrupted" if self._stop.is_set() else "finished"
+            if self.spec is not None:
+                self.state = "interrupted" if self._stop.is_set() else "finished"
         except BaseException as exc:  # recorded, shown, and the children still get stopped
             self.error = exc
             self.state = "interrupted"
@@ -490,6 +495,43 @@ class Engine:
             self.say(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
             return [], []
 
+    def _record_monitor(self, now: float, host, gpus, foreign: list[JobSample]) -> None:
+        """Monitor mode: from the first training job seen, the run is a recorded session (kind
+        "monitor"): host and GPU samples, and each job's CPU, memory and py-spy stall."""
+        st = self._store
+        if st is None:
+            if not foreign:
+                return
+            st = self._store = Store(self.store_path)
+            self.session_id = st.create_session(
+                f"monitor {os.uname().nodename}", file=None, command=self.command or "gputop-dl",
+                kind="monitor", environment=self.env, spec={"interval": self.interval})
+            self.say(f"recording session {self.session_id} (training jobs seen)")
+        sid, live = self.session_id, set()
+        for j in foreign:
+            name = self._recorded.get(j.pid)
+            if name is None:  # a new job: its own row, even if an earlier one had its name
+                taken = set(self._recorded.values())
+                name = j.name if j.name not in taken else f"{j.name} ({j.pid})"
+                self._recorded[j.pid] = name
+            if self._rec_device.get(j.pid, "?") != j.device:  # new, or now seen on a GPU
+                self._rec_device[j.pid] = j.device
+                st.upsert_job(sid, name, launched=False, config=None, status="running",
+                              device=j.device, pid=j.pid, started=now,
+                              info={"command": j.command})
+            live.add(j.pid)
+            st.add_job_sample(sid, now, j, "monitor")
+        for pid, name in self._recorded.items():
+            if pid not in live and pid not in self._ended:
+                self._ended.add(pid)
+                st.upsert_job(sid, name, launched=False, config=None, status="ended",
+                              pid=pid, ended=now)
+        st.add_host_sample(sid, now, host)
+        if gpus:
+            st.add_gpu_samples(sid, now, gpus)
+        st.heartbeat(sid, now)
+        st.commit()
+
     def _tick(self) -> None:
         now = time.time()
         self._apply_commands()
@@ -539,6 +581,8 @@ class Engine:
             jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
         foreign, foreign_notes = self._foreign_jobs(gprocs, {j.name for j in jobs})
         jobs.extend(foreign)  # after the launched ones
+        if self.spec is None and self.record:
+            self._record_monitor(now, host, gpus, foreign)
         if self.phase == "co-run":
             self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
                                       host.cgroup_throttled_frac))

@@ -570,3 +570,59 @@ def test_stall_flag_usage_errors(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("gputop-dl: error: --stall") and err.count("\n") == 1
+
+
+def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
+    """Issue 5: every monitor run that saw training jobs is a session; it exports with the
+    job's CPU, memory and py-spy stall, and jobs that ended are marked so."""
+    from gputop_dl.collect.stall import StallResult
+    from gputop_dl.engine import Engine
+    from gputop_dl.present.report import export_session, list_sessions
+    from gputop_dl.record.store import Store
+
+    class MeasuredStall:  # as if py-spy had measured every job at 25 %
+        note, denied = None, False
+
+        def round(self, jobs):
+            return False
+
+        def result(self, key):
+            return StallResult(0.25, 120, None, time.time())
+
+    fp = fake_box(tmp_path)
+    me = os.getpid()
+    fake = FakePynvml(gpus=1)
+    quiet = Engine(None, nvml=Nvml(module=fake))
+    quiet._foreign = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    quiet._host = __import__("gputop_dl.collect.host", fromlist=["HostSampler"]).HostSampler()
+    quiet._tick()
+    assert quiet.session_id is None  # no training job seen: nothing recorded
+
+    fp.add(me, 10, ["python", "me_train.py", "--lr", "0.1"], TORCH_MAPS)
+    fake.gpus[0].processes = [FakeProcess(pid=me, used_memory=2 * GiB)]
+    eng = Engine(None, nvml=Nvml(module=fake))
+    eng.interval = 0.05
+    eng._foreign = ForeignJobs(stall_sampler=MeasuredStall(),
+                               discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    eng.start()
+    deadline = time.time() + 20
+    while time.time() < deadline and not (eng.snapshot and any(j.pid == me for j in eng.snapshot.jobs)):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    fp.remove(me)  # the job ends
+    time.sleep(0.3)
+    eng.request_stop("interrupted")  # what quitting the TUI does
+    assert eng.join(20) and eng.error is None
+    sid = eng.session_id
+    assert sid is not None and any("recording session" in m for _, m in eng._log)
+    rows = {r["id"]: r for r in list_sessions()}
+    assert rows[sid]["state"] == "finished"
+    job = Store().jobs(sid)[0]
+    assert job["name"] == "me_train.py" and not job["launched"] and job["status"] == "ended"
+    assert job["info"]["command"] == "python me_train.py --lr 0.1" and job["device"] == "gpu0"
+    data = json.loads(open(export_session(sid, str(tmp_path / "m.json"))).read())
+    (j,) = data["jobs"]
+    assert j["launched"] is False and j["stall_fraction"] == 0.25 and j["cpu_cores"] is not None
+    assert j["peak_gpu_mem"] == 2 * GiB
+    md = open(export_session(sid, str(tmp_path / "m.md"))).read()
+    assert "process: python me" in md and "| me\\_train.py |" not in md

@@ -33,6 +33,8 @@ class JobResult:
     ended: float | None = None
     fwd_flops: float | None = None  # forward FLOPs per image (FlopCounterMode), from the trainer
     reported: dict = field(default_factory=dict)  # the co-run "started" event (batch_size, epochs)
+    launched: bool = True  # False: a job a monitor session found running (not started by us)
+    command: str | None = None  # such a job's command line
 
     @property
     def is_command(self) -> bool:
@@ -68,6 +70,7 @@ class JobResult:
             "solo_cpu_cores": (self.solo or {}).get("cpu_cores"),
             "slowdown": self.slowdown, "cpu_cores": self.cpu_cores, "peak_rss": self.peak_rss,
             "peak_gpu_mem": self.peak_gpu_mem, "peak_framework_mem": self.peak_framework_mem,
+            "launched": self.launched, "command": self.command,
             "fwd_gflops": None if self.fwd_flops is None else self.fwd_flops / 1e9,
             "train_tflops": self.train_tflops,
             "stderr_tail": list(self.stderr_tail),
@@ -98,14 +101,17 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
     name = job["name"]
     cfg = job.get("config") or {}
     warmup = int(cfg.get("warmup_steps", 3))
-    n = store.step_count(sid, name, "co-run")
+    # a job of a monitor session was not launched here: its samples are phase "monitor", and
+    # its stall is the mean of the py-spy figures in them
+    phase = "co-run" if job.get("launched", True) else "monitor"
+    n = store.step_count(sid, name, phase)
     usable = max(0, n - warmup)
     every = max(1, math.ceil(usable / STEP_SAMPLE_CAP))
-    rows = store.step_rows(sid, name, "co-run", offset=warmup, every=every) if usable else []
+    rows = store.step_rows(sid, name, phase, offset=warmup, every=every) if usable else []
     st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa or 0}
                      for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
     t_warm = rows[0][0] if rows else None
-    cores, peak_rss, peak_gpu = store.job_sample_stats(sid, name, "co-run", t_warm)
+    cores, peak_rss, peak_gpu, sampled_stall = store.job_sample_stats(sid, name, phase, t_warm)
     epochs = store.events(sid, job=name, ev="epoch", phase="co-run")
     ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
     info = job.get("info") or {}
@@ -120,14 +126,16 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
         config=cfg, epochs=ep,
         median_epoch_s=statistics.median([t for _, t in ep]) if ep else None,
         step_time_s=st.step_time_s, samples_per_s=st.samples_per_s,
-        stall_fraction=st.stall_fraction, steps=n,
+        stall_fraction=st.stall_fraction if n or phase == "co-run" else sampled_stall,
+        steps=n,
         cpu_cores=round(cores, 3) if cores is not None else None,
         peak_rss=peak_rss, peak_gpu_mem=peak_gpu, peak_framework_mem=max(fw) if fw else None,
         solo=solo, slowdown=slowdown, stderr_tail=tuple(info.get("stderr_tail") or ()),
         started=job.get("started"), ended=job.get("ended"),
         fwd_flops=started[0].get("fwd_flops") if started else None,
         reported={k: v for k, v in (started[0] if started else {}).items()
-                  if k not in ("t", "ev", "job", "phase")})
+                  if k not in ("t", "ev", "job", "phase")},
+        launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"))
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

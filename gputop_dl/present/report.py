@@ -346,6 +346,10 @@ def _workloads_section(jobs: list[dict]) -> str:
     for j in jobs:
         cfg = j.get("config") or {}
         fallback.update(cfg.get("cpu_fallback_applied") or [])
+        if not j.get("launched", True):  # found running by a monitor session
+            rows.append([md_cell(j["name"]), "process: " + md_text(j.get("command") or DASH),
+                         DASH, DASH, DASH, DASH, DASH, _devices(j)])
+            continue
         if cfg.get("command"):  # the file's model/data keys do not apply to the user's script
             model = "command: " + md_text(" ".join(str(a) for a in cfg["command"]))
             rows.append([md_cell(j["name"]), model, md_cell(j.get("batch_size")), DASH, DASH,
@@ -392,6 +396,8 @@ def _results_section(data: dict) -> str:
         planned = j.get("epochs_planned")
         done = len(j.get("epochs") or [])
         epochs = f"{done}/{planned}" if planned else str(done)
+        if not j.get("launched", True) and not done:
+            epochs = DASH  # a process found running: its epochs are not visible from outside
         mem = j.get("peak_mem")
         label = _MEM_LABEL.get(j.get("peak_mem_kind"), "?")
         mem_txt = DASH if mem is None else f"{size(mem)} ({label})"
@@ -401,7 +407,8 @@ def _results_section(data: dict) -> str:
                      pct(j.get("stall_fraction")), secs(j.get("solo_step_time_s")),
                      pct(j.get("solo_stall_fraction")), num(j.get("slowdown"), ".2f", "×"),
                      _tflops(j.get("train_tflops"))])
-    out = ["## Results (co-run)", "",
+    monitor = data.get("kind") == "monitor"
+    out = ["## Results (jobs seen)" if monitor else "## Results (co-run)", "",
            table(["job", "status", "epochs", "median epoch", "step", "samples/s", "peak mem",
                    "CPU cores", "data stall", "solo step", "solo stall", "slowdown",
                    "compute"], rows, "llrrrrrrrrrrr")]
@@ -434,8 +441,16 @@ def _results_section(data: dict) -> str:
             parts.append(f"load {h['load1_mean']:.1f}")
         if h.get("psi_some10_mean") is not None:
             parts.append(f"CPU pressure {pct(h['psi_some10_mean'])}")
-        notes.append("Host during the co-run: " + ", ".join(parts) + ".")
+        notes.append(("Host during the session: " if monitor else "Host during the co-run: ")
+                     + ", ".join(parts) + ".")
+    if any(not j.get("launched", True) for j in jobs):
+        notes.append("Jobs not launched by gputop-dl (found running): CPU and memory of the "
+                     "process and its children; data stall = the mean of py-spy's main-thread "
+                     "samples (time inside the DataLoader iterator); their epochs and steps are "
+                     "not visible from outside.")
     out += ["", "\n".join(f"- {n}" for n in notes)]
+    if monitor:  # no co-run, no baselines: a record of what ran on the machine
+        return "\n".join(x for x in out if x is not None)
     out += ["", _epochs_table(jobs), "", _solo_section(jobs, data.get("baseline"))]
     return "\n".join(x for x in out if x is not None)
 

@@ -221,9 +221,10 @@ class Store:
             " started, ended, info) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT(session_id, name) DO UPDATE"
             " SET launched=excluded.launched, config=COALESCE(excluded.config, jobs.config),"
-            " status=excluded.status, failure=excluded.failure, device=excluded.device,"
+            " status=excluded.status, failure=excluded.failure,"
+            " device=COALESCE(excluded.device, jobs.device),"
             " pid=excluded.pid, started=COALESCE(jobs.started, excluded.started),"
-            " ended=excluded.ended, info=excluded.info",
+            " ended=excluded.ended, info=COALESCE(excluded.info, jobs.info)",
             (sid, name, int(launched), _dumps(config), status, failure, device, pid, started,
              ended, _dumps(info)))
 
@@ -405,10 +406,10 @@ class Store:
 
     def job_sample_stats(self, sid: str, job: str, phase: str,
                          t_from: float | None = None) -> tuple:
-        """(mean cpu_cores over samples at t >= t_from, max rss, max gpu_mem) of a job's
-        samples in `phase` (unknown values skipped; None where none is known)."""
+        """(mean cpu_cores over samples at t >= t_from, max rss, max gpu_mem, mean stall) of a
+        job's samples in `phase` (unknown values skipped; None where none is known)."""
         return self.db.execute(
-            "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem)"
+            "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem), AVG(stall)"
             " FROM job_samples WHERE jk=? AND phase=?",
             (-1e300 if t_from is None else t_from, self._jk(sid, job), phase)).fetchone()
 

@@ -579,10 +579,11 @@ def run_monitor_tui(interval: float = 1.0) -> int:
             src.request_stop("interrupted")
         for src in app.sources:
             src.join(JOIN_TIMEOUT_S)
-    for i, src in enumerate(app.sources[1:], 1):
+    for i, src in enumerate(app.sources):
         sid = source_attr(src, "session_id")
-        if sid:
-            print(f"session {sid} ({source_attr(src, 'state', '?')})")
+        if sid:  # the launches, and the monitor's own once it saw a training job
+            print(f"session {sid} ({source_attr(src, 'state', '?')})"
+                  + (": the training jobs this monitor saw" if i == 0 else ""))
     return 1 if engine.error is not None else 0
 
 
