@@ -1,4 +1,4 @@
-"""Command line: `gputop-dl` (monitor), `launch FILE`, `export OUT`, `sessions`, `--once [--json]`.
+"""Command line: the monitor, `--once`, `launch`, `export`, `sessions`, `models`, `sweep`, `profile`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -17,7 +17,7 @@ from gputop_dl import __version__
 
 EPILOG = """\
 examples:
-  gputop-dl                                         live monitor of this machine
+  gputop-dl                                         live monitor of this machine and its training jobs
   gputop-dl --once --json                           one snapshot as JSON, for scripts
   gputop-dl --once --stall 2                        ... with each job's data-stall % (py-spy, 2 s)
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
