@@ -29,18 +29,25 @@ def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) ->
 
 
 def jobs_table(snap: Snapshot) -> Table:
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    for col, just in (("job", "left"), ("status", "left"), ("device", "left"),
-                      ("epoch · step", "right"), ("step", "right"), ("samples/s", "right"),
-                      ("data-wait", "right"), ("CPU cores", "right"), ("RSS", "right"),
-                      ("GPU mem", "right"), ("slowdown", "right"), ("ETA", "right")):
-        t.add_column(col, justify=just, no_wrap=True)
+    """The jobs as a Rich table; columns with nothing known for any job are left out, so a
+    monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns."""
+    cols = (("job", "left"), ("status", "left"), ("device", "left"), ("epoch · step", "right"),
+            ("step", "right"), ("samples/s", "right"), ("data-wait", "right"),
+            ("CPU cores", "right"), ("RSS", "right"), ("GPU mem", "right"),
+            ("slowdown", "right"), ("ETA", "right"))
+    rows = []
     for j in snap.jobs:
         status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
-        t.add_row(j.name, status, j.device or DASH,
-                  progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
-                  num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
-                  size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s))
+        rows.append((j.name, status, j.device or DASH,
+                     progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
+                     num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
+                     size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s)))
+    keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for i in keep:
+        t.add_column(cols[i][0], justify=cols[i][1], no_wrap=True)
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
     return t
 
 

@@ -79,7 +79,10 @@ def take_snapshot(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
 
 
 def print_once(snap: Snapshot, console: Console | None = None) -> None:
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped: full lines instead of 80 columns
+            console = Console(width=160)
     h = snap.host
     if h is not None:
         console.print(f"[bold]host[/]: {h.cpus} CPUs, {pct(h.cpu_busy)} busy, load "
