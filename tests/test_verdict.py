@@ -137,3 +137,9 @@ def test_a_noisy_solo_baseline_is_flagged_and_halves_the_confidence():
     assert any("quieter machine" in r for r in v["recommendations"])
     at_limit = JobEvidence(**{**noisy_a.__dict__, "solo_cv": V.NOISY_CV})
     assert "noisy_baselines" not in judge([at_limit], BUSY)["evidence"]
+
+
+def test_a_single_slowed_job_is_not_blamed_on_other_jobs():
+    v = judge([job("solo", 1.3, gpus=(0,))], CALM)
+    assert v["kind"] == "other"
+    assert "no other launched job beside it" in v["reason"]

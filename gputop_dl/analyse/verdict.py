@@ -215,8 +215,12 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
                 for g, u in sorted(host.gpu_util.items())]
     if gpu_bits:
         lines.append("NVML: " + "; ".join(gpu_bits))
-    reason = (f"{', '.join(j.name for j in slowed)} slowed on separate devices without CPU "
-              "saturation" + ("" if rose else " or a data-stall rise"))
+    if len(jobs) == 1:  # nothing of this session ran beside it
+        reason = (f"{slowed[0].name} ran slower than its solo baseline with no other launched "
+                  "job beside it: load from outside this session, or a noisy baseline")
+    else:
+        reason = (f"{', '.join(j.name for j in slowed)} slowed on separate devices without CPU "
+                  "saturation" + ("" if rose else " or a data-stall rise"))
     recs = ["look at PCIe/memory bandwidth and clocks: NVML throttle reasons above; "
             "try the jobs pairwise to find which pair interferes"]
     return _verdict("other", reason, evidence, lines, recs, confidence, jobs)
