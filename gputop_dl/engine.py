@@ -55,15 +55,11 @@ class JobRun:
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
-        self._samples_unknown = False  # a hook step could not tell its batch size
 
     def _take(self, evs: list[dict]) -> None:
         for e in evs:
             kind = e.get("ev")
             if kind == "step":
-                if e.get("samples") is None:  # the start-up hook could not size the batch
-                    self._samples_unknown = True
-                    e = dict(e, samples=0)
                 self.steps.append(e)
             elif kind == "epoch":
                 self.epochs.append(e)
@@ -149,7 +145,7 @@ class JobRun:
             threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
             stall_source=("hook" if cmd else "trainer") if st.n else None,
             step_time_s=st.step_time_s,
-            samples_per_s=None if self._samples_unknown else st.samples_per_s,
+            samples_per_s=st.samples_per_s,
             epoch=last["epoch"] if last else None,
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,

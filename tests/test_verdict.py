@@ -143,3 +143,13 @@ def test_a_single_slowed_job_is_not_blamed_on_other_jobs():
     v = judge([job("solo", 1.3, gpus=(0,))], CALM)
     assert v["kind"] == "other"
     assert "no other launched job beside it" in v["reason"]
+
+
+def test_step_stats_keep_an_unknown_batch_unknown():
+    from gputop_dl.analyse.jobstats import step_stats
+
+    known = [{"t_step": 0.5, "t_data": 0.1, "samples": 8}] * 4
+    assert step_stats(known, warmup=0).samples_per_s == 16.0
+    unknown = known[:3] + [{"t_step": 0.5, "t_data": 0.1, "samples": None}]
+    st = step_stats(unknown, warmup=0)
+    assert st.samples_per_s is None and st.stall_fraction == 0.2 and st.step_time_s == 0.5

@@ -16,7 +16,7 @@ class StepStats:
     n: int  # steps in the window
     step_time_s: float | None  # median t_step
     data_time_s: float | None  # median t_data
-    samples_per_s: float | None  # sum(samples) / sum(t_step)
+    samples_per_s: float | None  # sum(samples) / sum(t_step); None if a step's batch is unknown
     stall_fraction: float | None  # sum(t_data) / sum(t_step)
     cv: float | None = None  # coefficient of variation of t_step (noise of the estimate)
 
@@ -25,7 +25,8 @@ EMPTY = StepStats(0, None, None, None, None, None)
 
 
 def step_stats(steps: list[dict], warmup: int = 3, window: int = 50) -> StepStats:
-    """`steps`: step events in order, each with t_data, t_step, samples."""
+    """`steps`: step events in order, each with t_data, t_step, samples (None: unknown, as the
+    start-up hook reports a batch it cannot size; samples/s is then unknown too)."""
     usable = steps[warmup:] if len(steps) > warmup else []
     usable = usable[-window:] if window else usable
     if not usable:
@@ -41,7 +42,8 @@ def step_stats(steps: list[dict], warmup: int = 3, window: int = 50) -> StepStat
         n=len(usable),
         step_time_s=statistics.median(t_steps),
         data_time_s=statistics.median(t_datas),
-        samples_per_s=sum(s.get("samples", 0) for s in usable) / total,
+        samples_per_s=(None if any(s.get("samples", 0) is None for s in usable)
+                       else sum(s.get("samples", 0) for s in usable) / total),
         stall_fraction=min(1.0, max(0.0, sum(t_datas) / total)),
         cv=cv,
     )

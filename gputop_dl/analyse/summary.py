@@ -108,7 +108,7 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
     usable = max(0, n - warmup)
     every = max(1, math.ceil(usable / STEP_SAMPLE_CAP))
     rows = store.step_rows(sid, name, phase, offset=warmup, every=every) if usable else []
-    st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa or 0}
+    st = step_stats([{"t_step": ts, "t_data": td or 0.0, "samples": sa}
                      for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
     t_warm = rows[0][0] if rows else None
     cores, peak_rss, peak_gpu, sampled_stall = store.job_sample_stats(sid, name, phase, t_warm)
