@@ -27,6 +27,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.host import HostSampler
+from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect import discover
 from gputop_dl.collect.foreign import ForeignJobs
 from gputop_dl.collect.procs import TreeSampler, children_map
@@ -116,14 +117,12 @@ class JobRun:
             vals = [c for _, c in self.cpu_series]
         return statistics.fmean(vals) if vals else None
 
-    def sample(self, gpu_mem: dict[int, int], gpu_sm: dict[int, float],
-               solo: dict | None) -> JobSample:
+    def sample(self, gpu: GpuUse, solo: dict | None) -> JobSample:
         w = self.w
         st = step_stats(self.steps, warmup=w.warmup_steps)
         ts = self.tree_sample
         pids = ts.pids if ts else ()
-        mem = sum(gpu_mem.get(p, 0) for p in pids) if any(p in gpu_mem for p in pids) else None
-        sm = sum(gpu_sm.get(p, 0.0) for p in pids) if any(p in gpu_sm for p in pids) else None
+        mem, sm, _ = gpu.of_pids(pids)
         last = self.steps[-1] if self.steps else None
         cmd = w.is_command  # a command job's numbers come from the start-up hook, or nowhere
         spe = self.info.get("steps_per_epoch") or (None if cmd else w.steps_per_epoch)
@@ -472,7 +471,7 @@ class Engine:
             self.say(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
             return None
 
-    def _foreign_jobs(self, gprocs, taken: set[str]) -> tuple[list[JobSample], list[str]]:
+    def _foreign_jobs(self, gpu: GpuUse, taken: set[str]) -> tuple[list[JobSample], list[str]]:
         """Helper of `_tick`: the discovered jobs' rows and notes (after `_foreign_refresh`)."""
         fj = self._foreign
         if not fj:
@@ -482,7 +481,7 @@ class Engine:
                 if not r.alive:
                     discover.unclaim(r.proc.pid)
             exclude = {r.proc.pid for r in self.runs.values()}
-            jobs, notes = fj.sample(gprocs, exclude, taken)
+            jobs, notes = fj.sample(gpu, exclude, taken)
             for f in fj.new_since_last():
                 self.say(f"found {f.name} (pid {f.pid}), not launched by gputop-dl")
             return jobs, notes
@@ -534,13 +533,7 @@ class Engine:
         host = self._host.sample()
         gpus = self.nvml.sample()
         gprocs = self.nvml.processes()
-        gpu_mem: dict[int, int] = {}
-        gpu_sm: dict[int, float] = {}
-        for p in gprocs:
-            if p.mem_used is not None:
-                gpu_mem[p.pid] = gpu_mem.get(p.pid, 0) + p.mem_used
-            if p.sm_util is not None:
-                gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
+        gpu = GpuUse.of(gprocs)
         jobs = []
         store = self._store
         cmap = self._foreign_refresh()  # the tick's one /proc pass, shared with launched jobs
@@ -556,7 +549,7 @@ class Engine:
                 if run.failure:
                     msg += f": {run.failure}"
                 self.say(msg)
-            js = run.sample(gpu_mem, gpu_sm, self.solo.get(name))
+            js = run.sample(gpu, self.solo.get(name))
             jobs.append(js)
             if store is not None:
                 store.upsert_job(self.session_id, name, launched=True, config=None,
@@ -575,7 +568,7 @@ class Engine:
                                               "step_time_s")))
             order = {w.name: i for i, w in enumerate(self.spec.workloads)}
             jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
-        foreign, foreign_notes = self._foreign_jobs(gprocs, {j.name for j in jobs})
+        foreign, foreign_notes = self._foreign_jobs(gpu, {j.name for j in jobs})
         jobs.extend(foreign)  # after the launched ones
         if self.spec is None and self.record:
             self._record_monitor(now, host, gpus, foreign)

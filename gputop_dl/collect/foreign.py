@@ -3,7 +3,7 @@
 One `ForeignJobs` lives in an engine across ticks:
 
     cmap = fj.refresh()                                   # the tick's one /proc pass
-    jobs, notes = fj.sample(gprocs, exclude={launched root PIDs}, taken={names in use})
+    jobs, notes = fj.sample(GpuUse.of(gprocs), exclude={launched root PIDs}, taken={names in use})
 
 `refresh()` returns the PPID -> children map, which the engine also hands to the samplers of its
 launched jobs. `sample()` keeps one `TreeSampler` per discovered root (CPU cores, RSS, threads
@@ -16,6 +16,7 @@ when the sample order shows it unambiguously, the step time. Everything unknown 
 from __future__ import annotations
 
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
+from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.stall import StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
@@ -39,21 +40,10 @@ class ForeignJobs:
             return None
         return self.disc.refresh()
 
-    def sample(self, gprocs=(), exclude: set[int] | frozenset[int] = frozenset(),
+    def sample(self, gpu: GpuUse = GpuUse(), exclude: set[int] | frozenset[int] = frozenset(),
                taken: set[str] | frozenset[str] = frozenset()) -> tuple[list[JobSample], list[str]]:
         """This tick's discovered jobs and notes. Call `refresh()` first in the same tick."""
-        gpu_mem: dict[int, int | None] = {}
-        gpu_sm: dict[int, float] = {}
-        gpu_idx: dict[int, set[int]] = {}
-        for p in gprocs:
-            if p.mem_used is not None:
-                gpu_mem[p.pid] = (gpu_mem.get(p.pid) or 0) + p.mem_used
-            else:
-                gpu_mem.setdefault(p.pid, None)
-            if p.sm_util is not None:
-                gpu_sm[p.pid] = gpu_sm.get(p.pid, 0.0) + p.sm_util
-            gpu_idx.setdefault(p.pid, set()).add(p.gpu_index)
-        found = self.disc.find(gpu_mem, exclude)
+        found = self.disc.find(gpu.mem, exclude)
         self.found = found
         cmap = self.disc.job_cmap
         keys = set()
@@ -69,9 +59,7 @@ class ForeignJobs:
             if ts is None:  # vanished since the listing
                 continue
             pids = tuple(sorted(set(ts.pids) | {f.pid}))
-            mems = [gpu_mem[p] for p in pids if gpu_mem.get(p) is not None]
-            sms = [gpu_sm[p] for p in pids if p in gpu_sm]
-            gpus = sorted({i for p in pids for i in gpu_idx.get(p, ())})
+            mem, sm, gpus = gpu.of_pids(pids)
             res = self.overrides.get(key) or (self.stall.result(key) if self.stall else None)
             name = f.name if f.name not in names else f"{f.name} ({f.pid})"
             names.add(name)
@@ -83,7 +71,7 @@ class ForeignJobs:
                 stall_source="py-spy" if res else None,
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
-                gpu_mem=sum(mems) if mems else None, gpu_sm=sum(sms) if sms else None,
+                gpu_mem=mem, gpu_sm=sm,
                 command=self.disc.describe(f)))
         for key in [k for k in self._trees if k not in keys]:
             del self._trees[key]

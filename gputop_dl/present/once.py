@@ -25,7 +25,7 @@ def take_snapshot(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     from gputop_dl.collect import pyspy
     from gputop_dl.collect.foreign import ForeignJobs
     from gputop_dl.collect.host import HostSampler
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml import GpuUse, Nvml
     from gputop_dl.collect.stall import StallResult
 
     nvml = nvml or Nvml()
@@ -36,7 +36,7 @@ def take_snapshot(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     threads = []
     try:
         fj.refresh()
-        fj.sample(gprocs)  # first look: starts the CPU-time deltas
+        fj.sample(GpuUse.of(gprocs))  # first look: starts the CPU-time deltas
 
         def burst(key, pid: int) -> None:
             est, err = pyspy.record_stall(pid, stall_s, 50)
@@ -63,7 +63,7 @@ def take_snapshot(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     if fj is not None:
         try:
             fj.refresh()
-            jobs, more = fj.sample(gprocs)
+            jobs, more = fj.sample(GpuUse.of(gprocs))
             notes += more
         except Exception as exc:  # noqa: BLE001
             notes.append(f"job discovery failed: {exc}")
