@@ -314,6 +314,7 @@ class Engine:
                          go_file)
         run = JobRun(w, proc, phase)
         self.runs[w.name] = run
+        discover.claim(proc.pid)  # no engine of this process lists it as found; freed at its end
         if self._store is not None:
             self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
                                    status="starting", pid=proc.pid, started=proc.started,
@@ -462,8 +463,6 @@ class Engine:
             fj = self._foreign = ForeignJobs(stall=self.spec is None)
         if fj is False:
             return None
-        for r in self.runs.values():  # other engines of this process must not list them
-            (discover.claim if r.alive else discover.unclaim)(r.proc.pid)
         try:
             return fj.refresh()
         except Exception as exc:  # noqa: BLE001 - discovery must never stop the engine
@@ -477,9 +476,6 @@ class Engine:
         if not fj:
             return [], []
         try:
-            for r in self.runs.values():  # ended this tick: release the claim before it leaks
-                if not r.alive:
-                    discover.unclaim(r.proc.pid)
             exclude = {r.proc.pid for r in self.runs.values()}
             jobs, notes = fj.sample(gpu, exclude, taken)
             for f in fj.new_since_last():
@@ -545,6 +541,7 @@ class Engine:
             if store is not None and evs:
                 store.add_events(self.session_id, name, run.phase, evs)
             if was_alive and not run.alive:
+                discover.unclaim(run.proc.pid)
                 msg = f"{name} ({run.phase}) {run.status}"
                 if run.failure:
                     msg += f": {run.failure}"
