@@ -198,9 +198,8 @@ class Engine:
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self._spy_started: set[str] = set()
         self._foreign: ForeignJobs | bool | None = None  # jobs not launched here; False: stopped
-        self._recorded: dict[int, str] = {}  # monitor session: pid -> recorded job name
-        self._ended: set[int] = set()
-        self._rec_device: dict[int, str | None] = {}
+        self._rec_live: dict[int, tuple[str, str | None]] = {}  # monitor: pid -> (row, device)
+        self._rec_names: set[str] = set()  # the monitor session's job rows
         self._verdict_frozen = False
 
     # --- API for other threads ---------------------------------------------------------------
@@ -498,25 +497,23 @@ class Engine:
                 f"monitor {os.uname().nodename}", file=None, command=self.command or "gputop-dl",
                 kind="monitor", environment=self.env, spec={"interval": self.interval})
             self.say(f"recording session {self.session_id} (training jobs seen)")
-        sid, live = self.session_id, set()
+        sid, seen = self.session_id, {}
         for j in foreign:
-            name = self._recorded.get(j.pid)
+            name, device = self._rec_live.get(j.pid, (None, "?"))
             if name is None:  # a new job: its own row, even if an earlier one had its name
-                taken = set(self._recorded.values())
-                name = j.name if j.name not in taken else f"{j.name} ({j.pid})"
-                self._recorded[j.pid] = name
-            if self._rec_device.get(j.pid, "?") != j.device:  # new, or now seen on a GPU
-                self._rec_device[j.pid] = j.device
+                name = j.name if j.name not in self._rec_names else f"{j.name} ({j.pid})"
+                self._rec_names.add(name)
+            if device != j.device:  # new, or now seen on a GPU
                 st.upsert_job(sid, name, launched=False, config=None, status="running",
                               device=j.device, pid=j.pid, started=now,
                               info={"command": j.command})
-            live.add(j.pid)
+            seen[j.pid] = (name, j.device)
             st.add_job_sample(sid, now, j, "monitor")
-        for pid, name in self._recorded.items():
-            if pid not in live and pid not in self._ended:
-                self._ended.add(pid)
+        for pid, (name, _) in self._rec_live.items():
+            if pid not in seen:  # gone since the last tick
                 st.upsert_job(sid, name, launched=False, config=None, status="ended",
                               pid=pid, ended=now)
+        self._rec_live = seen
         st.add_host_sample(sid, now, host)
         if gpus:
             st.add_gpu_samples(sid, now, gpus)
