@@ -12,7 +12,13 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gpu
                    "gputop_dl.collect.pyspy", "gputop_dl.record.store",
                    "gputop_dl.analyse.verdict", "gputop_dl.analyse.evidence",
                    "gputop_dl.analyse.summary", "gputop_dl.present.headless",
-                   "gputop_dl.present.once"]
+                   "gputop_dl.present.once", "gputop_dl.present.report",
+                   "gputop_dl.present.markdown", "gputop_dl.collect.discover",
+                   "gputop_dl.collect.foreign", "gputop_dl.collect.stall",
+                   "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report"]
+# the only modules that import torch: they run in the trainer child or a lab worker process
+TORCH_MODULES = ("trainer", os.path.join("lab", "cost.py"), os.path.join("lab", "sweep_worker.py"),
+                 os.path.join("lab", "opprofile.py"))
 
 
 def test_monitor_process_never_imports_torch():
@@ -46,5 +52,25 @@ def test_only_the_tui_package_imports_textual_and_only_the_trainer_imports_torch
             mods = set(_imports(path))
             if not rel.startswith(os.path.join("present", "tui")):
                 assert "textual" not in mods, f"{rel} imports textual"
-            if not rel.startswith(("trainer", "lab")):
+            if not rel.startswith(TORCH_MODULES):
                 assert not mods & {"torch", "torchvision"}, f"{rel} imports torch"
+
+
+def test_real_launch_parent_never_imports_torch(tmp_path):
+    """A whole `gputop-dl launch --headless` and `export`: torch loads only in the trainer child."""
+    wl = tmp_path / "tiny.toml"
+    wl.write_text('[session]\nname = "tiny"\ninterval = 0.2\nbaseline = "measure"\n'
+                  'baseline_steps = 2\n[[workload]]\nname = "a"\nmodel = "synthetic"\n'
+                  'input_size = 4\nnum_classes = 2\nbatch_size = 2\nnum_workers = 0\n'
+                  'step_device_ms = 5.0\nepochs = 1\nsteps_per_epoch = 6\nwarmup_steps = 1\n')
+    code = ("import sys\n"
+            "from gputop_dl.cli import main\n"
+            f"assert main(['launch', {str(wl)!r}, '--headless']) == 0\n"
+            f"assert main(['export', {str(tmp_path / 'r.md')!r}]) == 0\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision'))\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=180)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (tmp_path / "r.md").exists()
