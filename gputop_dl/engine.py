@@ -55,6 +55,7 @@ class JobRun:
         self.tree_sample = None
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
+        self.stored_row: tuple | None = None  # what the store's jobs row last got (engine)
         self._tail_t = 0.0  # last live refresh of a command job's log tail
 
     def _take(self, evs: list[dict]) -> None:
@@ -546,11 +547,16 @@ class Engine:
             js = run.sample(gpu, self.solo.get(name))
             jobs.append(js)
             if store is not None:
-                store.upsert_job(self.session_id, name, launched=True, config=None,
-                                 status=js.status, failure=js.failure, device=js.device,
-                                 pid=js.pid, ended=run.ended,
-                                 info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
-                                       "solo": self.solo.get(name), "argv": run.proc.argv})
+                row = (js.status, js.failure, js.device, run.ended, run.stderr_tail,
+                       self.solo.get(name))
+                if row != run.stored_row:  # the job's row changes rarely; samples every tick
+                    run.stored_row = row
+                    store.upsert_job(self.session_id, name, launched=True, config=None,
+                                     status=js.status, failure=js.failure, device=js.device,
+                                     pid=js.pid, ended=run.ended,
+                                     info={"phase": run.phase,
+                                           "stderr_tail": list(run.stderr_tail),
+                                           "solo": self.solo.get(name), "argv": run.proc.argv})
                 if run.alive or was_alive:
                     store.add_job_sample(self.session_id, now, js, run.phase)
         if self.spec is not None:
