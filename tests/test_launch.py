@@ -154,7 +154,7 @@ warmup_steps = 1
     assert 5e7 < fwd < 1e8, fwd
     assert store.host_samples(s.id) and store.job_samples(s.id, "r18")
     # one job on a shared 2-core box: its co-run against its own 2-step baseline is noise-level,
-    # so any kind but a contention between jobs can come out; the verdict is recorded and names it
+    # so any kind but a contention between jobs can come out; the verdict is recorded with a reason
     assert s.verdict["kind"] != "gpu-contended" and s.verdict["reason"]
 
 
