@@ -186,7 +186,7 @@ class GputopApp(App[int]):
                 try:
                     loop.add_signal_handler(sig, self._on_signal, sig)
                 except (NotImplementedError, RuntimeError, ValueError):
-                    pass
+                    pass  # no signal handlers on this loop (not the main thread): the default stays
 
     def _attach(self, index: int, src) -> None:
         src.subscribe(lambda snap, i=index: self._receive(i, snap))
