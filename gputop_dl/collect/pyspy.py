@@ -8,6 +8,7 @@ the process gone) come back as a message, never an exception.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -91,28 +92,13 @@ def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
 
 
 def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter, str | None]:
-    """Sample `pid` for `duration_s`; returns (stacks, error message or None)."""
-    exe = pyspy_path()
-    if exe is None:
-        return Counter(), "py-spy is not installed"
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "raw.txt")
-        cmd = [exe, "record", "--nonblocking", "--idle", "--rate", str(rate), "--duration",
-               str(max(1, int(round(duration_s)))), "--format", "raw", "-o", out,
-               "--pid", str(pid)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 20)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Counter(), f"py-spy failed: {exc}"
-        if proc.returncode != 0 or not os.path.exists(out):
-            err = (proc.stderr or proc.stdout).strip().splitlines()
-            msg = err[-1] if err else f"exit {proc.returncode}"
-            if "ermission" in msg or "ptrace" in msg.lower():
-                msg += " (needs ptrace rights: run as the same user with " \
-                       "kernel.yama.ptrace_scope=0, as root, or add SYS_PTRACE to the container)"
-            return Counter(), f"py-spy: {msg}"
-        with open(out, encoding="utf-8", errors="replace") as f:
-            return parse_raw(f.read()), None
+    """Sample `pid` for `duration_s`; returns (folded stacks, error message or None)."""
+    text, err = _run_pyspy(pid, duration_s, rate, "raw", [], None)
+    if err is not None:
+        if is_permission_error(err):
+            err += f" ({PTRACE_HINT})"
+        return Counter(), err
+    return parse_raw(text or ""), None
 
 
 # --- data-stall of a job not launched here: classify the main thread's samples ----------------
@@ -271,8 +257,6 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
 
 def parse_speedscope(text: str) -> dict[str, list[str]]:
     """py-spy `--format speedscope` -> {profile name: time-ordered folded stacks (root first)}."""
-    import json
-
     doc = json.loads(text)
     frames = doc.get("shared", {}).get("frames", [])
     names = []
