@@ -123,8 +123,8 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure") -> dict:
     """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations.
 
-    A solo baseline whose step times varied by more than NOISY_CV was taken while something
-    else loaded the machine: the verdict says so, halves its confidence, and advises a re-run."""
+    A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
+    or over too few steps: the verdict says so, halves its confidence, and advises a re-run."""
     v = _judge(jobs, host)
     noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
     if noisy and v["kind"] not in ("insufficient-data", "no-baseline"):
@@ -132,10 +132,11 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
         v["evidence_lines"].append(
             "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {j.solo_cv:.2f}"
                                                 for j in noisy)
-            + f" (> {NOISY_CV:.2f}): something else loaded the machine while it ran, so the "
-            "slowdowns are uncertain")
-        v["recommendations"].append("measure the baselines again on a quieter machine "
-                                    "(baseline = \"measure\"; \"cache\" would reuse these)")
+            + f" (> {NOISY_CV:.2f}): the machine was busy while it ran, or the baseline was "
+            "too short, so the slowdowns are uncertain")
+        v["recommendations"].append("measure the baselines again on a quieter machine or with "
+                                    "more baseline_steps (baseline = \"measure\"; \"cache\" "
+                                    "would reuse these)")
         v["confidence"] = round(v["confidence"] / 2, 2)
     return v
 
