@@ -1,5 +1,6 @@
 """CPU cost of one sampling tick with 3 jobs x (1 trainer + 4 workers): host, process trees,
-NVML, and the store write. Prints the median CPU ms per tick and the share of one core at 1 Hz.
+NVML, and the store write. Prints the median CPU ms per tick and the share of one core at 1 Hz,
+then the median of the process-tree sampling alone (the 3 `TreeSampler.sample` calls a tick).
 
 Usage: python benchmarks/sampler_cost.py [--ticks 200] [--rounds 5]
 """
@@ -58,12 +59,22 @@ def main() -> None:
                 store.heartbeat(sid, now)
                 store.commit()
             per_tick.append((time.process_time() - c0) / args.ticks)
+        per_tree_tick = []
+        cmap = children_map()
+        for _ in range(args.rounds):
+            c0 = time.process_time()
+            for _ in range(args.ticks):
+                for t in trees:
+                    t.sample(cmap)
+            per_tree_tick.append((time.process_time() - c0) / args.ticks)
         nprocs = len(trees[0].sample().pids)
         med = statistics.median(per_tick)
         print(f"jobs: 3 x {nprocs} processes; NVML status: {nvml.status}")
         print(f"CPU per tick: median {med * 1e3:.2f} ms (rounds: "
               + ", ".join(f"{x * 1e3:.2f}" for x in per_tick) + ")")
         print(f"at 1 Hz: {med * 100:.2f} % of one core")
+        print(f"process trees alone: median {statistics.median(per_tree_tick) * 1e3:.3f} ms"
+              " per tick (rounds: " + ", ".join(f"{x * 1e3:.3f}" for x in per_tree_tick) + ")")
     finally:
         for p in roots:
             for c in __import__("psutil").Process(p.pid).children():

@@ -1,16 +1,18 @@
 """Unit tests of the channel, the process-tree and host samplers, and py-spy stack folding."""
 
+import os
 import subprocess
 import sys
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 import psutil
 
 from gputop_dl.channel import EventReader, EventWriter
 from gputop_dl.collect import host as host_mod
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect import procs, pyspy
+from gputop_dl.collect.procs import Stat, TreeSampler, parse_stat, psutil_stat, read_stat
 
 
 def test_channel_roundtrip_and_torn_line(tmp_path):
@@ -57,6 +59,52 @@ def test_tree_sampler_counts_children_and_survives_a_vanishing_one():
         root.kill()
         root.wait()
     assert ts.sample() is None  # root gone
+
+
+def test_parse_stat_counts_fields_after_the_last_paren():
+    given = {14: 300, 15: 200, 20: 7, 22: 500, 24: 25}  # utime, stime, threads, start, rss pages
+    tail = "".join(f" {given.get(n, n)}" for n in range(4, 53))  # fields 4.. as `man proc` counts
+    st = parse_stat(f"42 (a b) c)) R{tail}\n".encode())  # comm "a b) c)"
+    assert st == Stat(cpu=500 / procs._TICK, rss=25 * procs._PAGE, threads=7,
+                      start=procs._BOOT + 500 / procs._TICK)
+    assert parse_stat(f"42 (x) Z{tail}".encode()) is None  # a zombie
+    assert parse_stat(b"42 (x) R 1 2") is None  # malformed
+
+
+def test_tree_sampler_deltas_with_new_old_and_reused_pids(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(procs, "time", SimpleNamespace(monotonic=lambda: clock[0],
+                                                       time=lambda: 1000 + clock[0]))
+    table = {1: Stat(5.0, 100, 2, 900.0), 2: Stat(1.0, 10, 1, 900.0)}  # 3 is gone
+    ts = TreeSampler(1, read=table.get)
+    cmap = {1: [2, 3], 2: [4]}
+    assert ts.sample(cmap) == procs.TreeSample(pids=(1, 2), cpu_cores=None, rss=110, threads=3)
+    clock[0] = 2.0
+    table.update({1: Stat(6.0, 100, 2, 900.0),
+                  2: Stat(0.5, 10, 1, 1001.5),  # PID 2 reused: counts all its CPU time
+                  3: Stat(0.2, 10, 1, 1001.0),  # new since the last tick: counts all
+                  4: Stat(50.0, 10, 1, 900.0)})  # first sight of an old process: no delta yet
+    s = ts.sample(cmap)
+    assert s.pids == (1, 2, 3, 4) and s.cpu_cores == 0.85 and s.rss == 130 and s.threads == 5
+    table[1] = Stat(0.0, 100, 2, 1002.5)  # the root's PID reused
+    assert ts.sample(cmap) is None
+
+
+def test_stat_readers_agree_and_a_zombie_root_is_gone():
+    mine = read_stat(os.getpid()), psutil_stat(os.getpid())
+    assert mine[0].start == mine[1].start and mine[0].threads == mine[1].threads
+    assert abs(mine[0].cpu - mine[1].cpu) < 0.5 and mine[0].rss > 0 and mine[1].rss > 0
+    ts = TreeSampler(os.getpid(), read=psutil_stat)  # the fallback where there is no /proc
+    assert ts.sample({}).cpu_cores is None
+    time.sleep(0.01)
+    assert ts.sample({}).cpu_cores >= 0
+    p = subprocess.Popen(["true"])
+    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie
+    try:
+        assert read_stat(p.pid) is None and psutil_stat(p.pid) is None
+        assert TreeSampler(p.pid).sample({}) is None
+    finally:
+        p.wait()
 
 
 def test_psi_and_cgroup_parsers(tmp_path):

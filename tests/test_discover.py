@@ -361,6 +361,7 @@ def test_foreign_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monke
         raise psutil.AccessDenied(pid)
 
     monkeypatch.setattr(procs_mod.psutil, "Process", denied)
+    monkeypatch.setattr(procs_mod, "PROC", False)  # psutil's path: /proc/PID/stat is world-readable
     fj = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
     fj.refresh()
     assert fj.sample() == ([], [])
