@@ -15,6 +15,9 @@
    key event being sent to the compositor producing the next screen update (terminal write not
    included: headless). Also snapshot → redraw: a snapshot handed over from another thread.
 4. render cost: `render_snapshots()` for one tick with 8 GPUs × 600 history samples and 16 jobs.
+5. UI CPU per snapshot: the whole main-thread cost of one monitor snapshot (3 found jobs whose
+   CPU, RSS and stall change every tick, a changing host panel, no GPU) in a headless 160×50 app:
+   panels, jobs table and Textual's compositor, minus the app's idle CPU over the same time.
 
 Medians are printed (with min/max). Needs tmux for 1 and 2 (skipped without it).
 """
@@ -288,9 +291,41 @@ async def key_latency(repeats: int) -> dict[str, list[float]]:
     return results
 
 
+def monitor_jobs(t: int):
+    from tests.fake_source import jobs
+
+    return tuple(replace(j, name=f"stall_script.py ({700 + i})", launched=False, device=None, batch_size=None,
+                         epoch=None, step=None, eta_s=None, slowdown=None, gpu_mem=None, status="running",
+                         failure=None, cpu_cores=0.5 + ((t * 7 + i * 3) % 20) / 100,
+                         stall_fraction=((t * 13 + i * 5) % 40) / 100, rss=int(1.8 * 2**30) + t * 4096 * (i + 1))
+                 for i, j in enumerate(jobs(t)))
+
+
+async def ui_cpu_per_snapshot(n: int, gap: float) -> dict[str, float]:
+    from gputop_dl.present.tui.app import GputopApp
+    from tests.fake_source import FakeSource, monitor_snapshot
+
+    src = FakeSource(session_id=None)
+    app = GputopApp(src, mode="monitor")
+    async with app.run_test(size=(160, 50)) as pilot:
+        for t in range(3):
+            src.emit(monitor_snapshot(t, jobs=monitor_jobs(t), time=time.time()))
+            await pilot.pause(0.2)
+        c0, w0 = time.process_time(), time.perf_counter()
+        await asyncio.sleep(n * gap)
+        idle_rate = (time.process_time() - c0) / (time.perf_counter() - w0)
+        c0, w0 = time.process_time(), time.perf_counter()
+        for t in range(3, 3 + n):  # stamped now: an old time would add a changing "no new sample" title
+            src.emit(monitor_snapshot(t, jobs=monitor_jobs(t), time=time.time()))
+            await asyncio.sleep(gap)
+        busy, wall = time.process_time() - c0, time.perf_counter() - w0
+        await app.stop_and_exit()
+    return {"per_snapshot_ms": 1000 * (busy - idle_rate * wall) / n, "idle_pct": 100 * idle_rate}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=("first-frame", "cpu", "keys", "render"))
+    ap.add_argument("--only", choices=("first-frame", "cpu", "keys", "render", "ui-cpu"))
     ap.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
     ap.add_argument("--cpu-seconds", type=float, default=30.0)
     ap.add_argument("--jobs", type=int, default=3, help="monitor CPU: also measure with this many "
@@ -329,6 +364,11 @@ def main() -> int:
         res = asyncio.run(key_latency(args.repeats))
         for label, vals in res.items():
             print(f"   {label}: {med(vals)}")
+    if args.only in (None, "ui-cpu"):
+        print("\n5. UI CPU per monitor snapshot (3 changing jobs, headless 160×50), in ms")
+        runs = [asyncio.run(ui_cpu_per_snapshot(20, 0.25)) for _ in range(args.runs)]
+        print(f"   per snapshot, idle subtracted: {med([r['per_snapshot_ms'] for r in runs])}")
+        print(f"   headless app idle: {med([r['idle_pct'] for r in runs])} % of one core")
     return 0
 
 

@@ -41,16 +41,16 @@ def test_unlaunched_jobs_render_with_dashes_for_unknowns():
             src.emit(snap)
             await pilot.pause()
             table = app.query_one(JobsTable)
-            keys = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+            keys = table.order()
             assert keys == ["job:0:train.py", "job:0:torchrun ddp.py"]  # GPU pid 5201 is in a job
-            row = {c: table.get_cell("job:0:train.py", c).plain.strip() for c in
+            row = {c: table.cell("job:0:train.py", c).text.strip() for c in
                    ("job", "status", "device", "batch", "progress", "eta", "step", "sps", "stall",
                     "cpu", "rss", "gpumem", "slowdown")}
             assert row["job"] == "train.py" and row["status"] == "running"  # no ● mark
             assert {row[c] for c in ("device", "batch", "eta", "step", "sps", "stall", "cpu", "rss",
                                      "gpumem", "slowdown")} == {DASH}
-            assert table.get_cell("job:0:torchrun ddp.py", "stall").plain.strip() == "42%"
-            assert table.get_cell("job:0:torchrun ddp.py", "gpumem").plain.strip() == "5.0 GiB"
+            assert table.cell("job:0:torchrun ddp.py", "stall").text.strip() == "42%"
+            assert table.cell("job:0:torchrun ddp.py", "gpumem").text.strip() == "5.0 GiB"
             await pilot.press("enter")
             await pilot.pause()
             assert isinstance(app.screen, JobDetailScreen)

@@ -27,9 +27,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import DataTable, Footer
+from textual.widgets import Footer
 
-from gputop_dl.present.tui.base import Panel, set_border
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel
 from gputop_dl.present.tui.host_panel import HostPanel
@@ -269,7 +269,7 @@ class GputopApp(App[int]):
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
             sub += f" · sorted by {SORTS[table.sort_by][0]}"
-        set_border(table, subtitle=sub)
+        table.set_subtitle(sub)
         has_launched = any(r.launched for r in rows)
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:
@@ -277,6 +277,8 @@ class GputopApp(App[int]):
         self._render_epochs()
 
     def _render_epochs(self) -> None:
+        if self.screen_stack[0].has_class("-no-epochs"):
+            return  # hidden (no launched job): drawn when it shows again
         table = self.table
         row = table.selected()
         jobs = [r.job for r in table.rows_by_key.values() if r.job is not None]
@@ -341,12 +343,13 @@ class GputopApp(App[int]):
         self.palette = Palette(self.get_css_variables())
         if self.latest:
             self._render_jobs()
+        self.table.restyle()
 
     # --- events --------------------------------------------------------------------------------
-    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+    def on_jobs_table_highlighted(self, _event: JobsTable.Highlighted) -> None:
         self._render_epochs()
 
-    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+    def on_jobs_table_selected(self, _event: JobsTable.Selected) -> None:
         self.action_details()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -356,11 +359,7 @@ class GputopApp(App[int]):
 
     # --- actions -------------------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
-        table = self.table
-        if delta > 0:
-            table.action_cursor_down()
-        else:
-            table.action_cursor_up()
+        self.table.move_cursor(delta)
 
     def action_sort(self, which: str) -> None:
         table = self.table
@@ -413,7 +412,7 @@ class GputopApp(App[int]):
             self.push_screen(JobDetailScreen(f"job {row.name}", row.job, self._config_for(row)))
         else:
             procs = [p for p in (self.primary.gpu_processes if self.primary else ()) if f"pid {p.pid}" == row.name]
-            extra = {f"gpu {p.gpu_index}": f"memory {row.cells[11].plain} · SM "
+            extra = {f"gpu {p.gpu_index}": f"memory {row.cell('gpumem').text} · SM "
                      f"{'–' if p.sm_util is None else f'{p.sm_util:.0%}'}" for p in procs}
             self.push_screen(JobDetailScreen(f"GPU process {row.name}", None, None,
                                              {"kind": "not launched by gputop-dl", **extra}))

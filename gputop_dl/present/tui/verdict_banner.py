@@ -38,6 +38,9 @@ def _same(a: str, b: str) -> bool:
     return bool(na) and bool(nb) and (na in nb or nb in na)
 
 
+TONES = ("-good", "-bad", "-neutral")
+
+
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
@@ -58,16 +61,19 @@ class VerdictBanner(Panel):
     def show(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> None:
         self.set(self.render_content(snap, mode=mode, extra=extra))
 
+    def _tone(self, cls: str) -> None:
+        """Set the background class; only a change, as each class change restyles the widget."""
+        if not self.has_class(cls):
+            self.set_classes({c for c in self.classes if c not in TONES} | {cls})
+
     def render_content(self, snap: Snapshot | None, *, mode: str, extra: str = "") -> Content:
-        for cls in ("-good", "-bad", "-neutral"):
-            self.remove_class(cls)
         if snap is None:
-            self.add_class("-neutral")
+            self._tone("-neutral")
             return Content.styled("waiting for the first sample…", "$text-muted")
         v = snap.verdict
         if v:
             kind = v.get("kind")
-            self.add_class(verdict_class(kind))
+            self._tone(verdict_class(kind))
             label = KIND_LABEL.get(kind or "", (kind or "verdict").upper())
             style = {"-good": "bold $text-success", "-bad": "bold $text-warning"}.get(
                 verdict_class(kind), "bold")
@@ -79,7 +85,7 @@ class VerdictBanner(Panel):
             return Content.assemble(
                 *head,
                 ("\n" + (v.get("reason") or ""), ""), (f"   v: evidence{conf_s}", "$text-muted"))
-        self.add_class("-neutral")
+        self._tone("-neutral")
         newest = snap.log[-1][1] if snap.log else ""
         if mode == "monitor" and snap.phase is None:
             head = "monitor"
