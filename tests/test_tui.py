@@ -21,7 +21,7 @@ from textual import events  # noqa: E402
 
 from gputop_dl.config import load_session  # noqa: E402
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
-from gputop_dl.present.tui.charts import BLOCKS, History, bar, block  # noqa: E402
+from gputop_dl.present.tui.charts import BLOCKS, History, bar, block, fit  # noqa: E402
 from gputop_dl.present.tui.epoch_panel import EpochPanel, nice_ceiling  # noqa: E402
 from gputop_dl.present.tui.gpu_panel import GpuPanel  # noqa: E402
 from gputop_dl.present.tui.jobs_table import JobsTable  # noqa: E402
@@ -101,7 +101,7 @@ async def test_first_snapshot_fills_every_panel():
         assert cell(table, "job:0:bs128", "status") == "failed: CUDA out of memory"
         assert cell(table, "job:0:bs64", "slowdown") == "1.64×"
         assert cell(table, "pid:777", "job").strip() == "pid 777"
-        gpu_text = app.query_one(GpuPanel).render_content().plain
+        gpu_text = app.query_one(GpuPanel).plain()
         assert gpu_text.count("H100 80GB HBM3") == 4
         assert "41.2/80 GiB" in gpu_text
         banner = str(app.query_one("#banner").render())
@@ -116,10 +116,10 @@ async def test_no_gpu_shows_one_line_why():
     src.env = {"gpu_status_detail": "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found)"}
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, src, monitor_snapshot(0))
-        text = app.query_one(GpuPanel).render_content().plain
+        text = app.query_one(GpuPanel).plain()
         assert text.splitlines()[0] == "No NVIDIA GPU: the NVIDIA driver is not loaded (libnvidia-ml.so.1 not found)"
         assert "H100" not in text
-        host = str(app.query_one("#host").render())
+        host = app.query_one("#host").plain()
         assert "of 2 CPUs" in host and "62% 40%" in host and "some 42%" in host
 
 
@@ -647,6 +647,12 @@ async def test_launch_key_only_in_monitor_mode():
 
 
 # --- pure helpers ---------------------------------------------------------------------------------
+
+def test_fit_cuts_and_pads_in_terminal_cells():
+    assert fit("abc", 5) == "abc  " and fit("abc", 5, right=True) == "  abc"
+    assert fit("abcdef", 4) == "abc…" and fit("x", 0) == ""
+    assert fit("日本語", 5) == "日本…"  # wide characters count two cells
+
 
 def test_history_strip_fixed_scale_newest_right():
     h = History(span=10)

@@ -1,4 +1,8 @@
-"""Shared widget base: a Static whose `set()` skips updates that would not change the screen.
+"""Shared widget bases: panels whose updates skip what would not change the screen.
+
+`Panel` is a Static whose `set()` skips updates that change nothing; `LinePanel` draws lines of
+(text, style) runs itself and repaints only the lines that changed, for panels that change every
+tick (host, GPUs).
 
 Textual re-renders a Static on every `update()`, and by default lays the whole screen out again;
 at one snapshot per second most panels (banner, title, log, epoch chart) do not change, and a
@@ -10,9 +14,19 @@ assigns only a change.
 
 from __future__ import annotations
 
+import textwrap
+from typing import Sequence, Union
+
+from rich.segment import Segment
+from rich.style import Style
 from textual.content import Content
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
+
+Run = Union[str, tuple[str, str]]  # text, or (text, style) with Textual style syntax ("bold $accent")
+Line = tuple[Run, ...]
 
 
 def set_border(widget: Widget, *, title: str | None = None, subtitle: str | None = None) -> None:
@@ -40,3 +54,98 @@ class Panel(Static):
         self.update(content, layout=lines != self._lines)
         self._lines = lines
         return True
+
+
+class LinePanel(Widget):
+    """A panel drawn from lines of runs, one cached Strip per line.
+
+    `set_lines()` compares the new lines with those shown and refreshes only the lines that differ
+    (the whole panel, with a new layout, when the count changes). Styles are Textual style strings
+    resolved against the theme once each. A line of one run wraps at spaces; a longer line of several
+    runs is cut at the width. Building strips from runs skips Content's wrapping and span
+    resolution, the bulk of a Static's cost per update.
+    """
+
+    DEFAULT_CSS = """
+    LinePanel { height: auto; }
+    """
+
+    def __init__(self, *lines: Line, **kw):
+        super().__init__(**kw)
+        self._lines: list[Line] = list(lines)
+        self._shown: list[Line] = []  # display lines (wrapped) for `_width`
+        self._width = -1
+        self._strips: dict[int, tuple[Line, Strip]] = {}
+        self._styles: dict[str, Style] = {}
+        self._theme: object = None
+
+    def set_lines(self, lines: Sequence[Line]) -> bool:
+        """Show `lines`; True when anything changed."""
+        lines = [tuple(line) for line in lines]
+        if lines == self._lines:
+            return False
+        old_count = len(self._display(self._width))
+        self._lines = lines
+        self._width = -1  # wrap again
+        shown = self._display(self.size.width)
+        if len(shown) != old_count:
+            self.refresh(layout=True)
+        else:
+            width = self.size.width
+            for y, line in enumerate(shown):
+                cached = self._strips.get(y)
+                if cached is None or cached[0] != line:
+                    self.refresh(Region(0, y, width, 1))
+        return True
+
+    def plain(self) -> str:
+        """The lines as text (tests, screenshots of state)."""
+        return "\n".join("".join(r if isinstance(r, str) else r[0] for r in line) for line in self._lines)
+
+    def _display(self, width: int) -> list[Line]:
+        if width != self._width:
+            self._width = width
+            shown: list[Line] = []
+            for line in self._lines:
+                if len(line) == 1 and width > 0 and len(_text(line[0])) > width:
+                    style = "" if isinstance(line[0], str) else line[0][1]
+                    shown += [((part, style),) for part in textwrap.wrap(_text(line[0]), width) or [""]]
+                else:
+                    shown.append(line)
+            self._shown = shown
+        return self._shown
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return max(1, len(self._display(width)))
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            base = self.visual_style
+            style = self._styles[name] = (base + self.app.stylesheet.parse_style(name) if name else base).rich_style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        theme = (self.app.theme, self.styles.background, self.styles.color)
+        if theme != self._theme:  # new theme or colours: resolve the styles again
+            self._theme = theme
+            self._styles.clear()
+            self._strips.clear()
+        shown = self._display(width)
+        line = shown[y] if y < len(shown) else ()
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == line:
+            return cached[1]
+        segments = [Segment(r, self._style("")) if isinstance(r, str) else Segment(r[0], self._style(r[1]))
+                    for r in line]
+        strip = Strip(segments).adjust_cell_length(width, self._style(""))
+        self._strips[y] = (line, strip)
+        return strip
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+
+
+def _text(run: Run) -> str:
+    return run if isinstance(run, str) else run[0]

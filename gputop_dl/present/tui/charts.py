@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from rich.cells import cell_len, set_cell_size
+
 BLOCKS = " ▁▂▃▄▅▆▇█"  # 0..8 eighths; index 0 (blank) is a measured 0 %
 UNKNOWN = "·"  # a bucket with no known value
 
@@ -125,10 +127,11 @@ def text_level(frac: float | None, warn: float = 0.7, crit: float = 0.9) -> str:
     return "$text-success"
 
 
-def fit(s: str, width: int) -> str:
-    """`s` cut to `width` (with an ellipsis) and padded to exactly `width`."""
+def fit(s: str, width: int, right: bool = False) -> str:
+    """`s` in exactly `width` terminal cells: cut with an ellipsis, or padded (on the left if `right`)."""
     if width <= 0:
         return ""
-    if len(s) > width:
-        return s[: width - 1] + "…"
-    return s.ljust(width)
+    n = cell_len(s)
+    if n > width:
+        return set_cell_size(s, width - 1) + "…"
+    return " " * (width - n) + s if right else s + " " * (width - n)

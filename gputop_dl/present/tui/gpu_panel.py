@@ -7,10 +7,8 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 
 from __future__ import annotations
 
-from textual.content import Content
-
 from gputop_dl.present.fmt import DASH
-from gputop_dl.present.tui.base import Panel, set_border
+from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
 from gputop_dl.snapshot import GpuSample, Snapshot
 
@@ -57,7 +55,7 @@ def _mem_text(g: GpuSample) -> str:
     return f"{g.mem_used / GiB:.1f}/{g.mem_total / GiB:.0f} GiB"
 
 
-class GpuPanel(Panel):
+class GpuPanel(LinePanel):
     """Per-GPU rows, or the reason there are none."""
 
     DEFAULT_CSS = """
@@ -65,7 +63,7 @@ class GpuPanel(Panel):
     """
 
     def __init__(self, *, interval: float = 1.0, **kw):
-        super().__init__(Content.styled("waiting for the first sample…", "$text-muted"), **kw)
+        super().__init__((("waiting for the first sample…", "$text-muted"),), **kw)
         self.border_title = "GPUs"
         self.histories: dict[int, History] = {}
         self.span = max(10, int(HISTORY_S / max(interval, 0.05)))
@@ -88,33 +86,28 @@ class GpuPanel(Panel):
                 h = self.histories[g.index] = History(self.span)
             h.push(None if g.error else g.util)
         self._snap, self._detail = snap, detail
-        self.set(self.render_content())
+        self.set_lines(self.render_content())
 
     def on_resize(self) -> None:
         if self._snap is not None:
-            self.set(self.render_content())
+            self.set_lines(self.render_content())
 
-    def render_content(self) -> Content:
+    def render_content(self) -> list[Line]:
         snap = self._snap
         if snap is None:
-            return Content.styled("waiting for the first sample…", "$text-muted")
+            return [(("waiting for the first sample…", "$text-muted"),)]
         if not snap.gpus:
             set_border(self, subtitle="")
-            return Content.assemble(
-                (gpu_status_line(snap, self._detail), "bold $text-warning"),
-                ("\nNo GPU rows to show: workloads launched here train on the CPU.", "$text-muted"))
+            return [((gpu_status_line(snap, self._detail), "bold $text-warning"),),
+                    (("No GPU rows to show: workloads launched here train on the CPU.", "$text-muted"),)]
         width = self.content_size.width or 110
         hist_w = max(8, min(60, width - FIXED_W))
         set_border(self, subtitle=f"util history: last {HISTORY_S / 60:.0f} min, 0–100 %")
-        head = Content.styled(
-            f"{'#':>2} {fit('name', NAME_W)}  {fit('util', BAR_W + 5)}  "
-            f"{fit('memory', BAR_W + 14)}  {'temp':>4} {'power':>5}  util history", "$text-muted")
-        lines = [head]
-        for g in snap.gpus:
-            lines.append(self._row(g, hist_w))
-        return Content("\n").join(lines)
+        head = ((f"{'#':>2} {fit('name', NAME_W)}  {fit('util', BAR_W + 5)}  "
+                 f"{fit('memory', BAR_W + 14)}  {'temp':>4} {'power':>5}  util history", "$text-muted"),)
+        return [head] + [self._row(g, hist_w) for g in snap.gpus]
 
-    def _row(self, g: GpuSample, hist_w: int) -> Content:
+    def _row(self, g: GpuSample, hist_w: int) -> Line:
         parts: list[tuple[str, str] | str] = [f"{g.index:>2} ", (fit(short_name(g.name), NAME_W), "bold"), "  "]
         if g.error:
             parts.append((fit(f"lost: {g.error}", FIXED_W - 3 - NAME_W - 2), "$text-error"))
@@ -134,4 +127,4 @@ class GpuPanel(Panel):
             parts += [(f" {power:>5}", text_level(pfrac, 0.9, 0.98)), "  "]
         h = self.histories.get(g.index)
         parts.append((h.strip(hist_w) if h else " " * hist_w, "$accent on $boost"))
-        return Content.assemble(*parts)
+        return tuple(parts)

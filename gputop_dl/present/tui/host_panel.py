@@ -7,10 +7,8 @@ throttling appear only where the kernel provides them.
 
 from __future__ import annotations
 
-from textual.content import Content
-
 from gputop_dl.present.fmt import DASH, num, pct, size
-from gputop_dl.present.tui.base import Panel
+from gputop_dl.present.tui.base import Line, LinePanel
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
 from gputop_dl.snapshot import HostSample
 
@@ -27,7 +25,7 @@ def _mem_pair(used: int, total: int | None) -> str:
     return f"{used / 1024**2:.0f}/{total / 1024**2:.0f} MiB"
 
 
-class HostPanel(Panel):
+class HostPanel(LinePanel):
     """The machine's CPU and memory."""
 
     DEFAULT_CSS = """
@@ -35,7 +33,7 @@ class HostPanel(Panel):
     """
 
     def __init__(self, *, interval: float = 1.0, **kw):
-        super().__init__(Content.styled("waiting for the first sample…", "$text-muted"), **kw)
+        super().__init__((("waiting for the first sample…", "$text-muted"),), **kw)
         self.border_title = "host"
         self.history = History(max(10, int(HISTORY_S / max(interval, 0.05))))
         self._host: HostSample | None = None
@@ -52,22 +50,22 @@ class HostPanel(Panel):
         if host is not None:
             self.history.push(host.cpu_busy)
         self._host = host
-        self.set(self.render_content())
+        self.set_lines(self.render_content())
 
     def on_resize(self) -> None:
         if self._host is not None:
-            self.set(self.render_content())
+            self.set_lines(self.render_content())
 
-    def render_content(self) -> Content:
+    def render_content(self) -> list[Line]:
         h = self._host
         if h is None:
-            return Content.styled("no host sample", "$text-muted")
+            return [(("no host sample", "$text-muted"),)]
         width = max(20, self.content_size.width or 48)
         bar_w = max(6, width - LABEL_W - 16)
-        lines: list[Content] = []
+        lines: list[Line] = []
 
         fill, empty = bar(h.cpu_busy, bar_w)
-        lines.append(Content.assemble(
+        lines.append((
             (f"{'CPU':<{LABEL_W}}", "bold"), (fill, level(h.cpu_busy)), (empty, "$foreground-muted"),
             (f" {pct(h.cpu_busy):>4}", text_level(h.cpu_busy)), f" of {h.cpus} CPU{'s' if h.cpus != 1 else ''}"))
 
@@ -81,12 +79,12 @@ class HostPanel(Panel):
                 parts += [(block(c), f"{level(c)} on $boost") for c in chunk]
                 if first and len(cores) <= 8:
                     parts.append("  " + " ".join(f"{c * 100:.0f}%" for c in cores))
-                lines.append(Content.assemble(*parts))
+                lines.append(tuple(parts))
                 first = False
 
         cpus = h.cpus or 1
         per = None if h.load1 is None else h.load1 / cpus
-        lines.append(Content.assemble(
+        lines.append((
             (f"{'load':<{LABEL_W}}", "bold"),
             f"{num(h.load1, '.2f')} {num(h.load5, '.2f')} {num(h.load15, '.2f')}  ",
             (f"{num(per, '.2f')} per CPU", text_level(per, 0.9, 1.0))))
@@ -100,15 +98,14 @@ class HostPanel(Panel):
         if h.cgroup_throttled_frac is not None:
             psi.append(("  throttled ", ""))
             psi.append((pct(h.cgroup_throttled_frac), text_level(h.cgroup_throttled_frac, 0.05, 0.2)))
-        lines.append(Content.assemble((f"{'press':<{LABEL_W}}", "bold"), *psi))
+        lines.append(((f"{'press':<{LABEL_W}}", "bold"), *psi))
 
         mfrac = h.mem_used / h.mem_total if h.mem_used is not None and h.mem_total else None
         fill, empty = bar(mfrac, bar_w)
         mem = DASH if h.mem_used is None else _mem_pair(h.mem_used, h.mem_total)
-        lines.append(Content.assemble(
+        lines.append((
             (f"{'mem':<{LABEL_W}}", "bold"), (fill, level(mfrac, 0.8, 0.95)), (empty, "$foreground-muted"),
             (f" {mem}", text_level(mfrac, 0.8, 0.95))))
 
-        lines.append(Content.assemble((f"{'busy':<{LABEL_W}}", "bold"),
-                                      (self.history.strip(width - LABEL_W), "$accent on $boost")))
-        return Content("\n").join(lines)
+        lines.append(((f"{'busy':<{LABEL_W}}", "bold"), (self.history.strip(width - LABEL_W), "$accent on $boost")))
+        return lines

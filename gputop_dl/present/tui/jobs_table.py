@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -29,6 +28,7 @@ from textual.widget import Widget
 
 from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.present.tui.base import set_border
+from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import GpuProcess, JobSample
 
 LAUNCHED_MARK = "●"
@@ -157,14 +157,6 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> Row:
              dash, dash, Cell(size(mem)), dash)
     return Row(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
                name=f"pid {pid}")
-
-
-def fit(text: str, width: int, right: bool) -> str:
-    """`text` in exactly `width` cells: cut with an ellipsis when longer, padded when shorter."""
-    n = cell_len(text)
-    if n > width:
-        return set_cell_size(text, width - 1) + "…" if width > 0 else ""
-    return " " * (width - n) + text if right else text + " " * (width - n)
 
 
 class JobsTable(Widget, can_focus=True):
