@@ -8,6 +8,7 @@ from collections import Counter
 from types import SimpleNamespace
 
 import psutil
+import pytest
 
 from gputop_dl.channel import EventReader, EventWriter
 from gputop_dl.collect import host as host_mod
@@ -107,6 +108,26 @@ def test_stat_readers_agree_and_a_zombie_root_is_gone():
         p.wait()
 
 
+def test_kept_proc_files_read_afresh_and_let_go_of_an_exited_process():
+    files, kept = procs.ProcFiles(), procs.ProcFiles.kept
+    own = f"/proc/{os.getpid()}/stat"
+    before = parse_stat(files.read(own)).cpu
+    t = time.process_time()
+    while time.process_time() - t < 0.05:
+        pass
+    assert parse_stat(files.read(own)).cpu > before and procs.ProcFiles.kept == kept + 1
+    p = subprocess.Popen(["sleep", "30"])
+    path = f"/proc/{p.pid}/stat"
+    assert parse_stat(files.read(path)).start == read_stat(p.pid).start
+    p.kill()
+    p.wait()
+    with pytest.raises(OSError):  # reaped: neither the kept file nor the path reads
+        files.read(path)
+    assert procs.ProcFiles.kept == kept + 1  # its file was closed
+    files.close()
+    assert procs.ProcFiles.kept == kept
+
+
 def test_psi_and_cgroup_parsers(tmp_path):
     psi = tmp_path / "cpu"
     psi.write_text("some avg10=12.50 avg60=3.00 avg300=1.00 total=1\n"
@@ -121,12 +142,55 @@ def test_psi_and_cgroup_parsers(tmp_path):
     assert host_mod.read_cgroup_throttled_usec(str(tmp_path)) == 2500
 
 
-def test_host_sampler_shape():
-    hs = host_mod.HostSampler()
-    time.sleep(0.2)
-    s = hs.sample()
-    assert s.cpus >= 1 and len(s.per_cpu) == s.cpus and 0 <= s.cpu_busy <= 1
-    assert s.mem_total > 0
+def test_host_sampler_shape(monkeypatch):
+    for proc in (True, False):  # /proc read directly, and the psutil fallback
+        monkeypatch.setattr(host_mod, "PROC", proc)
+        hs = host_mod.HostSampler()
+        time.sleep(0.2)
+        s = hs.sample()
+        assert s.cpus >= 1 and len(s.per_cpu) == s.cpus and 0 <= s.cpu_busy <= 1
+        assert s.mem_total == psutil.virtual_memory().total and 0 < s.mem_used < s.mem_total
+
+
+STAT = ("cpu  1 0 0 0 0 0 0 0 0 0\n"
+        "cpu0 {} 7 {} {} {} 1 2 3 {} 1\n"
+        "cpu1 {} 0 200 {} 10 0 0 0 0 0\n"
+        "cpu2 10 0 10 10 0 0 0 0 0 0\n"
+        "intr 1 2 3\nctxt 4\n")
+MEMINFO = ("MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    {avail} kB\n"
+           "Buffers:          10 kB\nCached:          200 kB\nShmem:            5 kB\n"
+           "Active:          300 kB\nInactive:        300 kB\nSReclaimable:     20 kB\n"
+           "Slab:             30 kB\n")
+
+
+def test_proc_readers_compute_what_psutil_computes(tmp_path, monkeypatch):
+    """The same /proc files through psutil (pointed at them) and through host.py's readers."""
+    monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path))
+    stat = tmp_path / "stat"
+    stat.write_text(STAT.format(1000, 300, 900, 40, 20, 500, 700))
+    psutil.cpu_percent(percpu=True)
+    t1 = host_mod.parse_cpu_times(stat.read_bytes())
+    # cpu0: guest time (in user time too) is left out; cpu1: idle goes down, counts as 0
+    stat.write_text(STAT.format(1137, 310, 1000, 53, 40, 600, 650))
+    t2 = host_mod.parse_cpu_times(stat.read_bytes())
+    assert [host_mod.busy_percent(a, b) for a, b in zip(t1, t2)] == \
+        psutil.cpu_percent(percpu=True) == [56.5, 100.0, 0.0]
+    for avail in (700, 0, 5000):  # 0: psutil's estimate; above the total: a container
+        (tmp_path / "meminfo").write_text(MEMINFO.format(avail=avail))
+        vm = psutil.virtual_memory()
+        mine = host_mod.parse_meminfo((tmp_path / "meminfo").read_bytes())
+        assert mine == ((vm.total - vm.available, vm.total) if avail else None)
+
+
+def test_proc_readers_agree_with_psutil_on_this_machine():
+    times = host_mod.parse_cpu_times(procs.read_proc("/proc/stat", 1 << 16))
+    for mine, ps in zip(times, psutil.cpu_times(percpu=True), strict=True):
+        assert all(abs(a - b) < 0.5 for a, b in zip(mine, ps, strict=True))
+    used, total = host_mod.parse_meminfo(procs.read_proc("/proc/meminfo"))
+    vm = psutil.virtual_memory()
+    assert total == vm.total and abs(used - (vm.total - vm.available)) < 0.02 * total
+    with open(f"/proc/{os.getpid()}/cmdline", "rb") as f:  # longer than one read
+        assert procs.read_proc(f"/proc/{os.getpid()}/cmdline", 8) == f.read()
 
 
 RAW = (

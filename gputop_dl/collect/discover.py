@@ -3,7 +3,10 @@
 One `Discoverer` lives across ticks. Each tick, `refresh()` lists /proc and reads
 `/proc/PID/stat` only for PIDs it has not seen before (PPID and start time); it also re-reads
 the children of a PID that vanished, since only a parent's exit re-parents a process. The
-PPID map it keeps is handed to the job samplers, so a tick still makes one /proc pass.
+PPID map it keeps is handed to the job samplers, so a tick still makes one /proc pass. The
+listing itself is skipped while `/proc/loadavg` shows the same last PID and task count (no
+process or thread created or reaped since), and a listing equal to the last one (only threads
+came or went) is not compared PID by PID again.
 
 `find()` classifies each new process ONCE per (pid, start time) by reading `/proc/PID/maps`
 (steady-state work is proportional to the new and the Python processes, not to all of them):
@@ -20,16 +23,21 @@ a job is a root plus its descendants, down to where another job's (or a launched
 tree begins. Left out: gputop-dl's own process, processes
 claimed by an engine of this process (`claim`), and descendants of this process that carry
 the launch marker (`GPUTOP_DL_EVENTS` in their environment): those are launched jobs.
-A PID that vanishes or denies access between listing and reading is skipped silently.
+A PID that vanishes or denies access between listing and reading is skipped silently. While
+the PPID map, the candidates (and their kinds), the exclusions and NVML's PIDs stay the same,
+`find()` hands back its last grouping instead of grouping again.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import threading
 import time
 from dataclasses import dataclass
+
+from gputop_dl.collect.procs import ProcFiles
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
@@ -141,6 +149,11 @@ class Discoverer:
         self._watch: set[int] = set()  # PIDs to classify: new ones, Python ones to re-check
         self._torch: set[int] = set()  # PIDs with torch loaded
         self._primed = False  # after the first find(): every new PID is a young process
+        self._mark: bytes | None = None  # /proc/loadavg's "tasks last-PID" at the last listing
+        self._listing: list[str] | None = None  # the last one (None: a PID was left unread)
+        self._files = ProcFiles()
+        self._gen = 0  # counts the changes of the PPID map
+        self._last_find: tuple | None = None  # (inputs, jobs, job_cmap) of the last find()
         self.outside: dict[int, int | None] = {}  # NVML PIDs not in this namespace -> memory
         self.ok = os.path.isdir(proc_root)
 
@@ -165,14 +178,32 @@ class Discoverer:
         except ValueError:
             return None
 
+    def _listing_mark(self) -> bytes | None:
+        """The task count and last PID of `/proc/loadavg` ("... 2/175 7500" -> b"175 7500"):
+        unchanged, no process was created (a new PID) or reaped (one task fewer) in between.
+
+        The count is the machine's, the PID this namespace's: a process reaped here while
+        another namespace creates one is seen at the next change (its reads fail till then)."""
+        try:
+            data = self._files.read(f"{self.proc}/loadavg")
+        except OSError:
+            return None
+        return data[data.find(b"/") + 1:]
+
     # --- per tick ------------------------------------------------------------------------------
     def refresh(self) -> dict[int, list[int]]:
         """List /proc; stat new PIDs; returns the PPID -> children map (for TreeSampler)."""
         if not self.ok:
             return {}
+        mark = self._listing_mark()  # read before the listing: a later change shows next tick
+        if mark is not None and mark == self._mark:
+            return self.cmap
         try:
             names = os.listdir(self.proc)
         except OSError:
+            return self.cmap
+        if names == self._listing:  # threads came or went, processes did not
+            self._mark = mark
             return self.cmap
         pids = {int(n) for n in names if n.isdigit()}
         ppid, start = self.ppid, self.start
@@ -189,6 +220,7 @@ class Discoverer:
         if zombies:
             zombies &= pids
         todo = (pids - ppid.keys() - zombies) | orphans
+        self._mark, self._listing = mark, names
         for p in todo:
             st = self._stat(p)
             if st is None:
@@ -196,8 +228,10 @@ class Discoverer:
                 start.pop(p, None)
                 if self._last_zombie:
                     zombies.add(p)
+                else:  # unread: list again next tick
+                    self._mark = self._listing = None
                 continue
-            if p not in orphans:
+            if p not in orphans and p != self.own:  # never a job: not worth a look
                 self._watch.add(p)  # new: classify it at the next find()
             ppid[p], start[p] = st
         if todo or gone:
@@ -205,6 +239,7 @@ class Discoverer:
             for p, pp in ppid.items():
                 cmap.setdefault(pp, []).append(p)
             self.cmap = cmap
+            self._gen += 1
         if gone:
             alive = set(start.items())
             for key in [k for k in self._info if k not in alive]:
@@ -323,24 +358,29 @@ class Discoverer:
                         skip.add(k)
                         todo.append(k)
         skip.add(self.own)  # only the process itself: a job started from it is not launched
+        # the same processes, candidates (and kinds), exclusions and GPU PIDs: the same jobs
+        inputs = (self._gen, frozenset((p, i.kind) for p, i in cand.items()), frozenset(skip),
+                  frozenset(gpu_mem))
+        if self._last_find is not None and self._last_find[0] == inputs:
+            self.job_cmap = self._last_find[2]
+            return list(self._last_find[1])
         roots: list[int] = []
         for pid in sorted(cand):
             if pid in skip:
                 continue
-            anc = self._ancestors(pid)
-            parent = anc[0] if anc else None
+            parent = self.ppid.get(pid)
             if parent in cand and parent not in skip:
                 # a worker (or rank) of its parent's job, unless a gputop-dl launched it from
                 # a torch process (a test runner, a notebook): then it is a job of its own
                 if not self._marked(pid, cand[pid]) or self._marked(parent, cand[parent]):
                     continue
-            if self.own in anc and self._marked(pid, cand[pid]):
+            if self.own in self._ancestors(pid) and self._marked(pid, cand[pid]):
                 continue  # launched by an engine of this process, not claimed yet
             roots.append(pid)
         # a job's tree stops where another job (or a launched one) begins
         jcmap = self.cmap
         cut = (set(roots) | skip) - {self.own}
-        parents = {self.ppid.get(p) for p in cut} & set(jcmap)
+        parents = {self.ppid.get(p) for p in cut} & jcmap.keys()
         if parents:
             jcmap = dict(jcmap)
             for pp in parents:
@@ -369,7 +409,13 @@ class Discoverer:
             out.append(Found(name=name, pid=root, start=start.get(root, -1),
                              pids=tuple(sorted(pids)), target=target,
                              torch=info.kind == "torch", gpu=gpu, cmdline=cmd))
-        return out
+        self._last_find = inputs, out, jcmap
+        return list(out)
 
     def describe(self, found: Found) -> str:
-        return shlex.join(found.cmdline) if found.cmdline else found.name
+        return _shell_line(found.cmdline) if found.cmdline else found.name
+
+
+@functools.lru_cache(maxsize=256)  # a job's command line is asked for every tick
+def _shell_line(cmdline: tuple[str, ...]) -> str:
+    return shlex.join(cmdline)

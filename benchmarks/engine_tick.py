@@ -1,0 +1,152 @@
+"""CPU cost of one monitor-mode engine tick (`gputop-dl` with no arguments), 0 and N found jobs.
+
+    .venv/bin/python benchmarks/engine_tick.py                     # 0 and 3 jobs, 30 ticks each
+    .venv/bin/python benchmarks/engine_tick.py --jobs 3 --ticks 30 --interval 1.0
+
+Builds `Engine(None, nvml=Nvml())` in this process (py-spy stall sampling off, the session store
+in a temp `GPUTOP_DL_HOME`) and calls its tick at `--interval` in the calling thread, timing it
+with `time.thread_time()`. The N jobs are plain PyTorch loops outside gputop-dl
+(`tests/external/stall_script.py`, each a trainer + 4 loader workers), as in `benchmarks/tui.py`.
+After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, whose parts are
+timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
+discovery pass (`ForeignJobs.refresh`), found-jobs sampling (`ForeignJobs.sample`), store writes
+and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
+
+from gputop_dl import engine as engine_mod  # noqa: E402
+from gputop_dl.collect.foreign import ForeignJobs  # noqa: E402
+from gputop_dl.collect.host import HostSampler  # noqa: E402
+from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.record.store import Store  # noqa: E402
+
+# part -> (owner, attribute names): every call of these counts toward the part
+PARTS = {
+    "host sample": [(HostSampler, ("sample",))],
+    "NVML": [(Nvml, ("sample", "processes"))],
+    "discovery pass": [(ForeignJobs, ("refresh",))],
+    "found-jobs sampling": [(ForeignJobs, ("sample",))],
+    "store writes+commit": [(Store, ("__init__", "create_session", "upsert_job", "add_events",
+                                     "add_host_sample", "add_gpu_samples", "add_job_sample",
+                                     "heartbeat", "commit"))],
+    "snapshot build": [(engine_mod, ("Snapshot",))],
+}
+
+
+def start_jobs(n: int, seconds: float) -> list[subprocess.Popen]:
+    """n plain PyTorch loops outside gputop-dl (as `benchmarks/tui.py` starts them)."""
+    script = os.path.join(ROOT, "tests", "external", "stall_script.py")
+    return [subprocess.Popen([sys.executable, script, "--seconds", str(seconds), "--data-ms", "40",
+                              "--compute-ms", "10", "--num-workers", "4"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)]
+
+
+class Parts:
+    """Wraps the PARTS' functions while active; sums their thread CPU time per part."""
+
+    def __init__(self):
+        self.spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
+        self._orig = [(owner, a, getattr(owner, a)) for ps in PARTS.values()
+                      for owner, attrs in ps for a in attrs]
+
+    def _wrap(self, part: str, fn):
+        spent, clock = self.spent, time.thread_time
+
+        def timed(*args, **kw):
+            t0 = clock()
+            try:
+                return fn(*args, **kw)
+            finally:
+                spent[part] += clock() - t0
+        return timed
+
+    def __enter__(self):
+        for part, ps in PARTS.items():
+            for owner, attrs in ps:
+                for a in attrs:
+                    setattr(owner, a, self._wrap(part, getattr(owner, a)))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, a, fn in self._orig:
+            setattr(owner, a, fn)
+
+
+def fmt(xs: list[float]) -> str:
+    ms = [x * 1e3 for x in xs]
+    return f"{statistics.median(ms):6.3f} ms  (min {min(ms):.3f}, max {max(ms):.3f})"
+
+
+def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
+    eng = engine_mod.Engine(None, nvml=Nvml())
+    eng._host = HostSampler()
+    eng._foreign = ForeignJobs(stall=False)  # what `_foreign_refresh` builds, minus py-spy
+    totals, parts = [], {p: [] for p in PARTS}
+    for i in range(warmup + 2 * ticks):
+        t0 = time.monotonic()
+        if i < warmup or (i - warmup) % 2 == 0:
+            c0 = time.thread_time()
+            eng._tick()
+            if i >= warmup:
+                totals.append(time.thread_time() - c0)
+        else:
+            with Parts() as p:
+                c0 = time.thread_time()
+                eng._tick()
+                total = time.thread_time() - c0
+            for k, v in p.spent.items():
+                parts[k].append(v)
+            parts.setdefault("rest", []).append(total - sum(p.spent.values()))
+        time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+    found = len(eng.snapshot.jobs)
+    print(f"\n{n_jobs} jobs started, {found} found "
+          f"({sum(len(j.pids) for j in eng.snapshot.jobs)} processes), "
+          f"{ticks} ticks at {interval:g} s")
+    print(f"  tick (plain)          {fmt(totals)}")
+    for k, v in parts.items():
+        print(f"    {k:<20}{fmt(v)}")
+    if eng._store is not None:
+        eng._store.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=3, help="found jobs of the second run")
+    ap.add_argument("--ticks", type=int, default=30, help="plain ticks (as many instrumented)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--only-jobs", action="store_true", help="skip the 0-job run")
+    args = ap.parse_args()
+    print(f"CPU per monitor tick (thread_time), {os.cpu_count()} CPUs; "
+          f"{args.ticks} plain ticks, the same number instrumented")
+    if not args.only_jobs:
+        measure(0, args.ticks, args.warmup, args.interval)
+    if args.jobs:
+        span = (args.warmup + 2 * args.ticks) * args.interval + 30
+        jobs = start_jobs(args.jobs, span)
+        try:
+            time.sleep(8.0)  # torch imported, workers forked
+            measure(args.jobs, args.ticks, args.warmup, args.interval)
+        finally:
+            for j in jobs:
+                j.terminate()
+            for j in jobs:
+                j.wait(10)
+
+
+if __name__ == "__main__":
+    main()
