@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "S seconds (e.g. 2) to measure its data-stall %% (default: not measured)")
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="monitor: seconds between samples (default 1)")
+    p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
+                   help="monitor: %% of one core that py-spy may use to measure the data-stall of "
+                   "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     lp = sub.add_parser("launch", help="start the workloads of a TOML file, live and recorded",
                         description="Start the workloads in FILE: solo baselines (per the file's "
@@ -401,6 +404,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--json goes with --once")
         if args.stall and not args.once:
             raise UsageError("--stall goes with --once (the live monitor samples on its own)")
+        if args.stall_budget is not None and (args.once or args.cmd):
+            raise UsageError("--stall-budget goes with the live monitor (plain `gputop-dl`)")
+        if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
+            raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
         if args.cmd == "launch":
             return cmd_launch(args)
         if args.cmd == "export":
@@ -413,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_once(args)
         from gputop_dl.present.tui.app import run_monitor_tui
 
-        return run_monitor_tui(interval=args.interval)
+        budget = None if args.stall_budget is None else args.stall_budget / 100
+        return run_monitor_tui(interval=args.interval, stall_budget=budget)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2

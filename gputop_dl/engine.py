@@ -30,6 +30,7 @@ from gputop_dl.collect.host import HostSampler
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect import discover
 from gputop_dl.collect.foreign import ForeignJobs
+from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.collect.procs import TreeSampler, children_map
 from gputop_dl.launch import JobProcess, describe_exit, start_job, stop_jobs
 from gputop_dl.record.store import Store, session_work_dir
@@ -93,6 +94,7 @@ class JobRun:
                     if self.failure is None:
                         self.failure = describe_exit(code, False)
                 self.tree_sample = None
+                self.tree.close()
             else:
                 if self.status == "starting" and self.w.is_command:
                     self.status = "running"
@@ -176,6 +178,7 @@ class Engine:
         self.record = record  # a launch from the start; the monitor once it sees a training job
         self.grace_s = grace_s
         self.interval = spec.interval if spec else 1.0
+        self.stall_budget = STALL_BUDGET  # monitor: py-spy's share of one core for found jobs
         self.session_id: str | None = None
         self.work_dir: str | None = None
         self.phase: str | None = None
@@ -460,7 +463,7 @@ class Engine:
         co-run being measured is not disturbed, and does not record them."""
         fj = self._foreign
         if fj is None:
-            fj = self._foreign = ForeignJobs(stall=self.spec is None)
+            fj = self._foreign = ForeignJobs(stall=self.spec is None, stall_budget=self.stall_budget)
         if fj is False:
             return None
         try:
@@ -486,9 +489,10 @@ class Engine:
             self.say(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
             return [], []
 
-    def _record_monitor(self, now: float, host, gpus, foreign: list[JobSample]) -> None:
+    def _record_monitor(self, now: float, foreign: list[JobSample]) -> None:
         """Monitor mode: from the first training job seen, the run is a recorded session (kind
-        "monitor"): host and GPU samples, and each job's CPU, memory and py-spy stall."""
+        "monitor"): each job's CPU, memory and py-spy stall here; `_tick` adds host and GPU
+        samples and commits."""
         st = self._store
         if st is None:
             if not foreign:
@@ -515,11 +519,6 @@ class Engine:
                 st.upsert_job(sid, name, launched=False, config=None, status="ended",
                               pid=pid, ended=now)
         self._rec_live = seen
-        st.add_host_sample(sid, now, host)
-        if gpus:
-            st.add_gpu_samples(sid, now, gpus)
-        st.heartbeat(sid, now)
-        st.commit()
 
     def _tick(self) -> None:
         now = time.time()
@@ -571,7 +570,8 @@ class Engine:
         foreign, foreign_notes = self._foreign_jobs(gpu, {j.name for j in jobs})
         jobs.extend(foreign)  # after the launched ones
         if self.spec is None and self.record:
-            self._record_monitor(now, host, gpus, foreign)
+            self._record_monitor(now, foreign)
+            store = self._store  # from the first job seen
         if self.phase == "co-run":
             self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
                                       host.cgroup_throttled_frac))

@@ -292,6 +292,26 @@ def test_reparented_worker_becomes_visible_with_its_new_parent(tmp_path):
     assert {101, 102} <= found and 100 not in found
 
 
+def test_listing_is_skipped_while_loadavg_shows_no_process_created_or_reaped(tmp_path):
+    fp = fake_box(tmp_path)
+    loadavg = tmp_path / "proc" / "loadavg"
+    loadavg.write_text("0.50 0.40 0.30 2/175 7500\n")
+    d = Discoverer(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    fp.add(500, 10, ["python", "new.py"], TORCH_MAPS)
+    fp.add(600, 10, ["python", "racy.py"], TORCH_MAPS)
+    fp.remove(600, "stat")  # listed, but not readable yet
+    loadavg.write_text("0.90 0.40 0.30 5/175 7500\n")  # only the load and the running count moved
+    d.refresh()
+    assert 500 not in d.ppid
+    loadavg.write_text("0.90 0.40 0.30 5/177 7502\n")
+    d.refresh()
+    assert d.ppid[500] == 10 and 600 not in d.ppid
+    fp.add(600, 10, ["python", "racy.py"], TORCH_MAPS)
+    d.refresh()  # the same loadavg, but a PID was left unread: listed again
+    assert d.ppid[600] == 10
+
+
 def test_launched_jobs_are_left_out(tmp_path):
     fp = fake_box(tmp_path)
     # launched by an engine of this process (400): carries the launch marker
@@ -440,27 +460,54 @@ def test_stall_sampler_pools_bursts_one_at_a_time(tmp_path):
     assert sampler.result("a") is None
 
 
-def test_stall_bursts_keep_to_a_sample_budget_across_jobs(tmp_path):
-    """Three jobs, 2 s x 25 Hz bursts, 5 samples/s in all: each job every 30 s, not every 12 s."""
+def test_stall_bursts_keep_py_spy_within_its_cpu_budget():
+    """Bursts of 0.05 CPU-s, a budget of 0.25 % of a core and 0.1 CPU-s of credit: two bursts at
+    once, then one per 20 s; over ten minutes py-spy uses its share and no more."""
     clock = Clock()
     started = []
 
     def record(pid, duration_s, rate, exe):
         started.append((clock.t, pid))
-        return pyspy.StallEstimate(data=20, compute=30), None
+        return pyspy.StallEstimate(data=20, compute=30, cpu_s=0.05), None
 
-    sampler = StallSampler(duration_s=2, rate=25, every_s=12, record=record, clock=clock)
+    sampler = StallSampler(duration_s=2, rate=25, every_s=12, record=record, clock=clock,
+                           cpu_budget=0.0025, credit=0.1)
     jobs = [("a", 1), ("b", 2), ("c", 3)]
-    for _ in range(3):  # a first round: every job once, one burst at a time
+    for _ in range(2):  # the credit: the first two jobs at once
         assert sampler.round(jobs)
         sampler.join(5)
-    clock.t += 12
-    assert not sampler.round(jobs)  # the per-job period alone would allow it now
-    clock.t += 18.5
-    assert sampler.round(jobs)
+    assert not sampler.round(jobs)  # the bucket is empty
+    clock.t += 19
+    assert not sampler.round(jobs)  # refilled, but not yet enough for one burst
+    clock.t += 1
+    assert sampler.round(jobs)  # 20 s x 0.25 % = 0.05 CPU-s: the third job
     sampler.join(5)
-    assert [pid for _, pid in started] == [1, 2, 3, 1]
-    assert sampler.result("a").samples == 100  # both bursts pooled (within 4 periods)
+    clock.t += 12
+    assert not sampler.round(jobs)  # the per-job period alone would allow the first again
+    for _ in range(600):
+        clock.t += 1
+        if sampler.round(jobs):
+            sampler.join(5)
+    assert [pid for _, pid in started][:4] == [1, 2, 3, 1]
+    spent, elapsed = sampler.cpu_spent, clock.t - started[0][0]
+    assert spent == pytest.approx(0.05 * len(started))
+    assert 0.0025 * elapsed - 0.05 <= spent <= 0.1 + 0.0025 * elapsed  # credit + budget, no more
+    for pid in (1, 2, 3):  # each job every 3 x 0.05 / 0.0025 = 60 s at most
+        times = [t for t, p in started if p == pid]
+        assert min(b - a for a, b in zip(times, times[1:])) >= 60 - 1e-9
+    assert sampler.result("a").samples == 200  # its last 4 bursts pooled
+
+
+def test_stall_burst_cost_is_read_from_the_kernel(tmp_path):
+    """py-spy's own CPU for a burst comes from wait4: a stand-in that burns CPU shows it."""
+    exe = tmp_path / "fake-py-spy"
+    exe.write_text("#!/bin/sh\n" + f"exec {sys.executable} -c 'import sys, time\n"
+                   "t = time.process_time()\nwhile time.process_time() - t < 0.2: pass\n"
+                   "sys.exit(1)'\n")
+    exe.chmod(0o755)
+    text, err, cpu = pyspy._run_pyspy(os.getpid(), 1, 10, "raw", [], str(exe))
+    assert text is None and err is not None
+    assert cpu is not None and cpu >= 0.15
 
 
 # --- engine (monitor mode) -------------------------------------------------------------------
@@ -521,7 +568,7 @@ def test_discovered_external_job_stall_real_launch():
                 return super().round([(k, pid) for k, pid in jobs if pid == proc.pid])
 
         sampler = OnlyScript(duration_s=3, rate=100, every_s=0.0, pool=2, record=timed_burst,
-                             budget=None)
+                             cpu_budget=None)
         eng = Engine(None, nvml=Nvml(module=FakePynvml(gpus=0)))
         eng._host = HostSampler()
         eng._foreign = ForeignJobs(stall_sampler=sampler)
@@ -564,13 +611,26 @@ def test_discovered_external_job_stall_real_launch():
 
 
 @pytest.mark.parametrize("argv", [["--stall", "2"], ["--once", "--stall", "-1"],
-                                  ["--once", "--stall", "100"]])
+                                  ["--once", "--stall", "100"], ["--stall-budget", "101"],
+                                  ["--stall-budget", "-1"], ["--once", "--stall-budget", "1"]])
 def test_stall_flag_usage_errors(argv, capsys):
     from gputop_dl.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("gputop-dl: error: --stall") and err.count("\n") == 1
+
+
+def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
+    fp = fake_box(tmp_path)
+    fp.add(os.getpid(), 10, ["python", "train.py"], TORCH_MAPS)  # real, so its tree can be sampled
+    fj = ForeignJobs(stall_budget=0, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    assert fj.stall is None
+    fj.refresh()
+    jobs, notes = fj.sample()
+    assert [j.name for j in jobs] == ["train.py"] and jobs[0].stall_fraction is None
+    assert notes == ["data-stall of jobs not launched here is not measured (--stall-budget 0)"]
+    assert ForeignJobs(stall_budget=0.01).stall.cpu_budget == 0.01
 
 
 def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):

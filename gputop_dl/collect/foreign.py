@@ -18,7 +18,7 @@ from __future__ import annotations
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
-from gputop_dl.collect.stall import StallResult, StallSampler
+from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
 
@@ -26,9 +26,13 @@ class ForeignJobs:
     """Discovered jobs with their samplers; touched only by the thread that ticks."""
 
     def __init__(self, *, stall: bool = True, discoverer: Discoverer | None = None,
-                 stall_sampler: StallSampler | None = None):
+                 stall_sampler: StallSampler | None = None, stall_budget: float = STALL_BUDGET):
+        """`stall_budget`: the share of one core py-spy may use (0: no bursts, stall unknown)."""
         self.disc = discoverer or Discoverer()
-        self.stall = stall_sampler or (StallSampler() if stall else None)
+        self.stall = stall_sampler or (StallSampler(cpu_budget=stall_budget) if stall and stall_budget > 0
+                                       else None)
+        self.off_note = ("data-stall of jobs not launched here is not measured (--stall-budget 0)"
+                         if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self.found: list[Found] = []
         self.overrides: dict[tuple[int, int], StallResult] = {}  # set by one-shot bursts
@@ -58,7 +62,7 @@ class ForeignJobs:
             ts = tree.sample(cmap)
             if ts is None:  # vanished since the listing
                 continue
-            pids = tuple(sorted(set(ts.pids) | {f.pid}))
+            pids = ts.pids  # sorted, the root included
             mem, sm, gpus = gpu.of_pids(pids)
             res = self.overrides.get(key) or (self.stall.result(key) if self.stall else None)
             name = f.name if f.name not in names else f"{f.name} ({f.pid})"
@@ -74,7 +78,7 @@ class ForeignJobs:
                 gpu_mem=mem, gpu_sm=sm,
                 command=self.disc.describe(f)))
         for key in [k for k in self._trees if k not in keys]:
-            del self._trees[key]
+            self._trees.pop(key).close()
         for key in [k for k in self.overrides if k not in keys]:
             del self.overrides[key]
         if self.stall is not None:
@@ -86,6 +90,8 @@ class ForeignJobs:
             notes.append(outside_note(len(out), sum(mems) if mems else None))
         if self.stall is not None and self.stall.note:
             notes.append(self.stall.note)
+        if self.off_note and found:
+            notes.append(self.off_note)
         return jobs, notes
 
     def new_since_last(self) -> list[Found]:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 
 _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
@@ -93,7 +94,7 @@ def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
 
 def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter, str | None]:
     """Sample `pid` for `duration_s`; returns (folded stacks, error message or None)."""
-    text, err = _run_pyspy(pid, duration_s, rate, "raw", [], None)
+    text, err, _cpu = _run_pyspy(pid, duration_s, rate, "raw", [], None)
     if err is not None:
         if is_permission_error(err):
             err += f" ({PTRACE_HINT})"
@@ -162,12 +163,13 @@ def classify(stack: str, pid: int | None = None) -> str | None:
 class StallEstimate:
     """Main-thread samples of one burst: data-wait fraction, counts, step time where honest."""
 
-    __slots__ = ("data", "compute", "step_time_s", "cycles")
+    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
-                 cycles: int = 0):
+                 cycles: int = 0, cpu_s: float | None = None):
         self.data, self.compute = data, compute
         self.step_time_s, self.cycles = step_time_s, cycles
+        self.cpu_s = cpu_s  # what the burst cost py-spy itself (None: not known)
 
     @property
     def samples(self) -> int:
@@ -229,30 +231,52 @@ def is_permission_error(err: str | None) -> bool:
 
 
 def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str],
-               exe: str | None) -> tuple[str | None, str | None]:
-    """Run one `py-spy record` burst; (output file text, error message)."""
+               exe: str | None) -> tuple[str | None, str | None, float | None]:
+    """Run one `py-spy record` burst; (output file text, error message, py-spy's CPU seconds)."""
     exe = exe or pyspy_path()
     if exe is None:
-        return None, "py-spy is not installed"
+        return None, "py-spy is not installed", None
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "out")
+        out, log = os.path.join(d, "out"), os.path.join(d, "log")
         cmd = [exe, "record", "--nonblocking", "--idle", *extra, "--rate", str(rate),
                "--duration", str(max(1, int(round(duration_s)))), "--format", fmt, "-o", out,
                "--pid", str(pid)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 20)
+            with open(log, "w+", encoding="utf-8", errors="replace") as logf:
+                proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                cpu = _reap(proc, duration_s + 20)
+                logf.seek(0)
+                text = logf.read()
         except FileNotFoundError:
-            return None, f"py-spy is not installed ({exe} not found)"
+            return None, f"py-spy is not installed ({exe} not found)", None
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"py-spy failed: {exc}"
+            return None, f"py-spy failed: {exc}", None
         if proc.returncode != 0 or not os.path.exists(out):
-            lines = ((proc.stderr or "") + "\n" + (proc.stdout or "")).strip().splitlines()
-            lines = [ln.strip() for ln in lines if ln.strip()]
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
             perm = next((ln for ln in lines if is_permission_error(ln)), None)
             msg = perm or (lines[-1] if lines else f"exit {proc.returncode}")
-            return None, f"py-spy: {msg}"
+            return None, f"py-spy: {msg}", cpu
         with open(out, encoding="utf-8", errors="replace") as f:
-            return f.read(), None
+            return f.read(), None, cpu
+
+
+def _reap(proc: subprocess.Popen, timeout: float) -> float | None:
+    """Wait for `proc` (killed after `timeout` s); its CPU seconds, from wait4 where there is one."""
+    if not hasattr(os, "wait4"):
+        proc.wait(timeout)
+        return None
+    deadline, delay = time.monotonic() + timeout, 0.01
+    while True:
+        done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if done:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(delay)
+        delay = min(2 * delay, 0.25)
 
 
 def parse_speedscope(text: str) -> dict[str, list[str]]:
@@ -275,7 +299,7 @@ def parse_speedscope(text: str) -> dict[str, list[str]]:
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
                  exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
     """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None)."""
-    text, err = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
+    text, err, cpu = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
     if err is not None:
         return None, err
     try:
@@ -287,4 +311,5 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
         est = stall_from_sequence(seq, 1.0 / rate, pid)
         if est.samples > best.samples:
             best = est  # only the main thread's profile classifies any sample
+    best.cpu_s = cpu
     return best, None

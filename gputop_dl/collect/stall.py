@@ -2,14 +2,17 @@
 
 `StallSampler.round([(key, pid), ...])` is called every tick with the discovered jobs. At most
 one burst is in flight (a daemon thread); the job whose last burst is oldest goes next, and a
-job is re-sampled every `every_s` seconds, or less often when many jobs share the round: all
-bursts together take at most `budget` samples per second. Each burst is `duration_s` of
-non-blocking sampling at `rate` Hz of the job's main thread (`pyspy.record_stall`).
+job is re-sampled every `every_s` seconds or less often: py-spy's own CPU is held to a budget.
+Each burst is `duration_s` of non-blocking sampling at `rate` Hz of the job's main thread
+(`pyspy.record_stall`).
 
-Why a budget: py-spy costs about 0.8 ms of CPU per sample (mostly the kernel's
-process_vm_readv), so 2 s bursts at 50 Hz every 12 s on three jobs cost 2.1 % of a core, four
-times the monitor itself. The default, 2 s at 25 Hz and 5 samples/s in all, costs ≈ 0.4 % of a
-core whatever the number of jobs. `result(key)` pools the job's last `pool` bursts (none older
+Why a CPU budget: py-spy costs about 0.7-0.8 ms of CPU per sample (mostly the kernel's
+process_vm_readv, more for a process with more threads), so 2 s bursts at 50 Hz every 12 s on
+three jobs cost 2.1 % of a core, four times the monitor itself. Each burst's real cost is read
+from the kernel (wait4's rusage) and paid from a token bucket that refills at `cpu_budget` (a
+share of one core, default 0.25 %) and holds at most `credit` CPU-seconds, so the first jobs seen
+get their numbers quickly and py-spy never uses more than the credit plus the budget, whatever the number
+of jobs or their thread counts. `result(key)` pools the job's last `pool` bursts (none older
 than `pool` sampling periods + 30 s): 4 bursts of ~50 samples; a single 100-sample burst
 scatters by ±5 points. The result carries its sample count.
 
@@ -27,6 +30,9 @@ from typing import Callable, Hashable
 
 from gputop_dl.collect import pyspy
 
+STALL_BUDGET = 0.0025  # py-spy's default share of one core (`gputop-dl --stall-budget 0.25`, in %)
+SAMPLE_CPU_S = 0.0008  # py-spy's CPU per sample where a burst's own cost is unknown (measured 0.7-0.8 ms)
+
 
 @dataclass(frozen=True)
 class StallResult:
@@ -41,10 +47,15 @@ class StallSampler:
 
     def __init__(self, duration_s: float = 2.0, rate: int = 25, every_s: float = 12.0,
                  pool: int = 4, exe: str | None = None, record: Callable | None = None,
-                 clock: Callable[[], float] = time.monotonic, budget: float | None = 5.0):
+                 clock: Callable[[], float] = time.monotonic, cpu_budget: float | None = STALL_BUDGET,
+                 credit: float = 0.1):
         self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
-        self.budget = budget  # samples per second, all jobs together (None: no limit)
-        self._every = every_s  # the period actually used in the last round
+        self.cpu_budget = cpu_budget  # share of one core py-spy may use on average (None: no limit)
+        self.credit = credit  # CPU-seconds the bucket holds at most (and starts with)
+        self._tokens, self._tokens_t = credit, clock()
+        self._cost = duration_s * rate * SAMPLE_CPU_S  # the last burst's CPU-seconds
+        self.cpu_spent = 0.0  # py-spy's CPU-seconds so far, all bursts
+        self._every = every_s  # the per-job period actually used in the last round
         self.exe = exe
         self._record = record or pyspy.record_stall
         self.clock = clock
@@ -57,14 +68,26 @@ class StallSampler:
         self.denied = False
         self.bursts = 0
 
+    def _refill(self, now: float) -> None:
+        if self.cpu_budget:
+            self._tokens = min(self.credit, self._tokens + (now - self._tokens_t) * self.cpu_budget)
+        self._tokens_t = now
+
     def _run(self, key: Hashable, pid: int) -> None:
         try:
             est, err = self._record(pid, self.duration_s, self.rate, self.exe)
         except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor
             est, err = None, f"py-spy failed: {exc}"
+        cost = getattr(est, "cpu_s", None)
+        if cost is None:  # not measured (no wait4, or a burst that failed): the typical cost
+            cost = self.duration_s * self.rate * SAMPLE_CPU_S
         with self._lock:
             self._busy = None
             self.bursts += 1
+            self._cost = cost
+            self.cpu_spent += cost
+            self._refill(self.clock())
+            self._tokens -= cost
             if err is None and est is not None:
                 if est.samples:
                     q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
@@ -98,8 +121,12 @@ class StallSampler:
             if self.denied or (self.note and "not installed" in self.note):
                 return False  # retrying would only fail the same way
             every = max(self.every_s, len(jobs) * (self.duration_s + 0.5))
-            if self.budget:
-                every = max(every, len(jobs) * self.duration_s * self.rate / self.budget)
+            if self.cpu_budget:
+                every = max(every, len(jobs) * self._cost / self.cpu_budget)
+                self._refill(now)
+                if self._tokens < min(self._cost, self.credit) - 1e-12:  # not enough for a burst
+                    self._every = every
+                    return False  # py-spy has used its share for now
             self._every = every
             due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
                    if now - self._last.get(k, float("-inf")) >= every]

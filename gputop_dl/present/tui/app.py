@@ -562,14 +562,16 @@ class GputopApp(App[int]):
 
 # --- entry points (called by gputop_dl.cli) ------------------------------------------------------
 
-def run_monitor_tui(interval: float = 1.0) -> int:
-    """`gputop-dl`: the live monitor of this machine."""
+def run_monitor_tui(interval: float = 1.0, stall_budget: float | None = None) -> int:
+    """`gputop-dl`: the live monitor of this machine (`stall_budget`: py-spy's share of a core)."""
     from gputop_dl.collect.nvml import Nvml
     from gputop_dl.engine import Engine
 
     nvml = Nvml()
     engine = Engine(None, nvml=nvml)
     engine.interval = max(0.1, float(interval))
+    if stall_budget is not None:
+        engine.stall_budget = stall_budget
     app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml), handle_signals=True)
     try:
         app.run()
