@@ -137,25 +137,32 @@ def proc_tree_cpu(p: psutil.Process) -> float:
     return total
 
 
-def find_gdl(pane_pid: int) -> psutil.Process | None:
+def find_proc(pane_pid: int, match) -> psutil.Process | None:
+    """The process in a tmux pane (the pane's shell or a descendant) with a command-line part
+    for which `match(part)` is true."""
     try:
         root = psutil.Process(pane_pid)
     except psutil.NoSuchProcess:
         return None
     for q in [root] + root.children(recursive=True):
         try:
-            if any("gputop" in part for part in q.cmdline()):
+            if any(match(part) for part in q.cmdline()):
                 return q
         except psutil.NoSuchProcess:
             pass
     return None
 
 
+def find_gdl(pane_pid: int) -> psutil.Process | None:
+    return find_proc(pane_pid, lambda part: "gputop" in part)
+
+
 def start_jobs(n: int, seconds: float) -> list[subprocess.Popen]:
     """n plain PyTorch loops outside gputop-dl, each a trainer + 4 loader workers (5 processes),
-    light (about 0.2 of a core each) so that they do not starve the monitor being measured."""
+    light (a batch every 50 ms, 10 ms of compute: about 0.2 of a core each) so that they do not
+    starve the monitor being measured."""
     script = os.path.join(ROOT, "tests", "external", "stall_script.py")
-    return [subprocess.Popen([PY, script, "--seconds", str(seconds), "--data-ms", "40",
+    return [subprocess.Popen([PY, script, "--seconds", str(seconds), "--data-ms", "200",
                               "--compute-ms", "10", "--num-workers", "4"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(n)]
