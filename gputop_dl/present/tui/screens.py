@@ -85,7 +85,8 @@ class _InfoScreen(ModalScreen[None]):
 HELP_KEYS = (
     ("q", "quit (asks first while launched jobs run, then stops them cleanly)"),
     ("?", "this help"),
-    ("↑ ↓ / j k", "select a row (mouse works too)"),
+    ("↑ ↓ / j k", "select a row (mouse: click selects, a second click opens it)"),
+    ("pgup pgdn", "a page up / down; home / end: first / last row; the wheel scrolls"),
     ("enter", "details of the selected job: config, stderr tail, epoch times"),
     ("c m n t", "sort by CPU, memory, name, step time (again: reverse)"),
     ("o", "back to the default order"),
