@@ -512,9 +512,8 @@ async def test_stale_source_is_flagged_by_the_clock():
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, src, make_snapshot(0))
         assert "no new sample" not in str(app.query_one("#title").render())
-        app.clock.now = T0 + 30
-        app._update_title()
-        assert "no new sample for 30 s" in str(app.query_one("#title").render())
+        app.clock.now = T0 + 30  # no snapshot since: the stale timer (1 s) redraws the title
+        assert await wait_for(pilot, lambda: "no new sample for 30 s" in str(app.query_one("#title").render()))
 
 
 @aio

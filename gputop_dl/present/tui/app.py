@@ -179,7 +179,9 @@ class GputopApp(App[int]):
         self.table.focus()
         self._widgets_ready.set()
         self._drain()  # a snapshot that came while the screen was being built
-        self.set_interval(1.0, self._update_title)
+        # the title redraws with every snapshot; this timer only shows "no new sample for N s"
+        # and is pushed back by each snapshot, so a monitor that gets its samples never wakes for it
+        self._stale_timer = self.set_interval(1.0, self._update_title)
         if self.handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -236,6 +238,9 @@ class GputopApp(App[int]):
         self._render_jobs()
         self._render_banner_and_log()
         self._update_title()
+        stale_timer = getattr(self, "_stale_timer", None)
+        if stale_timer is not None:
+            stale_timer.reset()
         self.renders += 1
         if self.first_render_at is None:
             self.first_render_at = time.perf_counter()
