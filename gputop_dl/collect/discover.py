@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from gputop_dl.collect.procs import ProcFiles
+from gputop_dl.collect.procs import GONE_STATES, ProcFiles, stat_fields
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
@@ -169,8 +169,8 @@ class Discoverer:
             data = self._read(pid, "stat")
         except OSError:
             return None
-        fields = data[data.rfind(b")") + 2:].split()
-        self._last_zombie = bool(fields) and fields[0] in (b"Z", b"X")
+        fields = stat_fields(data, 20)
+        self._last_zombie = bool(fields) and fields[0] in GONE_STATES
         if len(fields) < 20 or self._last_zombie:
             return None
         try:

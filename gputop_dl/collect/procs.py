@@ -23,6 +23,16 @@ if PROC:
     _BOOT, _TICK, _PAGE = psutil.boot_time(), os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
 
 
+GONE_STATES = (b"Z", b"X")  # zombie (exited, not yet reaped) and dead
+
+
+def stat_fields(data: bytes, maxsplit: int = -1) -> list[bytes]:
+    """The fields of a /proc/PID/stat line after the command name, state first (field 3).
+
+    The name (field 2) may hold spaces and ')', so the fields start after the last ')'."""
+    return data[data.rfind(b")") + 2:].split(None, maxsplit)
+
+
 def children_map() -> dict[int, list[int]]:
     """PPID -> child PIDs for the whole machine, in one pass over /proc.
 
@@ -43,7 +53,7 @@ def children_map() -> dict[int, list[int]]:
                 data = f.read()
         except OSError:
             continue
-        fields = data[data.rfind(b")") + 2:].split()
+        fields = stat_fields(data, 2)
         if len(fields) > 1:
             out.setdefault(int(fields[1]), []).append(int(name))
     return out
@@ -67,12 +77,10 @@ class Stat(NamedTuple):
 
 
 def parse_stat(data: bytes) -> Stat | None:
-    """A /proc/PID/stat line; None for a zombie (or dead) process or a malformed line.
-
-    The command name (field 2) may hold spaces and ')', so fields are counted after the last ')'."""
-    f = data[data.rfind(b")") + 2:].split(None, 22)  # the fields up to rss, then the rest
+    """A /proc/PID/stat line; None for a zombie (or dead) process or a malformed line."""
+    f = stat_fields(data, 22)  # the fields up to rss, then the rest
     try:
-        if f[0] in (b"Z", b"X"):
+        if f[0] in GONE_STATES:
             return None
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
                     threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK)
