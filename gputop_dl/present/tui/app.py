@@ -120,6 +120,16 @@ class GputopApp(App[int]):
         Binding("a", "epochs_all", "Epochs: all", show=False),
     ]
 
+    def get_driver_class(self):
+        """Textual's choice, except that its Linux driver is swapped for one whose input thread
+        sleeps until a key arrives (driver.py) instead of waking ten times a second."""
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from gputop_dl.present.tui.driver import QuietLinuxDriver
+
+        chosen = super().get_driver_class()
+        return QuietLinuxDriver if chosen is LinuxDriver else chosen
+
     def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
                  spec=None, launcher=None, workloads_dir: str = "workloads",
                  export_dir: str | None = None, handle_signals: bool = False):
