@@ -4,13 +4,15 @@
     .venv/bin/python benchmarks/tui.py                  # all (about 1.5 minutes)
     .venv/bin/python benchmarks/tui.py --only keys      # first-frame | cpu | keys | render
     .venv/bin/python benchmarks/tui.py --cpu-seconds 30 --runs 5
+    .venv/bin/python benchmarks/tui.py --only cpu --cpu-seconds 60 --cpu-runs 3
 
 1. first frame (target ≤ 1 s): the real `gputop-dl` in a detached 160×50 tmux session; time from
    starting it to the first snapshot on screen (the host panel's "of N CPUs" line, drawn only
    from a snapshot), polling `capture-pane` every 10 ms. Median of --runs. Also in-process: from
    spawning `python` to `GputopApp.first_render_at` (wall clock), imports included, under run_test.
 2. monitor CPU at 1 Hz: CPU seconds of the `gputop-dl` process (and children) over --cpu-seconds
-   while it runs in tmux, after 5 s of start-up; `top -b -d 1` measured alongside for scale.
+   while it runs in tmux, after 5 s of start-up, and per thread (UI, engine, input, stall bursts);
+   `top -b -d 1` measured alongside for scale.
 3. key → redraw: Pilot presses (j/k, sort, pause) on an app fed 8 GPUs and 16 jobs; time from the
    key event being sent to the compositor producing the next screen update (terminal write not
    included: headless). Also snapshot → redraw: a snapshot handed over from another thread.
@@ -173,6 +175,27 @@ def own_cpu(p: psutil.Process) -> float:
     return t.user + t.system
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's live threads by their OS name (gputop-dl names its own:
+    gdl-engine, gdl-input, gdl-stall, gdl-spy; the main thread is the UI)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = "main (UI)" if int(tid) == pid else s[s.index("(") + 1:s.rindex(")")]
+        fields = s[s.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def monitor_cpu(seconds: float, n_jobs: int = 0) -> dict:
     home = tempfile.mkdtemp(prefix="gdl-bench-")
     tmux = Tmux()
@@ -190,15 +213,19 @@ def monitor_cpu(seconds: float, n_jobs: int = 0) -> dict:
         top = subprocess.Popen(["top", "-b", "-d", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         top_p = psutil.Process(top.pid)
         time.sleep(4.0)  # past start-up
+        th0 = thread_cpu(gdl.pid)
         g0, o0, t0, w0 = proc_tree_cpu(gdl), own_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
         time.sleep(seconds)
         g1, o1, t1, w1 = proc_tree_cpu(gdl), own_cpu(gdl), proc_tree_cpu(top_p), time.monotonic()
+        th1 = thread_cpu(gdl.pid)
         wall = w1 - w0
+        threads = {k: 100 * (v - th0.get(k, 0.0)) / wall for k, v in th1.items()}
+        threads["threads that ended"] = max(0.0, 100 * (o1 - o0) / wall - sum(threads.values()))
         rss = gdl.memory_info().rss
         screen = tmux("capture-pane", "-p", "-t", "b")
         tmux("send-keys", "-t", "b", "q")
         return {"wall_s": wall, "gputop_dl_cpu_s": g1 - g0, "gputop_dl_pct": 100 * (g1 - g0) / wall,
-                "own_pct": 100 * (o1 - o0) / wall,
+                "own_pct": 100 * (o1 - o0) / wall, "threads_pct": threads,
                 "jobs_seen": screen.count("stall_script.py"),
                 "top_cpu_s": t1 - t0, "top_pct": 100 * (t1 - t0) / wall, "gputop_dl_rss": rss}
     finally:
@@ -335,6 +362,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("first-frame", "cpu", "keys", "render", "ui-cpu"))
     ap.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
     ap.add_argument("--cpu-seconds", type=float, default=30.0)
+    ap.add_argument("--cpu-runs", type=int, default=1, help="monitor CPU: runs per case (median printed)")
     ap.add_argument("--jobs", type=int, default=3, help="monitor CPU: also measure with this many "
                     "external PyTorch jobs of 5 processes each running (default 3; 0: idle only)")
     ap.add_argument("--repeats", type=int, default=30, help="key presses per kind (default 30)")
@@ -354,14 +382,22 @@ def main() -> int:
         print(f"\n2. monitor CPU at 1 Hz over {args.cpu_seconds:.0f} s")
         if have_tmux:
             for n in sorted({0, args.jobs}):
-                r = monitor_cpu(args.cpu_seconds, n)
-                if "error" in r:
-                    print("   " + r["error"])
-                    continue
-                what = "no jobs" if n == 0 else f"{n} external jobs x 5 processes ({r['jobs_seen']} on screen)"
-                print(f"   {what}: gputop-dl {r['own_pct']:.2f}% of one core itself, "
-                      f"{r['gputop_dl_pct']:.2f}% with its py-spy bursts "
-                      f"(RSS {r['gputop_dl_rss'] / 2**20:.0f} MiB); top -b -d 1: {r['top_pct']:.2f}%")
+                what = "no jobs" if n == 0 else f"{n} external jobs x 5 processes"
+                runs = []
+                for _ in range(args.cpu_runs):
+                    r = monitor_cpu(args.cpu_seconds, n)
+                    if "error" in r:
+                        print("   " + r["error"])
+                        continue
+                    runs.append(r)
+                    per_thread = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["threads_pct"].items()))
+                    print(f"   {what} ({r['jobs_seen']} on screen): gputop-dl {r['own_pct']:.2f}% of one core "
+                          f"itself [{per_thread}], {r['gputop_dl_pct']:.2f}% with its py-spy bursts "
+                          f"(RSS {r['gputop_dl_rss'] / 2**20:.0f} MiB); top -b -d 1: {r['top_pct']:.2f}%")
+                if len(runs) > 1:
+                    print(f"   {what}, {len(runs)} runs: itself {med([r['own_pct'] for r in runs])} %; "
+                          f"with py-spy {med([r['gputop_dl_pct'] for r in runs])} %; "
+                          f"top {med([r['top_pct'] for r in runs])} %")
             print("   (htop/glances: not installed here; top is the side-by-side reference)")
         else:
             print("   tmux not installed: skipped")

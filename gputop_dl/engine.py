@@ -35,6 +35,7 @@ from gputop_dl.collect.procs import TreeSampler, children_map
 from gputop_dl.launch import JobProcess, describe_exit, start_job, stop_jobs
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.snapshot import JobSample, Snapshot
+from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
 
 
@@ -248,6 +249,7 @@ class Engine:
         self._log.append((time.time(), text))
 
     def _main(self) -> None:
+        name_native_thread("gdl-engine")
         try:
             self._host = HostSampler()
             if self.record and self.spec is not None:
@@ -404,6 +406,7 @@ class Engine:
 
     def _spy(self, name: str, pid: int) -> None:
         """Thread: one short py-spy burst on a data-loader worker of `name`."""
+        name_native_thread("gdl-spy")
         stacks, err = pyspy.record(pid, duration_s=2.0, rate=25)
         if err:
             self.say(f"{name}: no cause attribution ({err})")

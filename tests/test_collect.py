@@ -218,3 +218,23 @@ def test_pyspy_on_a_vanished_pid_is_a_message_not_an_exception():
     p.wait()
     stacks, err = pyspy.record(p.pid, duration_s=1)
     assert not stacks and err
+
+
+def test_name_native_thread_shows_in_proc():
+    import threading
+
+    from gputop_dl.threadname import name_native_thread
+
+    if not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/comm"):
+        pytest.skip("no /proc/self/task/TID/comm here")
+    seen = {}
+
+    def body():
+        seen["ok"] = name_native_thread("gdl-a-very-long-thread-name")
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+            seen["comm"] = f.read().strip()
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen == {"ok": True, "comm": "gdl-a-very-long"}  # the kernel keeps 15 bytes

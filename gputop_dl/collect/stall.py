@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from gputop_dl.collect import pyspy
+from gputop_dl.threadname import name_native_thread
 
 STALL_BUDGET = 0.0025  # py-spy's default share of one core (`gputop-dl --stall-budget 0.25`, in %)
 SAMPLE_CPU_S = 0.0008  # py-spy's CPU per sample where a burst's own cost is unknown (measured 0.7-0.8 ms)
@@ -74,6 +75,7 @@ class StallSampler:
         self._tokens_t = now
 
     def _run(self, key: Hashable, pid: int) -> None:
+        name_native_thread("gdl-stall")
         try:
             est, err = self._record(pid, self.duration_s, self.rate, self.exe)
         except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor

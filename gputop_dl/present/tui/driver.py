@@ -27,6 +27,8 @@ from codecs import getincrementaldecoder
 from textual._time import get_time
 from textual.drivers.linux_driver import LinuxDriver
 
+from gputop_dl.threadname import name_native_thread
+
 try:
     from textual._xterm_parser import XTermParser
 except ImportError:  # pragma: no cover - a Textual without it: use the stock loop
@@ -86,6 +88,7 @@ class QuietLinuxDriver(LinuxDriver):
         self.input_wakeups = 0  # select() returns, for tests and benchmarks
 
     def run_input_thread(self) -> None:
+        name_native_thread("gdl-input")
         if not quiet_loop_supported():
             return super().run_input_thread()
         wake_r, wake_w = os.pipe()
