@@ -143,6 +143,7 @@ class GputopApp(App[int]):
         self.export_dir = export_dir
         self.handle_signals = handle_signals
         self.inbox = Inbox()
+        self._stale_handle: asyncio.TimerHandle | None = None
         self.latest: dict[int, Snapshot] = {}
         self.first_time: dict[int, float] = {}
         self.paused = False
@@ -189,9 +190,7 @@ class GputopApp(App[int]):
         self.table.focus()
         self._widgets_ready.set()
         self._drain()  # a snapshot that came while the screen was being built
-        # the title redraws with every snapshot; this timer only shows "no new sample for N s"
-        # and is pushed back by each snapshot, so a monitor that gets its samples never wakes for it
-        self._stale_timer = self.set_interval(1.0, self._update_title)
+        self._arm_stale_check()
         if self.handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -248,9 +247,7 @@ class GputopApp(App[int]):
         self._render_jobs()
         self._render_banner_and_log()
         self._update_title()
-        stale_timer = getattr(self, "_stale_timer", None)
-        if stale_timer is not None:
-            stale_timer.reset()
+        self._arm_stale_check()
         self.renders += 1
         if self.first_render_at is None:
             self.first_render_at = time.perf_counter()
@@ -353,6 +350,30 @@ class GputopApp(App[int]):
 
     def _update_title(self) -> None:
         self.title_bar.set(self._title_content())
+
+    def _arm_stale_check(self, delay: float | None = None) -> None:
+        """Redraw the title (its "no new sample for N s") `delay` s from now: by default two
+        intervals after this snapshot, then every second while no snapshot comes.
+
+        The title redraws with every snapshot anyway; this check is only for when they stop. It
+        is a plain event-loop callback, cancelled and re-armed by each snapshot, so a monitor
+        that gets its samples never wakes for it (a Textual interval timer woke every second)."""
+        handle = self._stale_handle
+        if handle is not None:
+            handle.cancel()
+        if delay is None:
+            delay = 2 * float(source_attr(self.sources[0], "interval", 1.0) or 1.0)
+        self._stale_handle = asyncio.get_running_loop().call_later(delay, self._stale_check)
+
+    def on_unmount(self) -> None:
+        if self._stale_handle is not None:
+            self._stale_handle.cancel()
+            self._stale_handle = None
+
+    def _stale_check(self) -> None:
+        self._stale_handle = None
+        self._update_title()
+        self._arm_stale_check(1.0)
 
     def _on_theme_changed(self, _theme) -> None:
         self.palette = Palette(self.get_css_variables())
