@@ -434,7 +434,20 @@ class JobsTable(Widget, can_focus=True):
 
     def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
         """Cells padded into one line of `width` cells, in their own styles (no background yet)."""
-        segments = [Segment(f"{' ' * PAD}{text}{' ' * PAD}", style) for text, style in cells]
+        # neighbours in one style share a segment: fewer segments for every later step (base style,
+        # border, colour filters, cropping, the terminal write) to walk
+        segments: list[Segment] = []
+        pad = " " * PAD
+        run: list[str] = []
+        run_style = None
+        for text, style in cells:
+            if run and style != run_style:
+                segments.append(Segment("".join(run), run_style))
+                run = []
+            run_style = style
+            run.append(f"{pad}{text}{pad}")
+        if run:
+            segments.append(Segment("".join(run), run_style))
         return Strip(segments).adjust_cell_length(width)
 
     def _header(self, width: int) -> Strip:
