@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.widgets import Footer
@@ -87,7 +87,7 @@ class GputopApp(App[int]):
     Screen { layout: vertical; }
     .panel { border: round $primary 50%; border-title-color: $text-accent; border-title-style: bold;
              border-subtitle-color: $text-muted; padding: 0 1; }
-    #top { height: auto; }
+    #head, #top, #foot { height: auto; }
     GpuPanel { width: 1fr; }
     HostPanel { width: 54; }
     JobsTable { border: round $primary 50%; border-title-color: $text-accent;
@@ -159,16 +159,21 @@ class GputopApp(App[int]):
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         interval = float(source_attr(self.sources[0], "interval", 1.0) or 1.0)
-        yield TitleBar(self._title_content(), id="title")
-        yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
+        # Small widgets sit in containers (#head, #foot): Textual's compositor asks every child of
+        # the screen for its lines on each frame, but a container's children only when the
+        # frame's changed region reaches the container.
+        with Vertical(id="head"):
+            yield TitleBar(self._title_content(), id="title")
+            yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
         with Horizontal(id="top"):
             yield GpuPanel(interval=interval, id="gpus", classes="panel")
             yield HostPanel(interval=interval, id="host", classes="panel")
         yield JobsTable(id="jobs")
-        with Horizontal(id="bottom"):
-            yield EpochPanel(id="epochs", classes="panel")
-            yield LogPanel(id="log", classes="panel")
-        yield Footer()
+        with Vertical(id="foot"):
+            with Horizontal(id="bottom"):
+                yield EpochPanel(id="epochs", classes="panel")
+                yield LogPanel(id="log", classes="panel")
+            yield Footer()
 
     def on_load(self) -> None:
         # start sampling before the screen is built, so the first tick overlaps start-up
