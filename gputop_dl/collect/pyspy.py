@@ -308,6 +308,8 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
         return None, f"py-spy: unreadable output ({exc})"
     best = StallEstimate(0, 0)
     for seq in profiles.values():
+        if not seq or not is_main_thread(seq[0], pid):
+            continue  # one profile per thread: another thread's samples would all be dropped
         est = stall_from_sequence(seq, 1.0 / rate, pid)
         if est.samples > best.samples:
             best = est  # only the main thread's profile classifies any sample
