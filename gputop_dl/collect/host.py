@@ -14,11 +14,9 @@ from typing import Callable
 
 import psutil
 
-from gputop_dl.collect.procs import ProcFiles, read_proc
+from gputop_dl.collect.procs import _TICK, PROC, ProcFiles, read_proc
 from gputop_dl.snapshot import HostSample
 
-PROC = os.path.exists("/proc/stat")
-_TICK = os.sysconf("SC_CLK_TCK") if PROC else 100
 PSI_CPU = "/proc/pressure/cpu"
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -127,6 +125,7 @@ class HostSampler:
             psutil.cpu_percent(percpu=True)
         self._thr = read_cgroup_throttled_usec(read=self._files.read)
         self._cgroup = self._thr is not None  # no cgroup v2 cpu.stat: not looked for again
+        self._psi = read_psi_some10(read=self._files.read) is not None  # no PSI: the same
         self._t = time.monotonic()
 
     def _cpu_times(self) -> list[list[float]]:
@@ -168,5 +167,5 @@ class HostSampler:
         return HostSample(
             cpus=self.cpus, cpu_busy=None if busy is None else round(busy, 4), per_cpu=per_cpu,
             load1=l1, load5=l5, load15=l15,
-            cpu_pressure_some10=read_psi_some10(read=self._files.read),
+            cpu_pressure_some10=read_psi_some10(read=self._files.read) if self._psi else None,
             cgroup_throttled_frac=throttled, mem_used=used, mem_total=total)

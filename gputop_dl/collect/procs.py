@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 
 import psutil
 
-PROC = os.path.exists("/proc/self/stat")
+PROC = os.path.exists("/proc/self/stat")  # Linux: read /proc directly (here and in host.py)
 if PROC:
     _BOOT, _TICK, _PAGE = psutil.boot_time(), os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
 

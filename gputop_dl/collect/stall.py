@@ -125,11 +125,11 @@ class StallSampler:
             every = max(self.every_s, len(jobs) * (self.duration_s + 0.5))
             if self.cpu_budget:
                 every = max(every, len(jobs) * self._cost / self.cpu_budget)
+            self._every = every
+            if self.cpu_budget:
                 self._refill(now)
                 if self._tokens < min(self._cost, self.credit) - 1e-12:  # not enough for a burst
-                    self._every = every
                     return False  # py-spy has used its share for now
-            self._every = every
             due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
                    if now - self._last.get(k, float("-inf")) >= every]
             if not due:
