@@ -24,6 +24,7 @@ from gputop_dl.present.tui.app import GputopApp  # noqa: E402
 from gputop_dl.present.tui.charts import BLOCKS, History, bar, block, fit  # noqa: E402
 from gputop_dl.present.tui.epoch_panel import EpochPanel, nice_ceiling  # noqa: E402
 from gputop_dl.present.tui.gpu_panel import GpuPanel  # noqa: E402
+from gputop_dl.present.tui.host_panel import HostPanel  # noqa: E402
 from gputop_dl.present.tui.jobs_table import JobsTable  # noqa: E402
 from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailScreen,  # noqa: E402
                                            LauncherScreen, VerdictScreen)
@@ -514,6 +515,19 @@ async def test_stale_source_is_flagged_by_the_clock():
         assert "no new sample" not in str(app.query_one("#title").render())
         app.clock.now = T0 + 30  # no snapshot since: the stale timer (1 s) redraws the title
         assert await wait_for(pilot, lambda: "no new sample for 30 s" in str(app.query_one("#title").render()))
+
+
+@aio
+async def test_theme_change_restyles_the_line_panels():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        host = app.query_one(HostPanel)
+        dark = [seg.style for seg in host.render_line(0)]
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.pause()
+        assert [seg.style for seg in host.render_line(0)] != dark
 
 
 @aio

@@ -384,7 +384,6 @@ class GputopApp(App[int]):
         self.palette = Palette(self.get_css_variables())
         if self.latest:
             self._render_jobs()
-        self.table.restyle()
 
     # --- events --------------------------------------------------------------------------------
     def on_jobs_table_highlighted(self, _event: JobsTable.Highlighted) -> None:

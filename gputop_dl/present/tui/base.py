@@ -77,7 +77,6 @@ class LinePanel(Widget):
         self._width = -1
         self._strips: dict[int, tuple[Line, Strip]] = {}
         self._styles: dict[str, Style] = {}
-        self._theme: object = None
 
     def set_lines(self, lines: Sequence[Line]) -> bool:
         """Show `lines`; True when anything changed."""
@@ -125,13 +124,14 @@ class LinePanel(Widget):
             style = self._styles[name] = (base + self.app.stylesheet.parse_style(name) if name else base).rich_style
         return style
 
+    def notify_style_update(self) -> None:
+        """Textual restyled the widget (a new theme, a class change): resolve the styles again."""
+        super().notify_style_update()
+        self._styles.clear()
+        self._strips.clear()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        theme = (self.app.theme, self.styles.background, self.styles.color)
-        if theme != self._theme:  # new theme or colours: resolve the styles again
-            self._theme = theme
-            self._styles.clear()
-            self._strips.clear()
         shown = self._display(width)
         line = shown[y] if y < len(shown) else ()
         cached = self._strips.get(y)

@@ -30,9 +30,11 @@ from textual.drivers.linux_driver import LinuxDriver
 from gputop_dl.threadname import name_native_thread
 
 try:
+    from textual._parser import ParseError
     from textual._xterm_parser import XTermParser
-except ImportError:  # pragma: no cover - a Textual without it: use the stock loop
+except ImportError:  # pragma: no cover - a Textual without them: use the stock loop
     XTermParser = None
+    ParseError = ValueError
 
 #: The longest sleep while the parser waits for the rest of an escape sequence (seconds).
 PENDING_MAX_WAIT = 0.1
@@ -115,7 +117,7 @@ class QuietLinuxDriver(LinuxDriver):
             try:
                 for _ in parser.feed(""):
                     pass
-            except Exception:  # EOFError or ParseError at end of input: nothing left to deliver
+            except (EOFError, ParseError):  # at end of input: nothing left to deliver
                 pass
 
     def _handle(self, events, parser, decode, wake_r: int, *, final: bool) -> bool:

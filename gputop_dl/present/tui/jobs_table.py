@@ -306,9 +306,14 @@ class JobsTable(Widget, can_focus=True):
         self.refresh()  # the header's sort mark
 
     def restyle(self) -> None:
-        """The theme changed: look the styles up again and render every row again."""
+        """Look the styles up again and render every row again."""
         self._style_cache = None
         self.refresh()
+
+    def notify_style_update(self) -> None:
+        """Textual restyled the table (a new theme, focus): its styles are looked up again."""
+        super().notify_style_update()
+        self._style_cache = None
 
     # --- cursor --------------------------------------------------------------------------------
     def _visible_rows(self) -> int:
