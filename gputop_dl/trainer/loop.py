@@ -156,6 +156,17 @@ class Trainer:
                     peak_mem=_peak_mem(self.device))
         ev.emit("finished", flush=True)
 
+    def close(self) -> None:
+        """Tear down the DDP process group after a finished run. Left to interpreter exit,
+        gloo's threads are destroyed still running and the rank aborts ("terminate called
+        without an active exception", SIGABRT) after its last step: a finished job then fails.
+        Not after a failure: a collective left pending on another rank could hang it."""
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
 
 def classify_failure(exc: BaseException) -> str:
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(exc):
@@ -174,7 +185,9 @@ def main(argv: list[str]) -> int:
     rank = int(os.environ.get("RANK", "0"))
     events = EventWriter.from_env() if rank == 0 else EventWriter(None)
     try:
-        Trainer(w, events).run()
+        trainer = Trainer(w, events)
+        trainer.run()
+        trainer.close()
         return 0
     except KeyboardInterrupt:
         events.emit("note", flush=True, message="interrupted")
