@@ -3,13 +3,13 @@
     .venv/bin/python benchmarks/engine_tick.py                     # 0 and 3 jobs, 30 ticks each
     .venv/bin/python benchmarks/engine_tick.py --jobs 3 --ticks 30 --interval 1.0
 
-Builds `Engine(None, nvml=Nvml())` in this process (py-spy stall sampling off, the session store
+Builds the monitor's engine (`runner.monitor_engine`) in this process (py-spy stall sampling off, the session store
 in a temp `GPUTOP_DL_HOME`) and calls its tick at `--interval` in the calling thread, timing it
 with `time.thread_time()`. The N jobs are plain PyTorch loops outside gputop-dl
 (`tests/external/stall_script.py`, each a trainer + 4 loader workers), as in `benchmarks/tui.py`.
 After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, whose parts are
 timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
-discovery pass (`ForeignJobs.refresh`), found-jobs sampling (`ForeignJobs.sample`), store writes
+discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), store writes
 and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
 """
 
@@ -27,22 +27,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 
-from gputop_dl import engine as engine_mod  # noqa: E402
-from gputop_dl.collect.foreign import ForeignJobs  # noqa: E402
+from gputop_dl.engine import core as engine_core  # noqa: E402
+from gputop_dl.collect.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
+from gputop_dl.runner import monitor_engine  # noqa: E402
 
 # part -> (owner, attribute names): every call of these counts toward the part
 PARTS = {
     "host sample": [(HostSampler, ("sample",))],
     "NVML": [(Nvml, ("sample", "processes"))],
-    "discovery pass": [(ForeignJobs, ("refresh",))],
-    "found-jobs sampling": [(ForeignJobs, ("sample",))],
+    "discovery pass": [(FoundJobs, ("refresh",))],
+    "found-jobs sampling": [(FoundJobs, ("sample",))],
     "store writes+commit": [(Store, ("__init__", "create_session", "upsert_job", "add_events",
                                      "add_host_sample", "add_gpu_samples", "add_job_sample",
                                      "heartbeat", "commit"))],
-    "snapshot build": [(engine_mod, ("Snapshot",))],
+    "snapshot build": [(engine_core, ("Snapshot",))],
 }
 
 
@@ -92,21 +93,19 @@ def fmt(xs: list[float]) -> str:
 
 
 def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
-    eng = engine_mod.Engine(None, nvml=Nvml())
-    eng._host = HostSampler()
-    eng._foreign = ForeignJobs(stall=False)  # what `_foreign_refresh` builds, minus py-spy
+    eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))  # the monitor's, minus py-spy
     totals, parts = [], {p: [] for p in PARTS}
     for i in range(warmup + 2 * ticks):
         t0 = time.monotonic()
         if i < warmup or (i - warmup) % 2 == 0:
             c0 = time.thread_time()
-            eng._tick()
+            eng.tick()
             if i >= warmup:
                 totals.append(time.thread_time() - c0)
         else:
             with Parts() as p:
                 c0 = time.thread_time()
-                eng._tick()
+                eng.tick()
                 total = time.thread_time() - c0
             for k, v in p.spent.items():
                 parts[k].append(v)
@@ -119,8 +118,7 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     print(f"  tick (plain)          {fmt(totals)}")
     for k, v in parts.items():
         print(f"    {k:<20}{fmt(v)}")
-    if eng._store is not None:
-        eng._store.close()
+    eng.recorder.close("finished", None)
 
 
 def main() -> None:

@@ -99,11 +99,11 @@ def first_frame_tmux(runs: int) -> list[float]:
 FIRST_FRAME_CHILD = r"""
 import asyncio, time
 from gputop_dl.collect.nvml import Nvml
-from gputop_dl.engine import Engine
+from gputop_dl.runner import monitor_engine
 from gputop_dl.present.tui.app import GputopApp
 async def main():
     nvml = Nvml()
-    app = GputopApp(Engine(None, nvml=nvml), mode="monitor")
+    app = GputopApp(monitor_engine(nvml), mode="monitor")
     async with app.run_test(size=(160, 50)) as pilot:
         while app.first_render_at is None:
             await asyncio.sleep(0.002)

@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gputop_dl.engine import run_file  # noqa: E402
+from gputop_dl.runner import run_file  # noqa: E402
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "workloads", "scenarios")
 SCENARIOS = [  # file, expected verdict kind (None: single job), true stall

@@ -7,13 +7,10 @@ Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anyt
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import os
-import signal
 import sys
 
 from gputop_dl import __version__
+from gputop_dl.errors import UsageError
 
 EPILOG = """\
 examples:
@@ -30,10 +27,6 @@ examples:
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
 ~/.local/share/gputop-dl/sessions.db)."""
-
-
-class UsageError(Exception):
-    """Bad usage: printed as one line, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,281 +113,6 @@ def add_lab_parsers(sub) -> None:
     pp.add_argument("--out", metavar="DIR", help="output folder (default profile-MODEL-bsB)")
 
 
-def _install_stop_handlers(engine) -> None:
-    def handler(signum, _frame):
-        engine.request_stop("interrupted")
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
-
-
-def cmd_launch(args) -> int:
-    from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.config import load_session
-    from gputop_dl.engine import Engine
-
-    nvml = Nvml()
-    only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
-    spec = load_session(args.file, gpu_count=nvml.device_count(), only=only)
-    if args.baseline:
-        spec = dataclasses.replace(spec, baseline=args.baseline)
-    if not spec.cuda:
-        spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
-    engine = Engine(spec, nvml=nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
-    if not args.headless and sys.stdout.isatty():
-        try:
-            from gputop_dl.present.tui.app import run_launch_tui
-        except ImportError:
-            run_launch_tui = None
-        if run_launch_tui is not None:
-            return run_launch_tui(engine, spec)
-    return run_headless(engine, spec)
-
-
-def run_headless(engine, spec) -> int:
-    from gputop_dl.analyse.summary import summarize
-    from gputop_dl.present.headless import Headless, header_lines, summary_table, verdict_lines
-    from gputop_dl.record.store import Store
-
-    view = Headless()
-    engine.subscribe(view.feed)
-    _install_stop_handlers(engine)
-    engine.start()
-    while engine.session_id is None and engine.running:
-        engine.join(0.05)
-    for line in header_lines(spec, engine.session_id, engine.env.get("gpu_status_detail")):
-        view.console.print(line)
-    view.run(engine)
-    engine.join()
-    if engine.session_id:
-        store = Store()
-        try:
-            summary = summarize(store, engine.session_id)
-        finally:
-            store.close()
-        view.console.print(summary_table(summary.jobs))
-        for line in verdict_lines(engine.verdict):
-            view.console.print(line)
-        view.console.print(f"session {engine.session_id} ({engine.state})")
-    return engine.exit_code()
-
-
-def cmd_export(args) -> int:
-    from gputop_dl.present.report import ExportError, export_session
-
-    try:
-        path = export_session(args.session, args.out)
-    except ExportError as exc:
-        print(f"gputop-dl: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(f"wrote {path}")
-    return 0
-
-
-def cmd_sessions(args) -> int:
-    from rich.console import Console
-
-    from gputop_dl.present.report import list_sessions, sessions_table
-    from gputop_dl.record.store import default_db_path
-
-    rows = list_sessions()
-    if not rows:
-        print(f"no sessions recorded yet (in {default_db_path()}): run "
-              "`gputop-dl launch FILE.toml` first")
-        return 0
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
-    console.print(sessions_table(rows))
-    return 0
-
-
-def cmd_once(args) -> int:
-    from gputop_dl.present.once import print_once, take_snapshot
-
-    if args.stall < 0 or args.stall > 60:
-        raise UsageError(f"--stall {args.stall:g}: expected seconds between 0 and 60")
-    snap = take_snapshot(stall_s=args.stall)
-    if args.json:
-        print(json.dumps(snap.to_json(), indent=2))
-    else:
-        print_once(snap)
-    return 0
-
-
-def check_model(name: str) -> str:
-    """A torchvision classification model name, else a one-line UsageError with a suggestion."""
-    import difflib
-
-    from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
-
-    if is_classification_model(name):
-        return name
-    near = difflib.get_close_matches(name.lower(), sorted(CLASSIFICATION_MODELS), n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    raise UsageError(f"unknown model {name!r}{hint}: expected a torchvision classification "
-                     "model name such as resnet50")
-
-
-def check_positive(**values) -> None:
-    for key, v in values.items():
-        if v is None or v < 1:
-            raise UsageError(f"--{key.replace('_', '-')} {v}: expected a positive integer")
-
-
-def parse_batches(text: str) -> list[int]:
-    try:
-        out = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        out = []
-    if not out or min(out) < 1:
-        raise UsageError(f"--batch {text!r}: expected comma-separated positive integers, "
-                         "e.g. 16,32,64")
-    return sorted(set(out))
-
-
-def _lab_console():
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=160)
-
-
-def _cuda_or_reason(gpu: int):
-    """(Nvml, "cuda" | "cpu", why the CPU); a --gpu past the GPUs is a usage error."""
-    from gputop_dl.collect.nvml import Nvml
-
-    nvml = Nvml()
-    n = nvml.device_count()
-    if n and not 0 <= gpu < n:
-        raise UsageError(f"--gpu {gpu}: expected a GPU index from 0 to {n - 1}")
-    if n:
-        return nvml, "cuda", None
-    return nvml, "cpu", nvml.status_detail
-
-
-def cmd_models(args) -> int:
-    names = [check_model(n) for n in args.names]
-    check_positive(input_size=args.input_size)
-    from gputop_dl.lab.cost import DEFAULT_MODELS, model_cost, rich_table
-
-    costs = [model_cost(n, args.input_size) for n in names or DEFAULT_MODELS]
-    if args.models_json:
-        print(json.dumps([c.to_json() for c in costs], indent=2))
-    else:
-        _lab_console().print(rich_table(costs))
-        print("GMac = FLOPs / 2 / 1e9 (torch FlopCounterMode, batch 1); training ≈ 3 × forward")
-    return 1 if any(c.error for c in costs) else 0
-
-
-def cmd_sweep(args) -> int:
-    from gputop_dl.collect.environment import environment
-    from gputop_dl.lab import sweep, sweep_report
-    from gputop_dl.present.markdown import write_atomic
-    from gputop_dl.present.fmt import secs, size
-    from gputop_dl.record.store import Store
-
-    model = check_model(args.model)
-    batches = parse_batches(args.batch)
-    check_positive(steps=args.steps, input_size=args.input_size, dataset_size=args.dataset_size)
-    if args.warmup < 0 or args.threads < 0:
-        bad = "--warmup" if args.warmup < 0 else "--threads"
-        raise UsageError(f"{bad} {getattr(args, bad[2:])}: expected 0 or more")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout}: expected a positive number of seconds")
-    if args.out and os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out}: expected a file name (REPORT.md), found a folder")
-    nvml, device, why = _cuda_or_reason(args.gpu)
-    env = environment(nvml)
-    gpu_name = nvml.names()[args.gpu] if device == "cuda" else None
-    nvml.close()
-    spec = sweep.SweepSpec(model=model, batches=tuple(batches), steps=args.steps,
-                           warmup=args.warmup, input_size=args.input_size,
-                           dataset_size=args.dataset_size, gpu=args.gpu, device=device,
-                           device_note=why and "no CUDA: " + why, timeout_s=args.timeout,
-                           keep_going=args.keep_going, threads=args.threads)
-    console = _lab_console()
-    if device == "cuda":
-        console.print(f"sweep {model}: GPU {args.gpu} ({gpu_name}), batches {batches}",
-                      markup=False)
-    else:
-        console.print(f"NO CUDA: the sweep runs on the CPU. {why}", markup=False)
-        console.print(f"sweep {model}: cpu, batches {batches}", markup=False)
-    command = (f"gputop-dl sweep --model {model} --batch {','.join(map(str, batches))} "
-               f"--steps {args.steps} --warmup {args.warmup} --input-size {args.input_size} "
-               f"--dataset-size {args.dataset_size}" + (f" --gpu {args.gpu}" if args.gpu else "")
-               + (f" --threads {args.threads}" if args.threads else "")
-               + (" --keep-going" if args.keep_going else "")
-               + (f" --out {args.out}" if args.out else ""))
-
-    def progress(r: dict) -> None:
-        if r["status"] == "ok":
-            console.print(f"  bs{r['batch']}: {r['step_s'] * 1000:.1f} ms/step, "
-                          f"peak {size(r.get('peak_mem'))} on {r.get('device')}", markup=False)
-        else:
-            console.print(f"  bs{r['batch']}: {r['status']}: {r.get('message', '')}",
-                          markup=False)
-
-    store = Store()
-    try:
-        sid = sweep.open_session(store, spec, command, env)
-        try:
-            res = sweep.run_sweep(spec, on_row=progress, store=store, session_id=sid)
-        except BaseException:
-            store.end_session(sid, "interrupted")
-            raise
-        sweep.close_session(store, res)
-    finally:
-        store.close()
-    console.print(sweep_report.rich_table(res))
-    console.print(sweep_report.fit_line(res), markup=False)
-    console.print(sweep_report.knee_line(res), markup=False)
-    ok = [r for r in res.rows if r["status"] == "ok"]
-    if ok:
-        best = max(ok, key=lambda r: r["samples_per_s"])
-        console.print(f"fastest: batch {best['batch']}, {best['samples_per_s']:.1f} samples/s, "
-                      f"epoch of {spec.dataset_size} ≈ {secs(best['epoch_s'])}", markup=False)
-    if args.out:
-        write_atomic(args.out, sweep_report.markdown(res, command, env))
-        console.print(f"wrote {args.out}", markup=False)
-    console.print(f"session {res.session_id} (sweep)", markup=False)
-    return 1 if any(r["status"] == "error" for r in res.rows) else 0
-
-
-def cmd_profile(args) -> int:
-    model = check_model(args.model)
-    check_positive(batch=args.batch, steps=args.steps, input_size=args.input_size)
-    if args.warmup < 0:
-        raise UsageError(f"--warmup {args.warmup}: expected 0 or more")
-    nvml, device, why = _cuda_or_reason(args.gpu)
-    nvml.close()
-    out = args.out or f"profile-{model}-bs{args.batch}"
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"--out {out}: expected a folder, found a file")
-    console = _lab_console()
-    if why:
-        console.print(f"NO CUDA: profiling on the CPU. {why}", markup=False)
-    from gputop_dl.lab import opprofile
-
-    try:
-        res = opprofile.run_profile(model, args.batch, args.steps, args.warmup, args.input_size,
-                                    out, device=device, gpu=args.gpu)
-    except (RuntimeError, MemoryError) as exc:  # out of memory, an input too small, ...
-        first = str(exc).strip().splitlines()
-        print(f"gputop-dl: error: profile {model} bs{args.batch}: {type(exc).__name__}: "
-              f"{first[0] if first else ''}", file=sys.stderr)
-        return 1
-    command = (f"gputop-dl profile --model {model} --batch {args.batch} --steps {args.steps} "
-               f"--warmup {args.warmup} --input-size {args.input_size} --out {out}"
-               + (f" --gpu {args.gpu}" if args.gpu else ""))
-    for t in opprofile.rich_tables(res):
-        console.print(t)
-    md = opprofile.write_markdown(res, out, command)
-    console.print(f"wrote {md} and {res.trace_path} (open the trace in https://ui.perfetto.dev)",
-                  markup=False)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     from gputop_dl.config import ConfigError
 
@@ -408,20 +126,24 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--stall-budget goes with the live monitor (plain `gputop-dl`)")
         if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
             raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
-        if args.cmd == "launch":
-            return cmd_launch(args)
-        if args.cmd == "export":
-            return cmd_export(args)
-        if args.cmd == "sessions":
-            return cmd_sessions(args)
         if args.cmd in LAB_COMMANDS:
-            return LAB_COMMANDS[args.cmd](args)
-        if args.once:
-            return cmd_once(args)
-        from gputop_dl.present.tui.app import run_monitor_tui
+            from gputop_dl.lab import commands
 
+            return getattr(commands, LAB_COMMANDS[args.cmd])(args)
+        from gputop_dl import runner
+
+        if args.cmd == "launch":
+            only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
+            return runner.run_launch(args.file, only=only, baseline=args.baseline,
+                                     headless=args.headless)
+        if args.cmd == "export":
+            return runner.run_export(args.session, args.out)
+        if args.cmd == "sessions":
+            return runner.run_sessions()
+        if args.once:
+            return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
-        return run_monitor_tui(interval=args.interval, stall_budget=budget)
+        return runner.run_monitor(interval=args.interval, stall_budget=budget)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2
@@ -429,4 +151,4 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-LAB_COMMANDS = {"models": cmd_models, "sweep": cmd_sweep, "profile": cmd_profile}
+LAB_COMMANDS = {"models": "cmd_models", "sweep": "cmd_sweep", "profile": "cmd_profile"}

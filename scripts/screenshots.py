@@ -6,7 +6,7 @@
     .venv/bin/python scripts/screenshots.py --out DIR       # default: screenshots/
 
 Shots (160×50):
-  monitor.svg          `gputop-dl` on this machine (an Engine(None) with the real NVML wrapper),
+  monitor.svg          `gputop-dl` on this machine (the monitor's engine with the real NVML wrapper),
                        with two plain PyTorch loops started outside it (found, stall % by py-spy)
   monitor_fake_gpus    the same engine with a fake NVML module (4 GPUs, 2 GPU processes), to show
                        the GPU panel on a machine without GPUs
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -89,8 +88,8 @@ def start_external_jobs() -> list[subprocess.Popen]:
 
 async def shot_monitor(out: str, fake_gpus: bool) -> None:
     from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.engine import Engine
-    from gputop_dl.present.tui.app import EngineLauncher, GputopApp
+    from gputop_dl.present.tui.app import GputopApp
+    from gputop_dl.runner import Launcher, export_for_tui, monitor_engine
 
     if fake_gpus:
         from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
@@ -106,8 +105,8 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
         nvml = Nvml()
     jobs = [] if fake_gpus else start_external_jobs()
     try:
-        engine = Engine(None, nvml=nvml)
-        app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml))
+        engine = monitor_engine(nvml)
+        app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), exporter=export_for_tui)
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: app.renders >= 4, 10)
             if jobs:  # until both external jobs show a measured stall %
@@ -127,16 +126,13 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
 
 async def shot_trio(out: str, at_s: float) -> None:
     from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.config import load_session
-    from gputop_dl.engine import Engine
     from gputop_dl.present.tui.app import GputopApp
+    from gputop_dl.runner import launch_engine, open_spec
 
     nvml = Nvml()
     path = os.path.join("workloads", "mobilenet_trio.toml")
-    spec = load_session(path, gpu_count=nvml.device_count())
-    if not spec.cuda:
-        spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
-    engine = Engine(spec, nvml=nvml, command=f"scripts/screenshots.py {path}")
+    spec = open_spec(path, nvml)
+    engine = launch_engine(spec, nvml, command=f"scripts/screenshots.py {path}")
     app = GputopApp(engine, mode="launch", spec=spec)
     t0 = time.monotonic()
     async with app.run_test(size=SIZE) as pilot:

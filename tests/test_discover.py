@@ -17,7 +17,7 @@ import pytest
 
 from gputop_dl.collect import discover, pyspy
 from gputop_dl.collect.discover import Discoverer, job_name, outside_note
-from gputop_dl.collect.foreign import ForeignJobs
+from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import StallSampler
 
@@ -363,12 +363,12 @@ def test_job_names():
     assert job_name(["/opt/bin/solver", "--gpu"], 1) == "solver"
 
 
-def test_foreign_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monkeypatch):
+def test_found_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monkeypatch):
     fp = FakeProc(str(tmp_path / "proc"))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a real PID that no longer exists
     fp.add(dead.pid, 1, ["python", "gone.py"], TORCH_MAPS)
-    fj = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    fj = FoundJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
     fj.refresh()
     jobs, notes = fj.sample()
     assert jobs == [] and notes == []
@@ -382,7 +382,7 @@ def test_foreign_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monke
 
     monkeypatch.setattr(procs_mod.psutil, "Process", denied)
     monkeypatch.setattr(procs_mod, "PROC", False)  # psutil's path: /proc/PID/stat is world-readable
-    fj = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    fj = FoundJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
     fj.refresh()
     assert fj.sample() == ([], [])
 
@@ -407,7 +407,7 @@ def test_permission_denied_becomes_one_note_and_the_rest_keeps_working(tmp_path)
     fp = FakeProc(str(tmp_path / "proc"))
     fp.add(os.getpid(), 1, ["python", "train.py"], TORCH_MAPS)
     sampler = StallSampler(duration_s=1, every_s=0, exe=exe)
-    fj = ForeignJobs(discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()), stall_sampler=sampler)
+    fj = FoundJobs(discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()), stall_sampler=sampler)
     fj.refresh()
     jobs, notes = fj.sample()
     sampler.join(10)
@@ -513,8 +513,7 @@ def test_stall_burst_cost_is_read_from_the_kernel(tmp_path):
 # --- engine (monitor mode) -------------------------------------------------------------------
 
 def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
-    from gputop_dl.collect.host import HostSampler
-    from gputop_dl.engine import Engine
+    from gputop_dl.runner import monitor_engine
 
     fp = fake_box(tmp_path)
     me = os.getpid()
@@ -522,12 +521,11 @@ def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
     fake = FakePynvml(gpus=1)
     fake.gpus[0].processes = [FakeProcess(pid=me, used_memory=2 * GiB),
                               FakeProcess(pid=99999999, used_memory=3 * GiB)]
-    eng = Engine(None, nvml=Nvml(module=fake))
-    eng._host = HostSampler()
-    eng._foreign = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
-    eng._tick()
+    eng = monitor_engine(Nvml(module=fake), found=FoundJobs(
+        stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock())))
+    eng.tick()
     time.sleep(0.1)
-    eng._tick()
+    eng.tick()
     snap = eng.snapshot
     mine = [j for j in snap.jobs if j.pid == me]
     assert len(mine) == 1 and not mine[0].launched and mine[0].name == "me_train.py"
@@ -544,9 +542,8 @@ def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
 def test_discovered_external_job_stall_real_launch():
     """A plain PyTorch loop (tests/external/stall_script.py, num_workers=0) with ~40 % stall:
     the monitor finds it by its pid and py-spy's main-thread stall is within 5 points."""
-    from gputop_dl.collect.host import HostSampler
-    from gputop_dl.engine import Engine
-    from gputop_dl.present.once import take_snapshot
+    from gputop_dl.collect.machine import snapshot_once
+    from gputop_dl.runner import monitor_engine
 
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, STALL_SCRIPT, "--seconds", "30", "--data-ms", "38",
@@ -569,13 +566,11 @@ def test_discovered_external_job_stall_real_launch():
 
         sampler = OnlyScript(duration_s=3, rate=100, every_s=0.0, pool=2, record=timed_burst,
                              cpu_budget=None)
-        eng = Engine(None, nvml=Nvml(module=FakePynvml(gpus=0)))
-        eng._host = HostSampler()
-        eng._foreign = ForeignJobs(stall_sampler=sampler)
+        eng = monitor_engine(Nvml(module=FakePynvml(gpus=0)), found=FoundJobs(stall_sampler=sampler))
         job, used = None, []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            eng._tick()
+            eng.tick()
             job = next((j for j in eng.snapshot.jobs if j.pid == proc.pid), None)
             assert job is not None, [(j.name, j.pid) for j in eng.snapshot.jobs]
             if job.stall_samples and job.stall_samples >= 500:
@@ -585,10 +580,10 @@ def test_discovered_external_job_stall_real_launch():
         assert len(used) == 2, f"bursts did not finish in time: {job}"
         assert job.name == "stall_script.py" and not job.launched and job.stall_source == "py-spy"
         assert job.cpu_cores is not None and job.rss > 0
-        once = take_snapshot(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)))
+        once = snapshot_once(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)))
         assert proc.pid in [j.pid for j in once.jobs]
         # `gputop-dl --once --stall 1`: one burst per job, taken inside the one-shot
-        once = take_snapshot(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)), stall_s=1.0)
+        once = snapshot_once(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)), stall_s=1.0)
         mine = next(j for j in once.jobs if j.pid == proc.pid)
         assert mine.stall_source == "py-spy" and 0.2 < mine.stall_fraction < 0.6, mine
     finally:
@@ -624,21 +619,21 @@ def test_stall_flag_usage_errors(argv, capsys):
 def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
     fp = fake_box(tmp_path)
     fp.add(os.getpid(), 10, ["python", "train.py"], TORCH_MAPS)  # real, so its tree can be sampled
-    fj = ForeignJobs(stall_budget=0, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    fj = FoundJobs(stall_budget=0, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
     assert fj.stall is None
     fj.refresh()
     jobs, notes = fj.sample()
     assert [j.name for j in jobs] == ["train.py"] and jobs[0].stall_fraction is None
     assert notes == ["data-stall of jobs not launched here is not measured (--stall-budget 0)"]
-    assert ForeignJobs(stall_budget=0.01).stall.cpu_budget == 0.01
+    assert FoundJobs(stall_budget=0.01).stall.cpu_budget == 0.01
 
 
 def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     """Issue 5: every monitor run that saw training jobs is a session; it exports with the
     job's CPU, memory and py-spy stall, and jobs that ended are marked so."""
     from gputop_dl.collect.stall import StallResult
-    from gputop_dl.engine import Engine
     from gputop_dl.present.report import export_session, list_sessions
+    from gputop_dl.runner import monitor_engine
     from gputop_dl.record.store import Store
 
     class MeasuredStall:  # as if py-spy had measured every job at 25 %
@@ -653,18 +648,15 @@ def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     fp = fake_box(tmp_path)
     me = os.getpid()
     fake = FakePynvml(gpus=1)
-    quiet = Engine(None, nvml=Nvml(module=fake))
-    quiet._foreign = ForeignJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
-    quiet._host = __import__("gputop_dl.collect.host", fromlist=["HostSampler"]).HostSampler()
-    quiet._tick()
+    quiet = monitor_engine(Nvml(module=fake), found=FoundJobs(
+        stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock())))
+    quiet.tick()
     assert quiet.session_id is None  # no training job seen: nothing recorded
 
     fp.add(me, 10, ["python", "me_train.py", "--lr", "0.1"], TORCH_MAPS)
     fake.gpus[0].processes = [FakeProcess(pid=me, used_memory=2 * GiB)]
-    eng = Engine(None, nvml=Nvml(module=fake))
-    eng.interval = 0.05
-    eng._foreign = ForeignJobs(stall_sampler=MeasuredStall(),
-                               discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    eng = monitor_engine(Nvml(module=fake), interval=0.05, found=FoundJobs(
+        stall_sampler=MeasuredStall(), discoverer=Discoverer(fp.root, own_pid=1, clock=Clock())))
     eng.start()
     deadline = time.time() + 20
     while time.time() < deadline and not (eng.snapshot and any(j.pid == me for j in eng.snapshot.jobs)):
@@ -675,7 +667,7 @@ def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     eng.request_stop("interrupted")  # what quitting the TUI does
     assert eng.join(20) and eng.error is None
     sid = eng.session_id
-    assert sid is not None and any("recording session" in m for _, m in eng._log)
+    assert sid is not None and any("recording session" in m for _, m in eng.log)
     rows = {r["id"]: r for r in list_sessions()}
     assert rows[sid]["state"] == "finished"
     job = Store().jobs(sid)[0]

@@ -11,7 +11,7 @@ import pytest
 
 from gputop_dl import channel
 from gputop_dl.collect.nvml import GpuUse, Nvml
-from gputop_dl.engine import run_file
+from gputop_dl.runner import run_file
 from gputop_dl.hook import SITE_DIR, dlhook
 from gputop_dl.launch import build_env
 from gputop_dl.record.store import Store, session_work_dir
@@ -282,7 +282,7 @@ def test_real_launch_plain_script_gets_steps_epochs_and_its_true_stall(tmp_path)
     assert own["steps"] == [15, 15] and own["gputop_dl_imported"] is False
     assert [(e["epoch"], e["steps"], e["samples"]) for e in run.epochs] == [(1, 15, 60), (2, 15, 60)]
     assert [s["step"] for s in run.steps] == list(range(1, 16)) * 2
-    js = run.sample(GpuUse(), None)
+    js = run.sample(GpuUse())
     assert js.stall_source == "hook" and js.batch_size == 4 and js.steps_per_epoch == 15
     assert js.epoch_times and js.epochs is None and js.samples_per_s > 0
     assert abs(js.stall_fraction - own["stall"]) < 0.05, (js.stall_fraction, own["stall"])
@@ -297,7 +297,7 @@ def test_real_launch_plain_script_gets_steps_epochs_and_its_true_stall(tmp_path)
 def test_real_launch_a_command_that_is_not_python_still_runs(tmp_path):
     eng, run = launch(tmp_path, ["sh", "-c", "sleep 1"])
     assert run.status == "done" and run.exit_code == 0 and not run.steps
-    assert run.sample(GpuUse(), None).stall_source is None
+    assert run.sample(GpuUse()).stall_source is None
 
 
 def test_real_launch_chains_the_users_sitecustomize(tmp_path):
@@ -344,7 +344,7 @@ def test_real_launch_a_script_without_torch_does_not_get_torch(tmp_path):
 
 
 def test_jobrun_shows_hook_events_like_the_trainers(tmp_path):
-    from gputop_dl.engine import JobRun
+    from gputop_dl.engine.jobrun import JobRun
     from gputop_dl.launch import JobProcess
 
     proc = JobProcess("job", types.SimpleNamespace(pid=os.getpid(), poll=lambda: None),
@@ -356,7 +356,7 @@ def test_jobrun_shows_hook_events_like_the_trainers(tmp_path):
                {"ev": "epoch", "epoch": 1, "time_s": 3.2, "steps": 8},
                {"ev": "failed", "cause": "exception", "message": "RuntimeError: rank 0"},
                {"ev": "failed", "cause": "exception", "message": "ChildFailedError: later"}])
-    js = run.sample(GpuUse(), None)
+    js = run.sample(GpuUse())
     assert js.stall_source == "hook" and js.stall_fraction == pytest.approx(0.25)
     assert js.samples_per_s is None and js.batch_size == 8 and js.epochs is None
     assert js.steps_per_epoch == 8 and js.epoch_times == (3.2,) and js.eta_s is None

@@ -14,7 +14,7 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gpu
                    "gputop_dl.analyse.summary", "gputop_dl.present.headless",
                    "gputop_dl.present.once", "gputop_dl.present.report",
                    "gputop_dl.present.markdown", "gputop_dl.collect.discover",
-                   "gputop_dl.collect.foreign", "gputop_dl.collect.stall",
+                   "gputop_dl.collect.found", "gputop_dl.collect.machine", "gputop_dl.runner", "gputop_dl.lab.commands", "gputop_dl.collect.stall",
                    "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report"]
 # the only modules that import torch: they run in the trainer child or a lab worker process
 TORCH_MODULES = ("trainer", os.path.join("lab", "cost.py"), os.path.join("lab", "sweep_worker.py"),
@@ -24,8 +24,8 @@ TORCH_MODULES = ("trainer", os.path.join("lab", "cost.py"), os.path.join("lab", 
 def test_monitor_process_never_imports_torch():
     code = ("import sys, importlib\n"
             f"for m in {MONITOR_MODULES!r}: importlib.import_module(m)\n"
-            "from gputop_dl.present.once import take_snapshot\n"
-            "take_snapshot(settle_s=0.05)\n"
+            "from gputop_dl.collect.machine import snapshot_once\n"
+            "snapshot_once(settle_s=0.05)\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision'))\n"
             "print(bad)\n"
             "sys.exit(1 if bad else 0)\n")

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from gputop_dl.collect.nvml import Nvml
-from gputop_dl.engine import run_file
+from gputop_dl.runner import run_file
 from gputop_dl.record.store import Store
 from tests.conftest import write
 
@@ -118,7 +118,7 @@ def test_corun_jobs_start_their_steps_together_end_to_end(tmp_path):
         first = store.events(eng.session_id, job=name, ev="step")[0]
         assert started <= t_go + 0.05
         assert first["t"] - first["t_step"] >= t_go - 0.05, (name, first, t_go)
-    assert any("all jobs ready" in text for _, text in eng._log)
+    assert any("all jobs ready" in text for _, text in eng.log)
 
 
 def test_tiny_real_training_end_to_end_into_the_store(tmp_path):

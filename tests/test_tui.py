@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from dataclasses import replace
 
 import pytest
@@ -339,7 +338,7 @@ async def test_s_refuses_finished_jobs_and_foreign_processes():
 
 
 @aio
-async def test_e_exports_via_report_module(monkeypatch, tmp_path):
+async def test_e_exports_with_the_exporter_it_was_given(tmp_path):
     calls = []
 
     def export_session(session_id, path):
@@ -348,9 +347,7 @@ async def test_e_exports_via_report_module(monkeypatch, tmp_path):
             f.write("# report\n")
         return path
 
-    monkeypatch.setitem(sys.modules, "gputop_dl.present.report",
-                        types.SimpleNamespace(export_session=export_session))
-    app, src = new_app(export_dir=str(tmp_path))
+    app, src = new_app(export_dir=str(tmp_path), exporter=export_session)
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, src, make_snapshot(0))
         await pilot.press("e")
@@ -361,9 +358,8 @@ async def test_e_exports_via_report_module(monkeypatch, tmp_path):
 
 
 @aio
-async def test_e_without_report_module_says_not_available(monkeypatch):
-    monkeypatch.setitem(sys.modules, "gputop_dl.present.report", None)  # import raises ImportError
-    app, src = new_app()
+async def test_e_without_an_exporter_says_not_available():
+    app, src = new_app()  # no exporter given
     async with app.run_test(size=SIZE) as pilot:
         await feed(pilot, src, make_snapshot(0))
         await pilot.press("e")

@@ -7,15 +7,14 @@ job ends (or now): the only stretch where all jobs truly ran together.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from typing import Protocol
 
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
 
 
-@dataclass(frozen=True)
-class JobSeries:
-    """One co-run job's recorded data, as the engine (or the store) holds it."""
+class JobSeries(Protocol):
+    """What the evidence reads of one co-run job (the engine's `JobRun` has these fields)."""
 
     name: str
     config: dict  # Workload.to_dict()

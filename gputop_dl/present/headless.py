@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
+from gputop_dl.text.console import console as text_console
 
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
@@ -68,11 +69,7 @@ class Headless:
     """Consumes snapshots from the engine (any thread) and renders them on the main thread."""
 
     def __init__(self, console: Console | None = None):
-        if console is None:
-            console = Console()
-            if not console.is_terminal:  # logs (nohup, CI): wide lines instead of 80 columns
-                console = Console(width=160)
-        self.console = console
+        self.console = console or text_console()
         self.q: queue.Queue[Snapshot] = queue.Queue()
         self._seen_log = 0.0
         self._last_plain = 0.0

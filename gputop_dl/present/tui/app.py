@@ -1,8 +1,7 @@
 """The Textual app: assembles the panels, feeds them snapshots from sources, and handles keys.
 
-    run_monitor_tui(interval=1.0)     `gputop-dl`: an Engine(None) samples this machine
-    run_launch_tui(engine, spec)      `gputop-dl launch FILE`: the launch engine's session
-    GputopApp(source, clock=...)      the app itself; tests feed it a fake source
+    GputopApp(source, mode="monitor", launcher=..., exporter=...)   (built by gputop_dl.runner;
+                                                                    tests feed it a fake source)
 
 Sources tick in their own threads and call the app's subscriber with immutable snapshots. The
 subscriber only drops the snapshot into an `Inbox` (newest per source) and posts one wake-up
@@ -13,8 +12,6 @@ the machine or imports torch.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import importlib
 import os
 import signal
 import threading
@@ -41,9 +38,9 @@ from gputop_dl.present.tui.source import Inbox, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.snapshot import GpuProcess, Snapshot
 
-JOIN_TIMEOUT_S = 60.0
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
 WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
-BOTTOM_MAX = 24  # rows for the epoch/log row at most  # how long quitting waits for a source to stop its jobs
+BOTTOM_MAX = 24  # rows for the epoch/log row at most
 
 
 class SnapshotsArrived(Message):
@@ -56,27 +53,6 @@ class TitleBar(Panel):
     DEFAULT_CSS = """
     TitleBar { height: 1; background: $primary-muted; color: $text; padding: 0 1; }
     """
-
-
-class EngineLauncher:
-    """What the monitor's launcher screen uses: load a workload file, start an Engine for it."""
-
-    def __init__(self, nvml):
-        self.nvml = nvml
-
-    def load(self, path: str, only: list[str] | None = None):
-        from gputop_dl.config import load_session
-
-        spec = load_session(path, gpu_count=self.nvml.device_count(), only=only)
-        if not spec.cuda:
-            spec = dataclasses.replace(spec, cpu_fallback_reason=self.nvml.status_detail)
-        return spec
-
-    def start(self, spec):
-        from gputop_dl.collect.nvml import Nvml
-        from gputop_dl.engine import Engine
-
-        return Engine(spec, nvml=Nvml(), command=f"gputop-dl (monitor launcher) {spec.path}")
 
 
 class GputopApp(App[int]):
@@ -132,13 +108,17 @@ class GputopApp(App[int]):
 
     def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
                  spec=None, launcher=None, workloads_dir: str = "workloads",
-                 export_dir: str | None = None, handle_signals: bool = False):
+                 export_dir: str | None = None, handle_signals: bool = False,
+                 exporter: Callable[..., str] | None = None):
+        """`launcher`: loads workload files and starts sources for the `l` screen (None: no
+        launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`."""
         super().__init__()
         self.sources: list = [source]
         self.specs: dict[int, Any] = {0: spec if spec is not None else source_attr(source, "spec")}
         self.clock = clock
         self.mode = mode
         self.launcher = launcher
+        self.exporter = exporter
         self.workloads_dir = workloads_dir
         self.export_dir = export_dir
         self.handle_signals = handle_signals
@@ -495,9 +475,8 @@ class GputopApp(App[int]):
             self.notify("nothing to export: the plain monitor records no session (l launches workloads)",
                         severity="warning", timeout=4)
             return
-        try:
-            fn = getattr(importlib.import_module("gputop_dl.present.report"), "export_session")
-        except (ImportError, AttributeError):
+        fn = self.exporter
+        if fn is None:
             self.notify("export not available", severity="warning", timeout=4)
             return
         path = os.path.join(self.export_dir or os.getcwd(), f"gputop-dl-{sid}.md")
@@ -598,66 +577,3 @@ class GputopApp(App[int]):
         self._join_all()
         time.sleep(delay)
         os._exit(code)
-
-
-# --- entry points (called by gputop_dl.cli) ------------------------------------------------------
-
-def run_monitor_tui(interval: float = 1.0, stall_budget: float | None = None) -> int:
-    """`gputop-dl`: the live monitor of this machine (`stall_budget`: py-spy's share of a core)."""
-    from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.engine import Engine
-
-    nvml = Nvml()
-    engine = Engine(None, nvml=nvml)
-    engine.interval = max(0.1, float(interval))
-    if stall_budget is not None:
-        engine.stall_budget = stall_budget
-    app = GputopApp(engine, mode="monitor", launcher=EngineLauncher(nvml), handle_signals=True)
-    try:
-        app.run()
-    finally:
-        for src in app.sources:
-            src.request_stop("interrupted")
-        for src in app.sources:
-            src.join(JOIN_TIMEOUT_S)
-    for i, src in enumerate(app.sources):
-        sid = source_attr(src, "session_id")
-        if sid:  # the launches, and the monitor's own once it saw a training job
-            print(f"session {sid} ({source_attr(src, 'state', '?')})"
-                  + (": the training jobs this monitor saw" if i == 0 else ""))
-    return 1 if engine.error is not None else 0
-
-
-def run_launch_tui(engine, spec) -> int:
-    """`gputop-dl launch FILE`: the launch engine's session, live; returns the exit code."""
-    app = GputopApp(engine, mode="launch", spec=spec, handle_signals=True)
-    try:
-        app.run()
-    finally:
-        if engine.running:
-            engine.request_stop("interrupted")
-        engine.join()
-    _print_summary(engine)
-    return engine.exit_code()
-
-
-def _print_summary(engine) -> None:
-    if not engine.session_id:
-        return
-    try:
-        from rich.console import Console
-
-        from gputop_dl.analyse.summary import summarize
-        from gputop_dl.present.headless import summary_table
-        from gputop_dl.record.store import Store
-
-        store = Store(engine.store_path)
-        try:
-            summary = summarize(store, engine.session_id)
-        finally:
-            store.close()
-        console = Console()
-        console.print(summary_table(summary.jobs))
-        console.print(f"session {engine.session_id} ({engine.state})")
-    except Exception as exc:  # the summary is a courtesy; the session is recorded either way
-        print(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}")

@@ -1,9 +1,10 @@
-"""Jobs not launched by gputop-dl, as `JobSample` rows: discovery + process-tree sampling + py-spy stall.
+"""Found jobs (training jobs gputop-dl did not start), as `JobSample` rows: discovery + process-tree sampling + py-spy stall.
 
-One `ForeignJobs` lives in an engine across ticks:
+One `FoundJobs` lives in a `MachineSampler` across ticks:
 
     cmap = fj.refresh()                                   # the tick's one /proc pass
     jobs, notes = fj.sample(GpuUse.of(gprocs), exclude={launched root PIDs}, taken={names in use})
+    errors = fj.measure_stall(2.0)                        # one-shot: py-spy every job now, 2 s
 
 `refresh()` returns the PPID -> children map, which the engine also hands to the samplers of its
 launched jobs. `sample()` keeps one `TreeSampler` per discovered root (CPU cores, RSS, threads
@@ -15,6 +16,10 @@ when the sample order shows it unambiguously, the step time. Everything unknown 
 
 from __future__ import annotations
 
+import threading
+import time
+
+from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
@@ -22,8 +27,8 @@ from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
 
-class ForeignJobs:
-    """Discovered jobs with their samplers; touched only by the thread that ticks."""
+class FoundJobs:
+    """Found jobs with their samplers; touched only by the thread that ticks."""
 
     def __init__(self, *, stall: bool = True, discoverer: Discoverer | None = None,
                  stall_sampler: StallSampler | None = None, stall_budget: float = STALL_BUDGET):
@@ -35,7 +40,7 @@ class ForeignJobs:
                          if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self.found: list[Found] = []
-        self.overrides: dict[tuple[int, int], StallResult] = {}  # set by one-shot bursts
+        self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
         self.seen: set[tuple[int, int]] = set()
 
     def refresh(self) -> dict[int, list[int]] | None:
@@ -64,7 +69,7 @@ class ForeignJobs:
                 continue
             pids = ts.pids  # sorted, the root included
             mem, sm, gpus = gpu.of_pids(pids)
-            res = self.overrides.get(key) or (self.stall.result(key) if self.stall else None)
+            res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
             name = f.name if f.name not in names else f"{f.name} ({f.pid})"
             names.add(name)
             jobs.append(JobSample(
@@ -79,8 +84,8 @@ class ForeignJobs:
                 command=self.disc.describe(f)))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
-        for key in [k for k in self.overrides if k not in keys]:
-            del self.overrides[key]
+        for key in [k for k in self._measured if k not in keys]:
+            del self._measured[key]
         if self.stall is not None:
             self.stall.round([((f.pid, f.start), f.target) for f in found])
         notes = []
@@ -93,6 +98,27 @@ class ForeignJobs:
         if self.off_note and found:
             notes.append(self.off_note)
         return jobs, notes
+
+    def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
+        """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
+        and wait; the next `sample()` reports these figures. Returns py-spy's errors."""
+        errors: list[str] = []
+
+        def burst(key: tuple[int, int], pid: int) -> None:
+            est, err = pyspy.record_stall(pid, seconds, rate)
+            if err:
+                errors.append(err)
+            elif est is not None and est.samples:
+                self._measured[key] = StallResult(est.fraction, est.samples, est.step_time_s,
+                                                  time.time())
+
+        threads = [threading.Thread(target=burst, args=((f.pid, f.start), f.target), daemon=True,
+                                    name="gdl-spy") for f in self.found]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(seconds + 25)
+        return errors
 
     def new_since_last(self) -> list[Found]:
         """Jobs found this tick that were not found before (for a log line)."""

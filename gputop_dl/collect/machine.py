@@ -1,0 +1,116 @@
+"""One sample of this machine: host CPU and memory, the GPUs (NVML) and the found training jobs.
+
+The UI-free snapshot API (nvitop's `api/` idea). The engine's tick and `gputop-dl --once` both
+sample through it:
+
+    sampler = MachineSampler(Nvml(), found=FoundJobs(stall=True))
+    m = sampler.sample(exclude={launched root PIDs}, taken={launched job names})
+    m.host, m.gpus, m.gpu_processes, m.found, m.notes, m.log, m.cmap
+
+    snap = snapshot_once(stall_s=2)          # `--once`: two samples `settle_s` apart, as a Snapshot
+
+`found=None` turns discovery off. Discovery that raises is switched off for good with one log
+line; a snapshot without jobs is still a snapshot. Nothing here raises for a lost GPU or a
+vanished process: they are "not available" values (see nvml.py, procs.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gputop_dl.collect import pyspy
+from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.host import HostSampler
+from gputop_dl.collect.nvml import GpuUse
+from gputop_dl.collect.procs import children_map
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
+
+
+@dataclass(frozen=True)
+class MachineSample:
+    """What one sampling pass saw; `cmap` (PPID -> children) is shared with launched jobs."""
+
+    time: float
+    host: HostSample
+    gpus: tuple[GpuSample, ...]
+    gpu_processes: tuple[GpuProcess, ...]
+    gpu_use: GpuUse
+    found: tuple[JobSample, ...] = ()
+    notes: tuple[str, ...] = ()  # standing notes about found jobs (namespace, py-spy)
+    log: tuple[str, ...] = ()  # one-off messages: a job found, discovery stopped
+    cmap: dict[int, list[int]] | None = None
+
+
+class MachineSampler:
+    """Samples host + NVML + found jobs; touched only by the thread that ticks."""
+
+    def __init__(self, nvml, *, found: FoundJobs | None = None, host: HostSampler | None = None):
+        self.nvml = nvml
+        self.host = host or HostSampler()
+        self.found = found
+
+    def sample(self, exclude: set[int] | frozenset[int] = frozenset(),
+               taken: set[str] | frozenset[str] = frozenset(), cmap: bool = False) -> MachineSample:
+        """Sample everything once. `exclude`: root PIDs of jobs launched here (never "found");
+        `taken`: names in use (a found job with the same name gets its PID added); `cmap`: also
+        return a PPID map when discovery is off (launched jobs need one)."""
+        now = time.time()
+        host = self.host.sample()
+        gpus = self.nvml.sample()
+        gprocs = self.nvml.processes()
+        use = GpuUse.of(gprocs)
+        found, notes, log, ppids = (), (), [], None
+        if self.found is not None:
+            try:
+                ppids = self.found.refresh()
+                jobs, more = self.found.sample(use, exclude, taken)
+                found, notes = tuple(jobs), tuple(more)
+                log += [f"found {f.name} (pid {f.pid}), not launched by gputop-dl"
+                        for f in self.found.new_since_last()]
+            except Exception as exc:  # noqa: BLE001 - discovery must never stop the sampling
+                self.found = None
+                log.append(f"discovery of other jobs stopped: {type(exc).__name__}: {exc}")
+                found, notes, ppids = (), (), None
+        if ppids is None and cmap:
+            ppids = children_map()
+        return MachineSample(time=now, host=host, gpus=gpus, gpu_processes=gprocs, gpu_use=use,
+                             found=found, notes=notes, log=tuple(log), cmap=ppids)
+
+    def measure_stall(self, seconds: float) -> list[str]:
+        """py-spy every found job for `seconds`, all at once, and wait (see FoundJobs)."""
+        if self.found is None or seconds <= 0:
+            return []
+        return self.found.measure_stall(seconds)
+
+
+def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
+                  found: FoundJobs | None = None) -> Snapshot:
+    """`gputop-dl --once`: host, GPUs and the training jobs running here, in one Snapshot; CPU
+    figures are averaged over `settle_s` seconds (or over the stall bursts, if longer).
+
+    A found job's data-stall needs a py-spy burst: with `stall_s` = 0 (the default) it is unknown
+    (None, and a note says why); with `stall_s` > 0 every job's main thread is sampled for that
+    long, all jobs at once, and the snapshot waits for it. `found`: a `FoundJobs` (tests inject
+    one)."""
+    if nvml is None:
+        from gputop_dl.collect.nvml import Nvml
+
+        nvml = Nvml()
+    sampler = MachineSampler(nvml, found=found or FoundJobs(stall=False))
+    t0 = time.monotonic()
+    first = sampler.sample()  # first look: starts the CPU-time deltas
+    errors = sampler.measure_stall(stall_s)
+    time.sleep(max(0.0, settle_s - (time.monotonic() - t0)))
+    m = sampler.sample()
+    notes = [] if nvml.status == "ok" else [nvml.status_detail]
+    notes += [x for x in first.log + m.log if x.startswith("discovery of other jobs stopped")]
+    notes += m.notes
+    if m.found and stall_s <= 0:
+        notes.append("data-stall of jobs not launched here is unknown in a one-shot snapshot "
+                     "(it needs a py-spy burst; the live monitor measures it)")
+    perm = next((e for e in errors if pyspy.is_permission_error(e)), None)
+    if perm:
+        notes.append(f"data-stall unknown: py-spy may not attach ({perm}); {pyspy.PTRACE_HINT}")
+    return Snapshot(time=m.time, gpu_status=nvml.status, gpus=m.gpus, host=m.host, jobs=m.found,
+                    gpu_processes=m.gpu_processes, notes=tuple(notes))

@@ -1,0 +1,219 @@
+"""The session engine: one thread that ticks collect -> record -> analyse -> publish.
+
+Every `interval` seconds it samples the machine (host, GPUs, found jobs: `MachineSampler`),
+polls each launched job (new trainer events, exit, process tree), hands the writes to its
+`Recorder`, and publishes one immutable `Snapshot` to its subscribers (headless console,
+TUI). What starts when is the `Plan`'s business (monitor, launch, ...); the engine runs it in
+its thread. Other threads talk to the engine only through `request_stop` / `stop_job`, which
+are queued and applied at the next tick.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from gputop_dl.collect import discover
+from gputop_dl.collect.environment import environment
+from gputop_dl.collect.machine import MachineSampler
+from gputop_dl.engine.jobrun import JobRun
+from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.recorder import Recorder
+from gputop_dl.launch import start_job, stop_jobs
+from gputop_dl.record.store import session_work_dir
+from gputop_dl.snapshot import Snapshot
+from gputop_dl.threadname import name_native_thread
+from gputop_dl.workload import Workload
+
+
+class Engine:
+    """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
+
+    def __init__(self, plan: Plan, *, sampler: MachineSampler, recorder: Recorder | None = None,
+                 interval: float = 1.0, grace_s: float = 5.0):
+        self.plan = plan
+        self.sampler = sampler
+        self.recorder = recorder or Recorder()
+        self.interval = interval
+        self.grace_s = grace_s
+        self.phase: str | None = None
+        self.state = "running"
+        self.snapshot: Snapshot | None = None
+        self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
+        self.env = environment(sampler.nvml)
+        self.log: deque[tuple[float, str]] = deque(maxlen=50)  # recent messages, oldest first
+        self.error: BaseException | None = None
+        self._subs: list[Callable[[Snapshot], None]] = []
+        self._cmds: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- what other threads read --------------------------------------------------------------
+    @property
+    def spec(self):
+        return self.plan.spec
+
+    @property
+    def verdict(self) -> dict | None:
+        return self.plan.verdict
+
+    @property
+    def session_id(self) -> str | None:
+        return self.recorder.session_id
+
+    @property
+    def store_path(self) -> str | None:
+        return self.recorder.store_path
+
+    @property
+    def work_dir(self) -> str | None:
+        """The session's folder (job logs, event files, the co-run's go file)."""
+        return self.recorder.work_dir
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def live_jobs(self) -> list[str]:
+        return [n for n, r in list(self.runs.items()) if r.alive]
+
+    def exit_code(self) -> int:
+        """The session's exit code: 1 on an engine error or a failed job, 130 if interrupted."""
+        if self.error is not None:
+            return 1
+        if self.state == "interrupted":
+            return 130
+        return 1 if any(r.status == "failed" for r in self.runs.values()) else 0
+
+    # --- API for other threads ---------------------------------------------------------------
+    def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
+        self._subs.append(fn)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="gputop-dl-engine", daemon=True)
+        self._thread.start()
+
+    def request_stop(self, reason: str = "interrupted") -> None:
+        self._stop.set()
+
+    def stop_job(self, name: str) -> None:
+        self._cmds.put(("stop", name))
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    # --- what plans use (engine thread) -------------------------------------------------------
+    def say(self, text: str) -> None:
+        self.log.append((time.time(), text))
+
+    def loop(self, done: Callable[[], bool]) -> None:
+        """Tick every `interval` until `done()` after a tick, or a stop request."""
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self.tick()
+            if done():
+                return
+            next_t += self.interval
+            delay = next_t - time.monotonic()
+            if delay < 0:  # fell behind: book the next tick a full interval after this one
+                next_t = time.monotonic()
+                delay = 0.0
+            self._stop.wait(delay)
+
+    def start_run(self, w: Workload, phase: str, cuda: bool, *, tag: str = "",
+                  go_file: str | None = None, solo: dict | None = None) -> JobRun:
+        """Start workload `w` as a job of this session; it is polled from the next tick on."""
+        proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda, tag,
+                         go_file)
+        run = JobRun(w, proc, phase, solo)
+        self.runs[w.name] = run
+        discover.claim(proc.pid)  # no engine of this process lists it as found; freed at its end
+        self.recorder.job_started(w, phase, proc.pid, proc.started, proc.argv)
+        return run
+
+    def forget_run(self, name: str) -> None:
+        """Drop an ended run from the jobs shown (a finished solo baseline)."""
+        run = self.runs.get(name)
+        if run is not None and not run.alive:
+            del self.runs[name]
+
+    # --- engine thread -------------------------------------------------------------------------
+    def _main(self) -> None:
+        name_native_thread("gdl-engine")
+        try:
+            self.state = self.plan.run(self)
+        except BaseException as exc:  # recorded, shown, and the children still get stopped
+            self.error = exc
+            self.state = "interrupted"
+            self.say(f"engine error: {type(exc).__name__}: {exc}")
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        live = [r for r in self.runs.values() if r.alive]
+        for r in live:
+            r.stopped_by_us = True
+        if live:
+            self.say(f"stopping {', '.join(r.w.name for r in live)}")
+            stop_jobs([r.proc for r in live], self.grace_s)
+        try:
+            self.phase = self.state
+            self.tick()
+        except Exception as exc:
+            self.say(f"final sample failed: {exc}")
+        self.recorder.close(self.state, self.plan.verdict)
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                cmd, name = self._cmds.get_nowait()
+            except queue.Empty:
+                return
+            run = self.runs.get(name)
+            if cmd == "stop" and run is not None and run.alive:
+                run.stopped_by_us = True
+                self.say(f"stopping {name} (asked)")
+                stop_jobs([run.proc], self.grace_s)
+
+    def tick(self) -> None:
+        """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""
+        self._apply_commands()
+        plan, rec = self.plan, self.recorder
+        m = self.sampler.sample(exclude={r.proc.pid for r in self.runs.values()},
+                                taken=plan.taken(self), cmap=bool(self.runs))
+        now = m.time
+        for text in m.log:
+            self.say(text)
+        launched = []
+        for name, run in list(self.runs.items()):
+            was_alive = run.alive
+            rec.events(name, run.phase, run.poll(now, m.cmap))
+            if was_alive and not run.alive:
+                discover.unclaim(run.proc.pid)
+                msg = f"{name} ({run.phase}) {run.status}"
+                if run.failure:
+                    msg += f": {run.failure}"
+                self.say(msg)
+            js = run.sample(m.gpu_use)
+            launched.append(js)
+            rec.launched(now, run, js, was_alive)
+        jobs = plan.rows(self, launched) + list(m.found)  # found jobs after the launched ones
+        plan.after_tick(self, now, m)
+        rec.tick(now, m.host, m.gpus)
+        snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
+                        jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,
+                        notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,
+                        session_id=rec.session_id)
+        self.snapshot = snap
+        for fn in self._subs:
+            fn(snap)

@@ -1,0 +1,150 @@
+"""A launched job's live state: its process, its trainer events, its process-tree samples.
+
+`JobRun.poll()` reads the job's new events, notices its exit and samples its process tree;
+`JobRun.sample()` turns that into the tick's `JobSample` row. A `JobRun` is also what the
+verdict's evidence reads (it has the fields of `analyse.evidence.JobSeries`).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from gputop_dl.analyse.jobstats import eta_s, step_stats
+from gputop_dl.channel import EventReader
+from gputop_dl.collect.nvml import GpuUse
+from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.launch import JobProcess, describe_exit
+from gputop_dl.snapshot import JobSample
+from gputop_dl.workload import Workload
+
+
+class JobRun:
+    """A launched job's live state; touched only by the engine thread."""
+
+    def __init__(self, w: Workload, proc: JobProcess, phase: str, solo: dict | None = None):
+        self.w, self.proc, self.phase = w, proc, phase
+        self.solo = solo  # the job's solo baseline (step time, stall, CPU), if one was measured
+        self.config = w.to_dict()
+        self.reader = EventReader(proc.events_path)
+        self.tree = TreeSampler(proc.pid)
+        self.steps: list[dict] = []
+        self.epochs: list[dict] = []
+        self.info: dict = {}
+        self.status = "starting"
+        self.failure: str | None = None
+        self.exit_code: int | None = None
+        self.stopped_by_us = False
+        self.ended: float | None = None
+        self.tree_sample = None
+        self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
+        self.stderr_tail: tuple[str, ...] = ()
+        self._tail_t = 0.0  # last live refresh of a command job's log tail
+
+    def _take(self, evs: list[dict]) -> None:
+        for e in evs:
+            kind = e.get("ev")
+            if kind == "step":
+                self.steps.append(e)
+            elif kind == "epoch":
+                self.epochs.append(e)
+            elif kind == "started":
+                self.info = e
+                self.status = "running"
+            elif kind == "failed" and self.failure is None:  # the first cause wins (rank 0, not
+                # the torchrun launcher that reports the rank's failure after it)
+                self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
+
+    def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
+        """Read new events, notice an exit, sample the process tree. Returns the new events."""
+        evs = self.reader.read_new()
+        self._take(evs)
+        if self.exit_code is None:
+            code = self.proc.poll()
+            if code is not None:
+                late = self.reader.read_new()
+                self._take(late)
+                evs += late
+                self.exit_code, self.ended = code, now
+                self.stderr_tail = tuple(self.proc.log_tail())
+                if self.stopped_by_us:
+                    self.status = "stopped"
+                elif code == 0:
+                    self.status = "done"
+                else:
+                    self.status = "failed"
+                    if self.failure is None:
+                        self.failure = describe_exit(code, False)
+                self.tree_sample = None
+                self.tree.close()
+            else:
+                if self.status == "starting" and self.w.is_command:
+                    self.status = "running"
+                if self.w.is_command and now - self._tail_t >= 2.0:  # its log, live
+                    self._tail_t = now
+                    self.stderr_tail = tuple(self.proc.log_tail())
+                ts = self.tree.sample(cmap)
+                self.tree_sample = ts
+                if ts is not None and ts.cpu_cores is not None:
+                    self.cpu_series.append((now, ts.cpu_cores))
+        return evs
+
+    @property
+    def alive(self) -> bool:
+        return self.exit_code is None
+
+    def measured_cpu_cores(self) -> float | None:
+        """Mean CPU cores after warm-up (from the time the warm-up steps were done)."""
+        if len(self.steps) > self.w.warmup_steps:
+            t0 = self.steps[self.w.warmup_steps]["t"]
+            vals = [c for t, c in self.cpu_series if t >= t0]
+        else:
+            vals = [c for _, c in self.cpu_series]
+        return statistics.fmean(vals) if vals else None
+
+    # --- what the verdict's evidence reads (analyse.evidence.JobSeries) -----------------------
+    @property
+    def name(self) -> str:
+        return self.w.name
+
+    @property
+    def device(self) -> str | None:
+        return self.info.get("device")
+
+    @property
+    def cpu(self) -> list[tuple[float, float]]:
+        return self.cpu_series
+
+    def sample(self, gpu: GpuUse) -> JobSample:
+        """This tick's row for the job (after `poll`)."""
+        w, solo = self.w, self.solo
+        st = step_stats(self.steps, warmup=w.warmup_steps)
+        ts = self.tree_sample
+        pids = ts.pids if ts else ()
+        mem, sm, _ = gpu.of_pids(pids)
+        last = self.steps[-1] if self.steps else None
+        cmd = w.is_command  # a command job's numbers come from the start-up hook, or nowhere
+        spe = self.info.get("steps_per_epoch") or (None if cmd else w.steps_per_epoch)
+        epochs = self.info.get("epochs") or (None if cmd else w.epochs)
+        eta = None
+        if last and spe and epochs and self.alive:
+            done = (last["epoch"] - 1) * spe + last["step"]
+            eta = eta_s(done, epochs * spe, st.step_time_s)
+        solo_t = solo.get("step_time_s") if solo else None
+        slowdown = None
+        if solo_t and st.step_time_s and self.phase == "co-run":
+            slowdown = round(st.step_time_s / solo_t, 3)
+        return JobSample(
+            name=w.name, pid=self.proc.pid, launched=True, pids=pids, status=self.status,
+            failure=self.failure, device=self.info.get("device"),
+            batch_size=self.info.get("batch_size") if cmd else w.batch_size,
+            model=None if w.is_command else w.model,
+            cpu_cores=ts.cpu_cores if ts else None, rss=ts.rss if ts else None,
+            threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
+            stall_source=("hook" if cmd else "trainer") if st.n else None,
+            step_time_s=st.step_time_s,
+            samples_per_s=st.samples_per_s,
+            epoch=last["epoch"] if last else None,
+            epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
+            epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
+            slowdown=slowdown, solo_step_time_s=solo_t, phase=self.phase,
+            stderr_tail=self.stderr_tail)

@@ -1,0 +1,151 @@
+"""The engine's writes to the session store, all in one place: sessions, job rows, samples, events.
+
+One `Recorder` per engine, used only by the engine thread (a SQLite connection belongs to the
+thread that opened it). Until a session is opened every write is a no-op, so the engine and
+its plans never ask whether they record:
+
+    rec.open_launch(spec, command, env)        # a launch records from its start
+    rec.open_monitor(command, env, interval)   # the monitor from the first training job seen
+    rec.launched(now, run, row, was_alive)     # a launched job's row (when it changed) + sample
+    rec.found(now, jobs)                       # the monitor's found jobs (rows + samples)
+    rec.tick(now, host, gpus)                  # host/GPU samples, heartbeat, one commit per tick
+    rec.close(state, verdict)
+
+`enabled=False` (tests, benchmarks) opens nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gputop_dl.record.store import Store, session_work_dir
+from gputop_dl.snapshot import JobSample
+from gputop_dl.workload import SessionSpec, Workload
+
+
+class Recorder:
+    """Owns the engine's `Store` and the bookkeeping of what it last wrote."""
+
+    def __init__(self, store_path: str | None = None, enabled: bool = True):
+        self.store_path = store_path
+        self.enabled = enabled
+        self.session_id: str | None = None
+        self.work_dir: str | None = None
+        self._store: Store | None = None
+        self._rows: dict[str, tuple] = {}  # launched job -> what its jobs row last got
+        self._found_live: dict[int, tuple[str, str | None]] = {}  # found pid -> (row, device)
+        self._found_names: set[str] = set()  # the monitor session's job rows
+
+    @property
+    def is_open(self) -> bool:
+        return self._store is not None
+
+    # --- sessions ------------------------------------------------------------------------------
+    def open_launch(self, spec: SessionSpec, command: str, env: dict) -> None:
+        """A launch's session, with a "waiting" row per workload."""
+        if not self.enabled:
+            return
+        st = self._store = Store(self.store_path)
+        self.session_id = st.create_session(
+            spec.name, file=spec.path, command=command, kind="launch", environment=env,
+            spec={"workloads": [w.to_dict() for w in spec.workloads], "baseline": spec.baseline,
+                  "interval": spec.interval, "cuda": spec.cuda})
+        self.work_dir = session_work_dir(self.session_id)
+        for w in spec.workloads:
+            st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                          status="waiting")
+        st.commit()
+
+    def open_monitor(self, command: str, env: dict, interval: float) -> bool:
+        """The monitor's session (kind "monitor"); False when recording is off."""
+        if not self.enabled:
+            return False
+        st = self._store = Store(self.store_path)
+        self.session_id = st.create_session(
+            f"monitor {os.uname().nodename}", file=None, command=command, kind="monitor",
+            environment=env, spec={"interval": interval})
+        return True
+
+    def close(self, state: str, verdict: dict | None) -> None:
+        if self._store is not None:
+            self._store.end_session(self.session_id, state, verdict)
+            self._store.close()
+
+    # --- launched jobs ------------------------------------------------------------------------
+    def job_started(self, w: Workload, phase: str, pid: int, started: float, argv) -> None:
+        if self._store is not None:
+            self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                                   status="starting", pid=pid, started=started,
+                                   info={"phase": phase, "argv": argv})
+
+    def events(self, job: str, phase: str, evs: list[dict]) -> None:
+        if self._store is not None and evs:
+            self._store.add_events(self.session_id, job, phase, evs)
+
+    def launched(self, now: float, run, js: JobSample, was_alive: bool) -> None:
+        """A launched job's tick: its jobs row when it changed (rarely), its sample while it
+        runs and on the tick it ended. `run` is the engine's JobRun."""
+        st = self._store
+        if st is None:
+            return
+        row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo)
+        if row != self._rows.get(js.name):
+            self._rows[js.name] = row
+            st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
+                          failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
+                          info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
+                                "solo": run.solo, "argv": run.proc.argv})
+        if run.alive or was_alive:
+            st.add_job_sample(self.session_id, now, js, run.phase)
+
+    # --- solo baselines -----------------------------------------------------------------------
+    def cached_baseline(self, fingerprint: str) -> dict | None:
+        return self._store.baseline(fingerprint) if self._store is not None else None
+
+    def baseline(self, fingerprint: str, job: str, base: dict) -> None:
+        if self._store is not None:
+            self._store.save_baseline(fingerprint, self.session_id, job, base)
+            self._store.add_events(self.session_id, job, "baseline",
+                                   [{"ev": "baseline", "t": time.time(), **base}])
+
+    def verdict(self, v: dict | None) -> None:
+        if self._store is not None:
+            self._store.set_verdict(self.session_id, v)
+
+    # --- found jobs (monitor) -----------------------------------------------------------------
+    def found(self, now: float, jobs: tuple[JobSample, ...]) -> None:
+        """The monitor's found jobs: a row per job (a new one even when an earlier job had its
+        name; updated when it appears on a GPU; "ended" once gone) and a sample per tick."""
+        st = self._store
+        if st is None:
+            return
+        sid, seen = self.session_id, {}
+        for j in jobs:
+            name, device = self._found_live.get(j.pid, (None, "?"))
+            if name is None:  # a new job: its own row, even if an earlier one had its name
+                name = j.name if j.name not in self._found_names else f"{j.name} ({j.pid})"
+                self._found_names.add(name)
+            if device != j.device:  # new, or now seen on a GPU
+                st.upsert_job(sid, name, launched=False, config=None, status="running",
+                              device=j.device, pid=j.pid, started=now,
+                              info={"command": j.command})
+            seen[j.pid] = (name, j.device)
+            st.add_job_sample(sid, now, j, "monitor")
+        for pid, (name, _) in self._found_live.items():
+            if pid not in seen:  # gone since the last tick
+                st.upsert_job(sid, name, launched=False, config=None, status="ended",
+                              pid=pid, ended=now)
+        self._found_live = seen
+
+    # --- every tick ---------------------------------------------------------------------------
+    def tick(self, now: float, host, gpus) -> None:
+        """Host and GPU samples, the heartbeat, and the tick's one commit."""
+        st = self._store
+        if st is None:
+            return
+        st.add_host_sample(self.session_id, now, host)
+        if gpus:
+            st.add_gpu_samples(self.session_id, now, gpus)
+        st.heartbeat(self.session_id, now)
+        st.commit()

@@ -1,0 +1,247 @@
+"""Wiring: how a monitor, a launch (TUI or headless), `--once`, an export and a listing start and end.
+
+The only module that builds engines. It loads a workload file (`open_spec`, with the CPU
+fallback), builds the engine a mode needs (`monitor_engine`, `launch_engine`: sampler, plan,
+recorder and settings as constructor arguments), hands it to a presenter (the Textual TUI or
+the headless console), and prints the one post-run summary (`print_summary`). `cli.py` parses
+arguments and calls one `run_*` function; presenters only render what they are given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import sys
+
+from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.machine import MachineSampler, snapshot_once
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.config import load_session
+from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
+from gputop_dl.errors import UsageError
+from gputop_dl.text.console import console
+from gputop_dl.workload import SessionSpec
+
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+
+
+# --- building engines ----------------------------------------------------------------------------
+
+def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
+              baseline: str | None = None) -> SessionSpec:
+    """Load a workload file for this machine: `only` some workloads, the baseline overridden,
+    and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError)."""
+    spec = load_session(path, gpu_count=nvml.device_count(), only=only)
+    if baseline:
+        spec = dataclasses.replace(spec, baseline=baseline)
+    if not spec.cuda:
+        spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
+    return spec
+
+
+def monitor_engine(nvml: Nvml, *, interval: float = 1.0, stall_budget: float = STALL_BUDGET,
+                   record: bool = True, store_path: str | None = None,
+                   found: FoundJobs | None = None, command: str = "gputop-dl") -> Engine:
+    """`gputop-dl`: watch this machine; py-spy may use `stall_budget` of one core."""
+    plan = MonitorPlan(command)
+    found = found or FoundJobs(stall=plan.stall_found, stall_budget=stall_budget)
+    return Engine(plan, sampler=MachineSampler(nvml, found=found),
+                  recorder=Recorder(store_path, enabled=record), interval=interval)
+
+
+def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
+                  store_path: str | None = None, record: bool = True) -> Engine:
+    """`gputop-dl launch`: the workloads of `spec`; jobs found running are shown, never
+    py-spied (the co-run being measured is not disturbed) and not recorded."""
+    plan = LaunchPlan(spec, command)
+    return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=plan.stall_found)),
+                  recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+
+
+class Launcher:
+    """What the monitor's launcher screen calls: load a workload file, start an engine for it."""
+
+    def __init__(self, nvml: Nvml):
+        self.nvml = nvml
+
+    def load(self, path: str, only: list[str] | None = None) -> SessionSpec:
+        return open_spec(path, self.nvml, only=only)
+
+    def start(self, spec: SessionSpec) -> Engine:
+        return launch_engine(spec, Nvml(), command=f"gputop-dl (monitor launcher) {spec.path}")
+
+
+def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = None,
+             **overrides) -> Engine:
+    """Load a workload file, run the whole session without a presenter, return the engine
+    (tests and benchmarks)."""
+    nvml = nvml or Nvml()
+    spec = dataclasses.replace(open_spec(path, nvml), **overrides)
+    engine = launch_engine(spec, nvml, store_path=store_path, command=f"run_file {path}")
+    engine.start()
+    engine.join()
+    return engine
+
+
+# --- ending ------------------------------------------------------------------------------------
+
+def print_summary(engine: Engine, out=None) -> None:
+    """After a launch: the per-job results from the store, the verdict and the session line."""
+    if not engine.session_id:
+        return
+    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.present.headless import summary_table, verdict_lines
+    from gputop_dl.record.store import Store
+
+    out = out or console()
+    try:
+        store = Store(engine.store_path)
+        try:
+            summary = summarize(store, engine.session_id)
+        finally:
+            store.close()
+    except Exception as exc:  # the summary is a courtesy; the session is recorded either way
+        print(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}")
+        return
+    out.print(summary_table(summary.jobs))
+    for line in verdict_lines(engine.verdict):
+        out.print(line)
+    out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+
+
+def exit_code(engine: Engine) -> int:
+    """The engine's exit code; an engine error is also one line on stderr."""
+    if engine.error is not None:
+        print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)
+    return engine.exit_code()
+
+
+def _stop_on_signals(engine: Engine) -> None:
+    def handler(signum, _frame):
+        engine.request_stop("interrupted")
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+# --- the modes ---------------------------------------------------------------------------------
+
+def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None = None,
+               headless: bool = False) -> int:
+    """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console."""
+    nvml = Nvml()
+    spec = open_spec(path, nvml, only=only, baseline=baseline)
+    engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
+    if not headless and sys.stdout.isatty():
+        try:
+            from gputop_dl.present.tui.app import GputopApp
+        except ImportError:  # no usable Textual: the console still works
+            GputopApp = None
+        if GputopApp is not None:
+            return run_launch_tui(engine, GputopApp)
+    return run_headless(engine)
+
+
+def run_headless(engine: Engine) -> int:
+    """A launch on the console: header, live table or progress lines, then the summary."""
+    from gputop_dl.present.headless import Headless, header_lines
+
+    view = Headless(console())
+    engine.subscribe(view.feed)
+    _stop_on_signals(engine)
+    engine.start()
+    while engine.session_id is None and engine.running:
+        engine.join(0.05)
+    for line in header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail")):
+        view.console.print(line)
+    view.run(engine)
+    engine.join()
+    print_summary(engine, view.console)
+    return exit_code(engine)
+
+
+def run_launch_tui(engine: Engine, app_class) -> int:
+    """A launch in the TUI; the summary is printed once the screen is gone."""
+    app = app_class(engine, mode="launch", spec=engine.spec, handle_signals=True,
+                    exporter=export_for_tui)
+    try:
+        app.run()
+    finally:
+        if engine.running:
+            engine.request_stop("interrupted")
+        engine.join()
+    print_summary(engine)
+    return exit_code(engine)
+
+
+def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> int:
+    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded."""
+    from gputop_dl.present.tui.app import GputopApp
+
+    nvml = Nvml()
+    engine = monitor_engine(nvml, interval=max(0.1, interval),
+                            stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
+    app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
+                    exporter=export_for_tui)
+    try:
+        app.run()
+    finally:
+        for src in app.sources:
+            src.request_stop("interrupted")
+        for src in app.sources:
+            src.join(JOIN_TIMEOUT_S)
+    for i, src in enumerate(app.sources):
+        if src.session_id:  # the launches, and the monitor's own once it saw a training job
+            print(f"session {src.session_id} ({src.state})"
+                  + (": the training jobs this monitor saw" if i == 0 else ""))
+    return 1 if engine.error is not None else 0
+
+
+def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
+    """`gputop-dl --once [--json] [--stall S]`."""
+    if stall_s < 0 or stall_s > 60:
+        raise UsageError(f"--stall {stall_s:g}: expected seconds between 0 and 60")
+    snap = snapshot_once(stall_s=stall_s)
+    if as_json:
+        print(json.dumps(snap.to_json(), indent=2))
+    else:
+        from gputop_dl.present.once import print_once
+
+        print_once(snap, console())
+    return 0
+
+
+def export_for_tui(session_id: str, path: str, store_path: str | None = None) -> str:
+    """The TUI's `e` key: the session as Markdown (runs in a worker thread)."""
+    from gputop_dl.present.report import export_session
+
+    return export_session(session_id, path, store_path=store_path)
+
+
+def run_export(session_id: str | None, out: str) -> int:
+    """`gputop-dl export OUT.md|OUT.json [--session ID]`."""
+    from gputop_dl.present.report import ExportError, export_session
+
+    try:
+        path = export_session(session_id, out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"wrote {path}")
+    return 0
+
+
+def run_sessions() -> int:
+    """`gputop-dl sessions`."""
+    from gputop_dl.present.report import list_sessions, sessions_table
+    from gputop_dl.record.store import default_db_path
+
+    rows = list_sessions()
+    if not rows:
+        print(f"no sessions recorded yet (in {default_db_path()}): run "
+              "`gputop-dl launch FILE.toml` first")
+        return 0
+    console().print(sessions_table(rows))
+    return 0

@@ -1,0 +1,1 @@
+"""Text helpers shared by every output (console, TUI, reports, lab): formatting, Markdown, consoles."""
