@@ -73,6 +73,25 @@ def test_signal_stops_every_child(tmp_path, sig):
     assert {j["status"] for j in Store().jobs(sid.id)} == {"stopped"}
 
 
+def test_sigint_during_a_solo_baseline_stops_the_baseline_job(tmp_path):
+    """Issue 16: the solo baseline's job was dropped from the engine's runs before shutdown saw
+    it, so an interrupt during the baseline left it (and its loader workers) running."""
+    path = slow_file(tmp_path, ["a"])
+    with open(path) as f:
+        text = f.read().replace('baseline = "none"', 'baseline = "measure"\nbaseline_steps = 1000')
+    with open(path, "w") as f:
+        f.write(text)
+    p = start_cli(path)
+    tree = wait_tree(p.pid, 3)  # the baseline trainer + 2 loader workers
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, out
+    assert_all_gone(tree, timeout=5)  # stopped by gputop-dl, not by the PDEATHSIG fallback
+    sid = Store().sessions()[0]
+    assert sid.state == "interrupted"
+    assert Store().jobs(sid.id)[0]["status"] == "stopped"
+
+
 def test_kill_9_leaves_no_orphans_and_a_readable_session(tmp_path):
     p = start_cli(slow_file(tmp_path, ["a"]))
     tree = wait_tree(p.pid, 3)
