@@ -12,7 +12,7 @@ pytest.importorskip("textual")
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
 from gputop_dl.present.tui.jobs_table import JobsTable  # noqa: E402
 from gputop_dl.present.tui.screens import JobDetailScreen  # noqa: E402
-from gputop_dl.present.fmt import DASH  # noqa: E402
+from gputop_dl.text.fmt import DASH  # noqa: E402
 from gputop_dl.snapshot import GpuProcess, JobSample  # noqa: E402
 
 try:

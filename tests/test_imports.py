@@ -13,7 +13,7 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gpu
                    "gputop_dl.analyse.verdict", "gputop_dl.analyse.evidence",
                    "gputop_dl.analyse.summary", "gputop_dl.present.headless",
                    "gputop_dl.present.once", "gputop_dl.present.report",
-                   "gputop_dl.present.markdown", "gputop_dl.collect.discover",
+                   "gputop_dl.text.markdown", "gputop_dl.collect.discover",
                    "gputop_dl.collect.found", "gputop_dl.collect.machine", "gputop_dl.runner", "gputop_dl.lab.commands", "gputop_dl.collect.stall",
                    "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report"]
 # the only modules that import torch: they run in the trainer child or a lab worker process
@@ -74,3 +74,63 @@ def test_real_launch_parent_never_imports_torch(tmp_path):
                        env=dict(os.environ), timeout=180)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert (tmp_path / "r.md").exists()
+
+
+# --- the floors of the house: the import contract in pyproject.toml ([tool.importlinter]) -------
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _lint_imports(root: str) -> subprocess.CompletedProcess:
+    """import-linter over the package under `root`, with the contracts of `root`'s pyproject."""
+    exe = os.path.join(os.path.dirname(sys.executable), "lint-imports")
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(root))
+    return subprocess.run([exe, "--config", "pyproject.toml", "--no-cache"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_layers_hold():
+    r = _lint_imports(ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "BROKEN" not in r.stdout and "2 kept, 0 broken" in r.stdout
+
+
+def test_the_contract_fails_on_a_deliberate_violation(tmp_path):
+    """A copy of the package where the lab imports a presenter and a presenter builds an engine:
+    both contracts must say so (a contract that cannot fail proves nothing)."""
+    import shutil
+
+    shutil.copytree(os.path.join(ROOT, "gputop_dl"), tmp_path / "gputop_dl",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(ROOT, "pyproject.toml"), tmp_path / "pyproject.toml")
+    with open(tmp_path / "gputop_dl" / "lab" / "sweepfit.py", "a") as f:
+        f.write("\nfrom gputop_dl.present import headless  # deliberate violation\n")
+    with open(tmp_path / "gputop_dl" / "present" / "headless.py", "a") as f:
+        f.write("\nfrom gputop_dl.engine import Engine  # deliberate violation\n")
+    r = _lint_imports(str(tmp_path))
+    assert r.returncode != 0
+    assert "0 kept, 2 broken" in r.stdout, r.stdout[-3000:]
+    assert "gputop_dl.lab.sweepfit -> gputop_dl.present.headless" in r.stdout
+    assert "gputop_dl.present.headless -> gputop_dl.engine" in r.stdout
+
+
+def test_no_string_imports_of_the_package():
+    """Imports are statements the contract can see: no importlib.import_module("gputop_dl...")
+    or __import__ of our own modules (the start-up hook loads two files by path, on purpose:
+    it runs in interpreters where gputop_dl may not be importable)."""
+    for root, _, files in os.walk(PKG):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(root, f)
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if not isinstance(node, ast.Call) or not node.args:
+                    continue
+                fn = node.func
+                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                arg = node.args[0]
+                if name in ("import_module", "__import__") and not (
+                        isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                        and not arg.value.startswith("gputop_dl")):
+                    raise AssertionError(f"{os.path.relpath(path, PKG)}:{node.lineno}: "
+                                         f"{name}({ast.unparse(arg)}) hides an import")

@@ -13,10 +13,20 @@ import pytest
 from markdown_it import MarkdownIt
 
 from gputop_dl import cli
-from gputop_dl.present import mermaid, report
-from gputop_dl.present.report import (ExportError, ExportUsageError, export_session, fence,
-                                      list_sessions, md_cell, render_markdown, session_json)
+from gputop_dl.present.report import (
+    ExportError,
+    ExportUsageError,
+    document,
+    export_session,
+    list_sessions,
+    mermaid,
+    render_markdown,
+    session_json,
+)
+from gputop_dl.present.report import export as report_export
 from gputop_dl.record.store import Store
+from gputop_dl.text import fmt
+from gputop_dl.text.markdown import fence, md_cell, write_atomic
 from tests import report_fixtures as fx
 
 MD = MarkdownIt("commonmark").enable("table")
@@ -415,7 +425,7 @@ def test_failed_render_leaves_no_file(store, tmp_path, monkeypatch):
     def boom(data):
         raise RuntimeError("render failed")
 
-    monkeypatch.setattr(report, "render_markdown", boom)
+    monkeypatch.setattr(report_export, "render_markdown", boom)
     with pytest.raises(RuntimeError):
         export_session(None, str(out / "r.md"), str(tmp_path / "sessions.db"))
     assert os.listdir(out) == []
@@ -429,7 +439,7 @@ def test_failed_write_keeps_the_old_file_and_no_temp(store, tmp_path, monkeypatc
     def fail_fsync(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report.os, "fsync", fail_fsync)
+    monkeypatch.setattr(os, "fsync", fail_fsync)
     with pytest.raises(ExportError, match="No space left"):
         export_session(None, str(target), str(tmp_path / "sessions.db"))
     assert target.read_text() == "old report\n"
@@ -439,7 +449,7 @@ def test_failed_write_keeps_the_old_file_and_no_temp(store, tmp_path, monkeypatc
 def test_write_replaces_atomically(tmp_path):
     p = tmp_path / "a.md"
     p.write_text("old")
-    report.write_atomic(str(p), "new")
+    write_atomic(str(p), "new")
     assert p.read_text() == "new" and _leftovers(tmp_path) == []
     assert oct(p.stat().st_mode & 0o777) != oct(0o600)  # not mkstemp's private mode
 
@@ -562,9 +572,9 @@ def test_end_to_end_launch_then_export(home, capsys):
     assert [e["time_s"] for e in job["epochs"]] == [e["time_s"] for e in epochs]
     row = rows_by_job(table_with(text, "median epoch"))["tiny"]
     assert row["epochs"] == "2/2" and row["status"] == "done"
-    assert row["step"] == report.secs(job["step_time_s"])
-    assert row["slowdown"] == report.num(job["slowdown"], ".2f", "×")
-    assert row["samples/s"] == report.num(job["samples_per_s"], ".1f")
+    assert row["step"] == fmt.secs(job["step_time_s"])
+    assert row["slowdown"] == fmt.num(job["slowdown"], ".2f", "×")
+    assert row["samples/s"] == fmt.num(job["samples_per_s"], ".1f")
     assert row["peak mem"].endswith("(host RSS)")
     env = dict(table_with(text, "item")["rows"])
     assert "vCPUs" in env["CPU"] and env["torch"] not in ("", "–")
@@ -628,7 +638,7 @@ def test_long_run_step_stats_are_sampled_and_say_so(store, monkeypatch):
 
 def test_long_series_read_every_kth_second(store, monkeypatch):
     sid = fx.make_session(store, ticks=300)
-    monkeypatch.setattr(report, "SERIES_ROW_CAP", 400)
+    monkeypatch.setattr(document, "SERIES_ROW_CAP", 400)
     s = session_json(store, sid)["series"]
     assert s["every_s"] == {"host": 1, "gpus": 3, "jobs": 3}  # 3 jobs (one never sampled)
     assert all(v == 0.25 for v in s["gpus"][1]["util"])
@@ -655,10 +665,38 @@ def test_a_command_job_shows_what_its_hook_saw_not_the_file_defaults(store):
     store.add_events(sid, "mnist", "co-run", evs)
     store.upsert_job(sid, "mnist", launched=True, config=None, status="done", ended=t)
     store.end_session(sid, "finished")
-    data = report.session_json(store, sid)
-    text = report.render_markdown(data)
+    data = session_json(store, sid)
+    text = render_markdown(data)
     wl = rows_by_job(table_with(text, "transforms"))["mnist"]
     assert wl["batch"] == "64" and wl["input"] == wl["dataset"] == wl["workers"] == "–"
     assert wl["model"].startswith("command: python main.py")
     res = rows_by_job(table_with(text, "median epoch"))["mnist"]
     assert res["epochs"] == "2" and res["samples/s"] == "640.0"
+
+
+# --- analyse/window.py: the report's co-run window and host means ---------------------------
+
+def test_corun_window_ends_with_the_last_job_or_the_session():
+    from gputop_dl.analyse.window import corun_window
+
+    assert corun_window([], [], 2, 50.0) == (None, None)
+    assert corun_window([12.0, 10.0], [40.0, 30.0], 2, 50.0) == (10.0, (10.0, 40.0))
+    assert corun_window([12.0, 10.0], [30.0], 2, 50.0) == (10.0, (10.0, 50.0))  # one still ran
+
+
+def test_corun_host_means_weight_buckets_by_samples_and_take_edge_buckets():
+    from gputop_dl.analyse.window import corun_host_means
+
+    series = {"bucket_s": 10.0, "t": [5.0, 15.0, 25.0, 35.0],
+              "host": {"cpu_busy": [0.1, 0.5, 1.0, 0.2], "load1": [1.0, None, 3.0, 9.0],
+                       "psi_some10": [None, None, None, None]}}
+    counts = [10, 10, 5, 10]
+    # window 1010-1021 s, session start 1000: buckets [10,20) and [20,30) overlap it
+    out = corun_host_means(series, counts, (1010.0, 1021.0), 1000.0)
+    assert out["cpu_busy_mean"] == pytest.approx((0.5 * 10 + 1.0 * 5) / 15)
+    assert out["load1_mean"] == 3.0 and out["psi_some10_mean"] is None
+    assert out["cpu_busy_max"] == 1.0
+    empty = {"cpu_busy_mean": None, "load1_mean": None, "psi_some10_mean": None,
+             "cpu_busy_max": None}
+    assert corun_host_means(series, counts, None, 1000.0) == empty
+    assert corun_host_means(None, [], (0.0, 1.0), 0.0) == empty

@@ -76,8 +76,8 @@ def cmd_models(args) -> int:
 def cmd_sweep(args) -> int:
     from gputop_dl.collect.environment import environment
     from gputop_dl.lab import sweep, sweep_report
-    from gputop_dl.present.markdown import write_atomic
-    from gputop_dl.present.fmt import secs, size
+    from gputop_dl.text.markdown import write_atomic
+    from gputop_dl.text.fmt import secs, size
     from gputop_dl.record.store import Store
 
     model = check_model(args.model)

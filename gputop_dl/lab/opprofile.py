@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from gputop_dl.present.markdown import md_cell, table, write_atomic
+from gputop_dl.text.markdown import md_cell, table, write_atomic
 from gputop_dl.lab.sweep_worker import Sweeper
 
 TOP = 10

@@ -7,8 +7,8 @@ import time
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.present.markdown import md_cell, table
-from gputop_dl.present.fmt import DASH, secs, size
+from gputop_dl.text.markdown import md_cell, table
+from gputop_dl.text.fmt import DASH, secs, size
 
 MEM_LABEL = {"cuda-allocated": "peak mem (CUDA allocated)", "host-rss-delta": "peak RSS − start"}
 

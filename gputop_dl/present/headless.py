@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 

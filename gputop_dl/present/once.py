@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from gputop_dl.present.fmt import DASH, num, pct, size
+from gputop_dl.text.fmt import DASH, num, pct, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 

@@ -14,7 +14,7 @@ import statistics
 
 from textual.content import Content
 
-from gputop_dl.present.fmt import secs
+from gputop_dl.text.fmt import secs
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import JobSample
@@ -128,7 +128,7 @@ class EpochPanel(Panel):
         label_w, tail_w = 7, 22
         bar_w = max(10, width - label_w - tail_w)
         lines: list[Content] = [Content.assemble(
-            (fit("", label_w), ""), (fit(f"0 s", bar_w // 2), "$text-muted"),
+            (fit("", label_w), ""), (fit("0 s", bar_w // 2), "$text-muted"),
             (f"{secs(scale):>{bar_w - bar_w // 2}}", "$text-muted"),
             ("  " + (f"{SOLO_MARK} solo ≈ {secs(solo)}" if solo else "no solo baseline"), "$text-muted"))]
         room = height - 1 - (1 if solo else 0) - (1 if cur else 0)

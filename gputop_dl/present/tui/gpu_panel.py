@@ -7,7 +7,7 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 
 from __future__ import annotations
 
-from gputop_dl.present.fmt import DASH
+from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
 from gputop_dl.snapshot import GpuSample, Snapshot

@@ -7,7 +7,7 @@ throttling appear only where the kernel provides them.
 
 from __future__ import annotations
 
-from gputop_dl.present.fmt import DASH, num, pct, size
+from gputop_dl.text.fmt import DASH, num, pct, size
 from gputop_dl.present.tui.base import Line, LinePanel
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
 from gputop_dl.snapshot import HostSample

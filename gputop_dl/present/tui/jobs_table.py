@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.present.tui.base import set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import GpuProcess, JobSample

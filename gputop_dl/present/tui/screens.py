@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 
-from gputop_dl.present.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import JobSample
 
 def modal_css(name: str, width: int = 100) -> str:

@@ -6,7 +6,7 @@ import os
 import re
 import tempfile
 
-from gputop_dl.present.fmt import DASH
+from gputop_dl.text.fmt import DASH
 
 _MD_PUNCT = re.compile(r"([\\`*\[\]|~#])")
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")

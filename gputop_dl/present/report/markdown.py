@@ -1,12 +1,6 @@
-"""Session reports: `gputop-dl export OUT.md | OUT.json` and the `gputop-dl sessions` listing.
+"""The session report as GitHub-flavoured Markdown, rendered from the JSON document only.
 
-    data = session_json(store, sid)      # the JSON export (contract: docs/design.md)
-    text = render_markdown(data)         # the same content as GitHub-flavoured Markdown
-    export_session(None, "run.md")       # latest session -> file, written atomically
-
-The Markdown is rendered from the JSON dict only, so both formats carry the same content and a
-saved JSON can be re-rendered. Time series are reduced in SQL to at most `MAX_POINTS` bucket
-means, so a 24-hour session exports in about as long as a 2-minute one.
+    text = render_markdown(session_json(store, sid))    # or from a saved JSON export
 
 Untrusted text (job names, process command lines, paths, error messages) goes through `md_cell`
 / `md_text` (escapes `|`, backticks, emphasis and link brackets, `< > &`, line breaks) or `fence`
@@ -16,244 +10,16 @@ Untrusted text (job names, process command lines, paths, error messages) goes th
 from __future__ import annotations
 
 import json
-import math
-import os
 import time
 
-from gputop_dl import __version__
-from gputop_dl.analyse.summary import JobResult, SessionSummary, summarize
-from gputop_dl.present import mermaid
-from gputop_dl.present.markdown import fence, md_cell, md_text, table, write_atomic
-from gputop_dl.present.fmt import DASH, num, pct, secs, size
-from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.present.report import mermaid
+from gputop_dl.text.fmt import DASH, num, pct, secs, size
+from gputop_dl.text.markdown import fence, md_cell, md_text, table
 
-SESSION_SCHEMA = "gputop-dl.session/1"
-MAX_POINTS = mermaid.MAX_POINTS
-FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
-SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
 
 
-class ExportError(Exception):
-    """An export that cannot be done: one-line message; `exit_code` for the CLI (1)."""
-
-    exit_code = 1
-
-
-class ExportUsageError(ExportError):
-    """Bad usage (unknown extension, unknown or ambiguous session id): exit code 2."""
-
-    exit_code = 2
-
-
-# --- the JSON document ----------------------------------------------------------------------
-
-def _r(x, digits: int = 4):
-    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
-        return x
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return round(x, digits) if isinstance(x, float) else x
-
-
-def _peak_mem(j: dict) -> tuple[int | None, str | None]:
-    """The memory figure of the results table and what it measures."""
-    if j.get("peak_gpu_mem") is not None:
-        return j["peak_gpu_mem"], "gpu"
-    if j.get("peak_framework_mem") is not None:
-        dev = j.get("device") or ""
-        kind = "cuda-allocated" if dev.startswith("cuda") else "host-rss-trainer"
-        return j["peak_framework_mem"], kind
-    if j.get("peak_rss") is not None:
-        return j["peak_rss"], "host-rss-tree"
-    return None, None
-
-
-def _event_text(e: dict) -> str:
-    ev = e.get("ev")
-    if ev == "failed":
-        return f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
-    if ev == "baseline":
-        parts = [f"solo step {secs(e.get('step_time_s'))}",
-                 f"{num(e.get('samples_per_s'), '.1f')} samples/s",
-                 f"data stall {pct(e.get('stall_fraction'))}",
-                 f"{num(e.get('cpu_cores'), '.2f')} CPU cores"]
-        return ", ".join(parts)
-    return str(e.get("message") or "")
-
-
-def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int,
-            n_jobs: int) -> tuple[dict | None, list[int]]:
-    """Bucketed host/GPU/job time series on one shared time axis (bucket means, in SQL).
-
-    A table whose rows in this session would exceed SERIES_ROW_CAP is read every k-th
-    second only ("every_s" in the result), which bounds a 24-hour session's export time.
-    Also returns the host samples per bucket (weights for co-run means)."""
-    span = store.sample_span(sid)
-    if span is None:
-        return None, []
-    t0, t1, n = span
-    k = max(1, min(max_points, n))
-    width = (t1 - t0) / k * (1 + 1e-9) if t1 > t0 else 1.0
-    ticks_per_s = n / max(t1 - t0, 1.0)
-
-    def every(rows_per_tick: int) -> int:
-        rows = n * max(1, rows_per_tick)
-        return 1 if rows <= SERIES_ROW_CAP else math.ceil(rows / SERIES_ROW_CAP / ticks_per_s)
-
-    ev_host, ev_gpu, ev_job = every(1), every(n_gpus), every(n_jobs)
-
-    def grid():
-        return [None] * k
-
-    def idx(b):
-        return min(max(int(b), 0), k - 1)
-
-    host = {"cpu_busy": grid(), "load1": grid(), "psi_some10": grid(), "throttled": grid(),
-            "mem_used": grid()}
-    counts = [0] * k
-    for b, _t, busy, load1, psi, thr, mem, cnt in store.host_series(sid, t0, width, ev_host):
-        i = idx(b)
-        host["cpu_busy"][i], host["load1"][i], host["psi_some10"][i] = _r(busy), _r(load1), _r(psi)
-        host["throttled"][i], host["mem_used"][i] = _r(thr), None if mem is None else int(mem)
-        counts[i] = cnt
-    gpus: dict[int, dict] = {}
-    for b, g, _t, util, mem, mem_total, temp, power, _n in store.gpu_series(sid, t0, width, ev_gpu):
-        d = gpus.setdefault(g, {"index": g, "mem_total": None, "util": grid(), "mem_used": grid(),
-                                "temp_c": grid(), "power_w": grid()})
-        i = idx(b)
-        d["util"][i], d["temp_c"][i], d["power_w"][i] = _r(util), _r(temp, 1), _r(power, 1)
-        d["mem_used"][i] = None if mem is None else int(mem)
-        if mem_total is not None:
-            d["mem_total"] = max(d["mem_total"] or 0, int(mem_total))
-    jobs: dict[str, dict] = {}
-    for b, job, _t, cores, stall, step, sps, _rss, _gm, _n in store.job_series(sid, t0, width,
-                                                                                 ev_job):
-        d = jobs.setdefault(job, {"name": job, "cpu_cores": grid(), "stall": grid(),
-                                  "step_time_s": grid(), "samples_per_s": grid()})
-        i = idx(b)
-        d["cpu_cores"][i], d["stall"][i] = _r(cores, 3), _r(stall, 3)
-        d["step_time_s"][i], d["samples_per_s"][i] = _r(step), _r(sps, 2)
-    series = {
-        "points": k, "bucket_s": _r(width, 3), "t0": t0,
-        "every_s": {"host": ev_host, "gpus": ev_gpu, "jobs": ev_job},
-        "t": [_r(t0 + (i + 0.5) * width - t_start, 2) for i in range(k)],  # seconds since start
-        "host": host, "gpus": [gpus[g] for g in sorted(gpus)], "jobs": list(jobs.values()),
-    }
-    return series, counts
-
-
-def _corun_host(series: dict | None, counts: list[int], window: tuple[float, float] | None,
-                t_start: float) -> dict:
-    """Host means over the co-run window, from the bucket means (weighted by samples)."""
-    out = {"cpu_busy_mean": None, "load1_mean": None, "psi_some10_mean": None,
-           "cpu_busy_max": None}
-    if not series or window is None:
-        return out
-    a, b = window[0] - t_start, window[1] - t_start
-    half = series["bucket_s"] / 2
-    sel = [i for i, t in enumerate(series["t"]) if t + half > a and t - half < b]
-    for key, name in (("cpu_busy", "cpu_busy_mean"), ("load1", "load1_mean"),
-                      ("psi_some10", "psi_some10_mean")):
-        vals = [(series["host"][key][i], counts[i]) for i in sel
-                if series["host"][key][i] is not None and counts[i]]
-        if vals:
-            out[name] = _r(sum(v * c for v, c in vals) / sum(c for _, c in vals))
-    busy = [series["host"]["cpu_busy"][i] for i in sel if series["host"]["cpu_busy"][i] is not None]
-    out["cpu_busy_max"] = max(busy) if busy else None
-    return out
-
-
-def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
-    """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
-    row = store.session(sid)
-    if row is None:
-        raise ExportUsageError(f"no session {sid!r}" if sid else "no sessions recorded")
-    sid = row.id
-    summary = summarize(store, sid)
-    sampled = summary.sampled
-    spec = row.spec or {}
-    stats = store.session_stats().get(sid, {})
-    env0 = row.environment or {}
-    series, counts = _series(store, sid, row.started, max_points, len(env0.get("gpus") or []),
-                             len(summary.jobs))
-    if series:  # job series in the jobs' order (the chart's lines are listed in this order)
-        order = {j.name: i for i, j in enumerate(summary.jobs)}
-        series["jobs"].sort(key=lambda d: order.get(d["name"], len(order)))
-    last_sample = (series["t0"] + (series["t"][-1] + series["bucket_s"] / 2)) if series else None
-    if row.ended is not None:
-        end = row.ended
-    else:
-        end = max(x for x in (stats.get("heartbeat"), last_sample, row.started) if x is not None)
-        if row.state == "running":
-            end = max(end, time.time())
-
-    env = dict(row.environment or {})
-    for key in ("cpu_model", "cpus", "gpus", "driver", "torch"):
-        env.setdefault(key, [] if key == "gpus" else None)
-
-    jobs = []
-    for r in summary.jobs:
-        j = r.to_json()
-        mem, kind = _peak_mem(j)
-        j.update(
-            step_stats_sampled=sampled.get(r.name), solo=r.solo, started=r.started,
-            ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
-            epochs_planned=r.epochs_planned, batch_size=r.batch_size,
-            solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
-                              if r.median_epoch_s and r.slowdown else None))
-        jobs.append(j)
-
-    events = []
-    for e in summary.events:
-        data = {k: v for k, v in e.items() if k not in ("t", "job", "phase", "ev")}
-        events.append({"t": e.get("t"), "job": e.get("job"), "phase": e.get("phase"),
-                       "ev": e.get("ev"), "text": _event_text(e), "data": data})
-    failed_ev = {e["job"] for e in events if e["ev"] == "failed" and e["phase"] == "co-run"}
-    for j in jobs:
-        if j["status"] == "failed" and j["name"] in failed_ev:
-            continue  # the trainer's own "failed" event says it (with the cause)
-        if j["status"] in ("failed", "stopped", "done") and j["ended"]:
-            events.append({"t": j["ended"], "job": j["name"], "phase": "co-run",
-                           "ev": j["status"], "text": j["failure"] or "", "data": {}})
-    if row.state == "interrupted":
-        live = [j["name"] for j in jobs if j["status"] in ("running", "starting", "waiting")]
-        events.append({"t": end, "job": None, "phase": None, "ev": "interrupted",
-                       "text": "gputop-dl stopped recording (its process ended without closing "
-                               "the session)" + (f"; still running then: {', '.join(live)}"
-                                                 if live else ""), "data": {}})
-    events.sort(key=lambda e: (e["t"] is None, e["t"] or 0))
-
-    starts = [e["t"] for j in jobs for e in store.events(sid, job=j["name"], ev="started",
-                                                         phase="co-run")[:1]]
-    ends = [j["ended"] for j in jobs if j["ended"]]
-    corun_started = min(starts) if starts else None
-    window = None
-    if corun_started is not None:
-        window = (corun_started, max(ends) if ends and len(ends) == len(jobs) else end)
-    host = {"cpus": env.get("cpus"), **_corun_host(series, counts, window, row.started)}
-
-    return {
-        "schema": SESSION_SCHEMA,
-        "id": sid, "name": row.name, "state": row.state, "kind": row.kind,
-        "file": row.file, "command": row.command,
-        "started": row.started, "ended": row.ended, "duration_s": _r(end - row.started, 2),
-        "corun_started": corun_started,
-        "baseline": spec.get("baseline"), "interval": spec.get("interval"),
-        "cuda": spec.get("cuda"),
-        "environment": env,
-        "verdict": row.verdict,
-        "jobs": jobs,
-        "host": host,
-        "events": events,
-        "series": series,
-        "generator": f"gputop-dl {__version__}",
-    }
-
-
-# --- Markdown -------------------------------------------------------------------------------
-
-def _when(t: float | None, fmt: str = "%Y-%m-%d %H:%M:%S %z") -> str:
+def when(t: float | None, fmt: str = "%Y-%m-%d %H:%M:%S %z") -> str:
     return DASH if t is None else time.strftime(fmt, time.localtime(t))
 
 
@@ -624,7 +390,7 @@ def _events_section(data: dict) -> str:
     evs = data.get("events") or []
     out = ["## Events", ""]
     if evs:
-        rows = [[_when(e.get("t"), "%H:%M:%S"), _since(e.get("t"), t0), md_cell(e.get("job")),
+        rows = [[when(e.get("t"), "%H:%M:%S"), _since(e.get("t"), t0), md_cell(e.get("job")),
                  md_cell(e.get("phase")), md_cell(e.get("ev")), md_cell(e.get("text"))]
                 for e in evs]
         out.append(table(["time", "since start", "job", "phase", "event", "detail"], rows,
@@ -651,7 +417,7 @@ def render_markdown(data: dict) -> str:
         f"# gputop-dl report: {md_text(data.get('name') or data.get('id'))}", "",
         f"- **Session:** {md_cell(data.get('id'))}",
         f"- **State:** {_state_text(data.get('state'))}",
-        f"- **Date:** {_when(data.get('started'))}",
+        f"- **Date:** {when(data.get('started'))}",
         f"- **Duration:** {secs(data.get('duration_s'))}",
         f"- **Workload file:** {md_cell(data.get('file'))}",
         f"- **Solo baselines:** {md_cell(data.get('baseline'))}",
@@ -670,127 +436,3 @@ def render_markdown(data: dict) -> str:
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "
              "content.*"]
     return "\n\n".join(parts) + "\n"
-
-
-# --- files ----------------------------------------------------------------------------------
-
-def _finite(obj):
-    """NaN and infinities (invalid JSON) become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def _open_store(store_path: str | None) -> Store:
-    path = store_path or default_db_path()
-    if not os.path.exists(path):
-        raise ExportError(f"no sessions recorded yet (no {path}): run `gputop-dl launch FILE.toml` "
-                          "first")
-    return Store(path)
-
-
-def _resolve(store: Store, session_id: str | None) -> str:
-    if session_id is None:
-        row = store.session(None)
-        if row is None:
-            raise ExportError("no sessions recorded yet: run `gputop-dl launch FILE.toml` first")
-        return row.id
-    matches = [s.id for s in store.sessions() if s.id.startswith(session_id)]
-    if session_id in matches:
-        return session_id
-    if not matches:
-        raise ExportUsageError(f"no session {session_id!r} (see `gputop-dl sessions`)")
-    if len(matches) > 1:
-        raise ExportUsageError(f"session id {session_id!r} is ambiguous: "
-                               + ", ".join(matches[:5]) + (" ..." if len(matches) > 5 else ""))
-    return matches[0]
-
-
-def export_session(session_id: str | None, path: str, store_path: str | None = None) -> str:
-    """Write session `session_id` (None: the latest) to `path` (.md or .json); returns the path."""
-    fmt = FORMATS.get(os.path.splitext(path)[1].lower())
-    if fmt is None:
-        raise ExportUsageError(f"{path}: unknown report format, expected a .md or .json file name")
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise ExportError(f"{path}: no such directory {d}")
-    store = _open_store(store_path)
-    try:
-        sid = _resolve(store, session_id)
-        row = store.session(sid)
-        if row.kind == "sweep":
-            text = _sweep_text(store, sid, row, fmt)
-        else:
-            data = session_json(store, sid)
-            text = (render_markdown(data) if fmt == "md"
-                    else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
-    finally:
-        store.close()
-    try:
-        write_atomic(path, text)
-    except OSError as exc:
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return path
-
-
-def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
-    """A recorded `gputop-dl sweep`: the same report the sweep wrote (no torch imported)."""
-    from gputop_dl.lab import sweep, sweep_report
-
-    res = sweep.result_from_store(store, sid)
-    if fmt == "md":
-        return sweep_report.markdown(res, row.command or "", row.environment)
-    data = dict(res.to_json(), id=sid, state=row.state, environment=row.environment)
-    return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
-
-
-# --- sessions listing -----------------------------------------------------------------------
-
-def list_sessions(store_path: str | None = None) -> list[dict]:
-    """Recorded sessions, newest first: id, name, started, duration_s, jobs, verdict, state."""
-    path = store_path or default_db_path()
-    if not os.path.exists(path):
-        return []
-    store = Store(path)
-    try:
-        stats = store.session_stats()
-        out = []
-        now = time.time()
-        for s in store.sessions():
-            st = stats.get(s.id, {})
-            if s.ended is not None:
-                end = s.ended
-            elif s.state == "running":
-                end = now
-            else:
-                end = st.get("heartbeat") or s.started
-            v = s.verdict or {}
-            out.append({"id": s.id, "name": s.name, "started": s.started,
-                        "duration_s": max(0.0, end - s.started), "jobs": st.get("jobs", 0),
-                        "verdict": v.get("title") or v.get("kind") if v else None,
-                        "verdict_kind": v.get("kind") if v else None, "state": s.state,
-                        "file": s.file})
-        return out
-    finally:
-        store.close()
-
-
-def sessions_table(rows: list[dict]):
-    """The `gputop-dl sessions` table (Rich)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(header_style="bold", title="Recorded sessions (newest first)", title_justify="left")
-    for col, just in (("id", "left"), ("name", "left"), ("start", "left"), ("duration", "right"),
-                      ("jobs", "right"), ("verdict", "left"), ("state", "left")):
-        t.add_column(col, justify=just, no_wrap=col in ("id", "start"))
-    style = {"finished": "green", "interrupted": "yellow", "running": "cyan"}
-    for r in rows:
-        t.add_row(Text(r["id"]), Text(r["name"] or ""), _when(r["started"], "%Y-%m-%d %H:%M"),
-                  secs(r["duration_s"]), str(r["jobs"]), Text(r["verdict"] or DASH),
-                  Text(r["state"], style=style.get(r["state"], "")))
-    return t

@@ -1,0 +1,205 @@
+"""A recorded session as the JSON document of the export (contract: `gputop-dl.session/1`).
+
+    data = session_json(store, sid)      # everything the Markdown report shows, and more
+
+Time series are reduced in SQL to at most `MAX_POINTS` bucket means, so a 24-hour session
+exports in about as long as a 2-minute one. The co-run window and its host means come from
+`analyse.window`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from gputop_dl import __version__
+from gputop_dl.analyse.summary import summarize
+from gputop_dl.analyse.window import corun_host_means, corun_window
+from gputop_dl.present.report.errors import ExportUsageError
+from gputop_dl.present.report.mermaid import MAX_POINTS
+from gputop_dl.record.store import Store
+from gputop_dl.text.fmt import num, pct, secs
+
+SESSION_SCHEMA = "gputop-dl.session/1"
+SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
+
+
+def _r(x, digits: int = 4):
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
+        return x
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return round(x, digits) if isinstance(x, float) else x
+
+
+def _peak_mem(j: dict) -> tuple[int | None, str | None]:
+    """The memory figure of the results table and what it measures."""
+    if j.get("peak_gpu_mem") is not None:
+        return j["peak_gpu_mem"], "gpu"
+    if j.get("peak_framework_mem") is not None:
+        dev = j.get("device") or ""
+        kind = "cuda-allocated" if dev.startswith("cuda") else "host-rss-trainer"
+        return j["peak_framework_mem"], kind
+    if j.get("peak_rss") is not None:
+        return j["peak_rss"], "host-rss-tree"
+    return None, None
+
+
+def _event_text(e: dict) -> str:
+    ev = e.get("ev")
+    if ev == "failed":
+        return f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
+    if ev == "baseline":
+        parts = [f"solo step {secs(e.get('step_time_s'))}",
+                 f"{num(e.get('samples_per_s'), '.1f')} samples/s",
+                 f"data stall {pct(e.get('stall_fraction'))}",
+                 f"{num(e.get('cpu_cores'), '.2f')} CPU cores"]
+        return ", ".join(parts)
+    return str(e.get("message") or "")
+
+
+def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int,
+            n_jobs: int) -> tuple[dict | None, list[int]]:
+    """Bucketed host/GPU/job time series on one shared time axis (bucket means, in SQL).
+
+    A table whose rows in this session would exceed SERIES_ROW_CAP is read every k-th
+    second only ("every_s" in the result), which bounds a 24-hour session's export time.
+    Also returns the host samples per bucket (weights for co-run means)."""
+    span = store.sample_span(sid)
+    if span is None:
+        return None, []
+    t0, t1, n = span
+    k = max(1, min(max_points, n))
+    width = (t1 - t0) / k * (1 + 1e-9) if t1 > t0 else 1.0
+    ticks_per_s = n / max(t1 - t0, 1.0)
+
+    def every(rows_per_tick: int) -> int:
+        rows = n * max(1, rows_per_tick)
+        return 1 if rows <= SERIES_ROW_CAP else math.ceil(rows / SERIES_ROW_CAP / ticks_per_s)
+
+    ev_host, ev_gpu, ev_job = every(1), every(n_gpus), every(n_jobs)
+
+    def grid():
+        return [None] * k
+
+    def idx(b):
+        return min(max(int(b), 0), k - 1)
+
+    host = {"cpu_busy": grid(), "load1": grid(), "psi_some10": grid(), "throttled": grid(),
+            "mem_used": grid()}
+    counts = [0] * k
+    for b, _t, busy, load1, psi, thr, mem, cnt in store.host_series(sid, t0, width, ev_host):
+        i = idx(b)
+        host["cpu_busy"][i], host["load1"][i], host["psi_some10"][i] = _r(busy), _r(load1), _r(psi)
+        host["throttled"][i], host["mem_used"][i] = _r(thr), None if mem is None else int(mem)
+        counts[i] = cnt
+    gpus: dict[int, dict] = {}
+    for b, g, _t, util, mem, mem_total, temp, power, _n in store.gpu_series(sid, t0, width, ev_gpu):
+        d = gpus.setdefault(g, {"index": g, "mem_total": None, "util": grid(), "mem_used": grid(),
+                                "temp_c": grid(), "power_w": grid()})
+        i = idx(b)
+        d["util"][i], d["temp_c"][i], d["power_w"][i] = _r(util), _r(temp, 1), _r(power, 1)
+        d["mem_used"][i] = None if mem is None else int(mem)
+        if mem_total is not None:
+            d["mem_total"] = max(d["mem_total"] or 0, int(mem_total))
+    jobs: dict[str, dict] = {}
+    for b, job, _t, cores, stall, step, sps, _rss, _gm, _n in store.job_series(sid, t0, width,
+                                                                                 ev_job):
+        d = jobs.setdefault(job, {"name": job, "cpu_cores": grid(), "stall": grid(),
+                                  "step_time_s": grid(), "samples_per_s": grid()})
+        i = idx(b)
+        d["cpu_cores"][i], d["stall"][i] = _r(cores, 3), _r(stall, 3)
+        d["step_time_s"][i], d["samples_per_s"][i] = _r(step), _r(sps, 2)
+    series = {
+        "points": k, "bucket_s": _r(width, 3), "t0": t0,
+        "every_s": {"host": ev_host, "gpus": ev_gpu, "jobs": ev_job},
+        "t": [_r(t0 + (i + 0.5) * width - t_start, 2) for i in range(k)],  # seconds since start
+        "host": host, "gpus": [gpus[g] for g in sorted(gpus)], "jobs": list(jobs.values()),
+    }
+    return series, counts
+
+
+def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
+    """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
+    row = store.session(sid)
+    if row is None:
+        raise ExportUsageError(f"no session {sid!r}" if sid else "no sessions recorded")
+    sid = row.id
+    summary = summarize(store, sid)
+    sampled = summary.sampled
+    spec = row.spec or {}
+    stats = store.session_stats().get(sid, {})
+    env0 = row.environment or {}
+    series, counts = _series(store, sid, row.started, max_points, len(env0.get("gpus") or []),
+                             len(summary.jobs))
+    if series:  # job series in the jobs' order (the chart's lines are listed in this order)
+        order = {j.name: i for i, j in enumerate(summary.jobs)}
+        series["jobs"].sort(key=lambda d: order.get(d["name"], len(order)))
+    last_sample = (series["t0"] + (series["t"][-1] + series["bucket_s"] / 2)) if series else None
+    if row.ended is not None:
+        end = row.ended
+    else:
+        end = max(x for x in (stats.get("heartbeat"), last_sample, row.started) if x is not None)
+        if row.state == "running":
+            end = max(end, time.time())
+
+    env = dict(row.environment or {})
+    for key in ("cpu_model", "cpus", "gpus", "driver", "torch"):
+        env.setdefault(key, [] if key == "gpus" else None)
+
+    jobs = []
+    for r in summary.jobs:
+        j = r.to_json()
+        mem, kind = _peak_mem(j)
+        j.update(
+            step_stats_sampled=sampled.get(r.name), solo=r.solo, started=r.started,
+            ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
+            epochs_planned=r.epochs_planned, batch_size=r.batch_size,
+            solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
+                              if r.median_epoch_s and r.slowdown else None))
+        jobs.append(j)
+
+    events = []
+    for e in summary.events:
+        data = {k: v for k, v in e.items() if k not in ("t", "job", "phase", "ev")}
+        events.append({"t": e.get("t"), "job": e.get("job"), "phase": e.get("phase"),
+                       "ev": e.get("ev"), "text": _event_text(e), "data": data})
+    failed_ev = {e["job"] for e in events if e["ev"] == "failed" and e["phase"] == "co-run"}
+    for j in jobs:
+        if j["status"] == "failed" and j["name"] in failed_ev:
+            continue  # the trainer's own "failed" event says it (with the cause)
+        if j["status"] in ("failed", "stopped", "done") and j["ended"]:
+            events.append({"t": j["ended"], "job": j["name"], "phase": "co-run",
+                           "ev": j["status"], "text": j["failure"] or "", "data": {}})
+    if row.state == "interrupted":
+        live = [j["name"] for j in jobs if j["status"] in ("running", "starting", "waiting")]
+        events.append({"t": end, "job": None, "phase": None, "ev": "interrupted",
+                       "text": "gputop-dl stopped recording (its process ended without closing "
+                               "the session)" + (f"; still running then: {', '.join(live)}"
+                                                 if live else ""), "data": {}})
+    events.sort(key=lambda e: (e["t"] is None, e["t"] or 0))
+
+    starts = [e["t"] for j in jobs for e in store.events(sid, job=j["name"], ev="started",
+                                                         phase="co-run")[:1]]
+    corun_started, window = corun_window(starts, [j["ended"] for j in jobs if j["ended"]],
+                                         len(jobs), end)
+    means = corun_host_means(series, counts, window, row.started)
+    host = {"cpus": env.get("cpus"), **{k: v if k == "cpu_busy_max" else _r(v)
+                                         for k, v in means.items()}}
+
+    return {
+        "schema": SESSION_SCHEMA,
+        "id": sid, "name": row.name, "state": row.state, "kind": row.kind,
+        "file": row.file, "command": row.command,
+        "started": row.started, "ended": row.ended, "duration_s": _r(end - row.started, 2),
+        "corun_started": corun_started,
+        "baseline": spec.get("baseline"), "interval": spec.get("interval"),
+        "cuda": spec.get("cuda"),
+        "environment": env,
+        "verdict": row.verdict,
+        "jobs": jobs,
+        "host": host,
+        "events": events,
+        "series": series,
+        "generator": f"gputop-dl {__version__}",
+    }

@@ -1,0 +1,89 @@
+"""`gputop-dl export OUT.md | OUT.json`: a recorded session to a file, written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from gputop_dl.present.report.document import session_json
+from gputop_dl.present.report.errors import ExportError, ExportUsageError
+from gputop_dl.present.report.markdown import render_markdown
+from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.text.markdown import write_atomic
+
+FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}
+
+
+def _finite(obj):
+    """NaN and infinities (invalid JSON) become null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _open_store(store_path: str | None) -> Store:
+    path = store_path or default_db_path()
+    if not os.path.exists(path):
+        raise ExportError(f"no sessions recorded yet (no {path}): run `gputop-dl launch FILE.toml` "
+                          "first")
+    return Store(path)
+
+
+def _resolve(store: Store, session_id: str | None) -> str:
+    if session_id is None:
+        row = store.session(None)
+        if row is None:
+            raise ExportError("no sessions recorded yet: run `gputop-dl launch FILE.toml` first")
+        return row.id
+    matches = [s.id for s in store.sessions() if s.id.startswith(session_id)]
+    if session_id in matches:
+        return session_id
+    if not matches:
+        raise ExportUsageError(f"no session {session_id!r} (see `gputop-dl sessions`)")
+    if len(matches) > 1:
+        raise ExportUsageError(f"session id {session_id!r} is ambiguous: "
+                               + ", ".join(matches[:5]) + (" ..." if len(matches) > 5 else ""))
+    return matches[0]
+
+
+def export_session(session_id: str | None, path: str, store_path: str | None = None) -> str:
+    """Write session `session_id` (None: the latest) to `path` (.md or .json); returns the path."""
+    fmt = FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt is None:
+        raise ExportUsageError(f"{path}: unknown report format, expected a .md or .json file name")
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ExportError(f"{path}: no such directory {d}")
+    store = _open_store(store_path)
+    try:
+        sid = _resolve(store, session_id)
+        row = store.session(sid)
+        if row.kind == "sweep":
+            text = _sweep_text(store, sid, row, fmt)
+        else:
+            data = session_json(store, sid)
+            text = (render_markdown(data) if fmt == "md"
+                    else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
+    finally:
+        store.close()
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
+    """A recorded `gputop-dl sweep`: the same report the sweep wrote (no torch imported)."""
+    from gputop_dl.lab import sweep, sweep_report
+
+    res = sweep.result_from_store(store, sid)
+    if fmt == "md":
+        return sweep_report.markdown(res, row.command or "", row.environment)
+    data = dict(res.to_json(), id=sid, state=row.state, environment=row.environment)
+    return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"

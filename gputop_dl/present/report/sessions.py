@@ -1,0 +1,56 @@
+"""`gputop-dl sessions`: the recorded sessions, newest first, as rows and as a Rich table."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gputop_dl.present.report.markdown import when
+from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.text.fmt import DASH, secs
+
+
+def list_sessions(store_path: str | None = None) -> list[dict]:
+    """Recorded sessions, newest first: id, name, started, duration_s, jobs, verdict, state."""
+    path = store_path or default_db_path()
+    if not os.path.exists(path):
+        return []
+    store = Store(path)
+    try:
+        stats = store.session_stats()
+        out = []
+        now = time.time()
+        for s in store.sessions():
+            st = stats.get(s.id, {})
+            if s.ended is not None:
+                end = s.ended
+            elif s.state == "running":
+                end = now
+            else:
+                end = st.get("heartbeat") or s.started
+            v = s.verdict or {}
+            out.append({"id": s.id, "name": s.name, "started": s.started,
+                        "duration_s": max(0.0, end - s.started), "jobs": st.get("jobs", 0),
+                        "verdict": v.get("title") or v.get("kind") if v else None,
+                        "verdict_kind": v.get("kind") if v else None, "state": s.state,
+                        "file": s.file})
+        return out
+    finally:
+        store.close()
+
+
+def sessions_table(rows: list[dict]):
+    """The `gputop-dl sessions` table (Rich)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(header_style="bold", title="Recorded sessions (newest first)", title_justify="left")
+    for col, just in (("id", "left"), ("name", "left"), ("start", "left"), ("duration", "right"),
+                      ("jobs", "right"), ("verdict", "left"), ("state", "left")):
+        t.add_column(col, justify=just, no_wrap=col in ("id", "start"))
+    style = {"finished": "green", "interrupted": "yellow", "running": "cyan"}
+    for r in rows:
+        t.add_row(Text(r["id"]), Text(r["name"] or ""), when(r["started"], "%Y-%m-%d %H:%M"),
+                  secs(r["duration_s"]), str(r["jobs"]), Text(r["verdict"] or DASH),
+                  Text(r["state"], style=style.get(r["state"], "")))
+    return t
