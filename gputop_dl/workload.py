@@ -88,6 +88,7 @@ class SessionSpec:
     interval: float = 1.0
     baseline: str = "measure"  # measure | cache | none
     baseline_steps: int = 8  # measured steps per solo baseline (after warm-up)
+    baseline_timeout_s: float = 300.0  # a command's solo run without its steps is stopped then
     workloads: tuple[Workload, ...] = ()
     cuda: bool = True  # False: no CUDA here, every workload fell back to the CPU
     cpu_fallback_reason: str | None = None

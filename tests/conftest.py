@@ -25,7 +25,7 @@ def write(tmp_path, name, text):
     return str(p)
 
 
-HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux"}
+HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_verdict"}
 
 
 def is_heavy(item) -> bool:

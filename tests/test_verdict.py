@@ -153,3 +153,52 @@ def test_step_stats_keep_an_unknown_batch_unknown():
     unknown = known[:3] + [{"t_step": 0.5, "t_data": 0.1, "samples": None}]
     st = step_stats(unknown, warmup=0)
     assert st.samples_per_s is None and st.stall_fraction == 0.2 and st.step_time_s == 0.5
+
+
+# --- confidence from the measured spread ---------------------------------------------------------
+
+def measured(name, slow, steps, cv, solo_steps=8, solo_cv=0.05, gpus=(0,), **kw):
+    return JobEvidence(**{**job(name, slow, steps=steps, gpus=gpus, **kw).__dict__, "cv": cv,
+                          "solo_cv": solo_cv, "solo_steps": solo_steps})
+
+
+def test_student_t_cdf_matches_tables():
+    # two-sided 95 % points: df 1 -> 12.706, df 4 -> 2.776, df 30 -> 2.042
+    for t, df in ((12.706, 1), (2.776, 4), (2.042, 30)):
+        assert abs(V.student_t_cdf(t, df) - 0.975) < 5e-4
+    assert V.student_t_cdf(0.0, 3) == 0.5
+    assert abs(V.student_t_cdf(-2.776, 4) - 0.025) < 5e-4
+
+
+def test_few_steps_of_an_unmistakable_slowdown_are_confident():
+    # the README trio on 2 cores: bs128 runs 4 co-run steps, 1.8x slower, CV 0.1
+    v = judge([measured("a", 1.8, 4, 0.1, gpus=(0,)), measured("b", 1.9, 12, 0.1, gpus=(1,))],
+              BUSY)
+    assert v["kind"] != "parallel" and v["confidence"] >= 0.95
+    old = min(4, 12) / V.FULL_CONFIDENCE_STEPS
+    assert old < 0.2  # what the step-count rule said
+
+
+def test_a_slowdown_near_the_line_with_a_wide_spread_is_unsure():
+    v = judge([measured("a", 1.12, 8, 0.3, gpus=(0,)), measured("b", 1.0, 8, 0.3, gpus=(1,))],
+              CALM)
+    assert v["kind"] == "other" and 0.5 <= v["confidence"] < 0.7
+
+
+def test_parallel_counts_the_least_sure_job():
+    sure = measured("a", 1.0, 30, 0.05, gpus=(0,))
+    unsure = measured("b", 1.08, 5, 0.3, gpus=(1,))
+    v = judge([sure, unsure], CALM)
+    assert v["kind"] == "parallel"
+    assert v["confidence"] == round(V.side_probability(unsure), 2) < 0.7
+    assert judge([sure, measured("b", 1.0, 30, 0.05, gpus=(1,))], CALM)["confidence"] == 1.0
+
+
+def test_a_noisy_baseline_whose_spread_is_counted_is_not_halved_again():
+    noisy = judge([measured("a", 1.6, 10, 0.1, solo_cv=0.3, stall=0.3, solo_stall=0.05),
+                   measured("b", 1.5, 10, 0.1, solo_cv=0.3, gpus=(1,), stall=0.3,
+                            solo_stall=0.05)], BUSY)
+    assert "noisy_baselines" in noisy["evidence"]
+    p = max(V.side_probability(measured(n, s, 10, 0.1, solo_cv=0.3)) for n, s in
+            (("a", 1.6), ("b", 1.5)))
+    assert noisy["confidence"] == round(p, 2)

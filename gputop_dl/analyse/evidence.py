@@ -18,6 +18,7 @@ class JobSeries(Protocol):
 
     name: str
     config: dict  # Workload.to_dict()
+    info: dict  # the job's "started" event (a command's start-up hook: batch_size, num_workers)
     device: str | None
     steps: list[dict]  # step events with t, t_data, t_step, samples
     cpu: list[tuple[float, float]]  # (t, cores)
@@ -59,14 +60,18 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
         emulated = c.get("model") == "synthetic" and float(c.get("step_device_ms") or 0) > 0
         solo = j.solo or {}
         transforms = c.get("transforms")
+        if c.get("command"):  # a user's script: what its start-up hook saw, or unknown
+            c = {"num_workers": j.info.get("num_workers"), "batch_size": j.info.get("batch_size")}
+            transforms = None
         evs.append(JobEvidence(
             name=j.name, device=j.device, gpus=gpus, steps=st.n, step_time_s=st.step_time_s,
             stall=st.stall_fraction, cpu_cores=_mean(cpu),
             solo_step_time_s=solo.get("step_time_s"), solo_stall=solo.get("stall_fraction"),
             solo_cpu_cores=solo.get("cpu_cores"), num_workers=int(c.get("num_workers") or 0),
-            transforms=transforms if isinstance(transforms, str) else "custom",
+            transforms=(transforms if isinstance(transforms, str) or transforms is None
+                        else "custom"),
             batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
-            solo_cv=solo.get("cv")))
+            solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer"))
     hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]]
     gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]]
     util: dict[int, list[float]] = {}

@@ -89,7 +89,14 @@ STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over ev
 NOTABLE = ("failed", "note", "baseline")
 
 
-def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
+def verdict_slowdowns(verdict: dict | None) -> dict[str, float | None]:
+    """Each judged job's slowdown, as the verdict measured it over the overlap window: the one
+    slowdown every view shows (docs/verdict.md)."""
+    return {j["name"]: j.get("slowdown") for j in (verdict or {}).get("jobs") or ()}
+
+
+def _job_result(store, sid: str, job: dict,
+                slowdowns: dict[str, float | None]) -> tuple[JobResult, dict | None]:
     """One job's results from aggregated reads (SQL), so that a 24-hour session does not load
     every step event and sample into Python.
 
@@ -116,9 +123,7 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
     ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
     info = job.get("info") or {}
     solo = info.get("solo")
-    slowdown = None
-    if solo and solo.get("step_time_s") and st.step_time_s:
-        slowdown = round(st.step_time_s / solo["step_time_s"], 3)
+    slowdown = slowdowns.get(name)
     fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
     started = store.events(sid, job=name, ev="started", phase="co-run")
     result = JobResult(
@@ -143,8 +148,10 @@ def _job_result(store, sid: str, job: dict) -> tuple[JobResult, dict | None]:
 def summarize(store, sid: str) -> SessionSummary:
     """Every job's results and the notable events (failures, notes, baselines) of a session."""
     results, sampled = [], {}
+    row = store.session(sid)
+    slowdowns = verdict_slowdowns(row.verdict if row else None)
     for j in store.jobs(sid):
-        r, smp = _job_result(store, sid, j)
+        r, smp = _job_result(store, sid, j, slowdowns)
         results.append(r)
         if smp:
             sampled[r.name] = smp

@@ -16,6 +16,10 @@ Rules, first match wins (thresholds are module constants and tested at their bou
   summed solo CPU need exceeds the cores, or the jobs train on the CPU itself;
 - gpu-contended: a slowed job shares a GPU (stall rose too, but the CPU is not saturated);
 - other: slowed on separate devices without CPU saturation (NVML's throttle reasons shown).
+
+Confidence: how sure the measured slowdowns put the jobs on their side of SLOW, from the
+step-time spread and step counts of the co-run window and the solo baselines (Student's t;
+`slowdown_confidence`). Without baselines, co-run steps / FULL_CONFIDENCE_STEPS.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class JobEvidence:
     batch_size: int | None = None
     emulated_device: bool = False  # synthetic job whose device work is emulated per GPU index
     solo_cv: float | None = None  # step-time coefficient of variation of the solo baseline
+    cv: float | None = None  # step-time coefficient of variation in the overlap window
+    solo_steps: int | None = None  # steps the solo baseline's figures come from
+    source: str = "trainer"  # where the steps come from: "trainer", or "hook" (a user's script)
 
     @property
     def slowdown(self) -> float | None:
@@ -124,7 +131,8 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations.
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
-    or over too few steps: the verdict says so, halves its confidence, and advises a re-run."""
+    or over too few steps: the verdict says so and advises a re-run; where that spread does not
+    already enter the confidence (`slowdown_confidence`), the confidence is halved."""
     v = _judge(jobs, host)
     noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
     if noisy and v["kind"] not in ("insufficient-data", "no-baseline"):
@@ -137,7 +145,8 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
         v["recommendations"].append("measure the baselines again on a quieter machine or with "
                                     "more baseline_steps (baseline = \"measure\"; \"cache\" "
                                     "would reuse these)")
-        v["confidence"] = round(v["confidence"] / 2, 2)
+        if any(side_probability(j) is None for j in noisy):  # else the spread is counted
+            v["confidence"] = round(v["confidence"] / 2, 2)
     return v
 
 
@@ -146,12 +155,16 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
         return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
     short = [j.name for j in jobs if j.steps < MIN_STEPS]
     if short:
-        return _verdict("insufficient-data",
-                        f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}",
+        blind = [j.name for j in jobs if j.steps == 0 and j.source == "hook"]
+        reason = f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}"
+        if blind:
+            reason += (f"; the start-up hook has seen no DataLoader steps of {', '.join(blind)} "
+                       "(a script that does not iterate a torch DataLoader cannot be timed)")
+        return _verdict("insufficient-data", reason,
                         {"steps": {j.name: j.steps for j in jobs}}, [], [], 0.0)
     n = len(jobs)
     min_steps = min(j.steps for j in jobs)
-    confidence = round(min(1.0, min_steps / FULL_CONFIDENCE_STEPS), 2)
+    confidence = round(min(1.0, min_steps / FULL_CONFIDENCE_STEPS), 2)  # without baselines
     signals = host.cpu_signals()
     evidence: dict = {
         "jobs": n, "cpus": host.cpus, "host_busy": host.busy, "cpu_pressure_some10": host.psi_some10,
@@ -196,6 +209,7 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
                 f"{f} {p:.0%}" for f, p in frames[:3]))
 
     slowed = [j for j in have if j.slowdown > SLOW]
+    confidence = slowdown_confidence(slowed or have, any_of=bool(slowed), fallback=confidence)
     if not slowed:
         recs = [f"headroom: the jobs used {evidence['co_cpu_cores']:.1f} of {host.cpus} cores"]
         return _verdict("parallel", f"every job ran within {SLOW - 1:.0%} of its solo speed "
@@ -225,6 +239,67 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
     recs = ["look at PCIe/memory bandwidth and clocks: NVML throttle reasons above; "
             "try the jobs pairwise to find which pair interferes"]
     return _verdict("other", reason, evidence, lines, recs, confidence, jobs)
+
+
+def side_probability(j: JobEvidence) -> float | None:
+    """How sure the measurement puts job `j` on its side of SLOW (slowed or not): P(T <= z) for
+    z = |ln s - ln SLOW| / SE(ln s), with SE from the step-time spreads and step counts of the
+    co-run window and the solo baseline (x 1.25: the figures are medians), and Student's t
+    with min(n) - 1 degrees of freedom. None when a spread or a count is unknown."""
+    if None in (j.slowdown, j.cv, j.solo_cv, j.solo_steps) or j.steps < 2 or j.solo_steps < 2:
+        return None
+    se = 1.25 * math.sqrt(j.cv ** 2 / j.steps + j.solo_cv ** 2 / j.solo_steps)
+    z = abs(math.log(j.slowdown) - math.log(SLOW))
+    if se <= 0:
+        return 1.0
+    return student_t_cdf(z / se, min(j.steps, j.solo_steps) - 1)
+
+
+def slowdown_confidence(jobs: list[JobEvidence], any_of: bool, fallback: float) -> float:
+    """The verdict's confidence from how precisely the slowdowns were measured.
+
+    "Parallel" needs every job unslowed: the least sure job counts. A concurrent verdict
+    needs one slowed job: the surest slowed job counts. Where a spread is unknown the old
+    step-count rule (`fallback`: co-run steps / FULL_CONFIDENCE_STEPS) stands in for that job.
+    """
+    ps = [p if (p := side_probability(j)) is not None else fallback for j in jobs]
+    if not ps:
+        return fallback
+    return round(max(ps) if any_of else min(ps), 2)
+
+
+def student_t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with `df` >= 1 degrees of freedom."""
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b) by Lentz's continued fraction."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):  # converges faster on the other side
+        return 1.0 - _betainc(b, a, 1 - x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 200):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
+            break
+    return front * h / a
 
 
 def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confidence) -> dict:

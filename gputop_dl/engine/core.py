@@ -141,6 +141,14 @@ class Engine:
         self.recorder.job_started(w, phase, proc.pid, proc.started, proc.argv)
         return run
 
+    def stop_run(self, run: JobRun, why: str | None = None) -> None:
+        """Stop a live run now: TERM to its process group, KILL after the grace period."""
+        if run.alive:
+            run.stopped_by_us = True
+            if why:
+                self.say(why)
+            stop_jobs([run.proc], self.grace_s)
+
     def forget_run(self, name: str) -> None:
         """Drop an ended run from the jobs shown (a finished solo baseline)."""
         run = self.runs.get(name)
@@ -180,10 +188,8 @@ class Engine:
             except queue.Empty:
                 return
             run = self.runs.get(name)
-            if cmd == "stop" and run is not None and run.alive:
-                run.stopped_by_us = True
-                self.say(f"stopping {name} (asked)")
-                stop_jobs([run.proc], self.grace_s)
+            if cmd == "stop" and run is not None:
+                self.stop_run(run, f"stopping {name} (asked)")
 
     def tick(self) -> None:
         """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""
@@ -207,8 +213,8 @@ class Engine:
             js = run.sample(m.gpu_use)
             launched.append(js)
             rec.launched(now, run, js, was_alive)
+        plan.after_tick(self, now, m)  # judged first: the rows show this tick's verdict
         jobs = plan.rows(self, launched) + list(m.found)  # found jobs after the launched ones
-        plan.after_tick(self, now, m)
         rec.tick(now, m.host, m.gpus)
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
                         jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,

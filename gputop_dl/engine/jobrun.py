@@ -130,9 +130,6 @@ class JobRun:
             done = (last["epoch"] - 1) * spe + last["step"]
             eta = eta_s(done, epochs * spe, st.step_time_s)
         solo_t = solo.get("step_time_s") if solo else None
-        slowdown = None
-        if solo_t and st.step_time_s and self.phase == "co-run":
-            slowdown = round(st.step_time_s / solo_t, 3)
         return JobSample(
             name=w.name, pid=self.proc.pid, launched=True, pids=pids, status=self.status,
             failure=self.failure, device=self.info.get("device"),
@@ -146,5 +143,5 @@ class JobRun:
             epoch=last["epoch"] if last else None,
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
-            slowdown=slowdown, solo_step_time_s=solo_t, phase=self.phase,
+            solo_step_time_s=solo_t, phase=self.phase,
             stderr_tail=self.stderr_tail)

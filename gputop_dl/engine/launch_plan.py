@@ -14,14 +14,17 @@ Phases, in the engine thread:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 
 from gputop_dl.analyse.evidence import gather, overlap_window
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
 from gputop_dl.record.store import session_work_dir
@@ -32,14 +35,43 @@ from gputop_dl.workload import SessionSpec, Workload
 
 
 def fingerprint(w: Workload, cuda: bool, env: dict) -> str:
-    """What a solo baseline depends on; a cached baseline is reused only on an exact match."""
-    keys = ("model", "dataset", "root", "input_size", "source_size", "num_classes", "batch_size",
-            "num_workers", "transforms", "threads", "nproc", "gpus", "optimizer", "sample_io_ms",
-            "sample_cpu_ms", "step_device_ms", "step_cpu_ms")
-    d = {k: getattr(w, k) for k in keys}
+    """What a solo baseline depends on; a cached baseline is reused only on an exact match.
+
+    A built-in job: its model, data and loader settings. A command: its argv, cwd, env and
+    shell flag, the interpreter it resolves to, and the size and mtime of every argument that
+    names a file (an edited script is a new job). Both: device kind, host, CPUs, GPUs, torch."""
+    if w.is_command:
+        d = {"command": list(w.command or ()), "cwd": w.cwd, "env": dict(sorted(w.env.items())),
+             "shell": w.shell, "warmup_steps": w.warmup_steps,
+             "interpreter": _resolve(w.command[0] if w.command else "", w.cwd),
+             "files": _file_stamps(w.command or (), w.cwd)}
+    else:
+        keys = ("model", "dataset", "root", "input_size", "source_size", "num_classes",
+                "batch_size", "num_workers", "transforms", "threads", "nproc", "gpus",
+                "optimizer", "sample_io_ms", "sample_cpu_ms", "step_device_ms", "step_cpu_ms")
+        d = {k: getattr(w, k) for k in keys}
     d.update(cuda=cuda, cpus=env.get("cpus"), cpu_model=env.get("cpu_model"),
              gpus_hw=env.get("gpus"), torch=env.get("torch"), host=os.uname().nodename)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _resolve(prog: str, cwd: str | None) -> str | None:
+    found = shutil.which(prog) if prog and os.sep not in prog else (
+        os.path.join(cwd or os.getcwd(), prog) if prog else None)
+    return os.path.realpath(found) if found else None
+
+
+def _file_stamps(argv, cwd: str | None) -> dict[str, tuple[int, int]]:
+    out = {}
+    for a in argv:
+        p = os.path.join(cwd or os.getcwd(), a)
+        try:
+            if os.path.isfile(p):
+                st = os.stat(p)
+                out[a] = (st.st_size, st.st_mtime_ns)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 class LaunchPlan(Plan):
@@ -51,6 +83,7 @@ class LaunchPlan(Plan):
         self.spec = spec
         self.command = command
         self.solo: dict[str, dict] = {}  # job name -> baseline stats
+        self.no_solo: dict[str, str] = {}  # job name -> why it has no baseline
         self.verdict: dict | None = None
         self._frozen = False
         self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
@@ -70,8 +103,13 @@ class LaunchPlan(Plan):
 
     # --- the engine's per-tick questions -----------------------------------------------------
     def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
-        """The launched rows plus a "waiting" row per workload not started yet, in file order."""
-        jobs = list(launched)
+        """The launched rows plus a "waiting" row per workload not started yet, in file order.
+
+        A co-run row's slowdown is the verdict's (over the overlap window, live until it
+        closes): one slowdown in every view; none before every job is past its warm-up."""
+        slow = verdict_slowdowns(self.verdict)
+        jobs = [dataclasses.replace(j, slowdown=slow.get(j.name)) if j.phase == "co-run" else j
+                for j in launched]
         for w in self.spec.workloads:
             if w.name not in engine.runs:
                 jobs.append(JobSample(name=w.name, pid=None, launched=True, status="waiting",
@@ -105,8 +143,6 @@ class LaunchPlan(Plan):
         """Warn when cached solo baselines say the jobs need more cores than there are."""
         needs = []
         for w in self.spec.workloads:
-            if w.is_command:
-                continue
             base = engine.recorder.cached_baseline(fingerprint(w, self.spec.cuda, engine.env))
             if not base or base.get("cpu_cores") is None:
                 return
@@ -121,7 +157,7 @@ class LaunchPlan(Plan):
         if spec.baseline == "none":
             engine.say("baseline = none: no solo runs; slowdowns are unknown")
             return
-        todo = [w for w in spec.workloads if not w.is_command]
+        todo = list(spec.workloads)
         for i, w in enumerate(todo, 1):
             if engine.stopping:
                 return
@@ -135,22 +171,59 @@ class LaunchPlan(Plan):
             engine.phase = "baseline"
             engine.say(f"baseline {i}/{len(todo)}: {w.name} alone for "
                        f"{w.warmup_steps}+{spec.baseline_steps} steps")
-            short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + spec.baseline_steps)
-            run = engine.start_run(short, "baseline", spec.cuda, tag=".solo")
-            engine.loop(lambda: not run.alive)
-            st = step_stats(run.steps, warmup=w.warmup_steps, window=0)
-            if run.status == "done" and st.n:
-                base = {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
-                        "stall_fraction": st.stall_fraction, "steps": st.n,
-                        "cpu_cores": run.measured_cpu_cores(), "cv": st.cv,
-                        "device": run.info.get("device")}
+            base = self._solo_command(engine, w) if w.is_command else self._solo_builtin(engine, w)
+            if base is not None:
                 self.solo[w.name] = base
                 rec.baseline(fp, w.name, base)
-                engine.say(f"{w.name} solo: step {st.step_time_s:.3f} s, "
-                           f"stall {st.stall_fraction:.0%}")
-            elif run.status != "stopped":
-                engine.say(f"{w.name}: no solo baseline ({run.failure or run.status})")
+                engine.say(f"{w.name} solo: step {base['step_time_s']:.3f} s, "
+                           f"stall {base['stall_fraction']:.0%}"
+                           + (f" ({base['note']})" if base.get("note") else ""))
             engine.forget_run(w.name)
+
+    def _solo_builtin(self, engine, w: Workload) -> dict | None:
+        """The built-in trainer alone for warm-up + baseline_steps steps (it stops by itself)."""
+        short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + self.spec.baseline_steps)
+        run = engine.start_run(short, "baseline", self.spec.cuda, tag=".solo")
+        engine.loop(lambda: not run.alive)
+        if run.status == "done":
+            return _solo_stats(run, w.warmup_steps)
+        if run.status != "stopped":
+            self.no_solo[w.name] = f"no solo baseline ({run.failure or run.status})"
+            engine.say(f"{w.name}: {self.no_solo[w.name]}")
+        return None
+
+    def _solo_command(self, engine, w: Workload) -> dict | None:
+        """A command alone until the start-up hook saw warm-up + baseline_steps steps, then
+        stopped (TERM to its process group, KILL after the grace period). A script that ends
+        earlier gives what was seen, and says so; one whose DataLoader the hook never saw in
+        `baseline_timeout_s` gets no baseline, with that reason."""
+        want = w.warmup_steps + self.spec.baseline_steps
+        run = engine.start_run(w, "baseline", self.spec.cuda, tag=".solo")
+        t0 = time.monotonic()
+        timeout = self.spec.baseline_timeout_s
+        engine.loop(lambda: not run.alive or len(run.steps) >= want
+                    or time.monotonic() - t0 > timeout)
+        if engine.stopping:
+            return None
+        if run.alive:
+            engine.stop_run(run)
+            engine.loop(lambda: not run.alive)
+        seen = len(run.steps)
+        if seen == 0:
+            why = ("the start-up hook saw no DataLoader steps"
+                   + (f" in {timeout:.0f} s" if run.status == "stopped" else
+                      f" before it {run.status}" + (f" ({run.failure})" if run.failure else "")))
+            self.no_solo[w.name] = why
+            engine.say(f"{w.name}: no solo baseline: {why}")
+            return None
+        warm = w.warmup_steps if seen > w.warmup_steps else max(0, seen - 1)
+        base = _solo_stats(run, warm)
+        if base is None:
+            return None
+        if seen < want:
+            base["note"] = (f"{'ended' if run.status != 'stopped' else 'stopped'} after "
+                            f"{seen} of {want} solo steps: baseline from {base['steps']}")
+        return base
 
     def _corun(self, engine) -> None:
         engine.phase = "co-run"
@@ -201,7 +274,7 @@ class LaunchPlan(Plan):
     def _update_verdict(self, engine, now: float, final: bool = False) -> None:
         if self._frozen:
             return
-        runs = [r for r in engine.runs.values() if r.phase == "co-run" and not r.w.is_command]
+        runs = [r for r in engine.runs.values() if r.phase == "co-run"]
         if not runs:
             return
         jobs, host = gather(runs, self._host_series, self._gpu_series,
@@ -213,3 +286,14 @@ class LaunchPlan(Plan):
         if final or (win is not None and now - win[1] > 2.0):
             self._frozen = True
         engine.recorder.verdict(self.verdict)
+
+
+def _solo_stats(run, warmup: int) -> dict | None:
+    """A finished solo run's baseline: step time, stall, CPU need, spread, device."""
+    st = step_stats(run.steps, warmup=warmup, window=0)
+    if not st.n:
+        return None
+    return {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
+            "stall_fraction": st.stall_fraction, "steps": st.n,
+            "cpu_cores": run.measured_cpu_cores(), "cv": st.cv,
+            "device": run.info.get("device")}

@@ -185,6 +185,7 @@ class Tracker:
         self.report.emit("started", flush=True, pid=os.getpid(), device=device_name(),
                          world_size=self.world, torch=getattr(torch, "__version__", None),
                          model=None, params=None, batch_size=getattr(loader, "batch_size", None),
+                         num_workers=getattr(loader, "num_workers", None),
                          epochs=None, steps_per_epoch=spe)
 
 

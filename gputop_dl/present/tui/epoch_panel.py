@@ -4,7 +4,9 @@ Solo epoch time ≈ solo_step_time_s × steps_per_epoch (the solo baseline measu
 Every bar in one view shares one fixed scale (a round number above the largest value), and a
 ┃ marks the solo epoch time on each bar. The running epoch is drawn from its estimated elapsed
 time (step × step time) within its estimated length. With no job selected (or after `a`), one
-line per job: its latest epoch time against its solo time.
+line per job: its latest epoch time against its solo time. That ratio covers the whole epoch
+(warm-up and any stretch a job ran alone included), so it is labelled "× solo epoch", apart
+from the slowdown of the jobs table and the verdict (overlap window, step medians).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class EpochPanel(Panel):
             msg = "no epoch finished yet" if j.launched else "not a launched job: no epoch events"
             return Content.styled(msg, "$text-muted")
         scale = nice_ceiling(max(values))
-        label_w, tail_w = 7, 22
+        label_w, tail_w = 7, 28
         bar_w = max(10, width - label_w - tail_w)
         lines: list[Content] = [Content.assemble(
             (fit("", label_w), ""), (fit("0 s", bar_w // 2), "$text-muted"),
@@ -141,7 +143,7 @@ class EpochPanel(Panel):
             tail: list = [f" {secs(t):>7}"]
             if solo:
                 r = t / solo
-                tail.append((f"  {r:.2f}× solo", _ratio_style(r)))
+                tail.append((f"  {r:.2f}× solo epoch", _ratio_style(r)))
             lines.append(Content.assemble((fit(f"ep {i}", label_w), "bold"),
                                           *_bar(t, scale, bar_w, solo, "$primary"), *tail))
         if cur:
@@ -159,7 +161,7 @@ class EpochPanel(Panel):
     def _all(self, jobs: list[JobSample], width: int, height: int, mark: str | None = None) -> Content:
         if not jobs:
             return Content.styled("no launched jobs (press l to launch workloads)", "$text-muted")
-        label_w, tail_w = 12, 34
+        label_w, tail_w = 12, 40
         bar_w = max(10, width - label_w - tail_w)
         vals = [v for j in jobs for v in ((j.epoch_times[-1] if j.epoch_times else None), solo_epoch_s(j)) if v]
         scale = nice_ceiling(max(vals)) if vals else 1.0
@@ -178,6 +180,6 @@ class EpochPanel(Panel):
             parts.append(f" {secs(med):>7}" + (f" ×{len(j.epoch_times)}" if j.epoch_times else "   "))
             if med and solo:
                 r = med / solo
-                parts.append((f"  {r:.2f}× solo", _ratio_style(r)))
+                parts.append((f"  {r:.2f}× solo epoch", _ratio_style(r)))
             lines.append(Content.assemble(*parts))
         return Content("\n").join(lines)

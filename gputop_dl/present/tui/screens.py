@@ -110,8 +110,10 @@ class HelpScreen(_InfoScreen):
             ("● ", "bold"), "job launched by gputop-dl;  ", ("┃", "bold $text-accent"),
             " solo epoch time in the epoch chart")]
         lines.append(Content.styled(
-            "slowdown = step time together / step time alone; data-wait = share of each step "
-            "spent waiting for the next batch", "$text-muted"))
+            "slowdown = median step time together, while every job is past its warm-up and none "
+            "has ended, / step time alone (the verdict's figure); the epoch chart's ratio = the "
+            "whole epoch / solo step × steps; data-wait = share of each step spent waiting for "
+            "the next batch", "$text-muted"))
         return Content("\n").join(lines)
 
 
