@@ -11,6 +11,7 @@ import sys
 
 from gputop_dl import __version__
 from gputop_dl.errors import UsageError
+from gputop_dl.workload import BASELINES
 
 EPILOG = """\
 examples:
@@ -52,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--headless", action="store_true",
                     help="console output instead of the TUI (for ssh, nohup, CI)")
     lp.add_argument("--only", metavar="NAMES", help="comma-separated workload names to start")
-    lp.add_argument("--baseline", choices=("measure", "cache", "none"),
-                    help="override the file's [session] baseline")
+    lp.add_argument("--baseline", choices=BASELINES,
+                    help="override the file's [session] baseline (probe: each job measured "
+                    "alone inside the co-run, the others paused)")
     ep = sub.add_parser("export", help="write a recorded session as a Markdown or JSON report",
                         description="Write the latest session (or --session ID) to OUT: "
                         "OUT.md is a GitHub-flavoured Markdown report, OUT.json the same content "

@@ -206,6 +206,7 @@ SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "interval": _check(_as_float, lambda v: 0.1 <= v <= 60, "seconds between samples, from 0.1 to 60"),
     "baseline": _choice(BASELINES), "baseline_steps": _POS,
     "baseline_timeout_s": _check(_as_float, lambda v: v > 0, "seconds, more than 0"),
+    "probe_s": _check(_as_float, lambda v: 0.5 <= v <= 60, "seconds alone per job, 0.5 to 60"),
 }
 _DEFAULT_FIELDS = {k: v for k, v in FIELDS.items() if k != "name"}
 _TOP = ("session", "defaults", "workload")
@@ -434,5 +435,6 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
         interval=session.get("interval", 1.0), baseline=session.get("baseline", "measure"),
         baseline_steps=session.get("baseline_steps", 8),
         baseline_timeout_s=session.get("baseline_timeout_s", 300.0),
+        probe_s=session.get("probe_s", 5.0),
         workloads=tuple(workloads), cuda=cuda, cpu_fallback_reason=None,
     )

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 TRANSFORM_PRESETS = ("light", "heavy")
 DATASETS = ("fake", "imagefolder", "synthetic")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-BASELINES = ("measure", "cache", "none")
+BASELINES = ("measure", "cache", "probe", "none")
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,9 @@ class SessionSpec:
     name: str
     path: str  # the workload file, as given
     interval: float = 1.0
-    baseline: str = "measure"  # measure | cache | none
+    baseline: str = "measure"  # measure | cache | probe | none
     baseline_steps: int = 8  # measured steps per solo baseline (after warm-up)
+    probe_s: float = 5.0  # probe: the longest one job runs alone, the others paused
     baseline_timeout_s: float = 300.0  # a command's solo run without its steps is stopped then
     workloads: tuple[Workload, ...] = ()
     cuda: bool = True  # False: no CUDA here, every workload fell back to the CPU

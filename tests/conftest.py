@@ -25,7 +25,8 @@ def write(tmp_path, name, text):
     return str(p)
 
 
-HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_verdict"}
+HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_verdict",
+                 "test_probe"}
 
 
 def is_heavy(item) -> bool:

@@ -263,7 +263,7 @@ def test_bad_optimizer(tmp_path):
 def test_bad_baseline(tmp_path):
     msg = error(tmp_path, '[session]\nbaseline = "measured"\n[[workload]]\nname = "a"\n')
     assert msg.endswith("[session] key 'baseline' (line 2): baseline = \"measured\" is not supported, "
-                        "expected one of \"measure\", \"cache\", \"none\"; did you mean 'measure'?")
+                        "expected one of \"measure\", \"cache\", \"probe\", \"none\"; did you mean 'measure'?")
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "0.01", "61"])
@@ -532,3 +532,10 @@ def test_model_names_match_torchvision():
 
 def test_field_specs_cover_every_workload_field():
     assert set(FIELDS) == {f.name for f in fields(Workload)} - {"cpu_fallback_applied"}
+
+
+@pytest.mark.parametrize("value", ["0.1", "61", '"long"'])
+def test_bad_probe_seconds(tmp_path, value):
+    msg = error(tmp_path, f'[session]\nbaseline = "probe"\nprobe_s = {value}\n[[workload]]\nname = "a"\n')
+    assert "[session] key 'probe_s' (line 3)" in msg
+    assert ("expected a number" if value.startswith('"') else "0.5 to 60") in msg

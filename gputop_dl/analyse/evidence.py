@@ -43,9 +43,17 @@ def _mean(vals: list[float]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
+def _outside(t0: float, t1: float, exclude) -> bool:
+    return not any(a < t1 and t0 < b for a, b in exclude)
+
+
 def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tuple], cpus: int,
-           now: float, hot_frames: dict | None = None) -> tuple[list[JobEvidence], HostEvidence]:
-    """host_series: (t, busy, psi, load1, throttled); gpu_series: (t, gpu, util, throttle tuple)."""
+           now: float, hot_frames: dict | None = None,
+           exclude: list[tuple[float, float]] = ()) -> tuple[list[JobEvidence], HostEvidence]:
+    """host_series: (t, busy, psi, load1, throttled); gpu_series: (t, gpu, util, throttle tuple).
+
+    `exclude`: spans that are not co-run time (the in-situ probe's windows): a step that
+    touches one, and the samples inside one, are left out."""
     win = overlap_window(jobs, now)
     evs = []
     for j in jobs:
@@ -53,8 +61,9 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
         if win is None:
             steps, cpu = [], []
         else:
-            steps = [s for s in j.steps if win[0] < s["t"] <= win[1]]
-            cpu = [v for t, v in j.cpu if win[0] <= t <= win[1]]
+            steps = [s for s in j.steps if win[0] < s["t"] <= win[1]
+                     and _outside(s["t"] - s["t_step"], s["t"], exclude)]
+            cpu = [v for t, v in j.cpu if win[0] <= t <= win[1] and _outside(t, t, exclude)]
         st = step_stats(steps, warmup=0, window=0)
         gpus = tuple(c.get("gpus") or ())
         emulated = c.get("model") == "synthetic" and float(c.get("step_device_ms") or 0) > 0
@@ -72,8 +81,10 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
                         else "custom"),
             batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
             solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer"))
-    hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]]
-    gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]]
+    hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]
+          and _outside(h[0], h[0], exclude)]
+    gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]
+          and _outside(g[0], g[0], exclude)]
     util: dict[int, list[float]] = {}
     thr: dict[int, set[str]] = {}
     for _, idx, u, reasons in gs:

@@ -142,9 +142,11 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
                                                 for j in noisy)
             + f" (> {NOISY_CV:.2f}): the machine was busy while it ran, or the baseline was "
             "too short, so the slowdowns are uncertain")
-        v["recommendations"].append("measure the baselines again on a quieter machine or with "
-                                    "more baseline_steps (baseline = \"measure\"; \"cache\" "
-                                    "would reuse these)")
+        v["recommendations"].append(
+            "probe longer (a larger probe_s and baseline_steps) or on a quieter machine"
+            if baseline_mode == "probe" else
+            "measure the baselines again on a quieter machine or with more baseline_steps "
+            "(baseline = \"measure\"; \"cache\" would reuse these)")
         if any(side_probability(j) is None for j in noisy):  # else the spread is counted
             v["confidence"] = round(v["confidence"] / 2, 2)
     return v

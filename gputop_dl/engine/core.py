@@ -168,6 +168,10 @@ class Engine:
             self._shutdown()
 
     def _shutdown(self) -> None:
+        try:
+            self.plan.close(self)
+        except Exception as exc:
+            self.say(f"plan close failed: {exc}")
         live = [r for r in self.runs.values() if r.alive]
         for r in live:
             r.stopped_by_us = True

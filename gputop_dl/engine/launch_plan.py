@@ -27,6 +27,7 @@ from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.probe import Probe
 from gputop_dl.record.store import session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.analyse.verdict import judge
@@ -89,6 +90,7 @@ class LaunchPlan(Plan):
         self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
         self._gpu_series: list[tuple] = []  # co-run: (t, gpu, util, throttle reasons)
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
+        self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
 
     def run(self, engine) -> str:
@@ -96,7 +98,11 @@ class LaunchPlan(Plan):
         if self.spec.cpu_fallback_reason:
             engine.say(self.spec.cpu_fallback_reason)
         self._prelaunch_check(engine)
-        self._baselines(engine)
+        if self.spec.baseline == "probe":
+            engine.say(f"baseline = probe: each job is measured alone inside the co-run, the "
+                       f"others paused for up to {self.spec.probe_s:g} s each")
+        else:
+            self._baselines(engine)
         if not engine.stopping:
             self._corun(engine)
         return "interrupted" if engine.stopping else "finished"
@@ -108,8 +114,12 @@ class LaunchPlan(Plan):
         A co-run row's slowdown is the verdict's (over the overlap window, live until it
         closes): one slowdown in every view; none before every job is past its warm-up."""
         slow = verdict_slowdowns(self.verdict)
-        jobs = [dataclasses.replace(j, slowdown=slow.get(j.name)) if j.phase == "co-run" else j
-                for j in launched]
+        cur = self.probe.current if self.probe else None
+        paused = set(cur.paused) if cur else set()
+        jobs = [dataclasses.replace(j, slowdown=slow.get(j.name),
+                                    status="paused" if j.name in paused and j.status == "running"
+                                    else j.status)
+                if j.phase == "co-run" else j for j in launched]
         for w in self.spec.workloads:
             if w.name not in engine.runs:
                 jobs.append(JobSample(name=w.name, pid=None, launched=True, status="waiting",
@@ -131,7 +141,13 @@ class LaunchPlan(Plan):
                                   host.cgroup_throttled_frac))
         self._gpu_series.extend((now, g.index, g.util, g.throttle_reasons) for g in machine.gpus)
         self._maybe_spy(engine)
+        if self.spec.baseline == "probe":
+            self._probe(engine, now)
         self._update_verdict(engine, now)
+
+    def close(self, engine) -> None:
+        if self.probe is not None:
+            self.probe.close()
 
     def notes(self) -> tuple[str, ...]:
         if self.spec.cuda:
@@ -271,19 +287,53 @@ class LaunchPlan(Plan):
             threading.Thread(target=self._spy, args=(engine, name, workers[0]), daemon=True,
                              name=f"py-spy-{name}").start()
 
+    def _probe(self, engine, now: float) -> None:
+        """Start the probe once every job is past its warm-up; adopt each solo it measured."""
+        runs = {n: r for n, r in engine.runs.items() if r.phase == "co-run"}
+        if self.probe is None:
+            if overlap_window(list(runs.values()), now) is None:
+                return
+            self.probe = Probe([w.name for w in self.spec.workloads if w.name in runs],
+                               seconds=self.spec.probe_s, steps=self.spec.baseline_steps)
+        if self.probe.done:
+            return
+        self.probe.tick(engine, runs, now)
+        for name, base in self.probe.solo.items():
+            if name not in self.solo:
+                self.solo[name] = base
+                runs[name].solo = base
+                w = runs[name].w
+                engine.recorder.baseline(fingerprint(w, self.spec.cuda, engine.env), name, base)
+        for name, why in self.probe.missing.items():
+            self.no_solo.setdefault(name, f"probe: {why}")
+        if self.probe.done:
+            engine.say(f"probe done: {self.probe.paused_job_s:.1f} job-seconds paused in all")
+
     def _update_verdict(self, engine, now: float, final: bool = False) -> None:
         if self._frozen:
             return
         runs = [r for r in engine.runs.values() if r.phase == "co-run"]
         if not runs:
             return
+        probe = self.probe
         jobs, host = gather(runs, self._host_series, self._gpu_series,
-                            engine.env.get("cpus") or 1, now, self._hot)
+                            engine.env.get("cpus") or 1, now, self._hot,
+                            exclude=probe.excluded() if probe else ())
         self.verdict = judge(jobs, host, self.spec.baseline)
+        if probe is not None:
+            self.verdict["evidence"]["probe"] = {
+                "paused_job_s": round(probe.paused_job_s, 2),
+                "windows": [{"job": w.job, "seconds": round((w.t1 or now) - w.t0, 2),
+                             "paused": w.paused} for w in probe.windows],
+                "missing": dict(probe.missing)}
+            self.verdict["evidence_lines"].append(
+                f"solo step times from the in-situ probe: each job alone, the others paused "
+                f"({probe.paused_job_s:.1f} job-seconds paused in all)")
         # once a job has ended the overlap window is closed: the verdict cannot change
         win = overlap_window(runs, now)
         # (2 s after it closed, so the others' buffered step events have arrived)
-        if final or (win is not None and now - win[1] > 2.0):
+        if final or (win is not None and now - win[1] > 2.0
+                     and (probe is None or probe.done or not any(r.alive for r in runs))):
             self._frozen = True
         engine.recorder.verdict(self.verdict)
 

@@ -14,6 +14,7 @@ The engine calls, in its own thread:
     plan.taken(engine)              # names a found job may not use
     plan.after_tick(engine, now, m) # each tick, after the launched jobs were polled
     plan.notes()                    # standing notes for the snapshot
+    plan.close(engine)              # at the end, before the jobs are stopped
 """
 
 from __future__ import annotations
@@ -46,3 +47,8 @@ class Plan(ABC):
 
     def notes(self) -> tuple[str, ...]:
         return ()
+
+    def close(self, engine) -> None:
+        """The session ends (normally, interrupted or on an error): before the jobs are
+        stopped, undo anything the plan holds (paused jobs)."""
+        return None

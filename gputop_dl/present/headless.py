@@ -94,7 +94,7 @@ class Headless:
             return
         self._last_plain = snap.time
         for j in snap.jobs:
-            if j.status in ("running", "starting"):
+            if j.status in ("running", "starting", "paused"):
                 prog = progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)
                 self.console.print(
                     f"  {j.name:<12} {j.phase or '':<8} {prog:<14} step {secs(j.step_time_s):>7}"

@@ -9,12 +9,13 @@ burns `--sample-cpu-ms` of CPU (a busy loop: like decoding and augmenting an ima
 - heavy (`--sample-cpu-ms` x batch / workers > compute): each copy needs about
   sample_cpu_ms x batch / step_time cores; three of them on two cores are CPU-bound.
 
-`--steps 0` trains until killed. The script prints its own mean step time (from the first step
-after `--warmup`) as JSON on its last stdout line when it ends normally.
+`--steps 0` trains until killed. The script prints its own mean and median step time (from the
+first step after `--warmup`) as JSON on its last stdout line when it ends normally.
 """
 
 import argparse
 import json
+import statistics
 import time
 
 import torch
@@ -62,7 +63,8 @@ def main() -> None:
             times.append(now - t)
             t = now
     used = times[a.warmup:] or times
-    print(json.dumps({"step_time_s": sum(used) / len(used), "steps": len(times)}))
+    print(json.dumps({"step_time_s": sum(used) / len(used),
+                      "median_step_s": statistics.median(used), "steps": len(times)}))
 
 
 if __name__ == "__main__":

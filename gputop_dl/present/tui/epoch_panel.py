@@ -43,7 +43,7 @@ def nice_ceiling(x: float) -> float:
 
 def current_epoch(j: JobSample) -> tuple[float, float] | None:
     """(estimated elapsed, estimated length) of the running epoch, in seconds."""
-    if j.status not in ("running", "starting") or not j.step or not j.step_time_s or not j.steps_per_epoch:
+    if j.status not in ("running", "starting", "paused") or not j.step or not j.step_time_s or not j.steps_per_epoch:
         return None
     return j.step * j.step_time_s, j.steps_per_epoch * j.step_time_s
 

@@ -100,7 +100,8 @@ def status_text(j: JobSample) -> str:
 
 
 def _status_style(j: JobSample, p: Palette) -> Style:
-    return {"running": p.ok, "failed": p.err, "stopped": p.warn, "done": p.accent}.get(j.status, p.muted)
+    return {"running": p.ok, "failed": p.err, "stopped": p.warn, "paused": p.warn,
+            "done": p.accent}.get(j.status, p.muted)
 
 
 @dataclass
@@ -140,7 +141,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0) -> Row:
     )
     sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem if j.gpu_mem is not None else j.rss,
             "step": j.step_time_s}
-    alive = j.status in ("running", "starting")
+    alive = j.status in ("running", "starting", "paused")
     return Row(f"job:{source}:{j.name}", cells, sort, j.launched, j.name, alive, source, j)
 
 
