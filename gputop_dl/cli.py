@@ -65,6 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: the latest; see `gputop-dl sessions`)")
     sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
                    "sessions, newest first: id, name, start, duration, jobs, verdict, state.")
+    dp = sub.add_parser("diagnose", help="the verdict for training jobs already running",
+                        description="Find the training jobs running on this machine (started by "
+                        "anyone), measure each one's CPU and data stall (py-spy) together and, "
+                        "unless --no-probe, alone: every other job is paused (SIGSTOP) for a few "
+                        "seconds while it runs, then resumed. Prints the verdict (parallel or "
+                        "only concurrent, and why) with its evidence and fixes; recorded as a "
+                        "session. Jobs you may not signal are measured passively.")
+    dp.add_argument("--seconds", type=float, default=30.0, metavar="S",
+                    help="about how long the diagnosis takes (default 30)")
+    dp.add_argument("--no-probe", action="store_true",
+                    help="never pause a job: judge on CPU, stall and host signals only")
+    dp.add_argument("--pid", metavar="PID,...", dest="diag_pids",
+                    help="only these jobs (their root PIDs, as the monitor lists them)")
+    dp.add_argument("--json", action="store_true", dest="diag_json",
+                    help="print the diagnosis as JSON (schema gputop-dl.diagnosis/1)")
     add_lab_parsers(sub)
     return p
 
@@ -142,6 +157,17 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_export(args.session, args.out)
         if args.cmd == "sessions":
             return runner.run_sessions()
+        if args.cmd == "diagnose":
+            if not 3 <= args.seconds <= 3600:
+                raise UsageError(f"--seconds {args.seconds:g}: expected 3 to 3600 seconds")
+            pids = None
+            if args.diag_pids:
+                try:
+                    pids = {int(p) for p in args.diag_pids.split(",") if p.strip()}
+                except ValueError:
+                    raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs")
+            return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
+                                       as_json=args.diag_json, interval=args.interval, pids=pids)
         if args.once:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100

@@ -20,6 +20,7 @@ from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
+from gputop_dl.engine.diagnose_plan import DiagnosePlan
 from gputop_dl.errors import UsageError
 from gputop_dl.text.console import console
 from gputop_dl.workload import SessionSpec
@@ -58,6 +59,16 @@ def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
     plan = LaunchPlan(spec, command)
     return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=plan.stall_found)),
                   recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+
+
+def diagnose_engine(nvml: Nvml, *, seconds: float = 30.0, probe: bool = True,
+                    interval: float = 1.0, store_path: str | None = None,
+                    record: bool = True, pids: set[int] | None = None) -> Engine:
+    """`gputop-dl diagnose`: the found jobs observed, py-spied together and probed alone."""
+    return Engine(DiagnosePlan(seconds, probe, command="gputop-dl " + " ".join(sys.argv[1:]),
+                               pids=pids),
+                  sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),
+                  recorder=Recorder(store_path, enabled=record), interval=interval)
 
 
 class Launcher:
@@ -173,6 +184,42 @@ def run_launch_tui(engine: Engine, app_class) -> int:
             engine.request_stop("interrupted")
         engine.join()
     print_summary(engine)
+    return exit_code(engine)
+
+
+def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = False,
+                 interval: float = 1.0, pids: set[int] | None = None) -> int:
+    """`gputop-dl diagnose`: progress on stderr, then the jobs table and the verdict (or JSON)."""
+    from gputop_dl.present.diagnosis import diagnosis_table
+    from gputop_dl.present.headless import verdict_lines
+
+    engine = diagnose_engine(Nvml(), seconds=seconds, probe=probe, interval=max(0.2, interval),
+                             pids=pids)
+    _stop_on_signals(engine)
+    engine.start()
+    shown = 0.0
+    while True:
+        done = engine.join(0.2)
+        for t, text in list(engine.log):
+            if t > shown:
+                print(f"gputop-dl: {text}", file=sys.stderr)
+                shown = t
+        if done:
+            break
+    result = engine.plan.result()
+    result["session"] = engine.session_id
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        out = console()
+        if result["jobs"]:
+            out.print(diagnosis_table(result))
+        for line in verdict_lines(engine.verdict):
+            out.print(line)
+        for note in result["notes"]:
+            out.print(f"note: {note}", markup=False)
+        if engine.session_id:
+            out.print(f"session {engine.session_id} ({engine.state})", markup=False)
     return exit_code(engine)
 
 

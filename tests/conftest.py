@@ -26,7 +26,7 @@ def write(tmp_path, name, text):
 
 
 HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_verdict",
-                 "test_probe"}
+                 "test_probe", "test_diagnose"}
 
 
 def is_heavy(item) -> bool:

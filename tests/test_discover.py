@@ -120,6 +120,14 @@ def test_step_time_only_when_the_sample_order_shows_it():
     # a data-wait shorter than the sampling interval shows up as 1-sample runs: unknown
     seq = ([c] * 4 + [d]) * 8
     assert pyspy.stall_from_sequence(seq, 0.02, 4242).step_time_s is None
+    # one jittered 1-sample data run among 20 steps (seen with py-spy at 100 Hz): still read
+    seq = ([c] * 6 + [d] * 4) * 10 + [c] * 6 + [d] + ([c] * 6 + [d] * 4) * 10
+    est = pyspy.stall_from_sequence(seq, 0.01, 4242)
+    assert est.cycles == 20 and est.step_time_s == pytest.approx(0.0985, abs=0.002)
+    # two in ten runs that short: unknown
+    seq = ([c] * 6 + [d] * 4 + [c] * 6 + [d] + [c] * 6 + [d] * 4 + [c] * 6 + [d] + [c] * 6
+           + [d] * 4) * 4
+    assert pyspy.stall_from_sequence(seq, 0.01, 4242).step_time_s is None
     # never waits for data: no transitions, no step time
     assert pyspy.stall_from_sequence([c] * 50, 0.02, 4242).step_time_s is None
     assert pyspy.stall_from_sequence([c] * 50, 0.02, 4242).fraction == 0.0

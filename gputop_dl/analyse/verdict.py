@@ -8,6 +8,8 @@ end does not dilute its slowdown.
 
 Rules, first match wins (thresholds are module constants and tested at their boundaries):
 - insufficient-data: a job has fewer than MIN_STEPS co-run steps in the overlap window;
+- cpu-bound without slowdowns: no step times alone, but each job's CPU need alone was measured
+  (diagnose's probe), the needs sum above BUSY x cores, and a CPU signal fires;
 - no-baseline: no job has a solo baseline (the reason still names the CPU signals);
 - parallel: every s_i <= SLOW (1.10);
 - gpu-contended: a slowed job shares a GPU with another job and its stall did not rise;
@@ -127,13 +129,14 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
     return {g: names for g, names in users.items() if len(names) > 1}
 
 
-def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure") -> dict:
+def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure",
+          need_steps: int = MIN_STEPS) -> dict:
     """The verdict object (shape: docs/design.md `verdict`), with evidence and recommendations.
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
     or over too few steps: the verdict says so and advises a re-run; where that spread does not
     already enter the confidence (`slowdown_confidence`), the confidence is halved."""
-    v = _judge(jobs, host)
+    v = _judge(jobs, host, need_steps)
     noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
     if noisy and v["kind"] not in ("insufficient-data", "no-baseline"):
         v["evidence"]["noisy_baselines"] = {j.name: round(j.solo_cv, 3) for j in noisy}
@@ -152,10 +155,10 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     return v
 
 
-def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
+def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS) -> dict:
     if not jobs:
         return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
-    short = [j.name for j in jobs if j.steps < MIN_STEPS]
+    short = [j.name for j in jobs if j.steps < need_steps]
     if short:
         blind = [j.name for j in jobs if j.steps == 0 and j.source == "hook"]
         reason = f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}"
@@ -176,6 +179,16 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence) -> dict:
     lines = []
     slow = [j.slowdown for j in jobs]
     have = [j for j in jobs if j.slowdown is not None]
+    need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
+    if not have and signals and len(jobs) > 1 and all(j.solo_cpu_cores is not None for j in jobs) \
+            and need > host.cpus * BUSY:
+        # no step times, but each job's CPU need alone was measured (diagnose's probe)
+        evidence["solo_cpu_need_cores"] = round(need, 2)
+        lines.append(f"CPU alone: {need:.1f} cores needed; together they used "
+                     f"{evidence['co_cpu_cores']:.1f}; {host.cpus} allowed (no slowdown measured)")
+        lines.append("CPU signals: " + "; ".join(signals))
+        return _cpu_bound(jobs, host, need, True, [], all(j.on_cpu for j in jobs), evidence,
+                          lines, confidence)
     if not have:
         reason = "no solo baselines"
         reason += (": judged on signals alone — " + "; ".join(signals)) if signals else \

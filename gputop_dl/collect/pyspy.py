@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import re
 import shutil
 import subprocess
@@ -163,12 +164,13 @@ def classify(stack: str, pid: int | None = None) -> str | None:
 class StallEstimate:
     """Main-thread samples of one burst: data-wait fraction, counts, step time where honest."""
 
-    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s")
+    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
         self.data, self.compute = data, compute
         self.step_time_s, self.cycles = step_time_s, cycles
+        self.cv: float | None = None  # spread of the cycle lengths (stdev / mean)
         self.cpu_s = cpu_s  # what the burst cost py-spy itself (None: not known)
 
     @property
@@ -201,9 +203,11 @@ MIN_CYCLES = 4  # complete compute -> data-wait cycles needed before a step time
 
 def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
     """Time-ordered samples of one thread -> stall fraction, and a step time only when it can
-    be read off honestly: at least MIN_CYCLES compute -> data-wait transitions, and every
-    complete run of either phase at least 2 samples long (a phase shorter than the sampling
-    interval could hide between two samples and merge two steps into one)."""
+    be read off honestly: at least MIN_CYCLES compute -> data-wait transitions, and the
+    complete runs of either phase at least 2 samples long (a phase shorter than the sampling
+    interval could hide between two samples and merge two steps into one). One run in ten may
+    be a single sample when the runs are typically 3 or more samples long: that is py-spy's
+    timing jitter, not a hidden phase."""
     labels = [c for c in (classify(s, pid) for s in seq) if c is not None]
     est = StallEstimate(labels.count("data"), labels.count("compute"))
     runs: list[list] = []  # [label, length]
@@ -218,10 +222,15 @@ def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = Non
             starts.append(pos)
         pos += n
     inner = runs[1:-1]
-    if len(starts) >= MIN_CYCLES + 1 and inner and min(n for _, n in inner) >= 2:
-        cycles = len(starts) - 1
-        est.cycles = cycles
-        est.step_time_s = round((starts[-1] - starts[0]) * interval_s / cycles, 4)
+    singles = sum(1 for _, n in inner if n < 2)
+    steady = not singles or (singles <= len(inner) // 10
+                             and statistics.median(n for _, n in inner) >= 3)
+    if len(starts) >= MIN_CYCLES + 1 and inner and steady:
+        lengths = [(b - a) * interval_s for a, b in zip(starts, starts[1:])]
+        est.cycles = len(lengths)
+        est.step_time_s = round(statistics.median(lengths), 4)  # robust to one jittered cycle
+        mean = statistics.fmean(lengths)
+        est.cv = round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None
     return est
 
 

@@ -57,13 +57,14 @@ class Recorder:
                           status="waiting")
         st.commit()
 
-    def open_monitor(self, command: str, env: dict, interval: float) -> bool:
-        """The monitor's session (kind "monitor"); False when recording is off."""
+    def open_monitor(self, command: str, env: dict, interval: float,
+                     kind: str = "monitor") -> bool:
+        """The monitor's session (kind "monitor", or "diagnose"); False when recording is off."""
         if not self.enabled:
             return False
         st = self._store = Store(self.store_path)
         self.session_id = st.create_session(
-            f"monitor {os.uname().nodename}", file=None, command=command, kind="monitor",
+            f"{kind} {os.uname().nodename}", file=None, command=command, kind=kind,
             environment=env, spec={"interval": interval})
         return True
 

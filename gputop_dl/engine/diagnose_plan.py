@@ -1,0 +1,266 @@
+"""`gputop-dl diagnose`: the verdict for training jobs that are already running, started by anyone.
+
+The jobs are the monitor's found jobs (torch processes grouped with their loader workers). Three
+phases, bounded by `seconds`:
+
+1. observe: tick for about a third of the time; each job's CPU (cores, its whole tree), the
+   host's CPU signals and the GPUs are sampled;
+2. co-run burst: py-spy on every job's main thread at once, for its data-stall fraction and,
+   where the sample order shows it unambiguously, its step time and the steps it covered;
+3. probe (unless `probe=False`): for each job in turn, every *other* job is paused (SIGSTOP to
+   its tree; `pause.Pauser` resumes them even if gputop-dl is killed), the job runs alone for
+   `probe_s` seconds while py-spy measures it and its tree's CPU time is read: its solo step
+   time, stall and CPU need. A job whose neighbours we may not signal (another user's) gets
+   no solo window, and the verdict says so.
+
+The verdict is the launch's (`analyse.verdict.judge`): a slowdown only where py-spy read a step
+time both together and alone; otherwise it rests on the signals and says that it does.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+import psutil
+
+from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+from gputop_dl.collect import pyspy
+from gputop_dl.engine.plan import Plan
+from gputop_dl.pause import Pauser, may_signal
+from gputop_dl.threadname import name_native_thread
+
+SCHEMA = "gputop-dl.diagnosis/1"
+RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
+
+
+class DiagnosePlan(Plan):
+    """Observe the found jobs, py-spy them together, probe each alone, judge."""
+
+    kind = "diagnose"
+
+    def __init__(self, seconds: float = 30.0, probe: bool = True, command: str = "gputop-dl diagnose",
+                 burst_s: float | None = None, pids: set[int] | None = None):
+        self.seconds = seconds
+        self.only = pids  # diagnose only the jobs with these root PIDs (None: every job found)
+        self.probe = probe
+        self.command = command
+        self.burst_s = burst_s or max(1.0, min(4.0, seconds / 6))
+        self.verdict: dict | None = None
+        self.jobs: dict[int, dict] = {}  # root pid -> what was measured
+        self.notes_: list[str] = []
+        self.paused_job_s = 0.0
+        self._host: list[tuple] = []  # (t, busy, psi, load1, throttled)
+        self._gpu: dict[int, list[float]] = {}
+        self._pauser = Pauser()
+        self._t0 = time.monotonic()
+
+    # --- the engine's questions ----------------------------------------------------------------
+    def after_tick(self, engine, now: float, machine) -> None:
+        h = machine.host
+        self._host.append((now, h.cpu_busy, h.cpu_pressure_some10, h.load1,
+                           h.cgroup_throttled_frac))
+        for g in machine.gpus:
+            if g.util is not None:
+                self._gpu.setdefault(g.index, []).append(g.util)
+        for j in self._mine(machine.found):
+            rec = self.jobs.setdefault(j.pid, {"name": j.name, "pid": j.pid, "cpu": []})
+            rec.update(pids=list(j.pids), command=j.command, device=j.device, gpu_mem=j.gpu_mem)
+            if j.cpu_cores is not None and not rec.get("frozen"):
+                rec["cpu"].append(j.cpu_cores)
+        if engine.recorder.is_open:
+            engine.recorder.found(now, tuple(self._mine(machine.found)))
+
+    def _mine(self, found):
+        return [j for j in found if self.only is None or j.pid in self.only]
+
+    def notes(self) -> tuple[str, ...]:
+        return tuple(self.notes_)
+
+    def close(self, engine) -> None:
+        self._pauser.close()
+
+    # --- the session ---------------------------------------------------------------------------
+    def run(self, engine) -> str:
+        rec = engine.recorder
+        rec.open_monitor(self.command, engine.env, engine.interval, kind="diagnose")
+        t0 = self._t0 = time.monotonic()
+        observe = max(2 * engine.interval, self.seconds / 3)
+        engine.say(f"diagnose: observing for {observe:.0f} s")
+        engine.loop(lambda: time.monotonic() - t0 >= observe)
+        if engine.stopping:
+            return "interrupted"
+        found = {f.pid: f for f in (engine.sampler.found.found if engine.sampler.found else [])}
+        live = [pid for pid in self.jobs if pid in found]
+        if not live:
+            engine.say("diagnose: no training job found")
+            self.verdict = None
+            return "finished"
+        for pid in live:
+            self.jobs[pid]["frozen"] = True  # co-run CPU: the observe phase only
+        engine.say(f"diagnose: py-spy on {len(live)} job(s) together for {self.burst_s:g} s")
+        together = _spy_all({pid: found[pid].target for pid in live}, self.burst_s)
+        for pid in live:
+            self.jobs[pid]["together"] = together.get(pid)
+        if self.probe and len(live) > 1:
+            self._probe(engine, live, found)
+        elif self.probe:
+            self.notes_.append("one training job: nothing to pause, no probe")
+        else:
+            self.notes_.append("--no-probe: no job was measured alone")
+        self.verdict = self._judge(engine, live)
+        rec.verdict(self.verdict)
+        engine.tick()
+        return "finished"
+
+    def _probe(self, engine, live: list[int], found: dict) -> None:
+        left = max(1.0, self.seconds - (time.monotonic() - self._t0))
+        per = max(1.0, min(self.burst_s, left / len(live) - 0.5))
+        for pid in live:
+            if engine.stopping:
+                return
+            others = [p for p in live if p != pid]
+            barred = [self.jobs[p]["name"] for p in others if not may_signal(p)]
+            if barred:
+                self.jobs[pid]["no_solo"] = f"may not pause {', '.join(barred)} (not ours)"
+                continue
+            self._pauser.pause(others)
+            t_pause = time.time()
+            engine.say(f"probe: {self.jobs[pid]['name']} alone for {per:.1f} s; paused "
+                       + ", ".join(self.jobs[p]["name"] for p in others))
+            try:
+                time.sleep(0.3)  # the others are stopped; let the pipeline settle
+                cpu0 = _tree_cpu_s(self.jobs[pid]["pids"])
+                t0 = time.monotonic()
+                alone = _spy_all({pid: found[pid].target}, per).get(pid)
+                cpu1 = _tree_cpu_s(self.jobs[pid]["pids"])
+                dt = time.monotonic() - t0
+            finally:
+                self._pauser.resume()
+                self.paused_job_s += (time.time() - t_pause) * len(others)
+            self.jobs[pid]["alone"] = alone
+            if cpu0 is not None and cpu1 is not None and dt > 0:
+                self.jobs[pid]["solo_cpu_cores"] = round((cpu1 - cpu0) / dt, 3)
+            engine.tick()
+
+    def _judge(self, engine, live: list[int]) -> dict:
+        evs = []
+        for pid in live:
+            j = self.jobs[pid]
+            tog, alone = j.get("together"), j.get("alone")
+            gpus = tuple(int(g) for g in (j.get("device") or "").removeprefix("gpu").split(",")
+                         if g.isdigit())
+            evs.append(JobEvidence(
+                name=j["name"], device=f"cuda:{gpus[0]}" if gpus else "cpu", gpus=gpus,
+                steps=(tog.cycles or 0) if tog and tog.step_time_s else 0,
+                step_time_s=tog.step_time_s if tog else None,
+                stall=tog.fraction if tog and tog.samples else None,
+                cpu_cores=statistics.fmean(j["cpu"]) if j["cpu"] else None,
+                solo_step_time_s=alone.step_time_s if alone else None,
+                solo_stall=alone.fraction if alone and alone.samples else None,
+                solo_cpu_cores=j.get("solo_cpu_cores"),
+                solo_steps=(alone.cycles or None) if alone and alone.step_time_s else None,
+                cv=tog.cv if tog else None, solo_cv=alone.cv if alone else None,
+                source="py-spy"))
+        hs = self._host
+        host = HostEvidence(
+            cpus=engine.env.get("cpus") or 1, busy=_mean([h[1] for h in hs]),
+            psi_some10=_mean([h[2] for h in hs]), load1=_mean([h[3] for h in hs]),
+            throttled=_mean([h[4] for h in hs]),
+            gpu_util={g: statistics.fmean(v) for g, v in self._gpu.items() if v})
+        timed = [e for e in evs if e.steps]
+        if len(timed) == len(evs):
+            v = judge(evs, host, "probe" if self.probe else "none")
+        else:  # py-spy could not read some job's steps: judge on the signals, and say so
+            v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
+                      host, "none", need_steps=0)
+            untimed = ", ".join(e.name for e in evs if not e.steps)
+            v["reason"] += (f" (py-spy could not read the step time of {untimed}, so no "
+                            "slowdown is claimed)")
+            v["confidence"] = _signal_agreement(hs, host.cpus, bool(v["evidence"]["cpu_signals"]))
+        v["evidence"]["method"] = {
+            "step_times": "py-spy sample order of each job's main thread",
+            "solo": "in-situ probe (the other jobs paused)" if self.probe else None,
+            "paused_job_s": round(self.paused_job_s, 2)}
+        if v["kind"] == "no-baseline":
+            v["recommendations"] = [
+                "run without --no-probe so each job is measured alone" if not self.probe else
+                "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
+                "figures from the start-up hook"]
+        for pid in live:
+            if self.jobs[pid].get("no_solo"):
+                v["evidence_lines"].append(f"{self.jobs[pid]['name']}: measured passively, "
+                                           f"{self.jobs[pid]['no_solo']}")
+        if self.probe and self.paused_job_s:
+            v["evidence_lines"].append(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
+        return v
+
+    def result(self) -> dict:
+        """The diagnosis as the JSON contract's parts (`present.diagnosis` renders it)."""
+        jobs = []
+        for j in self.jobs.values():
+            if "together" not in j:
+                continue
+            tog, alone = j.get("together"), j.get("alone")
+            step = tog.step_time_s if tog else None
+            solo = alone.step_time_s if alone else None
+            jobs.append({
+                "pid": j["pid"], "pids": j.get("pids") or [], "name": j["name"],
+                "command": j.get("command"), "device": j.get("device"),
+                "cpu_cores": round(statistics.fmean(j["cpu"]), 3) if j["cpu"] else None,
+                "solo_cpu_cores": j.get("solo_cpu_cores"),
+                "stall_fraction": round(tog.fraction, 3) if tog and tog.samples else None,
+                "solo_stall_fraction": round(alone.fraction, 3) if alone and alone.samples else None,
+                "step_time_s": step, "solo_step_time_s": solo,
+                "slowdown": round(step / solo, 3) if step and solo else None,
+                "measured_alone": alone is not None, "why_not_alone": j.get("no_solo")})
+        return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
+                "notes": list(self.notes_)}
+
+
+def _signal_agreement(hs: list[tuple], cpus: int, fired: bool) -> float:
+    """A signals-only verdict's confidence: the share of the host samples that agree with it
+    (a CPU saturation signal fired in that sample, or did not)."""
+    if not hs:
+        return 0.0
+    agree = sum(bool(HostEvidence(cpus=cpus, busy=h[1], psi_some10=h[2], load1=h[3],
+                                  throttled=h[4]).cpu_signals()) == fired for h in hs)
+    return round(agree / len(hs), 2)
+
+
+def _mean(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
+    """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
+    out: dict[int, pyspy.StallEstimate] = {}
+
+    def burst(root: int, target: int) -> None:
+        name_native_thread("gdl-spy")
+        est, err = pyspy.record_stall(target, seconds, RATE)
+        if est is not None and err is None:
+            out[root] = est
+
+    threads = [threading.Thread(target=burst, args=(r, t), daemon=True)
+               for r, t in targets.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 25)
+    return out
+
+
+def _tree_cpu_s(pids: list[int]) -> float | None:
+    """CPU seconds (user + system) used so far by these processes."""
+    total, any_ = 0.0, False
+    for pid in pids:
+        try:
+            c = psutil.Process(pid).cpu_times()
+            total += c.user + c.system
+            any_ = True
+        except psutil.Error:
+            continue
+    return total if any_ else None

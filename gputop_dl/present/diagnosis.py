@@ -1,0 +1,22 @@
+"""`gputop-dl diagnose` on the console: the jobs it measured, as a table, before the verdict."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from gputop_dl.text.fmt import DASH, num, pct, secs
+
+
+def diagnosis_table(result: dict) -> Table:
+    """One row per job: CPU together and alone, stall together and alone, step times, slowdown."""
+    t = Table(title="Diagnosis (jobs found running)", title_justify="left")
+    for col in ("job", "pid", "CPU cores", "alone", "data-wait", "alone", "step", "alone",
+                "slowdown", "measured alone"):
+        t.add_column(col, justify="left" if col in ("job", "measured alone") else "right")
+    for j in result.get("jobs", []):
+        t.add_row(j["name"], str(j["pid"]), num(j["cpu_cores"], ".2f"),
+                  num(j["solo_cpu_cores"], ".2f"), pct(j["stall_fraction"]),
+                  pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
+                  secs(j["solo_step_time_s"]), num(j["slowdown"], ".2f", "×"),
+                  "yes" if j["measured_alone"] else (j.get("why_not_alone") or DASH))
+    return t

@@ -1,0 +1,135 @@
+"""`gputop-dl diagnose` on jobs started by hand: real plain-PyTorch scripts of known cost
+(tests/external/calibrated.py), judged with and without the in-situ probe. Each test diagnoses
+only its own scripts (`pids`), so no other test's process is ever paused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.engine import diagnose_plan
+from gputop_dl.record.store import Store
+from gputop_dl.runner import diagnose_engine
+
+CALIBRATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "external", "calibrated.py")
+LIGHT = ["--sample-io-ms", "10", "--compute-ms", "60"]
+HEAVY = ["--sample-cpu-ms", "10", "--workers", "2", "--compute-ms", "20"]
+
+
+@pytest.fixture
+def by_hand():
+    procs: list[subprocess.Popen] = []
+
+    def start(args: list[str], n: int) -> set[int]:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, CALIBRATED, "--steps", "0", *args],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
+        time.sleep(4)  # torch imported, training
+        return {p.pid for p in procs}
+
+    yield start
+    for p in procs:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.wait()
+
+
+def diagnose(pids, **kw):
+    eng = diagnose_engine(Nvml(), pids=pids, interval=0.5, **kw)
+    eng.start()
+    eng.join()
+    return eng
+
+
+def never_left_stopped(pids) -> bool:
+    for pid in pids:
+        for p in [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True):
+            if p.status() == psutil.STATUS_STOPPED:
+                return False
+    return True
+
+
+def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
+    pids = by_hand(HEAVY, 3)
+    eng = diagnose(pids, seconds=12)
+    v, res = eng.verdict, eng.plan.result()
+    assert v["kind"] == "cpu-bound", v["reason"]
+    assert v["evidence"]["solo_cpu_need_cores"] > 2.5  # ~1.8 cores each, measured alone
+    assert {j["pid"] for j in res["jobs"]} == pids and all(j["measured_alone"] for j in res["jobs"])
+    assert all(j["solo_cpu_cores"] > j["cpu_cores"] for j in res["jobs"])
+    assert v["evidence"]["method"]["paused_job_s"] > 0
+    assert never_left_stopped(pids)
+    # recorded as a session, with the verdict
+    row = Store().session(eng.session_id)
+    assert row.kind == "diagnose" and row.verdict["kind"] == "cpu-bound"
+
+
+def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(by_hand):
+    pids = by_hand(LIGHT, 2)
+    eng = diagnose(pids, seconds=10)
+    v, res = eng.verdict, eng.plan.result()
+    assert v["kind"] in ("parallel", "no-baseline"), v["reason"]
+    for j in res["jobs"]:
+        if j["slowdown"] is not None:  # py-spy read both step times: ~0.1 s, ~1.0x
+            assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4 and j["slowdown"] < 1.3
+        else:
+            assert "no slowdown is claimed" in v["reason"]
+    assert never_left_stopped(pids)
+
+
+def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeypatch):
+    pids = by_hand(HEAVY, 2)
+    paused = []
+    monkeypatch.setattr(diagnose_plan.Pauser, "pause", lambda self, roots: paused.append(roots))
+    eng = diagnose(pids, seconds=6, probe=False)
+    res = eng.plan.result()
+    assert paused == [] and not any(j["measured_alone"] for j in res["jobs"])
+    assert "--no-probe: no job was measured alone" in res["notes"]
+    assert eng.verdict["kind"] == "no-baseline" and "judged on signals alone" in eng.verdict["reason"]
+    assert all(j["slowdown"] is None for j in res["jobs"])
+
+
+def test_real_diagnose_jobs_we_may_not_signal_are_measured_passively(by_hand, monkeypatch):
+    pids = by_hand(LIGHT, 2)
+    theirs = min(pids)
+    monkeypatch.setattr(diagnose_plan, "may_signal", lambda pid: pid != theirs)
+    eng = diagnose(pids, seconds=8)
+    res = {j["pid"]: j for j in eng.plan.result()["jobs"]}
+    mine = max(pids)
+    assert not res[mine]["measured_alone"] and "may not pause" in res[mine]["why_not_alone"]
+    assert res[theirs]["measured_alone"]  # its window pauses only our job
+    assert any("measured passively" in line for line in eng.verdict["evidence_lines"])
+
+
+def test_real_diagnose_cli_json_contract(by_hand):
+    pids = by_hand(LIGHT, 2)
+    out = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--seconds", "6",
+                          "--json", "--pid", ",".join(map(str, pids))],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "gputop-dl.diagnosis/1" and doc["session"]
+    assert {"kind", "title", "reason", "confidence", "evidence", "jobs"} <= doc["verdict"].keys()
+    for j in doc["jobs"]:
+        assert {"pid", "pids", "name", "cpu_cores", "stall_fraction", "solo_step_time_s",
+                "step_time_s", "slowdown"} <= j.keys()
+        assert j["pid"] in pids and j["pid"] in j["pids"]
+    assert "probe:" in out.stderr  # progress goes to stderr, JSON alone on stdout
+
+
+@pytest.mark.parametrize("args,msg", [(["--seconds", "1"], "--seconds 1: expected 3 to 3600"),
+                                      (["--pid", "abc"], "--pid abc: expected comma-separated")])
+def test_diagnose_bad_arguments_are_one_line_exit_2(args, msg):
+    out = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and msg in out.stderr and "Traceback" not in out.stderr
