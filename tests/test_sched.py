@@ -163,3 +163,165 @@ def test_every_policy_explains_every_job_it_leaves_waiting(name):
     assert all(d.reasons.values())
     # without explain the same jobs start
     assert names(decide(p, queue_of(p, *jobs), [], m, now=8)) == names(d)
+
+
+# --- the simulator --------------------------------------------------------------------------------
+
+from gputop_dl.sched.simulate import (JobKind, percentile, poisson_jobs, simulate,  # noqa: E402
+                                      slowdowns, summarise)
+
+
+def by_name(outcomes):
+    return {o.job.name: o for o in outcomes}
+
+
+def test_sjf_mean_jct_beats_fifo_on_a_long_job_first_trace():
+    """One GPU; a 100 s job arrives just before two 10 s jobs. FIFO: JCTs 100, 110, 120 (mean
+    110); SJF: 10, 20, 120 (mean 50)."""
+    m = Machine(gpus=1, cpus=8)
+    jobs = [Job("long", arrival_s=0, duration_s=100), Job("s1", arrival_s=0, duration_s=10),
+            Job("s2", arrival_s=0, duration_s=10)]
+    fifo = summarise("fifo", simulate(Policy("fifo"), jobs, m))
+    sjf = summarise("sjf", simulate(Policy("sjf"), jobs, m))
+    assert fifo.mean_jct_s == pytest.approx(110) and sjf.mean_jct_s == pytest.approx(50)
+    assert fifo.makespan_s == sjf.makespan_s == pytest.approx(120)
+    assert sjf.mean_wait_s == pytest.approx(10) and fifo.mean_wait_s == pytest.approx(70)
+
+
+def test_backfill_removes_the_head_of_line_blocking_of_a_two_gpu_job():
+    """Two GPUs: a 100 s job on one, then a 2-GPU job, then four 20 s jobs. Plain FIFO leaves
+    GPU 1 idle for 100 s; backfilling runs the short jobs there without delaying the big one."""
+    m = Machine(gpus=2, cpus=8)
+    jobs = [Job("r", duration_s=100), Job("big", arrival_s=1, gpus=2, duration_s=50)]
+    jobs += [Job(f"s{i}", arrival_s=2 + i, duration_s=20) for i in range(4)]
+    fifo = by_name(simulate(Policy("fifo"), jobs, m))
+    bf = by_name(simulate(Policy("fifo-backfill"), jobs, m))
+    assert fifo["big"].start_s == bf["big"].start_s == pytest.approx(100)  # not delayed
+    assert [fifo[f"s{i}"].start_s for i in range(4)] == pytest.approx([150, 150, 170, 170])
+    assert [bf[f"s{i}"].start_s for i in range(4)] == pytest.approx([2, 22, 42, 62])
+    assert summarise("bf", bf.values()).mean_jct_s < summarise("fifo", fifo.values()).mean_jct_s
+
+
+def test_priority_with_ageing_lets_nothing_starve():
+    """A priority-0 job under a stream of priority-5 jobs (one every 10 s, 10 s each, one GPU).
+    It passes an urgent job that arrived more than 5 x ageing_s = 300 s after it; without
+    ageing it waits for the whole stream."""
+    m = Machine(gpus=1, cpus=8)
+    stream = [Job(f"u{i}", arrival_s=i * 10.0, duration_s=10, priority=5) for i in range(100)]
+    low = Job("low", arrival_s=0.5, duration_s=10, priority=0)
+    aged = by_name(simulate(Policy("priority", ageing_s=60), [*stream, low], m))
+    assert 300 <= aged["low"].start_s <= 320
+    no_ageing = by_name(simulate(Policy("priority", ageing_s=1e9), [*stream, low], m))
+    assert no_ageing["low"].start_s == pytest.approx(1000)
+
+
+def test_cpu_oversubscription_slows_in_proportion_and_a_shared_gpu_time_slices():
+    m = Machine(gpus=2, cpus=4)
+    a, b = Job("a", duration_s=10, cpu_cores=4), Job("b", duration_s=10, cpu_cores=4)
+    # 8 cores asked of 4: both run at half speed
+    out = by_name(simulate(Policy("fifo"), [a, b], m, cpu_aware=False))
+    assert out["a"].end_s == out["b"].end_s == pytest.approx(20)
+    # cpu_aware: b waits for a, both at full speed
+    out = by_name(simulate(Policy("fifo"), [a, b], m))
+    assert (out["a"].end_s, out["b"].start_s, out["b"].end_s) == pytest.approx((10, 10, 20))
+    # half the interference strength: 1 + 0.5 * (8 - 4) / 4 = 1.5
+    out = by_name(simulate(Policy("fifo"), [a, b], m, cpu_aware=False, cpu_alpha=0.5))
+    assert out["a"].end_s == pytest.approx(15)
+    shared = Machine(gpus=1, cpus=16, jobs_per_gpu=2)
+    busy = [Job("g1", duration_s=10, gpu_util=1.0), Job("g2", duration_s=10, gpu_util=1.0)]
+    assert [o.end_s for o in simulate(Policy("fifo"), busy, shared)] == pytest.approx([20, 20])
+    light = [Job("g1", duration_s=10, gpu_util=0.5), Job("g2", duration_s=10, gpu_util=0.4)]
+    assert [o.end_s for o in simulate(Policy("fifo"), light, shared)] == pytest.approx([10, 10])
+    # the slowdowns themselves: the larger of the CPU and the GPU factor
+    running = [Running(Job("x", cpu_cores=6, gpu_util=0.8), 0, (0,)),
+               Running(Job("y", cpu_cores=0, gpu_util=0.9), 0, (0,))]
+    assert slowdowns(running, Machine(gpus=1, cpus=4, jobs_per_gpu=2)) == pytest.approx([1.7, 1.7])
+    assert slowdowns(running[:1], Machine(gpus=1, cpus=4)) == pytest.approx([1.5])
+
+
+def test_a_job_ends_at_its_rate_after_the_others_change():
+    """Piecewise speed: a (10 s of work) runs alone for 5 s, then at half speed beside b."""
+    m = Machine(gpus=2, cpus=4)
+    jobs = [Job("a", duration_s=10, cpu_cores=4), Job("b", arrival_s=5, duration_s=100, cpu_cores=4)]
+    out = by_name(simulate(Policy("fifo"), jobs, m, cpu_aware=False))
+    assert out["a"].end_s == pytest.approx(15)  # 5 s alone + 5 s of work at half speed
+    assert out["b"].end_s == pytest.approx(5 + 10 + 95)  # 5 s of work in 10 s, then alone
+
+
+def test_poisson_stream_is_reproducible_and_has_the_asked_rate():
+    kinds = [JobKind(Job("a", duration_s=10), 3.0), JobKind(Job("b", duration_s=50, gpus=2), 1.0)]
+    one, two = poisson_jobs(kinds, 0.5, 4000, seed=7), poisson_jobs(kinds, 0.5, 4000, seed=7)
+    assert one == two and one != poisson_jobs(kinds, 0.5, 4000, seed=8)
+    assert one[-1].arrival_s / 4000 == pytest.approx(2.0, rel=0.05)
+    share_a = sum(j.klass == "a" for j in one) / len(one)
+    assert share_a == pytest.approx(0.75, abs=0.03)
+    assert len({j.name for j in one}) == 4000
+    with pytest.raises(ValueError):
+        poisson_jobs(kinds, 0, 10, seed=1)
+
+
+def test_percentile():
+    assert percentile([3, 1, 2, 4], 50) == pytest.approx(2.5)
+    assert percentile(list(range(101)), 95) == pytest.approx(95)
+    assert percentile([5], 95) == 5
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_job_runs_once_and_no_gpu_or_core_is_handed_out_twice(name):
+    """An overloaded stream with 1-, 2- and 0-GPU jobs: every job ends once, never before its
+    arrival or faster than alone, GPUs are never double-booked, and with cpu_aware (or a large
+    V) the cores are never overcommitted by two or more jobs."""
+    m = Machine(gpus=4, cpus=8)
+    kinds = [JobKind(Job("one", duration_s=30, cpu_cores=3)), JobKind(Job("two", duration_s=90, gpus=2, cpu_cores=5), 0.4),
+             JobKind(Job("cpu", duration_s=20, gpus=0, cpu_cores=2), 0.3)]
+    jobs = poisson_jobs(kinds, 0.2, 400, seed=3)
+    p = Policy(name, v=1e6)
+    out = simulate(p, jobs, m)
+    assert sorted(o.job.name for o in out) == sorted(j.name for j in jobs)
+    for o in out:
+        assert o.start_s >= o.job.arrival_s - 1e-9 and o.end_s - o.start_s >= o.job.duration_s - 1e-6
+    events = sorted([(o.start_s, 1, o) for o in out] + [(o.end_s, 0, o) for o in out],
+                    key=lambda e: (e[0], e[1]))
+    now_running, cores, on_gpu = set(), 0.0, {}
+    for _, kind, o in events:
+        assert len(o.gpus) == o.job.gpus
+        if kind:
+            now_running.add(o.job.name)
+            cores += o.job.cpu_cores
+            assert len(now_running) == 1 or cores <= m.cpus + 1e-9
+            for g in o.gpus:
+                assert g not in on_gpu, f"GPU {g}: {o.job.name} beside {on_gpu[g]}"
+                on_gpu[g] = o.job.name
+        else:
+            now_running.discard(o.job.name)
+            cores -= o.job.cpu_cores
+            for g in o.gpus:
+                del on_gpu[g]
+
+
+# --- the simulation report ------------------------------------------------------------------------
+
+def test_simulation_json_and_markdown_from_real_results():
+    import json
+
+    from gputop_dl.present.report.simulation import (SIMULATION_SCHEMA, render_simulation_markdown,
+                                                     simulation_json)
+    from gputop_dl.sched.simulate import sweep
+
+    kinds = [JobKind(Job("long", duration_s=100)), JobKind(Job("short", duration_s=10), 3.0)]
+    results = [r.to_json() for r in sweep([Policy("fifo"), Policy("sjf")], kinds, Machine(gpus=2, cpus=8),
+                                          rates=[0.01, 0.05], seeds=[1, 2], n_jobs=200)]
+    doc = json.loads(json.dumps(simulation_json({"name": "t"}, results)))
+    assert doc["schema"] == SIMULATION_SCHEMA == "gputop-dl.simulation/1"
+    assert len(doc["results"]) == 2 * 2 * 2
+    for row in doc["results"]:
+        assert {"policy", "rate", "seed", "mean_jct_s", "p95_jct_s", "makespan_s", "mean_wait_s"} <= set(row)
+        assert row["p95_jct_s"] >= row["mean_wait_s"] >= 0 and row["makespan_s"] > 0
+    by = {(r["policy"], r["rate"], r["seed"]): r["mean_jct_s"] for r in doc["results"]}
+    assert all(by[("sjf", rate, s)] <= by[("fifo", rate, s)] + 1e-9 for rate in (0.01, 0.05) for s in (1, 2))
+    md = render_simulation_markdown({"name": "t", "lines": [("machine", "2 GPUs")], "load": {"0.05": 0.7}},
+                                    results)
+    assert md.count("```mermaid") == 4 and "Lines, in order: fifo, sjf." in md
+    fifo_mean = sum(by[("fifo", 0.05, s)] for s in (1, 2)) / 2
+    assert f"| fifo | {sum(by[('fifo', 0.01, s)] for s in (1, 2)) / 2:.1f} | {fifo_mean:.1f} |" in md
+    assert "| 0.05/s | 0.70 | sjf |" in md
