@@ -15,8 +15,9 @@ from gputop_dl.present.report.mermaid import lines_chart
 from gputop_dl.text.markdown import md_cell, md_text, table
 
 SIMULATION_SCHEMA = "gputop-dl.simulation/1"
-FIGURES = (("mean_jct_s", "Mean job completion time"), ("p95_jct_s", "p95 job completion time"),
-           ("makespan_s", "Makespan"), ("mean_wait_s", "Mean wait"))
+FIGURES = (("mean_jct_s", "Mean job completion time", "mean JCT"),
+           ("p95_jct_s", "p95 job completion time", "p95 JCT"),
+           ("makespan_s", "Makespan", "makespan"), ("mean_wait_s", "Mean wait", "mean wait"))
 _ROW_KEYS = ("policy", "rate", "seed", "mean_jct_s", "p95_jct_s", "makespan_s", "mean_wait_s")
 
 
@@ -32,7 +33,7 @@ def simulation_json(setup: dict, results: Sequence[dict]) -> dict:
     return {"schema": SIMULATION_SCHEMA, "setup": setup, "results": rows}
 
 
-def _means(results: Sequence[dict], key: str) -> tuple[list[str], list[float | None], dict]:
+def means_over_seeds(results: Sequence[dict], key: str) -> tuple[list[str], list[float | None], dict]:
     """Policies (first-seen order), rates (ascending), {(policy, rate): mean over seeds}."""
     policies = list(dict.fromkeys(r["policy"] for r in results))
     rates = sorted({r["rate"] for r in results if r["rate"] is not None})
@@ -58,7 +59,7 @@ def render_simulation_markdown(setup: dict, results: Sequence[dict]) -> str:
     out.append("")
     if not results:
         return "\n".join(out + ["No results.", ""])
-    policies, rates, jct = _means(results, "mean_jct_s")
+    policies, rates, jct = means_over_seeds(results, "mean_jct_s")
     loads = setup.get("load", {})
     out += ["## Best policy per arrival rate (mean JCT)", ""]
     rows = []
@@ -70,8 +71,8 @@ def render_simulation_markdown(setup: dict, results: Sequence[dict]) -> str:
             rows.append([_rate_label(rate), "–" if load is None else f"{load:.2f}", md_cell(best_p),
                          f"{best_v:.1f} s"])
     out += [table(["arrival rate", "offered load", "best policy", "mean JCT"], rows, "lrlr"), ""]
-    for key, title in FIGURES:
-        policies, rates, means = _means(results, key)
+    for key, title, _ in FIGURES:
+        policies, rates, means = means_over_seeds(results, key)
         out += [f"## {title} (s, mean over seeds)", ""]
         header = ["policy"] + [_rate_label(r) for r in rates]
         body = [[md_cell(p)] + [f"{means[(p, r)]:.1f}" if (p, r) in means else "–" for r in rates]
