@@ -1,4 +1,4 @@
-"""Command line: the monitor, `--once`, `launch`, `export`, `sessions`, `models`, `sweep`, `profile`.
+"""Command line: the monitor, `--once`, `launch`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -25,6 +25,7 @@ examples:
   gputop-dl models resnet50 vgg16                   parameters and forward GMac
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
   gputop-dl profile --model resnet18 --batch 32     top-10 operators and a Chrome trace
+  gputop-dl simulate workloads/queue_trace.toml     scheduling policies x arrival rates, simulated
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
 ~/.local/share/gputop-dl/sessions.db)."""
@@ -81,7 +82,55 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--json", action="store_true", dest="diag_json",
                     help="print the diagnosis as JSON (schema gputop-dl.diagnosis/1)")
     add_lab_parsers(sub)
+    add_sched_parsers(sub)
     return p
+
+
+def add_sched_parsers(sub) -> None:
+    """`simulate`: the queue policies on a trace of job profiles (no jobs run)."""
+    sp = sub.add_parser("simulate", help="simulate a job queue under scheduling policies",
+                        description="Simulate the jobs of TRACE.toml (docs/scheduling.md) queued on "
+                        "its machine under each policy, at each arrival rate (Poisson arrivals, "
+                        "several seeds), with CPU and shared-GPU interference. Prints mean and p95 "
+                        "job completion time, makespan and mean wait per policy and rate. A trace "
+                        "whose workloads all have an `arrival` is replayed as listed unless --rates "
+                        "is given.")
+    sp.add_argument("trace", metavar="TRACE.toml")
+    sp.add_argument("--policies", metavar="P1,P2,...",
+                    help="comma-separated: fifo, fifo-backfill, sjf, priority, lyapunov "
+                    "(default: the trace's, else fifo,sjf,priority,lyapunov)")
+    sp.add_argument("--rates", metavar="R1,R2,...", help="arrivals per second, comma-separated "
+                    "(default: the trace's, else 0.25,0.5,1,2)")
+    sp.add_argument("--seeds", type=int, metavar="N", help="seeds 1..N per rate (default: the "
+                    "trace's, else 3)")
+    sp.add_argument("--jobs", type=int, metavar="N", help="jobs per simulated run (default: the "
+                    "trace's, else 1000)")
+    sp.add_argument("--json", action="store_true", dest="sim_json",
+                    help="print the results as JSON (schema gputop-dl.simulation/1)")
+    sp.add_argument("--out", metavar="REPORT.md", help="also write a Markdown report with charts")
+
+
+def parse_policies(text: str) -> list[str]:
+    from gputop_dl.sched.policies import POLICIES
+
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [n for n in names if n not in POLICIES]
+    if not names or bad:
+        what = f"unknown policy {bad[0]!r}" if bad else "no policy"
+        raise UsageError(f"--policies {text!r}: {what}, expected comma-separated names from "
+                         f"{', '.join(POLICIES)}")
+    return names
+
+
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        rates = []
+    if not rates or not all(0 < r < float("inf") for r in rates):
+        raise UsageError(f"--rates {text!r}: expected arrival rates per second > 0, "
+                         "comma-separated, e.g. 0.25,0.5,1")
+    return rates
 
 
 def add_lab_parsers(sub) -> None:
@@ -153,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
             only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
             return runner.run_launch(args.file, only=only, baseline=args.baseline,
                                      headless=args.headless)
+        if args.cmd == "simulate":
+            for key in ("seeds", "jobs"):
+                if getattr(args, key) is not None and getattr(args, key) < 1:
+                    raise UsageError(f"--{key} {getattr(args, key)}: expected a positive integer")
+            return runner.run_simulate(
+                args.trace, policies=parse_policies(args.policies) if args.policies else None,
+                rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
+                jobs=args.jobs, as_json=args.sim_json, out=args.out)
         if args.cmd == "export":
             return runner.run_export(args.session, args.out)
         if args.cmd == "sessions":

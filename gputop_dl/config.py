@@ -356,22 +356,16 @@ class _Loader:
         return w.with_(command=command, **paths)
 
 
-def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:
-    """Read and validate the workload file at `path` for a machine with `gpu_count` CUDA GPUs.
-
-    `gpu_count` None or 0: no CUDA; cpu_fallback tables are applied and GPU indexes are not checked.
-    `only`: keep just these workloads (in file order). Raises ConfigError (one line) on any mistake.
-    """
-    spath = os.fspath(path)
+def read_toml(spath: str, what: str) -> tuple[str, dict]:
+    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable)."""
     try:
-        raw = Path(spath).read_bytes()
-        text = raw.decode("utf-8")
+        text = Path(spath).read_bytes().decode("utf-8")
     except OSError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected="a readable TOML workload file") from None
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file") from None
     except UnicodeDecodeError as e:
         raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file") from None
     try:
-        data = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
@@ -379,6 +373,15 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
             raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2])) from None
         raise ConfigError(spath, f"invalid TOML: {msg}") from None
 
+
+def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:
+    """Read and validate the workload file at `path` for a machine with `gpu_count` CUDA GPUs.
+
+    `gpu_count` None or 0: no CUDA; cpu_fallback tables are applied and GPU indexes are not checked.
+    `only`: keep just these workloads (in file order). Raises ConfigError (one line) on any mistake.
+    """
+    spath = os.fspath(path)
+    text, data = read_toml(spath, "workload")
     ld = _Loader(spath, text, gpu_count or 0)
     for key in data:
         if key not in _TOP:

@@ -15,7 +15,10 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gpu
                    "gputop_dl.present.once", "gputop_dl.present.report",
                    "gputop_dl.text.markdown", "gputop_dl.collect.discover",
                    "gputop_dl.collect.found", "gputop_dl.collect.machine", "gputop_dl.runner", "gputop_dl.lab.commands", "gputop_dl.collect.stall",
-                   "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report"]
+                   "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report",
+                   "gputop_dl.sched.policies", "gputop_dl.sched.simulate",
+                   "gputop_dl.present.report.simulation", "gputop_dl.trace",
+                   "gputop_dl.engine.queue_plan"]
 # the only modules that import torch: they run in the trainer child or a lab worker process
 TORCH_MODULES = ("trainer", os.path.join("lab", "cost.py"), os.path.join("lab", "sweep_worker.py"),
                  os.path.join("lab", "opprofile.py"))

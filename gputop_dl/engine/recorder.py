@@ -80,6 +80,12 @@ class Recorder:
                                    status="starting", pid=pid, started=started,
                                    info={"phase": phase, "argv": argv})
 
+    def job_status(self, w: Workload, status: str) -> None:
+        """A job row's status without a run (a queued job that never started)."""
+        if self._store is not None:
+            self._store.upsert_job(self.session_id, w.name, launched=True, config=None,
+                                   status=status)
+
     def events(self, job: str, phase: str, evs: list[dict]) -> None:
         if self._store is not None and evs:
             self._store.add_events(self.session_id, job, phase, evs)

@@ -101,3 +101,17 @@ def time_chart(title: str, t_end: float, series: list[list[float | None]], y_tit
     for f in filled:
         lines.append("    line [" + ", ".join(_n(v) for v in f) + "]")
     return _block(lines)
+
+
+def lines_chart(title: str, categories: list[str], series: list[list[float | None]],
+                y_title: str) -> str | None:
+    """Categories on x, one line per series (gaps: see `_fill`); None if no data."""
+    filled = [f for f in (_fill(s) for s in series) if f]
+    if not categories or not filled:
+        return None
+    top = _nice_max(max(max(f) for f in filled))
+    cats = ", ".join(f'"{label(c, 24)}"' for c in categories)
+    lines = ["xychart-beta", f'    title "{label(title, 80)}"', f"    x-axis [{cats}]",
+             f'    y-axis "{label(y_title)}" 0 --> {_n(top)}']
+    lines += ["    line [" + ", ".join(_n(v) for v in f) + "]" for f in filled]
+    return _block(lines)
