@@ -187,6 +187,16 @@ def run_launch_tui(engine: Engine, app_class) -> int:
     return exit_code(engine)
 
 
+def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0) -> dict:
+    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict."""
+    engine = diagnose_engine(nvml, seconds=seconds, interval=0.5)
+    engine.start()
+    engine.join()
+    if engine.error is not None:
+        raise RuntimeError(str(engine.error))
+    return dict(engine.plan.result(), session=engine.session_id)
+
+
 def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = False,
                  interval: float = 1.0, pids: set[int] | None = None) -> int:
     """`gputop-dl diagnose`: progress on stderr, then the jobs table and the verdict (or JSON)."""
@@ -231,7 +241,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> 
     engine = monitor_engine(nvml, interval=max(0.1, interval),
                             stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
     app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
-                    exporter=export_for_tui)
+                    exporter=export_for_tui, diagnoser=lambda: diagnose_for_tui(nvml))
     try:
         app.run()
     finally:

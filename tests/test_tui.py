@@ -714,3 +714,42 @@ def test_only_the_tui_package_imports_textual():
                     if pat.search(fh.read()):
                         offenders.append(os.path.join(d, f))
     assert offenders == []
+
+
+@aio
+async def test_d_diagnoses_the_found_jobs_and_shows_their_verdict():
+    verdict = {"kind": "cpu-bound", "title": "concurrent: CPU-bound", "confidence": 0.9,
+               "reason": "found jobs need 5.7 cores alone; 2 allowed",
+               "evidence_lines": ["CPU alone: 5.7 cores needed"], "recommendations": ["queue"],
+               "jobs": [], "evidence": {}}
+    calls = []
+
+    def diagnoser():
+        calls.append(threading.current_thread().name)
+        return {"schema": "gputop-dl.diagnosis/1", "verdict": verdict, "jobs": [], "notes": []}
+
+    app, src = new_app(mode="monitor", diagnoser=diagnoser)
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        assert "d: diagnose the jobs found running" in str(app.query_one("#banner").render())
+        await pilot.press("d")
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if isinstance(app.screen, VerdictScreen):
+                break
+        assert isinstance(app.screen, VerdictScreen) and "5.7 cores" in body_text(app.screen)
+        assert calls and calls[0] != threading.main_thread().name  # off the UI thread
+        await pilot.press("escape")
+        await feed(pilot, src, monitor_snapshot(1))
+        banner = str(app.query_one("#banner").render())
+        assert "CPU-BOUND" in banner and "found jobs need 5.7 cores" in banner
+
+
+@aio
+async def test_d_in_a_launch_points_to_its_own_verdict():
+    app, src = new_app(diagnoser=lambda: pytest.fail("must not diagnose a launch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("d")
+        await pilot.pause()
+        assert not isinstance(app.screen, VerdictScreen)

@@ -202,3 +202,16 @@ def test_a_noisy_baseline_whose_spread_is_counted_is_not_halved_again():
     p = max(V.side_probability(measured(n, s, 10, 0.1, solo_cv=0.3)) for n, s in
             (("a", 1.6), ("b", 1.5)))
     assert noisy["confidence"] == round(p, 2)
+
+
+def test_without_step_times_a_measured_cpu_need_and_starvation_make_it_cpu_bound():
+    starved = [job(n, solo=False, cores=0.66, solo_cores=1.9, gpus=(), device="cpu", steps=0)
+               for n in "abc"]
+    v = judge(starved, HostEvidence(cpus=2, busy=0.99), "probe", need_steps=0)
+    assert v["kind"] == "cpu-bound" and v["evidence"]["solo_cpu_need_cores"] == 5.7
+    assert all(j["slowdown"] is None for j in v["jobs"])
+    # the same need, but each job got as much CPU together as alone: not starved, no claim
+    fed = [job(n, solo=False, cores=1.0, solo_cores=1.05, gpus=(), device="cpu", steps=0)
+           for n in "ab"]
+    v = judge(fed, HostEvidence(cpus=2, busy=0.99), "probe", need_steps=0)
+    assert v["kind"] == "no-baseline" and "judged on signals alone" in v["reason"]

@@ -9,7 +9,8 @@ end does not dilute its slowdown.
 Rules, first match wins (thresholds are module constants and tested at their boundaries):
 - insufficient-data: a job has fewer than MIN_STEPS co-run steps in the overlap window;
 - cpu-bound without slowdowns: no step times alone, but each job's CPU need alone was measured
-  (diagnose's probe), the needs sum above BUSY x cores, and a CPU signal fires;
+  (diagnose's probe), the needs sum above BUSY x cores, a CPU signal fires, and some job used
+  more than SLOW x its CPU together when alone (it was starved of cores);
 - no-baseline: no job has a solo baseline (the reason still names the CPU signals);
 - parallel: every s_i <= SLOW (1.10);
 - gpu-contended: a slowed job shares a GPU with another job and its stall did not rise;
@@ -180,12 +181,17 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     slow = [j.slowdown for j in jobs]
     have = [j for j in jobs if j.slowdown is not None]
     need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
+    starved = [j for j in jobs if j.solo_cpu_cores is not None and j.cpu_cores
+               and j.solo_cpu_cores > j.cpu_cores * SLOW]
     if not have and signals and len(jobs) > 1 and all(j.solo_cpu_cores is not None for j in jobs) \
-            and need > host.cpus * BUSY:
-        # no step times, but each job's CPU need alone was measured (diagnose's probe)
+            and need > host.cpus * BUSY and starved:
+        # no step times, but each job's CPU need alone was measured (diagnose's probe), and
+        # some job used more CPU alone than beside the others: it was starved of cores
         evidence["solo_cpu_need_cores"] = round(need, 2)
         lines.append(f"CPU alone: {need:.1f} cores needed; together they used "
                      f"{evidence['co_cpu_cores']:.1f}; {host.cpus} allowed (no slowdown measured)")
+        lines.append("CPU alone vs together: " + ", ".join(
+            f"{j.name} {j.solo_cpu_cores:.2f} vs {j.cpu_cores:.2f} cores" for j in starved))
         lines.append("CPU signals: " + "; ".join(signals))
         return _cpu_bound(jobs, host, need, True, [], all(j.on_cpu for j in jobs), evidence,
                           lines, confidence)

@@ -12,6 +12,7 @@ the machine or imports torch.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import threading
@@ -86,6 +87,7 @@ class GputopApp(App[int]):
         Binding("e", "export", "Export"),
         Binding("p", "pause", "Pause"),
         Binding("l", "launcher", "Launch"),
+        Binding("d", "diagnose", "Diagnose"),
         Binding("j", "cursor(1)", "Down", show=False),
         Binding("k", "cursor(-1)", "Up", show=False),
         Binding("c", "sort('cpu')", "Sort CPU", show=False),
@@ -109,9 +111,12 @@ class GputopApp(App[int]):
     def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
                  spec=None, launcher=None, workloads_dir: str = "workloads",
                  export_dir: str | None = None, handle_signals: bool = False,
-                 exporter: Callable[..., str] | None = None):
+                 exporter: Callable[..., str] | None = None,
+                 diagnoser: Callable[[], dict] | None = None):
         """`launcher`: loads workload files and starts sources for the `l` screen (None: no
-        launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`."""
+        launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`;
+        `diagnoser()`: runs `gputop-dl diagnose` on the found jobs and returns its result (the
+        JSON contract's dict) for `d`."""
         super().__init__()
         self.sources: list = [source]
         self.specs: dict[int, Any] = {0: spec if spec is not None else source_attr(source, "spec")}
@@ -119,6 +124,9 @@ class GputopApp(App[int]):
         self.mode = mode
         self.launcher = launcher
         self.exporter = exporter
+        self.diagnoser = diagnoser
+        self.diagnosis: dict | None = None  # the last `d` result
+        self.diagnosing = False
         self.workloads_dir = workloads_dir
         self.export_dir = export_dir
         self.handle_signals = handle_signals
@@ -298,6 +306,8 @@ class GputopApp(App[int]):
             extra = f"{n} GPU process(es)" + (" · l: launch workloads" if self.launcher else "")
         if self.stopping:
             extra = "stopping jobs, then quitting…"
+        if li is None and snap is not None and self.diagnosis and self.diagnosis.get("verdict"):
+            snap = dataclasses.replace(snap, verdict=self.diagnosis["verdict"])  # found jobs
         self.banner.show(snap, mode="launch" if li is not None else self.mode, extra=extra)
         log: list[tuple[float, str]] = []
         for i in sorted(self.latest):
@@ -375,6 +385,8 @@ class GputopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "launcher":
             return self.launcher is not None
+        if action == "diagnose":
+            return self.diagnoser is not None
         return True
 
     # --- actions -------------------------------------------------------------------------------
@@ -400,8 +412,38 @@ class GputopApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_diagnose(self) -> None:
+        if self.diagnoser is None or self.launch_index() is not None:
+            self.notify("diagnose is for the jobs the monitor found (launches have their own "
+                        "verdict: v)", timeout=4)
+            return
+        if self.diagnosing:
+            self.notify("a diagnosis is running…", timeout=3)
+            return
+        self.diagnosing = True
+        self.notify("diagnosing the jobs found running: together, then each alone (others "
+                    "paused a few seconds)…", timeout=6)
+        self.run_worker(self._diagnose(), exclusive=True, group="diagnose")
+
+    async def _diagnose(self) -> None:
+        try:
+            result = await asyncio.to_thread(self.diagnoser)
+        except Exception as exc:
+            self.notify(f"diagnosis failed: {exc}", severity="error", timeout=6)
+            return
+        finally:
+            self.diagnosing = False
+        self.diagnosis = result
+        if not result.get("verdict"):
+            self.notify("diagnosis: no training job found", timeout=4)
+            return
+        self._render_banner_and_log()
+        self.push_screen(VerdictScreen(result["verdict"]))
+
     def current_verdict(self) -> dict | None:
         li = self.launch_index()
+        if li is None and self.diagnosis:
+            return self.diagnosis.get("verdict")
         snap = self.latest.get(li) if li is not None else None
         return snap.verdict if snap is not None else None
 

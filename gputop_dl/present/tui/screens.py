@@ -96,6 +96,7 @@ HELP_KEYS = (
     ("e", "export the session as Markdown (gputop-dl-<session>.md)"),
     ("p", "pause / resume updates"),
     ("l", "launch workloads from a workload file (monitor)"),
+    ("d", "diagnose the jobs found running: together, then each alone (monitor, ~20 s)"),
     ("ctrl+p", "command palette (themes: dark/light)"),
 )
 

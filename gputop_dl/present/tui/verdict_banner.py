@@ -96,6 +96,6 @@ class VerdictBanner(Panel):
             if extra:
                 body += f" · {extra}"
         if not newest:
-            newest = ("the verdict (parallel or only concurrent, and why) appears for launched workloads"
+            newest = ("d: diagnose the jobs found running (parallel or only concurrent, and why)"
                       if mode == "monitor" else "no verdict yet")
         return Content.assemble((head, "bold $text-accent"), ("  " + body, ""), ("\n" + newest, "$text-muted"))
