@@ -3,9 +3,11 @@
 Phases, in the engine thread:
 
 1. pre-launch check: cached solo baselines that need more cores than there are -> a warning;
-2. solo baselines (`baseline = "measure"` or `"cache"`): each built-in job alone, warm-up plus
-   `baseline_steps` steps; its step time, stall and CPU need are kept (and cached by a
-   fingerprint of what they depend on);
+2. solo baselines (`baseline = "measure"` or `"cache"`): each job alone, warm-up plus
+   `baseline_steps` steps (a built-in trainer stops by itself; a command is stopped once its
+   start-up hook has seen them); its step time, stall and CPU need are kept (and cached by a
+   fingerprint of what they depend on). With `baseline = "probe"` there is no such phase: the
+   in-situ probe (probe.py) measures each job alone inside the co-run;
 3. the co-run: every job starts; the built-in trainers wait for a go file that is created once
    all of them have reported "started", so the first co-run steps really run together;
 4. the verdict, re-judged each co-run tick over the overlap window and frozen 2 s after the
