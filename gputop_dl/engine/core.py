@@ -22,7 +22,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.engine.jobrun import JobRun
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.recorder import Recorder
-from gputop_dl.launch import start_job, stop_jobs
+from gputop_dl.launch import JobProcess, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.store import session_work_dir
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.threadname import name_native_thread
@@ -43,6 +43,7 @@ class Engine:
         self.state = "running"
         self.snapshot: Snapshot | None = None
         self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
+        self.procs: list[JobProcess] = []  # every job started, ended and forgotten ones too
         self.env = environment(sampler.nvml)
         self.log: deque[tuple[float, str]] = deque(maxlen=50)  # recent messages, oldest first
         self.error: BaseException | None = None
@@ -135,6 +136,7 @@ class Engine:
         """Start workload `w` as a job of this session; it is polled from the next tick on."""
         proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda, tag,
                          go_file)
+        self.procs.append(proc)
         run = JobRun(w, proc, phase, solo)
         self.runs[w.name] = run
         discover.claim(proc.pid)  # no engine of this process lists it as found; freed at its end
@@ -165,7 +167,8 @@ class Engine:
             r.stopped_by_us = True
         if live:
             self.say(f"stopping {', '.join(r.w.name for r in live)}")
-            stop_jobs([r.proc for r in live], self.grace_s)
+        if self.procs:  # also what is left of jobs that ended (a `cmd &` in a shell job)
+            stop_jobs(self.procs, self.grace_s)
         try:
             self.phase = self.state
             self.tick()
@@ -192,6 +195,7 @@ class Engine:
         m = self.sampler.sample(exclude={r.proc.pid for r in self.runs.values()},
                                 taken=plan.taken(self), cmap=bool(self.runs))
         now = m.time
+        reap_orphans(self.procs)
         for text in m.log:
             self.say(text)
         launched = []
