@@ -36,6 +36,8 @@ from gputop_dl.workload import Workload
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
 ENV_GO = "GPUTOP_DL_GO"  # same name as gputop_dl.trainer.loop.ENV_GO
 _PR_SET_PDEATHSIG = 1
+LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
+LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
 _PR_SET_CHILD_SUBREAPER = 36
 WATCHDOG = Watchdog()  # this process's watchdog, started with the first job
 _subreaper = False
@@ -117,6 +119,8 @@ class JobProcess:
     events_path: str
     argv: list[str]
     started: float
+    _log_cut: int = 0  # bytes cut out of the log so far
+    _log_mark: int = 0  # length of the "cut here" line after the head
 
     @property
     def pid(self) -> int:
@@ -130,6 +134,33 @@ class JobProcess:
 
     def poll(self) -> int | None:
         return self.popen.poll()
+
+    def bound_log(self) -> int:
+        """Keep the log under LOG_CAP (see there); returns the bytes cut now (0: none).
+
+        The job appends (O_APPEND) and so do we, so nothing it writes while we cut lands in
+        the middle of the kept tail; what it writes between our read and the truncation is
+        lost with the cut part."""
+        try:
+            size = os.path.getsize(self.log_path)
+            if size <= LOG_CAP:
+                return 0
+            with open(self.log_path, "rb") as f:
+                f.seek(size - LOG_CAP // 2)
+                tail = f.read()
+            nl = tail.find(b"\n")
+            tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail
+            cut = size - LOG_HEAD - self._log_mark - len(tail)
+            self._log_cut += cut
+            mark = f"\n[gputop-dl: {self._log_cut} bytes of this log cut here, LOG_CAP " \
+                   f"{LOG_CAP} bytes]\n".encode()
+            os.truncate(self.log_path, LOG_HEAD)
+            with open(self.log_path, "ab") as f:
+                f.write(mark + tail)
+            self._log_mark = len(mark)
+            return cut
+        except OSError:
+            return 0
 
     def log_tail(self, n: int = 12) -> list[str]:
         try:
@@ -159,7 +190,8 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
     env = build_env(w, events_path, work_dir, cuda)
     if go_file:
         env[ENV_GO] = go_file
-    with open(log_path, "wb") as log:
+    open(log_path, "wb").close()
+    with open(log_path, "ab") as log:  # O_APPEND: bound_log can cut it while the job writes
         popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  preexec_fn=_die_with_parent)

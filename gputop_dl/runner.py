@@ -21,6 +21,7 @@ from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
 from gputop_dl.errors import UsageError
+from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
 from gputop_dl.workload import SessionSpec
 
@@ -85,6 +86,12 @@ def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = No
     return engine
 
 
+def check_store(path: str | None = None) -> None:
+    """Before an engine starts: the data directory and the database can be written (a damaged
+    database is moved aside here, with its line); else StoreError, one line, exit 2."""
+    Store(path).close()
+
+
 # --- ending ------------------------------------------------------------------------------------
 
 def print_summary(engine: Engine, out=None) -> None:
@@ -93,11 +100,10 @@ def print_summary(engine: Engine, out=None) -> None:
         return
     from gputop_dl.analyse.summary import summarize
     from gputop_dl.present.headless import summary_table, verdict_lines
-    from gputop_dl.record.store import Store
 
     out = out or console()
     try:
-        store = Store(engine.store_path)
+        store = Store(engine.store_path, readonly=True)
         try:
             summary = summarize(store, engine.session_id)
         finally:
@@ -109,6 +115,8 @@ def print_summary(engine: Engine, out=None) -> None:
     for line in verdict_lines(engine.verdict):
         out.print(line)
     out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+    if engine.recorder.failure:
+        out.print(f"warning: {engine.recorder.failure}", markup=False)
 
 
 def exit_code(engine: Engine) -> int:
@@ -133,6 +141,7 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
     """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console."""
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
+    check_store()
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
@@ -180,6 +189,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> 
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded."""
     from gputop_dl.present.tui.app import GputopApp
 
+    check_store()
     nvml = Nvml()
     engine = monitor_engine(nvml, interval=max(0.1, interval),
                             stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)

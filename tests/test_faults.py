@@ -144,3 +144,170 @@ def test_the_watchdog_forgets_a_group_that_was_stopped():
     finally:
         job.kill()
         job.wait()
+
+
+# ---- storage failures ---------------------------------------------------------------------------
+
+def cli(*args, home=None, timeout=60):
+    env = dict(os.environ)
+    if home is not None:
+        env["GPUTOP_DL_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "gputop_dl", *args], capture_output=True,
+                       text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def quick_job(tmp_path, seconds=0.5):
+    return session(tmp_path, ("a", {"command": ["sleep", str(seconds)]}))
+
+
+def recorded_db(tmp_path, gdl_home):
+    """A real session database with a few pages of samples."""
+    eng = run_file(quick_job(tmp_path, 1.0), nvml=Nvml())
+    assert eng.session_id
+    return gdl_home / "sessions.db"
+
+
+def test_sessions_and_export_leave_the_database_untouched(tmp_path, gdl_home):
+    """They open it read-only: the store used to switch it to WAL and set up its schema even
+    to read, which another user (no write access) could not do. Checked byte for byte on a
+    database in rollback-journal mode, which that set-up rewrote."""
+    import sqlite3
+
+    db = recorded_db(tmp_path, gdl_home)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.close()
+    data = db.read_bytes()
+    rc, out, err = cli("sessions")
+    assert rc == 0 and "faults" in out, err
+    rc, out, err = cli("export", str(tmp_path / "r.json"))
+    assert rc == 0, err
+    assert db.read_bytes() == data
+    assert sorted(p.name for p in gdl_home.iterdir()) == ["sessions", "sessions.db"]
+
+
+def test_a_corrupt_database_is_one_line_for_readers_and_moved_aside_by_a_launch(tmp_path, gdl_home):
+    db = gdl_home / "sessions.db"
+    garbage = os.urandom(3000)
+    db.write_bytes(garbage)
+    for args in (["sessions"], ["export", str(tmp_path / "r.md")]):
+        rc, _, err = cli(*args)
+        assert rc == 2 and str(db) in one_line(err), err
+    assert db.read_bytes() == garbage
+    rc, out, err = cli("launch", "--headless", quick_job(tmp_path))
+    assert rc == 0, out + err
+    [kept] = gdl_home.glob("sessions.corrupt-*.db")
+    assert kept.read_bytes() == garbage
+    line = [x for x in err.splitlines() if "damaged" in x]
+    assert len(line) == 1 and str(db) in line[0] and str(kept) in line[0]
+    rc, out, _ = cli("sessions")
+    assert rc == 0 and "faults" in out
+
+
+def test_a_truncated_database_is_moved_aside_and_a_new_one_started(tmp_path, gdl_home, capsys):
+    from gputop_dl.record.store import Store, StoreError
+
+    db = recorded_db(tmp_path, gdl_home)
+    Store().db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = db.read_bytes()
+    assert len(data) > 8192
+    db.write_bytes(data[: len(data) // 2])
+    try:
+        Store(readonly=True)
+        raise AssertionError("a truncated database was read")
+    except StoreError as exc:
+        assert "truncated" in str(exc) and str(db) in str(exc)
+    capsys.readouterr()
+    st = Store()
+    assert st.sessions() == []
+    st.close()
+    [kept] = gdl_home.glob("sessions.corrupt-*.db")
+    assert kept.read_bytes() == data[: len(data) // 2]
+    assert str(kept) in capsys.readouterr().err
+
+
+def test_a_data_dir_under_a_file_is_one_line_and_exit_2_for_every_command(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for home in (afile / "sub", afile):
+        for args in (["sessions"], ["export", str(tmp_path / "r.md")],
+                     ["launch", "--headless", quick_job(tmp_path)], []):
+            rc, out, err = cli(*args, home=home, timeout=30)  # [] is the TUI monitor
+            assert rc == 2, (args, out, err)
+            assert f"GPUTOP_DL_HOME={home}" in one_line(err)
+
+
+def test_a_data_dir_that_is_not_writable_is_one_line(tmp_path, gdl_home, monkeypatch):
+    """As root every folder is writable, so the check itself is what is exercised here."""
+    from gputop_dl.errors import UsageError
+    from gputop_dl.runner import check_store
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(gdl_home) else real(p, m))
+    try:
+        check_store()
+        raise AssertionError("no error")
+    except UsageError as exc:
+        assert str(gdl_home) in str(exc) and "not writable" in str(exc)
+
+
+def test_a_write_failure_mid_run_stops_recording_not_the_jobs(tmp_path, monkeypatch):
+    import sqlite3
+
+    from gputop_dl.record.store import Store
+
+    calls = {"n": 0}
+    real = Store.add_host_sample
+
+    def full(self, *a):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, *a)
+
+    monkeypatch.setattr(Store, "add_host_sample", full)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "2"]}),
+                           ("b", {"command": ["sleep", "2.5"]})), nvml=Nvml())
+    assert eng.error is None
+    assert {r.status for r in eng.runs.values()} == {"done"}
+    assert "database or disk is full" in eng.recorder.failure
+    assert any("warning: recording stopped" in msg for _, msg in eng.log)
+    assert eng.snapshot is not None and eng.snapshot.time > eng.runs["b"].ended - 0.5
+    assert Store().session(eng.session_id).state == "cut short"
+    assert eng.exit_code() == 1
+
+
+def test_a_job_log_is_bounded_to_its_head_and_latest_output(tmp_path, monkeypatch):
+    from gputop_dl import launch
+
+    monkeypatch.setattr(launch, "LOG_CAP", 64 << 10)
+    monkeypatch.setattr(launch, "LOG_HEAD", 8 << 10)
+    writer = ("import sys, time\n"
+              "for i in range(40000):\n"
+              "    print(f'line {i:06d} ' + 'x' * 40)\n"
+              "    if i % 4000 == 0: sys.stdout.flush(); time.sleep(0.15)\n")
+    eng = run_file(session(tmp_path, ("loud", {"command": [sys.executable, "-c", writer]})),
+                   nvml=Nvml())
+    run = eng.runs["loud"]
+    assert run.status == "done"
+    text = open(run.proc.log_path, encoding="utf-8", errors="replace").read()
+    assert len(text) <= (64 << 10) + 200  # + what the job wrote after the last tick's check
+    assert text.startswith("line 000000 ")
+    assert "bytes of this log cut here" in text
+    assert text.rstrip().endswith("line 039999 " + "x" * 40)
+    assert run.stderr_tail[-1].startswith("line 039999")
+
+
+def test_export_with_no_session_or_to_a_missing_directory_is_exit_2(tmp_path):
+    rc, _, err = cli("export", str(tmp_path / "r.md"))
+    assert rc == 2 and "no sessions recorded yet" in one_line(err)
+    run_file(quick_job(tmp_path, 0.1), nvml=Nvml())
+    rc, _, err = cli("export", str(tmp_path / "missing" / "r.md"))
+    assert rc == 2 and "no such directory" in one_line(err)

@@ -50,6 +50,7 @@ class Engine:
         self._subs: list[Callable[[Snapshot], None]] = []
         self._cmds: queue.Queue = queue.Queue()
         self._stop = threading.Event()
+        self._said_failure = False
         self._thread: threading.Thread | None = None
 
     # --- what other threads read --------------------------------------------------------------
@@ -86,12 +87,14 @@ class Engine:
         return [n for n, r in list(self.runs.items()) if r.alive]
 
     def exit_code(self) -> int:
-        """The session's exit code: 1 on an engine error or a failed job, 130 if interrupted."""
+        """The session's exit code: 1 on an engine error, a failed job or a recording cut
+        short, 130 if interrupted."""
         if self.error is not None:
             return 1
         if self.state == "interrupted":
             return 130
-        return 1 if any(r.status == "failed" for r in self.runs.values()) else 0
+        failed = any(r.status == "failed" for r in self.runs.values())
+        return 1 if failed or self.recorder.failure else 0
 
     # --- API for other threads ---------------------------------------------------------------
     def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
@@ -196,6 +199,8 @@ class Engine:
                                 taken=plan.taken(self), cmap=bool(self.runs))
         now = m.time
         reap_orphans(self.procs)
+        for proc in self.procs:
+            proc.bound_log()
         for text in m.log:
             self.say(text)
         launched = []
@@ -214,6 +219,9 @@ class Engine:
         jobs = plan.rows(self, launched) + list(m.found)  # found jobs after the launched ones
         plan.after_tick(self, now, m)
         rec.tick(now, m.host, m.gpus)
+        if rec.failure and not self._said_failure:
+            self._said_failure = True
+            self.say(f"warning: {rec.failure}")
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
                         jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,
                         notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,

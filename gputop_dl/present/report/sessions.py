@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 
 from gputop_dl.present.report.markdown import when
-from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.record.store import Store, StoreError, default_db_path
 from gputop_dl.text.fmt import DASH, secs
 
 
 def list_sessions(store_path: str | None = None) -> list[dict]:
     """Recorded sessions, newest first: id, name, started, duration_s, jobs, verdict, state."""
-    path = store_path or default_db_path()
+    path = store_path or default_db_path(writable=False)
     if not os.path.exists(path):
         return []
-    store = Store(path)
+    store = Store(path, readonly=True)
     try:
         stats = store.session_stats()
         out = []
@@ -35,6 +36,8 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
                         "verdict_kind": v.get("kind") if v else None, "state": s.state,
                         "file": s.file})
         return out
+    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+        raise StoreError(f"{path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
 
