@@ -23,6 +23,7 @@ from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
+from gputop_dl.text.safe import clean, text
 from gputop_dl.workload import SessionSpec
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
@@ -109,14 +110,14 @@ def print_summary(engine: Engine, out=None) -> None:
         finally:
             store.close()
     except Exception as exc:  # the summary is a courtesy; the session is recorded either way
-        print(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}")
+        print(clean(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}"))
         return
     out.print(summary_table(summary.jobs))
     for line in verdict_lines(engine.verdict):
         out.print(line)
     out.print(f"session {engine.session_id} ({engine.state})", markup=False)
     if engine.recorder.failure:
-        out.print(f"warning: {engine.recorder.failure}", markup=False)
+        out.print(text(f"warning: {engine.recorder.failure}"))
 
 
 def exit_code(engine: Engine) -> int:

@@ -311,3 +311,49 @@ def test_export_with_no_session_or_to_a_missing_directory_is_exit_2(tmp_path):
     run_file(quick_job(tmp_path, 0.1), nvml=Nvml())
     rc, _, err = cli("export", str(tmp_path / "missing" / "r.md"))
     assert rc == 2 and "no such directory" in one_line(err)
+
+
+# ---- untrusted text is text ---------------------------------------------------------------------
+
+HOSTILE = "[/] [link=https://evil.example]click[/link] [bold red]x \x1b]0;pwned\x07\x1b[2J\r"
+
+
+def test_clean_makes_control_codes_visible_and_escape_escapes_markup():
+    from gputop_dl.text.safe import clean, escape, text
+
+    assert clean("ok\tline\nnext") == "ok\tline\nnext"
+    assert clean("a\x1b[31mb\x07\x9b\u202e") == "a\\x1b[31mb\\x07\\x9b\\u202e"
+    assert clean(None) == ""
+    assert escape("[/] [link=x]") == "\\[/] \\[link=x]"
+    assert text("[/]").plain == "[/]"
+
+
+def test_a_hostile_failure_message_and_session_name_print_literally(tmp_path):
+    """A failure message with `[/]` crashed the summary (MarkupError: no summary, no verdict);
+    ESC/OSC sequences in a session name reached the terminal raw."""
+    boom = f"raise RuntimeError({HOSTILE!r})"
+    path = write(tmp_path, "w.toml",
+                 '[session]\nname = "evil\\u001b]0;pwned\\u0007 [/]"\ninterval = 0.2\n'
+                 f'baseline = "none"\n[[workload]]\nname = "bad"\ncommand = {json.dumps([sys.executable, "-c", boom])}\n')
+    rc, out, err = cli("launch", "--headless", path)
+    assert rc == 1, out + err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "Traceback" not in err
+    assert "[/] [link=https://evil.example]click[/link]" in out  # literally, in the summary
+    assert "\\x1b]0;pwned\\x07" in out
+    assert "verdict:" in out and "session " in out
+    rc, out, _ = cli("sessions")
+    assert rc == 0 and "\x1b" not in out and "evil\\x1b]0;pwned\\x07 [/]" in out.replace("\n", "")
+
+
+def test_the_tui_shows_hostile_job_text_as_text():
+    from gputop_dl.present.tui.jobs_table import Palette, job_row
+    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.snapshot import JobSample
+
+    j = JobSample(name="python \x1b]0;x\x07 train.py", pid=1, launched=False, status="failed",
+                  failure=HOSTILE, stderr_tail=(HOSTILE,), device="cuda\x1b[0m")
+    row = job_row(j, Palette())
+    shown = " ".join(c.text for c in row.cells) + job_detail_lines(j, {"env": {"A": HOSTILE}}).plain
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "[link=https://evil.example]" in shown

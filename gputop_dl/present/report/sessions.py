@@ -9,6 +9,7 @@ import time
 from gputop_dl.present.report.markdown import when
 from gputop_dl.record.store import Store, StoreError, default_db_path
 from gputop_dl.text.fmt import DASH, secs
+from gputop_dl.text.safe import text
 
 
 def list_sessions(store_path: str | None = None) -> list[dict]:
@@ -45,7 +46,6 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
 def sessions_table(rows: list[dict]):
     """The `gputop-dl sessions` table (Rich)."""
     from rich.table import Table
-    from rich.text import Text
 
     t = Table(header_style="bold", title="Recorded sessions (newest first)", title_justify="left")
     for col, just in (("id", "left"), ("name", "left"), ("start", "left"), ("duration", "right"),
@@ -53,7 +53,7 @@ def sessions_table(rows: list[dict]):
         t.add_column(col, justify=just, no_wrap=col in ("id", "start"))
     style = {"finished": "green", "interrupted": "yellow", "running": "cyan"}
     for r in rows:
-        t.add_row(Text(r["id"]), Text(r["name"] or ""), when(r["started"], "%Y-%m-%d %H:%M"),
-                  secs(r["duration_s"]), str(r["jobs"]), Text(r["verdict"] or DASH),
-                  Text(r["state"], style=style.get(r["state"], "")))
+        t.add_row(text(r["id"]), text(r["name"]), when(r["started"], "%Y-%m-%d %H:%M"),
+                  secs(r["duration_s"]), str(r["jobs"]), text(r["verdict"] or DASH),
+                  text(r["state"], style=style.get(r["state"], "")))
     return t
