@@ -27,11 +27,17 @@ time.sleep(300)
 """
 
 
+def toml_value(v):
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {json.dumps(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+
+
 def session(tmp_path, *jobs):
     body = '[session]\nname = "faults"\ninterval = 0.2\nbaseline = "none"\n'
     for name, keys in jobs:
         body += f'[[workload]]\nname = "{name}"\n'
-        body += "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+        body += "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items())
     return write(tmp_path, "w.toml", body)
 
 
@@ -357,3 +363,22 @@ def test_the_tui_shows_hostile_job_text_as_text():
     shown = " ".join(c.text for c in row.cells) + job_detail_lines(j, {"env": {"A": HOSTILE}}).plain
     assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
     assert "[link=https://evil.example]" in shown
+
+
+# ---- bad files are exit 2, before anything starts -----------------------------------------------
+
+def test_what_can_be_known_before_starting_is_one_line_and_exit_2(tmp_path):
+    good = ("good", {"command": ["sleep", "30"]})
+    cases = {
+        "missing program": (("bad", {"command": ["pythn3", "train.py"]}), "pythn3"),
+        "missing file": (("bad", {"command": ["./nope.sh"]}), "nope.sh"),
+        "long name": (("b" * 5000, {"command": ["sleep", "1"]}), "5000 characters"),
+        "huge env": (("bad", {"command": ["sleep", "1"], "env": {"BIG": "x" * (4 << 20)}}), "env"),
+    }
+    for what, (job, needle) in cases.items():
+        path = session(tmp_path, good, job)
+        t0 = time.monotonic()
+        rc, out, err = cli("launch", "--headless", path)
+        line = one_line(err)
+        assert rc == 2 and needle in line and path in line, (what, out, err)
+        assert len(line) < 400 and time.monotonic() - t0 < 20, what
