@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -122,11 +123,25 @@ def _choice(options: Sequence[str]) -> Callable[[str, Any], str]:
     return conv
 
 
+MAX_NAME = 200  # characters in a workload name (it names files: <name>.log, ...)
+MAX_ENV = 128 << 10  # bytes of a workload's `env` in total (execve's limit is near 2 MiB)
+
+
 def _as_name(key: str, v: Any) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", _as_str(key, v)):
         raise _Bad(f"{key} = {_show(v)} has characters other than letters, digits, '_', '.', '-'",
                    "a name matching [A-Za-z0-9_.-]+")
+    if len(v) > MAX_NAME:
+        raise _Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
     return v
+
+
+def _runnable(program: str, cwd: str | None, path: str | None) -> bool:
+    """Whether exec would find `program`: a path to an executable file, or a name on PATH."""
+    if os.sep in program:
+        full = os.path.join(cwd or os.getcwd(), os.path.expanduser(program))
+        return os.path.isfile(full) and os.access(full, os.X_OK)
+    return shutil.which(program, path=path) is not None
 
 
 def _as_model(key: str, v: Any) -> str:
@@ -346,6 +361,14 @@ class _Loader:
         if w.shell and not isinstance(w.command, str) and len(w.command) > 1:
             raise fail("command", f"command has {len(w.command)} items with shell = true", "one shell command string")
         command = (w.command,) if isinstance(w.command, str) else w.command
+        env_size = sum(len(k) + len(v) + 2 for k, v in w.env.items())
+        if env_size > MAX_ENV:
+            raise fail("env", f"env holds {env_size} bytes", f"at most {MAX_ENV} bytes in all")
+        if command and not w.shell and not _runnable(
+                command[0], paths.get("cwd"), w.env.get("PATH", os.environ.get("PATH"))):
+            raise fail("command", f"command[0] = {_show(command[0])}: no such program on PATH "
+                       "and no such executable file", "a program on PATH or the path of an "
+                       "executable file (relative to cwd)")
         if self.gpu_count > 0:
             for g in w.gpus:
                 if g >= self.gpu_count:

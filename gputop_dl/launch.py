@@ -2,10 +2,17 @@
 
 Each job runs in a new session (own process group) with its own environment
 (CUDA_VISIBLE_DEVICES, thread counts, the event-channel path; for a `command` workload also
-the start-up hook's folder first on PYTHONPATH, see gputop_dl/hook). The child also gets
-PR_SET_PDEATHSIG, so even a `kill -9` of gputop-dl takes the trainer down with it. Stopping is
-TERM to the whole group (and every descendant found by psutil, in case one made its own
-group), a grace period, then KILL.
+the start-up hook's folder first on PYTHONPATH, see gputop_dl/hook). No process of a job
+outlives gputop-dl:
+
+- gputop-dl is a child subreaper (Linux), so a job's orphaned grandchild (`cmd &` in a shell,
+  a double fork) is re-parented to gputop-dl, not to init, and is still found among its
+  descendants;
+- stopping a job is TERM to its process group and to every descendant of ours that is in that
+  group or carries the job's events path in its environment, also after the job's leader has
+  ended; a grace period, then KILL;
+- the leader gets PR_SET_PDEATHSIG, and the watchdog (gputop_dl/watchdog.py) cleans up every
+  registered group if gputop-dl itself is killed (`kill -9` included).
 """
 
 from __future__ import annotations
@@ -23,11 +30,29 @@ import psutil
 
 from gputop_dl.channel import ENV_EVENTS
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
+from gputop_dl.watchdog import Watchdog
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
 ENV_GO = "GPUTOP_DL_GO"  # same name as gputop_dl.trainer.loop.ENV_GO
 _PR_SET_PDEATHSIG = 1
+LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
+LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
+_PR_SET_CHILD_SUBREAPER = 36
+WATCHDOG = Watchdog()  # this process's watchdog, started with the first job
+_subreaper = False
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux; idempotent)."""
+    global _subreaper
+    if not _subreaper:
+        try:
+            _subreaper = ctypes.CDLL(None, use_errno=True).prctl(
+                _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except Exception:  # not Linux: stop_jobs still walks the live leaders' trees
+            pass
+    return _subreaper
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -94,13 +119,48 @@ class JobProcess:
     events_path: str
     argv: list[str]
     started: float
+    _log_cut: int = 0  # bytes cut out of the log so far
+    _log_mark: int = 0  # length of the "cut here" line after the head
 
     @property
     def pid(self) -> int:
+        """The leader's PID, which is also the job's process group ID."""
         return self.popen.pid
+
+    @property
+    def marker(self) -> str:
+        """The environment entry every process of this job inherits (and only this job's)."""
+        return f"{ENV_EVENTS}={self.events_path}"
 
     def poll(self) -> int | None:
         return self.popen.poll()
+
+    def bound_log(self) -> int:
+        """Keep the log under LOG_CAP (see there); returns the bytes cut now (0: none).
+
+        The job appends (O_APPEND) and so do we, so nothing it writes while we cut lands in
+        the middle of the kept tail; what it writes between our read and the truncation is
+        lost with the cut part."""
+        try:
+            size = os.path.getsize(self.log_path)
+            if size <= LOG_CAP:
+                return 0
+            with open(self.log_path, "rb") as f:
+                f.seek(size - LOG_CAP // 2)
+                tail = f.read()
+            nl = tail.find(b"\n")
+            tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail
+            cut = size - LOG_HEAD - self._log_mark - len(tail)
+            self._log_cut += cut
+            mark = f"\n[gputop-dl: {self._log_cut} bytes of this log cut here, LOG_CAP " \
+                   f"{LOG_CAP} bytes]\n".encode()
+            os.truncate(self.log_path, LOG_HEAD)
+            with open(self.log_path, "ab") as f:
+                f.write(mark + tail)
+            self._log_mark = len(mark)
+            return cut
+        except OSError:
+            return 0
 
     def log_tail(self, n: int = 12) -> list[str]:
         try:
@@ -120,6 +180,7 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
     With `go_file`, the built-in trainer reports "started" once its model and data are built,
     then waits for that file to exist before its first step (the co-run start barrier)."""
     os.makedirs(work_dir, exist_ok=True)
+    become_subreaper()
     stem = os.path.join(work_dir, f"{w.name}{tag}")
     spec_path, events_path, log_path = stem + ".json", stem + ".events.jsonl", stem + ".log"
     with open(spec_path, "w", encoding="utf-8") as f:
@@ -129,11 +190,14 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
     env = build_env(w, events_path, work_dir, cuda)
     if go_file:
         env[ENV_GO] = go_file
-    with open(log_path, "wb") as log:
+    open(log_path, "wb").close()
+    with open(log_path, "ab") as log:  # O_APPEND: bound_log can cut it while the job writes
         popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  preexec_fn=_die_with_parent)
-    return JobProcess(w.name, popen, log_path, events_path, argv, time.time())
+    job = JobProcess(w.name, popen, log_path, events_path, argv, time.time())
+    WATCHDOG.watch(job.pid, job.marker)
+    return job
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -143,21 +207,47 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
-    """TERM every job's group and descendants, wait up to grace_s, then KILL what is left."""
-    live = [j for j in jobs if j.poll() is None]
-    tree: list[psutil.Process] = []
-    for j in live:
-        tree.extend(_descendants(j.pid))
+def _members(jobs: list[JobProcess]) -> list[psutil.Process]:
+    """The processes of these jobs still there, leaders left out (their Popen waits for them):
+    the descendants of a live leader, and those of our own descendants (an orphan comes to us,
+    the subreaper) that are in a job's process group or carry a job's marker."""
+    pgids = {j.pid for j in jobs}
+    markers = {j.events_path for j in jobs}
+    found: dict[int, psutil.Process] = {}
+    for j in jobs:
+        if j.poll() is None:
+            found.update((p.pid, p) for p in _descendants(j.pid))
+    for p in _descendants(os.getpid()):
+        if p.pid in found or p.pid in pgids:
+            continue
         try:
-            os.killpg(j.pid, signal.SIGTERM)
+            if os.getpgid(p.pid) in pgids or p.environ().get(ENV_EVENTS) in markers:
+                found[p.pid] = p
+        except (psutil.Error, OSError):
+            pass
+    return list(found.values())
+
+
+def _signal(jobs: list[JobProcess], procs: list[psutil.Process], sig: signal.Signals) -> None:
+    for j in jobs:
+        try:
+            os.killpg(j.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    for p in tree:
+    for p in procs:
         try:
-            p.terminate()
+            p.send_signal(sig)
         except psutil.Error:
             pass
+
+
+def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
+    """TERM every process of these jobs (their groups, and what is left of a job whose leader
+    already ended), wait up to grace_s, then KILL what is left; the watchdog then forgets them."""
+    live = [j for j in jobs if j.poll() is None]
+    tree = _members(jobs)
+    _signal(live, tree, signal.SIGTERM)
+    _signal(live, tree, signal.SIGCONT)  # a stopped process handles its TERM only once resumed
     deadline = time.monotonic() + grace_s
     for j in live:
         try:
@@ -165,23 +255,34 @@ def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             pass
     _, alive = psutil.wait_procs(tree, timeout=max(0.0, deadline - time.monotonic()))
-    for j in live:
-        if j.poll() is None:
-            try:
-                os.killpg(j.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    _signal([j for j in live if j.poll() is None], alive, signal.SIGKILL)
     for j in live:
         try:
             j.popen.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-    psutil.wait_procs(alive, timeout=2)
+    _, left = psutil.wait_procs(alive, timeout=2)
+    reap_orphans(jobs)
+    if not left and all(j.poll() is not None for j in jobs):
+        for j in jobs:
+            WATCHDOG.forget(j.pid)
+
+
+def reap_orphans(jobs: list[JobProcess]) -> None:
+    """Reap the ended processes of these jobs' groups that were re-parented to us (the
+    subreaper); never a job's leader, whose exit code its Popen collects."""
+    for j in jobs:
+        while True:
+            try:
+                si = os.waitid(os.P_PGID, j.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (ChildProcessError, OSError, AttributeError):
+                break
+            if si is None or si.si_pid == j.pid:
+                break
+            try:
+                os.waitpid(si.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                break
 
 
 def describe_exit(code: int, stopped_by_us: bool) -> str:

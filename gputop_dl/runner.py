@@ -22,7 +22,9 @@ from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
 from gputop_dl.engine.diagnose_plan import DiagnosePlan
 from gputop_dl.errors import UsageError
+from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
+from gputop_dl.text.safe import clean, text
 from gputop_dl.workload import SessionSpec
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
@@ -96,6 +98,12 @@ def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = No
     return engine
 
 
+def check_store(path: str | None = None) -> None:
+    """Before an engine starts: the data directory and the database can be written (a damaged
+    database is moved aside here, with its line); else StoreError, one line, exit 2."""
+    Store(path).close()
+
+
 # --- ending ------------------------------------------------------------------------------------
 
 def print_summary(engine: Engine, out=None) -> None:
@@ -104,22 +112,23 @@ def print_summary(engine: Engine, out=None) -> None:
         return
     from gputop_dl.analyse.summary import summarize
     from gputop_dl.present.headless import summary_table, verdict_lines
-    from gputop_dl.record.store import Store
 
     out = out or console()
     try:
-        store = Store(engine.store_path)
+        store = Store(engine.store_path, readonly=True)
         try:
             summary = summarize(store, engine.session_id)
         finally:
             store.close()
     except Exception as exc:  # the summary is a courtesy; the session is recorded either way
-        print(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}")
+        print(clean(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}"))
         return
     out.print(summary_table(summary.jobs))
     for line in verdict_lines(engine.verdict):
         out.print(line)
     out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+    if engine.recorder.failure:
+        out.print(text(f"warning: {engine.recorder.failure}"))
 
 
 def exit_code(engine: Engine) -> int:
@@ -144,6 +153,7 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
     """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console."""
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
+    check_store()
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
@@ -210,9 +220,9 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
     shown = 0.0
     while True:
         done = engine.join(0.2)
-        for t, text in list(engine.log):
+        for t, line in list(engine.log):
             if t > shown:
-                print(f"gputop-dl: {text}", file=sys.stderr)
+                print(f"gputop-dl: {clean(line)}", file=sys.stderr)
                 shown = t
         if done:
             break
@@ -237,6 +247,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> 
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded."""
     from gputop_dl.present.tui.app import GputopApp
 
+    check_store()
     nvml = Nvml()
     engine = monitor_engine(nvml, interval=max(0.1, interval),
                             stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
@@ -379,5 +390,5 @@ def print_simulation(setup: dict, rows: list[dict]) -> None:
                       *(f"{means[k][2][(p, rate)]:.1f}" if (p, rate) in means[k][2] else "–"
                         for k, _, _ in FIGURES))
     console().print(t)
-    for key, text in setup["lines"]:
-        print(f"{key}: {text}")
+    for key, line in setup["lines"]:
+        print(f"{key}: {line}")

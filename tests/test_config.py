@@ -505,7 +505,7 @@ def test_absolute_root_and_home(tmp_path):
 def test_relative_paths_resolve_against_file_dir(tmp_path, monkeypatch):
     sub = tmp_path / "conf"
     (sub / "imgs").mkdir(parents=True)
-    path = write(sub, BASE + 'dataset = "imagefolder"\nroot = "imgs"\ncommand = ["x"]\ncwd = "."\n')
+    path = write(sub, BASE + 'dataset = "imagefolder"\nroot = "imgs"\ncommand = ["sh"]\ncwd = "."\n')
     monkeypatch.chdir(tmp_path)
     w = load_session("conf/w.toml", gpu_count=None).workloads[0]
     assert w.root == str(sub / "imgs") and w.cwd == str(sub)

@@ -481,7 +481,7 @@ def home(tmp_path, monkeypatch):
 
 
 def test_cli_export_without_sessions(home, capsys):
-    assert cli.main(["export", str(home / "r.md")]) == 1
+    assert cli.main(["export", str(home / "r.md")]) == 2  # issue 16: nothing to export is bad usage
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "gputop-dl launch" in err
     assert not (home / "r.md").exists()

@@ -22,7 +22,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.engine.jobrun import JobRun
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.recorder import Recorder
-from gputop_dl.launch import start_job, stop_jobs
+from gputop_dl.launch import JobProcess, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.store import session_work_dir
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.threadname import name_native_thread
@@ -43,12 +43,14 @@ class Engine:
         self.state = "running"
         self.snapshot: Snapshot | None = None
         self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
+        self.procs: list[JobProcess] = []  # every job started, ended and forgotten ones too
         self.env = environment(sampler.nvml)
         self.log: deque[tuple[float, str]] = deque(maxlen=50)  # recent messages, oldest first
         self.error: BaseException | None = None
         self._subs: list[Callable[[Snapshot], None]] = []
         self._cmds: queue.Queue = queue.Queue()
         self._stop = threading.Event()
+        self._said_failure = False
         self._thread: threading.Thread | None = None
 
     # --- what other threads read --------------------------------------------------------------
@@ -85,12 +87,14 @@ class Engine:
         return [n for n, r in list(self.runs.items()) if r.alive]
 
     def exit_code(self) -> int:
-        """The session's exit code: 1 on an engine error or a failed job, 130 if interrupted."""
+        """The session's exit code: 1 on an engine error, a failed job or a recording cut
+        short, 130 if interrupted."""
         if self.error is not None:
             return 1
         if self.state == "interrupted":
             return 130
-        return 1 if any(r.status == "failed" for r in self.runs.values()) else 0
+        failed = any(r.status == "failed" for r in self.runs.values())
+        return 1 if failed or self.recorder.failure else 0
 
     # --- API for other threads ---------------------------------------------------------------
     def subscribe(self, fn: Callable[[Snapshot], None]) -> None:
@@ -135,6 +139,7 @@ class Engine:
         """Start workload `w` as a job of this session; it is polled from the next tick on."""
         proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda, tag,
                          go_file)
+        self.procs.append(proc)
         run = JobRun(w, proc, phase, solo)
         self.runs[w.name] = run
         discover.claim(proc.pid)  # no engine of this process lists it as found; freed at its end
@@ -177,7 +182,8 @@ class Engine:
             r.stopped_by_us = True
         if live:
             self.say(f"stopping {', '.join(r.w.name for r in live)}")
-            stop_jobs([r.proc for r in live], self.grace_s)
+        if self.procs:  # also what is left of jobs that ended (a `cmd &` in a shell job)
+            stop_jobs(self.procs, self.grace_s)
         try:
             self.phase = self.state
             self.tick()
@@ -202,6 +208,9 @@ class Engine:
         m = self.sampler.sample(exclude={r.proc.pid for r in self.runs.values()},
                                 taken=plan.taken(self), cmap=bool(self.runs))
         now = m.time
+        reap_orphans(self.procs)
+        for proc in self.procs:
+            proc.bound_log()
         for text in m.log:
             self.say(text)
         launched = []
@@ -220,6 +229,9 @@ class Engine:
         plan.after_tick(self, now, m)  # judged first: the rows show this tick's verdict
         jobs = plan.rows(self, launched) + list(m.found)  # found jobs after the launched ones
         rec.tick(now, m.host, m.gpus)
+        if rec.failure and not self._said_failure:
+            self._said_failure = True
+            self.say(f"warning: {rec.failure}")
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
                         jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,
                         notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,

@@ -20,7 +20,7 @@ class MonitorPlan(Plan):
 
     def after_tick(self, engine, now: float, machine) -> None:
         rec = engine.recorder
-        if machine.found and not rec.is_open:
+        if machine.found and not rec.is_open and rec.failure is None:
             if rec.open_monitor(self.command, engine.env, engine.interval):
                 engine.say(f"recording session {rec.session_id} (training jobs seen)")
         rec.found(now, machine.found)

@@ -11,15 +11,20 @@ its plans never ask whether they record:
     rec.tick(now, host, gpus)                  # host/GPU samples, heartbeat, one commit per tick
     rec.close(state, verdict)
 
-`enabled=False` (tests, benchmarks) opens nothing and writes nothing.
+`enabled=False` (tests, benchmarks) opens nothing and writes nothing. A store that fails
+(disk full, a damaged page, a vanished directory) stops the *recording* only: `failure` says
+why, the session is marked "cut short" where the database still takes that, and every later
+write is a no-op, so the jobs and the live view go on.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
+from contextlib import contextmanager
 
-from gputop_dl.record.store import Store, session_work_dir
+from gputop_dl.record.store import Store, StoreError, session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import SessionSpec, Workload
 
@@ -36,6 +41,33 @@ class Recorder:
         self._rows: dict[str, tuple] = {}  # launched job -> what its jobs row last got
         self._found_live: dict[int, tuple[str, str | None]] = {}  # found pid -> (row, device)
         self._found_names: set[str] = set()  # the monitor session's job rows
+        self.failure: str | None = None  # why recording stopped mid-run
+
+    @contextmanager
+    def _writing(self):
+        """Run store writes; a failure stops the recording (see the module docstring)."""
+        try:
+            yield
+        except (sqlite3.Error, OSError, StoreError) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        where = self._store.path if self._store is not None else self.store_path or "the store"
+        self.failure = (f"recording stopped: {exc} ({where}); the jobs and the live view go on,"
+                        " the session is kept up to the last tick")
+        st, self._store = self._store, None
+        if st is None:
+            return
+        try:
+            st.db.rollback()
+            if self.session_id:
+                st.end_session(self.session_id, "cut short", None)
+        except (sqlite3.Error, OSError):
+            pass
+        try:
+            st.close()
+        except sqlite3.Error:
+            pass
 
     @property
     def is_open(self) -> bool:
@@ -46,113 +78,125 @@ class Recorder:
         """A launch's session, with a "waiting" row per workload."""
         if not self.enabled:
             return
-        st = self._store = Store(self.store_path)
-        self.session_id = st.create_session(
-            spec.name, file=spec.path, command=command, kind="launch", environment=env,
-            spec={"workloads": [w.to_dict() for w in spec.workloads], "baseline": spec.baseline,
-                  "interval": spec.interval, "cuda": spec.cuda})
-        self.work_dir = session_work_dir(self.session_id)
-        for w in spec.workloads:
-            st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
-                          status="waiting")
-        st.commit()
+        with self._writing():
+            st = self._store = Store(self.store_path)
+            self.session_id = st.create_session(
+                spec.name, file=spec.path, command=command, kind="launch", environment=env,
+                spec={"workloads": [w.to_dict() for w in spec.workloads], "baseline": spec.baseline,
+                      "interval": spec.interval, "cuda": spec.cuda})
+            self.work_dir = session_work_dir(self.session_id)
+            for w in spec.workloads:
+                st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                              status="waiting")
+            st.commit()
 
     def open_monitor(self, command: str, env: dict, interval: float,
                      kind: str = "monitor") -> bool:
-        """The monitor's session (kind "monitor", or "diagnose"); False when recording is off."""
+        """The monitor's session (kind "monitor", or "diagnose"); False when recording is off
+        (or failed)."""
         if not self.enabled:
             return False
-        st = self._store = Store(self.store_path)
-        self.session_id = st.create_session(
-            f"{kind} {os.uname().nodename}", file=None, command=command, kind=kind,
-            environment=env, spec={"interval": interval})
-        return True
+        with self._writing():
+            st = self._store = Store(self.store_path)
+            self.session_id = st.create_session(
+                f"{kind} {os.uname().nodename}", file=None, command=command, kind=kind,
+                environment=env, spec={"interval": interval})
+        return self._store is not None
 
     def close(self, state: str, verdict: dict | None) -> None:
-        if self._store is not None:
-            self._store.end_session(self.session_id, state, verdict)
-            self._store.close()
+        with self._writing():
+            if self._store is not None:
+                self._store.end_session(self.session_id, state, verdict)
+                self._store.close()
 
     # --- launched jobs ------------------------------------------------------------------------
     def job_started(self, w: Workload, phase: str, pid: int, started: float, argv) -> None:
-        if self._store is not None:
-            self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
-                                   status="starting", pid=pid, started=started,
-                                   info={"phase": phase, "argv": argv})
+        with self._writing():
+            if self._store is not None:
+                self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                                       status="starting", pid=pid, started=started,
+                                       info={"phase": phase, "argv": argv})
 
     def job_status(self, w: Workload, status: str) -> None:
         """A job row's status without a run (a queued job that never started)."""
-        if self._store is not None:
-            self._store.upsert_job(self.session_id, w.name, launched=True, config=None,
-                                   status=status)
+        with self._writing():
+            if self._store is not None:
+                self._store.upsert_job(self.session_id, w.name, launched=True, config=None,
+                                       status=status)
 
     def events(self, job: str, phase: str, evs: list[dict]) -> None:
-        if self._store is not None and evs:
-            self._store.add_events(self.session_id, job, phase, evs)
+        with self._writing():
+            if self._store is not None and evs:
+                self._store.add_events(self.session_id, job, phase, evs)
 
     def launched(self, now: float, run, js: JobSample, was_alive: bool) -> None:
         """A launched job's tick: its jobs row when it changed (rarely), its sample while it
         runs and on the tick it ended. `run` is the engine's JobRun."""
-        st = self._store
-        if st is None:
-            return
-        row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo)
-        if row != self._rows.get(js.name):
-            self._rows[js.name] = row
-            st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
-                          failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
-                          info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
-                                "solo": run.solo, "argv": run.proc.argv})
-        if run.alive or was_alive:
-            st.add_job_sample(self.session_id, now, js, run.phase)
+        with self._writing():
+            st = self._store
+            if st is None:
+                return
+            row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo)
+            if row != self._rows.get(js.name):
+                self._rows[js.name] = row
+                st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
+                              failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
+                              info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
+                                    "solo": run.solo, "argv": run.proc.argv})
+            if run.alive or was_alive:
+                st.add_job_sample(self.session_id, now, js, run.phase)
 
     # --- solo baselines -----------------------------------------------------------------------
     def cached_baseline(self, fingerprint: str) -> dict | None:
         return self._store.baseline(fingerprint) if self._store is not None else None
 
     def baseline(self, fingerprint: str, job: str, base: dict) -> None:
-        if self._store is not None:
-            self._store.save_baseline(fingerprint, self.session_id, job, base)
-            self._store.add_events(self.session_id, job, "baseline",
-                                   [{"ev": "baseline", "t": time.time(), **base}])
+        with self._writing():
+            if self._store is not None:
+                self._store.save_baseline(fingerprint, self.session_id, job, base)
+                self._store.add_events(self.session_id, job, "baseline",
+                                       [{"ev": "baseline", "t": time.time(), **base}])
 
     def verdict(self, v: dict | None) -> None:
-        if self._store is not None:
-            self._store.set_verdict(self.session_id, v)
+        with self._writing():
+            if self._store is not None:
+                self._store.set_verdict(self.session_id, v)
 
     # --- found jobs (monitor) -----------------------------------------------------------------
     def found(self, now: float, jobs: tuple[JobSample, ...]) -> None:
         """The monitor's found jobs: a row per job (a new one even when an earlier job had its
         name; updated when it appears on a GPU; "ended" once gone) and a sample per tick."""
-        st = self._store
-        if st is None:
-            return
-        sid, seen = self.session_id, {}
-        for j in jobs:
-            name, device = self._found_live.get(j.pid, (None, "?"))
-            if name is None:  # a new job: its own row, even if an earlier one had its name
-                name = j.name if j.name not in self._found_names else f"{j.name} ({j.pid})"
-                self._found_names.add(name)
-            if device != j.device:  # new, or now seen on a GPU
-                st.upsert_job(sid, name, launched=False, config=None, status="running",
-                              device=j.device, pid=j.pid, started=now,
-                              info={"command": j.command})
-            seen[j.pid] = (name, j.device)
-            st.add_job_sample(sid, now, j, "monitor")
-        for pid, (name, _) in self._found_live.items():
-            if pid not in seen:  # gone since the last tick
-                st.upsert_job(sid, name, launched=False, config=None, status="ended",
-                              pid=pid, ended=now)
-        self._found_live = seen
+        with self._writing():
+            st = self._store
+            if st is None:
+                return
+            sid, seen = self.session_id, {}
+            for j in jobs:
+                name, device = self._found_live.get(j.pid, (None, "?"))
+                if name is None:  # a new job: its own row, even if an earlier one had its name
+                    name = j.name if j.name not in self._found_names else f"{j.name} ({j.pid})"
+                    self._found_names.add(name)
+                if device != j.device:  # new, or now seen on a GPU
+                    st.upsert_job(sid, name, launched=False, config=None, status="running",
+                                  device=j.device, pid=j.pid, started=now,
+                                  info={"command": j.command})
+                seen[j.pid] = (name, j.device)
+                st.add_job_sample(sid, now, j, "monitor")
+            for pid, (name, _) in self._found_live.items():
+                if pid not in seen:  # gone since the last tick
+                    st.upsert_job(sid, name, launched=False, config=None, status="ended",
+                                  pid=pid, ended=now)
+            self._found_live = seen
 
     # --- every tick ---------------------------------------------------------------------------
     def tick(self, now: float, host, gpus) -> None:
         """Host and GPU samples, the heartbeat, and the tick's one commit."""
-        st = self._store
-        if st is None:
-            return
-        st.add_host_sample(self.session_id, now, host)
-        if gpus:
-            st.add_gpu_samples(self.session_id, now, gpus)
-        st.heartbeat(self.session_id, now)
-        st.commit()
+        with self._writing():
+            st = self._store
+            if st is None:
+                return
+            st.add_host_sample(self.session_id, now, host)
+            if gpus:
+                st.add_gpu_samples(self.session_id, now, gpus)
+            st.heartbeat(self.session_id, now)
+            st.commit()

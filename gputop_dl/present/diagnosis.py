@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from gputop_dl.text.fmt import DASH, num, pct, secs
+from gputop_dl.text.safe import text
 
 
 def diagnosis_table(result: dict) -> Table:
@@ -14,9 +15,9 @@ def diagnosis_table(result: dict) -> Table:
                 "slowdown", "measured alone"):
         t.add_column(col, justify="left" if col in ("job", "measured alone") else "right")
     for j in result.get("jobs", []):
-        t.add_row(j["name"], str(j["pid"]), num(j["cpu_cores"], ".2f"),
+        t.add_row(text(j["name"]), str(j["pid"]), num(j["cpu_cores"], ".2f"),
                   num(j["solo_cpu_cores"], ".2f"), pct(j["stall_fraction"]),
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
                   secs(j["solo_step_time_s"]), num(j["slowdown"], ".2f", "×"),
-                  "yes" if j["measured_alone"] else (j.get("why_not_alone") or DASH))
+                  "yes" if j["measured_alone"] else text(j.get("why_not_alone") or DASH))
     return t

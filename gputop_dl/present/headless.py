@@ -13,19 +13,21 @@ from rich.text import Text
 from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
+from gputop_dl.text.safe import clean, text
 
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
 
 def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) -> list[Text]:
-    out = [Text.assemble(("gputop-dl", "bold"), f" · {spec.name} · {len(spec.workloads)} "
-                         f"workload(s) · {spec.path}" + (f" · session {session_id}" if session_id else ""))]
+    out = [Text.assemble(("gputop-dl", "bold"), clean(
+        f" · {spec.name} · {len(spec.workloads)} workload(s) · {spec.path}"
+        + (f" · session {session_id}" if session_id else "")))]
     if not spec.cuda:
         applied = sorted({k for w in spec.workloads for k in w.cpu_fallback_applied})
         msg = "NO CUDA: workloads train on the CPU. " + (gpu_status_detail or "")
         if applied:
             msg += f" cpu_fallback applied from the file: {', '.join(applied)}."
-        out.append(Text(msg, style="bold yellow"))
+        out.append(text(msg, style="bold yellow"))
     return out
 
 
@@ -48,7 +50,7 @@ def jobs_table(snap: Snapshot) -> Table:
     for i in keep:
         t.add_column(cols[i][0], justify=cols[i][1], no_wrap=True)
     for r in rows:
-        t.add_row(*(r[i] for i in keep))
+        t.add_row(*(text(r[i]) for i in keep))
     return t
 
 
@@ -81,7 +83,8 @@ class Headless:
     def _print_log(self, snap: Snapshot, printer) -> None:
         for t, msg in snap.log:
             if t > self._seen_log:
-                printer(Text.assemble((time.strftime("%H:%M:%S ", time.localtime(t)), "dim"), msg))
+                printer(Text.assemble((time.strftime("%H:%M:%S ", time.localtime(t)), "dim"),
+                                      clean(msg)))
                 self._seen_log = t
 
     def _plain(self, snap: Snapshot) -> None:
@@ -89,18 +92,19 @@ class Headless:
         kind = (snap.verdict or {}).get("kind")
         if kind != self._last_kind and kind not in (None, "insufficient-data"):
             self._last_kind = kind
-            self.console.print(f"verdict so far: {snap.verdict['title']} — {snap.verdict['reason']}")
+            self.console.print(text(f"verdict so far: {snap.verdict['title']} — "
+                                    f"{snap.verdict['reason']}"))
         if snap.time - self._last_plain < PLAIN_EVERY_S:
             return
         self._last_plain = snap.time
         for j in snap.jobs:
             if j.status in ("running", "starting", "paused"):
                 prog = progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)
-                self.console.print(
+                self.console.print(text(
                     f"  {j.name:<12} {j.phase or '':<8} {prog:<14} step {secs(j.step_time_s):>7}"
                     f"  {num(j.samples_per_s, '.1f'):>7} samples/s"
                     f"  data-wait {pct(j.stall_fraction):>4}  CPU {num(j.cpu_cores, '.2f')} cores"
-                    f"  GPU mem {size(j.gpu_mem)}", soft_wrap=True)
+                    f"  GPU mem {size(j.gpu_mem)}"), soft_wrap=True)
         self.console.print(host_line(snap))
 
     def run(self, engine) -> Snapshot | None:
@@ -138,10 +142,11 @@ def summary_table(results) -> Table:
     for r in results:
         status = r.status if not r.failure else f"{r.status}: {r.failure}"
         mem = r.peak_gpu_mem if r.peak_gpu_mem is not None else r.peak_framework_mem
-        t.add_row(r.name, status, r.device or DASH, str(len(r.epochs)), secs(r.median_epoch_s),
-                  secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
-                  num(r.cpu_cores, ".2f"), size(mem),
-                  secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
+        cells = (r.name, status, r.device or DASH, str(len(r.epochs)), secs(r.median_epoch_s),
+                 secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
+                 num(r.cpu_cores, ".2f"), size(mem),
+                 secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
+        t.add_row(*(text(c) for c in cells))
     return t
 
 
@@ -151,10 +156,10 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
         return [Text("verdict: none recorded", style="dim")]
     style = {"parallel": "bold green", "cpu-bound": "bold red", "gpu-contended": "bold red",
              "other": "bold yellow"}.get(verdict["kind"], "bold")
-    out = [Text.assemble(("verdict: ", "bold"), (verdict["title"], style),
-                         f" — {verdict['reason']}",
+    out = [Text.assemble(("verdict: ", "bold"), (clean(verdict["title"]), style),
+                         clean(f" — {verdict['reason']}"),
                          (f"  (confidence {verdict.get('confidence', 0):.0%})", "dim"))]
-    out += [Text(f"  · {line}") for line in verdict.get("evidence_lines", [])]
-    out += [Text(f"  {j['line']}", style="dim") for j in verdict.get("jobs", [])]
-    out += [Text.assemble(("  fix: ", "bold"), r) for r in verdict.get("recommendations", [])]
+    out += [text(f"  · {line}") for line in verdict.get("evidence_lines", [])]
+    out += [text(f"  {j['line']}", style="dim") for j in verdict.get("jobs", [])]
+    out += [Text.assemble(("  fix: ", "bold"), clean(r)) for r in verdict.get("recommendations", [])]
     return out

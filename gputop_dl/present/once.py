@@ -8,6 +8,7 @@ from rich.table import Table
 from gputop_dl.text.fmt import DASH, num, pct, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
+from gputop_dl.text.safe import escape, text
 
 
 def print_once(snap: Snapshot, console: Console | None = None) -> None:
@@ -18,15 +19,15 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
                       f"{num(h.load1, '.2f')}, CPU pressure {pct(h.cpu_pressure_some10)}, "
                       f"memory {size(h.mem_used)} / {size(h.mem_total)}")
     if not snap.gpus:
-        console.print(f"[bold]GPUs[/]: none — {snap.notes[0] if snap.notes else snap.gpu_status}")
+        console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:
         t = Table(header_style="bold")
         for c in ("GPU", "name", "util", "memory", "temp", "power"):
             t.add_column(c)
         for g in snap.gpus:
-            t.add_row(str(g.index), g.name or DASH, pct(g.util),
+            t.add_row(str(g.index), text(g.name or DASH), pct(g.util),
                       f"{size(g.mem_used)} / {size(g.mem_total)}", num(g.temp_c, ".0f", " °C"),
-                      num(g.power_w, ".0f", " W") if not g.error else g.error)
+                      num(g.power_w, ".0f", " W") if not g.error else text(g.error))
         console.print(t)
     if snap.gpu_processes:
         t = Table(title="GPU processes", header_style="bold", title_justify="left")
@@ -40,4 +41,4 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
 
         console.print(jobs_table(snap))
     for note in (snap.notes if snap.gpus else snap.notes[1:]):  # [0]: the GPU line said it
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")

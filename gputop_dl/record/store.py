@@ -14,10 +14,13 @@ import socket
 import sqlite3
 import sys
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 
 import platformdirs
+
+from gputop_dl.errors import UsageError
 
 ENV_HOME = "GPUTOP_DL_HOME"
 SCHEMA_VERSION = 2
@@ -64,14 +67,41 @@ STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
 STALE_S = 15.0  # a "running" session whose heartbeat is older than this and whose owner is gone
 
 
-def data_dir() -> str:
+CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+class StoreError(UsageError):
+    """The data directory or the session database cannot be used: one line naming it, exit 2."""
+
+
+def _named(d: str) -> str:
+    return f"{ENV_HOME}={d}" if os.environ.get(ENV_HOME) else d
+
+
+def data_dir(writable: bool = True) -> str:
+    """The data directory, created if missing and `writable`; a StoreError naming it if it
+    cannot be used (`writable=False`: a missing one is fine, nothing is created)."""
     d = os.environ.get(ENV_HOME) or platformdirs.user_data_dir("gputop-dl")
-    os.makedirs(d, exist_ok=True)
+    if os.path.lexists(d) and not os.path.isdir(d):
+        raise StoreError(f"{_named(d)}: not a directory, expected the data directory")
+    try:
+        if writable and not os.path.isdir(d):
+            os.makedirs(d)
+        elif not writable:
+            os.stat(d)  # NotADirectoryError if a parent is a file
+    except FileNotFoundError:
+        if writable:
+            raise StoreError(f"{_named(d)}: cannot be used as the data directory") from None
+    except OSError as exc:
+        raise StoreError(f"{_named(d)}: cannot be used as the data directory "
+                         f"({exc.strerror or exc})") from None
+    if writable and not os.access(d, os.W_OK | os.X_OK):
+        raise StoreError(f"{_named(d)}: the data directory is not writable")
     return d
 
 
-def default_db_path() -> str:
-    return os.path.join(data_dir(), "sessions.db")
+def default_db_path(writable: bool = True) -> str:
+    return os.path.join(data_dir(writable), "sessions.db")
 
 
 def session_work_dir(session_id: str) -> str:
@@ -122,6 +152,88 @@ def _moved_aside(path: str) -> str | None:
     return dest
 
 
+def is_corrupt(exc: BaseException) -> bool:
+    """A SQLite error that says the file is damaged or no database (not locked, not full)."""
+    return isinstance(exc, sqlite3.DatabaseError) and (
+        getattr(exc, "sqlite_errorcode", None) in CORRUPT_CODES
+        or "malformed" in str(exc) or "not a database" in str(exc))
+
+
+def damage(path: str) -> str | None:
+    """Why the file at `path` is no SQLite database, from its header alone (cheap), or None.
+
+    Catches garbage and truncation, which SQLite itself may only notice on some later read."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return None
+    if size == 0:
+        return None
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return "file is not a database"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    valid = head[24:28] == head[92:96]  # the in-header size is valid (SQLite >= 3.7.0)
+    wal = path + "-wal"
+    if valid and pages and size < page * pages and not (os.path.exists(wal)
+                                                        and os.path.getsize(wal) > 0):
+        return f"truncated: {size} of {page * pages} bytes"
+    return None
+
+
+def move_corrupt_aside(path: str, why: str) -> str:
+    """Rename a damaged database (and its -wal/-shm) out of the way, never deleting it; says
+    so in one line on stderr; returns the new name."""
+    stem = path[:-3] if path.endswith(".db") else path
+    dest = f"{stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}.db"
+    n = 1
+    while os.path.exists(dest):
+        n += 1
+        dest = f"{stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}.db"
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.replace(path + suffix, dest + suffix)
+    sys.stderr.write(f"gputop-dl: {path} is damaged ({why}); kept as {dest}, "
+                     "starting a new one\n")
+    return dest
+
+
+def _connect_ro(path: str) -> sqlite3.Connection:
+    """A read-only connection: no WAL switch, no schema set-up, no file created. Without
+    write access to the folder and no -shm file to share, SQLite needs `immutable` to read."""
+    if not os.path.exists(path):
+        raise StoreError(f"{path}: no session database")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    why = damage(path)
+    if why:
+        raise StoreError(f"{path}: not a readable session database ({why}); the next "
+                         "`gputop-dl launch` keeps it aside and starts a new one")
+    for extra in ("", "&immutable=1"):
+        db = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=10.0)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "unable to open" in str(exc) and not extra:
+                continue
+            if "no such table" in str(exc):
+                raise StoreError(f"{path}: not a gputop-dl session database") from None
+            raise StoreError(f"{path}: cannot read the session database ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise StoreError(f"{path}: not a readable session database ({exc}); the next "
+                             "`gputop-dl launch` keeps it aside and starts a new one") from None
+        if row is not None and row[0] != str(SCHEMA_VERSION):
+            db.close()
+            raise StoreError(f"{path} was written by another gputop-dl (schema {row[0]}); the "
+                             "next `gputop-dl launch` keeps it aside and starts a new one")
+        return db
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class SessionRow:
     id: str
@@ -140,20 +252,44 @@ class SessionRow:
 class Store:
     """A connection to the session database (open one per thread)."""
 
-    def __init__(self, path: str | None = None):
-        self.path = path or default_db_path()
+    def __init__(self, path: str | None = None, readonly: bool = False):
+        """`readonly` (listings, exports): read what is there, write and set up nothing.
+
+        Otherwise a database of another schema or a damaged one is renamed (kept) and a new
+        one started; a database that cannot be opened is a StoreError naming it."""
+        self.path = path or default_db_path(writable=not readonly)
+        if readonly:
+            self.db = _connect_ro(self.path)
+        else:
+            try:
+                self.db = self._open_rw()
+            except sqlite3.DatabaseError as exc:
+                if not is_corrupt(exc):
+                    raise StoreError(f"{self.path}: cannot open the session database ({exc})") from None
+                move_corrupt_aside(self.path, str(exc))
+                self.db = self._open_rw()
+        self._sks: dict[str, int] = {}
+        self._jks: dict[tuple[str, str], int] = {}
+
+    def _open_rw(self) -> sqlite3.Connection:
+        why = damage(self.path)
+        if why:
+            move_corrupt_aside(self.path, why)
         old = _moved_aside(self.path)
         if old:
             sys.stderr.write(f"gputop-dl: {self.path} was written by an older gputop-dl "
                              f"(schema differs); kept as {old}, starting a new one\n")
-        self.db = sqlite3.connect(self.path, timeout=10.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        self.db.commit()
-        self._sks: dict[str, int] = {}
-        self._jks: dict[tuple[str, str], int] = {}
+        db = sqlite3.connect(self.path, timeout=10.0)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.commit()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def _sk(self, sid: str) -> int | None:
         sk = self._sks.get(sid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 
 from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.errors import ExportError, ExportUsageError
@@ -27,18 +28,18 @@ def _finite(obj):
 
 
 def _open_store(store_path: str | None) -> Store:
-    path = store_path or default_db_path()
+    path = store_path or default_db_path(writable=False)
     if not os.path.exists(path):
-        raise ExportError(f"no sessions recorded yet (no {path}): run `gputop-dl launch FILE.toml` "
-                          "first")
-    return Store(path)
+        raise ExportUsageError(f"no sessions recorded yet (no {path}): run `gputop-dl launch "
+                               "FILE.toml` first")
+    return Store(path, readonly=True)
 
 
 def _resolve(store: Store, session_id: str | None) -> str:
     if session_id is None:
         row = store.session(None)
         if row is None:
-            raise ExportError("no sessions recorded yet: run `gputop-dl launch FILE.toml` first")
+            raise ExportUsageError("no sessions recorded yet: run `gputop-dl launch FILE.toml` first")
         return row.id
     matches = [s.id for s in store.sessions() if s.id.startswith(session_id)]
     if session_id in matches:
@@ -58,7 +59,7 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
         raise ExportUsageError(f"{path}: unknown report format, expected a .md or .json file name")
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
-        raise ExportError(f"{path}: no such directory {d}")
+        raise ExportUsageError(f"{path}: no such directory {d}")
     store = _open_store(store_path)
     try:
         sid = _resolve(store, session_id)
@@ -69,6 +70,8 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
             data = session_json(store, sid)
             text = (render_markdown(data) if fmt == "md"
                     else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
+    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+        raise ExportUsageError(f"{store.path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
     try:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 
 from gputop_dl.present.report.markdown import when
-from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.record.store import Store, StoreError, default_db_path
 from gputop_dl.text.fmt import DASH, secs
+from gputop_dl.text.safe import text
 
 
 def list_sessions(store_path: str | None = None) -> list[dict]:
     """Recorded sessions, newest first: id, name, started, duration_s, jobs, verdict, state."""
-    path = store_path or default_db_path()
+    path = store_path or default_db_path(writable=False)
     if not os.path.exists(path):
         return []
-    store = Store(path)
+    store = Store(path, readonly=True)
     try:
         stats = store.session_stats()
         out = []
@@ -35,6 +37,8 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
                         "verdict_kind": v.get("kind") if v else None, "state": s.state,
                         "file": s.file})
         return out
+    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+        raise StoreError(f"{path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
 
@@ -42,7 +46,6 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
 def sessions_table(rows: list[dict]):
     """The `gputop-dl sessions` table (Rich)."""
     from rich.table import Table
-    from rich.text import Text
 
     t = Table(header_style="bold", title="Recorded sessions (newest first)", title_justify="left")
     for col, just in (("id", "left"), ("name", "left"), ("start", "left"), ("duration", "right"),
@@ -50,7 +53,7 @@ def sessions_table(rows: list[dict]):
         t.add_column(col, justify=just, no_wrap=col in ("id", "start"))
     style = {"finished": "green", "interrupted": "yellow", "running": "cyan"}
     for r in rows:
-        t.add_row(Text(r["id"]), Text(r["name"] or ""), when(r["started"], "%Y-%m-%d %H:%M"),
-                  secs(r["duration_s"]), str(r["jobs"]), Text(r["verdict"] or DASH),
-                  Text(r["state"], style=style.get(r["state"], "")))
+        t.add_row(text(r["id"]), text(r["name"]), when(r["started"], "%Y-%m-%d %H:%M"),
+                  secs(r["duration_s"]), str(r["jobs"]), text(r["verdict"] or DASH),
+                  text(r["state"], style=style.get(r["state"], "")))
     return t

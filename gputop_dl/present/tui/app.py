@@ -38,6 +38,7 @@ from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailS
 from gputop_dl.present.tui.source import Inbox, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.snapshot import GpuProcess, Snapshot
+from gputop_dl.text.safe import clean, escape
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
 WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
@@ -320,7 +321,7 @@ class GputopApp(App[int]):
         li = self.launch_index() if self.latest else None
         spec = self.specs.get(li if li is not None else 0)
         if self.mode == "launch" or li is not None:
-            parts.append(f" · launch · {spec.name}" if spec is not None else " · launch")
+            parts.append(clean(f" · launch · {spec.name}") if spec is not None else " · launch")
         else:
             parts.append(" · monitor")
         snap = self.latest.get(li) if li is not None else None
@@ -494,13 +495,13 @@ class GputopApp(App[int]):
             self.notify("only jobs launched by gputop-dl can be stopped", severity="warning", timeout=3)
             return
         if (row.source, row.name) not in self.live_jobs():
-            self.notify(f"{row.name} is not running", timeout=3)
+            self.notify(f"{escape(row.name)} is not running", timeout=3)
             return
 
         def answer(yes: bool | None) -> None:
             if yes:
                 self.sources[row.source].stop_job(row.name)
-                self.notify(f"stopping {row.name}…", timeout=3)
+                self.notify(f"stopping {escape(row.name)}…", timeout=3)
 
         self.push_screen(ConfirmScreen(f"Stop job {row.name}? Its processes get SIGTERM, then SIGKILL "
                                        "after a grace period.", title="stop job", yes="Stop"), answer)
@@ -531,11 +532,11 @@ class GputopApp(App[int]):
         try:
             result = await asyncio.to_thread(fn, sid, path, **kw)
         except Exception as exc:
-            self.notify(f"export failed: {exc}", severity="error", timeout=6)
+            self.notify(f"export failed: {escape(exc)}", severity="error", timeout=6)
             return
         written = result if isinstance(result, (str, os.PathLike)) else path
         self.exported.append(os.fspath(written))
-        self.notify(f"exported to {os.fspath(written)}", timeout=6)
+        self.notify(f"exported to {escape(os.fspath(written))}", timeout=6)
 
     def action_launcher(self) -> None:
         if self.launcher is None:
@@ -552,13 +553,13 @@ class GputopApp(App[int]):
                 spec = self.launcher.load(path, only=names)
                 src = self.launcher.start(spec)
             except Exception as exc:
-                self.notify(f"cannot launch: {exc}", severity="error", timeout=8)
+                self.notify(f"cannot launch: {escape(exc)}", severity="error", timeout=8)
                 return
             index = len(self.sources)
             self.sources.append(src)
             self.specs[index] = spec
             self._attach(index, src)
-            self.notify(f"launched {', '.join(names)} from {os.path.relpath(path)}", timeout=4)
+            self.notify(escape(f"launched {', '.join(names)} from {os.path.relpath(path)}"), timeout=4)
 
         self.push_screen(LauncherScreen(self.workloads_dir, self.launcher.load), started)
 

@@ -20,6 +20,7 @@ from gputop_dl.text.fmt import secs
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import JobSample
+from gputop_dl.text.safe import clean, escape
 
 SOLO_MARK = "┃"
 
@@ -108,7 +109,7 @@ class EpochPanel(Panel):
         width = max(30, self.content_size.width or 70)
         height = max(3, self.content_size.height or 8)
         if sel is not None:
-            set_border(self, title=f"epoch times · {sel.name}")
+            set_border(self, title=escape(f"epoch times · {sel.name}"))
             one = self._one(sel, width, height)
             others = [j for j in jobs if j.launched and j.name != sel.name]
             room = height - len(one.plain.splitlines()) - 1
@@ -172,7 +173,7 @@ class EpochPanel(Panel):
         for j in jobs[: height - 1]:
             solo = solo_epoch_s(j)
             med = statistics.median(j.epoch_times) if j.epoch_times else None
-            parts: list = [(fit(("▸ " if j.name == mark else "  ") + j.name, label_w), "bold")]
+            parts: list = [(fit(clean(("▸ " if j.name == mark else "  ") + j.name), label_w), "bold")]
             if med is None:
                 parts.append((fit("no epoch finished yet", bar_w), "$text-muted"))
             else:

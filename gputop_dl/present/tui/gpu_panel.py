@@ -11,6 +11,7 @@ from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
 from gputop_dl.snapshot import GpuSample, Snapshot
+from gputop_dl.text.safe import clean
 
 GiB = 1024**3
 HISTORY_S = 600.0  # seconds of utilisation history per GPU
@@ -108,9 +109,9 @@ class GpuPanel(LinePanel):
         return [head] + [self._row(g, hist_w) for g in snap.gpus]
 
     def _row(self, g: GpuSample, hist_w: int) -> Line:
-        parts: list[tuple[str, str] | str] = [f"{g.index:>2} ", (fit(short_name(g.name), NAME_W), "bold"), "  "]
+        parts: list[tuple[str, str] | str] = [f"{g.index:>2} ", (fit(clean(short_name(g.name)), NAME_W), "bold"), "  "]
         if g.error:
-            parts.append((fit(f"lost: {g.error}", FIXED_W - 3 - NAME_W - 2), "$text-error"))
+            parts.append((fit(clean(f"lost: {g.error}"), FIXED_W - 3 - NAME_W - 2), "$text-error"))
         else:
             fill, empty = bar(g.util, BAR_W)
             util = DASH if g.util is None else f"{g.util * 100:.0f}%"

@@ -30,6 +30,7 @@ from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.present.tui.base import set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import GpuProcess, JobSample
+from gputop_dl.text.safe import clean
 
 LAUNCHED_MARK = "●"
 PAD = 1  # blank cells on each side of a cell, as DataTable draws them
@@ -120,14 +121,14 @@ class Row:
 
 
 def job_row(j: JobSample, p: Palette, source: int = 0) -> Row:
-    name = f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}"
+    name = clean(f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}")
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
     sd = j.slowdown
     sd_style = p.plain if sd is None else p.ok if sd <= 1.10 else p.warn if sd <= 1.5 else p.err
     cells = (
         Cell(name, p.bold),
-        Cell(status_text(j), _status_style(j, p)),
-        Cell(j.device or DASH),
+        Cell(clean(status_text(j)), _status_style(j, p)),
+        Cell(clean(j.device or DASH)),
         Cell(DASH if j.batch_size is None else str(j.batch_size)),
         Cell(progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)),
         Cell(secs(j.eta_s)),

@@ -7,6 +7,7 @@ import time
 from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel
+from gputop_dl.text.safe import clean
 
 
 def message_style(text: str) -> str:
@@ -46,5 +47,5 @@ class LogPanel(Panel):
         lines = []
         for t, msg in self._log[-height:]:
             stamp = time.strftime("%H:%M:%S", time.localtime(t))
-            lines.append(Content.assemble((stamp + " ", "$text-muted"), (msg, message_style(msg))))
+            lines.append(Content.assemble((stamp + " ", "$text-muted"), (clean(msg), message_style(msg))))
         return Content("\n").join(lines)

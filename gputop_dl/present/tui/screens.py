@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Label, OptionList, SelectionList, Sta
 
 from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import JobSample
+from gputop_dl.text.safe import clean, escape
 
 def modal_css(name: str, width: int = 100) -> str:
     """CSS for a centred dialog screen (DEFAULT_CSS is scoped to the class, so name it)."""
@@ -46,7 +47,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
-            yield Static(self.question, id="question")
+            yield Static(Content(clean(self.question)), id="question")
             with Horizontal():
                 yield Button(f"{self.yes} (y)", variant="error", id="yes")
                 yield Button("No (n)", variant="primary", id="no")
@@ -73,7 +74,7 @@ class _InfoScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.TITLE_TEXT, classes="dialog-title", id="dialog-title")
+            yield Label(escape(self.TITLE_TEXT), classes="dialog-title", id="dialog-title")
             with VerticalScroll(classes="body"):
                 yield Static(self.body(), id="body")
             yield Label("escape: close", classes="hint")
@@ -133,21 +134,21 @@ class VerdictScreen(_InfoScreen):
 
     def body(self) -> Content:
         v = self.verdict
-        out: list[Content] = [Content.assemble(((v.get("title") or v.get("kind") or "verdict"), "bold"))]
+        out: list[Content] = [Content.assemble((clean(v.get("title") or v.get("kind") or "verdict"), "bold"))]
         meta = [f"kind: {v.get('kind') or DASH}"]
         if v.get("confidence") is not None:
             c = v["confidence"]
             meta.append(f"confidence: {c:.0%}" if isinstance(c, (int, float)) else f"confidence: {c}")
         out.append(Content.styled(" · ".join(meta), "$text-muted"))
         if v.get("reason"):
-            out += [Content(""), Content(str(v["reason"]))]
+            out += [Content(""), Content(clean(v["reason"]))]
         sections = (("Evidence", v.get("evidence_lines") or []),
                     ("Jobs", [_job_line(j) for j in v.get("jobs") or []]),
                     ("Recommendations", v.get("recommendations") or []))
         for head, items in sections:
             if items:
                 out += [Content(""), Content.styled(head, "bold $text-accent")]
-                out += [Content(f"  • {x}") for x in items]
+                out += [Content(clean(f"  • {x}")) for x in items]
         return Content("\n").join(out)
 
 
@@ -187,28 +188,28 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
         ]
-        out += [Content.assemble((f"{k:<11}", "bold"), v) for k, v in rows]
+        out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
         if j.epoch_times:
             out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
         else:
             out.append(Content.styled("  none finished yet", "$text-muted"))
     for k, v in (extra or {}).items():
-        out.append(Content.assemble((f"{k:<11}", "bold"), v))
+        out.append(Content.assemble((f"{k:<11}", "bold"), clean(v)))
     if config:
         out += [Content(""), Content.styled("config (defaults left out)", "bold $text-accent")]
         for k, v in config.items():
             if k not in ALWAYS_SHOWN and (v in (None, (), [], {}, "") or k == "cpu_fallback_applied"
                                           or _is_default(k, v)):
                 continue
-            out.append(Content(f"  {k} = {v!r}"))
+            out.append(Content(clean(f"  {k} = {v!r}")))
         if config.get("cpu_fallback_applied"):
             out.append(Content.styled(f"  (no CUDA: cpu_fallback applied to {', '.join(config['cpu_fallback_applied'])})",
                                       "$text-warning"))
     if j is not None:
         out += [Content(""), Content.styled("stderr (last lines)", "bold $text-accent")]
         if j.stderr_tail:
-            out += [Content.styled(f"  {line}", "$text-muted") for line in j.stderr_tail[-40:]]
+            out += [Content.styled(clean(f"  {line}"), "$text-muted") for line in j.stderr_tail[-40:]]
         else:
             out.append(Content.styled("  (none yet: shown when the job ends)", "$text-muted"))
     return Content("\n").join(out)
@@ -263,8 +264,8 @@ class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
         with Vertical(classes="dialog"):
             yield Label("launch workloads", classes="dialog-title")
             with Horizontal(id="panes"):
-                files = OptionList(*[os.path.relpath(f) for f in self.files], id="files")
-                files.border_title = f"files in {self.directory}/"
+                files = OptionList(*[escape(os.path.relpath(f)) for f in self.files], id="files")
+                files.border_title = escape(f"files in {self.directory}/")
                 yield files
                 wl = SelectionList[str](id="workloads")
                 wl.border_title = "workloads (space: tick)"
@@ -287,7 +288,7 @@ class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
 
     def _say(self, text: str, error: bool = False) -> None:
         msg = self.query_one("#message", Static)
-        msg.update(text)
+        msg.update(Content(clean(text)))
         msg.set_class(error, "-error")
 
     def _open(self, path: str) -> None:
@@ -303,7 +304,7 @@ class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
         for w in spec.workloads:
             what = " ".join(w.command) if w.command else f"{w.model} bs{w.batch_size}"
             gpus = ",".join(map(str, w.gpus)) if w.gpus else "–"
-            wl.add_option((f"{w.name:<14} {what} · gpus {gpus} · {w.epochs} epochs", w.name, True))
+            wl.add_option((escape(f"{w.name:<14} {what} · gpus {gpus} · {w.epochs} epochs"), w.name, True))
         if spec.workloads:
             wl.highlighted = 0
         note = "" if spec.cuda else " · no CUDA here: jobs train on the CPU"

@@ -12,6 +12,7 @@ from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.snapshot import Snapshot
+from gputop_dl.text.safe import clean
 
 KIND_LABEL = {
     "parallel": "TRULY PARALLEL",
@@ -80,13 +81,13 @@ class VerdictBanner(Panel):
             conf = v.get("confidence")
             conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
                 f" · confidence {conf:.0%}" if isinstance(conf, (int, float)) else "")
-            title = v.get("title") or ""
+            title = clean(v.get("title"))
             head = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
             return Content.assemble(
                 *head,
-                ("\n" + (v.get("reason") or ""), ""), (f"   v: evidence{conf_s}", "$text-muted"))
+                ("\n" + clean(v.get("reason")), ""), (f"   v: evidence{conf_s}", "$text-muted"))
         self._tone("-neutral")
-        newest = snap.log[-1][1] if snap.log else ""
+        newest = clean(snap.log[-1][1]) if snap.log else ""
         if mode == "monitor" and snap.phase is None:
             head = "monitor"
             body = extra or "watching this machine"

@@ -1,0 +1,384 @@
+"""Faults and hostile input (issue 16), with real tiny processes (sleep, python -c) in temporary
+data dirs: no orphans however gputop-dl ends."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from gputop_dl import watchdog
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.runner import launch_engine, open_spec, run_file
+from tests.conftest import write
+
+# a job whose own child runs under it, and whose grandchild daemon (own session, its parent
+# gone) is re-parented: they write their PIDs to files so the test can look for them
+FAMILY = """
+import subprocess, sys, time
+d = sys.argv[1]
+child = subprocess.Popen(["sleep", "294"])
+subprocess.run(["setsid", "sh", "-c", "sleep 295 & echo $! > " + d + "/daemon.pid"])
+open(d + "/child.pid", "w").write(str(child.pid))
+time.sleep(300)
+"""
+
+
+def toml_value(v):
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {json.dumps(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+
+
+def session(tmp_path, *jobs):
+    body = '[session]\nname = "faults"\ninterval = 0.2\nbaseline = "none"\n'
+    for name, keys in jobs:
+        body += f'[[workload]]\nname = "{name}"\n'
+        body += "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items())
+    return write(tmp_path, "w.toml", body)
+
+
+def family_jobs(tmp_path):
+    return [("sh", {"command": [f"sleep 293 & echo $! > {tmp_path}/sh.pid; wait"], "shell": True}),
+            ("py", {"command": [sys.executable, "-c", FAMILY, str(tmp_path)]})]
+
+
+def pids_from(tmp_path, names, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return [int((tmp_path / f"{n}.pid").read_text()) for n in names]
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    raise AssertionError(f"the jobs did not write {names} in {timeout} s")
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(pids, timeout):
+    """Seconds until none of pids runs; fails if some still run after timeout."""
+    t0 = time.monotonic()
+    while any(running(p) for p in pids):
+        if time.monotonic() - t0 > timeout:
+            for p in pids:  # do not leave them behind ourselves
+                if running(p):
+                    os.kill(p, signal.SIGKILL)
+            raise AssertionError(f"survivors after {timeout} s: {[p for p in pids if running(p)]}")
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_a_background_child_of_a_finished_shell_job_is_stopped_at_the_end(tmp_path):
+    """`sleep 277 & echo started`: the job is done at once, its `sleep` survived the session."""
+    path = session(tmp_path, ("bg", {"command": [f"sleep 277 & echo $! > {tmp_path}/bg.pid"],
+                                     "shell": True}))
+    eng = run_file(path, nvml=Nvml())
+    assert eng.runs["bg"].status == "done"
+    [pid] = pids_from(tmp_path, ["bg"], timeout=1)
+    wait_gone([pid], timeout=1.0)
+
+
+def test_every_descendant_stops_with_the_session_even_a_daemon_in_its_own_session(tmp_path):
+    """gputop-dl is the subreaper of its jobs' orphans: the daemon whose parent exited is still
+    found (and stopped) by gputop-dl itself, not by the watchdog, which only acts when the
+    process is gone."""
+    nvml = Nvml()
+    eng = launch_engine(open_spec(session(tmp_path, *family_jobs(tmp_path)), nvml), nvml)
+    eng.start()
+    pids = pids_from(tmp_path, ["sh", "child", "daemon"])
+    eng.request_stop()
+    assert eng.join(30)
+    wait_gone(pids, timeout=0.5)
+    assert {r.status for r in eng.runs.values()} == {"stopped"}
+
+
+def test_kill_9_of_gputop_dl_leaves_no_process_of_any_job(tmp_path):
+    """The watchdog sees its pipe close and stops every registered job's group and every
+    process carrying a job's marker (the daemon in its own session included)."""
+    p = subprocess.Popen([sys.executable, "-m", "gputop_dl", "launch", "--headless",
+                          session(tmp_path, *family_jobs(tmp_path))],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids = pids_from(tmp_path, ["sh", "child", "daemon"])
+    leaders = [c.pid for c in psutil.Process(p.pid).children() if c.pid not in pids]
+    p.kill()
+    p.wait()
+    took = wait_gone(pids + leaders, timeout=5.0)
+    print(f"no process left {took:.2f} s after kill -9")
+
+
+def test_the_watchdog_kills_watched_groups_and_resumes_paused_ones_when_its_pipe_closes():
+    dog = watchdog.Watchdog()
+    job = subprocess.Popen(["sleep", "296"], start_new_session=True,
+                           env={**os.environ, "GDL_TEST_MARK": "job-1"})
+    other = subprocess.Popen(["sleep", "297"], start_new_session=True)  # a probe paused it
+    try:
+        os.kill(other.pid, signal.SIGSTOP)
+        dog.watch(job.pid, "GDL_TEST_MARK=job-1")
+        dog.paused(other.pid)
+        dog.watch(other.pid, "GDL_TEST_MARK=not-this-one")  # no marked member: left alone
+        assert job.poll() is None
+        dog._proc.stdin.close()  # what gputop-dl's death looks like to it
+        dog._proc.wait(timeout=10)
+        assert job.wait(timeout=2) == -signal.SIGTERM
+        assert psutil.Process(other.pid).status() != psutil.STATUS_STOPPED
+        assert other.poll() is None
+    finally:
+        for proc in (job, other):
+            proc.kill()
+            proc.wait()
+
+
+def test_the_watchdog_forgets_a_group_that_was_stopped():
+    dog = watchdog.Watchdog()
+    job = subprocess.Popen(["sleep", "298"], start_new_session=True,
+                           env={**os.environ, "GDL_TEST_MARK": "job-2"})
+    try:
+        dog.watch(job.pid, "GDL_TEST_MARK=job-2")
+        dog.forget(job.pid)
+        dog._proc.stdin.close()
+        dog._proc.wait(timeout=10)
+        time.sleep(0.2)
+        assert job.poll() is None
+    finally:
+        job.kill()
+        job.wait()
+
+
+# ---- storage failures ---------------------------------------------------------------------------
+
+def cli(*args, home=None, timeout=60):
+    env = dict(os.environ)
+    if home is not None:
+        env["GPUTOP_DL_HOME"] = str(home)
+    p = subprocess.run([sys.executable, "-m", "gputop_dl", *args], capture_output=True,
+                       text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def quick_job(tmp_path, seconds=0.5):
+    return session(tmp_path, ("a", {"command": ["sleep", str(seconds)]}))
+
+
+def recorded_db(tmp_path, gdl_home):
+    """A real session database with a few pages of samples."""
+    eng = run_file(quick_job(tmp_path, 1.0), nvml=Nvml())
+    assert eng.session_id
+    return gdl_home / "sessions.db"
+
+
+def test_sessions_and_export_leave_the_database_untouched(tmp_path, gdl_home):
+    """They open it read-only: the store used to switch it to WAL and set up its schema even
+    to read, which another user (no write access) could not do. Checked byte for byte on a
+    database in rollback-journal mode, which that set-up rewrote."""
+    import sqlite3
+
+    db = recorded_db(tmp_path, gdl_home)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.close()
+    data = db.read_bytes()
+    rc, out, err = cli("sessions")
+    assert rc == 0 and "faults" in out, err
+    rc, out, err = cli("export", str(tmp_path / "r.json"))
+    assert rc == 0, err
+    assert db.read_bytes() == data
+    assert sorted(p.name for p in gdl_home.iterdir()) == ["sessions", "sessions.db"]
+
+
+def test_a_corrupt_database_is_one_line_for_readers_and_moved_aside_by_a_launch(tmp_path, gdl_home):
+    db = gdl_home / "sessions.db"
+    garbage = os.urandom(3000)
+    db.write_bytes(garbage)
+    for args in (["sessions"], ["export", str(tmp_path / "r.md")]):
+        rc, _, err = cli(*args)
+        assert rc == 2 and str(db) in one_line(err), err
+    assert db.read_bytes() == garbage
+    rc, out, err = cli("launch", "--headless", quick_job(tmp_path))
+    assert rc == 0, out + err
+    [kept] = gdl_home.glob("sessions.corrupt-*.db")
+    assert kept.read_bytes() == garbage
+    line = [x for x in err.splitlines() if "damaged" in x]
+    assert len(line) == 1 and str(db) in line[0] and str(kept) in line[0]
+    rc, out, _ = cli("sessions")
+    assert rc == 0 and "faults" in out
+
+
+def test_a_truncated_database_is_moved_aside_and_a_new_one_started(tmp_path, gdl_home, capsys):
+    from gputop_dl.record.store import Store, StoreError
+
+    db = recorded_db(tmp_path, gdl_home)
+    Store().db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = db.read_bytes()
+    assert len(data) > 8192
+    db.write_bytes(data[: len(data) // 2])
+    try:
+        Store(readonly=True)
+        raise AssertionError("a truncated database was read")
+    except StoreError as exc:
+        assert "truncated" in str(exc) and str(db) in str(exc)
+    capsys.readouterr()
+    st = Store()
+    assert st.sessions() == []
+    st.close()
+    [kept] = gdl_home.glob("sessions.corrupt-*.db")
+    assert kept.read_bytes() == data[: len(data) // 2]
+    assert str(kept) in capsys.readouterr().err
+
+
+def test_a_data_dir_under_a_file_is_one_line_and_exit_2_for_every_command(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for home in (afile / "sub", afile):
+        for args in (["sessions"], ["export", str(tmp_path / "r.md")],
+                     ["launch", "--headless", quick_job(tmp_path)], []):
+            rc, out, err = cli(*args, home=home, timeout=30)  # [] is the TUI monitor
+            assert rc == 2, (args, out, err)
+            assert f"GPUTOP_DL_HOME={home}" in one_line(err)
+
+
+def test_a_data_dir_that_is_not_writable_is_one_line(tmp_path, gdl_home, monkeypatch):
+    """As root every folder is writable, so the check itself is what is exercised here."""
+    from gputop_dl.errors import UsageError
+    from gputop_dl.runner import check_store
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(gdl_home) else real(p, m))
+    try:
+        check_store()
+        raise AssertionError("no error")
+    except UsageError as exc:
+        assert str(gdl_home) in str(exc) and "not writable" in str(exc)
+
+
+def test_a_write_failure_mid_run_stops_recording_not_the_jobs(tmp_path, monkeypatch):
+    import sqlite3
+
+    from gputop_dl.record.store import Store
+
+    calls = {"n": 0}
+    real = Store.add_host_sample
+
+    def full(self, *a):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, *a)
+
+    monkeypatch.setattr(Store, "add_host_sample", full)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "2"]}),
+                           ("b", {"command": ["sleep", "2.5"]})), nvml=Nvml())
+    assert eng.error is None
+    assert {r.status for r in eng.runs.values()} == {"done"}
+    assert "database or disk is full" in eng.recorder.failure
+    assert any("warning: recording stopped" in msg for _, msg in eng.log)
+    assert eng.snapshot is not None and eng.snapshot.time > eng.runs["b"].ended - 0.5
+    assert Store().session(eng.session_id).state == "cut short"
+    assert eng.exit_code() == 1
+
+
+def test_a_job_log_is_bounded_to_its_head_and_latest_output(tmp_path, monkeypatch):
+    from gputop_dl import launch
+
+    monkeypatch.setattr(launch, "LOG_CAP", 64 << 10)
+    monkeypatch.setattr(launch, "LOG_HEAD", 8 << 10)
+    writer = ("import sys, time\n"
+              "for i in range(40000):\n"
+              "    print(f'line {i:06d} ' + 'x' * 40)\n"
+              "    if i % 4000 == 0: sys.stdout.flush(); time.sleep(0.15)\n")
+    eng = run_file(session(tmp_path, ("loud", {"command": [sys.executable, "-c", writer]})),
+                   nvml=Nvml())
+    run = eng.runs["loud"]
+    assert run.status == "done"
+    text = open(run.proc.log_path, encoding="utf-8", errors="replace").read()
+    assert len(text) <= (64 << 10) + 200  # + what the job wrote after the last tick's check
+    assert text.startswith("line 000000 ")
+    assert "bytes of this log cut here" in text
+    assert text.rstrip().endswith("line 039999 " + "x" * 40)
+    assert run.stderr_tail[-1].startswith("line 039999")
+
+
+def test_export_with_no_session_or_to_a_missing_directory_is_exit_2(tmp_path):
+    rc, _, err = cli("export", str(tmp_path / "r.md"))
+    assert rc == 2 and "no sessions recorded yet" in one_line(err)
+    run_file(quick_job(tmp_path, 0.1), nvml=Nvml())
+    rc, _, err = cli("export", str(tmp_path / "missing" / "r.md"))
+    assert rc == 2 and "no such directory" in one_line(err)
+
+
+# ---- untrusted text is text ---------------------------------------------------------------------
+
+HOSTILE = "[/] [link=https://evil.example]click[/link] [bold red]x \x1b]0;pwned\x07\x1b[2J\r"
+
+
+def test_clean_makes_control_codes_visible_and_escape_escapes_markup():
+    from gputop_dl.text.safe import clean, escape, text
+
+    assert clean("ok\tline\nnext") == "ok\tline\nnext"
+    assert clean("a\x1b[31mb\x07\x9b\u202e") == "a\\x1b[31mb\\x07\\x9b\\u202e"
+    assert clean(None) == ""
+    assert escape("[/] [link=x]") == "\\[/] \\[link=x]"
+    assert text("[/]").plain == "[/]"
+
+
+def test_a_hostile_failure_message_and_session_name_print_literally(tmp_path):
+    """A failure message with `[/]` crashed the summary (MarkupError: no summary, no verdict);
+    ESC/OSC sequences in a session name reached the terminal raw."""
+    boom = f"raise RuntimeError({HOSTILE!r})"
+    path = write(tmp_path, "w.toml",
+                 '[session]\nname = "evil\\u001b]0;pwned\\u0007 [/]"\ninterval = 0.2\n'
+                 f'baseline = "none"\n[[workload]]\nname = "bad"\ncommand = {json.dumps([sys.executable, "-c", boom])}\n')
+    rc, out, err = cli("launch", "--headless", path)
+    assert rc == 1, out + err
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "Traceback" not in err
+    assert "[/] [link=https://evil.example]click[/link]" in out  # literally, in the summary
+    assert "\\x1b]0;pwned\\x07" in out
+    assert "verdict:" in out and "session " in out
+    rc, out, _ = cli("sessions")
+    assert rc == 0 and "\x1b" not in out and "evil\\x1b]0;pwned\\x07 [/]" in out.replace("\n", "")
+
+
+def test_the_tui_shows_hostile_job_text_as_text():
+    from gputop_dl.present.tui.jobs_table import Palette, job_row
+    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.snapshot import JobSample
+
+    j = JobSample(name="python \x1b]0;x\x07 train.py", pid=1, launched=False, status="failed",
+                  failure=HOSTILE, stderr_tail=(HOSTILE,), device="cuda\x1b[0m")
+    row = job_row(j, Palette())
+    shown = " ".join(c.text for c in row.cells) + job_detail_lines(j, {"env": {"A": HOSTILE}}).plain
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "[link=https://evil.example]" in shown
+
+
+# ---- bad files are exit 2, before anything starts -----------------------------------------------
+
+def test_what_can_be_known_before_starting_is_one_line_and_exit_2(tmp_path):
+    good = ("good", {"command": ["sleep", "30"]})
+    cases = {
+        "missing program": (("bad", {"command": ["pythn3", "train.py"]}), "pythn3"),
+        "missing file": (("bad", {"command": ["./nope.sh"]}), "nope.sh"),
+        "long name": (("b" * 5000, {"command": ["sleep", "1"]}), "5000 characters"),
+        "huge env": (("bad", {"command": ["sleep", "1"], "env": {"BIG": "x" * (4 << 20)}}), "env"),
+    }
+    for what, (job, needle) in cases.items():
+        path = session(tmp_path, good, job)
+        t0 = time.monotonic()
+        rc, out, err = cli("launch", "--headless", path)
+        line = one_line(err)
+        assert rc == 2 and needle in line and path in line, (what, out, err)
+        assert len(line) < 400 and time.monotonic() - t0 < 20, what
