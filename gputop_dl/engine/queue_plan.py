@@ -166,8 +166,9 @@ class QueuePlan(Plan):
         running = set(self._running)
         waiting = {j.name for j in self.queue}
         jobs = []
-        for name, job in self.jobs.items():
-            t = self.times[name]
+        order = [j.name for j in self.queue] + [n for n in self.jobs if n not in waiting]
+        for name in order:  # the waiting jobs in the policy's order first
+            job, t = self.jobs[name], self.times[name]
             state = ("waiting" if name in waiting else "running" if name in running
                      else "ended" if "end_s" in t else "pending" if "start_s" not in t else "running")
             row = {"name": name, "state": state, "arrival_s": t["arrival_s"],
