@@ -1,4 +1,4 @@
-"""Command line: the monitor, `--once`, `launch`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
+"""Command line: the monitor, `--once`, `launch`, `queue`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -26,6 +26,7 @@ examples:
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
   gputop-dl profile --model resnet18 --batch 32     top-10 operators and a Chrome trace
   gputop-dl simulate workloads/queue_trace.toml     scheduling policies x arrival rates, simulated
+  gputop-dl queue workloads/queue_sleepers.toml     the workloads as a job queue, started by a policy
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
 ~/.local/share/gputop-dl/sessions.db)."""
@@ -108,6 +109,21 @@ def add_sched_parsers(sub) -> None:
     sp.add_argument("--json", action="store_true", dest="sim_json",
                     help="print the results as JSON (schema gputop-dl.simulation/1)")
     sp.add_argument("--out", metavar="REPORT.md", help="also write a Markdown report with charts")
+    from gputop_dl.sched.policies import POLICIES
+
+    qp = sub.add_parser("queue", help="run the workloads of a TOML file as a job queue",
+                        description="The workloads of FILE become jobs that arrive over time "
+                        "(`arrival`), ask for GPUs (`gpus = N`; slots without CUDA) and are "
+                        "started by a scheduling policy as GPUs free up; with CPU-aware admission "
+                        "a job waits while the running jobs' solo CPU need plus its own exceeds "
+                        "the cores. Live view and a recorded session with each job's wait and "
+                        "completion time (docs/scheduling.md). Ctrl-C stops running and waiting "
+                        "jobs and keeps the session.")
+    qp.add_argument("file", metavar="FILE.toml")
+    qp.add_argument("--policy", choices=POLICIES,
+                    help="override the file's [session] policy (default fifo)")
+    qp.add_argument("--headless", action="store_true",
+                    help="console output instead of the TUI (for ssh, nohup, CI)")
 
 
 def parse_policies(text: str) -> list[str]:
@@ -202,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
             return runner.run_launch(args.file, only=only, baseline=args.baseline,
                                      headless=args.headless)
+        if args.cmd == "queue":
+            return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
         if args.cmd == "simulate":
             for key in ("seeds", "jobs"):
                 if getattr(args, key) is not None and getattr(args, key) < 1:

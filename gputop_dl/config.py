@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
+from gputop_dl.sched.policies import POLICIES
 from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS, SessionSpec, Workload
 
 __all__ = ["ConfigError", "load_session"]
@@ -193,6 +194,16 @@ def _as_env(key: str, v: Any) -> dict[str, str]:
     return dict(v)
 
 
+def _as_gpus_or_count(key: str, v: Any) -> tuple[int, ...] | int:
+    """`gpus = [0, 1]` pins these GPU indexes; `gpus = 2` asks a queue for two (any)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v < 1:  # no GPU is gpus = []
+            raise _Bad(f"{key} = {v} is an integer", "a list of GPU indexes like [0, 1] ([] for none), "
+                       "or a GPU count of 1 or more")
+        return v
+    return _as_gpus(key, v)
+
+
 def _check(conv: Callable[[str, Any], Any], ok: Callable[[Any], bool], expected: str):
     def checked(key: str, v: Any) -> Any:
         if not ok(v := conv(key, v)):
@@ -211,10 +222,15 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "num_classes": _check(_as_int, lambda v: v >= 1, "at least 1 class"), "batch_size": _POS,
     "num_workers": _NONNEG, "transforms": _as_transforms, "epochs": _POS, "steps_per_epoch": _POS,
     "warmup_steps": _NONNEG, "optimizer": _choice(OPTIMIZERS),
-    "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus,
+    "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus_or_count,
     "nproc": _POS, "threads": _POS, "seed": _NONNEG,
     "sample_cpu_ms": _MS, "sample_io_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
     "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
+    # a job of `gputop-dl queue`
+    "arrival": _check(_as_float, lambda v: v >= 0, "seconds after the queue's start, 0 or more"),
+    "priority": _as_int,
+    "duration_s": _check(_as_float, lambda v: v > 0, "the expected solo run time in seconds, more than 0"),
+    "gpu_count": _check(_as_int, lambda v: v >= 1, "a GPU count of 1 or more (the same as gpus = N)"),
 }
 SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "name": _as_str,
@@ -222,6 +238,10 @@ SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "baseline": _choice(BASELINES), "baseline_steps": _POS,
     "baseline_timeout_s": _check(_as_float, lambda v: v > 0, "seconds, more than 0"),
     "probe_s": _check(_as_float, lambda v: 0.5 <= v <= 60, "seconds alone per job, 0.5 to 60"),
+    # `gputop-dl queue`
+    "policy": _choice(POLICIES), "slots": _POS, "cpu_aware": _as_bool,
+    "ageing_s": _check(_as_float, lambda v: v > 0, "seconds of waiting worth one priority level, more than 0"),
+    "v": _check(_as_float, lambda v: v >= 0, "a number 0 or more"),
 }
 _DEFAULT_FIELDS = {k: v for k, v in FIELDS.items() if k != "name"}
 _TOP = ("session", "defaults", "workload")
@@ -271,6 +291,7 @@ class _Lines:
 class _Loader:
     def __init__(self, path: str, text: str, gpu_count: int):
         self.path, self.gpu_count = path, gpu_count
+        self.slots, self.slots_set = gpu_count or usable_cpus(), False  # what a queue may hand out
         self.lines = _Lines(text)
         self.base = Path(path).absolute().parent
         self.names: dict[int, str] = {}
@@ -336,6 +357,11 @@ class _Loader:
                            f"model = {_show(model)} with dataset = {_show(dataset)}",
                            'model and dataset both "synthetic", or neither')
         applied = tuple(sorted({k for tid, layer in layers if tid[-1] == "cpu_fallback" for k in layer}))
+        count_key = "gpu_count"
+        if isinstance(merged.get("gpus"), int):  # gpus = N: a count
+            if "gpu_count" in merged and origin["gpu_count"] == origin["gpus"]:
+                raise fail("gpu_count", "gpu_count with gpus = N", "one of them")
+            merged["gpu_count"], count_key = merged.pop("gpus"), "gpus"
         w = Workload(**merged, cpu_fallback_applied=applied)
 
         if not w.is_command and w.model != "synthetic" and w.input_size < 16:
@@ -369,6 +395,12 @@ class _Loader:
             raise fail("command", f"command[0] = {_show(command[0])}: no such program on PATH "
                        "and no such executable file", "a program on PATH or the path of an "
                        "executable file (relative to cwd)")
+        if w.gpu_count is not None and w.gpu_count > self.slots:
+            n, unit = self.slots, "GPU" if self.gpu_count > 0 else "slot"
+            have = (f"this machine has {n} {unit}{'s' if n != 1 else ''}" if self.gpu_count > 0 else
+                    f"the queue has {n} {unit}{'s' if n != 1 else ''} ([session] slots"
+                    + (")" if self.slots_set else ", default: the usable cores)"))
+            raise fail(count_key, f"the job asks for {w.gpu_count} {unit}s but {have}", f"at most {n}")
         if self.gpu_count > 0:
             for g in w.gpus:
                 if g >= self.gpu_count:
@@ -377,6 +409,14 @@ class _Loader:
                     raise fail("gpus", f"GPU {g} not present: this machine has {have}",
                                "GPU index 0" if n == 1 else f"GPU indexes 0 to {n - 1}")
         return w.with_(command=command, **paths)
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def read_toml(spath: str, what: str) -> tuple[str, dict]:
@@ -414,6 +454,8 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
             raise ConfigError(spath, what, where="top level", line=line,
                               expected=None if hint else "only [session], [defaults] and [[workload]]", hint=hint)
     session = ld.table(("session",), data.get("session", {}), SESSION_FIELDS)
+    if not gpu_count and "slots" in session:
+        ld.slots, ld.slots_set = session["slots"], True
     defaults = ld.table(("defaults",), data.get("defaults", {}), _DEFAULT_FIELDS, extra=("cpu_fallback",))
     d_fallback = ld.table(("defaults", "cpu_fallback"), defaults.pop("cpu_fallback", {}), _DEFAULT_FIELDS)
 
@@ -463,4 +505,5 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
         baseline_timeout_s=session.get("baseline_timeout_s", 300.0),
         probe_s=session.get("probe_s", 5.0),
         workloads=tuple(workloads), cuda=cuda, cpu_fallback_reason=None,
+        **{k: session[k] for k in ("policy", "slots", "cpu_aware", "ageing_s", "v") if k in session},
     )

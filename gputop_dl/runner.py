@@ -63,6 +63,26 @@ def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
                   recorder=Recorder(store_path, enabled=record), interval=spec.interval)
 
 
+def queue_engine(spec: SessionSpec, nvml: Nvml, *, policy: str | None = None, command: str = "",
+                 store_path: str | None = None, record: bool = True) -> Engine:
+    """`gputop-dl queue`: the workloads of `spec` as jobs arriving over time, started by a
+    scheduling policy (`policy` overrides the file's) on the GPUs, or on `slots` without CUDA."""
+    from gputop_dl.config import usable_cpus
+    from gputop_dl.engine.queue_plan import QueuePlan
+    from gputop_dl.sched.model import Machine
+    from gputop_dl.sched.policies import Policy
+
+    cpus = usable_cpus()
+    if spec.cuda:
+        machine = Machine(gpus=nvml.device_count(), cpus=float(cpus), unit="GPU")
+    else:
+        machine = Machine(gpus=spec.slots or cpus, cpus=float(cpus), unit="slot")
+    plan = QueuePlan(spec, None, Policy(policy or spec.policy, ageing_s=spec.ageing_s, v=spec.v),
+                     machine, cpu_aware=spec.cpu_aware, command=command)
+    return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),
+                  recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+
+
 def diagnose_engine(nvml: Nvml, *, seconds: float = 30.0, probe: bool = True,
                     interval: float = 1.0, store_path: str | None = None,
                     record: bool = True, pids: set[int] | None = None) -> Engine:
@@ -165,7 +185,44 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
     return run_headless(engine)
 
 
-def run_headless(engine: Engine) -> int:
+def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -> int:
+    """`gputop-dl queue FILE`: like a launch, the TUI on a terminal, else the console; then
+    the queue's per-job times and means. Ctrl-C stops running and waiting jobs (exit 130)."""
+    nvml = Nvml()
+    spec = open_spec(path, nvml)
+    engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
+    if not headless and sys.stdout.isatty():
+        try:
+            from gputop_dl.present.tui.app import GputopApp
+        except ImportError:
+            GputopApp = None
+        if GputopApp is not None:
+            code = run_launch_tui(engine, GputopApp)
+            print_queue(engine)
+            return code
+    return run_headless(engine, after=print_queue)
+
+
+def print_queue(engine: Engine, out=None) -> None:
+    """After a queue: its per-job times and means, from the store."""
+    if not engine.session_id:
+        return
+    from gputop_dl.analyse.queue import queue_summary
+    from gputop_dl.present.queue_table import queue_line, queue_table
+    from gputop_dl.record.store import Store
+
+    out = out or console()
+    store = Store(engine.store_path)
+    try:
+        q = queue_summary(store, engine.session_id)
+    finally:
+        store.close()
+    if q is not None:
+        out.print(queue_table(q))
+        out.print(queue_line(q), markup=False)
+
+
+def run_headless(engine: Engine, after=None) -> int:
     """A launch on the console: header, live table or progress lines, then the summary."""
     from gputop_dl.present.headless import Headless, header_lines
 
@@ -180,6 +237,8 @@ def run_headless(engine: Engine) -> int:
     view.run(engine)
     engine.join()
     print_summary(engine, view.console)
+    if after is not None:
+        after(engine, view.console)
     return exit_code(engine)
 
 

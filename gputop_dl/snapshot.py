@@ -109,6 +109,9 @@ class Snapshot:
     log: tuple[tuple[float, str], ...] = ()  # recent engine messages (time, text), oldest first
     phase: str | None = None  # launch runs: "baseline", "co-run", "finished", "interrupted"
     session_id: str | None = None
+    # `gputop-dl queue`: policy, slots, and per job its state, times and why it waits
+    # (engine/queue_plan.py QueuePlan.queue_state); None for every other mode
+    queue: dict | None = None
 
     def to_json(self) -> dict:
         """The `gputop-dl --once --json` shape (contract: see docs/design.md)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_dl.config import ConfigError, _as_bool, _as_float, _as_int, _as_name, _as_str, _Bad, \
-    _check, _did_you_mean, _Lines, _list_of, _show, read_toml
+    _check, _did_you_mean, _Lines, _list_of, _show, read_toml, usable_cpus
 from gputop_dl.sched.model import GIB, Job, Machine
 from gputop_dl.sched.policies import POLICIES
 from gputop_dl.sched.simulate import JobKind
@@ -78,14 +78,6 @@ class Trace:
         total = sum(k.share for k in self.kinds)
         gpu_s = sum(k.share * k.job.duration_s * max(k.job.gpus, 1) for k in self.kinds) / total
         return rate * gpu_s / self.machine.gpus
-
-
-def usable_cpus() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 class _TraceLoader:

@@ -49,6 +49,11 @@ class Workload:
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     shell: bool = False
+    # as a job of `gputop-dl queue` (docs/scheduling.md)
+    arrival: float = 0.0  # seconds after the queue's start
+    priority: int = 0  # larger first (the priority policy)
+    duration_s: float | None = None  # expected solo run time (else: a cached solo baseline)
+    gpu_count: int | None = None  # `gpus = N`: GPUs (slots) as a count, placed by the queue
     # set when the file's cpu_fallback overrides were applied
     cpu_fallback_applied: tuple[str, ...] = ()
 
@@ -93,3 +98,9 @@ class SessionSpec:
     workloads: tuple[Workload, ...] = ()
     cuda: bool = True  # False: no CUDA here, every workload fell back to the CPU
     cpu_fallback_reason: str | None = None
+    # `gputop-dl queue`: the scheduling policy, its slots (no CUDA) and CPU-aware admission
+    policy: str = "fifo"
+    slots: int | None = None  # None: the usable cores (no CUDA) or the GPUs
+    cpu_aware: bool | None = None  # None: on when solo profiles exist
+    ageing_s: float = 600.0  # priority: seconds of waiting worth one priority level
+    v: float = 1.0  # lyapunov: weight of the CPU-overcommit penalty

@@ -169,3 +169,34 @@ class FixedClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def queue_state(t: int = 0) -> dict:
+    """A `gputop-dl queue` run's Snapshot.queue: two running, two waiting (one for cores, one
+    behind it), one still to arrive, one ended."""
+    now = 42.0 + t
+    return {"policy": "fifo", "slots": 4, "unit": "GPU", "cpus": 16.0, "cpu_aware": True,
+            "ageing_s": 600.0, "v": 1.0, "elapsed_s": now, "jobs": [
+                {"name": "bs128", "state": "waiting", "arrival_s": 5.0, "expected_s": 90.0, "gpus": 2,
+                 "waited_s": now - 5.0, "reason": "GPUs 2, 3 free, but 1.8 cores short"},
+                {"name": "resnet50", "state": "waiting", "arrival_s": 20.0, "expected_s": 300.0,
+                 "gpus": 1, "waited_s": now - 20.0, "reason": "behind bs128 (first come, first served)"},
+                {"name": "bs32", "state": "running", "arrival_s": 0.0, "start_s": 0.0, "expected_s": 30.0,
+                 "gpus": 1},
+                {"name": "bs64", "state": "running", "arrival_s": 0.0, "start_s": 0.0, "expected_s": 60.0,
+                 "gpus": 1},
+                {"name": "tiny", "state": "ended", "arrival_s": 0.0, "start_s": 0.0, "end_s": 12.0,
+                 "expected_s": 10.0, "gpus": 1},
+                {"name": "late", "state": "pending", "arrival_s": 120.0, "expected_s": 30.0, "gpus": 1}]}
+
+
+def queue_snapshot(t: int = 0, **changes) -> Snapshot:
+    """A queue run: bs32 and bs64 running, the others waiting (rows without a process)."""
+    running = jobs(t)[:2]
+    waiting = tuple(JobSample(name=n, pid=None, launched=True, status="waiting", batch_size=b,
+                              model=m) for n, b, m in (("bs128", 128, "mobilenet_v2"),
+                                                       ("resnet50", 64, "resnet50"),
+                                                       ("late", 32, "mobilenet_v2")))
+    snap = make_snapshot(t, verdict=None, phase="queue", jobs=running + waiting, queue=queue_state(t),
+                         log=log(5) + ((T0 - 5, "queue: bs128 waits: GPUs 2, 3 free, but 1.8 cores short"),))
+    return replace(snap, **changes) if changes else snap

@@ -75,3 +75,24 @@ def test_end_to_end_queue_stop_stops_running_and_waiting_jobs_and_keeps_the_sess
     rows = {j["name"]: j["status"] for j in st.jobs(engine.session_id)}
     assert rows == {"j0": "stopped", "j1": "stopped", "j2": "stopped"}
     assert st.session(engine.session_id).state == "interrupted"
+
+
+def test_end_to_end_queue_state_lists_waiting_jobs_in_policy_order_with_reasons(tmp_path):
+    """What the TUI's queue panel gets: with one slot and SJF, the shorter waiting job first,
+    each with its wait and reason, while the first job runs."""
+    jobs = [Job("first", duration_s=30.0), Job("long", arrival_s=0.3, duration_s=20.0),
+            Job("short", arrival_s=0.3, duration_s=10.0)]
+    engine, plan, _ = queue_engine(jobs, "sjf", 1, tmp_path)
+    seen = []
+    engine.subscribe(lambda snap: seen.append(snap.queue))
+    engine.start()
+    deadline = time.time() + 20
+    while not any(q and q["jobs"][0]["state"] == "waiting" for q in seen) and time.time() < deadline:
+        time.sleep(0.05)
+    engine.request_stop()
+    assert engine.join(30)
+    q = next(q for q in seen if q and q["jobs"][0]["state"] == "waiting")
+    states = [(j["name"], j["state"]) for j in q["jobs"]]
+    assert states == [("short", "waiting"), ("long", "waiting"), ("first", "running")]
+    assert q["jobs"][0]["reason"].startswith("the slot is busy; reserved in") and q["jobs"][0]["waited_s"] >= 0
+    assert (q["policy"], q["slots"], q["unit"]) == ("sjf", 1, "slot")

@@ -29,9 +29,9 @@ from rich.console import Console  # noqa: E402
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
 
 try:
-    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot
+    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
 except ImportError:  # tests/ on sys.path instead of the repo root
-    from fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot
+    from fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SNAP_DIR = os.path.join(HERE, "tui_snapshots")
@@ -157,3 +157,7 @@ def test_job_details_modal(tmp_path):
 
 def test_sorted_by_cpu_all_epochs(tmp_path):
     render("sorted_cpu_all_epochs", tmp_path, snaps=CORUN[:3], keys=("c", "a"))
+
+
+def test_launch_queue_panel(tmp_path):
+    render("launch_queue", tmp_path, snaps=[queue_snapshot(t) for t in range(3)])

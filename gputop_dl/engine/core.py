@@ -235,7 +235,7 @@ class Engine:
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
                         jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,
                         notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,
-                        session_id=rec.session_id)
+                        session_id=rec.session_id, queue=plan.queue_state())
         self.snapshot = snap
         for fn in self._subs:
             fn(snap)

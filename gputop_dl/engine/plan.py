@@ -14,6 +14,7 @@ The engine calls, in its own thread:
     plan.taken(engine)              # names a found job may not use
     plan.after_tick(engine, now, m) # each tick, after the launched jobs were polled
     plan.notes()                    # standing notes for the snapshot
+    plan.queue_state()              # a job queue's jobs, times and reasons (None: no queue)
     plan.close(engine)              # at the end, before the jobs are stopped
 """
 
@@ -47,6 +48,9 @@ class Plan(ABC):
 
     def notes(self) -> tuple[str, ...]:
         return ()
+
+    def queue_state(self) -> dict | None:
+        return None
 
     def close(self, engine) -> None:
         """The session ends (normally, interrupted or on an error): before the jobs are

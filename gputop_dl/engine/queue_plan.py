@@ -11,14 +11,57 @@ never start and are recorded as stopped.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from gputop_dl.engine.launch_plan import fingerprint
 from gputop_dl.engine.plan import Plan
 from gputop_dl.sched.model import Job, Machine, Running
 from gputop_dl.sched.policies import Policy, decide
 from gputop_dl.snapshot import JobSample
-from gputop_dl.workload import SessionSpec
+from gputop_dl.workload import SessionSpec, Workload
+
+UNKNOWN_DURATION_S = 60.0  # what a job with neither duration_s nor a solo profile is expected to take
+
+
+def planned_steps(w: Workload) -> int | None:
+    """The training steps a built-in job runs (None for a command, or when unknown)."""
+    if w.is_command:
+        return None
+    per_epoch = w.steps_per_epoch or (w.dataset_size // w.batch_size if w.dataset_size else None)
+    return w.epochs * per_epoch if per_epoch else None
+
+
+def job_for(w: Workload, base: dict | None, cuda: bool) -> tuple[Job, str]:
+    """The queue's view of workload `w` and where its expected duration came from.
+
+    GPUs: `gpus = N` asks for N (any); an explicit list pins those indexes on CUDA (on a box
+    without CUDA it asks for as many slots); none (or `[]`) asks for one. Expected duration: `duration_s`, else steps x the cached solo
+    step time, else UNKNOWN_DURATION_S. Solo CPU need: the cached baseline's, else 0 (unknown)."""
+    if w.gpu_count:
+        gpus, pin = w.gpu_count, ()
+    elif w.gpus:
+        gpus, pin = len(w.gpus), (tuple(w.gpus) if cuda else ())
+    else:
+        gpus, pin = 1, ()
+    steps = planned_steps(w)
+    if w.duration_s:
+        duration, source = w.duration_s, "duration_s"
+    elif base and base.get("step_time_s") and steps:
+        duration = steps * base["step_time_s"]
+        source = f"{steps} steps x solo {base['step_time_s']:.3f} s"
+    else:
+        duration, source = UNKNOWN_DURATION_S, "unknown (no duration_s, no cached solo baseline)"
+    cpu = float((base or {}).get("cpu_cores") or 0.0)
+    job = Job(name=w.name, arrival_s=w.arrival, duration_s=duration, gpus=gpus, cpu_cores=cpu,
+              priority=w.priority, klass=w.name if w.is_command else w.model, pin=pin)
+    return job, source
+
+
+def _shape(reason: str) -> str:
+    """A reason without its numbers: the log says a reason again only when this changes."""
+    return re.sub(r"\d+(\.\d+)?", "#", reason)
 
 
 class QueuePlan(Plan):
@@ -27,28 +70,65 @@ class QueuePlan(Plan):
 
     kind = "queue"
 
-    def __init__(self, spec: SessionSpec, jobs: Sequence[Job], policy: Policy, machine: Machine,
-                 *, cpu_aware: bool = True, command: str = ""):
+    def __init__(self, spec: SessionSpec, jobs: Sequence[Job] | None, policy: Policy,
+                 machine: Machine, *, cpu_aware: bool | None = True, command: str = ""):
+        """`jobs` None: built from the workloads when the queue starts, each job's expected
+        duration and CPU need from its cached solo baseline (`job_for`); `cpu_aware` None: on
+        when any job has a cached CPU need."""
         self.spec, self.policy, self.machine = spec, policy, machine
         self.cpu_aware, self.command = cpu_aware, command
-        self.jobs = {j.name: j for j in jobs}
         self.workloads = {w.name: w for w in spec.workloads}
-        if set(self.jobs) != set(self.workloads):
-            raise ValueError("one queued job per workload, by name")
         self.queue = policy.queue()
         self.t0: float | None = None
-        self.times: dict[str, dict] = {n: {"arrival_s": j.arrival_s} for n, j in self.jobs.items()}
         self.reasons: dict[str, str] = {}
-        self._pending = sorted(jobs, key=lambda j: j.arrival_s)  # not arrived yet
+        self.sources: dict[str, str] = {}  # job -> where its expected duration came from
+        self._said: dict[str, str] = {}  # job -> the shape of the reason last logged
+        self._first_reason: dict[str, str] = {}  # job -> why it waited first (recorded at its start)
         self._running: dict[str, Running] = {}
+        self._set_jobs(jobs or [])
+
+    def _set_jobs(self, jobs: Sequence[Job]) -> None:
+        self.jobs = {j.name: j for j in jobs}
+        if jobs and set(self.jobs) != set(self.workloads):
+            raise ValueError("one queued job per workload, by name")
+        self.times: dict[str, dict] = {n: {"arrival_s": j.arrival_s} for n, j in self.jobs.items()}
+        self._pending = sorted(jobs, key=lambda j: j.arrival_s)  # not arrived yet
+
+    def profile(self, cached: Callable[[str], dict | None], env: dict) -> None:
+        """Build the jobs from the workloads and their cached solo baselines (`cached` looks
+        one up by `launch_plan.fingerprint`)."""
+        jobs = []
+        for w in self.spec.workloads:
+            job, self.sources[w.name] = job_for(w, cached(fingerprint(w, self.spec.cuda, env)),
+                                                self.spec.cuda)
+            jobs.append(job)
+        self._set_jobs(jobs)
+        if self.cpu_aware is None:
+            self.cpu_aware = any(j.cpu_cores > 0 for j in jobs)
+
+    def settings(self) -> dict:
+        """The queue's settings as recorded with the session."""
+        return {"policy": self.policy.name, "slots": self.machine.gpus, "unit": self.machine.unit,
+                "cpus": self.machine.cpus, "cpu_aware": bool(self.cpu_aware),
+                "ageing_s": self.policy.ageing_s, "v": self.policy.v}
 
     # --- the engine's calls ----------------------------------------------------------------------
     def run(self, engine) -> str:
-        engine.recorder.open_launch(self.spec, self.command, engine.env)
+        if not self.jobs:
+            self.profile(engine.recorder.cached_baseline_any, engine.env)
+        self.t0 = time.time()  # the session's start (within milliseconds)
+        engine.recorder.open_launch(self.spec, self.command, engine.env, kind="queue",
+                                    extra={"queue": self.settings()})
         engine.phase = "queue"
-        engine.say(f"queue: {len(self.jobs)} jobs, policy {self.policy.name}, "
-                   f"{self.machine.gpus} {self.machine.unit}s")
-        self.t0 = time.time()
+        m = self.machine
+        engine.say(f"queue: {len(self.jobs)} jobs, policy {self.policy.name}, {m.gpus} {m.unit}s, "
+                   + (f"CPU-aware ({m.cpus:g} cores)" if self.cpu_aware and self.policy.name != "lyapunov"
+                      else "not CPU-aware" if self.policy.name != "lyapunov"
+                      else f"CPU overcommit weighed with v = {self.policy.v:g}"))
+        for name, src in self.sources.items():
+            j = self.jobs[name]
+            engine.say(f"queue: {name} expects {j.duration_s:.1f} s ({src}), "
+                       f"{j.cpu_cores:.1f} cores, {j.gpus} {m.unit}(s)")
         self._schedule(engine, self.t0)
         engine.loop(lambda: not self._pending and not len(self.queue) and not self._running)
         if engine.stopping:
@@ -58,7 +138,7 @@ class QueuePlan(Plan):
         return "finished"
 
     def after_tick(self, engine, now: float, machine) -> None:
-        if self.t0 is not None and not engine.stopping:
+        if self.t0 is not None and self.jobs and not engine.stopping:
             self._schedule(engine, now)
 
     def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
@@ -77,31 +157,70 @@ class QueuePlan(Plan):
     def notes(self) -> tuple[str, ...]:
         return tuple(f"{name} waits: {why}" for name, why in self.reasons.items())
 
+    def queue_state(self) -> dict | None:
+        """What the queue view shows: the settings, and per job its state (pending: not
+        arrived yet; waiting; running; ended), times and the reason it waits."""
+        if self.t0 is None:
+            return None
+        now = time.time() - self.t0
+        running = set(self._running)
+        waiting = {j.name for j in self.queue}
+        jobs = []
+        order = [j.name for j in self.queue] + [n for n in self.jobs if n not in waiting]
+        for name in order:  # the waiting jobs in the policy's order first
+            job, t = self.jobs[name], self.times[name]
+            state = ("waiting" if name in waiting else "running" if name in running
+                     else "ended" if "end_s" in t else "pending" if "start_s" not in t else "running")
+            row = {"name": name, "state": state, "arrival_s": t["arrival_s"],
+                   "expected_s": job.duration_s, "gpus": job.gpus}
+            if state == "waiting":
+                row.update(waited_s=max(0.0, now - t["arrival_s"]), reason=self.reasons.get(name))
+            for k in ("start_s", "end_s"):
+                if k in t:
+                    row[k] = t[k]
+            jobs.append(row)
+        return {**self.settings(), "elapsed_s": now, "jobs": jobs}
+
     # --- scheduling ------------------------------------------------------------------------------
     def _schedule(self, engine, now: float) -> None:
         t = now - self.t0
-        for name, r in list(self._running.items()):
+        rec = engine.recorder
+        for name in list(self._running):
             run = engine.runs.get(name)
             if run is not None and not run.alive:
-                self.times[name]["end_s"] = (run.ended or now) - self.t0
+                end = self.times[name]["end_s"] = (run.ended or now) - self.t0
+                rec.queue_event(name, "queue-end", self.t0 + end, end_s=end, status=run.status)
                 del self._running[name]
         while self._pending and self._pending[0].arrival_s <= t:
-            self.queue.add(self._pending.pop(0))
+            job = self._pending.pop(0)
+            self.queue.add(job)
+            rec.queue_event(job.name, "queued", self.t0 + job.arrival_s, arrival_s=job.arrival_s,
+                            expected_s=job.duration_s, cpu_cores=job.cpu_cores, gpus=job.gpus,
+                            priority=job.priority)
         if not len(self.queue):
             self.reasons = {}
             return
         d = decide(self.policy, self.queue, list(self._running.values()), self.machine, t,
-                   cpu_aware=self.cpu_aware, explain=True)
+                   cpu_aware=bool(self.cpu_aware), explain=True)
         for s in d.starts:
             w = self.workloads[s.job.name]
             if self.spec.cuda:
                 w = w.with_(gpus=s.gpus)
             self.queue.remove(s.job)
-            engine.start_run(w, "queue", self.spec.cuda)
+            engine.start_run(w, "co-run", self.spec.cuda)
             self._running[s.job.name] = Running(s.job, t, s.gpus)
             self.times[s.job.name]["start_s"] = t
+            why = self._first_reason.get(s.job.name)
+            rec.queue_event(s.job.name, "queue-start", now, start_s=t, on=list(s.gpus),
+                            wait_s=t - s.job.arrival_s, waited_because=why)
             engine.say(f"queue: start {s.job.name} on {self.machine.unit} "
-                       f"{','.join(map(str, s.gpus)) or '-'} after {t - s.job.arrival_s:.1f} s")
+                       f"{','.join(map(str, s.gpus)) or '-'} after {t - s.job.arrival_s:.1f} s"
+                       + (f" (waited: {why})" if why else ""))
+        for name, why in d.reasons.items():
+            self._first_reason.setdefault(name, why)
+            if self._said.get(name) != _shape(why):
+                self._said[name] = _shape(why)
+                engine.say(f"queue: {name} waits: {why}")
         self.reasons = d.reasons
 
     # --- results ---------------------------------------------------------------------------------

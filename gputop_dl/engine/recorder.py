@@ -74,16 +74,18 @@ class Recorder:
         return self._store is not None
 
     # --- sessions ------------------------------------------------------------------------------
-    def open_launch(self, spec: SessionSpec, command: str, env: dict) -> None:
-        """A launch's session, with a "waiting" row per workload."""
+    def open_launch(self, spec: SessionSpec, command: str, env: dict, *, kind: str = "launch",
+                    extra: dict | None = None) -> None:
+        """A launch's session (or a queue's: `kind`, with `extra` in its spec), with a
+        "waiting" row per workload."""
         if not self.enabled:
             return
         with self._writing():
             st = self._store = Store(self.store_path)
             self.session_id = st.create_session(
-                spec.name, file=spec.path, command=command, kind="launch", environment=env,
+                spec.name, file=spec.path, command=command, kind=kind, environment=env,
                 spec={"workloads": [w.to_dict() for w in spec.workloads], "baseline": spec.baseline,
-                      "interval": spec.interval, "cuda": spec.cuda})
+                      "interval": spec.interval, "cuda": spec.cuda, **(extra or {})})
             self.work_dir = session_work_dir(self.session_id)
             for w in spec.workloads:
                 st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
@@ -149,6 +151,21 @@ class Recorder:
     # --- solo baselines -----------------------------------------------------------------------
     def cached_baseline(self, fingerprint: str) -> dict | None:
         return self._store.baseline(fingerprint) if self._store is not None else None
+
+    def cached_baseline_any(self, fingerprint: str) -> dict | None:
+        """A cached solo baseline, also before a session is open (None when recording is off)."""
+        if self._store is not None or not self.enabled:
+            return self.cached_baseline(fingerprint)
+        st = Store(self.store_path)
+        try:
+            return st.baseline(fingerprint)
+        finally:
+            st.close()
+
+    def queue_event(self, job: str, ev: str, t: float, **data) -> None:
+        """A queued job's arrival, start or end (ev "queued", "queue-start", "queue-end"; times
+        in `data` are seconds from the queue's start)."""
+        self.events(job, "queue", [{"ev": ev, "t": t, **data}])
 
     def baseline(self, fingerprint: str, job: str, base: dict) -> None:
         with self._writing():

@@ -23,6 +23,7 @@ class Job:
     gpu_util: float = 1.0  # fraction of its GPUs' time it keeps them busy alone (0..1)
     priority: int = 0  # larger runs first (the priority policy)
     klass: str = ""  # job class (the lyapunov policy keeps one virtual queue per class)
+    pin: tuple[int, ...] = ()  # these GPU indexes and no others (len(pin) == gpus); () = any
 
 
 @dataclass(frozen=True)

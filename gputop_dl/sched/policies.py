@@ -100,6 +100,10 @@ class _Free:
             return ()
         if job.gpus > self.n_free:
             return None
+        if job.pin:
+            ok_pin = all(self.places[g] > 0 and (not self.m.gpu_mem or job.gpu_mem <= self.mem[g])
+                         for g in job.pin)
+            return tuple(sorted(job.pin)) if ok_pin else None
         ok = [g for g, p in enumerate(self.places)
               if p > 0 and (not self.m.gpu_mem or job.gpu_mem <= self.mem[g])]
         if len(ok) < job.gpus:
@@ -122,6 +126,10 @@ class _Free:
     def why_no_place(self, job: Job) -> str:
         unit, n = self.m.unit, self.m.gpus
         free = [g for g, p in enumerate(self.places) if p > 0]
+        if job.pin:
+            busy = [g for g in job.pin if self.places[g] <= 0]
+            if busy:
+                return f"pinned to {_gpu_list(unit, job.pin)}; {_gpu_list(unit, busy)} busy"
         if not free:
             return f"all {n} {unit}s busy" if n > 1 else f"the {unit} is busy"
         fits = [g for g in free if not self.m.gpu_mem or job.gpu_mem <= self.mem[g]]
@@ -153,9 +161,11 @@ class _Reservation:
             n -= 1
             have = sum(p > 0 for p in places)
             cpu_ok = not cpu_aware or n == 0 or cpu + job.cpu_cores <= cpus + EPS
-            if have >= job.gpus and cpu_ok:
+            fits = all(places[g] > 0 for g in job.pin) if job.pin else have >= job.gpus
+            if fits and cpu_ok:
                 self.t = max(now, r.expected_end_s)
-                self.extra_gpus = have - job.gpus
+                # a pinned head needs its own GPUs: nothing may run past its reservation on them
+                self.extra_gpus = 0 if job.pin else have - job.gpus
                 self.extra_cpu = cpus - cpu - job.cpu_cores
                 return
 

@@ -13,6 +13,7 @@ import math
 import time
 
 from gputop_dl import __version__
+from gputop_dl.analyse.queue import queue_summary
 from gputop_dl.analyse.summary import summarize
 from gputop_dl.analyse.window import corun_host_means, corun_window
 from gputop_dl.present.report.errors import ExportUsageError
@@ -22,6 +23,23 @@ from gputop_dl.text.fmt import num, pct, secs
 
 SESSION_SCHEMA = "gputop-dl.session/1"
 SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
+QUEUE_JOB_KEYS = ("arrival_s", "start_s", "end_s", "wait_s", "jct_s")  # null outside a queue
+QUEUE_KEYS = ("policy", "slots", "unit", "cpu_aware", "makespan_s", "mean_jct_s", "mean_wait_s",
+              "slot_busy_fraction", "jobs_ended")
+
+
+def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
+    """A queue session's figures (None for any other); adds each job's times (s from the
+    session start) to `jobs`, null where a job has none (never started, never ended)."""
+    q = queue_summary(store, sid)
+    per = {j["name"]: j for j in (q or {}).get("jobs", [])}
+    for j in jobs:
+        mine = per.get(j["name"], {})
+        j.update({k: _r(mine.get(k), 3) for k in QUEUE_JOB_KEYS})
+        if q is not None:
+            j["queue"] = {k: _r(mine.get(k), 3) for k in ("run_s", "expected_s", "gpus", "on",
+                                                           "cpu_cores", "priority", "waited_because")}
+    return None if q is None else {k: _r(q.get(k), 4) for k in QUEUE_KEYS}
 
 
 def _r(x, digits: int = 4):
@@ -159,6 +177,8 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
                               if r.median_epoch_s and r.slowdown else None))
         jobs.append(j)
 
+    queue = _queue(store, sid, jobs)
+
     events = []
     for e in summary.events:
         data = {k: v for k, v in e.items() if k not in ("t", "job", "phase", "ev")}
@@ -197,6 +217,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         "cuda": spec.get("cuda"),
         "environment": env,
         "verdict": row.verdict,
+        "queue": queue,
         "jobs": jobs,
         "host": host,
         "events": events,

@@ -410,6 +410,37 @@ def _events_section(data: dict) -> str:
     return "\n".join(out)
 
 
+def _s1(x: float | None) -> str:
+    return DASH if x is None else f"{x:.1f}"
+
+
+def _queue_section(data: dict) -> str:
+    """A queue run: its policy and means, then per job arrival, start, end, wait, run time, JCT
+    (seconds from the session start) and why it waited."""
+    q = data.get("queue")
+    if not q:
+        return ""
+    unit = q.get("unit") or "slot"
+    admission = ("CPU-aware admission" if q.get("cpu_aware") else "no CPU-aware admission")
+    out = ["## Queue", "",
+           f"Policy **{md_text(q.get('policy'))}** on {q.get('slots')} {md_text(unit)}s, {admission}. "
+           f"{q.get('jobs_ended')} of {len(data['jobs'])} jobs ended: makespan "
+           f"{secs(q.get('makespan_s'))}, mean JCT {secs(q.get('mean_jct_s'))}, mean wait "
+           f"{secs(q.get('mean_wait_s'))}, {md_text(unit)}s busy {pct(q.get('slot_busy_fraction'))} "
+           f"of the makespan (held by a job, not a utilisation).", ""]
+    rows = []
+    jobs = sorted(data["jobs"], key=lambda j: (j.get("arrival_s") is None, j.get("arrival_s") or 0))
+    for j in jobs:
+        extra = j.get("queue") or {}
+        rows.append([md_cell(j["name"]), md_cell(j.get("status")), str(extra.get("gpus") or DASH),
+                     _s1(j.get("arrival_s")), _s1(j.get("start_s")), _s1(j.get("end_s")),
+                     _s1(j.get("wait_s")), _s1(extra.get("run_s")), _s1(j.get("jct_s")),
+                     _s1(extra.get("expected_s")), md_cell(extra.get("waited_because") or DASH)])
+    out.append(table(["job", "status", f"{unit}s", "arrival s", "start s", "end s", "wait s",
+                      "run s", "JCT s", "expected s", "waited because"], rows, "ll" + "r" * 8 + "l"))
+    return "\n".join(out)
+
+
 def render_markdown(data: dict) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
@@ -430,9 +461,9 @@ def render_markdown(data: dict) -> str:
         head += ["", "> **No CUDA**: every workload trained on the CPU. "
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
-             _workloads_section(data["jobs"]), _results_section(data),
+             _workloads_section(data["jobs"]), _results_section(data), _queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "
              "content.*"]
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(p for p in parts if p) + "\n"

@@ -33,6 +33,7 @@ from gputop_dl.present.tui.gpu_panel import GpuPanel
 from gputop_dl.present.tui.host_panel import HostPanel
 from gputop_dl.present.tui.jobs_table import SORTS, JobsTable, Palette, Row, job_row, process_row
 from gputop_dl.present.tui.log_panel import LogPanel
+from gputop_dl.present.tui.queue_panel import QueuePanel
 from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailScreen, LauncherScreen,
                                            VerdictScreen)
 from gputop_dl.present.tui.source import Inbox, source_attr
@@ -76,6 +77,8 @@ class GputopApp(App[int]):
     Screen.-no-epochs EpochPanel { display: none; }
     EpochPanel { width: 3fr; }
     LogPanel { width: 2fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    QueuePanel { width: 3fr; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    Screen.-queue QueuePanel { display: block; }
     """
 
     BINDINGS = [
@@ -161,6 +164,7 @@ class GputopApp(App[int]):
         with Vertical(id="foot"):
             with Horizontal(id="bottom"):
                 yield EpochPanel(id="epochs", classes="panel")
+                yield QueuePanel(id="queue", classes="panel")
                 yield LogPanel(id="log", classes="panel")
             yield Footer()
 
@@ -177,6 +181,7 @@ class GputopApp(App[int]):
         self.epoch_panel = self.query_one(EpochPanel)
         self.banner = self.query_one(VerdictBanner)
         self.log_panel = self.query_one(LogPanel)
+        self.queue_panel = self.query_one(QueuePanel)
         self.title_bar = self.query_one(TitleBar)
         self.bottom = self.query_one("#bottom")
         self.palette = Palette(self.theme_variables)
@@ -310,6 +315,12 @@ class GputopApp(App[int]):
         if li is None and snap is not None and self.diagnosis and self.diagnosis.get("verdict"):
             snap = dataclasses.replace(snap, verdict=self.diagnosis["verdict"])  # found jobs
         self.banner.show(snap, mode="launch" if li is not None else self.mode, extra=extra)
+        queue = snap.queue if snap is not None else None
+        main = self.screen_stack[0]
+        if main.has_class("-queue") != (queue is not None):
+            main.set_class(queue is not None, "-queue")
+        if queue is not None:
+            self.queue_panel.show(queue)
         log: list[tuple[float, str]] = []
         for i in sorted(self.latest):
             log.extend(self.latest[i].log)
@@ -321,7 +332,8 @@ class GputopApp(App[int]):
         li = self.launch_index() if self.latest else None
         spec = self.specs.get(li if li is not None else 0)
         if self.mode == "launch" or li is not None:
-            parts.append(clean(f" · launch · {spec.name}") if spec is not None else " · launch")
+            kind = "queue" if li is not None and getattr(self.latest.get(li), "queue", None) else "launch"
+            parts.append(clean(f" · {kind} · {spec.name}") if spec is not None else f" · {kind}")
         else:
             parts.append(" · monitor")
         snap = self.latest.get(li) if li is not None else None

@@ -26,6 +26,7 @@ KIND_LABEL = {
 PHASE_TEXT = {
     "baseline": "solo baselines: each job alone first, then all together",
     "co-run": "co-run: all jobs together",
+    "queue": "jobs start as the policy frees GPUs (slots) for them",
     "finished": "finished",
     "interrupted": "interrupted",
 }
