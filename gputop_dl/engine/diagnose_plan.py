@@ -3,8 +3,8 @@
 The jobs are the monitor's found jobs (torch processes grouped with their loader workers). Three
 phases, bounded by `seconds`:
 
-1. observe: tick for about a third of the time; each job's CPU (cores, its whole tree), the
-   host's CPU signals and the GPUs are sampled;
+1. observe: tick for about a third of the time (longer while no job has been found yet);
+   each job's CPU (cores, its whole tree), the host's CPU signals and the GPUs are sampled;
 2. co-run burst: py-spy on every job's main thread at once, for its data-stall fraction and,
    where the sample order shows it unambiguously, its step time and the steps it covered;
 3. probe (unless `probe=False`): for each job in turn, every *other* job is paused (SIGSTOP to
@@ -88,7 +88,9 @@ class DiagnosePlan(Plan):
         t0 = self._t0 = time.monotonic()
         observe = max(2 * engine.interval, self.seconds / 3)
         engine.say(f"diagnose: observing for {observe:.0f} s")
-        engine.loop(lambda: time.monotonic() - t0 >= observe)
+        # (no job seen yet: keep looking until one is, or the time is up)
+        engine.loop(lambda: time.monotonic() - t0 >= observe
+                    and (self.jobs or time.monotonic() - t0 >= self.seconds))
         if engine.stopping:
             return "interrupted"
         found = {f.pid: f for f in (engine.sampler.found.found if engine.sampler.found else [])}
