@@ -272,3 +272,23 @@ def test_serve_command_end_to_end(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exist():
+    import json
+    import re
+
+    c = SnapshotCollector(hostname="n", reasons=REASON_LABELS)
+    host = HostSample(cpus=2, cpu_busy=0.5, load1=1.0, cpu_pressure_some10=0.1,
+                      cgroup_throttled_frac=0.0)
+    solo = JobSample(name="x", pid=1, launched=True, step_time_s=0.1, solo_step_time_s=0.08)
+    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=four_gpus(), host=host,
+                    jobs=(LAUNCHED, FOUND, solo), verdict=VERDICT))
+    have = set(render(c))
+    with open(os.path.join(ROOT, "docs", "grafana", "gputop-dl.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {n for e in exprs for n in re.findall(r"gputop_dl_\w+", e)}
+    assert len(used) >= 20 and used <= have, sorted(used - have)
+    with open(os.path.join(ROOT, "docs", "prometheus.yml")) as f:
+        assert f":{DEFAULT_PORT}" in f.read()
