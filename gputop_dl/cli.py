@@ -22,6 +22,7 @@ examples:
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
   gputop-dl serve                                   Prometheus metrics on http://127.0.0.1:9402/metrics
   gputop-dl export report.md                        the latest session as a Markdown report
+  gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)
   gputop-dl sessions                                list recorded sessions
   gputop-dl models resnet50 vgg16                   parameters and forward GMac
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
@@ -67,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Write the latest session (or --session ID) to OUT: "
                         "OUT.md is a GitHub-flavoured Markdown report, OUT.json the same content "
                         "as JSON (schema gputop-dl.session/1).")
-    ep.add_argument("out", metavar="OUT.md|OUT.json")
+    ep.add_argument("out", metavar="OUT.md|OUT.json|DIR")
+    ep.add_argument("--tensorboard", action="store_true",
+                    help="write TensorBoard event files into the folder DIR instead: one run per "
+                    "job (step time, samples/s, data stall, loss, epoch time, CPU, GPU util and "
+                    "memory); needs the tensorboard package")
     ep.add_argument("--session", metavar="ID", help="session id or a unique prefix of it "
                     "(default: the latest; see `gputop-dl sessions`)")
     sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
@@ -255,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
                 jobs=args.jobs, as_json=args.sim_json, out=args.out)
         if args.cmd == "export":
-            return runner.run_export(args.session, args.out)
+            return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":
             return runner.run_sessions()
         if args.cmd == "diagnose":

@@ -322,16 +322,37 @@ def export_for_tui(session_id: str, path: str, store_path: str | None = None) ->
     return export_session(session_id, path, store_path=store_path)
 
 
-def run_export(session_id: str | None, out: str) -> int:
-    """`gputop-dl export OUT.md|OUT.json [--session ID]`."""
+def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> int:
+    """`gputop-dl export OUT.md|OUT.json [--session ID]`; `export DIR --tensorboard`."""
     from gputop_dl.present.report import ExportError, export_session
 
+    if tensorboard:
+        return run_export_tensorboard(session_id, out)
     try:
         path = export_session(session_id, out)
     except ExportError as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return exc.exit_code
     print(f"wrote {path}")
+    return 0
+
+
+def run_export_tensorboard(session_id: str | None, out: str) -> int:
+    """`gputop-dl export DIR --tensorboard [--session ID]`: one TensorBoard run per job."""
+    from gputop_dl.present.report import ExportError
+    from gputop_dl.present.report.export import export_tensorboard_session
+
+    try:
+        runs = export_tensorboard_session(session_id, out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for path, n in runs:
+        print(f"wrote {path} ({n} scalars)")
+    if not runs:
+        print(f"the session has no jobs: nothing written to {out}")
+    else:
+        print(f"open with: tensorboard --logdir {out}")
     return 0
 
 
