@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
             raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
         if args.cmd in LAB_COMMANDS:
+            from gputop_dl.collect.extras import require_train
+
+            require_train(f"gputop-dl {args.cmd}")
             from gputop_dl.lab import commands
 
             return getattr(commands, LAB_COMMANDS[args.cmd])(args)

@@ -23,6 +23,7 @@ from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
 from gputop_dl.engine.diagnose_plan import DiagnosePlan
 from gputop_dl.errors import UsageError
+from gputop_dl.collect.extras import require_train
 from gputop_dl.text.console import console
 from gputop_dl.workload import SessionSpec
 
@@ -39,6 +40,9 @@ def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
     """Load a workload file for this machine: `only` some workloads, the baseline overridden,
     and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError)."""
     spec = load_session(path, gpu_count=nvml.device_count(), only=only)
+    builtin = [w.name for w in spec.workloads if not w.is_command]
+    if builtin:
+        require_train(f"{path}: the built-in trainer (workload {builtin[0]!r})")
     if baseline:
         spec = dataclasses.replace(spec, baseline=baseline)
     if not spec.cuda:
