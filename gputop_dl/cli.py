@@ -1,4 +1,4 @@
-"""Command line: the monitor, `--once`, `launch`, `queue`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
+"""Command line: the monitor, `--once`, `launch`, `queue`, `diagnose`, `serve`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -20,7 +20,9 @@ examples:
   gputop-dl --once --stall 2                        ... with each job's data-stall % (py-spy, 2 s)
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
+  gputop-dl serve                                   Prometheus metrics on http://127.0.0.1:9402/metrics
   gputop-dl export report.md                        the latest session as a Markdown report
+  gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)
   gputop-dl sessions                                list recorded sessions
   gputop-dl models resnet50 vgg16                   parameters and forward GMac
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                    help="monitor: %% of one core that py-spy may use to measure the data-stall of "
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     lp = sub.add_parser("launch", help="start the workloads of a TOML file, live and recorded",
                         description="Start the workloads in FILE: solo baselines (per the file's "
@@ -58,11 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--baseline", choices=BASELINES,
                     help="override the file's [session] baseline (probe: each job measured "
                     "alone inside the co-run, the others paused)")
+    lp.add_argument("--metrics", metavar="HOST:PORT", dest="launch_metrics",
+                    help="also serve Prometheus metrics there while it runs (as `gputop-dl serve`)")
+    add_serve_parser(sub)
     ep = sub.add_parser("export", help="write a recorded session as a Markdown or JSON report",
                         description="Write the latest session (or --session ID) to OUT: "
                         "OUT.md is a GitHub-flavoured Markdown report, OUT.json the same content "
                         "as JSON (schema gputop-dl.session/1).")
-    ep.add_argument("out", metavar="OUT.md|OUT.json")
+    ep.add_argument("out", metavar="OUT.md|OUT.json|DIR")
+    ep.add_argument("--tensorboard", action="store_true",
+                    help="write TensorBoard event files into the folder DIR instead: one run per "
+                    "job (step time, samples/s, data stall, loss, epoch time, CPU, GPU util and "
+                    "memory); needs the tensorboard package")
     ep.add_argument("--session", metavar="ID", help="session id or a unique prefix of it "
                     "(default: the latest; see `gputop-dl sessions`)")
     sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
@@ -85,6 +96,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_lab_parsers(sub)
     add_sched_parsers(sub)
     return p
+
+
+def add_serve_parser(sub) -> None:
+    """`serve`: the monitor without a UI, as a Prometheus exporter."""
+    sv = sub.add_parser("serve", help="serve Prometheus metrics of this machine and its jobs",
+                        description="Watch this machine as the monitor does (GPUs, host CPU, "
+                        "training jobs, found or launched) and serve the latest sample on "
+                        "/metrics in the Prometheus text format. Metrics start with gputop_dl_; "
+                        "GPU series carry dcgm-exporter's labels (Hostname, gpu, UUID). Binds to "
+                        "127.0.0.1 unless told otherwise. Nothing is recorded unless --record.")
+    sv.add_argument("--listen", metavar="HOST:PORT", default=None,
+                    help="address to listen on (default 127.0.0.1:9402; 0.0.0.0:9402 for all "
+                    "interfaces, port 0 for any free port)")
+    sv.add_argument("--interval", type=float, default=1.0, metavar="S", dest="serve_interval",
+                    help="seconds between samples (default 1)")
+    sv.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
+                    dest="serve_stall_budget", help="%% of one core that py-spy may use to "
+                    "measure the data-stall of jobs found running (default 0.25; 0: off)")
+    sv.add_argument("--record", action="store_true", dest="serve_record",
+                    help="also record the training jobs it sees as a session, as the monitor does")
 
 
 def add_sched_parsers(sub) -> None:
@@ -206,9 +237,21 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--stall goes with --once (the live monitor samples on its own)")
         if args.stall_budget is not None and (args.once or args.cmd):
             raise UsageError("--stall-budget goes with the live monitor (plain `gputop-dl`)")
+        if args.metrics and (args.once or args.cmd):
+            raise UsageError("--metrics goes with the live monitor (plain `gputop-dl`); "
+                             "`launch` takes its own --metrics")
+        for addr in (args.metrics, getattr(args, "launch_metrics", None),
+                     getattr(args, "listen", None)):
+            if addr is not None:
+                from gputop_dl.present.prometheus import parse_listen
+
+                parse_listen(addr)
         if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
             raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
         if args.cmd in LAB_COMMANDS:
+            from gputop_dl.collect.extras import require_train
+
+            require_train(f"gputop-dl {args.cmd}")
             from gputop_dl.lab import commands
 
             return getattr(commands, LAB_COMMANDS[args.cmd])(args)
@@ -217,9 +260,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "launch":
             only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
             return runner.run_launch(args.file, only=only, baseline=args.baseline,
-                                     headless=args.headless)
+                                     headless=args.headless, metrics=args.launch_metrics)
         if args.cmd == "queue":
             return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
+        if args.cmd == "serve":
+            if not 0.1 <= args.serve_interval <= 3600:
+                raise UsageError(f"--interval {args.serve_interval:g}: expected 0.1 to 3600 seconds")
+            pct = args.serve_stall_budget
+            if pct is not None and not 0 <= pct <= 100:
+                raise UsageError(f"--stall-budget {pct:g}: expected a percentage between 0 and 100")
+            return runner.run_serve(args.listen, interval=args.serve_interval,
+                                    stall_budget=None if pct is None else pct / 100,
+                                    record=args.serve_record)
         if args.cmd == "simulate":
             for key in ("seeds", "jobs"):
                 if getattr(args, key) is not None and getattr(args, key) < 1:
@@ -229,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
                 jobs=args.jobs, as_json=args.sim_json, out=args.out)
         if args.cmd == "export":
-            return runner.run_export(args.session, args.out)
+            return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":
             return runner.run_sessions()
         if args.cmd == "diagnose":
@@ -246,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.once:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
-        return runner.run_monitor(interval=args.interval, stall_budget=budget)
+        return runner.run_monitor(interval=args.interval, stall_budget=budget,
+                                  metrics=args.metrics)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler, snapshot_once
@@ -22,10 +23,14 @@ from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
 from gputop_dl.engine.diagnose_plan import DiagnosePlan
 from gputop_dl.errors import UsageError
+from gputop_dl.collect.extras import require_train
 from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 from gputop_dl.workload import SessionSpec
+
+if TYPE_CHECKING:
+    from gputop_dl.present.prometheus import MetricsServer
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
 
@@ -37,6 +42,9 @@ def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
     """Load a workload file for this machine: `only` some workloads, the baseline overridden,
     and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError)."""
     spec = load_session(path, gpu_count=nvml.device_count(), only=only)
+    builtin = [w.name for w in spec.workloads if not w.is_command]
+    if builtin:
+        require_train(f"{path}: the built-in trainer (workload {builtin[0]!r})")
     if baseline:
         spec = dataclasses.replace(spec, baseline=baseline)
     if not spec.cuda:
@@ -169,12 +177,15 @@ def _stop_on_signals(engine: Engine) -> None:
 # --- the modes ---------------------------------------------------------------------------------
 
 def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None = None,
-               headless: bool = False) -> int:
-    """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console."""
+               headless: bool = False, metrics: str | None = None) -> int:
+    """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console;
+    with `metrics` (HOST:PORT) its snapshots are served on /metrics meanwhile."""
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
     check_store()
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
+    if metrics:  # served until this process exits: the last snapshot stays scrapeable
+        start_metrics(engine, metrics, "launch")
     if not headless and sys.stdout.isatty():
         try:
             from gputop_dl.present.tui.app import GputopApp
@@ -302,14 +313,18 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
     return exit_code(engine)
 
 
-def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> int:
-    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded."""
+def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
+                metrics: str | None = None) -> int:
+    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
+    (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
     from gputop_dl.present.tui.app import GputopApp
 
     check_store()
     nvml = Nvml()
     engine = monitor_engine(nvml, interval=max(0.1, interval),
                             stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
+    if metrics:  # served until this process exits
+        start_metrics(engine, metrics, "monitor")
     app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
                     exporter=export_for_tui, diagnoser=lambda: diagnose_for_tui(nvml))
     try:
@@ -323,6 +338,40 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None) -> 
         if src.session_id:  # the launches, and the monitor's own once it saw a training job
             print(f"session {src.session_id} ({src.state})"
                   + (": the training jobs this monitor saw" if i == 0 else ""))
+    return 1 if engine.error is not None else 0
+
+
+def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
+    """Serve `engine`'s latest snapshot as Prometheus metrics on `listen` (HOST:PORT) until
+    the returned server is stopped; raises UsageError when the address cannot be bound."""
+    from gputop_dl.collect.nvml import REASON_LABELS
+    from gputop_dl.present.prometheus import MetricsServer, SnapshotCollector
+
+    collector = SnapshotCollector(reasons=REASON_LABELS, mode=mode)
+    server = MetricsServer(collector, listen).start()
+    engine.subscribe(collector.feed)
+    print(f"gputop-dl: serving {server.url}", file=sys.stderr, flush=True)
+    return server
+
+
+def run_serve(listen: str | None = None, *, interval: float = 1.0,
+              stall_budget: float | None = None, record: bool = False) -> int:
+    """`gputop-dl serve`: the monitor's engine without a UI, its snapshots on /metrics."""
+    from gputop_dl.present.prometheus import DEFAULT_HOST, DEFAULT_PORT
+
+    engine = monitor_engine(Nvml(), interval=max(0.1, interval), record=record,
+                            stall_budget=STALL_BUDGET if stall_budget is None else stall_budget,
+                            command="gputop-dl " + " ".join(sys.argv[1:]))
+    server = start_metrics(engine, listen or f"{DEFAULT_HOST}:{DEFAULT_PORT}", "serve")
+    _stop_on_signals(engine)
+    engine.start()
+    try:
+        while not engine.join(0.5):
+            pass
+    finally:
+        server.stop()
+    if engine.session_id:
+        print(f"session {engine.session_id} ({engine.state}): the training jobs it saw")
     return 1 if engine.error is not None else 0
 
 
@@ -347,16 +396,37 @@ def export_for_tui(session_id: str, path: str, store_path: str | None = None) ->
     return export_session(session_id, path, store_path=store_path)
 
 
-def run_export(session_id: str | None, out: str) -> int:
-    """`gputop-dl export OUT.md|OUT.json [--session ID]`."""
+def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> int:
+    """`gputop-dl export OUT.md|OUT.json [--session ID]`; `export DIR --tensorboard`."""
     from gputop_dl.present.report import ExportError, export_session
 
+    if tensorboard:
+        return run_export_tensorboard(session_id, out)
     try:
         path = export_session(session_id, out)
     except ExportError as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return exc.exit_code
     print(f"wrote {path}")
+    return 0
+
+
+def run_export_tensorboard(session_id: str | None, out: str) -> int:
+    """`gputop-dl export DIR --tensorboard [--session ID]`: one TensorBoard run per job."""
+    from gputop_dl.present.report import ExportError
+    from gputop_dl.present.report.export import export_tensorboard_session
+
+    try:
+        runs = export_tensorboard_session(session_id, out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for path, n in runs:
+        print(f"wrote {path} ({n} scalars)")
+    if not runs:
+        print(f"the session has no jobs: nothing written to {out}")
+    else:
+        print(f"open with: tensorboard --logdir {out}")
     return 0
 
 

@@ -18,7 +18,8 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gpu
                    "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report",
                    "gputop_dl.sched.policies", "gputop_dl.sched.simulate",
                    "gputop_dl.present.report.simulation", "gputop_dl.trace",
-                   "gputop_dl.engine.queue_plan"]
+                   "gputop_dl.engine.queue_plan", "gputop_dl.present.prometheus",
+                   "gputop_dl.present.report.tensorboard", "gputop_dl.collect.extras"]
 # the only modules that import torch: they run in the trainer child or a lab worker process
 TORCH_MODULES = ("trainer", os.path.join("lab", "cost.py"), os.path.join("lab", "sweep_worker.py"),
                  os.path.join("lab", "opprofile.py"))

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
-__all__ = ["Nvml", "PCIE_INTERVAL_S", "PROC_UTIL_WINDOW_S"]
+__all__ = ["Nvml", "PCIE_INTERVAL_S", "PROC_UTIL_WINDOW_S", "REASON_LABELS"]
 
 PCIE_INTERVAL_S = 5.0  # PCIe throughput is re-read at most this often per device
 PROC_UTIL_WINDOW_S = 2.0  # per-process SM samples older than this count as "idle" (0.0)
@@ -64,6 +64,8 @@ _REASONS: tuple[tuple[str, str, int | None], ...] = (
     ("BoardLimit", "board_limit", None),
     ("Reliability", "reliability", None),
 )
+
+REASON_LABELS = tuple(label for _, label, _ in _REASONS)  # every label `sample()` can report
 
 # Per-device field flags (a bitmask of fields NVML said it will never answer).
 _F_MEM = 1 << 0

@@ -90,3 +90,23 @@ def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
         return sweep_report.markdown(res, row.command or "", row.environment)
     data = dict(res.to_json(), id=sid, state=row.state, environment=row.environment)
     return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
+
+
+def export_tensorboard_session(session_id: str | None, out_dir: str,
+                               store_path: str | None = None) -> list[tuple[str, int]]:
+    """`export DIR --tensorboard`: session `session_id` (None: the latest) as TensorBoard event
+    files under `out_dir` (created); returns (run folder, scalars) per run."""
+    from gputop_dl.present.report.tensorboard import export_tensorboard
+
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ExportUsageError(f"{out_dir}: not a directory (--tensorboard writes a folder of "
+                               "event files)")
+    store = _open_store(store_path)
+    try:
+        sid = _resolve(store, session_id)
+        try:
+            return export_tensorboard(store, sid, out_dir)
+        except OSError as exc:
+            raise ExportError(f"cannot write {out_dir}: {exc.strerror or exc}") from exc
+    finally:
+        store.close()

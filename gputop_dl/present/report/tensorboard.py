@@ -1,0 +1,141 @@
+"""`gputop-dl export DIR --tensorboard`: a recorded session as TensorBoard event files, one run per job.
+
+Layout: `DIR/<session id>/<job>/events.out.tfevents.*` (the co-run, or the only phase of a
+found job), `DIR/<session id>/<job>.solo/` for a solo baseline, so `tensorboard --logdir DIR`
+lists one run per job and phase, and several sessions exported into one DIR side by side.
+Every scalar carries the global step (the job's training steps counted from 1 in that phase)
+and the wall time it was measured at:
+
+- per step (launched jobs): `step/time_s`, `step/samples_per_s`, `step/data_stall`;
+- per epoch: `epoch/time_s`, `epoch/loss` (the built-in trainer), `epoch/samples_per_s`,
+  at the step the epoch ended;
+- per tick: `job/cpu_cores`, `job/rss_bytes`, `job/gpu_memory_bytes`, and `gpu/util`,
+  `gpu/memory_used_bytes` of the job's GPUs (mean over them); a job gputop-dl did not launch
+  has no step events, so its ticks also give `step/time_s`, `step/samples_per_s` and
+  `step/data_stall` where py-spy measured them, and the global step is the tick's index.
+
+The writer is TensorBoard's own `EventFileWriter` (the one `torch.utils.tensorboard` uses),
+from the `tensorboard` package: the export needs no torch. tensorboardX was the other
+candidate; it imports torch at import time whenever torch is installed (2.4 s here), which the
+torch-free export must not. Without `tensorboard`, one line says what to install.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+
+from gputop_dl.present.report.errors import ExportUsageError
+from gputop_dl.record.store import Store
+
+INSTALL_HINT = ("--tensorboard needs the tensorboard package: pip install 'gputop-dl[tensorboard]' "
+                "(or pip install tensorboard)")
+PHASE_SUFFIX = {"baseline": ".solo"}  # other phases: the job's own name
+
+
+def _writer_api():
+    try:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    except ImportError:
+        raise ExportUsageError(INSTALL_HINT) from None
+    return EventFileWriter, event_pb2, summary_pb2
+
+
+def _gpu_indices(job: dict) -> list[int]:
+    """The physical GPUs of a job: a launched job's configured `gpus` (its own `cuda:0` is the
+    first of them), a found job's device 'gpu0,2' -> [0, 2]; none for the CPU."""
+    config, device = job.get("config") or {}, job.get("device") or ""
+    if device == "cpu":
+        return []
+    if config.get("gpus"):
+        return [int(g) for g in config["gpus"]]
+    if device.startswith("gpu"):
+        return [int(x) for x in re.findall(r"\d+", device)]
+    return []
+
+
+def _run_dir(out: str, sid: str, job: str, phase: str | None) -> str:
+    safe = re.sub(r"[^\w.()+-]+", "_", job).strip("._") or "job"
+    return os.path.join(out, sid, safe + PHASE_SUFFIX.get(phase or "", ""))
+
+
+class _Run:
+    """One event file: scalars at (global step, wall time)."""
+
+    def __init__(self, path: str, api):
+        writer_cls, self._event_pb2, self._summary_pb2 = api
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+        self.count = 0
+        self._w = writer_cls(path, max_queue_size=1000, flush_secs=3600)
+
+    def scalar(self, tag: str, value, step: int, wall: float) -> None:
+        if value is None:
+            return
+        summary = self._summary_pb2.Summary(value=[self._summary_pb2.Summary.Value(
+            tag=tag, simple_value=float(value))])
+        self._w.add_event(self._event_pb2.Event(wall_time=wall, step=step, summary=summary))
+        self.count += 1
+
+    def close(self) -> None:
+        self._w.close()
+
+
+def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]]:
+    """Write session `sid` under `out`; returns (run folder, scalars written) per run."""
+    api = _writer_api()
+    gpu_rows = store.gpu_samples(sid)  # (t, gpu, util, mem_used, mem_total, temp, power, thr)
+    by_t: dict[float, dict[int, tuple]] = {}
+    for t, g, util, mem, *_ in gpu_rows:
+        by_t.setdefault(t, {})[g] = (util, mem)
+    written = []
+    for job in store.jobs(sid):
+        name, gpus = job["name"], _gpu_indices(job)
+        samples = store.job_samples(sid, name)  # (t, job, phase, cores, rss, nprocs, gmem, ...)
+        phases = list(dict.fromkeys(r[2] for r in samples))
+        phases += [p for p in ("baseline", "co-run") if p not in phases
+                   and store.step_count(sid, name, p)]
+        for phase in phases:
+            run = _Run(_run_dir(out, sid, name, phase), api)
+            try:
+                _write_phase(run, store, sid, name, phase, gpus,
+                             [r for r in samples if r[2] == phase], by_t)
+            finally:
+                run.close()
+            written.append((run.path, run.count))
+    return written
+
+
+def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None,
+                 gpus: list[int], samples: list[tuple], gpu_by_t: dict) -> None:
+    steps = store.step_rows(sid, name, phase) if phase else []  # (t, t_step, t_data, samples)
+    step_times = [r[0] for r in steps]
+    for i, (t, t_step, t_data, n) in enumerate(steps, start=1):
+        run.scalar("step/time_s", t_step, i, t)
+        if t_step:
+            run.scalar("step/samples_per_s", None if n is None else n / t_step, i, t)
+            run.scalar("step/data_stall", None if t_data is None else t_data / t_step, i, t)
+    for e in store.events(sid, job=name, ev="epoch", phase=phase):
+        at = bisect.bisect_right(step_times, e["t"]) if steps else int(e.get("epoch") or 0)
+        run.scalar("epoch/time_s", e.get("time_s"), at, e["t"])
+        run.scalar("epoch/loss", e.get("loss"), at, e["t"])
+        if e.get("samples") and e.get("time_s"):
+            run.scalar("epoch/samples_per_s", e["samples"] / e["time_s"], at, e["t"])
+    for k, (t, _job, _ph, cores, rss, _np, gmem, stall, step_t, sps) in enumerate(samples, 1):
+        at = bisect.bisect_right(step_times, t) if steps else k
+        run.scalar("job/cpu_cores", cores, at, t)
+        run.scalar("job/rss_bytes", rss, at, t)
+        run.scalar("job/gpu_memory_bytes", gmem, at, t)
+        if not steps:
+            run.scalar("step/time_s", step_t, at, t)
+            run.scalar("step/samples_per_s", sps, at, t)
+            run.scalar("step/data_stall", stall, at, t)
+        on = [gpu_by_t.get(t, {}).get(g) for g in gpus]
+        utils = [u for u, _ in filter(None, on) if u is not None]
+        mems = [m for _, m in filter(None, on) if m is not None]
+        if utils:
+            run.scalar("gpu/util", sum(utils) / len(utils), at, t)
+        if mems:
+            run.scalar("gpu/memory_used_bytes", sum(mems), at, t)

@@ -1,0 +1,294 @@
+"""`gputop-dl serve` and `--metrics`: the snapshot as Prometheus metrics, parsed back with
+prometheus_client's own parser; ended jobs' series vanish; bad addresses are one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputop_dl.cli import main
+from gputop_dl.collect.nvml import REASON_LABELS, Nvml
+from gputop_dl.errors import UsageError
+from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
+from gputop_dl.snapshot import HostSample, JobSample, Snapshot
+
+try:
+    from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
+    from tests.test_discover import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
+except ImportError:
+    from fake_pynvml import GiB, FakeProcess, FakePynvml
+    from test_discover import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def samples(text: str) -> dict[str, list]:
+    """Exposition text -> {sample name: [(labels, value), ...]} via prometheus_client's parser."""
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def one(found: dict, name: str, **labels) -> float:
+    hits = [v for lab, v in found.get(name, []) if all(lab.get(k) == w for k, w in labels.items())]
+    assert len(hits) == 1, (name, labels, found.get(name))
+    return hits[0]
+
+
+def render(collector: SnapshotCollector) -> dict[str, list]:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    return samples(generate_latest(reg).decode())
+
+
+# --- the address ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,want", [
+    ("127.0.0.1:9500", ("127.0.0.1", 9500)), (":9500", ("127.0.0.1", 9500)),
+    ("9500", ("127.0.0.1", 9500)), ("0.0.0.0", ("0.0.0.0", DEFAULT_PORT)),
+    ("[::1]:9500", ("::1", 9500)), ("localhost:0", ("localhost", 0)),
+])
+def test_listen_addresses(text, want):
+    assert parse_listen(text) == want
+
+
+@pytest.mark.parametrize("text,says", [
+    ("127.0.0.1:99999", "port '99999'"), ("host.example:9402", "is not an IP address"),
+    ("127.0.0.1:http", "port 'http'"), ("1.2.3:9402", "is not an IP address"),
+    ("[::1]9402", "expected HOST:PORT"),
+])
+def test_bad_listen_addresses_are_one_line(text, says):
+    with pytest.raises(UsageError, match=says):
+        parse_listen(text)
+
+
+def test_serve_bad_address_and_port_in_use_exit_2_with_one_line(capsys):
+    assert main(["serve", "--listen", "no-such-host:9402"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not an IP address" in err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--listen", f"127.0.0.1:{port}"]) == 2
+        err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in err
+    assert main(["launch", "x.toml", "--metrics", "1.2.3.4.5:1"]) == 2
+    assert "is not an IP address" in capsys.readouterr().err
+    assert main(["--once", "--metrics", ":9402"]) == 2
+
+
+# --- the rendering ----------------------------------------------------------------------------
+
+def four_gpus() -> tuple:
+    fake = FakePynvml(gpus=4)
+    fake.gpus[1].util, fake.gpus[1].temp_c, fake.gpus[1].mem_used = 97, 71, 30 * GiB
+    fake.gpus[2].clock_reasons = 0x4 | 0x40  # sw power cap + hw thermal slowdown
+    fake.gpus[3].unsupported.add("power")
+    return Nvml(module=fake).sample()
+
+
+LAUNCHED = JobSample(name="bs32", pid=4242, launched=True, status="running", device="gpu1",
+                     model="resnet18", cpu_cores=2.5, rss=3 * GiB, stall_fraction=0.31,
+                     stall_source="trainer", step_time_s=0.125, samples_per_s=256.0, epoch=2,
+                     epochs=5, step=17, gpu_mem=9 * GiB, slowdown=1.4, phase="co-run")
+FOUND = JobSample(name="train.py", pid=777, launched=False, cpu_cores=0.9, rss=GiB,
+                  gpu_mem=2 * GiB, command="python train.py")
+VERDICT = {"kind": "cpu-bound", "title": "concurrent: CPU-bound", "confidence": 0.8}
+
+
+def test_a_snapshot_renders_gpus_host_jobs_and_verdict_with_dcgm_labels():
+    c = SnapshotCollector(hostname="node7", reasons=REASON_LABELS)
+    host = HostSample(cpus=8, cpu_busy=0.75, per_cpu=(0.5, 1.0), load1=6.5, load5=5.0, load15=4.0,
+                      cpu_pressure_some10=0.2, mem_used=10 * GiB, mem_total=64 * GiB)
+    c.feed(Snapshot(time=1234.5, gpu_status="ok", gpus=four_gpus(), host=host,
+                    jobs=(LAUNCHED, FOUND), verdict=VERDICT, session_id="s1"))
+    m = render(c)
+    gpu = "gputop_dl_gpu_utilization_ratio"
+    assert sorted(lab["gpu"] for lab, _ in m[gpu]) == ["0", "1", "2", "3"]
+    assert {lab["Hostname"] for lab, _ in m[gpu]} == {"node7"}
+    assert one(m, gpu, gpu="1", UUID="GPU-fake-0001-0000-0000-0000-000000000000") == 0.97
+    assert one(m, "gputop_dl_gpu_temperature_celsius", gpu="1") == 71
+    assert one(m, "gputop_dl_gpu_memory_used_bytes", gpu="1") == 30 * GiB
+    assert one(m, "gputop_dl_gpu_memory_total_bytes", gpu="0") == 80 * GiB
+    assert one(m, "gputop_dl_gpu_sm_clock_hertz", gpu="0") == 1980e6
+    assert one(m, "gputop_dl_gpu_power_watts", gpu="0") == 300
+    assert [lab["gpu"] for lab, _ in m["gputop_dl_gpu_power_watts"]] == ["0", "1", "2"]  # 3: none
+    reason = "gputop_dl_gpu_throttle_reason"
+    assert one(m, reason, gpu="2", reason="hw_thermal_slowdown") == 1
+    assert one(m, reason, gpu="2", reason="sw_power_cap") == 1
+    assert one(m, reason, gpu="0", reason="hw_thermal_slowdown") == 0
+    assert one(m, "gputop_dl_host_cpu_busy_ratio") == 0.75
+    assert one(m, "gputop_dl_host_cpu_pressure_some_ratio") == 0.2
+    assert one(m, "gputop_dl_host_load1") == 6.5
+    assert m.get("gputop_dl_host_cgroup_throttled_ratio") is None  # unknown: no sample, not 0
+    assert one(m, "gputop_dl_job_cpu_cores", job_name="bs32", pid="4242") == 2.5
+    assert one(m, "gputop_dl_job_data_stall_ratio", job_name="bs32", source="trainer") == 0.31
+    assert one(m, "gputop_dl_job_step_seconds", job_name="bs32") == 0.125
+    assert one(m, "gputop_dl_job_samples_per_second", job_name="bs32") == 256
+    assert one(m, "gputop_dl_job_epoch", job_name="bs32") == 2
+    assert one(m, "gputop_dl_job_slowdown", job_name="bs32") == 1.4
+    assert one(m, "gputop_dl_job_gpu_memory_bytes", job_name="train.py", pid="777") == 2 * GiB
+    assert one(m, "gputop_dl_job_info", job_name="bs32", launched="true", phase="co-run") == 1
+    assert one(m, "gputop_dl_job_info", job_name="train.py", launched="false") == 1
+    assert [lab["job_name"] for lab, _ in m["gputop_dl_job_step_seconds"]] == ["bs32"]
+    assert one(m, "gputop_dl_verdict", kind="cpu-bound", session="s1") == 1
+    assert one(m, "gputop_dl_verdict", kind="parallel") == 0
+    assert one(m, "gputop_dl_verdict_confidence", kind="cpu-bound") == 0.8
+    assert one(m, "gputop_dl_last_sample_timestamp_seconds") == 1234.5
+
+    # the launched job ends, the found one is gone: every series of theirs vanishes
+    ended = Snapshot(time=1235.5, gpu_status="ok", gpus=four_gpus(), host=host,
+                     jobs=(JobSample(name="bs32", pid=4242, launched=True, status="done",
+                                     step_time_s=0.1),), verdict=VERDICT, session_id="s1")
+    c.feed(ended)
+    m = render(c)
+    assert not [n for n, rows in m.items() if any("job_name" in lab for lab, _ in rows)]
+    assert len(m["gputop_dl_gpu_utilization_ratio"]) == 4
+
+
+def test_nothing_but_the_exporter_before_the_first_snapshot_and_a_lost_gpu_is_down():
+    c = SnapshotCollector(hostname="n")
+    assert set(render(c)) == {"gputop_dl_exporter_info"}
+    fake = FakePynvml(gpus=2)
+    nv = Nvml(module=fake)
+    fake.gpus[1].lost = True
+    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=nv.sample()))
+    m = render(c)
+    assert one(m, "gputop_dl_gpu_up", gpu="0") == 1 and one(m, "gputop_dl_gpu_up", gpu="1") == 0
+    assert [lab["gpu"] for lab, _ in m["gputop_dl_gpu_utilization_ratio"]] == ["0"]
+
+
+# --- a running exporter, scraped over HTTP -----------------------------------------------------
+
+def scrape(url: str) -> dict[str, list]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        return samples(r.read().decode())
+
+
+def test_launch_with_metrics_serves_gpus_jobs_and_verdict_and_drops_ended_jobs_real_launch(
+        tmp_path):
+    """A launch engine over fake NVML with 4 GPUs, one built-in job launched, one job found on
+    a faked /proc (a real `sleep`, so psutil can sample it), its metrics served on a loopback
+    port: every kind of series is there while they run, the verdict once judged, and the
+    series of both jobs are gone once they ended."""
+    from gputop_dl.collect.discover import Discoverer
+    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.machine import MachineSampler
+    from gputop_dl.engine import Engine, LaunchPlan, Recorder
+    from gputop_dl.runner import open_spec, start_metrics
+
+    wl = tmp_path / "one.toml"
+    wl.write_text('[session]\nname = "one"\ninterval = 0.2\nbaseline = "none"\n'
+                  '[[workload]]\nname = "a"\nmodel = "synthetic"\ninput_size = 4\n'
+                  'num_classes = 2\nbatch_size = 2\nnum_workers = 0\nstep_device_ms = 20.0\n'
+                  'epochs = 2\nsteps_per_epoch = 60\nwarmup_steps = 1\n')
+    fake = FakePynvml(gpus=4)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    fp = FakeProc(str(tmp_path / "proc"))
+    fp.add(10, 1, ["bash"])
+    fp.add(sleeper.pid, 10, ["python", "found_train.py"], TORCH_MAPS + GPU_MAPS)
+    fake.gpus[2].processes = [FakeProcess(pid=sleeper.pid, used_memory=3 * GiB)]
+    nvml = Nvml(module=fake)
+    spec = open_spec(str(wl), nvml)
+    found = FoundJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+    engine = Engine(LaunchPlan(spec, "test"), sampler=MachineSampler(nvml, found=found),
+                    recorder=Recorder(), interval=spec.interval)
+    server = start_metrics(engine, "127.0.0.1:0", "launch")
+    try:
+        engine.start()
+        deadline = time.monotonic() + 120
+        seen = None
+        while time.monotonic() < deadline and engine.running:
+            m = scrape(server.url)
+            if m.get("gputop_dl_job_step_seconds") and m.get("gputop_dl_job_epoch"):
+                seen = m
+                break
+            time.sleep(0.2)
+        assert seen is not None, "the launched job never showed its step time"
+        m = seen
+        assert sorted(lab["gpu"] for lab, _ in m["gputop_dl_gpu_utilization_ratio"]) == ["0", "1", "2", "3"]
+        assert one(m, "gputop_dl_gpu_memory_total_bytes", gpu="3") == 80 * GiB
+        assert one(m, "gputop_dl_job_info", job_name="a", launched="true") == 1
+        assert one(m, "gputop_dl_job_step_seconds", job_name="a") > 0
+        assert one(m, "gputop_dl_job_info", job_name="found_train.py", pid=str(sleeper.pid),
+                   launched="false") == 1
+        assert one(m, "gputop_dl_job_gpu_memory_bytes", job_name="found_train.py") == 3 * GiB
+        assert one(m, "gputop_dl_host_cpus") >= 1
+        assert "process_cpu_seconds_total" in m  # the exporter's own cost
+
+        sleeper.kill()
+        sleeper.wait()
+        fp.remove(sleeper.pid)
+        fake.gpus[2].processes = []
+        assert engine.join(120), "the launch did not end"
+        m = scrape(server.url)  # served after the engine stopped: its last snapshot
+        assert not [n for n, rows in m.items() if any("job_name" in lab for lab, _ in rows)]
+        kinds = {lab["kind"]: v for lab, v in m["gputop_dl_verdict"]}
+        assert sum(kinds.values()) == 1 and kinds[engine.verdict["kind"]] == 1
+        assert one(m, "gputop_dl_verdict_confidence") == engine.verdict["confidence"]
+    finally:
+        engine.request_stop()
+        engine.join(30)
+        server.stop()
+        if sleeper.poll() is None:
+            sleeper.kill()
+
+
+def test_serve_command_end_to_end(tmp_path):
+    """The console script on a loopback port: it says where it serves, answers scrapes with
+    the host's series, and exits 0 on SIGTERM."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-m", "gputop_dl", "serve", "--listen", "127.0.0.1:0",
+                          "--interval", "0.5", "--stall-budget", "0"],
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = p.stderr.readline()
+        assert line.startswith("gputop-dl: serving http://127.0.0.1:"), line
+        url = line.split()[-1]
+        m = {}
+        for _ in range(40):
+            m = scrape(url)
+            if "gputop_dl_host_cpu_busy_ratio" in m:
+                break
+            time.sleep(0.25)
+        assert one(m, "gputop_dl_exporter_info", mode="serve") == 1
+        assert 0 <= one(m, "gputop_dl_host_cpu_busy_ratio") <= 1
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exist():
+    import json
+    import re
+
+    c = SnapshotCollector(hostname="n", reasons=REASON_LABELS)
+    host = HostSample(cpus=2, cpu_busy=0.5, load1=1.0, cpu_pressure_some10=0.1,
+                      cgroup_throttled_frac=0.0)
+    solo = JobSample(name="x", pid=1, launched=True, step_time_s=0.1, solo_step_time_s=0.08)
+    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=four_gpus(), host=host,
+                    jobs=(LAUNCHED, FOUND, solo), verdict=VERDICT))
+    have = set(render(c))
+    with open(os.path.join(ROOT, "docs", "grafana", "gputop-dl.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {n for e in exprs for n in re.findall(r"gputop_dl_\w+", e)}
+    assert len(used) >= 20 and used <= have, sorted(used - have)
+    with open(os.path.join(ROOT, "docs", "prometheus.yml")) as f:
+        assert f":{DEFAULT_PORT}" in f.read()

@@ -1,0 +1,119 @@
+"""`gputop-dl export DIR --tensorboard`: the event files read back with TensorBoard's own reader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gputop_dl.cli import main
+from gputop_dl.record.store import Store, default_db_path
+
+try:
+    from tests.report_fixtures import EPOCH_TIMES, GIB, JOBS, make_session
+except ImportError:
+    from report_fixtures import EPOCH_TIMES, GIB, JOBS, make_session
+
+event_accumulator = pytest.importorskip(
+    "tensorboard.backend.event_processing.event_accumulator",
+    reason="the tensorboard package (test extra) reads the files back")
+
+
+def load(run_dir: str):
+    acc = event_accumulator.EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    return acc
+
+
+def test_export_tensorboard_writes_one_run_per_job_and_phase(tmp_path, capsys):
+    os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)
+    store = Store(default_db_path())
+    sid = make_session(store)
+    store.close()
+    out = tmp_path / "tb"
+    assert main(["export", str(out), "--tensorboard"]) == 0
+    assert f"tensorboard --logdir {out}" in capsys.readouterr().out
+    runs = sorted(os.listdir(out / sid))
+    assert runs == ["bs32", "bs32.solo", "bs64", "bs64.solo"]  # bs128 failed before any sample
+
+    name, batch, gpus, (t_step, t_data), *_ = JOBS[0]
+    acc = load(str(out / sid / "bs32"))
+    tags = set(acc.Tags()["scalars"])
+    assert {"step/time_s", "step/samples_per_s", "step/data_stall", "epoch/time_s", "epoch/loss",
+            "job/cpu_cores", "job/rss_bytes", "job/gpu_memory_bytes", "gpu/util",
+            "gpu/memory_used_bytes"} <= tags
+    steps = acc.Scalars("step/time_s")
+    assert [e.step for e in steps] == list(range(1, 31))  # 3 epochs x 10 steps, global step
+    assert all(e.value == pytest.approx(t_step) for e in steps)
+    assert steps[-1].wall_time > steps[0].wall_time > 1e9  # wall time is the step's own
+    assert acc.Scalars("step/samples_per_s")[0].value == pytest.approx(batch / t_step)
+    assert acc.Scalars("step/data_stall")[0].value == pytest.approx(t_data / t_step)
+    epochs = acc.Scalars("epoch/time_s")
+    assert [e.step for e in epochs] == [10, 20, 30]  # at the step each epoch ended
+    assert [e.value for e in epochs] == pytest.approx(EPOCH_TIMES[name])
+    assert [e.value for e in acc.Scalars("epoch/loss")] == pytest.approx([2.0] * 3)
+    cores = acc.Scalars("job/cpu_cores")
+    assert cores and all(e.value == pytest.approx(2.4) for e in cores)
+    assert [e.step for e in cores] == sorted(e.step for e in cores)
+    gpu = acc.Scalars("gpu/util")  # the fixture's GPU g runs at 0.25 * g; bs32 is on GPU 0
+    assert gpu and all(e.value == 0 for e in gpu)
+    assert all(e.value == pytest.approx(GIB) for e in acc.Scalars("gpu/memory_used_bytes"))
+    bs64 = load(str(out / sid / "bs64"))
+    assert all(e.value == pytest.approx(0.25) for e in bs64.Scalars("gpu/util"))  # GPU 1
+    solo = load(str(out / sid / "bs32.solo"))
+    assert "job/cpu_cores" in solo.Tags()["scalars"]
+    assert "epoch/loss" not in solo.Tags()["scalars"]
+
+
+def test_export_tensorboard_bad_target_and_no_session(tmp_path, capsys):
+    assert main(["export", str(tmp_path / "tb"), "--tensorboard"]) == 2  # no session: exit 2
+    assert "no sessions recorded yet" in capsys.readouterr().err
+    store = Store(default_db_path())
+    make_session(store)
+    store.close()
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    assert main(["export", str(f), "--tensorboard"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a directory" in err
+
+
+def test_export_tensorboard_without_the_package_says_what_to_install(tmp_path):
+    """With tensorboard unimportable: one line naming the extra, exit 2."""
+    code = ("import sys, builtins\n"
+            "real = builtins.__import__\n"
+            "def imp(name, *a, **k):\n"
+            "    if name.startswith('tensorboard'): raise ImportError('no ' + name)\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = imp\n"
+            "from gputop_dl.record.store import Store, default_db_path\n"
+            "from tests.report_fixtures import make_session\n"
+            "import os; os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)\n"
+            "make_session(Store(default_db_path()))\n"
+            "from gputop_dl.cli import main\n"
+            f"sys.exit(main(['export', {str(tmp_path / 'tb')!r}, '--tensorboard']))\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "gputop-dl[tensorboard]" in r.stderr
+
+
+def test_export_tensorboard_never_imports_torch(tmp_path):
+    code = ("import sys, os\n"
+            "from gputop_dl.record.store import Store, default_db_path\n"
+            "from tests.report_fixtures import make_session\n"
+            "os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)\n"
+            "make_session(Store(default_db_path()))\n"
+            "from gputop_dl.cli import main\n"
+            f"assert main(['export', {str(tmp_path / 'tb')!r}, '--tensorboard']) == 0\n"
+            "assert 'tensorboard' in sys.modules\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision'))\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 0, r.stdout + r.stderr
