@@ -140,6 +140,9 @@ def add_sched_parsers(sub) -> None:
     sp.add_argument("--json", action="store_true", dest="sim_json",
                     help="print the results as JSON (schema gputop-dl.simulation/1)")
     sp.add_argument("--out", metavar="REPORT.md", help="also write a Markdown report with charts")
+    sp.add_argument("--calibrate", nargs="?", const=True, metavar="SESSION",
+                    help="take the CPU interference coefficient from a recorded co-run (the "
+                    "newest one that measured it, or SESSION) instead of the trace's")
     from gputop_dl.sched.policies import POLICIES
 
     qp = sub.add_parser("queue", help="run the workloads of a TOML file as a job queue",
@@ -279,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_simulate(
                 args.trace, policies=parse_policies(args.policies) if args.policies else None,
                 rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
-                jobs=args.jobs, as_json=args.sim_json, out=args.out)
+                jobs=args.jobs, as_json=args.sim_json, out=args.out, calibrate=args.calibrate)
         if args.cmd == "export":
             return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":

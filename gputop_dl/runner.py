@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -446,9 +447,34 @@ def run_sessions() -> int:
 
 # --- the queue simulator -----------------------------------------------------------------------
 
+def calibrated_alpha(session: str | None) -> tuple[float, str]:
+    """`simulate --calibrate [SESSION]`: the CPU interference alpha of a recorded co-run (the
+    newest launch whose verdict has slowdowns and a CPU need above the cores, or `session`)."""
+    from gputop_dl.analyse.interference import cpu_alpha
+    from gputop_dl.record.store import default_db_path
+
+    path = default_db_path(writable=False)
+    if not os.path.exists(path):
+        raise UsageError(f"--calibrate: no recorded sessions in {path}")
+    store = Store(path, readonly=True)
+    try:
+        rows = [store.session(session)] if session else store.sessions()
+        if session and rows[0] is None:
+            raise UsageError(f"--calibrate {session}: no such session")
+        for row in rows:
+            got = cpu_alpha(row.verdict) if row is not None else None
+            if got:
+                return got[0], f"session {row.id}: {got[1]}"
+    finally:
+        store.close()
+    raise UsageError("--calibrate: no recorded co-run has both measured slowdowns and a CPU need "
+                     "above the cores (run a launch with baseline = \"measure\" first)"
+                     + (f"; session {session} has not" if session else ""))
+
+
 def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[float] | None = None,
                  seeds: int | None = None, jobs: int | None = None, as_json: bool = False,
-                 out: str | None = None) -> int:
+                 out: str | None = None, calibrate: str | bool | None = None) -> int:
     """`gputop-dl simulate TRACE.toml`: every policy at every arrival rate and seed (or the
     listed arrivals once, when the trace lists them and no rates are given); a table or JSON
     on stdout, the Markdown report to `out`. Raises ConfigError for a bad trace."""
@@ -460,6 +486,10 @@ def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[fl
 
     trace = with_overrides(load_trace(path), policies=tuple(policies) if policies else None,
                            rates=tuple(rates) if rates else None, seeds=seeds, jobs=jobs)
+    if calibrate:
+        alpha, how = calibrated_alpha(calibrate if isinstance(calibrate, str) else None)
+        trace = with_overrides(trace, cpu_interference=alpha)
+        print(f"cpu_interference = {alpha:g}, from {how}", file=sys.stderr)
     pols = [Policy(p, ageing_s=trace.ageing_s, v=trace.v) for p in trace.policies]
     opts = dict(cpu_aware=trace.cpu_aware, cpu_alpha=trace.cpu_interference)
     replay = trace.listed and not rates

@@ -156,3 +156,37 @@ def test_simulate_from_the_command_line_exits_2_without_traceback(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert "key 'gpus' (line 6): gpus = 2 but the machine has 1 GPU, expected at most 1" in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_interference_alpha_from_a_recorded_co_run():
+    from gputop_dl.analyse.interference import cpu_alpha
+
+    v = {"evidence": {"solo_cpu_need_cores": 3.2, "cpus": 2, "slowdowns": {"a": 2.4, "b": 2.2,
+                                                                             "c": 2.1}}}
+    alpha, how = cpu_alpha(v)
+    assert alpha == pytest.approx((2.2 - 1) / ((3.2 - 2) / 2)) and "median slowdown 2.20" in how
+    # undersubscribed, or no slowdowns measured: nothing to read
+    assert cpu_alpha({"evidence": {"solo_cpu_need_cores": 1.5, "cpus": 2,
+                                   "slowdowns": {"a": 1.3}}}) is None
+    assert cpu_alpha({"evidence": {"solo_cpu_need_cores": 3.0, "cpus": 2}}) is None
+    assert cpu_alpha(None) is None
+
+
+def test_simulate_calibrate_takes_alpha_from_the_newest_recorded_co_run(tmp_path, capsys):
+    from gputop_dl.record.store import Store
+
+    trace = os.path.join(os.path.dirname(__file__), "..", "workloads", "queue_trace.toml")
+    assert main(["simulate", trace, "--calibrate", "--json", "--rates", "1", "--seeds", "1",
+                 "--jobs", "50"]) == 2
+    assert "no recorded sessions" in capsys.readouterr().err
+    store = Store()
+    sid = store.create_session("co-run", file=None, command="x", kind="launch", environment={})
+    store.end_session(sid, "finished", {"kind": "cpu-bound", "evidence": {
+        "solo_cpu_need_cores": 6.0, "cpus": 4, "slowdowns": {"a": 2.0, "b": 2.0}}})
+    store.commit()
+    store.close()
+    assert main(["simulate", trace, "--calibrate", "--json", "--rates", "1", "--seeds", "1",
+                 "--jobs", "50"]) == 0
+    out = capsys.readouterr()
+    assert f"cpu_interference = 2, from session {sid}" in out.err
+    assert json.loads(out.out)["setup"]["cpu_interference"] == 2.0
