@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -28,15 +29,23 @@ def by_hand():
     procs: list[subprocess.Popen] = []
 
     def start(args: list[str], n: int) -> set[int]:
+        # started through a shell, as from a terminal: this test process may have imported
+        # torch (another test did), and discovery then counts its direct children as its own
+        # workers (a notebook's DataLoader workers look like that)
+        cmd = " ".join(shlex.quote(a) for a in [sys.executable, CALIBRATED, "--steps", "0", *args])
         for _ in range(n):
-            procs.append(subprocess.Popen([sys.executable, CALIBRATED, "--steps", "0", *args],
+            procs.append(subprocess.Popen(["sh", "-c", cmd + "; exit 0"],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                           start_new_session=True))
+        scripts: list[int] = []
         deadline = time.monotonic() + 60  # torch imported and training (slow on a busy box)
-        while time.monotonic() < deadline and not all(training(p.pid) for p in procs):
+        while time.monotonic() < deadline:
+            scripts = [c.pid for p in procs for c in psutil.Process(p.pid).children()]
+            if len(scripts) == n and all(training(pid) for pid in scripts):
+                break
             time.sleep(0.2)
         time.sleep(1)
-        return {p.pid for p in procs}
+        return set(scripts)
 
     yield start
     for p in procs:

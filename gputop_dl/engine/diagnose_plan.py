@@ -73,7 +73,9 @@ class DiagnosePlan(Plan):
             engine.recorder.found(now, tuple(self._mine(machine.found)))
 
     def _mine(self, found):
-        return [j for j in found if self.only is None or j.pid in self.only]
+        """The found jobs asked for: `--pid` names a job's root or any process of its tree."""
+        only = self.only
+        return [j for j in found if only is None or j.pid in only or only.intersection(j.pids)]
 
     def notes(self) -> tuple[str, ...]:
         return tuple(self.notes_)
