@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--no-probe", action="store_true",
                     help="never pause a job: judge on CPU, stall and host signals only")
     dp.add_argument("--pid", metavar="PID,...", dest="diag_pids",
-                    help="only these jobs (their root PIDs, as the monitor lists them)")
+                    help="only these jobs: a job's root PID (as the monitor lists it) or any PID of its tree")
     dp.add_argument("--json", action="store_true", dest="diag_json",
                     help="print the diagnosis as JSON (schema gputop-dl.diagnosis/1)")
     add_lab_parsers(sub)
