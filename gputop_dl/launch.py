@@ -30,6 +30,7 @@ import psutil
 
 from gputop_dl.channel import ENV_EVENTS
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
+from gputop_dl.record.store import create_private
 from gputop_dl.watchdog import Watchdog
 from gputop_dl.workload import Workload
 
@@ -179,18 +180,18 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
 
     With `go_file`, the built-in trainer reports "started" once its model and data are built,
     then waits for that file to exist before its first step (the co-run start barrier)."""
-    os.makedirs(work_dir, exist_ok=True)
+    os.makedirs(work_dir, mode=0o700, exist_ok=True)
     become_subreaper()
     stem = os.path.join(work_dir, f"{w.name}{tag}")
     spec_path, events_path, log_path = stem + ".json", stem + ".events.jsonl", stem + ".log"
+    for path in (spec_path, events_path, log_path):  # 0600: the job's output is its owner's
+        create_private(path)
     with open(spec_path, "w", encoding="utf-8") as f:
-        json.dump(w.to_dict(), f)
-    open(events_path, "w").close()
+        json.dump(w.to_dict(redact=True), f)
     argv = build_argv(w, spec_path, cuda)
     env = build_env(w, events_path, work_dir, cuda)
     if go_file:
         env[ENV_GO] = go_file
-    open(log_path, "wb").close()
     with open(log_path, "ab") as log:  # O_APPEND: bound_log can cut it while the job writes
         popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

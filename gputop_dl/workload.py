@@ -13,6 +13,7 @@ TRANSFORM_PRESETS = ("light", "heavy")
 DATASETS = ("fake", "imagefolder", "synthetic")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 BASELINES = ("measure", "cache", "probe", "none")
+REDACTED = "<redacted>"  # an env value, wherever gputop-dl records or shows it
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,16 @@ class Workload:
     # set when the file's cpu_fallback overrides were applied
     cpu_fallback_applied: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self, redact: bool = False) -> dict:
+        """As plain data; `redact`: `env` values replaced by REDACTED, keys kept (what is
+        stored, exported, written to the job's spec file or shown: the values may be secrets,
+        and only the job's own environment needs them)."""
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
+        if redact and d.get("env"):
+            d["env"] = dict.fromkeys(d["env"], REDACTED)
         return d
 
     @classmethod

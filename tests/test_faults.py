@@ -382,3 +382,57 @@ def test_what_can_be_known_before_starting_is_one_line_and_exit_2(tmp_path):
         line = one_line(err)
         assert rc == 2 and needle in line and path in line, (what, out, err)
         assert len(line) < 400 and time.monotonic() - t0 < 20, what
+
+
+# --- secrets: a private data dir, env values redacted ---------------------------------------------
+
+def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_exports(tmp_path):
+    import json as _json
+    import stat as _stat
+
+    from gputop_dl.cli import main as cli_main
+    from gputop_dl.record.store import data_dir
+
+    secret = "hf_" + "s3cr3t" * 4
+    job = [sys.executable, "-c", "import os; print('token', os.environ['HF_TOKEN'][:6])"]
+    toml = tmp_path / "w.toml"
+    toml.write_text('[session]\nname = "secret"\ninterval = 0.2\nbaseline = "none"\n'
+                    f'[[workload]]\nname = "job"\ncommand = {_json.dumps(job)}\n'
+                    f'env = {{ HF_TOKEN = "{secret}" }}\n')
+    eng = run_file(str(toml), nvml=Nvml())
+    run = eng.runs["job"]
+    with open(run.proc.log_path) as f:
+        assert "token hf_s3c" in f.read()  # the job itself got the real value
+    home = data_dir()
+    assert _stat.S_IMODE(os.stat(home).st_mode) == 0o700
+    assert _stat.S_IMODE(os.stat(os.path.dirname(run.proc.log_path)).st_mode) == 0o700
+    for path in [os.path.join(home, "sessions.db"), run.proc.log_path, run.proc.events_path,
+                 run.proc.log_path[:-4] + ".json"]:
+        assert _stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    # nowhere on disk under the data dir, and not in either export
+    for root, _, files in os.walk(home):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                assert secret.encode() not in f.read(), name
+    for out in ("r.json", "r.md"):
+        assert cli_main(["export", str(tmp_path / out)]) == 0
+        text = (tmp_path / out).read_text()
+        assert secret not in text and "HF_TOKEN" in text
+    doc = _json.loads((tmp_path / "r.json").read_text())
+    assert doc["jobs"][0]["config"]["env"] == {"HF_TOKEN": "<redacted>"}
+
+
+def test_an_existing_wide_open_data_dir_and_database_are_tightened(tmp_path):
+    import stat as _stat
+
+    from gputop_dl.record.store import Store, data_dir
+
+    home = data_dir()
+    os.chmod(home, 0o755)
+    Store().close()
+    db = os.path.join(home, "sessions.db")
+    os.chmod(db, 0o644)
+    Store().close()
+    data_dir()
+    assert _stat.S_IMODE(os.stat(home).st_mode) == 0o700
+    assert _stat.S_IMODE(os.stat(db).st_mode) == 0o600

@@ -24,7 +24,7 @@ class JobRun:
     def __init__(self, w: Workload, proc: JobProcess, phase: str, solo: dict | None = None):
         self.w, self.proc, self.phase = w, proc, phase
         self.solo = solo  # the job's solo baseline (step time, stall, CPU), if one was measured
-        self.config = w.to_dict()
+        self.config = w.to_dict(redact=True)
         self.reader = EventReader(proc.events_path)
         self.tree = TreeSampler(proc.pid)
         self.steps: list[dict] = []

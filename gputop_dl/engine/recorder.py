@@ -84,11 +84,11 @@ class Recorder:
             st = self._store = Store(self.store_path)
             self.session_id = st.create_session(
                 spec.name, file=spec.path, command=command, kind=kind, environment=env,
-                spec={"workloads": [w.to_dict() for w in spec.workloads], "baseline": spec.baseline,
+                spec={"workloads": [w.to_dict(redact=True) for w in spec.workloads], "baseline": spec.baseline,
                       "interval": spec.interval, "cuda": spec.cuda, **(extra or {})})
             self.work_dir = session_work_dir(self.session_id)
             for w in spec.workloads:
-                st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                st.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(redact=True),
                               status="waiting")
             st.commit()
 
@@ -115,7 +115,7 @@ class Recorder:
     def job_started(self, w: Workload, phase: str, pid: int, started: float, argv) -> None:
         with self._writing():
             if self._store is not None:
-                self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(),
+                self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(redact=True),
                                        status="starting", pid=pid, started=started,
                                        info={"phase": phase, "argv": argv})
 

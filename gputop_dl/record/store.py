@@ -86,7 +86,9 @@ def data_dir(writable: bool = True) -> str:
         raise StoreError(f"{_named(d)}: not a directory, expected the data directory")
     try:
         if writable and not os.path.isdir(d):
-            os.makedirs(d)
+            os.makedirs(d, mode=0o700)  # private: sessions hold commands, logs, paths
+        elif writable:
+            private(d, 0o700)
         elif not writable:
             os.stat(d)  # NotADirectoryError if a parent is a file
     except FileNotFoundError:
@@ -105,9 +107,27 @@ def default_db_path(writable: bool = True) -> str:
 
 
 def session_work_dir(session_id: str) -> str:
-    d = os.path.join(data_dir(), "sessions", session_id)
-    os.makedirs(d, exist_ok=True)
+    top = os.path.join(data_dir(), "sessions")
+    d = os.path.join(top, session_id)
+    for x in (top, d):
+        os.makedirs(x, mode=0o700, exist_ok=True)
     return d
+
+
+def private(path: str, mode: int = 0o600) -> None:
+    """Tighten a file or folder of ours to `mode` (0600 files, 0700 folders) if it is wider;
+    one we do not own, or cannot change, is left as it is."""
+    try:
+        st = os.stat(path)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(path, mode)
+    except OSError:
+        pass
+
+
+def create_private(path: str) -> None:
+    """Create (or empty) a file readable by its owner only."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
 
 
 def new_session_id() -> str:
@@ -279,6 +299,10 @@ class Store:
         if old:
             sys.stderr.write(f"gputop-dl: {self.path} was written by an older gputop-dl "
                              f"(schema differs); kept as {old}, starting a new one\n")
+        if not os.path.exists(self.path):  # 0600; SQLite gives its -wal and -shm the same
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        else:
+            private(self.path)
         db = sqlite3.connect(self.path, timeout=10.0)
         try:
             db.execute("PRAGMA journal_mode=WAL")

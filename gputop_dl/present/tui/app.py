@@ -475,7 +475,7 @@ class GputopApp(App[int]):
             return None
         for w in getattr(spec, "workloads", ()):
             if w.name == row.name:
-                return w.to_dict()
+                return w.to_dict(redact=True)
         return None
 
     def action_details(self) -> None:
