@@ -30,6 +30,25 @@ import time
 ENV_EVENTS = "GPUTOP_DL_EVENTS"
 
 
+def failure_message(exc: BaseException) -> str:
+    """A "failed" event's message: `Type: first line`. An exception without a message says
+    what is known instead: for a MemoryError, the process's peak RSS."""
+    lines = str(exc).strip().splitlines()
+    name = type(exc).__name__
+    if lines:
+        return f"{name}: {lines[0]}"[:500]
+    if isinstance(exc, MemoryError):
+        try:
+            import resource
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+            return (f"{name} (no message: an allocation failed; this process's peak RSS was "
+                    f"{peak:.0f} MiB)")
+        except (ImportError, OSError, ValueError):
+            pass
+    return f"{name} (no message)"
+
+
 class EventWriter:
     """Appends events to the channel file; buffered, flushed on time, epoch ends and close."""
 

@@ -193,12 +193,49 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
     if go_file:
         env[ENV_GO] = go_file
     with open(log_path, "ab") as log:  # O_APPEND: bound_log can cut it while the job writes
-        popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                 preexec_fn=_die_with_parent)
+        try:
+            popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        except (OSError, subprocess.SubprocessError) as exc:  # exec format, permission, E2BIG
+            why = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+            log.write((why + "\n").encode())
+            raise StartError(why, NotStarted(w.name, log_path, events_path, argv, time.time(),
+                                             why)) from None
     job = JobProcess(w.name, popen, log_path, events_path, argv, time.time())
     WATCHDOG.watch(job.pid, job.marker)
     return job
+
+
+@dataclass
+class NotStarted:
+    """A job whose process could not be started: it has no PID and nothing to signal (never
+    hand it to stop_jobs: a PID of None, 0 or -1 would reach our own group, or every process)."""
+
+    name: str
+    log_path: str
+    events_path: str
+    argv: list[str]
+    started: float
+    reason: str
+    pid = None
+
+    def poll(self) -> int:
+        return 127
+
+    def bound_log(self) -> int:
+        return 0
+
+    def log_tail(self, n: int = 12) -> list[str]:
+        return [self.reason]
+
+
+class StartError(Exception):
+    """start_job could not start the job's process; `.job` stands in for it."""
+
+    def __init__(self, why: str, job: NotStarted):
+        super().__init__(why)
+        self.job = job
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

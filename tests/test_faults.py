@@ -436,3 +436,65 @@ def test_an_existing_wide_open_data_dir_and_database_are_tightened(tmp_path):
     data_dir()
     assert _stat.S_IMODE(os.stat(home).st_mode) == 0o700
     assert _stat.S_IMODE(os.stat(db).st_mode) == 0o600
+
+
+def test_real_launch_a_job_that_cannot_exec_fails_alone_and_the_others_go_on(tmp_path, capsys):
+    from gputop_dl.cli import main as cli_main
+
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/no/such/interpreter\necho never\n")
+    bad.chmod(0o755)
+    toml = tmp_path / "w.toml"
+    toml.write_text('[session]\nname = "exec"\ninterval = 0.2\nbaseline = "none"\n'
+                    f'[[workload]]\nname = "bad"\ncommand = ["{bad}"]\n'
+                    '[[workload]]\nname = "good"\ncommand = ["sh", "-c", "sleep 0.5"]\n')
+    assert cli_main(["launch", str(toml), "--headless"]) == 1  # a job failed
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err and "engine error" not in out.out + out.err
+    from gputop_dl.record.store import Store
+
+    st = Store(readonly=True)
+    jobs = {j["name"]: j for j in st.jobs(st.sessions()[0].id)}
+    assert jobs["good"]["status"] == "done"
+    assert jobs["bad"]["status"] == "failed"
+    assert "could not start" in jobs["bad"]["failure"] and "No such file" in jobs["bad"]["failure"]
+
+
+def test_a_failure_without_a_message_says_what_is_known():
+    from gputop_dl.channel import failure_message
+
+    msg = failure_message(MemoryError())
+    assert msg.startswith("MemoryError (no message: an allocation failed; this process's peak RSS")
+    assert msg.endswith(" MiB)")
+    assert failure_message(RuntimeError("boom\nmore")) == "RuntimeError: boom"
+    assert failure_message(KeyError()) == "KeyError (no message)"
+
+
+def test_py_spy_is_taken_from_the_interpreters_environment_before_path(tmp_path, monkeypatch):
+    from gputop_dl.collect import pyspy
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for d in (bindir, tmp_path):
+        exe = d / "py-spy"
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bindir / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert pyspy.pyspy_path() == str(bindir / "py-spy")
+    (bindir / "py-spy").unlink()
+    assert pyspy.pyspy_path() == str(tmp_path / "py-spy")
+
+
+def test_the_console_summary_shows_the_peak_memory_the_export_shows():
+    from rich.console import Console
+
+    from gputop_dl.analyse.summary import JobResult
+    from gputop_dl.present.headless import summary_table
+
+    r = JobResult(name="cpu-job", status="failed", failure="host-oom: MemoryError", device="cpu",
+                  config={}, peak_rss=int(2.8 * 1024**3))
+    assert r.peak_mem() == (int(2.8 * 1024**3), "host-rss-tree")
+    con = Console(width=200, record=True)
+    con.print(summary_table([r]))
+    assert "2.8 GiB" in con.export_text()

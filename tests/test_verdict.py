@@ -215,3 +215,10 @@ def test_without_step_times_a_measured_cpu_need_and_starvation_make_it_cpu_bound
            for n in "ab"]
     v = judge(fed, HostEvidence(cpus=2, busy=0.99), "probe", need_steps=0)
     assert v["kind"] == "no-baseline" and "judged on signals alone" in v["reason"]
+
+
+def test_no_signal_still_shows_how_busy_the_host_was():
+    v = judge([job("a", solo=False), job("b", solo=False, gpus=(1,))],
+              HostEvidence(cpus=2, busy=0.89))
+    assert "no CPU saturation signal fires (host busy 89% of 2 cores; the signal is 90%)" \
+        in v["reason"]

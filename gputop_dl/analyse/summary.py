@@ -36,6 +36,19 @@ class JobResult:
     launched: bool = True  # False: a job a monitor session found running (not started by us)
     command: str | None = None  # such a job's command line
 
+    def peak_mem(self) -> tuple[int | None, str | None]:
+        """The one memory figure the summary and the reports show, and what it measures:
+        NVML's GPU memory, else the framework's peak (CUDA allocated, or the trainer's RSS),
+        else the sampled RSS of the job's process tree."""
+        if self.peak_gpu_mem is not None:
+            return self.peak_gpu_mem, "gpu"
+        if self.peak_framework_mem is not None:
+            kind = "cuda-allocated" if (self.device or "").startswith("cuda") else "host-rss-trainer"
+            return self.peak_framework_mem, kind
+        if self.peak_rss is not None:
+            return self.peak_rss, "host-rss-tree"
+        return None, None
+
     @property
     def is_command(self) -> bool:
         return bool(self.config.get("command"))

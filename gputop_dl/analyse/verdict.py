@@ -197,8 +197,10 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
                           lines, confidence)
     if not have:
         reason = "no solo baselines"
-        reason += (": judged on signals alone — " + "; ".join(signals)) if signals else \
-            ", and no CPU saturation signal fires"
+        reason += (": judged on signals alone — " + "; ".join(signals)) if signals else (
+            ", and no CPU saturation signal fires" + (
+                f" (host busy {host.busy:.0%} of {host.cpus} cores; the signal is "
+                f"{BUSY:.0%})" if host.busy is not None else ""))
         recs = ["run with baseline = \"measure\" (or \"cache\") to measure each job alone first"]
         return _verdict("no-baseline", reason, evidence, signals, recs, confidence, jobs)
 

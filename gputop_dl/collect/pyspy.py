@@ -58,11 +58,12 @@ def attribute(stack: str) -> str | None:
 
 
 def pyspy_path() -> str | None:
-    exe = shutil.which("py-spy")
-    if exe:
-        return exe
+    """The py-spy of this interpreter's environment (the one gputop-dl installed), else the
+    first on PATH."""
     cand = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    return cand if os.path.exists(cand) else None
+    if os.path.isfile(cand) and os.access(cand, os.X_OK):
+        return cand
+    return shutil.which("py-spy")
 
 
 def parse_raw(text: str) -> Counter:

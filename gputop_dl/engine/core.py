@@ -22,7 +22,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.engine.jobrun import JobRun
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.recorder import Recorder
-from gputop_dl.launch import JobProcess, reap_orphans, start_job, stop_jobs
+from gputop_dl.launch import JobProcess, StartError, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.store import session_work_dir
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.threadname import name_native_thread
@@ -137,12 +137,17 @@ class Engine:
     def start_run(self, w: Workload, phase: str, cuda: bool, *, tag: str = "",
                   go_file: str | None = None, solo: dict | None = None) -> JobRun:
         """Start workload `w` as a job of this session; it is polled from the next tick on."""
-        proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda, tag,
-                         go_file)
-        self.procs.append(proc)
+        try:
+            proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda,
+                             tag, go_file)
+        except StartError as exc:  # this job fails; the others go on
+            proc = exc.job
+            self.say(f"{w.name} ({phase}) failed: {exc}")
+        else:
+            self.procs.append(proc)
+            discover.claim(proc.pid)  # no engine of ours lists it as found; freed at its end
         run = JobRun(w, proc, phase, solo)
         self.runs[w.name] = run
-        discover.claim(proc.pid)  # no engine of this process lists it as found; freed at its end
         self.recorder.job_started(w, phase, proc.pid, proc.started, proc.argv)
         return run
 
@@ -205,7 +210,8 @@ class Engine:
         """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""
         self._apply_commands()
         plan, rec = self.plan, self.recorder
-        m = self.sampler.sample(exclude={r.proc.pid for r in self.runs.values()},
+        m = self.sampler.sample(exclude={r.proc.pid for r in self.runs.values()
+                                         if r.proc.pid is not None},
                                 taken=plan.taken(self), cmap=bool(self.runs))
         now = m.time
         reap_orphans(self.procs)
@@ -218,7 +224,8 @@ class Engine:
             was_alive = run.alive
             rec.events(name, run.phase, run.poll(now, m.cmap))
             if was_alive and not run.alive:
-                discover.unclaim(run.proc.pid)
+                if run.proc.pid is not None:
+                    discover.unclaim(run.proc.pid)
                 msg = f"{name} ({run.phase}) {run.status}"
                 if run.failure:
                     msg += f": {run.failure}"

@@ -26,12 +26,12 @@ class JobRun:
         self.solo = solo  # the job's solo baseline (step time, stall, CPU), if one was measured
         self.config = w.to_dict(redact=True)
         self.reader = EventReader(proc.events_path)
-        self.tree = TreeSampler(proc.pid)
+        self.tree = TreeSampler(proc.pid) if proc.pid is not None else None  # None: not started
         self.steps: list[dict] = []
         self.epochs: list[dict] = []
         self.info: dict = {}
         self.status = "starting"
-        self.failure: str | None = None
+        self.failure: str | None = getattr(proc, "reason", None)  # a job that never started
         self.exit_code: int | None = None
         self.stopped_by_us = False
         self.ended: float | None = None
@@ -75,7 +75,8 @@ class JobRun:
                     if self.failure is None:
                         self.failure = describe_exit(code, False)
                 self.tree_sample = None
-                self.tree.close()
+                if self.tree is not None:
+                    self.tree.close()
             else:
                 if self.status == "starting" and self.w.is_command:
                     self.status = "running"

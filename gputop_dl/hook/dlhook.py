@@ -321,9 +321,8 @@ class Hook:
         if isinstance(exc, KeyboardInterrupt):
             self.report.emit("note", flush=True, message="interrupted")
             return
-        last = str(exc).strip().splitlines()
-        msg = f"{type(exc).__name__}: {last[0] if last else ''}".strip()
-        self.report.emit("failed", flush=True, cause=classify(exc), message=msg[:500])
+        self.report.emit("failed", flush=True, cause=classify(exc),
+                         message=load_channel().failure_message(exc))
 
     def at_exit(self) -> None:
         try:

@@ -141,7 +141,7 @@ def summary_table(results) -> Table:
         t.add_column(col, justify="left" if col in ("job", "status", "device") else "right")
     for r in results:
         status = r.status if not r.failure else f"{r.status}: {r.failure}"
-        mem = r.peak_gpu_mem if r.peak_gpu_mem is not None else r.peak_framework_mem
+        mem, _ = r.peak_mem()  # the figure the export shows too
         cells = (r.name, status, r.device or DASH, str(len(r.epochs)), secs(r.median_epoch_s),
                  secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
                  num(r.cpu_cores, ".2f"), size(mem),

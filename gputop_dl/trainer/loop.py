@@ -17,7 +17,7 @@ import torch
 import torchvision
 from torch import nn
 
-from gputop_dl.channel import EventWriter
+from gputop_dl.channel import EventWriter, failure_message
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
@@ -194,9 +194,8 @@ def main(argv: list[str]) -> int:
         return 130
     except BaseException as exc:  # report every failure with its cause, then exit non-zero
         traceback.print_exc()
-        last = str(exc).strip().splitlines()
-        msg = f"{type(exc).__name__}: {last[0] if last else ''}".strip()
-        events.emit("failed", flush=True, cause=classify_failure(exc), message=msg[:500])
+        events.emit("failed", flush=True, cause=classify_failure(exc),
+                    message=failure_message(exc))
         return 1
     finally:
         events.close()

@@ -50,19 +50,6 @@ def _r(x, digits: int = 4):
     return round(x, digits) if isinstance(x, float) else x
 
 
-def _peak_mem(j: dict) -> tuple[int | None, str | None]:
-    """The memory figure of the results table and what it measures."""
-    if j.get("peak_gpu_mem") is not None:
-        return j["peak_gpu_mem"], "gpu"
-    if j.get("peak_framework_mem") is not None:
-        dev = j.get("device") or ""
-        kind = "cuda-allocated" if dev.startswith("cuda") else "host-rss-trainer"
-        return j["peak_framework_mem"], kind
-    if j.get("peak_rss") is not None:
-        return j["peak_rss"], "host-rss-tree"
-    return None, None
-
-
 def _event_text(e: dict) -> str:
     ev = e.get("ev")
     if ev == "failed":
@@ -168,7 +155,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     jobs = []
     for r in summary.jobs:
         j = r.to_json()
-        mem, kind = _peak_mem(j)
+        mem, kind = r.peak_mem()
         j.update(
             step_stats_sampled=sampled.get(r.name), solo=r.solo, started=r.started,
             ended=r.ended, peak_mem=mem, peak_mem_kind=kind,
