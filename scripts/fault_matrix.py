@@ -1,0 +1,239 @@
+"""The fault matrix of issue 16, run for real: each hostile case through the CLI, pass or fail.
+
+    python scripts/fault_matrix.py
+
+Every case runs `python -m gputop_dl ...` in its own temporary data dir (GPUTOP_DL_HOME) with
+tiny jobs (sleep, python -c), checks what must hold (exit code, one line without a traceback,
+no surviving process, the data kept) and prints a Markdown table. About a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+PY = sys.executable
+
+
+def gdl(home: str, *args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    return subprocess.run([PY, "-m", "gputop_dl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, **kw)
+
+
+def workload(d: str, jobs: list[tuple[str, str]], session: str = 'name = "faults"',
+             extra: str = "") -> str:
+    body = f'[session]\n{session}\ninterval = 0.2\nbaseline = "none"\n{extra}\n'
+    for name, rest in jobs:
+        body += f'[[workload]]\nname = {json.dumps(name)}\n{rest}\n'
+    path = os.path.join(d, "w.toml")
+    with open(path, "w") as f:
+        f.write(body)
+    return path
+
+
+def one_line(p: subprocess.CompletedProcess) -> bool:
+    err = p.stderr.strip()
+    return p.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def survivors(marker: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(p.info["cmdline"] or []):
+            out.append(p.pid)
+    return out
+
+
+def wait_gone(marker: str, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not survivors(marker):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def case_kill9(d: str, home: str) -> tuple[bool, str]:
+    mark = "293.123"
+    path = workload(d, [("shell", f'command = "sleep {mark}; true"\nshell = true'),
+                        ("bg", f'command = "sleep {mark}1 & echo started"\nshell = true'),
+                        ("child", 'command = ["%s", "-c", "import subprocess, time; '
+                         'subprocess.Popen([\\"sleep\\", \\"%s2\\"]); time.sleep(300)"]'
+                         % (PY, mark))])
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 20
+    while time.monotonic() < end and len(survivors(mark)) < 4:  # 2 shells' sleeps, sh, child
+        time.sleep(0.2)
+    seen = len(survivors(mark))
+    if seen < 4:
+        p.kill()
+        return False, f"only {seen} of the jobs' processes started"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    t0 = time.monotonic()
+    ok = wait_gone(mark)
+    return ok, (f"{seen} job processes, none left {time.monotonic() - t0:.2f} s after kill -9"
+                if ok else f"survivors: {survivors(mark)}")
+
+
+def case_sigint(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["sleep", "77.5"]'), ("b", 'command = ["sleep", "77.5"]')])
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    code = p.wait(timeout=30)
+    took = time.monotonic() - t0
+    rows = gdl(home, "sessions").stdout
+    ok = code == 130 and wait_gone("sleep 77.5", 2) and "interrupted" in rows
+    return ok, f"exit {code} after {took:.1f} s, session kept as interrupted"
+
+
+def case_corrupt_db(d: str, home: str) -> tuple[bool, str]:
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "sessions.db"), "wb") as f:
+        f.write(b"this is not a database" * 100)
+    r = gdl(home, "sessions")
+    path = workload(d, [("a", 'command = ["true"]')])
+    l = gdl(home, "launch", path, "--headless")
+    kept = [n for n in os.listdir(home) if n.startswith("sessions.corrupt")]
+    ok = one_line(r) and l.returncode == 0 and kept
+    return bool(ok), f"sessions: exit {r.returncode}, one line; launch: moved aside as {kept[:1]}"
+
+
+def case_home_under_file(d: str, home: str) -> tuple[bool, str]:
+    f = os.path.join(d, "afile")
+    open(f, "w").close()
+    r = gdl(os.path.join(f, "home"), "--once")
+    path = workload(d, [("a", 'command = ["true"]')])
+    l = gdl(os.path.join(f, "home"), "launch", path, "--headless")
+    return one_line(l) and "GPUTOP_DL_HOME" in l.stderr, f"launch: exit {l.returncode}: {l.stderr.strip()[:90]}"
+
+
+def case_markup(d: str, home: str) -> tuple[bool, str]:
+    msg = "boom [/] [link=http://x]click[/link] \x1b]0;pwned\x07"
+    path = workload(d, [("a", 'command = ["%s", "-c", "raise RuntimeError(%s)"]'
+                         % (PY, json.dumps(msg).replace('"', '\\"')))],
+                    session='name = "evil \\u001b[31mred"')
+    r = gdl(home, "launch", path, "--headless")
+    out = r.stdout + r.stderr
+    ok = "\x1b" not in out and "Traceback" not in out and "[/]" in out
+    return ok, f"exit {r.returncode}; markup printed literally, no raw ESC"
+
+
+def case_bad_program(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("good", 'command = ["sleep", "0.2"]'), ("bad", 'command = ["pythn3", "x.py"]')])
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r) and "command" in r.stderr, r.stderr.strip()[:100]
+
+
+def case_long_name(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("x" * 5000, 'command = ["true"]')])
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r), r.stderr.strip()[:100]
+
+
+def case_huge_env(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["true"]\nenv = { BIG = "%s" }' % ("x" * 4_600_000))])
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r), r.stderr.strip()[:100]
+
+
+def case_bad_shebang(d: str, home: str) -> tuple[bool, str]:
+    bad = os.path.join(d, "bad.sh")
+    with open(bad, "w") as f:
+        f.write("#!/no/such/interpreter\n")
+    os.chmod(bad, 0o755)
+    path = workload(d, [("bad", f'command = ["{bad}"]'), ("good", 'command = ["sleep", "0.3"]')])
+    r = gdl(home, "launch", path, "--headless")
+    out = r.stdout + r.stderr
+    ok = r.returncode == 1 and "could not start" in out and "Traceback" not in out
+    return ok, "the bad job failed alone ('could not start'), the good one done"
+
+
+def case_secret(d: str, home: str) -> tuple[bool, str]:
+    secret = "hf_" + "Zq9" * 8
+    path = workload(d, [("a", f'command = ["true"]\nenv = {{ HF_TOKEN = "{secret}" }}')])
+    gdl(home, "launch", path, "--headless")
+    out = os.path.join(d, "r.json")
+    gdl(home, "export", out)
+    leaked = secret in open(out).read()
+    for root, _, files in os.walk(home):
+        for n in files:
+            with open(os.path.join(root, n), "rb") as f:
+                leaked |= secret.encode() in f.read()
+    mode = oct(os.stat(home).st_mode & 0o777)
+    return not leaked and mode == "0o700", f"not in the store or the export; data dir {mode}"
+
+
+def case_readonly_reader(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["true"]')])
+    gdl(home, "launch", path, "--headless")
+    db = os.path.join(home, "sessions.db")
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    before = open(db, "rb").read()
+    a = gdl(home, "sessions")
+    b = gdl(home, "export", os.path.join(d, "r.md"))
+    same = open(db, "rb").read() == before
+    return a.returncode == 0 and b.returncode == 0 and same, "sessions and export leave the database byte-identical"
+
+
+def case_export_nothing(d: str, home: str) -> tuple[bool, str]:
+    r = gdl(home, "export", os.path.join(d, "r.md"))
+    m = gdl(home, "export", os.path.join(d, "no", "such", "dir", "r.md"))
+    return one_line(r), f"no session: exit {r.returncode}; missing folder: exit {m.returncode}"
+
+
+CASES = [
+    ("kill -9 of gputop-dl (shell, background &, a script's own child)", case_kill9),
+    ("SIGINT during a launch", case_sigint),
+    ("corrupt sessions.db", case_corrupt_db),
+    ("GPUTOP_DL_HOME under a file", case_home_under_file),
+    ("markup and escape codes in a failure and a name", case_markup),
+    ("a program that does not exist", case_bad_program),
+    ("a 5 000-character name", case_long_name),
+    ("a 4.6 MB env", case_huge_env),
+    ("a script with a bad #! line beside a good job", case_bad_shebang),
+    ("a secret in env", case_secret),
+    ("sessions/export only read", case_readonly_reader),
+    ("export with nothing to export", case_export_nothing),
+]
+
+
+def main() -> int:
+    rows, failed = [], 0
+    for title, fn in CASES:
+        with tempfile.TemporaryDirectory() as d:
+            home = os.path.join(d, "home")
+            t0 = time.monotonic()
+            try:
+                ok, detail = fn(d, home)
+            except Exception as exc:  # a case that crashes is a failed case, the rest go on
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            detail = detail.replace(os.path.realpath(d), "TMP").replace(d, "TMP")
+            rows.append((title, ok, detail, time.monotonic() - t0))
+            failed += not ok
+    print("| case | result | what was checked | s |")
+    print("|---|---|---|---:|")
+    for title, ok, detail, took in rows:
+        print(f"| {title} | {'pass' if ok else '**FAIL**'} | {detail} | {took:.1f} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
