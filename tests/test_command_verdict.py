@@ -126,3 +126,38 @@ def test_real_launch_a_script_that_ignores_sigterm_in_its_baseline_is_killed(tmp
     leftovers = [p for p in psutil.process_iter(["cmdline"])
                  if STUBBORN in (p.info["cmdline"] or [])]
     assert not leftovers
+
+
+def test_real_launch_then_queue_jobs_running_together_in_a_queue_get_a_verdict(tmp_path):
+    """Three heavy scripts: a launch measures and caches their solo baselines; queued on 3
+    slots (not CPU-aware) they run together, and the queue judges them as a launch would."""
+    from gputop_dl.runner import open_spec, queue_engine
+
+    jobs = {"a": script(*HEAVY), "b": script(*HEAVY), "c": script(*HEAVY)}
+    run_file(session(tmp_path, jobs, steps=8), nvml=Nvml())  # caches a and b alone
+    qfile = tmp_path / "q.toml"
+    qfile.write_text(open(session(tmp_path, jobs, steps=8)).read().replace(
+        '[session]\n', '[session]\npolicy = "fifo"\nslots = 3\ncpu_aware = false\n', 1))
+    nvml = Nvml()
+    eng = queue_engine(open_spec(str(qfile), nvml), nvml)
+    eng.start()
+    eng.join()
+    v = eng.verdict
+    assert v is not None and v["evidence"]["together"] == ["a", "b", "c"]
+    assert v["kind"] == "cpu-bound", v["reason"]
+    assert set(v["evidence"]["slowdowns"]) == {"a", "b", "c"}  # from the cached baselines
+    assert all(r.solo and r.solo.get("cached") for r in eng.runs.values())
+
+
+def test_real_launch_a_queue_that_never_runs_two_jobs_at_once_has_no_verdict(tmp_path):
+    from gputop_dl.runner import open_spec, queue_engine
+
+    quick = script("--steps", "8", "--compute-ms", "20")
+    qfile = tmp_path / "q.toml"
+    qfile.write_text(open(session(tmp_path, {"a": quick, "b": quick})).read().replace(
+        '[session]\n', '[session]\npolicy = "fifo"\nslots = 1\n', 1))
+    nvml = Nvml()
+    eng = queue_engine(open_spec(str(qfile), nvml), nvml)
+    eng.start()
+    eng.join()
+    assert eng.verdict is None and all(r.status == "done" for r in eng.runs.values())

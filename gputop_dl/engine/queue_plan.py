@@ -5,7 +5,8 @@ running set, workloads whose `arrival` has come join the policy's queue, and
 `sched.policies.decide` (the same code the simulator runs) says which to start now and on
 which GPU indexes (slots on a box without CUDA); `Engine.start_run` starts them. The plan
 keeps each job's arrival, start and end (seconds from the queue's start) and the reason each
-waiting job waits. On a stop request the engine stops the running jobs; jobs still waiting
+waiting job waits. Whenever two or more jobs run together they are judged as a launch's co-run
+is (parallel or only concurrent, and why), with slowdowns where cached solo baselines exist. On a stop request the engine stops the running jobs; jobs still waiting
 never start and are recorded as stopped.
 """
 
@@ -15,6 +16,8 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from gputop_dl.analyse.evidence import gather
+from gputop_dl.analyse.verdict import judge
 from gputop_dl.engine.launch_plan import fingerprint
 from gputop_dl.engine.plan import Plan
 from gputop_dl.sched.model import Job, Machine, Running
@@ -85,6 +88,12 @@ class QueuePlan(Plan):
         self._said: dict[str, str] = {}  # job -> the shape of the reason last logged
         self._first_reason: dict[str, str] = {}  # job -> why it waited first (recorded at its start)
         self._running: dict[str, Running] = {}
+        self.solos: dict[str, dict] = {}  # job -> its cached solo baseline (slowdowns need it)
+        self.verdict: dict | None = None  # the jobs running together now (or last together)
+        self.groups: list[dict] = []  # earlier sets of jobs that ran together, judged
+        self._group: tuple[str, ...] = ()
+        self._host: list[tuple] = []  # (t, busy, psi, load1, throttled)
+        self._gpu: list[tuple] = []  # (t, gpu, util, throttle reasons)
         self._set_jobs(jobs or [])
 
     def _set_jobs(self, jobs: Sequence[Job]) -> None:
@@ -99,8 +108,10 @@ class QueuePlan(Plan):
         one up by `launch_plan.fingerprint`)."""
         jobs = []
         for w in self.spec.workloads:
-            job, self.sources[w.name] = job_for(w, cached(fingerprint(w, self.spec.cuda, env)),
-                                                self.spec.cuda)
+            base = cached(fingerprint(w, self.spec.cuda, env))
+            if base and base.get("step_time_s"):
+                self.solos[w.name] = dict(base, cached=True)
+            job, self.sources[w.name] = job_for(w, base, self.spec.cuda)
             jobs.append(job)
         self._set_jobs(jobs)
         if self.cpu_aware is None:
@@ -140,6 +151,55 @@ class QueuePlan(Plan):
     def after_tick(self, engine, now: float, machine) -> None:
         if self.t0 is not None and self.jobs and not engine.stopping:
             self._schedule(engine, now)
+        h = machine.host
+        self._host.append((now, h.cpu_busy, h.cpu_pressure_some10, h.load1,
+                           h.cgroup_throttled_frac))
+        self._gpu.extend((now, g.index, g.util, g.throttle_reasons) for g in machine.gpus)
+        self._judge(engine, now)
+
+    def _keep_group(self) -> None:
+        """The set of jobs that ran together has changed: keep its last judgement."""
+        v = self.verdict
+        if len(self._group) > 1 and v and v["evidence"].get("together") == list(self._group):
+            self.groups.append({"jobs": list(self._group), "kind": v["kind"],
+                                "confidence": v["confidence"], "reason": v["reason"],
+                                "slowdowns": v["evidence"].get("slowdowns"), "verdict": v})
+
+    def close(self, engine) -> None:
+        """The session's verdict: the largest set of jobs that ran together (the latest of
+        equals), with every set's judgement listed in its evidence."""
+        self._keep_group()
+        self._group = ()
+        if not self.groups:
+            return
+        best = max(enumerate(self.groups), key=lambda ig: (len(ig[1]["jobs"]), ig[0]))[1]
+        v = dict(best["verdict"])
+        v["evidence"] = dict(v["evidence"], groups=[
+            {k: g[k] for k in ("jobs", "kind", "confidence", "reason", "slowdowns")}
+            for g in self.groups])
+        self.verdict = v
+        engine.recorder.verdict(v)
+
+    def _judge(self, engine, now: float) -> None:
+        """The verdict of the jobs running together now, as a launch judges its co-run: over
+        the window in which all of them ran past their warm-up. When the set changes, the last
+        judgement of the old set is kept in `groups`; at the end the largest set's verdict is the
+        session's (`close`)."""
+        group = tuple(sorted(n for n, r in engine.runs.items() if r.alive))
+        if group != self._group:
+            self._keep_group()
+            self._group = group
+        if len(group) < 2:
+            return
+        runs = [engine.runs[n] for n in group]
+        jobs, host = gather(runs, self._host, self._gpu, engine.env.get("cpus") or 1, now)
+        v = judge(jobs, host, "cache")
+        if v["kind"] == "insufficient-data" and self.verdict is not None:
+            return  # keep showing the last judgement until this set has enough steps
+        v["evidence"]["together"] = list(group)
+        v["evidence_lines"].insert(0, f"judged while {', '.join(group)} ran together")
+        self.verdict = v
+        engine.recorder.verdict(v)
 
     def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
         jobs = list(launched)
@@ -207,7 +267,7 @@ class QueuePlan(Plan):
             if self.spec.cuda:
                 w = w.with_(gpus=s.gpus)
             self.queue.remove(s.job)
-            engine.start_run(w, "co-run", self.spec.cuda)
+            engine.start_run(w, "co-run", self.spec.cuda, solo=self.solos.get(w.name))
             self._running[s.job.name] = Running(s.job, t, s.gpus)
             self.times[s.job.name]["start_s"] = t
             why = self._first_reason.get(s.job.name)
