@@ -31,7 +31,8 @@ HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_ver
 
 def is_heavy(item) -> bool:
     mod = item.module.__name__.rsplit(".", 1)[-1]
-    return mod in HEAVY_MODULES or "real_launch" in item.name or "end_to_end" in item.name
+    return (mod in HEAVY_MODULES or "real_launch" in item.name or "end_to_end" in item.name
+            or item.get_closest_marker("heavy") is not None)
 
 
 @pytest.hookimpl(tryfirst=True)

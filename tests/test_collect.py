@@ -35,6 +35,7 @@ def test_channel_roundtrip_and_torn_line(tmp_path):
     w.close()
 
 
+@pytest.mark.heavy  # two spinning processes measured: another test's load would skew it
 def test_tree_sampler_counts_children_and_survives_a_vanishing_one():
     code = ("import subprocess,sys,time;"
             "ps=[subprocess.Popen([sys.executable,'-c','while True: pass']) for _ in range(2)];"
