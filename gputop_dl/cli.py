@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "S seconds (e.g. 2) to measure its data-stall %% (default: not measured)")
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="monitor: seconds between samples (default 1)")
+    p.add_argument("--nodes", metavar="HOST:PORT,...",
+                   help="with --once: read several nodes' gputop-dl /metrics (serve, or "
+                   "--metrics) and show them as one fleet, an unreachable node as such")
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                    help="monitor: %% of one core that py-spy may use to measure the data-stall of "
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
@@ -298,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                     raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs")
             return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
                                        as_json=args.diag_json, interval=args.interval, pids=pids)
+        if args.nodes:
+            if not args.once or args.cmd:
+                raise UsageError("--nodes goes with --once (the fleet's live TUI is not built "
+                                 "yet: see the README)")
+            return runner.run_fleet_once(args.nodes, args.json)
         if args.once:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100

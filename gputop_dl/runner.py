@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from gputop_dl.collect.found import FoundJobs
@@ -374,6 +375,25 @@ def run_serve(listen: str | None = None, *, interval: float = 1.0,
     if engine.session_id:
         print(f"session {engine.session_id} ({engine.state}): the training jobs it saw")
     return 1 if engine.error is not None else 0
+
+
+def run_fleet_once(nodes: str, as_json: bool = False, timeout: float = 2.0) -> int:
+    """`gputop-dl --nodes A:9402,B:9402 --once [--json]`: every node's /metrics read once; an
+    unreachable node is a row that says so. Exit 1 when no node answered."""
+    from gputop_dl.collect.fleet import parse_nodes, read_fleet
+
+    fleet = read_fleet(parse_nodes(nodes), timeout=timeout)
+    if as_json:
+        print(json.dumps({"schema": "gputop-dl.fleet/1", "time": time.time(),
+                          "nodes": [n.to_json() for n in fleet]}, indent=2))
+    else:
+        from gputop_dl.present.fleet import fleet_jobs_table, nodes_table
+
+        out = console()
+        out.print(nodes_table(fleet))
+        if any(n.jobs for n in fleet):
+            out.print(fleet_jobs_table(fleet))
+    return 0 if any(n.ok for n in fleet) else 1
 
 
 def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
