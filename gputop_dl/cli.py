@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--baseline", choices=BASELINES,
                     help="override the file's [session] baseline (probe: each job measured "
                     "alone inside the co-run, the others paused)")
+    lp.add_argument("--tensorboard", metavar="DIR", dest="launch_tensorboard",
+                    help="at the end, write the session as TensorBoard runs under DIR (as "
+                    "`export DIR --tensorboard` does)")
     lp.add_argument("--metrics", metavar="HOST:PORT", dest="launch_metrics",
                     help="also serve Prometheus metrics there while it runs (as `gputop-dl serve`)")
     add_serve_parser(sub)
@@ -266,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "launch":
             only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
             return runner.run_launch(args.file, only=only, baseline=args.baseline,
-                                     headless=args.headless, metrics=args.launch_metrics)
+                                     headless=args.headless, metrics=args.launch_metrics,
+                                     tensorboard=args.launch_tensorboard)
         if args.cmd == "queue":
             return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
         if args.cmd == "serve":

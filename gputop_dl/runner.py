@@ -179,23 +179,35 @@ def _stop_on_signals(engine: Engine) -> None:
 # --- the modes ---------------------------------------------------------------------------------
 
 def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None = None,
-               headless: bool = False, metrics: str | None = None) -> int:
+               headless: bool = False, metrics: str | None = None,
+               tensorboard: str | None = None) -> int:
     """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console;
-    with `metrics` (HOST:PORT) its snapshots are served on /metrics meanwhile."""
+    with `metrics` (HOST:PORT) its snapshots are served on /metrics meanwhile; with
+    `tensorboard` (DIR) the recorded session is written there as TensorBoard runs at the end."""
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
     check_store()
+    if tensorboard:
+        from gputop_dl.present.report.export import check_tensorboard_target
+
+        check_tensorboard_target(tensorboard)  # before the run, not after it
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
     if metrics:  # served until this process exits: the last snapshot stays scrapeable
         start_metrics(engine, metrics, "launch")
+    code = None
     if not headless and sys.stdout.isatty():
         try:
             from gputop_dl.present.tui.app import GputopApp
         except ImportError:  # no usable Textual: the console still works
             GputopApp = None
         if GputopApp is not None:
-            return run_launch_tui(engine, GputopApp)
-    return run_headless(engine)
+            code = run_launch_tui(engine, GputopApp)
+    if code is None:
+        code = run_headless(engine)
+    if tensorboard and engine.session_id:
+        tb = run_export_tensorboard(engine.session_id, tensorboard)
+        code = code or tb
+    return code
 
 
 def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -> int:

@@ -117,3 +117,29 @@ def test_export_tensorboard_never_imports_torch(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
                        env=dict(os.environ, PYTHONPATH=root))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_real_launch_with_tensorboard_writes_the_session_at_the_end(tmp_path, capsys):
+    import json
+
+    job = [sys.executable, os.path.join(os.path.dirname(__file__), "external", "calibrated.py"),
+           "--steps", "12", "--compute-ms", "20"]
+    toml = tmp_path / "w.toml"
+    toml.write_text('[session]\nname = "tb"\ninterval = 0.3\nbaseline = "none"\n'
+                    f'[defaults]\nwarmup_steps = 2\n[[workload]]\nname = "a"\n'
+                    f'command = {json.dumps(job)}\n')
+    out = tmp_path / "tb"
+    assert main(["launch", str(toml), "--headless", "--tensorboard", str(out)]) == 0
+    sid = Store(default_db_path()).sessions()[0].id
+    acc = load(str(out / sid / "a"))
+    assert "step/time_s" in acc.Tags()["scalars"] and len(acc.Scalars("step/time_s")) >= 10
+    assert "open with: tensorboard --logdir" in capsys.readouterr().out
+
+
+def test_launch_tensorboard_into_a_file_is_exit_2_before_anything_runs(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    toml = tmp_path / "w.toml"
+    toml.write_text('[[workload]]\nname = "a"\ncommand = ["sleep", "30"]\n')
+    assert main(["launch", str(toml), "--headless", "--tensorboard", str(f)]) == 2
+    assert "not a directory" in capsys.readouterr().err

@@ -92,6 +92,21 @@ def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
     return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
 
 
+def check_tensorboard_target(out_dir: str) -> None:
+    """What `launch --tensorboard DIR` checks before the run: DIR can be a folder and the
+    tensorboard package is there (a UsageError, exit 2, otherwise)."""
+    import importlib.util
+
+    from gputop_dl.errors import UsageError
+    from gputop_dl.present.report.tensorboard import INSTALL_HINT
+
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"--tensorboard {out_dir}: not a directory (it gets a folder of event "
+                         "files)")
+    if importlib.util.find_spec("tensorboard") is None:
+        raise UsageError(INSTALL_HINT)
+
+
 def export_tensorboard_session(session_id: str | None, out_dir: str,
                                store_path: str | None = None) -> list[tuple[str, int]]:
     """`export DIR --tensorboard`: session `session_id` (None: the latest) as TensorBoard event
