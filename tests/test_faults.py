@@ -498,3 +498,51 @@ def test_the_console_summary_shows_the_peak_memory_the_export_shows():
     con = Console(width=200, record=True)
     con.print(summary_table([r]))
     assert "2.8 GiB" in con.export_text()
+
+
+def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monkeypatch):
+    """A NotStarted has no PID: its run is ended from the first (a "stop" asked before its
+    first poll reaches nothing), and stop_jobs/reap_orphans leave it out (waitid(P_PGID, None)
+    raised TypeError; killpg(0) would be our own group)."""
+    from gputop_dl import launch
+    from gputop_dl.engine.jobrun import JobRun
+    from gputop_dl.workload import Workload
+
+    log = tmp_path / "bad.log"
+    log.write_text("could not start ./bad.sh: Exec format error\n")
+    ns = launch.NotStarted("bad", str(log), str(tmp_path / "bad.events.jsonl"), ["./bad.sh"],
+                           time.time(), "could not start ./bad.sh: Exec format error")
+    calls = []
+    for fn in ("killpg", "kill", "waitid", "waitpid"):
+        monkeypatch.setattr(os, fn, lambda *a, _fn=fn: calls.append((_fn, a)))
+    launch.stop_jobs([ns], grace_s=0.1)
+    launch.reap_orphans([ns])
+    assert calls == []
+    run = JobRun(Workload(name="bad", command=("./bad.sh",)), ns, "co-run")
+    assert not run.alive and run.status == "failed" and run.exit_code == 127
+    assert run.failure == "could not start ./bad.sh: Exec format error"
+    assert run.stderr_tail == ("could not start ./bad.sh: Exec format error",)
+
+
+def test_a_bad_interpreter_line_is_named_in_the_cause(tmp_path):
+    from gputop_dl.launch import StartError, start_job
+    from gputop_dl.workload import Workload
+
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/no/such/interpreter -x\necho never\n")
+    bad.chmod(0o755)
+    noexec = tmp_path / "noexec.sh"
+    noexec.write_text("#!/bin/sh\n")
+    causes = {}
+    for name, prog in (("bad", str(bad)), ("noexec", str(noexec)), ("gone", str(tmp_path / "x"))):
+        try:
+            start_job(Workload(name=name, command=(prog,)), str(tmp_path / "w"), cuda=False)
+            raise AssertionError(f"{name} started")
+        except StartError as exc:
+            causes[name] = str(exc)
+            assert exc.job.pid is None and (tmp_path / "w" / f"{name}.log").read_text() == \
+                causes[name] + "\n"
+    assert causes["bad"] == (f"could not start {bad}: No such file or directory (the "
+                             "interpreter of its #! line, '/no/such/interpreter -x', is not there)")
+    assert causes["noexec"] == f"could not start {noexec}: Permission denied"
+    assert causes["gone"] == f"could not start {tmp_path / 'x'}: No such file or directory"

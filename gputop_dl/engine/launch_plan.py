@@ -228,9 +228,11 @@ class LaunchPlan(Plan):
             engine.loop(lambda: not run.alive)
         seen = len(run.steps)
         if seen == 0:
-            why = ("the start-up hook saw no DataLoader steps"
-                   + (f" in {timeout:.0f} s" if run.status == "stopped" else
-                      f" before it {run.status}" + (f" ({run.failure})" if run.failure else "")))
+            why = (run.failure or "it could not start") if run.proc.pid is None else (
+                "the start-up hook saw no DataLoader steps"
+                + (f" in {timeout:.0f} s" if run.status == "stopped" else
+                   f" before it ended ({run.status}" + (f": {run.failure})" if run.failure
+                                                         else ")")))
             self.no_solo[w.name] = why
             engine.say(f"{w.name}: no solo baseline: {why}")
             return None
