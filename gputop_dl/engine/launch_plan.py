@@ -30,7 +30,7 @@ from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.probe import Probe
-from gputop_dl.record.store import session_work_dir
+from gputop_dl.record.store import create_private, session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.threadname import name_native_thread
@@ -261,7 +261,7 @@ class LaunchPlan(Plan):
         def done() -> bool:
             if not os.path.exists(go) and all(r.info or not r.alive or r.w.is_command
                                                for r in engine.runs.values()):
-                open(go, "w").close()
+                create_private(go)
                 engine.say(f"co-run: all jobs ready after {time.time() - t0:.1f} s: go")
             return all(not r.alive for r in engine.runs.values())
 
