@@ -318,6 +318,9 @@ def test_export_with_no_session_or_to_a_missing_directory_is_exit_2(tmp_path):
     run_file(quick_job(tmp_path, 0.1), nvml=Nvml())
     rc, _, err = cli("export", str(tmp_path / "missing" / "r.md"))
     assert rc == 2 and "no such directory" in one_line(err)
+    (tmp_path / "taken.md").mkdir()  # a path the user must change, like a folder without write
+    rc, _, err = cli("export", str(tmp_path / "taken.md"))
+    assert rc == 2 and f"cannot write {tmp_path / 'taken.md'}: Is a directory" in one_line(err)
 
 
 # ---- untrusted text is text ---------------------------------------------------------------------
