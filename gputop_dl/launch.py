@@ -18,8 +18,10 @@ outlives gputop-dl:
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,12 +201,38 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
                                      start_new_session=True, preexec_fn=_die_with_parent)
         except (OSError, subprocess.SubprocessError) as exc:  # exec format, permission, E2BIG
             why = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
+            why += _interpreter_note(argv[0], w.cwd, env.get("PATH"), exc)
             log.write((why + "\n").encode())
             raise StartError(why, NotStarted(w.name, log_path, events_path, argv, time.time(),
                                              why)) from None
     job = JobProcess(w.name, popen, log_path, events_path, argv, time.time())
     WATCHDOG.watch(job.pid, job.marker)
     return job
+
+
+def _interpreter_note(prog: str, cwd: str | None, path_var: str | None,
+                      exc: BaseException) -> str:
+    """For ENOENT on a program file that is there: its `#!` line names a missing interpreter."""
+    if getattr(exc, "errno", None) != errno.ENOENT:
+        return ""
+    path = shutil.which(prog, path=path_var) if os.sep not in prog else \
+        os.path.join(cwd or "", prog)
+    try:
+        with open(path or "", "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return ""
+    if not first.startswith(b"#!"):
+        return ""
+    line = first[2:].decode("utf-8", "replace").strip()
+    return f" (the interpreter of its #! line, {line!r}, is not there)"
+
+
+def has_pid(job) -> bool:
+    """A job with a process of its own: never signal or wait on a PID of None, 0 or below
+    (killpg(0) is our own group, kill(-1) every process we may signal)."""
+    pid = getattr(job, "pid", None)
+    return isinstance(pid, int) and pid > 0
 
 
 @dataclass
@@ -281,7 +309,9 @@ def _signal(jobs: list[JobProcess], procs: list[psutil.Process], sig: signal.Sig
 
 def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
     """TERM every process of these jobs (their groups, and what is left of a job whose leader
-    already ended), wait up to grace_s, then KILL what is left; the watchdog then forgets them."""
+    already ended), wait up to grace_s, then KILL what is left; the watchdog then forgets them.
+    A job that never started (no PID) is left out: it has nothing to stop."""
+    jobs = [j for j in jobs if has_pid(j)]
     live = [j for j in jobs if j.poll() is None]
     tree = _members(jobs)
     _signal(live, tree, signal.SIGTERM)
@@ -310,6 +340,8 @@ def reap_orphans(jobs: list[JobProcess]) -> None:
     """Reap the ended processes of these jobs' groups that were re-parented to us (the
     subreaper); never a job's leader, whose exit code its Popen collects."""
     for j in jobs:
+        if not has_pid(j):  # waitid(P_PGID, 0) would reap in our own group
+            continue
         while True:
             try:
                 si = os.waitid(os.P_PGID, j.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)

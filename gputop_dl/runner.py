@@ -470,7 +470,7 @@ def run_sessions() -> int:
 
     rows = list_sessions()
     if not rows:
-        print(f"no sessions recorded yet (in {default_db_path()}): run "
+        print(f"no sessions recorded yet (in {default_db_path(writable=False)}): run "
               "`gputop-dl launch FILE.toml` first")
         return 0
     console().print(sessions_table(rows))

@@ -16,6 +16,15 @@ BASELINES = ("measure", "cache", "probe", "none")
 REDACTED = "<redacted>"  # an env value, wherever gputop-dl records or shows it
 
 
+def redact_env(config: dict | None) -> dict | None:
+    """A workload's plain data with its `env` values replaced by REDACTED, keys kept (a copy
+    when there is something to hide)."""
+    env = config.get("env") if isinstance(config, dict) else None
+    if not isinstance(env, dict) or all(v == REDACTED for v in env.values()):
+        return config
+    return dict(config, env=dict.fromkeys(env, REDACTED))
+
+
 @dataclass(frozen=True)
 class Workload:
     """One [[workload]] after [defaults] were merged in (and, on CPU fallback, its cpu_fallback)."""
@@ -66,9 +75,7 @@ class Workload:
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
-        if redact and d.get("env"):
-            d["env"] = dict.fromkeys(d["env"], REDACTED)
-        return d
+        return redact_env(d) if redact else d
 
     @classmethod
     def from_dict(cls, d: dict) -> Workload:

@@ -4,7 +4,8 @@
 
 Every case runs `python -m gputop_dl ...` in its own temporary data dir (GPUTOP_DL_HOME) with
 tiny jobs (sleep, python -c), checks what must hold (exit code, one line without a traceback,
-no surviving process, the data kept) and prints a Markdown table. About a minute.
+no surviving process, the data kept) and prints a Markdown table; exit 1 if a case fails.
+About 12 s. As root, the permission cases run their commands as `nobody` (setpriv).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def gdl(home: str, *args: str, timeout: float = 60, **kw) -> subprocess.Complete
 
 
 def workload(d: str, jobs: list[tuple[str, str]], session: str = 'name = "faults"',
-             extra: str = "") -> str:
-    body = f'[session]\n{session}\ninterval = 0.2\nbaseline = "none"\n{extra}\n'
+             extra: str = "", baseline: str = "none") -> str:
+    body = f'[session]\n{session}\ninterval = 0.2\nbaseline = "{baseline}"\n{extra}\n'
     for name, rest in jobs:
         body += f'[[workload]]\nname = {json.dumps(name)}\n{rest}\n'
     path = os.path.join(d, "w.toml")
@@ -102,6 +103,30 @@ def case_sigint(d: str, home: str) -> tuple[bool, str]:
     return ok, f"exit {code} after {took:.1f} s, session kept as interrupted"
 
 
+def case_sigint_baseline(d: str, home: str) -> tuple[bool, str]:
+    """SIGINT while a solo baseline runs: the baseline job is stopped too, none left running."""
+    path = workload(d, [("a", 'command = ["sleep", "77.6"]'), ("b", 'command = ["sleep", "77.6"]')],
+                    baseline="measure", extra="baseline_timeout_s = 60")
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 20
+    while time.monotonic() < end and not survivors("sleep 77.6"):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    code = p.wait(timeout=30)
+    took = time.monotonic() - t0
+    gone = wait_gone("sleep 77.6", 2)
+    con = sqlite3.connect(f"file:{os.path.join(home, 'sessions.db')}?mode=ro", uri=True)
+    states = dict(con.execute("SELECT name, status FROM jobs").fetchall())
+    con.close()
+    ok = code == 130 and gone and "running" not in states.values() and \
+        "interrupted" in gdl(home, "sessions").stdout
+    return ok, f"exit {code} after {took:.1f} s, no job left, jobs recorded {states}"
+
+
 def case_corrupt_db(d: str, home: str) -> tuple[bool, str]:
     os.makedirs(home, exist_ok=True)
     with open(os.path.join(home, "sessions.db"), "wb") as f:
@@ -117,10 +142,12 @@ def case_corrupt_db(d: str, home: str) -> tuple[bool, str]:
 def case_home_under_file(d: str, home: str) -> tuple[bool, str]:
     f = os.path.join(d, "afile")
     open(f, "w").close()
-    r = gdl(os.path.join(f, "home"), "--once")
     path = workload(d, [("a", 'command = ["true"]')])
-    l = gdl(os.path.join(f, "home"), "launch", path, "--headless")
-    return one_line(l) and "GPUTOP_DL_HOME" in l.stderr, f"launch: exit {l.returncode}: {l.stderr.strip()[:90]}"
+    runs = {c[0]: gdl(os.path.join(f, "home"), *c) for c in
+            (["launch", path, "--headless"], ["sessions"], ["export", os.path.join(d, "r.md")])}
+    ok = all(one_line(p) and "GPUTOP_DL_HOME" in p.stderr for p in runs.values())
+    return ok, ", ".join(f"{c}: exit {p.returncode}" for c, p in runs.items()) + \
+        f" ({runs['launch'].stderr.strip()[len('gputop-dl: error: '):][:70]}…)"
 
 
 def case_markup(d: str, home: str) -> tuple[bool, str]:
@@ -160,23 +187,82 @@ def case_bad_shebang(d: str, home: str) -> tuple[bool, str]:
     path = workload(d, [("bad", f'command = ["{bad}"]'), ("good", 'command = ["sleep", "0.3"]')])
     r = gdl(home, "launch", path, "--headless")
     out = r.stdout + r.stderr
-    ok = r.returncode == 1 and "could not start" in out and "Traceback" not in out
-    return ok, "the bad job failed alone ('could not start'), the good one done"
+    con = sqlite3.connect(f"file:{os.path.join(home, 'sessions.db')}?mode=ro", uri=True)
+    jobs = dict(con.execute("SELECT name, status || ': ' || COALESCE(failure, '') FROM jobs"))
+    con.close()
+    ok = (r.returncode == 1 and "Traceback" not in out and jobs.get("good") == "done: "
+          and "could not start" in jobs.get("bad", "") and "/no/such/interpreter" in jobs["bad"])
+    return ok, (f"exit {r.returncode}; good done; bad failed: "
+                f"{jobs.get('bad', '').split(': ', 1)[-1].replace(bad, 'bad.sh')}")
 
 
 def case_secret(d: str, home: str) -> tuple[bool, str]:
     secret = "hf_" + "Zq9" * 8
-    path = workload(d, [("a", f'command = ["true"]\nenv = {{ HF_TOKEN = "{secret}" }}')])
+    show = 'import os; print("reversed", os.environ["HF_TOKEN"][::-1])'  # the job gets it
+    path = workload(d, [("a", f'command = ["{PY}", "-c", {json.dumps(show)}]\n'
+                         f'env = {{ HF_TOKEN = "{secret}" }}')])
     gdl(home, "launch", path, "--headless")
-    out = os.path.join(d, "r.json")
-    gdl(home, "export", out)
-    leaked = secret in open(out).read()
+    leaked, got, wide = False, False, []
+    for out in ("r.json", "r.md"):
+        gdl(home, "export", os.path.join(d, out))
+        leaked |= secret in open(os.path.join(d, out)).read()
     for root, _, files in os.walk(home):
+        if os.stat(root).st_mode & 0o777 != 0o700:
+            wide.append(root)
         for n in files:
             with open(os.path.join(root, n), "rb") as f:
-                leaked |= secret.encode() in f.read()
-    mode = oct(os.stat(home).st_mode & 0o777)
-    return not leaked and mode == "0o700", f"not in the store or the export; data dir {mode}"
+                data = f.read()
+            leaked |= secret.encode() in data
+            got |= secret[::-1].encode() in data
+            if os.stat(os.path.join(root, n)).st_mode & 0o777 != 0o600:
+                wide.append(n)
+    ok = not leaked and got and not wide
+    return ok, ("the job got it; not in the data dir or either export; folders 0700, files 0600"
+                if ok else f"leaked {leaked}, job got it {got}, wider than private: {wide}")
+
+
+def as_nobody(home: str, *args: str) -> subprocess.CompletedProcess:
+    """gputop-dl run as another user (root only: setpriv to nobody)."""
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", PY,
+                           "-m", "gputop_dl", *args], capture_output=True, text=True, timeout=60,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def case_readonly_dir(d: str, home: str) -> tuple[bool, str]:
+    """A data dir its user cannot write: launch is one line naming it; sessions still read it.
+    Root ignores permission bits, so as root the commands run as nobody on a dir nobody owns."""
+    path = workload(d, [("a", 'command = ["true"]')])
+    gdl(home, "launch", path, "--headless")
+    root = os.getuid() == 0
+    if root:
+        os.chmod(d, 0o755)
+        for top, dirs, files in os.walk(home):
+            for n in [top] + [os.path.join(top, x) for x in dirs + files]:
+                os.chown(n, 65534, 65534)
+    os.chmod(home, 0o500)
+    try:
+        run = as_nobody if root else gdl
+        launch, listing = run(home, "launch", path, "--headless"), run(home, "sessions")
+    finally:
+        os.chmod(home, 0o700)
+    ok = one_line(launch) and "not writable" in launch.stderr and listing.returncode == 0
+    who = "nobody, " if root else ""
+    return ok, (f"{who}mode 0500: launch exit {launch.returncode} ('not writable', one line); "
+                f"sessions exit {listing.returncode}")
+
+
+def case_other_users_dir(d: str, home: str) -> tuple[bool | None, str]:
+    """Another user's private data dir: one line naming it and its owner, not 'not writable'
+    or 'no sessions recorded yet'."""
+    if os.getuid() != 0:
+        return None, "needs root to act as another user"
+    path = workload(d, [("a", 'command = ["true"]')])
+    gdl(home, "launch", path, "--headless")
+    os.chmod(d, 0o755)
+    a, b = as_nobody(home, "sessions"), as_nobody(home, "export", os.path.join(d, "r.md"))
+    ok = all(one_line(p) and "cannot be read (it is root's, mode 0700" in p.stderr for p in (a, b))
+    return ok, f"nobody: sessions exit {a.returncode}, export exit {b.returncode}, one line naming the owner"
 
 
 def case_readonly_reader(d: str, home: str) -> tuple[bool, str]:
@@ -195,13 +281,20 @@ def case_readonly_reader(d: str, home: str) -> tuple[bool, str]:
 
 def case_export_nothing(d: str, home: str) -> tuple[bool, str]:
     r = gdl(home, "export", os.path.join(d, "r.md"))
+    path = workload(d, [("a", 'command = ["true"]')])
+    gdl(home, "launch", path, "--headless")
     m = gdl(home, "export", os.path.join(d, "no", "such", "dir", "r.md"))
-    return one_line(r), f"no session: exit {r.returncode}; missing folder: exit {m.returncode}"
+    os.mkdir(os.path.join(d, "taken.md"))
+    t = gdl(home, "export", os.path.join(d, "taken.md"))
+    return one_line(r) and one_line(m) and one_line(t), (
+        f"no session: exit {r.returncode}; missing folder: exit {m.returncode}; "
+        f"a folder in the way: exit {t.returncode}")
 
 
 CASES = [
     ("kill -9 of gputop-dl (shell, background &, a script's own child)", case_kill9),
     ("SIGINT during a launch", case_sigint),
+    ("SIGINT during a solo baseline", case_sigint_baseline),
     ("corrupt sessions.db", case_corrupt_db),
     ("GPUTOP_DL_HOME under a file", case_home_under_file),
     ("markup and escape codes in a failure and a name", case_markup),
@@ -211,7 +304,9 @@ CASES = [
     ("a script with a bad #! line beside a good job", case_bad_shebang),
     ("a secret in env", case_secret),
     ("sessions/export only read", case_readonly_reader),
-    ("export with nothing to export", case_export_nothing),
+    ("a read-only data dir", case_readonly_dir),
+    ("another user's data dir", case_other_users_dir),
+    ("export with nothing to export, or nowhere to write", case_export_nothing),
 ]
 
 
@@ -227,11 +322,12 @@ def main() -> int:
                 ok, detail = False, f"{type(exc).__name__}: {exc}"
             detail = detail.replace(os.path.realpath(d), "TMP").replace(d, "TMP")
             rows.append((title, ok, detail, time.monotonic() - t0))
-            failed += not ok
+            failed += ok is False
     print("| case | result | what was checked | s |")
     print("|---|---|---|---:|")
     for title, ok, detail, took in rows:
-        print(f"| {title} | {'pass' if ok else '**FAIL**'} | {detail} | {took:.1f} |")
+        result = "skip" if ok is None else "pass" if ok else "**FAIL**"
+        print(f"| {title} | {result} | {detail} | {took:.1f} |")
     return 1 if failed else 0
 
 

@@ -256,7 +256,8 @@ def test_a_data_dir_that_is_not_writable_is_one_line(tmp_path, gdl_home, monkeyp
     from gputop_dl.runner import check_store
 
     real = os.access
-    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(gdl_home) else real(p, m))
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(gdl_home) and m & os.W_OK
+                        else real(p, m))
     try:
         check_store()
         raise AssertionError("no error")
@@ -317,6 +318,9 @@ def test_export_with_no_session_or_to_a_missing_directory_is_exit_2(tmp_path):
     run_file(quick_job(tmp_path, 0.1), nvml=Nvml())
     rc, _, err = cli("export", str(tmp_path / "missing" / "r.md"))
     assert rc == 2 and "no such directory" in one_line(err)
+    (tmp_path / "taken.md").mkdir()  # a path the user must change, like a folder without write
+    rc, _, err = cli("export", str(tmp_path / "taken.md"))
+    assert rc == 2 and f"cannot write {tmp_path / 'taken.md'}: Is a directory" in one_line(err)
 
 
 # ---- untrusted text is text ---------------------------------------------------------------------
@@ -409,6 +413,12 @@ def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_
     for path in [os.path.join(home, "sessions.db"), run.proc.log_path, run.proc.events_path,
                  run.proc.log_path[:-4] + ".json"]:
         assert _stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    # every folder 0700 and every file 0600, the co-run's start barrier file included
+    for root, dirs, files in os.walk(home):
+        assert _stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+        for name in files:
+            assert _stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name
+    assert os.path.exists(os.path.join(os.path.dirname(run.proc.log_path), "co-run.go"))
     # nowhere on disk under the data dir, and not in either export
     for root, _, files in os.walk(home):
         for name in files:
@@ -498,3 +508,116 @@ def test_the_console_summary_shows_the_peak_memory_the_export_shows():
     con = Console(width=200, record=True)
     con.print(summary_table([r]))
     assert "2.8 GiB" in con.export_text()
+
+
+def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monkeypatch):
+    """A NotStarted has no PID: its run is ended from the first (a "stop" asked before its
+    first poll reaches nothing), and stop_jobs/reap_orphans leave it out (waitid(P_PGID, None)
+    raised TypeError; killpg(0) would be our own group)."""
+    from gputop_dl import launch
+    from gputop_dl.engine.jobrun import JobRun
+    from gputop_dl.workload import Workload
+
+    log = tmp_path / "bad.log"
+    log.write_text("could not start ./bad.sh: Exec format error\n")
+    ns = launch.NotStarted("bad", str(log), str(tmp_path / "bad.events.jsonl"), ["./bad.sh"],
+                           time.time(), "could not start ./bad.sh: Exec format error")
+    calls = []
+    for fn in ("killpg", "kill", "waitid", "waitpid"):
+        monkeypatch.setattr(os, fn, lambda *a, _fn=fn: calls.append((_fn, a)))
+    launch.stop_jobs([ns], grace_s=0.1)
+    launch.reap_orphans([ns])
+    assert calls == []
+    run = JobRun(Workload(name="bad", command=("./bad.sh",)), ns, "co-run")
+    assert not run.alive and run.status == "failed" and run.exit_code == 127
+    assert run.failure == "could not start ./bad.sh: Exec format error"
+    assert run.stderr_tail == ("could not start ./bad.sh: Exec format error",)
+
+
+def test_a_bad_interpreter_line_is_named_in_the_cause(tmp_path):
+    from gputop_dl.launch import StartError, start_job
+    from gputop_dl.workload import Workload
+
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/no/such/interpreter -x\necho never\n")
+    bad.chmod(0o755)
+    noexec = tmp_path / "noexec.sh"
+    noexec.write_text("#!/bin/sh\n")
+    causes = {}
+    for name, prog in (("bad", str(bad)), ("noexec", str(noexec)), ("gone", str(tmp_path / "x"))):
+        try:
+            start_job(Workload(name=name, command=(prog,)), str(tmp_path / "w"), cuda=False)
+            raise AssertionError(f"{name} started")
+        except StartError as exc:
+            causes[name] = str(exc)
+            assert exc.job.pid is None and (tmp_path / "w" / f"{name}.log").read_text() == \
+                causes[name] + "\n"
+    assert causes["bad"] == (f"could not start {bad}: No such file or directory (the "
+                             "interpreter of its #! line, '/no/such/interpreter -x', is not there)")
+    assert causes["noexec"] == f"could not start {noexec}: Permission denied"
+    assert causes["gone"] == f"could not start {tmp_path / 'x'}: No such file or directory"
+
+
+def test_env_values_an_older_version_stored_in_clear_are_redacted_when_read(tmp_path):
+    """Sessions recorded before the redaction (or by an older gputop-dl) hold env values in
+    clear: every reader of the store (exports, the TUI's history, sessions) gets them redacted."""
+    from gputop_dl.cli import main as cli_main
+    from gputop_dl.record.store import Store
+
+    secret = "hf_" + "0ldT0k3n" * 3
+    config = {"name": "job", "command": ["true"], "env": {"HF_TOKEN": secret, "A": "1"}}
+    st = Store()
+    sid = st.create_session("old", file=None, command="gputop-dl launch w.toml", kind="launch",
+                            environment={}, spec={"workloads": [config], "baseline": "none"})
+    st.upsert_job(sid, "job", launched=True, config=config, status="done")
+    st.commit()
+    st.close()
+    st = Store(readonly=True)
+    assert st.jobs(sid)[0]["config"]["env"] == {"HF_TOKEN": "<redacted>", "A": "<redacted>"}
+    assert st.session(sid).spec["workloads"][0]["env"]["HF_TOKEN"] == "<redacted>"
+    st.close()
+    for out in ("old.json", "old.md"):
+        assert cli_main(["export", str(tmp_path / out)]) == 0
+        assert secret not in (tmp_path / out).read_text()
+    doc = json.loads((tmp_path / "old.json").read_text())
+    assert doc["jobs"][0]["config"]["env"] == {"HF_TOKEN": "<redacted>", "A": "<redacted>"}
+
+
+def test_databases_kept_aside_and_an_older_wal_are_made_private(tmp_path, gdl_home):
+    import stat as _stat
+
+    from gputop_dl.record.store import Store
+
+    db = gdl_home / "sessions.db"
+    db.write_bytes(b"not a database at all" * 10)
+    os.chmod(db, 0o644)
+    Store().close()
+    kept = [p for p in gdl_home.iterdir() if p.name.startswith("sessions.corrupt")]
+    assert kept and all(_stat.S_IMODE(p.stat().st_mode) == 0o600 for p in kept)
+    Store().close()
+    for suffix in ("", "-wal", "-shm"):  # as an older gputop-dl left them
+        p = gdl_home / ("sessions.db" + suffix)
+        if not p.exists():
+            p.write_bytes(b"")
+        os.chmod(p, 0o644)
+    st = Store()
+    for suffix in ("", "-wal", "-shm"):
+        assert _stat.S_IMODE((gdl_home / ("sessions.db" + suffix)).stat().st_mode) == 0o600, suffix
+    st.close()
+
+
+def test_a_data_dir_that_cannot_be_read_is_one_line_naming_it(tmp_path, gdl_home, monkeypatch):
+    """Another user's data dir (0700): `sessions` and `export` said "not writable", or "no
+    sessions recorded yet" as if it were empty. As root every folder is readable, so the check
+    is what is exercised here (scripts/fault_matrix.py runs it as another user)."""
+    from gputop_dl.record.store import StoreError, data_dir
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(gdl_home) else real(p, m))
+    for writable in (False, True):
+        try:
+            data_dir(writable=writable)
+            raise AssertionError("no error")
+        except StoreError as exc:
+            assert str(exc).startswith(f"GPUTOP_DL_HOME={gdl_home}: the data directory cannot be "
+                                       "read (mode 0"), str(exc)

@@ -39,6 +39,10 @@ class JobRun:
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
+        if proc.pid is None:  # never started (launch.NotStarted): ended from the first, so no
+            # stop, pause or wait ever reaches it, not even before its first poll
+            self.exit_code, self.ended, self.status = proc.poll(), proc.started, "failed"
+            self.stderr_tail = tuple(proc.log_tail())
 
     def _take(self, evs: list[dict]) -> None:
         for e in evs:

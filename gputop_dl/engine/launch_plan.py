@@ -30,7 +30,7 @@ from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.probe import Probe
-from gputop_dl.record.store import session_work_dir
+from gputop_dl.record.store import create_private, session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.threadname import name_native_thread
@@ -228,9 +228,11 @@ class LaunchPlan(Plan):
             engine.loop(lambda: not run.alive)
         seen = len(run.steps)
         if seen == 0:
-            why = ("the start-up hook saw no DataLoader steps"
-                   + (f" in {timeout:.0f} s" if run.status == "stopped" else
-                      f" before it {run.status}" + (f" ({run.failure})" if run.failure else "")))
+            why = (run.failure or "it could not start") if run.proc.pid is None else (
+                "the start-up hook saw no DataLoader steps"
+                + (f" in {timeout:.0f} s" if run.status == "stopped" else
+                   f" before it ended ({run.status}" + (f": {run.failure})" if run.failure
+                                                         else ")")))
             self.no_solo[w.name] = why
             engine.say(f"{w.name}: no solo baseline: {why}")
             return None
@@ -259,7 +261,7 @@ class LaunchPlan(Plan):
         def done() -> bool:
             if not os.path.exists(go) and all(r.info or not r.alive or r.w.is_command
                                                for r in engine.runs.values()):
-                open(go, "w").close()
+                create_private(go)
                 engine.say(f"co-run: all jobs ready after {time.time() - t0:.1f} s: go")
             return all(not r.alive for r in engine.runs.values())
 

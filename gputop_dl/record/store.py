@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import socket
 import sqlite3
+import stat
 import sys
 import time
 import urllib.parse
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import platformdirs
 
 from gputop_dl.errors import UsageError
+from gputop_dl.workload import redact_env
 
 ENV_HOME = "GPUTOP_DL_HOME"
 SCHEMA_VERSION = 2
@@ -97,9 +100,27 @@ def data_dir(writable: bool = True) -> str:
     except OSError as exc:
         raise StoreError(f"{_named(d)}: cannot be used as the data directory "
                          f"({exc.strerror or exc})") from None
+    if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK):
+        raise StoreError(f"{_named(d)}: the data directory cannot be read{_whose(d)}")
     if writable and not os.access(d, os.W_OK | os.X_OK):
-        raise StoreError(f"{_named(d)}: the data directory is not writable")
+        raise StoreError(f"{_named(d)}: the data directory is not writable{_whose(d)}")
     return d
+
+
+def _whose(d: str) -> str:
+    """` (another user's, mode 0700)`: why a data directory is closed to us."""
+    try:
+        st = os.stat(d)
+    except OSError:
+        return ""
+    mode = f"mode {stat.S_IMODE(st.st_mode):04o}"
+    if st.st_uid == os.getuid():
+        return f" ({mode})"
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    return f" (it is {owner}'s, {mode}: sessions are private to the user who recorded them)"
 
 
 def default_db_path(writable: bool = True) -> str:
@@ -166,10 +187,16 @@ def _moved_aside(path: str) -> str | None:
     if row is None or row[0] == str(SCHEMA_VERSION):
         return None
     dest = f"{path[:-3] if path.endswith('.db') else path}.v{row[0]}.db"
+    _keep_as(path, dest)
+    return dest
+
+
+def _keep_as(path: str, dest: str) -> None:
+    """Rename a database and its -wal/-shm to `dest`, private (an older one may be 0644)."""
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.replace(path + suffix, dest + suffix)
-    return dest
+            private(dest + suffix)
 
 
 def is_corrupt(exc: BaseException) -> bool:
@@ -213,9 +240,7 @@ def move_corrupt_aside(path: str, why: str) -> str:
     while os.path.exists(dest):
         n += 1
         dest = f"{stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}.db"
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.replace(path + suffix, dest + suffix)
+    _keep_as(path, dest)
     sys.stderr.write(f"gputop-dl: {path} is damaged ({why}); kept as {dest}, "
                      "starting a new one\n")
     return dest
@@ -301,8 +326,8 @@ class Store:
                              f"(schema differs); kept as {old}, starting a new one\n")
         if not os.path.exists(self.path):  # 0600; SQLite gives its -wal and -shm the same
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-        else:
-            private(self.path)
+        for suffix in ("", "-wal", "-shm"):  # an older gputop-dl left them 0644
+            private(self.path + suffix)
         db = sqlite3.connect(self.path, timeout=10.0)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -431,7 +456,7 @@ class Store:
         if state == "running" and _owner_gone(owner_pid, owner_host, heartbeat):
             state = "interrupted"
         return SessionRow(sid, name, file, command, kind, started, ended, state, _loads(env),
-                          _loads(verdict), _loads(spec))
+                          _loads(verdict), _redacted_spec(_loads(spec)))
 
     def sessions(self) -> list[SessionRow]:
         rows = self.db.execute(f"SELECT {SESSION_COLS} FROM sessions ORDER BY started DESC").fetchall()
@@ -453,7 +478,8 @@ class Store:
                               (sid,))
         out = []
         for name, launched, config, status, failure, device, pid, started, ended, info in cur:
-            out.append({"name": name, "launched": bool(launched), "config": _loads(config),
+            out.append({"name": name, "launched": bool(launched),
+                        "config": redact_env(_loads(config)),  # also what older versions kept
                         "status": status, "failure": failure, "device": device, "pid": pid,
                         "started": started, "ended": ended, "info": _loads(info) or {}})
         return out
@@ -616,6 +642,14 @@ class Store:
         r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
                             (fingerprint,)).fetchone()
         return _loads(r[0]) if r else None
+
+
+def _redacted_spec(spec):
+    """A session's spec as read: its workloads' `env` values redacted, whatever wrote it (an
+    older gputop-dl stored them in clear)."""
+    if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
+        return dict(spec, workloads=[redact_env(w) for w in spec["workloads"]])
+    return spec
 
 
 def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> bool:

@@ -84,7 +84,8 @@ class EmulatedDevice:
         if self._lock_path is None:
             time.sleep(ms / 1000.0)
             return
-        with open(self._lock_path, "a") as f:
+        fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as f:  # in the data dir: 0600 like every file there
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 time.sleep(ms / 1000.0)

@@ -8,6 +8,7 @@ class ExportError(Exception):
 
 
 class ExportUsageError(ExportError):
-    """Bad usage (unknown extension, unknown or ambiguous session id): exit code 2."""
+    """Bad usage (unknown extension, unknown or ambiguous session id, an output path that cannot
+    be written: a folder, no permission, read-only): exit code 2."""
 
     exit_code = 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -77,8 +78,18 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
     try:
         write_atomic(path, text)
     except OSError as exc:
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        _write_failed(path, exc)
     return path
+
+
+def _write_failed(path: str, exc: OSError):
+    """The path given cannot be written: a folder there, no permission, a read-only file system
+    is the user's to change (exit 2); a full disk or an I/O error is a failure (exit 1)."""
+    why = f"cannot write {path}: {exc.strerror or exc}"
+    if isinstance(exc, (PermissionError, IsADirectoryError, NotADirectoryError)) or \
+            exc.errno == errno.EROFS:
+        raise ExportUsageError(why) from None
+    raise ExportError(why) from exc
 
 
 def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
@@ -122,6 +133,6 @@ def export_tensorboard_session(session_id: str | None, out_dir: str,
         try:
             return export_tensorboard(store, sid, out_dir)
         except OSError as exc:
-            raise ExportError(f"cannot write {out_dir}: {exc.strerror or exc}") from exc
+            _write_failed(out_dir, exc)
     finally:
         store.close()
