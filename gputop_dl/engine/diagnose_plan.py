@@ -173,15 +173,17 @@ class DiagnosePlan(Plan):
             psi_some10=_mean([h[2] for h in hs]), load1=_mean([h[3] for h in hs]),
             throttled=_mean([h[4] for h in hs]),
             gpu_util={g: statistics.fmean(v) for g, v in self._gpu.items() if v})
-        timed = [e for e in evs if e.steps]
-        if len(timed) == len(evs):
+        # a slowdown needs py-spy's step time of every job, together and alone (a verdict on
+        # some jobs' slowdowns would say nothing of the others)
+        untimed = [e.name for e in evs if not e.steps or (self.probe and not e.solo_step_time_s)]
+        if not untimed:
             v = judge(evs, host, "probe" if self.probe else "none")
-        else:  # py-spy could not read some job's steps: judge on the signals, and say so
+        else:  # judge on the signals, and say so
             v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
                       host, "none", need_steps=0)
-            untimed = ", ".join(e.name for e in evs if not e.steps)
-            v["reason"] += (f" (py-spy could not read the step time of {untimed}, so no "
-                            "slowdown is claimed)")
+            v["reason"] += (f" (py-spy could not read the step time of {', '.join(untimed)}"
+                            + (" together and alone" if self.probe else "")
+                            + ", so no slowdown is claimed)")
             v["confidence"] = _signal_agreement(hs, host.cpus, bool(v["evidence"]["cpu_signals"]))
         v["evidence"]["method"] = {
             "step_times": "py-spy sample order of each job's main thread",
