@@ -104,8 +104,10 @@ def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(by_hand):
     v, res = eng.verdict, eng.plan.result()
     assert v is not None and {j["pid"] for j in res["jobs"]} == pids
     for j in res["jobs"]:
-        if j["slowdown"] is not None:  # py-spy read both step times: ~0.1 s, ~1.0x
-            assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4 and j["slowdown"] < 1.3
+        if j["slowdown"] is not None:  # py-spy read both step times (~0.1 s), within its
+            # precision on a busy box; the slowdown is their ratio
+            assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4
+            assert 0.1 * 0.7 < j["step_time_s"] < 0.1 * 1.4
         else:
             assert "no slowdown is claimed" in v["reason"]
     assert never_left_stopped(pids)
