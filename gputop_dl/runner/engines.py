@@ -1,0 +1,125 @@
+"""Building engines: a workload file loaded for this machine, and the engine each mode needs.
+
+The only place engines are built: sampler, plan, recorder and settings go in as constructor
+arguments. `run_file` runs a whole launch without a presenter (tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+
+from gputop_dl.collect.extras import require_train
+from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.machine import MachineSampler
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.config import load_session
+from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
+from gputop_dl.engine.diagnose_plan import DiagnosePlan
+from gputop_dl.record.store import Store
+from gputop_dl.workload import SessionSpec
+
+
+def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
+              baseline: str | None = None) -> SessionSpec:
+    """Load a workload file for this machine: `only` some workloads, the baseline overridden,
+    and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError)."""
+    spec = load_session(path, gpu_count=nvml.device_count(), only=only)
+    builtin = [w.name for w in spec.workloads if not w.is_command]
+    if builtin:
+        require_train(f"{path}: the built-in trainer (workload {builtin[0]!r})")
+    if baseline:
+        spec = dataclasses.replace(spec, baseline=baseline)
+    if not spec.cuda:
+        spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
+    return spec
+
+
+def monitor_engine(nvml: Nvml, *, interval: float = 1.0, stall_budget: float = STALL_BUDGET,
+                   record: bool = True, store_path: str | None = None,
+                   found: FoundJobs | None = None, command: str = "gputop-dl") -> Engine:
+    """`gputop-dl`: watch this machine; py-spy may use `stall_budget` of one core."""
+    plan = MonitorPlan(command)
+    found = found or FoundJobs(stall=plan.stall_found, stall_budget=stall_budget)
+    return Engine(plan, sampler=MachineSampler(nvml, found=found),
+                  recorder=Recorder(store_path, enabled=record), interval=interval)
+
+
+def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
+                  store_path: str | None = None, record: bool = True) -> Engine:
+    """`gputop-dl launch`: the workloads of `spec`; jobs found running are shown, never
+    py-spied (the co-run being measured is not disturbed) and not recorded."""
+    plan = LaunchPlan(spec, command)
+    return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=plan.stall_found)),
+                  recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+
+
+def queue_engine(spec: SessionSpec, nvml: Nvml, *, policy: str | None = None, command: str = "",
+                 store_path: str | None = None, record: bool = True) -> Engine:
+    """`gputop-dl queue`: the workloads of `spec` as jobs arriving over time, started by a
+    scheduling policy (`policy` overrides the file's) on the GPUs, or on `slots` without CUDA."""
+    from gputop_dl.config import usable_cpus
+    from gputop_dl.engine.queue_plan import QueuePlan
+    from gputop_dl.sched.model import Machine
+    from gputop_dl.sched.policies import Policy
+
+    cpus = usable_cpus()
+    if spec.cuda:
+        machine = Machine(gpus=nvml.device_count(), cpus=float(cpus), unit="GPU")
+    else:
+        machine = Machine(gpus=spec.slots or cpus, cpus=float(cpus), unit="slot")
+    plan = QueuePlan(spec, None, Policy(policy or spec.policy, ageing_s=spec.ageing_s, v=spec.v),
+                     machine, cpu_aware=spec.cpu_aware, command=command)
+    return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),
+                  recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+
+
+def diagnose_engine(nvml: Nvml, *, seconds: float = 30.0, probe: bool = True,
+                    interval: float = 1.0, store_path: str | None = None,
+                    record: bool = True, pids: set[int] | None = None) -> Engine:
+    """`gputop-dl diagnose`: the found jobs observed, py-spied together and probed alone."""
+    return Engine(DiagnosePlan(seconds, probe, command="gputop-dl " + " ".join(sys.argv[1:]),
+                               pids=pids),
+                  sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),
+                  recorder=Recorder(store_path, enabled=record), interval=interval)
+
+
+class Launcher:
+    """What the monitor's launcher screen calls: load a workload file, start an engine for it."""
+
+    def __init__(self, nvml: Nvml):
+        self.nvml = nvml
+
+    def load(self, path: str, only: list[str] | None = None) -> SessionSpec:
+        return open_spec(path, self.nvml, only=only)
+
+    def start(self, spec: SessionSpec) -> Engine:
+        return launch_engine(spec, Nvml(), command=f"gputop-dl (monitor launcher) {spec.path}")
+
+
+def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = None,
+             **overrides) -> Engine:
+    """Load a workload file, run the whole session without a presenter, return the engine
+    (tests and benchmarks)."""
+    nvml = nvml or Nvml()
+    spec = dataclasses.replace(open_spec(path, nvml), **overrides)
+    engine = launch_engine(spec, nvml, store_path=store_path, command=f"run_file {path}")
+    engine.start()
+    engine.join()
+    return engine
+
+
+def check_store(path: str | None = None) -> None:
+    """Before an engine starts: the data directory and the database can be written (a damaged
+    database is moved aside here, with its line); else StoreError, one line, exit 2."""
+    Store(path).close()
+
+
+def stop_on_signals(engine: Engine) -> None:
+    def handler(signum, _frame):
+        engine.request_stop("interrupted")
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)

@@ -1,0 +1,253 @@
+"""The live modes: a launch or a queue (TUI or headless), diagnose, the monitor and `--once`.
+
+Each `run_*` builds its engine (runner.engines), hands it to a presenter, and prints the one
+post-run summary; presenters only render what they are given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from gputop_dl.collect.machine import snapshot_once
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.engine import Engine
+from gputop_dl.errors import UsageError
+from gputop_dl.record.store import Store
+from gputop_dl.runner.engines import (Launcher, check_store, diagnose_engine, launch_engine,
+                                      monitor_engine, open_spec, queue_engine,
+                                      stop_on_signals)
+from gputop_dl.runner.records import export_for_tui, run_export_tensorboard
+from gputop_dl.runner.remote import start_metrics
+from gputop_dl.text.console import console
+from gputop_dl.text.safe import clean, text
+
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+
+
+# --- ending ------------------------------------------------------------------------------------
+
+def print_summary(engine: Engine, out=None) -> None:
+    """After a launch: the per-job results from the store, the verdict and the session line."""
+    if not engine.session_id:
+        return
+    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.present.headless import summary_table, verdict_lines
+
+    out = out or console()
+    try:
+        store = Store(engine.store_path, readonly=True)
+        try:
+            summary = summarize(store, engine.session_id)
+        finally:
+            store.close()
+    except Exception as exc:  # the summary is a courtesy; the session is recorded either way
+        print(clean(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}"))
+        return
+    out.print(summary_table(summary.jobs))
+    for line in verdict_lines(engine.verdict):
+        out.print(line)
+    out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+    if engine.recorder.failure:
+        out.print(text(f"warning: {engine.recorder.failure}"))
+
+
+def exit_code(engine: Engine) -> int:
+    """The engine's exit code; an engine error is also one line on stderr."""
+    if engine.error is not None:
+        print(f"gputop-dl: engine error: {engine.error}", file=sys.stderr)
+    return engine.exit_code()
+
+
+# --- the modes ---------------------------------------------------------------------------------
+
+def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None = None,
+               headless: bool = False, metrics: str | None = None,
+               tensorboard: str | None = None) -> int:
+    """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console;
+    with `metrics` (HOST:PORT) its snapshots are served on /metrics meanwhile; with
+    `tensorboard` (DIR) the recorded session is written there as TensorBoard runs at the end."""
+    nvml = Nvml()
+    spec = open_spec(path, nvml, only=only, baseline=baseline)
+    check_store()
+    if tensorboard:
+        from gputop_dl.present.report.export import check_tensorboard_target
+
+        check_tensorboard_target(tensorboard)  # before the run, not after it
+    engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
+    if metrics:  # served until this process exits: the last snapshot stays scrapeable
+        start_metrics(engine, metrics, "launch")
+    code = None
+    if not headless and sys.stdout.isatty():
+        try:
+            from gputop_dl.present.tui.app import GputopApp
+        except ImportError:  # no usable Textual: the console still works
+            GputopApp = None
+        if GputopApp is not None:
+            code = run_launch_tui(engine, GputopApp)
+    if code is None:
+        code = run_headless(engine)
+    if tensorboard and engine.session_id:
+        tb = run_export_tensorboard(engine.session_id, tensorboard)
+        code = code or tb
+    return code
+
+
+def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -> int:
+    """`gputop-dl queue FILE`: like a launch, the TUI on a terminal, else the console; then
+    the queue's per-job times and means. Ctrl-C stops running and waiting jobs (exit 130)."""
+    nvml = Nvml()
+    spec = open_spec(path, nvml)
+    engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
+    if not headless and sys.stdout.isatty():
+        try:
+            from gputop_dl.present.tui.app import GputopApp
+        except ImportError:
+            GputopApp = None
+        if GputopApp is not None:
+            code = run_launch_tui(engine, GputopApp)
+            print_queue(engine)
+            return code
+    return run_headless(engine, after=print_queue)
+
+
+def print_queue(engine: Engine, out=None) -> None:
+    """After a queue: its per-job times and means, from the store."""
+    if not engine.session_id:
+        return
+    from gputop_dl.analyse.queue import queue_summary
+    from gputop_dl.present.queue_table import queue_line, queue_table
+    from gputop_dl.record.store import Store
+
+    out = out or console()
+    store = Store(engine.store_path)
+    try:
+        q = queue_summary(store, engine.session_id)
+    finally:
+        store.close()
+    if q is not None:
+        out.print(queue_table(q))
+        out.print(queue_line(q), markup=False)
+
+
+def run_headless(engine: Engine, after=None) -> int:
+    """A launch on the console: header, live table or progress lines, then the summary."""
+    from gputop_dl.present.headless import Headless, header_lines
+
+    view = Headless(console())
+    engine.subscribe(view.feed)
+    stop_on_signals(engine)
+    engine.start()
+    while engine.session_id is None and engine.running:
+        engine.join(0.05)
+    for line in header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail")):
+        view.console.print(line)
+    view.run(engine)
+    engine.join()
+    print_summary(engine, view.console)
+    if after is not None:
+        after(engine, view.console)
+    return exit_code(engine)
+
+
+def run_launch_tui(engine: Engine, app_class) -> int:
+    """A launch in the TUI; the summary is printed once the screen is gone."""
+    app = app_class(engine, mode="launch", spec=engine.spec, handle_signals=True,
+                    exporter=export_for_tui)
+    try:
+        app.run()
+    finally:
+        if engine.running:
+            engine.request_stop("interrupted")
+        engine.join()
+    print_summary(engine)
+    return exit_code(engine)
+
+
+def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0) -> dict:
+    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict."""
+    engine = diagnose_engine(nvml, seconds=seconds, interval=0.5)
+    engine.start()
+    engine.join()
+    if engine.error is not None:
+        raise RuntimeError(str(engine.error))
+    return dict(engine.plan.result(), session=engine.session_id)
+
+
+def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = False,
+                 interval: float = 1.0, pids: set[int] | None = None) -> int:
+    """`gputop-dl diagnose`: progress on stderr, then the jobs table and the verdict (or JSON)."""
+    from gputop_dl.present.diagnosis import diagnosis_table
+    from gputop_dl.present.headless import verdict_lines
+
+    engine = diagnose_engine(Nvml(), seconds=seconds, probe=probe, interval=max(0.2, interval),
+                             pids=pids)
+    stop_on_signals(engine)
+    engine.start()
+    shown = 0.0
+    while True:
+        done = engine.join(0.2)
+        for t, line in list(engine.log):
+            if t > shown:
+                print(f"gputop-dl: {clean(line)}", file=sys.stderr)
+                shown = t
+        if done:
+            break
+    result = engine.plan.result()
+    result["session"] = engine.session_id
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        out = console()
+        if result["jobs"]:
+            out.print(diagnosis_table(result))
+        for line in verdict_lines(engine.verdict):
+            out.print(line)
+        for note in result["notes"]:
+            out.print(f"note: {note}", markup=False)
+        if engine.session_id:
+            out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+    return exit_code(engine)
+
+
+def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
+                metrics: str | None = None) -> int:
+    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
+    (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
+    from gputop_dl.present.tui.app import GputopApp
+
+    check_store()
+    nvml = Nvml()
+    engine = monitor_engine(nvml, interval=max(0.1, interval),
+                            stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
+    if metrics:  # served until this process exits
+        start_metrics(engine, metrics, "monitor")
+    app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
+                    exporter=export_for_tui, diagnoser=lambda: diagnose_for_tui(nvml))
+    try:
+        app.run()
+    finally:
+        for src in app.sources:
+            src.request_stop("interrupted")
+        for src in app.sources:
+            src.join(JOIN_TIMEOUT_S)
+    for i, src in enumerate(app.sources):
+        if src.session_id:  # the launches, and the monitor's own once it saw a training job
+            print(f"session {src.session_id} ({src.state})"
+                  + (": the training jobs this monitor saw" if i == 0 else ""))
+    return 1 if engine.error is not None else 0
+
+
+def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
+    """`gputop-dl --once [--json] [--stall S]`."""
+    if stall_s < 0 or stall_s > 60:
+        raise UsageError(f"--stall {stall_s:g}: expected seconds between 0 and 60")
+    snap = snapshot_once(stall_s=stall_s)
+    if as_json:
+        print(json.dumps(snap.to_json(), indent=2))
+    else:
+        from gputop_dl.present.once import print_once
+
+        print_once(snap, console())
+    return 0

@@ -1,0 +1,62 @@
+"""The recorded sessions: export (Markdown, JSON, TensorBoard) and the listing."""
+
+from __future__ import annotations
+
+import sys
+
+from gputop_dl.text.console import console
+
+
+def export_for_tui(session_id: str, path: str, store_path: str | None = None) -> str:
+    """The TUI's `e` key: the session as Markdown (runs in a worker thread)."""
+    from gputop_dl.present.report import export_session
+
+    return export_session(session_id, path, store_path=store_path)
+
+
+def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> int:
+    """`gputop-dl export OUT.md|OUT.json [--session ID]`; `export DIR --tensorboard`."""
+    from gputop_dl.present.report import ExportError, export_session
+
+    if tensorboard:
+        return run_export_tensorboard(session_id, out)
+    try:
+        path = export_session(session_id, out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"wrote {path}")
+    return 0
+
+
+def run_export_tensorboard(session_id: str | None, out: str) -> int:
+    """`gputop-dl export DIR --tensorboard [--session ID]`: one TensorBoard run per job."""
+    from gputop_dl.present.report import ExportError
+    from gputop_dl.present.report.export import export_tensorboard_session
+
+    try:
+        runs = export_tensorboard_session(session_id, out)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    for path, n in runs:
+        print(f"wrote {path} ({n} scalars)")
+    if not runs:
+        print(f"the session has no jobs: nothing written to {out}")
+    else:
+        print(f"open with: tensorboard --logdir {out}")
+    return 0
+
+
+def run_sessions() -> int:
+    """`gputop-dl sessions`."""
+    from gputop_dl.present.report import list_sessions, sessions_table
+    from gputop_dl.record.store import default_db_path
+
+    rows = list_sessions()
+    if not rows:
+        print(f"no sessions recorded yet (in {default_db_path(writable=False)}): run "
+              "`gputop-dl launch FILE.toml` first")
+        return 0
+    console().print(sessions_table(rows))
+    return 0
