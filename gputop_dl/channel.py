@@ -8,7 +8,8 @@ seconds and at every epoch end, so reporting costs microseconds per step.
 Events (one JSON object per line, always with "ev" and "t" = time.time()):
 
 - ``{"ev": "started", "pid", "device", "world_size", "torch", "model", "params", "batch_size",
-  "epochs", "steps_per_epoch"}``
+  "epochs", "steps_per_epoch"}``, and under torchrun the reporter's place in the run:
+  ``"rank", "local_rank", "group_rank", "nnodes", "run_id"`` (`rank_info`)
 - ``{"ev": "step", "epoch", "step", "t_data", "t_step", "samples"}`` (seconds; samples = images
   in this step across all ranks)
 - ``{"ev": "epoch", "epoch", "time_s", "steps", "samples", "loss", "peak_mem"}`` (peak_mem bytes:
@@ -28,6 +29,34 @@ import os
 import time
 
 ENV_EVENTS = "GPUTOP_DL_EVENTS"
+# what torchrun (torchelastic) tells each rank: RANK_ENV[name] = its key in `rank_info`
+RANK_ENV = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_size",
+            "GROUP_RANK": "group_rank", "GROUP_WORLD_SIZE": "nnodes",
+            "TORCHELASTIC_RUN_ID": "run_id"}
+
+
+def reports_here(environ) -> bool:
+    """Whether this process reports its job's events: the first rank of its node (LOCAL_RANK 0;
+    RANK 0 where a launcher sets only RANK), or a process outside any distributed run. Each
+    node of a job across nodes has one, and each node's gputop-dl reads its own; on one node
+    it is rank 0, as before."""
+    local = environ.get("LOCAL_RANK")
+    return (local if local is not None else environ.get("RANK", "")) in ("", "0")
+
+
+def rank_info(environ) -> dict:
+    """A rank's place in its distributed run, from its environment (RANK_ENV): the numbers as
+    int, `run_id` as text; a variable that is missing or not a number is left out."""
+    out: dict = {}
+    for var, key in RANK_ENV.items():
+        v = environ.get(var)
+        if v is None or v == "":
+            continue
+        if key == "run_id":
+            out[key] = v
+        elif v.strip().lstrip("-").isdigit():
+            out[key] = int(v)
+    return out
 
 
 def failure_message(exc: BaseException) -> str:

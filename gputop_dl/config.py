@@ -9,6 +9,7 @@ This module runs in the monitor process: it must not import torch, torchvision o
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
 from gputop_dl.sched.policies import POLICIES
 from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS, SessionSpec, Workload
@@ -145,6 +147,22 @@ def _runnable(program: str, cwd: str | None, path: str | None) -> bool:
     return shutil.which(program, path=path) is not None
 
 
+def _as_endpoint(key: str, v: Any) -> str:
+    """A rendezvous endpoint: `HOST:PORT` or `[IPv6]:PORT`, port 1 to 65535."""
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", _as_str(key, v).strip())
+    if not m or not 1 <= int(m[2]) <= 65535:
+        raise _Bad(f"{key} = {_show(v)} is not HOST:PORT",
+                   'HOST:PORT of the rendezvous, like "10.0.0.1:29400" (port 1 to 65535)')
+    return v.strip()
+
+
+def default_rdzv_id(name: str, text: str) -> str:
+    """The run id of a job across nodes without `rdzv_id`: its name and the first 10 hex digits
+    of the SHA-256 of the workload file's text, so that the same file launched on every node
+    gives the same id (and an edited file another one)."""
+    return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
 def _as_model(key: str, v: Any) -> str:
     if _as_str(key, v) != "synthetic" and not is_classification_model(v):
         raise _Bad(f"unknown model {_show(v)}", 'a torchvision classification model name or "synthetic"',
@@ -224,6 +242,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "warmup_steps": _NONNEG, "optimizer": _choice(OPTIMIZERS),
     "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus_or_count,
     "nproc": _POS, "threads": _POS, "seed": _NONNEG,
+    "nnodes": _POS, "rdzv_endpoint": _as_endpoint, "rdzv_id": _as_name,
     "sample_cpu_ms": _MS, "sample_io_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
     "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
     # a job of `gputop-dl queue`
@@ -293,6 +312,7 @@ class _Loader:
         self.path, self.gpu_count = path, gpu_count
         self.slots, self.slots_set = gpu_count or usable_cpus(), False  # what a queue may hand out
         self.lines = _Lines(text)
+        self.text = text
         self.base = Path(path).absolute().parent
         self.names: dict[int, str] = {}
 
@@ -387,6 +407,14 @@ class _Loader:
         if w.shell and not isinstance(w.command, str) and len(w.command) > 1:
             raise fail("command", f"command has {len(w.command)} items with shell = true", "one shell command string")
         command = (w.command,) if isinstance(w.command, str) else w.command
+        if w.multinode:
+            self._multinode(w, command, paths.get("cwd"), fail)
+        elif w.rdzv_endpoint is not None or w.rdzv_id is not None:
+            key = "rdzv_endpoint" if w.rdzv_endpoint is not None else "rdzv_id"
+            raise fail(key, f"{key} with nnodes = 1", "nnodes = 2 or more for a job across nodes "
+                       f"(or no {key})")
+        if w.multinode and w.rdzv_id is None:
+            paths["rdzv_id"] = default_rdzv_id(w.name, self.text)
         env_size = sum(len(k) + len(v) + 2 for k, v in w.env.items())
         if env_size > MAX_ENV:
             raise fail("env", f"env holds {env_size} bytes", f"at most {MAX_ENV} bytes in all")
@@ -409,6 +437,28 @@ class _Loader:
                     raise fail("gpus", f"GPU {g} not present: this machine has {have}",
                                "GPU index 0" if n == 1 else f"GPU indexes 0 to {n - 1}")
         return w.with_(command=command, **paths)
+
+
+    @staticmethod
+    def _multinode(w: Workload, command: tuple[str, ...] | None, cwd: str | None,
+                   fail: Callable[..., ConfigError]) -> None:
+        """A job across nodes: its rendezvous, and a torchrun for a command job's ranks."""
+        if w.rdzv_endpoint is None:
+            raise fail("nnodes", f"nnodes = {w.nnodes} without rdzv_endpoint",
+                       'rdzv_endpoint = "HOST:PORT" (the same on every node)')
+        if not command:
+            return
+        first = os.path.basename(command[0]) if not w.shell else command[0].split(maxsplit=1)[0]
+        if any(m in first for m in ("torchrun", "torch.distributed")) or \
+                "torch.distributed.run" in command[:3]:
+            raise fail("command", f"command starts {_show(first)} with nnodes = {w.nnodes}: "
+                       "gputop-dl runs torchrun itself", 'the command each rank runs, like '
+                       '["python", "train.py"]')
+        if torchrun_for(None if w.shell else command[0], cwd,
+                        w.env.get("PATH", os.environ.get("PATH"))) is None:
+            raise fail("nnodes", f"nnodes = {w.nnodes} needs torchrun to start the command's "
+                       "ranks, and there is none", "torchrun on the job's PATH (env PATH) or "
+                       "beside its python, or gputop-dl installed with torch")
 
 
 def usable_cpus() -> int:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_dl.channel import ENV_EVENTS
+from gputop_dl.collect.extras import torchrun_for
+from gputop_dl.errors import UsageError
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.record.store import create_private
 from gputop_dl.watchdog import Watchdog
@@ -72,10 +74,27 @@ def nproc_for(w: Workload, cuda: bool) -> int:
     return max(1, len(w.gpus)) if cuda else 1
 
 
-def build_argv(w: Workload, spec_path: str, cuda: bool) -> list[str]:
+def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | None = None) -> list[str]:
+    """The job's argv. A job across nodes (`nnodes` > 1) is this node's torchrun agent, which
+    meets the other nodes' agents at the c10d rendezvous; a command job's ranks then each run
+    the command (`--no-python`), under the torchrun found for the job (`env`: its environment,
+    for PATH). One node with `nproc` > 1: the built-in trainer under a standalone torchrun."""
+    own = None
     if w.command is not None:
-        return ["/bin/sh", "-c", w.command[0]] if w.shell and len(w.command) == 1 else list(w.command)
+        own = ["/bin/sh", "-c", w.command[0]] if w.shell and len(w.command) == 1 else list(w.command)
+        if not w.multinode:
+            return own
     n = nproc_for(w, cuda)
+    if w.multinode:
+        path = (env if env is not None else os.environ).get("PATH")
+        run = (torchrun_for(None if w.shell else own[0], w.cwd, path) if own
+               else [sys.executable, "-m", "torch.distributed.run"])
+        if run is None:  # the workload file's check said so first (config.py)
+            raise UsageError(f"{w.name}: nnodes = {w.nnodes} needs torchrun, and there is none "
+                             "on the job's PATH")
+        return [*run, f"--nnodes={w.nnodes}", f"--nproc-per-node={n}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={w.rdzv_endpoint}", f"--rdzv-id={w.rdzv_id}",
+                *(["--no-python", *own] if own else ["-m", "gputop_dl.trainer", spec_path])]
     if n > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc_per_node={n}", "-m", "gputop_dl.trainer", spec_path]
@@ -190,8 +209,8 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
         create_private(path)
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump(w.to_dict(redact=True), f)
-    argv = build_argv(w, spec_path, cuda)
     env = build_env(w, events_path, work_dir, cuda)
+    argv = build_argv(w, spec_path, cuda, env)
     if go_file:
         env[ENV_GO] = go_file
     with open(log_path, "ab") as log:  # O_APPEND: bound_log can cut it while the job writes

@@ -59,6 +59,32 @@ class HostSample:
 
 
 @dataclass(frozen=True)
+class RankProc:
+    """One rank process of a distributed job on this node (from its environment)."""
+
+    rank: int  # global rank (RANK)
+    local_rank: int | None  # LOCAL_RANK
+    pid: int
+    group_rank: int | None = None  # GROUP_RANK: the node's rank in the run
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """A job's place in a distributed run, as its ranks on this node tell (collect/ranks.py).
+    A figure its ranks do not agree on, or do not have, is None."""
+
+    run_id: str | None = None  # TORCHELASTIC_RUN_ID (the rendezvous id)
+    world_size: int | None = None  # ranks in the whole run, all nodes
+    nnodes: int | None = None  # GROUP_WORLD_SIZE: the nodes (agents) of the run
+    group_rank: int | None = None  # this node's rank (GROUP_RANK)
+    ranks: tuple[RankProc, ...] = ()  # the ranks on this node, by rank
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "world_size": self.world_size, "nnodes": self.nnodes,
+                "group_rank": self.group_rank, "ranks": [asdict(r) for r in self.ranks]}
+
+
+@dataclass(frozen=True)
 class JobSample:
     """One training job (trainer + its data-loader workers) at one instant."""
 
@@ -92,6 +118,7 @@ class JobSample:
     stderr_tail: tuple[str, ...] = ()
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
     command: str | None = None  # command line of a job not launched here (discovered)
+    distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
 
 
 @dataclass(frozen=True)
@@ -133,4 +160,7 @@ class Snapshot:
 
 def _clean(d: dict) -> dict:
     """Tuples become lists so the JSON is plain."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+    out = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+    if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
+        out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
+    return out

@@ -46,7 +46,11 @@ class Workload:
     optimizer: str = "sgd"
     lr: float = 0.01
     gpus: tuple[int, ...] = ()
-    nproc: int | None = None  # DDP processes (default: len(gpus) on CUDA, 1 on CPU)
+    nproc: int | None = None  # DDP processes per node (default: len(gpus) on CUDA, 1 on CPU)
+    # a job across nodes (docs/architecture.md): one `gputop-dl launch` per node, torchrun's c10d
+    nnodes: int = 1  # nodes of the job; > 1 needs rdzv_endpoint
+    rdzv_endpoint: str | None = None  # "HOST:PORT" of the rendezvous (the same on every node)
+    rdzv_id: str | None = None  # the run's id (default: derived from the name and file)
     threads: int | None = None  # torch intra-op threads (OMP/MKL) in the trainer
     seed: int = 0
     # calibrated synthetic workload (dataset = "synthetic" / model = "synthetic")
@@ -95,6 +99,11 @@ class Workload:
     @property
     def is_command(self) -> bool:
         return self.command is not None
+
+    @property
+    def multinode(self) -> bool:
+        """The job spans nodes: this launch runs one node's share of it."""
+        return self.nnodes > 1
 
 
 @dataclass(frozen=True)

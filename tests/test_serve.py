@@ -19,7 +19,7 @@ from gputop_dl.cli import main
 from gputop_dl.collect.nvml import REASON_LABELS, Nvml
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
-from gputop_dl.snapshot import HostSample, JobSample, Snapshot
+from gputop_dl.snapshot import Distributed, HostSample, JobSample, RankProc, Snapshot
 
 try:
     from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
@@ -156,6 +156,37 @@ def test_a_snapshot_renders_gpus_host_jobs_and_verdict_with_dcgm_labels():
     m = render(c)
     assert not [n for n, rows in m.items() if any("job_name" in lab for lab, _ in rows)]
     assert len(m["gputop_dl_gpu_utilization_ratio"]) == 4
+
+
+def test_a_distributed_job_has_one_rank_info_per_rank_and_its_run_on_job_info():
+    """The contract the fleet view parses: job_info's run_id and world_size ("" when unknown),
+    gputop_dl_job_rank_info per rank process this node sees, gone once the job ended."""
+    d = Distributed(run_id="ddp-1a2b", world_size=4, nnodes=2, group_rank=1,
+                    ranks=(RankProc(rank=2, local_rank=0, pid=901, group_rank=1),
+                           RankProc(rank=3, local_rank=1, pid=902, group_rank=1)))
+    ddp = JobSample(name="ddp", pid=900, launched=True, status="running", distributed=d)
+    c = SnapshotCollector(hostname="node2")
+    c.feed(Snapshot(time=1.0, gpu_status="no NVML", jobs=(ddp, FOUND)))
+    m = render(c)
+    assert one(m, "gputop_dl_job_info", job_name="ddp", pid="900", run_id="ddp-1a2b",
+               world_size="4") == 1
+    assert one(m, "gputop_dl_job_info", job_name="train.py", run_id="", world_size="") == 1
+    rows = sorted(m["gputop_dl_job_rank_info"], key=lambda r: r[0]["rank"])
+    assert [lab for lab, _ in rows] == [
+        {"Hostname": "node2", "job_name": "ddp", "pid": "900", "run_id": "ddp-1a2b", "rank": r,
+         "local_rank": lr, "world_size": "4", "rank_pid": p}
+        for r, lr, p in (("2", "0", "901"), ("3", "1", "902"))]
+    assert {v for _, v in rows} == {1.0}
+    # unknown figures are "" (ranks that disagree on the world size), never a made-up number
+    odd = Distributed(ranks=(RankProc(rank=0, local_rank=None, pid=5),))
+    c.feed(Snapshot(time=2.0, gpu_status="no NVML",
+                    jobs=(JobSample(name="x", pid=4, launched=False, distributed=odd),)))
+    lab, _ = render(c)["gputop_dl_job_rank_info"][0]
+    assert (lab["run_id"], lab["local_rank"], lab["world_size"], lab["rank"]) == ("", "", "", "0")
+    c.feed(Snapshot(time=3.0, gpu_status="no NVML",
+                    jobs=(JobSample(name="ddp", pid=900, launched=True, status="done",
+                                    distributed=d),)))
+    assert "gputop_dl_job_rank_info" not in render(c)
 
 
 def test_nothing_but_the_exporter_before_the_first_snapshot_and_a_lost_gpu_is_down():

@@ -23,6 +23,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.ranks import RankReader
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
@@ -39,6 +40,7 @@ class FoundJobs:
         self.off_note = ("data-stall of jobs not launched here is not measured (--stall-budget 0)"
                          if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
+        self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
         self.seen: set[tuple[int, int]] = set()
@@ -64,6 +66,7 @@ class FoundJobs:
             tree = self._trees.get(key)
             if tree is None:
                 tree = self._trees[key] = TreeSampler(f.pid)
+                self._ranks[key] = RankReader()
             ts = tree.sample(cmap)
             if ts is None:  # vanished since the listing
                 continue
@@ -81,9 +84,10 @@ class FoundJobs:
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
-                command=self.disc.describe(f)))
+                command=self.disc.describe(f), distributed=self._ranks[key].read(f.pid, cmap)))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
+            del self._ranks[key]
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
         if self.stall is not None:

@@ -13,6 +13,7 @@ from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.ranks import RankReader
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -36,6 +37,8 @@ class JobRun:
         self.stopped_by_us = False
         self.ended: float | None = None
         self.tree_sample = None
+        self.ranks = RankReader()
+        self.distributed = None  # its ranks on this node (kept after the job ended)
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
@@ -89,6 +92,8 @@ class JobRun:
                     self.stderr_tail = tuple(self.proc.log_tail())
                 ts = self.tree.sample(cmap)
                 self.tree_sample = ts
+                if ts is not None:
+                    self.distributed = self.ranks.read(self.proc.pid, cmap) or self.distributed
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
         return evs
@@ -149,4 +154,4 @@ class JobRun:
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             solo_step_time_s=solo_t, phase=self.phase,
-            stderr_tail=self.stderr_tail)
+            stderr_tail=self.stderr_tail, distributed=self.distributed)

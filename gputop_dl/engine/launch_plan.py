@@ -87,6 +87,8 @@ class LaunchPlan(Plan):
         self.command = command
         self.solo: dict[str, dict] = {}  # job name -> baseline stats
         self.no_solo: dict[str, str] = {}  # job name -> why it has no baseline
+        self._probe_off = False  # baseline = probe beside a job across nodes: no probe at all
+        self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
         self.verdict: dict | None = None
         self._frozen = False
         self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
@@ -100,6 +102,8 @@ class LaunchPlan(Plan):
         if self.spec.cpu_fallback_reason:
             engine.say(self.spec.cpu_fallback_reason)
         self._prelaunch_check(engine)
+        for w in self.spec.workloads:
+            self._spans_nodes(engine, w)
         if self.spec.baseline == "probe":
             engine.say(f"baseline = probe: each job is measured alone inside the co-run, the "
                        f"others paused for up to {self.spec.probe_s:g} s each")
@@ -175,7 +179,7 @@ class LaunchPlan(Plan):
         if spec.baseline == "none":
             engine.say("baseline = none: no solo runs; slowdowns are unknown")
             return
-        todo = list(spec.workloads)
+        todo = [w for w in spec.workloads if not self._spans_nodes(engine, w)]
         for i, w in enumerate(todo, 1):
             if engine.stopping:
                 return
@@ -197,6 +201,16 @@ class LaunchPlan(Plan):
                            f"stall {base['stall_fraction']:.0%}"
                            + (f" ({base['note']})" if base.get("note") else ""))
             engine.forget_run(w.name)
+
+    def _spans_nodes(self, engine, w: Workload) -> bool:
+        """A job across nodes gets no solo baseline, measured or probed: alone would need every
+        node's share of it at once, and pausing one rank stalls them all at the next
+        collective (its slowdown stays unknown, with this reason)."""
+        if w.multinode and w.name not in self.across:
+            self.no_solo[w.name] = self.across[w.name] = f"spans {w.nnodes} nodes: no solo baseline"
+            engine.say(f"{w.name}: {self.no_solo[w.name]} (alone it would need every node at "
+                       "once; a paused rank stalls the others)")
+        return w.multinode
 
     def _solo_builtin(self, engine, w: Workload) -> dict | None:
         """The built-in trainer alone for warm-up + baseline_steps steps (it stops by itself)."""
@@ -295,7 +309,16 @@ class LaunchPlan(Plan):
         """Start the probe once every job is past its warm-up; adopt each solo it measured."""
         runs = {n: r for n, r in engine.runs.items() if r.phase == "co-run"}
         if self.probe is None:
-            if overlap_window(list(runs.values()), now) is None:
+            if self._probe_off or overlap_window(list(runs.values()), now) is None:
+                return
+            spans = [w for w in self.spec.workloads if self._spans_nodes(engine, w)]
+            if spans:  # the probe pauses every other job: that would stall the whole run
+                self._probe_off = True
+                why = (f"probe off: {spans[0].name} spans {spans[0].nnodes} nodes, and pausing "
+                       "its rank would stall its other nodes")
+                for w in self.spec.workloads:
+                    self.no_solo.setdefault(w.name, self.across.setdefault(w.name, why))
+                engine.say(why)
                 return
             self.probe = Probe([w.name for w in self.spec.workloads if w.name in runs],
                                seconds=self.spec.probe_s, steps=self.spec.baseline_steps)
@@ -324,6 +347,17 @@ class LaunchPlan(Plan):
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         self.verdict = judge(jobs, host, self.spec.baseline)
+        if self.across:
+            self.verdict["evidence"]["no_solo"] = dict(self.across)
+            self.verdict["evidence_lines"].append(
+                "; ".join(f"{n}: {why}" for n, why in self.across.items())
+                + " (slowdown unknown)")
+            if all(r.name in self.across for r in runs):  # measuring alone would not help
+                self.verdict["recommendations"] = [
+                    r for r in self.verdict.get("recommendations") or ()
+                    if "measure each job alone" not in r] + [
+                    "a job across nodes has no solo baseline here: compare its step time with a "
+                    "run that has its nodes to itself"]
         if probe is not None:
             self.verdict["evidence"]["probe"] = {
                 "paused_job_s": round(probe.paused_job_s, 2),

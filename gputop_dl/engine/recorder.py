@@ -39,7 +39,7 @@ class Recorder:
         self.work_dir: str | None = None
         self._store: Store | None = None
         self._rows: dict[str, tuple] = {}  # launched job -> what its jobs row last got
-        self._found_live: dict[int, tuple[str, str | None]] = {}  # found pid -> (row, device)
+        self._found_live: dict[int, tuple] = {}  # found pid -> (row, device, distributed)
         self._found_names: set[str] = set()  # the monitor session's job rows
         self.failure: str | None = None  # why recording stopped mid-run
 
@@ -138,13 +138,15 @@ class Recorder:
             st = self._store
             if st is None:
                 return
-            row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo)
+            dist = js.distributed
+            row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo, dist)
             if row != self._rows.get(js.name):
                 self._rows[js.name] = row
                 st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
                               failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
                               info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
-                                    "solo": run.solo, "argv": run.proc.argv})
+                                    "solo": run.solo, "argv": run.proc.argv,
+                                    "distributed": dist.to_json() if dist else None})
             if run.alive or was_alive:
                 st.add_job_sample(self.session_id, now, js, run.phase)
 
@@ -189,17 +191,19 @@ class Recorder:
                 return
             sid, seen = self.session_id, {}
             for j in jobs:
-                name, device = self._found_live.get(j.pid, (None, "?"))
+                name, device, dist = self._found_live.get(j.pid, (None, "?", None))
                 if name is None:  # a new job: its own row, even if an earlier one had its name
                     name = j.name if j.name not in self._found_names else f"{j.name} ({j.pid})"
                     self._found_names.add(name)
-                if device != j.device:  # new, or now seen on a GPU
+                if device != j.device or dist != j.distributed:  # new, on a GPU, its ranks
+                    d = j.distributed
                     st.upsert_job(sid, name, launched=False, config=None, status="running",
                                   device=j.device, pid=j.pid, started=now,
-                                  info={"command": j.command})
-                seen[j.pid] = (name, j.device)
+                                  info={"command": j.command,
+                                        "distributed": d.to_json() if d else None})
+                seen[j.pid] = (name, j.device, j.distributed)
                 st.add_job_sample(sid, now, j, "monitor")
-            for pid, (name, _) in self._found_live.items():
+            for pid, (name, *_) in self._found_live.items():
                 if pid not in seen:  # gone since the last tick
                     st.upsert_job(sid, name, launched=False, config=None, status="ended",
                                   pid=pid, ended=now)

@@ -183,7 +183,8 @@ class Tracker:
         torch = _torch()
         self.started = True
         self.report.emit("started", flush=True, pid=os.getpid(), device=device_name(),
-                         world_size=self.world, torch=getattr(torch, "__version__", None),
+                         **dict(load_channel().rank_info(os.environ), world_size=self.world),
+                         torch=getattr(torch, "__version__", None),
                          model=None, params=None, batch_size=getattr(loader, "batch_size", None),
                          num_workers=getattr(loader, "num_workers", None),
                          epochs=None, steps_per_epoch=spe)
@@ -335,10 +336,11 @@ class Hook:
 
 
 def install(environ=None) -> Hook | None:
-    """Set the hook up in this process if gputop-dl launched it (rank 0 only); else do nothing."""
+    """Set the hook up in this process if gputop-dl launched it (the node's first rank only,
+    `channel.reports_here`); else do nothing."""
     environ = os.environ if environ is None else environ
     path = environ.get(ENV_EVENTS)
-    if not path or environ.get("RANK", "0") not in ("", "0"):
+    if not path or not load_channel().reports_here(environ):
         return None
     root = not environ.get(ENV_ROOT)
     if root:

@@ -36,6 +36,7 @@ ENDED = ("done", "failed", "stopped")  # job statuses whose series are dropped
 
 GPU_LABELS = ["Hostname", "gpu", "UUID", "modelName"]
 JOB_LABELS = ["Hostname", "job_name", "pid"]
+RANK_LABELS = JOB_LABELS + ["run_id", "rank", "local_rank", "world_size", "rank_pid"]
 
 # (metric suffix, help, GpuSample attribute, scale)
 _GPU_GAUGES = (
@@ -115,6 +116,11 @@ def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]
             raise UsageError(f"--listen {text!r}: {host!r} is not an IP address (e.g. 127.0.0.1, "
                              f"0.0.0.0, ::1); expected HOST:PORT") from None
     return host, port
+
+
+def _text(v) -> str:
+    """A label value: "" for unknown (None)."""
+    return "" if v is None else str(v)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -197,15 +203,27 @@ class SnapshotCollector(Collector):
         yield cores
 
     def _jobs(self, jobs: list[JobSample]) -> Iterator[Metric]:
-        keys = [[self.hostname, j.name, "" if j.pid is None else str(j.pid)] for j in jobs]
+        keys = [[self.hostname, j.name, _text(j.pid)] for j in jobs]
         info = InfoMetricFamily("gputop_dl_job", "A training job: launched by gputop-dl or "
                                 "found running; its status, phase, device and model",
                                 labels=JOB_LABELS)
         for j, k in zip(jobs, keys):
+            d = j.distributed
             info.add_metric(k, {"launched": "true" if j.launched else "false",
                                 "status": j.status, "phase": j.phase or "",
-                                "device": j.device or "", "model": j.model or ""})
+                                "device": j.device or "", "model": j.model or "",
+                                "run_id": _text(d and d.run_id),
+                                "world_size": _text(d and d.world_size)})
         yield info
+        ranks = InfoMetricFamily("gputop_dl_job_rank", "A rank process of a distributed job on "
+                                 "this node (from its environment): its global and local rank "
+                                 "and its own pid (rank_pid)", labels=RANK_LABELS)
+        for j, k in zip(jobs, keys):
+            d = j.distributed
+            for r in d.ranks if d else ():
+                ranks.add_metric(k + [_text(d.run_id), str(r.rank), _text(r.local_rank),
+                                      _text(d.world_size), str(r.pid)], {})
+        yield ranks
         for suffix, doc, attr in _JOB_GAUGES:
             fam = _gauge(suffix, doc, JOB_LABELS)
             for j, k in zip(jobs, keys):

@@ -1,6 +1,7 @@
 """The training loop: measures t_data / t_step per step and reports them over the event channel.
 
-One process per job (or one per rank under torchrun: rank 0 reports). Failures are reported
+One process per job (or one per rank under torchrun: the first rank of each node reports, with
+its global rank, so each node's gputop-dl of a job across nodes sees the job's steps). Failures are reported
 with a cause (CUDA OOM, host OOM, exception) before the process exits non-zero.
 """
 
@@ -17,7 +18,7 @@ import torch
 import torchvision
 from torch import nn
 
-from gputop_dl.channel import EventWriter, failure_message
+from gputop_dl.channel import EventWriter, failure_message, rank_info, reports_here
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
@@ -121,7 +122,8 @@ class Trainer:
     def run(self) -> None:
         w, ev = self.w, self.events
         ev.emit("started", flush=True, pid=os.getpid(), device=str(self.device),
-                world_size=self.world_size, torch=torch.__version__, model=w.model,
+                **dict(rank_info(os.environ), world_size=self.world_size), torch=torch.__version__,
+                model=w.model,
                 params=self.params, fwd_flops=self.fwd_flops, batch_size=w.batch_size,
                 epochs=w.epochs,
                 steps_per_epoch=self.steps)
@@ -182,8 +184,7 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0], encoding="utf-8") as f:
         w = Workload.from_dict(json.load(f))
-    rank = int(os.environ.get("RANK", "0"))
-    events = EventWriter.from_env() if rank == 0 else EventWriter(None)
+    events = EventWriter.from_env() if reports_here(os.environ) else EventWriter(None)
     try:
         trainer = Trainer(w, events)
         trainer.run()

@@ -1,0 +1,85 @@
+"""The ranks of a distributed job on this node: which processes of its tree are ranks, and where.
+
+torchrun (torchelastic) gives each rank its place in the run in its environment: RANK,
+LOCAL_RANK, WORLD_SIZE, GROUP_RANK (the node's rank), GROUP_WORLD_SIZE (the nodes) and
+TORCHELASTIC_RUN_ID (`channel.RANK_ENV`). `RankReader` reads them from `/proc/PID/environ`
+(psutil's `Process.environ()`) for the processes of one job's tree, walking down from the
+job's root: the first process on a path that has RANK is a rank, and its descendants (its
+data-loader workers, which inherit RANK) are not read at all. A process's environment does not
+change after exec, so each PID is read once and kept while it is in the tree; a process that
+denies access or vanished is unknown (never an error), and its subtree is searched further.
+
+The same reader serves launched jobs (`engine/jobrun.py`) and found jobs (`collect/found.py`):
+one reader per job, so each keeps only its own tree's PIDs.
+"""
+
+from __future__ import annotations
+
+import psutil
+
+from gputop_dl.channel import RANK_ENV, rank_info
+from gputop_dl.collect.procs import children_map
+from gputop_dl.snapshot import Distributed, RankProc
+
+__all__ = ["RankReader", "distributed_of"]
+
+
+def _read_env(pid: int) -> dict | None:
+    """The rank variables of `pid` (`channel.rank_info`), {} when it has none, None when unknown."""
+    try:
+        env = psutil.Process(pid).environ()
+    except (psutil.Error, OSError):  # gone, not ours to read, or a zombie
+        return None
+    return rank_info({k: env[k] for k in RANK_ENV if k in env})
+
+
+class RankReader:
+    """One job's ranks across ticks; `read(root, cmap)` each tick (cheap: cached per PID)."""
+
+    def __init__(self, read_env=_read_env):
+        self._read_env = read_env
+        self._cache: dict[int, dict | None] = {}  # PID -> its rank variables (None: unknown)
+
+    def _info(self, pid: int) -> dict | None:
+        if pid not in self._cache:
+            self._cache[pid] = self._read_env(pid)
+        return self._cache[pid]
+
+    def read(self, root: int, cmap: dict[int, list[int]] | None = None) -> Distributed | None:
+        """The job's ranks on this node, or None when no process of the tree is a rank.
+        `cmap`: this tick's PPID -> children map (one is built when None)."""
+        cmap = children_map() if cmap is None else cmap
+        ranks: list[tuple[int, dict]] = []
+        visited: set[int] = set()
+        todo = [root]
+        while todo:
+            pid = todo.pop()
+            if pid in visited:
+                continue
+            visited.add(pid)
+            info = self._info(pid)
+            if info and "rank" in info:
+                ranks.append((pid, info))
+                continue  # its descendants are its workers
+            todo.extend(cmap.get(pid, ()))
+        for pid in [p for p in self._cache if p not in visited]:
+            del self._cache[pid]
+        return distributed_of(ranks)
+
+
+def distributed_of(ranks: list[tuple[int, dict]]) -> Distributed | None:
+    """The job-level figures from its ranks' `rank_info` (pid, info): what all of them agree on
+    (a figure they disagree on, or that none has, is unknown)."""
+    if not ranks:
+        return None
+
+    def common(key: str):
+        vals = {info.get(key) for _, info in ranks}
+        return vals.pop() if len(vals) == 1 else None
+
+    procs = tuple(sorted(
+        (RankProc(rank=info["rank"], local_rank=info.get("local_rank"), pid=pid,
+                  group_rank=info.get("group_rank")) for pid, info in ranks),
+        key=lambda r: (r.rank, r.pid)))
+    return Distributed(run_id=common("run_id"), world_size=common("world_size"),
+                       nnodes=common("nnodes"), group_rank=common("group_rank"), ranks=procs)
