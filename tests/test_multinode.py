@@ -20,6 +20,8 @@ from gputop_dl.channel import rank_info, reports_here
 from gputop_dl.collect.ranks import RankReader
 from gputop_dl.config import ConfigError, default_rdzv_id, load_session
 from gputop_dl.launch import build_argv
+from gputop_dl.present.report.document import session_json
+from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.store import Store
 from gputop_dl.snapshot import RankProc
 from gputop_dl.workload import Workload
@@ -314,6 +316,11 @@ def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_
             assert job["info"]["solo"] is None  # no solo baseline: never a made-up one
             v = st.session(sid).verdict
             assert v["evidence"]["no_solo"] == {"ddp": "spans 2 nodes: no solo baseline"}
+            doc = session_json(st, sid)  # the export, JSON and Markdown
+            assert doc["jobs"][0]["distributed"] == d
+            md = render_markdown(doc)
+            assert "## Distributed jobs" in md and f"| ddp | {d['run_id']} | 2 | {rank[n]} | 2 | " \
+                f"{rank[n]} (local 0, pid {d['ranks'][0]['pid']}) |" in md, md
     assert len(runs) == 1 and next(iter(runs)).startswith("ddp-")
     assert sorted(rank.values()) == [0, 1]
     for n in range(2):
@@ -365,3 +372,16 @@ def test_a_command_job_across_two_nodes_reports_from_each_node_end_to_end(tmp_pa
             log = open(os.path.join(os.path.dirname(st.path), "sessions", sid, "ar.log")).read()
             assert f"rank {ranks[-1]} sum 8.0" in log
     assert sorted(ranks) == [0, 1]
+
+
+def test_the_job_details_show_the_run_and_the_ranks_on_this_node():
+    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.snapshot import Distributed, JobSample
+
+    d = Distributed(run_id="r1", world_size=4, nnodes=2, group_rank=1,
+                    ranks=(RankProc(2, 0, 901, 1), RankProc(3, None, 902, 1)))
+    text = job_detail_lines(JobSample(name="x", pid=900, launched=True, distributed=d), None).plain
+    assert "run        r1 · node 1 of 2 · world size 4" in text
+    assert "ranks here 2 (local 0, pid 901), 3 (local –, pid 902)" in text
+    plain = job_detail_lines(JobSample(name="x", pid=900, launched=True), None).plain
+    assert "ranks here" not in plain and "run " not in plain

@@ -35,6 +35,7 @@ class JobResult:
     reported: dict = field(default_factory=dict)  # the co-run "started" event (batch_size, epochs)
     launched: bool = True  # False: a job a monitor session found running (not started by us)
     command: str | None = None  # such a job's command line
+    distributed: dict | None = None  # its run and ranks on this node (Distributed.to_json)
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:
@@ -87,6 +88,7 @@ class JobResult:
             "fwd_gflops": None if self.fwd_flops is None else self.fwd_flops / 1e9,
             "train_tflops": self.train_tflops,
             "stderr_tail": list(self.stderr_tail),
+            "distributed": self.distributed,
             "config": self.config,
         }
 
@@ -153,7 +155,8 @@ def _job_result(store, sid: str, job: dict,
         fwd_flops=started[0].get("fwd_flops") if started else None,
         reported={k: v for k, v in (started[0] if started else {}).items()
                   if k not in ("t", "ev", "job", "phase")},
-        launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"))
+        launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"),
+        distributed=info.get("distributed"))
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

@@ -38,3 +38,15 @@ def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int |
     if epoch is None:
         return DASH
     return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"
+
+
+def dash(v) -> str:
+    """A value as text, unknown (None) as "–"."""
+    return DASH if v is None else str(v)
+
+
+def rank_list(ranks) -> str:
+    """A job's ranks on this node, each a mapping with rank, local_rank and pid:
+    `2 (local 0, pid 901), 3 (local 1, pid 902)`; unknown parts as "–"."""
+    return ", ".join(f"{dash(r.get('rank'))} (local {dash(r.get('local_rank'))}, "
+                     f"pid {dash(r.get('pid'))})" for r in ranks) or DASH

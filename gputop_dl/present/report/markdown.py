@@ -13,7 +13,7 @@ import json
 import time
 
 from gputop_dl.present.report import mermaid
-from gputop_dl.text.fmt import DASH, num, pct, secs, size
+from gputop_dl.text.fmt import DASH, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
 
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
@@ -101,9 +101,11 @@ def _devices(j: dict) -> str:
         out = f"{md_cell(dev)} (asked GPU {asked})"
     else:
         out = md_cell(dev or None)
-    nproc = cfg.get("nproc")
+    nproc, nnodes = cfg.get("nproc"), cfg.get("nnodes")
     if nproc and nproc > 1:
-        out += f", {nproc} processes"
+        out += f", {nproc} processes" + (" per node" if nnodes and nnodes > 1 else "")
+    if nnodes and nnodes > 1:
+        out += f", {nnodes} nodes"
     return out
 
 
@@ -140,6 +142,25 @@ def _workloads_section(jobs: list[dict]) -> str:
 
 _MEM_LABEL = {"gpu": "GPU", "cuda-allocated": "CUDA alloc", "host-rss-trainer": "host RSS",
               "host-rss-tree": "host RSS, all procs"}
+
+
+def _distributed_section(jobs: list[dict]) -> str:
+    """The distributed jobs: their run, this node's place in it and the ranks it ran."""
+    rows = []
+    for j in jobs:
+        d = j.get("distributed")
+        if not d:
+            continue
+        rows.append([md_cell(j["name"]), md_cell(d.get("run_id")), md_cell(d.get("nnodes")),
+                     md_cell(d.get("group_rank")), md_cell(d.get("world_size")),
+                     md_cell(rank_list(d.get("ranks") or ()))])
+    if not rows:
+        return ""
+    return ("## Distributed jobs\n\n" + table(
+        ["job", "run id", "nodes", "this node", "world size", "ranks on this node"], rows,
+        "llrrrl") + "\n\nFrom each rank's environment (torchrun's RANK, LOCAL_RANK, WORLD_SIZE, "
+        "GROUP_RANK, TORCHELASTIC_RUN_ID). Each node's gputop-dl records its own ranks; the "
+        "step figures below are those of this node's first rank.")
 
 
 def _status(j: dict, state: str | None) -> str:
@@ -461,7 +482,8 @@ def render_markdown(data: dict) -> str:
         head += ["", "> **No CUDA**: every workload trained on the CPU. "
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
-             _workloads_section(data["jobs"]), _results_section(data), _queue_section(data),
+             _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
+             _results_section(data), _queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "

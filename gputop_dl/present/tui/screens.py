@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from dataclasses import asdict
 from typing import Any, Callable
 
 from textual.app import ComposeResult
@@ -13,7 +14,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 
-from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, dash, num, pct, progress, rank_list, secs, size
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
 
@@ -171,6 +172,16 @@ def _is_default(key: str, value: Any) -> bool:
     return False
 
 
+def _distributed_rows(j: JobSample) -> list[tuple[str, str]]:
+    """A distributed job's run and its ranks on this node (none for other jobs)."""
+    d = j.distributed
+    if d is None:
+        return []
+    return [("run", f"{dash(d.run_id)} · node {dash(d.group_rank)} of {dash(d.nnodes)} · "
+                    f"world size {dash(d.world_size)}"),
+            ("ranks here", rank_list(asdict(r) for r in d.ranks))]
+
+
 def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, str] | None = None) -> Content:
     """The job details text: live numbers, config, epoch times, stderr tail."""
     out: list[Content] = []
@@ -179,6 +190,7 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("status", (f"{j.status}: {j.failure}" if j.failure else j.status)
              + (f" ({j.phase})" if j.phase else "")),
             ("pid", f"{j.pid or DASH}" + (f"  (tree: {', '.join(map(str, j.pids))})" if j.pids else "")),
+            *_distributed_rows(j),
             ("device", j.device or DASH), ("model", j.model or DASH),
             ("batch", DASH if j.batch_size is None else str(j.batch_size)),
             ("progress", progress(j.epoch, j.epochs, j.step, j.steps_per_epoch) + f"  ETA {secs(j.eta_s)}"),
