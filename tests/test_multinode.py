@@ -385,3 +385,14 @@ def test_the_job_details_show_the_run_and_the_ranks_on_this_node():
     assert "ranks here 2 (local 0, pid 901), 3 (local –, pid 902)" in text
     plain = job_detail_lines(JobSample(name="x", pid=900, launched=True), None).plain
     assert "ranks here" not in plain and "run " not in plain
+
+
+def test_a_queue_refuses_a_job_across_nodes_in_one_line(tmp_path, capsys):
+    from gputop_dl.cli import main
+
+    path = write(tmp_path, '[[workload]]\nname = "ddp"\nmodel = "synthetic"\nnnodes = 2\n'
+                           'rdzv_endpoint = "127.0.0.1:29400"\n')
+    assert main(["queue", path, "--headless"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "[[workload]] 'ddp' key 'nnodes': nnodes = 2 in a " \
+        "queue, expected jobs on this node only" in err, err

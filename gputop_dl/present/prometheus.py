@@ -9,7 +9,10 @@ The exposition format is `prometheus_client`'s, never written here.
 Names: every metric starts with `gputop_dl_`, in base units (bytes, seconds, watts, hertz,
 ratios 0..1). Labels: dcgm-exporter's `Hostname`, `gpu`, `UUID`, `modelName` on GPU series, so
 a PromQL join with an existing dcgm-exporter works; `job_name` and `pid` on job series (not
-`job`: Prometheus owns that target label and would rename ours to `exported_job`). An unknown
+`job`: Prometheus owns that target label and would rename ours to `exported_job`); a
+distributed job's ranks on this node are `gputop_dl_job_rank_info` series with the job's labels
+plus `run_id`, `rank`, `local_rank`, `world_size` and `rank_pid` (a contract: the fleet view
+groups one job's ranks across nodes by `run_id`). An unknown
 value (None in the snapshot) is no sample at all, never 0. The metric list is in README.md.
 """
 

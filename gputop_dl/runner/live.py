@@ -12,6 +12,7 @@ import sys
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.config import ConfigError
 from gputop_dl.engine import Engine
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
@@ -99,6 +100,12 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
     the queue's per-job times and means. Ctrl-C stops running and waiting jobs (exit 130)."""
     nvml = Nvml()
     spec = open_spec(path, nvml)
+    across = next((w for w in spec.workloads if w.multinode), None)
+    if across is not None:  # its other nodes would have to start it at the same moment
+        raise ConfigError(path, f"nnodes = {across.nnodes} in a queue",
+                          where=f"[[workload]] '{across.name}' key 'nnodes'",
+                          expected="jobs on this node only in `gputop-dl queue`",
+                          hint="start a job across nodes with `gputop-dl launch` on each node")
     engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
