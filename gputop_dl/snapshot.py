@@ -119,6 +119,7 @@ class JobSample:
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
     command: str | None = None  # command line of a job not launched here (discovered)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
+    rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.channel import rank_info, reports_here
-from gputop_dl.collect.ranks import RankReader
+from gputop_dl.collect.procs import TreeSample
+from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.config import ConfigError, default_rdzv_id, load_session
 from gputop_dl.launch import build_argv
 from gputop_dl.present.report.document import session_json
@@ -182,6 +183,10 @@ def test_rank_reader_finds_the_ranks_under_the_agent_not_their_workers_and_cache
     assert sorted(reads) == [10, 11, 12, 13]  # the workers 21, 22 are never read
     r.read(10, cmap)
     assert sorted(reads) == [10, 11, 12, 13]  # cached
+    ts = TreeSample(pids=(10, 11, 12, 13, 21, 22), cpu_cores=2.0, rss=0, threads=6,
+                    cpu_by_pid={10: 0.05, 11: 1.0, 21: 0.5, 12: 0.25, 22: 0.0})
+    assert rank_cpu(d, ts, cmap) == ((2, 1.5), (3, 0.25))  # a rank with its loader workers
+    assert rank_cpu(d, TreeSample(pids=(10,), cpu_cores=None, rss=0, threads=1), cmap) == ()
     assert r.read(10, {10: [13]}) is None  # the ranks ended: not distributed (any more)
     assert RankReader(read_env).read(99, {}) is None  # a vanished root
 
@@ -396,3 +401,43 @@ def test_a_queue_refuses_a_job_across_nodes_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "[[workload]] 'ddp' key 'nnodes': nnodes = 2 in a " \
         "queue, expected jobs on this node only" in err, err
+
+
+def test_a_found_torchrun_job_lists_its_ranks_from_their_environment(tmp_path):
+    """A job gputop-dl did not start (a torchrun agent and two ranks, real processes in a
+    faked /proc tree): its row carries the run and the ranks, read from the ranks' real
+    environment, the same reader as for launched jobs."""
+    from gputop_dl.collect.discover import Discoverer
+    from gputop_dl.collect.found import FoundJobs
+
+    try:
+        from tests.test_discover import TORCH_MAPS, Clock, FakeProc
+    except ImportError:
+        from test_discover import TORCH_MAPS, Clock, FakeProc
+    agent = subprocess.Popen(["sleep", "60"])
+    ranks = [subprocess.Popen(["sleep", "60"], env=dict(
+        os.environ, RANK=str(r + 2), LOCAL_RANK=str(r), WORLD_SIZE="4", GROUP_RANK="1",
+        GROUP_WORLD_SIZE="2", TORCHELASTIC_RUN_ID="found1")) for r in (0, 1)]
+    try:
+        fp = FakeProc(str(tmp_path / "proc"))
+        fp.add(10, 1, ["bash"])
+        fp.add(agent.pid, 10, ["python", "-m", "torch.distributed.run", "train.py"], TORCH_MAPS)
+        for p in ranks:
+            fp.add(p.pid, agent.pid, ["python", "train.py"], TORCH_MAPS)
+        found = FoundJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+        found.refresh()
+        found.sample()
+        time.sleep(0.3)
+        found.refresh()
+        jobs, _ = found.sample()  # the second tick: CPU per rank (sleep uses next to none)
+        (job,) = jobs
+        assert [r for r, _ in job.rank_cpu_cores] == [2, 3]
+        assert all(0 <= c < 0.2 for _, c in job.rank_cpu_cores)
+        d = job.distributed
+        assert job.pid == agent.pid and d.run_id == "found1" and d.world_size == 4
+        assert (d.nnodes, d.group_rank) == (2, 1)
+        assert d.ranks == (RankProc(2, 0, ranks[0].pid, 1), RankProc(3, 1, ranks[1].pid, 1))
+    finally:
+        for p in (agent, *ranks):
+            p.kill()
+            p.wait()

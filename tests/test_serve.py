@@ -164,7 +164,8 @@ def test_a_distributed_job_has_one_rank_info_per_rank_and_its_run_on_job_info():
     d = Distributed(run_id="ddp-1a2b", world_size=4, nnodes=2, group_rank=1,
                     ranks=(RankProc(rank=2, local_rank=0, pid=901, group_rank=1),
                            RankProc(rank=3, local_rank=1, pid=902, group_rank=1)))
-    ddp = JobSample(name="ddp", pid=900, launched=True, status="running", distributed=d)
+    ddp = JobSample(name="ddp", pid=900, launched=True, status="running", distributed=d,
+                    rank_cpu_cores=((2, 1.25), (3, 0.5)))
     c = SnapshotCollector(hostname="node2")
     c.feed(Snapshot(time=1.0, gpu_status="no NVML", jobs=(ddp, FOUND)))
     m = render(c)
@@ -177,6 +178,8 @@ def test_a_distributed_job_has_one_rank_info_per_rank_and_its_run_on_job_info():
          "local_rank": lr, "world_size": "4", "rank_pid": p}
         for r, lr, p in (("2", "0", "901"), ("3", "1", "902"))]
     assert {v for _, v in rows} == {1.0}
+    assert one(m, "gputop_dl_job_rank_cpu_cores", job_name="ddp", pid="900", rank="2") == 1.25
+    assert one(m, "gputop_dl_job_rank_cpu_cores", job_name="ddp", rank="3") == 0.5
     # unknown figures are "" (ranks that disagree on the world size), never a made-up number
     odd = Distributed(ranks=(RankProc(rank=0, local_rank=None, pid=5),))
     c.feed(Snapshot(time=2.0, gpu_status="no NVML",

@@ -23,7 +23,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
-from gputop_dl.collect.ranks import RankReader
+from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
@@ -73,6 +73,7 @@ class FoundJobs:
             pids = ts.pids  # sorted, the root included
             mem, sm, gpus = gpu.of_pids(pids)
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
+            dist = self._ranks[key].read(f.pid, cmap)
             name = f.name if f.name not in names else f"{f.name} ({f.pid})"
             names.add(name)
             jobs.append(JobSample(
@@ -84,7 +85,8 @@ class FoundJobs:
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
-                command=self.disc.describe(f), distributed=self._ranks[key].read(f.pid, cmap)))
+                command=self.disc.describe(f), distributed=dist,
+                rank_cpu_cores=rank_cpu(dist, ts, cmap)))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]

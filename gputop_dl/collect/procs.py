@@ -180,6 +180,7 @@ class TreeSample:
     cpu_cores: float | None  # None on the first tick (no delta yet)
     rss: int
     threads: int
+    cpu_by_pid: dict[int, float] | None = None  # cores per process (None on the first tick)
 
 
 class TreeSampler:
@@ -211,23 +212,23 @@ class TreeSampler:
                 stats[pid] = st
         if stats.keys() != self._last.keys():  # processes came or went: close what they left
             self._files.keep_only({f"/proc/{pid}/stat" for pid in stats})
-        cores = None
+        cores, by_pid = None, None
         if self._t is not None and now > self._t:
             interval, wall = now - self._t, time.time()
-            used = 0.0
+            by_pid = {}
             for pid, st in stats.items():
                 prev = self._last.get(pid)
                 if prev is not None and prev.start == st.start:
-                    used += max(0.0, st.cpu - prev.cpu)
+                    by_pid[pid] = max(0.0, st.cpu - prev.cpu) / interval
                 elif wall - st.start <= interval + 0.5:
                     # new since the last tick, or a reused PID: all its CPU time was spent in this
                     # interval, unless it is older than the interval (first sight of an old process)
-                    used += st.cpu
-            cores = round(used / interval, 3)
+                    by_pid[pid] = st.cpu / interval
+            cores = round(sum(by_pid.values()), 3)
         self._last, self._t = stats, now
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
-                          threads=sum(st.threads for st in stats.values()))
+                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid)
 
     def close(self) -> None:
         """Close the /proc files kept open for this tree."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 import psutil
 
 from gputop_dl.channel import RANK_ENV, rank_info
-from gputop_dl.collect.procs import children_map
+from gputop_dl.collect.procs import TreeSample, children_map, descendants
 from gputop_dl.snapshot import Distributed, RankProc
 
-__all__ = ["RankReader", "distributed_of"]
+__all__ = ["RankReader", "distributed_of", "rank_cpu"]
 
 
 def _read_env(pid: int) -> dict | None:
@@ -83,3 +83,15 @@ def distributed_of(ranks: list[tuple[int, dict]]) -> Distributed | None:
         key=lambda r: (r.rank, r.pid)))
     return Distributed(run_id=common("run_id"), world_size=common("world_size"),
                        nnodes=common("nnodes"), group_rank=common("group_rank"), ranks=procs)
+
+
+def rank_cpu(d: Distributed | None, ts: TreeSample | None,
+             cmap: dict[int, list[int]] | None) -> tuple[tuple[int, float], ...]:
+    """Each rank's CPU cores this tick, its loader workers included: (rank, cores), from the
+    per-process figures the tree sampler read anyway; () when unknown (first tick, no ranks)."""
+    if d is None or ts is None or ts.cpu_by_pid is None:
+        return ()
+    cmap = children_map() if cmap is None else cmap
+    by = ts.cpu_by_pid
+    return tuple((r.rank, round(sum(by.get(p, 0.0) for p in (r.pid, *descendants(r.pid, cmap))), 3))
+                 for r in d.ranks if r.pid in by)

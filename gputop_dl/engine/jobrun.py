@@ -13,7 +13,7 @@ from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
-from gputop_dl.collect.ranks import RankReader
+from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -39,6 +39,7 @@ class JobRun:
         self.tree_sample = None
         self.ranks = RankReader()
         self.distributed = None  # its ranks on this node (kept after the job ended)
+        self.rank_cpu: tuple[tuple[int, float], ...] = ()
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
@@ -81,7 +82,7 @@ class JobRun:
                     self.status = "failed"
                     if self.failure is None:
                         self.failure = describe_exit(code, False)
-                self.tree_sample = None
+                self.tree_sample, self.rank_cpu = None, ()
                 if self.tree is not None:
                     self.tree.close()
             else:
@@ -94,6 +95,7 @@ class JobRun:
                 self.tree_sample = ts
                 if ts is not None:
                     self.distributed = self.ranks.read(self.proc.pid, cmap) or self.distributed
+                self.rank_cpu = rank_cpu(self.distributed, ts, cmap)
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
         return evs
@@ -154,4 +156,5 @@ class JobRun:
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             solo_step_time_s=solo_t, phase=self.phase,
-            stderr_tail=self.stderr_tail, distributed=self.distributed)
+            stderr_tail=self.stderr_tail, distributed=self.distributed,
+            rank_cpu_cores=self.rank_cpu)

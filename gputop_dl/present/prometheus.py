@@ -227,6 +227,12 @@ class SnapshotCollector(Collector):
                 ranks.add_metric(k + [_text(d.run_id), str(r.rank), _text(r.local_rank),
                                       _text(d.world_size), str(r.pid)], {})
         yield ranks
+        cpu = _gauge("job_rank_cpu_cores", "CPU cores one rank of a distributed job used, its "
+                     "data-loader workers included", JOB_LABELS + ["rank"])
+        for j, k in zip(jobs, keys):
+            for rank, cores in j.rank_cpu_cores:
+                cpu.add_metric(k + [str(rank)], float(cores))
+        yield cpu
         for suffix, doc, attr in _JOB_GAUGES:
             fam = _gauge(suffix, doc, JOB_LABELS)
             for j, k in zip(jobs, keys):
