@@ -340,8 +340,10 @@ def install(environ=None) -> Hook | None:
     `channel.reports_here`); else do nothing."""
     environ = os.environ if environ is None else environ
     path = environ.get(ENV_EVENTS)
-    if not path or not load_channel().reports_here(environ):
+    if not path:
         return None
+    if ("LOCAL_RANK" in environ or "RANK" in environ) and not load_channel().reports_here(environ):
+        return None  # (a process outside a distributed run does not load the channel yet)
     root = not environ.get(ENV_ROOT)
     if root:
         environ[ENV_ROOT] = str(os.getpid())
