@@ -621,3 +621,77 @@ def test_a_data_dir_that_cannot_be_read_is_one_line_naming_it(tmp_path, gdl_home
         except StoreError as exc:
             assert str(exc).startswith(f"GPUTOP_DL_HOME={gdl_home}: the data directory cannot be "
                                        "read (mode 0"), str(exc)
+
+
+def _disk_full_from(call: int, monkeypatch, *, frees_before_end: bool):
+    """Store writes fail from the `call`-th host sample on; the end-of-run catch-up finds the
+    space freed again (`frees_before_end`) or the disk still full."""
+    import sqlite3
+
+    from gputop_dl.record.store import Store
+
+    state = {"n": 0, "full": False}
+    real_sample, real_end, real_upsert = Store.add_host_sample, Store.end_session, Store.upsert_job
+
+    def full_check():
+        if state["full"]:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def sample(self, *a):
+        state["n"] += 1
+        state["full"] = state["full"] or state["n"] >= call
+        full_check()
+        return real_sample(self, *a)
+
+    def end(self, *a, **k):
+        full_check()
+        return real_end(self, *a, **k)
+
+    def upsert(self, *a, **k):
+        full_check()
+        return real_upsert(self, *a, **k)
+
+    monkeypatch.setattr(Store, "add_host_sample", sample)
+    monkeypatch.setattr(Store, "end_session", end)
+    monkeypatch.setattr(Store, "upsert_job", upsert)
+    if frees_before_end:
+        from gputop_dl.engine.recorder import Recorder
+
+        real_close = Recorder.close
+
+        def close(self, *a, **k):
+            state["full"] = False
+            return real_close(self, *a, **k)
+
+        monkeypatch.setattr(Recorder, "close", close)
+
+
+def test_a_full_disk_that_frees_up_still_gets_the_final_statuses_and_cut_short(tmp_path, monkeypatch):
+    from gputop_dl.record.store import Store
+
+    _disk_full_from(3, monkeypatch, frees_before_end=True)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "1.5"]}),
+                           ("b", {"command": ["sleep", "2"]})), nvml=Nvml())
+    assert "final statuses were saved" in eng.recorder.failure
+    st = Store()
+    assert st.session(eng.session_id).state == "cut short"
+    assert {j["name"]: j["status"] for j in st.jobs(eng.session_id)} == {"a": "done", "b": "done"}
+
+
+def test_a_disk_still_full_at_the_end_gives_the_final_statuses_in_the_summary(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from gputop_dl.record.store import Store
+    from gputop_dl.runner import print_summary
+
+    _disk_full_from(3, monkeypatch, frees_before_end=False)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "1.5"]})), nvml=Nvml())
+    assert "final statuses were saved" not in eng.recorder.failure
+    assert {j["status"] for j in Store().jobs(eng.session_id)} != {"done"}  # stale in the store
+    buf = io.StringIO()
+    print_summary(eng, Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert "recorded before recording stopped" in out and "recording cut short" in out
+    assert "│ a   │ done" in out

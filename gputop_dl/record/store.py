@@ -2,7 +2,7 @@
 
 One connection per thread. The writer commits once per tick, so a `kill -9` of gputop-dl
 loses at most the last tick; such a session reads back as "interrupted" (its owner PID is gone
-and its heartbeat is stale). Samples are stored in narrow tables, not as JSON blobs, to keep a
+on this host, or its heartbeat is stale when it was recorded elsewhere). Samples are stored in narrow tables, not as JSON blobs, to keep a
 24-hour session small.
 """
 
@@ -67,7 +67,7 @@ SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat
                 " owner_host, environment, verdict, spec")
 STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
 
-STALE_S = 15.0  # a "running" session whose heartbeat is older than this and whose owner is gone
+STALE_S = 15.0  # a "running" session of another host whose heartbeat is older than this
 
 
 CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -653,8 +653,8 @@ def _redacted_spec(spec):
 
 
 def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> bool:
-    if heartbeat is not None and time.time() - heartbeat < STALE_S:
-        return False
+    """A "running" session whose owner is not running: on this host, its PID is gone (at once,
+    also right after a recording stopped on a full disk); elsewhere, its heartbeat is stale."""
     if host == socket.gethostname() and pid:
         try:
             os.kill(pid, 0)
@@ -663,4 +663,4 @@ def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> b
             return True
         except PermissionError:
             return False
-    return True
+    return heartbeat is None or time.time() - heartbeat >= STALE_S
