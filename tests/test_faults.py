@@ -695,3 +695,14 @@ def test_a_disk_still_full_at_the_end_gives_the_final_statuses_in_the_summary(tm
     out = buf.getvalue()
     assert "recorded before recording stopped" in out and "recording cut short" in out
     assert "│ a   │ done" in out
+
+
+def test_a_setsid_daemon_that_ends_mid_session_is_reaped_not_left_a_zombie(tmp_path):
+    # the job's shell leaves a daemon in a session of its own and exits; the daemon comes to
+    # us (the subreaper) and ends while the other job still runs
+    daemon = f"setsid sh -c 'echo $$ > {tmp_path}/d.pid; exec sleep 0.6' & sleep 0.1"
+    eng = run_file(session(tmp_path, ("sh", {"command": [daemon], "shell": True}),
+                           ("long", {"command": ["sleep", "2.5"]})), nvml=Nvml())
+    assert eng.error is None
+    pid = int((tmp_path / "d.pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/status").read()[:200]
