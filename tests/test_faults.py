@@ -706,3 +706,42 @@ def test_a_setsid_daemon_that_ends_mid_session_is_reaped_not_left_a_zombie(tmp_p
     assert eng.error is None
     pid = int((tmp_path / "d.pid").read_text())
     assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/status").read()[:200]
+
+
+def test_env_values_an_older_version_stored_in_clear_are_scrubbed_from_disk_once(tmp_path, gdl_home):
+    """Opening a database for writing once redacts what an older gputop-dl kept in clear: the
+    rows (with secure_delete, so the old bytes are overwritten) and the jobs' spec files."""
+    import glob
+    import sqlite3
+
+    from gputop_dl.record.store import Store, default_db_path
+
+    secret = "hf_" + "0ldT0k3n" * 3
+    config = {"name": "job", "command": ["true"], "env": {"HF_TOKEN": secret}}
+    st = Store()
+    sid = st.create_session("old", file=None, command="gputop-dl launch w.toml", kind="launch",
+                            environment={}, spec={"workloads": [config], "baseline": "none"})
+    st.upsert_job(sid, "job", launched=True, config=config, status="done")
+    st.db.execute("DELETE FROM meta WHERE key='env_redacted'")  # as an older version left it
+    st.commit()
+    st.close()
+    spec_dir = os.path.join(gdl_home, "sessions", sid)
+    os.makedirs(spec_dir, exist_ok=True)
+    with open(os.path.join(spec_dir, "job.json"), "w") as f:
+        json.dump(config, f)
+    db = default_db_path()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+
+    def on_disk() -> bool:
+        files = glob.glob(db + "*") + glob.glob(os.path.join(gdl_home, "sessions", "*", "*"))
+        return any(secret.encode() in open(p, "rb").read() for p in files)
+
+    assert on_disk()
+    Store().close()  # any writer: a launch, the monitor
+    assert not on_disk()
+    assert json.load(open(os.path.join(spec_dir, "job.json")))["env"] == {"HF_TOKEN": "<redacted>"}
+    st = Store(readonly=True)
+    assert st.jobs(sid)[0]["status"] == "done"
+    st.close()

@@ -8,6 +8,7 @@ on this host, or its heartbeat is stale when it was recorded elsewhere). Samples
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import pwd
@@ -335,6 +336,8 @@ class Store:
             db.executescript(SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             db.commit()
+            if db.execute("SELECT 1 FROM meta WHERE key='env_redacted'").fetchone() is None:
+                _scrub_secrets(db, os.path.dirname(self.path))
         except BaseException:
             db.close()
             raise
@@ -650,6 +653,38 @@ def _redacted_spec(spec):
     if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
         return dict(spec, workloads=[redact_env(w) for w in spec["workloads"]])
     return spec
+
+
+def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
+    """Once per database: the `env` values that an older gputop-dl kept in clear (jobs' configs,
+    sessions' specs, the jobs' spec files beside the database) replaced by REDACTED, with
+    SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
+    db.execute("PRAGMA secure_delete=ON")
+    for table, col, fix in (("jobs", "config", redact_env), ("sessions", "spec", _redacted_spec)):
+        rows = db.execute(f"SELECT rowid, {col} FROM {table} WHERE {col} LIKE '%\"env\"%'").fetchall()
+        for rowid, text in rows:
+            try:
+                old = json.loads(text)
+            except ValueError:
+                continue
+            new = fix(old)
+            if new is not old:
+                db.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (_dumps(new), rowid))
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('env_redacted', '1')")
+    db.commit()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA secure_delete=OFF")
+    for spec in glob.glob(os.path.join(data, "sessions", "*", "*.json")):
+        try:
+            with open(spec, encoding="utf-8") as f:
+                old = json.load(f)
+            new = redact_env(old)
+            if new is not old:
+                with open(spec, "r+", encoding="utf-8") as f:  # in place: the old bytes go
+                    f.write(json.dumps(new).ljust(os.path.getsize(spec)))
+                    f.truncate()
+        except (OSError, ValueError):
+            continue
 
 
 def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> bool:
