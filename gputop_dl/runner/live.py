@@ -107,7 +107,7 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
     """`gputop-dl queue FILE`: like a launch, the TUI on a terminal, else the console; then
     the queue's per-job times and means. Ctrl-C stops running and waiting jobs (exit 130)."""
     nvml = Nvml()
-    spec = open_spec(path, nvml)
+    spec = open_spec(path, nvml, place=False)  # the queue places `gpus = N` as jobs start
     engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
