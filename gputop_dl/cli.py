@@ -22,7 +22,7 @@ examples:
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
   gputop-dl serve                                   Prometheus metrics on http://127.0.0.1:9402/metrics
   gputop-dl --nodes gpu-1:9402,gpu-2:9402           live view of several nodes running `serve`
-  gputop-dl --nodes workloads/nodes.toml --once     ... the node list in a file, one table
+  gputop-dl --nodes docs/nodes.toml --once          ... the node list in a file, one table
   gputop-dl --prometheus http://prometheus:9090     ... read from a Prometheus server instead
   gputop-dl export report.md                        the latest session as a Markdown report
   gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)

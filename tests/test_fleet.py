@@ -115,7 +115,7 @@ def test_a_toml_node_list(tmp_path):
     assert load_node_file(path) == (["gpu-1:9402", "gpu-2:9402"], {"gpu-1:9402": "rack1-a"})
     assert resolve_nodes(path) == load_node_file(path)
     assert resolve_nodes("a,b:1") == (["a:9402", "b:1"], {})
-    shipped = os.path.join(ROOT, "workloads", "nodes.toml")
+    shipped = os.path.join(ROOT, "docs", "nodes.toml")
     addresses, _names = load_node_file(shipped)  # the example in the docs loads
     assert len(addresses) >= 2
 

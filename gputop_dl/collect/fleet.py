@@ -1,10 +1,13 @@
-"""Several nodes at once: each node's gputop-dl `/metrics` (serve, or --metrics) read into a `Node`.
+"""Several nodes at once: each node's gputop-dl `/metrics` (serve, or --metrics), or a Prometheus
+server's API, read into `Node` values; the ranks of distributed jobs grouped across nodes; the
+poller that feeds the live fleet view.
 
 No home-made protocol: a node is whatever `gputop-dl serve` (or `launch`/the monitor with
 `--metrics`) exposes in the Prometheus text format, parsed with prometheus_client's own
-parser. A node that does not answer, answers garbage or is not a gputop-dl exporter is a
-`Node` with `ok=False` and the reason; the others are read all the same (in parallel, each
-with a timeout).
+parser, or the same series as a Prometheus server returns them (grouped by `instance`). Both
+become (name, labels, value) samples and `build_node` maps them. A node that does not answer,
+answers garbage or is not a gputop-dl exporter is a `Node` with `ok=False` and the reason; the
+others are read all the same (in parallel, each with a timeout).
 """
 
 from __future__ import annotations
