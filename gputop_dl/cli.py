@@ -21,6 +21,9 @@ examples:
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
   gputop-dl serve                                   Prometheus metrics on http://127.0.0.1:9402/metrics
+  gputop-dl --nodes gpu-1:9402,gpu-2:9402           live view of several nodes running `serve`
+  gputop-dl --nodes docs/nodes.toml --once          ... the node list in a file, one table
+  gputop-dl --prometheus http://prometheus:9090     ... read from a Prometheus server instead
   gputop-dl export report.md                        the latest session as a Markdown report
   gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)
   gputop-dl sessions                                list recorded sessions
@@ -44,11 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stall", type=float, default=0.0, metavar="S",
                    help="with --once: sample every training job's main thread with py-spy for "
                    "S seconds (e.g. 2) to measure its data-stall %% (default: not measured)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="monitor: seconds between samples (default 1)")
-    p.add_argument("--nodes", metavar="HOST:PORT,...",
-                   help="with --once: read several nodes' gputop-dl /metrics (serve, or "
-                   "--metrics) and show them as one fleet, an unreachable node as such")
+    p.add_argument("--interval", type=float, default=None, metavar="S",
+                   help="monitor: seconds between samples (default 1); fleet view: seconds "
+                   "between polls of the nodes (default 2; a slow poll delays the next)")
+    p.add_argument("--nodes", metavar="HOST:PORT,...|FILE.toml",
+                   help="the live fleet view (or with --once, one table): read several nodes' "
+                   "gputop-dl /metrics (serve, or --metrics) and show them as one fleet, an "
+                   "unreachable node as such; a .toml file lists [[node]] address = \"HOST:PORT\" "
+                   "(and an optional name)")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="the fleet view (or --once) read from a Prometheus server's HTTP API "
+                   "(e.g. http://prometheus:9090) that scrapes the nodes, instead of --nodes")
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                    help="monitor: %% of one core that py-spy may use to measure the data-stall of "
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
@@ -255,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                 from gputop_dl.present.prometheus import parse_listen
 
                 parse_listen(addr)
+        if (args.nodes is not None or args.prometheus is not None) and args.cmd:
+            raise UsageError(f"--nodes and --prometheus open the fleet view; they do not go "
+                             f"with `{args.cmd}`")
         if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
             raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
         if args.cmd in LAB_COMMANDS:
@@ -304,16 +316,25 @@ def main(argv: list[str] | None = None) -> int:
                 except ValueError:
                     raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs")
             return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
-                                       as_json=args.diag_json, interval=args.interval, pids=pids)
-        if args.nodes:
-            if not args.once or args.cmd:
-                raise UsageError("--nodes goes with --once (the fleet's live TUI is not built "
-                                 "yet: see the README)")
-            return runner.run_fleet_once(args.nodes, args.json)
+                                       as_json=args.diag_json, interval=1.0 if args.interval is None else args.interval,
+                                       pids=pids)
+        if args.nodes is not None or args.prometheus is not None:
+            if args.nodes is not None and args.prometheus is not None:
+                raise UsageError("--nodes and --prometheus are two ways to read a fleet: "
+                                 "give one")
+            if args.stall or args.metrics or args.stall_budget is not None:
+                raise UsageError("--stall, --stall-budget and --metrics are for this machine's "
+                                 "monitor, not the fleet view")
+            if args.once:
+                return runner.run_fleet_once(args.nodes, args.json, prometheus=args.prometheus)
+            interval = 2.0 if args.interval is None else args.interval
+            if not 0.2 <= interval <= 3600:
+                raise UsageError(f"--interval {interval:g}: expected 0.2 to 3600 seconds")
+            return runner.run_fleet_tui(args.nodes, args.prometheus, interval=interval)
         if args.once:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
-        return runner.run_monitor(interval=args.interval, stall_budget=budget,
+        return runner.run_monitor(interval=1.0 if args.interval is None else args.interval, stall_budget=budget,
                                   metrics=args.metrics)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)

@@ -355,9 +355,14 @@ def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
             WATCHDOG.forget(j.pid)
 
 
+_ADOPTED: set[int] = set()  # job processes of other process groups re-parented to us
+
+
 def reap_orphans(jobs: list[JobProcess]) -> None:
-    """Reap the ended processes of these jobs' groups that were re-parented to us (the
-    subreaper); never a job's leader, whose exit code its Popen collects."""
+    """Reap the ended processes of these jobs that were re-parented to us (the subreaper):
+    those of their groups, and those that left them (a `setsid` daemon); never a job's leader,
+    whose exit code its Popen collects."""
+    _reap_adopted(jobs)
     for j in jobs:
         if not has_pid(j):  # waitid(P_PGID, 0) would reap in our own group
             continue
@@ -372,6 +377,34 @@ def reap_orphans(jobs: list[JobProcess]) -> None:
                 os.waitpid(si.si_pid, os.WNOHANG)
             except ChildProcessError:
                 break
+
+
+def _reap_adopted(jobs: list[JobProcess]) -> None:
+    """Our direct children that carry a job's marker but are no job's leader (orphans in a
+    group of their own) are remembered while alive, and reaped once they end. Children without
+    a marker (py-spy, the watchdog) are never touched: their Popen collects them."""
+    markers = {j.events_path for j in jobs}
+    leaders = {j.pid for j in jobs if has_pid(j)}
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for p in children:
+        if p.pid in leaders:
+            continue
+        if p.pid not in _ADOPTED:
+            try:
+                if p.environ().get(ENV_EVENTS) in markers:
+                    _ADOPTED.add(p.pid)
+            except (psutil.Error, OSError):  # ended already (a zombie's environ is unreadable)
+                continue
+        if p.pid in _ADOPTED:
+            try:
+                done = os.waitpid(p.pid, os.WNOHANG)[0] != 0
+            except ChildProcessError:
+                done = True
+            if done:
+                _ADOPTED.discard(p.pid)
 
 
 def describe_exit(code: int, stopped_by_us: bool) -> str:

@@ -291,6 +291,57 @@ def case_export_nothing(d: str, home: str) -> tuple[bool, str]:
         f"a folder in the way: exit {t.returncode}")
 
 
+def _fill(path: str) -> None:
+    """Write zeros to `path` until the file system is full."""
+    with open(path, "wb", buffering=0) as f:
+        for chunk in (1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(b"\0" * chunk)
+            except OSError:
+                pass
+
+
+def case_full_disk(d: str, home: str) -> tuple[bool | None, str]:
+    """The data dir's disk fills up mid-launch, and stays full: the jobs go on to the end, the
+    summary shows their final statuses, one warning, no process left; the listing says the
+    session ended ("cut short" when the database took the last write, else "interrupted"); an export onto the full disk is one line (exit 1) and leaves no
+    partial file. A real 2 MiB tmpfs (root only: mount)."""
+    if os.getuid() != 0:
+        return None, "needs root to mount a small tmpfs"
+    disk = os.path.join(d, "disk")
+    os.mkdir(disk)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk],
+                      capture_output=True).returncode != 0:
+        return None, "could not mount a tmpfs"
+    try:
+        home = os.path.join(disk, "home")
+        job = "import time\nfor _ in range(30): time.sleep(0.1)\n"
+        path = workload(d, [(n, f"command = [{json.dumps(PY)}, \"-c\", {json.dumps(job)}]")
+                            for n in ("a", "b")])
+        env = dict(os.environ, GPUTOP_DL_HOME=home)
+        p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(1.2)
+        _fill(os.path.join(disk, "filler"))
+        out, _ = p.communicate(timeout=60)
+        listing = gdl(home, "sessions")
+        _fill(os.path.join(disk, "filler2"))  # closing the database freed its write-ahead log
+        export = gdl(home, "export", os.path.join(disk, "r.md"))
+        left = [n for n in os.listdir(disk) if n not in ("home", "filler", "filler2")]
+        ended = next((w for w in ("cut short", "interrupted") if w in listing.stdout), None)
+        done = out.count("│ done")
+        ok = (p.returncode == 1 and "recording stopped: database or disk is full" in out
+              and done == 2 and ended and export.returncode == 1
+              and "No space left on device" in export.stderr and len(export.stderr.splitlines()) == 1
+              and not left and wait_gone(path))
+        return ok, (f"launch exit {p.returncode}, one warning, {done} of 2 jobs done in the summary; "
+                    f"sessions: {ended or '?'}; export onto the "
+                    f"full disk: exit {export.returncode}, one line, {len(left)} partial files")
+    finally:
+        subprocess.run(["umount", "-l", disk], capture_output=True)
+
+
 CASES = [
     ("kill -9 of gputop-dl (shell, background &, a script's own child)", case_kill9),
     ("SIGINT during a launch", case_sigint),
@@ -307,6 +358,7 @@ CASES = [
     ("a read-only data dir", case_readonly_dir),
     ("another user's data dir", case_other_users_dir),
     ("export with nothing to export, or nowhere to write", case_export_nothing),
+    ("the data dir's disk full mid-launch, and an export onto it", case_full_disk),
 ]
 
 

@@ -111,7 +111,7 @@ def make_session(store: Store, *, name: str = "mobilenet trio", gpu: bool = True
                 evs.append({"ev": "step", "t": t, "epoch": ep, "step": step, "t_data": t_data,
                             "t_step": t_step, "samples": batch})
             evs.append({"ev": "epoch", "t": t, "epoch": ep, "time_s": ep_time, "steps": 10,
-                        "samples": 10 * batch, "loss": 2.0, "peak_mem": gmem - GIB})
+                        "samples": 10 * batch, "loss": 2.0, "accuracy": 0.25, "peak_mem": gmem - GIB})
         evs.append({"ev": "finished", "t": t})
         store.add_events(sid, jn, "co-run", evs)
         store.upsert_job(sid, jn, launched=True, config=None, status="done", device="cuda:0",

@@ -621,3 +621,127 @@ def test_a_data_dir_that_cannot_be_read_is_one_line_naming_it(tmp_path, gdl_home
         except StoreError as exc:
             assert str(exc).startswith(f"GPUTOP_DL_HOME={gdl_home}: the data directory cannot be "
                                        "read (mode 0"), str(exc)
+
+
+def _disk_full_from(call: int, monkeypatch, *, frees_before_end: bool):
+    """Store writes fail from the `call`-th host sample on; the end-of-run catch-up finds the
+    space freed again (`frees_before_end`) or the disk still full."""
+    import sqlite3
+
+    from gputop_dl.record.store import Store
+
+    state = {"n": 0, "full": False}
+    real_sample, real_end, real_upsert = Store.add_host_sample, Store.end_session, Store.upsert_job
+
+    def full_check():
+        if state["full"]:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def sample(self, *a):
+        state["n"] += 1
+        state["full"] = state["full"] or state["n"] >= call
+        full_check()
+        return real_sample(self, *a)
+
+    def end(self, *a, **k):
+        full_check()
+        return real_end(self, *a, **k)
+
+    def upsert(self, *a, **k):
+        full_check()
+        return real_upsert(self, *a, **k)
+
+    monkeypatch.setattr(Store, "add_host_sample", sample)
+    monkeypatch.setattr(Store, "end_session", end)
+    monkeypatch.setattr(Store, "upsert_job", upsert)
+    if frees_before_end:
+        from gputop_dl.engine.recorder import Recorder
+
+        real_close = Recorder.close
+
+        def close(self, *a, **k):
+            state["full"] = False
+            return real_close(self, *a, **k)
+
+        monkeypatch.setattr(Recorder, "close", close)
+
+
+def test_a_full_disk_that_frees_up_still_gets_the_final_statuses_and_cut_short(tmp_path, monkeypatch):
+    from gputop_dl.record.store import Store
+
+    _disk_full_from(3, monkeypatch, frees_before_end=True)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "1.5"]}),
+                           ("b", {"command": ["sleep", "2"]})), nvml=Nvml())
+    assert "final statuses were saved" in eng.recorder.failure
+    st = Store()
+    assert st.session(eng.session_id).state == "cut short"
+    assert {j["name"]: j["status"] for j in st.jobs(eng.session_id)} == {"a": "done", "b": "done"}
+
+
+def test_a_disk_still_full_at_the_end_gives_the_final_statuses_in_the_summary(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from gputop_dl.record.store import Store
+    from gputop_dl.runner import print_summary
+
+    _disk_full_from(3, monkeypatch, frees_before_end=False)
+    eng = run_file(session(tmp_path, ("a", {"command": ["sleep", "1.5"]})), nvml=Nvml())
+    assert "final statuses were saved" not in eng.recorder.failure
+    assert {j["status"] for j in Store().jobs(eng.session_id)} != {"done"}  # stale in the store
+    buf = io.StringIO()
+    print_summary(eng, Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert "recorded before recording stopped" in out and "recording cut short" in out
+    assert "│ a   │ done" in out
+
+
+def test_a_setsid_daemon_that_ends_mid_session_is_reaped_not_left_a_zombie(tmp_path):
+    # the job's shell leaves a daemon in a session of its own and exits; the daemon comes to
+    # us (the subreaper) and ends while the other job still runs
+    daemon = f"setsid sh -c 'echo $$ > {tmp_path}/d.pid; exec sleep 0.6' & sleep 0.1"
+    eng = run_file(session(tmp_path, ("sh", {"command": [daemon], "shell": True}),
+                           ("long", {"command": ["sleep", "2.5"]})), nvml=Nvml())
+    assert eng.error is None
+    pid = int((tmp_path / "d.pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}"), open(f"/proc/{pid}/status").read()[:200]
+
+
+def test_env_values_an_older_version_stored_in_clear_are_scrubbed_from_disk_once(tmp_path, gdl_home):
+    """Opening a database for writing once redacts what an older gputop-dl kept in clear: the
+    rows (with secure_delete, so the old bytes are overwritten) and the jobs' spec files."""
+    import glob
+    import sqlite3
+
+    from gputop_dl.record.store import Store, default_db_path
+
+    secret = "hf_" + "0ldT0k3n" * 3
+    config = {"name": "job", "command": ["true"], "env": {"HF_TOKEN": secret}}
+    st = Store()
+    sid = st.create_session("old", file=None, command="gputop-dl launch w.toml", kind="launch",
+                            environment={}, spec={"workloads": [config], "baseline": "none"})
+    st.upsert_job(sid, "job", launched=True, config=config, status="done")
+    st.db.execute("DELETE FROM meta WHERE key='env_redacted'")  # as an older version left it
+    st.commit()
+    st.close()
+    spec_dir = os.path.join(gdl_home, "sessions", sid)
+    os.makedirs(spec_dir, exist_ok=True)
+    with open(os.path.join(spec_dir, "job.json"), "w") as f:
+        json.dump(config, f)
+    db = default_db_path()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+
+    def on_disk() -> bool:
+        files = glob.glob(db + "*") + glob.glob(os.path.join(gdl_home, "sessions", "*", "*"))
+        return any(secret.encode() in open(p, "rb").read() for p in files)
+
+    assert on_disk()
+    Store().close()  # any writer: a launch, the monitor
+    assert not on_disk()
+    assert json.load(open(os.path.join(spec_dir, "job.json")))["env"] == {"HF_TOKEN": "<redacted>"}
+    st = Store(readonly=True)
+    assert st.jobs(sid)[0]["status"] == "done"
+    st.close()

@@ -1,5 +1,7 @@
-"""The fleet view's reading side: node lists, each node's /metrics parsed back into a Node, and
-`--nodes ... --once` over three real `serve` processes on loopback, one of them killed."""
+"""The fleet: node lists (comma-separated and TOML), each node's /metrics parsed back into a Node,
+the ranks of distributed jobs grouped across nodes, a Prometheus server's API mapped to the same
+Nodes, the poller, and `--nodes ... --once` / the live view over real `serve` processes on
+loopback, one of them killed."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gputop_dl.collect.fleet import parse_node, parse_nodes, read_node
+from gputop_dl.collect.fleet import (FleetPoller, Node, group_distributed, load_node_file,
+                                     nodes_from_prometheus, parse_node, parse_nodes, read_fleet,
+                                     read_node, resolve_nodes, text_samples)
 from gputop_dl.collect.host import HostSample
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector
@@ -23,9 +30,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_node_lists():
-    assert parse_nodes("a:9402, b ,10.0.0.3:19000") == ["a:9402", "b:9402", "10.0.0.3:19000"]
+    assert parse_nodes("a:9402, b ,10.0.0.3:19000,[::1]:7") == ["a:9402", "b:9402", "10.0.0.3:19000", "[::1]:7"]
     for bad, says in (("a:http", "'a:http' is not HOST:PORT"), ("a:70000", "not HOST:PORT"),
-                      ("http://a/metrics", "not HOST:PORT"), (" , ", "comma-separated")):
+                      ("http://a/metrics", "not HOST:PORT"), ("a:1:2", "not HOST:PORT"),
+                      (" , ", "comma-separated")):
         with pytest.raises(UsageError, match=says):
             parse_nodes(bad)
 
@@ -91,9 +99,373 @@ def test_end_to_end_fleet_of_three_serves_one_killed():
                 p.wait()
 
 
-@pytest.mark.parametrize("args,says", [(["--nodes", "a:1"], "--nodes goes with --once"),
-                                       (["--nodes", "a:x", "--once"], "not HOST:PORT")])
+
+
+# --- node lists in TOML ----------------------------------------------------------------------
+
+def write(tmp_path, body: str, name: str = "nodes.toml") -> str:
+    path = tmp_path / name
+    path.write_text(body)
+    return str(path)
+
+
+def test_a_toml_node_list(tmp_path):
+    path = write(tmp_path, '[[node]]\naddress = "gpu-1:9402"\nname = "rack1-a"\n\n'
+                           '[[node]]\naddress = "gpu-2"\n')
+    assert load_node_file(path) == (["gpu-1:9402", "gpu-2:9402"], {"gpu-1:9402": "rack1-a"})
+    assert resolve_nodes(path) == load_node_file(path)
+    assert resolve_nodes("a,b:1") == (["a:9402", "b:1"], {})
+    shipped = os.path.join(ROOT, "docs", "nodes.toml")
+    addresses, _names = load_node_file(shipped)  # the example in the docs loads
+    assert len(addresses) >= 2
+
+
+@pytest.mark.parametrize("body,says", [
+    ('[[node]]\naddres = "a:1"\n', "[[node]] #1: unknown key 'addres', expected address or name"),
+    ('[[node]]\naddress = "a:1"\n[[node]]\naddress = "b:http"\n',
+     "[[node]] #2 key 'address': 'b:http' is not HOST:PORT"),
+    ('[[node]]\nname = "x"\n', "[[node]] #1 key 'address': missing"),
+    ('[[node]]\naddress = 9402\n', "key 'address': 9402 is not a string"),
+    ('[[node]]\naddress = "a"\nname = ""\n', "key 'name': '', expected a non-empty string"),
+    ('[[node]]\naddress = "a"\n[[node]]\naddress = "a:9402"\n', "a:9402 is listed twice"),
+    ('nodes = ["a:1"]\n', "unknown key 'nodes' at the top level, expected only [[node]]"),
+    ('[node]\naddress = "a"\n', "no [[node]] tables"),
+    ('[[node]\naddress = "a"\n', "not valid TOML"),
+])
+def test_a_bad_toml_node_list_is_one_line_naming_file_and_key(tmp_path, body, says):
+    path = write(tmp_path, body)
+    with pytest.raises(UsageError) as err:
+        load_node_file(path)
+    msg = str(err.value)
+    assert says in msg and path in msg and "\n" not in msg
+
+
+# --- distributed jobs (torchrun) across nodes --------------------------------------------------
+
+EXPOSITION = """\
+# HELP gputop_dl_exporter_info gputop-dl's version and mode
+# TYPE gputop_dl_exporter_info gauge
+gputop_dl_exporter_info{{Hostname="{host}",version="0.1",mode="serve"}} 1
+# TYPE gputop_dl_job_info gauge
+gputop_dl_job_info{{Hostname="{host}",job_name="torchrun train.py",pid="{pid}",launched="false",status="running",phase="",device="cuda",model="",run_id="{run}",world_size="{ws}"}} 1
+gputop_dl_job_info{{Hostname="{host}",job_name="eval.py",pid="9",launched="false",status="running",phase="",device="",model="",run_id="",world_size=""}} 1
+# TYPE gputop_dl_job_step_seconds gauge
+gputop_dl_job_step_seconds{{Hostname="{host}",job_name="torchrun train.py",pid="{pid}"}} {step}
+# TYPE gputop_dl_job_rank_info gauge
+{ranks}
+"""
+
+
+def node_text(host: str, pid: int, ranks: list[tuple[int, int]], *, ws: str = "4",
+              run: str = "rdzv-1", step: float = 0.4) -> str:
+    lines = "\n".join(
+        f'gputop_dl_job_rank_info{{Hostname="{host}",job_name="torchrun train.py",pid="{pid}",'
+        f'run_id="{run}",rank="{r}",local_rank="{lr}",world_size="{ws}",rank_pid="{pid + 1 + lr}"}} 1'
+        for r, lr in ranks)
+    return EXPOSITION.format(host=host, pid=pid, run=run, ws=ws, step=step, ranks=lines)
+
+
+def test_ranks_of_a_distributed_job_parse_into_the_node_jobs():
+    n = parse_node("a:1", node_text("a", 100, [(0, 0), (1, 1)]))
+    jobs = {j.name: j for j in n.jobs}
+    tr = jobs["torchrun train.py"]
+    assert (tr.run_id, tr.world_size, tr.pid, tr.step_time_s) == ("rdzv-1", 4, 100, 0.4)
+    assert tr.ranks == [{"rank": 0, "local_rank": 0, "rank_pid": 101},
+                        {"rank": 1, "local_rank": 1, "rank_pid": 102}]
+    assert (jobs["eval.py"].run_id, jobs["eval.py"].world_size, jobs["eval.py"].ranks) == (None, None, [])
+
+
+def test_an_exporter_without_the_rank_labels_still_parses():
+    old = node_text("a", 100, []).replace(',run_id="rdzv-1",world_size="4"', "") \
+        .replace(',run_id="",world_size=""', "")
+    assert "run_id" not in old
+    n = parse_node("a:1", old)
+    assert n.ok and {j.name for j in n.jobs} == {"torchrun train.py", "eval.py"}
+    assert all(j.run_id is None and j.ranks == [] for j in n.jobs)
+    assert group_distributed([n]) == []
+
+
+def test_ranks_are_grouped_across_nodes_and_a_missing_rank_shows_as_missing():
+    a = parse_node("a:1", node_text("a", 100, [(0, 0), (1, 1)], step=0.4))
+    b = parse_node("b:1", node_text("b", 200, [(2, 0), (3, 1)], step=0.7))
+    other = parse_node("c:1", node_text("c", 300, [(0, 0)], run="rdzv-2", ws=""))
+    full = group_distributed([a, b, other])
+    assert [d["run_id"] for d in full] == ["rdzv-1", "rdzv-2"]
+    d = full[0]
+    assert (d["world_size"], d["ranks_seen"], d["missing_ranks"], d["complete"]) == (4, [0, 1, 2, 3], [], True)
+    assert [(e["node"], e["ranks"]) for e in d["nodes"]] == [("a:1", [0, 1]), ("b:1", [2, 3])]
+    assert (d["slowest_step_s"], d["slowest_node"]) == (0.7, "b:1")
+    assert (full[1]["world_size"], full[1]["complete"]) == (None, False)  # world size unknown
+    # node b goes down: its ranks are missing, named with where they were last seen
+    seen: dict = {}
+    group_distributed([a, b], seen)
+    down = Node("b:1", False, "unreachable (Connection refused)")
+    d = group_distributed([a, down], seen)[0]
+    assert (d["ranks_seen"], d["missing_ranks"], d["complete"]) == ([0, 1], [2, 3], False)
+    assert d["missing_last_seen"] == {"2": "b:1", "3": "b:1"}
+    # without memory (--once) the world size alone says which are missing
+    assert group_distributed([a, down])[0]["missing_ranks"] == [2, 3]
+
+
+def test_once_table_and_json_show_the_distributed_job(tmp_path, capsys):
+    from gputop_dl.present.fleet import distributed_table
+    from gputop_dl.text.console import console
+
+    a = parse_node("a:1", node_text("a", 100, [(0, 0), (1, 1)]))
+    groups = group_distributed([a, Node("b:1", False, "unreachable (timed out)")])
+    out = console()
+    out.print(distributed_table(groups))
+    shown = capsys.readouterr().out
+    assert "rdzv-1" in shown and "2/4" in shown and "2, 3" in shown and "a:1: 0,1" in shown
+
+
+# --- the same Nodes from a Prometheus server's HTTP API ---------------------------------------
+
+def api_answer(scrapes: dict[str, str | None], job: str = "gputop") -> dict:
+    """What Prometheus's /api/v1/query answers for PROMETHEUS_QUERY over these targets
+    (address -> exposition text, None for a target that is down)."""
+    result = []
+    for inst, body in scrapes.items():
+        result.append({"metric": {"__name__": "up", "instance": inst, "job": job},
+                       "value": [time.time(), "0" if body is None else "1"]})
+        for name, labels, value in text_samples(body or ""):
+            if name.startswith("gputop_dl_"):
+                result.append({"metric": {"__name__": name, **labels, "instance": inst, "job": job},
+                               "value": [time.time(), repr(value)]})
+    result.append({"metric": {"__name__": "up", "instance": "node-exporter:9100", "job": "node"},
+                   "value": [time.time(), "1"]})  # another exporter's target: not a fleet node
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+def test_prometheus_answers_map_to_the_nodes_a_scrape_gives():
+    a, b = node_text("a", 100, [(0, 0), (1, 1)]), node_text("b", 200, [(2, 0)])
+    nodes = nodes_from_prometheus(api_answer({"a:9402": a, "b:9402": b, "c:9402": None}))
+    assert [n.address for n in nodes] == ["a:9402", "b:9402", "c:9402"]
+    for n, text in zip(nodes, (a, b)):
+        assert n == parse_node(n.address, text)
+    assert not nodes[2].ok and "up == 0" in nodes[2].error
+    assert group_distributed(nodes)[0]["missing_ranks"] == [3]
+
+
+class FakePrometheus:
+    """/api/v1/query on loopback answering `self.answer` (a dict as JSON, or raw bytes)."""
+
+    def __init__(self, answer, code: int = 200):
+        self.answer, self.code, self.queries = answer, code, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.queries.append(self.path)
+                body = outer.answer if isinstance(outer.answer, bytes) else json.dumps(outer.answer).encode()
+                self.send_response(outer.code)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "gputop_dl", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def test_end_to_end_prometheus_api_built_from_real_serves():
+    procs = [serve(0) for _ in range(2)]
+    try:
+        time.sleep(1.5)
+        scrapes = {}
+        for p in procs:
+            with urllib.request.urlopen(f"http://{p.address}/metrics", timeout=5) as r:
+                scrapes[p.address] = r.read().decode()
+        scrapes["127.0.0.1:9"] = None  # a third target Prometheus sees down
+        prom = FakePrometheus(api_answer(scrapes))
+        try:
+            out = cli("--prometheus", prom.url + "/", "--once", "--json")
+            assert out.returncode == 0, out.stderr
+            doc = json.loads(out.stdout)
+            assert doc["schema"] == "gputop-dl.fleet/1" and doc["source"] == prom.url
+            by = {n["address"]: n for n in doc["nodes"]}
+            assert [by[p.address]["ok"] for p in procs] == [True, True]
+            for p in procs:  # the same Node the scrape itself gives
+                want = parse_node(p.address, scrapes[p.address]).to_json()
+                got = by[p.address]
+                assert {k: v for k, v in got.items() if k != "age_s"} == \
+                    {k: v for k, v in want.items() if k != "age_s"}
+                assert got["mode"] == "serve" and got["cpus"] >= 1
+            assert not by["127.0.0.1:9"]["ok"] and "up == 0" in by["127.0.0.1:9"]["error"]
+            assert "node-exporter:9100" not in by
+            assert prom.queries and "query=" in prom.queries[0]
+            table = cli("--prometheus", prom.url, "--once")
+            assert table.returncode == 0 and "up == 0" in table.stdout
+        finally:
+            prom.close()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("answer,code,says", [
+    (b"<html>proxy error", 200, "not a Prometheus API answer (not JSON)"),
+    ({"status": "error", "errorType": "bad_data", "error": "parse error"}, 400,
+     "HTTP 400 (status 'error': bad_data parse error)"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": []}}, 200,
+     "not an instant vector"),
+])
+def test_a_prometheus_that_answers_garbage_is_one_line_exit_1(answer, code, says):
+    prom = FakePrometheus(answer, code)
+    try:
+        out = cli("--prometheus", prom.url, "--once")
+    finally:
+        prom.close()
+    assert out.returncode == 1 and says in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+# --- the poller and the live view ---------------------------------------------------------------
+
+def test_polls_never_overlap_and_keep_the_interval():
+    spans = []
+
+    def slow_read():
+        t0 = time.monotonic()
+        time.sleep(0.3 if len(spans) == 1 else 0.02)  # the second poll is slow
+        spans.append((t0, time.monotonic()))
+        return [Node("a:1", False, "unreachable (timed out)")]
+
+    poller = FleetPoller(slow_read, interval=0.1)
+    got = []
+    poller.subscribe(got.append)
+    poller.start()
+    time.sleep(0.8)
+    poller.request_stop()
+    assert poller.join(2)
+    assert len(spans) >= 4 and len(got) >= 3
+    for (_s0, e0), (s1, _e1) in zip(spans, spans[1:]):
+        assert s1 >= e0  # the next poll starts after the previous one ended
+    starts = [s for s, _e in spans]
+    assert all(b - a >= 0.09 for a, b in zip(starts, starts[1:]))
+    assert got[0].nodes[0].error == "unreachable (timed out)" and got[0].poll_s >= 0.02
+
+
+def wait_for(cond, timeout: float = 20.0, step: float = 0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def test_end_to_end_live_view_keeps_two_nodes_when_one_is_killed():
+    """The fleet view on a real poller over three real serves: the killed node's row turns
+    unreachable and the other two keep answering, poll after poll."""
+    import asyncio
+
+    pytest.importorskip("textual")
+    from gputop_dl.present.tui.fleet_app import FleetApp
+
+    procs = [serve(0) for _ in range(3)]
+    addresses = [p.address for p in procs]
+    poller = FleetPoller(lambda: read_fleet(addresses, timeout=1.0), interval=0.3)
+
+    async def go():
+        app = FleetApp(poller)
+        async with app.run_test(size=(160, 50)) as pilot:
+            table = app.nodes_table
+
+            async def until(cond, timeout=20.0):
+                end = time.monotonic() + timeout
+                while time.monotonic() < end:
+                    await pilot.pause(0.1)
+                    if cond():
+                        return True
+                return False
+
+            def state(a):
+                return table.cell(f"node:{a}", "state").text.strip()
+
+            assert await until(lambda: table.row_count == 3 and all(state(a) == "ok" for a in addresses))
+            procs[1].kill()
+            procs[1].wait()
+            assert await until(lambda: state(addresses[1]).startswith("unreachable")), state(addresses[1])
+            t_down = app.latest.time
+            assert await until(lambda: app.latest.time > t_down + 0.5)  # later polls came
+            assert [state(a) for a in (addresses[0], addresses[2])] == ["ok", "ok"]
+            assert "unreachable for" in state(addresses[1])  # it answered before
+            assert "2 ok, 1 not answering" in str(app.summary.content)
+            await pilot.press("q")
+        assert not poller.running or poller.join(3)
+
+    try:
+        asyncio.run(go())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+# --- bad input: one line each, nothing crashes -------------------------------------------------
+
+def garbage_node() -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>{{ not metrics \x00\x1b[31m")
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_a_node_that_answers_garbage_is_a_row_that_says_so():
+    srv = garbage_node()
+    try:
+        out = cli("--nodes", f"127.0.0.1:{srv.server_address[1]}", "--once")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert out.returncode == 1 and "not Prometheus text" in out.stdout and "Traceback" not in out.stderr
+    assert "\x1b[31m" not in out.stdout  # the node's bytes are text, not terminal codes
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--nodes", "a:x"], "not HOST:PORT"),
+    (["--nodes", "a:1,b:9402:7", "--once"], "'b:9402:7' is not HOST:PORT"),
+    (["--nodes", "missing.toml"], "--nodes missing.toml: no such file"),
+    (["--prometheus", "prometheus:9090"], "--prometheus 'prometheus:9090': expected the server's URL"),
+    (["--prometheus", "http://p:9090/?x=1", "--once"], "expected the server's URL"),
+    (["--nodes", "a:1", "--prometheus", "http://p:9090"], "give one"),
+    (["--nodes", "a:1", "--interval", "0.01"], "--interval 0.01: expected 0.2 to 3600 seconds"),
+    (["--nodes", "a:1", "--stall", "2", "--once"], "not the fleet view"),
+    (["--nodes", "a:1", "sessions"], "do not go with `sessions`"),
+])
 def test_fleet_bad_usage_is_one_line_exit_2(args, says):
-    out = subprocess.run([sys.executable, "-m", "gputop_dl", *args], capture_output=True,
-                         text=True, timeout=60)
-    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+    out = cli(*args)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_a_bad_toml_node_list_on_the_command_line_is_one_line_exit_2(tmp_path):
+    path = write(tmp_path, '[[node]]\naddress = "gpu-1:9402"\n[[node]]\nadress = "gpu-2"\n')
+    out = cli("--nodes", path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == (f"gputop-dl: error: {path}: [[node]] #2: unknown key 'adress', "
+                                  "expected address or name")

@@ -570,6 +570,9 @@ def test_end_to_end_launch_then_export(home, capsys):
     finally:
         st.close()
     assert [e["time_s"] for e in job["epochs"]] == [e["time_s"] for e in epochs]
+    assert [(e["loss"], e["train_accuracy"]) for e in job["epochs"]] == \
+        [(e["loss"], e["accuracy"]) for e in epochs]  # what the trainer measured
+    assert all(0 <= e["train_accuracy"] <= 1 and e["loss"] > 0 for e in job["epochs"])
     row = rows_by_job(table_with(text, "median epoch"))["tiny"]
     assert row["epochs"] == "2/2" and row["status"] == "done"
     assert row["step"] == fmt.secs(job["step_time_s"])

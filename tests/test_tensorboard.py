@@ -54,6 +54,7 @@ def test_export_tensorboard_writes_one_run_per_job_and_phase(tmp_path, capsys):
     assert [e.step for e in epochs] == [10, 20, 30]  # at the step each epoch ended
     assert [e.value for e in epochs] == pytest.approx(EPOCH_TIMES[name])
     assert [e.value for e in acc.Scalars("epoch/loss")] == pytest.approx([2.0] * 3)
+    assert [e.value for e in acc.Scalars("epoch/train_accuracy")] == pytest.approx([0.25] * 3)
     cores = acc.Scalars("job/cpu_cores")
     assert cores and all(e.value == pytest.approx(2.4) for e in cores)
     assert [e.step for e in cores] == sorted(e.step for e in cores)

@@ -161,3 +161,24 @@ def test_sorted_by_cpu_all_epochs(tmp_path):
 
 def test_launch_queue_panel(tmp_path):
     render("launch_queue", tmp_path, snaps=[queue_snapshot(t) for t in range(3)])
+
+
+def test_fleet_view(tmp_path):
+    """Three nodes (one unreachable, one stale), a distributed job with a rank missing."""
+    from gputop_dl.present.tui.fleet_app import FleetApp
+
+    try:
+        from tests.fake_fleet import FakeFleetSource, fleet_snapshot
+    except ImportError:
+        from fake_fleet import FakeFleetSource, fleet_snapshot
+
+    async def go():
+        src = FakeFleetSource()
+        app = FleetApp(src, clock=FixedClock(T0 + 1))
+        async with app.run_test(size=SIZE) as pilot:
+            src.emit(fleet_snapshot())
+            await pilot.pause()
+            await pilot.pause()
+            check("fleet", screen_text(app), app.export_screenshot(title="gputop-dl"), tmp_path)
+
+    asyncio.run(go())

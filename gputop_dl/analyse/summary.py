@@ -17,6 +17,7 @@ class JobResult:
     device: str | None
     config: dict
     epochs: tuple[tuple[int, float], ...] = ()  # (epoch, seconds), co-run
+    epoch_quality: tuple[tuple[float | None, float | None], ...] = ()  # (loss, train accuracy)
     median_epoch_s: float | None = None
     step_time_s: float | None = None
     samples_per_s: float | None = None
@@ -75,7 +76,9 @@ class JobResult:
         return {
             "name": self.name, "status": self.status, "failure": self.failure,
             "device": self.device,
-            "epochs": [{"epoch": e, "time_s": t} for e, t in self.epochs],
+            "epochs": [{"epoch": e, "time_s": t, "loss": q[0], "train_accuracy": q[1]}
+                       for (e, t), q in zip(self.epochs, self.epoch_quality or
+                                            [(None, None)] * len(self.epochs))],
             "median_epoch_s": self.median_epoch_s, "step_time_s": self.step_time_s,
             "samples_per_s": self.samples_per_s, "stall_fraction": self.stall_fraction,
             "steps": self.steps,
@@ -144,6 +147,7 @@ def _job_result(store, sid: str, job: dict,
     result = JobResult(
         name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
         config=cfg, epochs=ep,
+        epoch_quality=tuple((e.get("loss"), e.get("accuracy")) for e in epochs),
         median_epoch_s=statistics.median([t for _, t in ep]) if ep else None,
         step_time_s=st.step_time_s, samples_per_s=st.samples_per_s,
         stall_fraction=st.stall_fraction if n or phase == "co-run" else sampled_stall,

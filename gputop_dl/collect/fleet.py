@@ -1,25 +1,36 @@
-"""Several nodes at once: each node's gputop-dl `/metrics` (serve, or --metrics) read into a `Node`.
+"""Several nodes at once: each node's gputop-dl `/metrics` (serve, or --metrics), or a Prometheus
+server's API, read into `Node` values; the ranks of distributed jobs grouped across nodes; the
+poller that feeds the live fleet view.
 
 No home-made protocol: a node is whatever `gputop-dl serve` (or `launch`/the monitor with
 `--metrics`) exposes in the Prometheus text format, parsed with prometheus_client's own
-parser. A node that does not answer, answers garbage or is not a gputop-dl exporter is a
-`Node` with `ok=False` and the reason; the others are read all the same (in parallel, each
-with a timeout).
+parser, or the same series as a Prometheus server returns them (grouped by `instance`). Both
+become (name, labels, value) samples and `build_node` maps them. A node that does not answer,
+answers garbage or is not a gputop-dl exporter is a `Node` with `ok=False` and the reason; the
+others are read all the same (in parallel, each with a timeout).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
+import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.errors import UsageError
 
 DEFAULT_PORT = 9402  # = present.prometheus.DEFAULT_PORT (collect may not import present)
+
+
+Sample = tuple[str, dict, float]  # (metric sample name, labels, value): both inputs become these
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,9 @@ class NodeJob:
     step_time_s: float | None = None
     slowdown: float | None = None
     gpu_mem: float | None = None
+    run_id: str | None = None  # torchrun's rendezvous id; None: not distributed (or not exported)
+    world_size: int | None = None
+    ranks: list[dict] = field(default_factory=list)  # rank, local_rank, rank_pid seen on this node
 
 
 @dataclass(frozen=True)
@@ -50,9 +64,39 @@ class Node:
     jobs: list[NodeJob] = field(default_factory=list)
     verdict: str | None = None
     confidence: float | None = None
+    name: str | None = None  # the node list's name for it (TOML `name`), else None
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.address
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """One poll of the fleet: its nodes in list order, the distributed jobs across them."""
+
+    time: float
+    nodes: list[Node]
+    distributed: list[dict] = field(default_factory=list)
+    poll_s: float | None = None  # how long the poll took
+    source: str = ""  # "nodes" or the Prometheus URL
+    error: str | None = None  # the Prometheus server could not be read (nodes is then empty)
+    last_ok: dict = field(default_factory=dict)  # address -> time it last answered (live view)
+
+
+def _host_port(item: str) -> str | None:
+    host, sep, port = item.rpartition(":") if ":" in item else (item, "", "")
+    if not sep:
+        host, port = item, str(DEFAULT_PORT)
+    bracketed = host.startswith("[") and host.endswith("]")  # [::1]:9402
+    if not host or any(c in host for c in "/ ?#@") or not port.isdigit() \
+            or (not bracketed and any(c in host for c in ":[]")) \
+            or not 0 < int(port) < 65536:
+        return None
+    return f"{host}:{int(port)}"
 
 
 def parse_nodes(text: str) -> list[str]:
@@ -62,54 +106,143 @@ def parse_nodes(text: str) -> list[str]:
         item = raw.strip()
         if not item:
             continue
-        host, sep, port = item.rpartition(":") if ":" in item else (item, "", "")
-        if not sep:
-            host, port = item, str(DEFAULT_PORT)
-        if not host or any(c in host for c in "/ ?#@") or not port.isdigit() \
-                or not 0 < int(port) < 65536:
+        addr = _host_port(item)
+        if addr is None:
             raise UsageError(f"--nodes: {item!r} is not HOST:PORT (e.g. gpu-node-1:{DEFAULT_PORT})")
-        out.append(f"{host}:{int(port)}")
+        out.append(addr)
     if not out:
         raise UsageError("--nodes: expected a comma-separated list of HOST:PORT")
     return out
 
 
+NODE_KEYS = ("address", "name")
+
+
+def load_node_file(path: str) -> tuple[list[str], dict[str, str]]:
+    """A node list in TOML: `[[node]]` tables with `address = "HOST[:PORT]"` and an optional
+    `name`. Returns (addresses, {address: name}); any mistake is one UsageError line naming
+    the file, the table and the key."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"--nodes {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"--nodes {path}: cannot read it ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    extra = [k for k in doc if k != "node"]
+    if extra:
+        raise UsageError(f"{path}: unknown key {extra[0]!r} at the top level, expected only "
+                         "[[node]] tables")
+    nodes = doc.get("node")
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, dict) for n in nodes):
+        raise UsageError(f"{path}: no [[node]] tables, expected at least one [[node]] (double "
+                         'brackets) with address = "HOST:PORT"')
+    addresses, names = [], {}
+    for i, n in enumerate(nodes, 1):
+        where = f"{path}: [[node]] #{i}"
+        bad = [k for k in n if k not in NODE_KEYS]
+        if bad:
+            raise UsageError(f"{where}: unknown key {bad[0]!r}, expected {' or '.join(NODE_KEYS)}")
+        addr = n.get("address")
+        if not isinstance(addr, str):
+            raise UsageError(f"{where} key 'address': " + ("missing" if addr is None else
+                             f"{addr!r} is not a string") + f', expected "HOST:PORT" (e.g. '
+                             f'"gpu-node-1:{DEFAULT_PORT}")')
+        norm = _host_port(addr.strip())
+        if norm is None:
+            raise UsageError(f"{where} key 'address': {addr!r} is not HOST:PORT, expected e.g. "
+                             f'"gpu-node-1:{DEFAULT_PORT}"')
+        if norm in names or norm in addresses:
+            raise UsageError(f"{where} key 'address': {norm} is listed twice")
+        name = n.get("name")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise UsageError(f"{where} key 'name': {name!r}, expected a non-empty string")
+        addresses.append(norm)
+        if name:
+            names[norm] = name.strip()
+    return addresses, names
+
+
+def resolve_nodes(arg: str) -> tuple[list[str], dict[str, str]]:
+    """`--nodes`: a TOML file (a name ending in .toml, or an existing file) or HOST:PORT,..."""
+    if arg.strip().endswith(".toml") or os.path.isfile(arg):
+        return load_node_file(arg.strip())
+    return parse_nodes(arg), {}
+
+
+def text_samples(text: str) -> list[Sample]:
+    """Prometheus text exposition -> samples (prometheus_client's parser; raises on garbage)."""
+    return [(s.name, s.labels, float(s.value))
+            for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
 def parse_node(address: str, text: str, now: float | None = None) -> Node:
     """One node's exposition text -> Node (ok=False when it is not a gputop-dl exporter)."""
     try:
-        samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+        samples = text_samples(text)
     except Exception as exc:  # the parser raises ValueError and friends on garbage
         return Node(address, False, f"not Prometheus text ({type(exc).__name__}: {exc})"[:200])
-    by: dict[str, list] = {}
+    return build_node(address, samples, now)
+
+
+def _int(v) -> int | None:
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
+def build_node(address: str, samples: list[Sample], now: float | None = None) -> Node:
+    """The one mapping from a node's samples (scraped, or from a Prometheus server) to a Node."""
+    by: dict[str, list[Sample]] = {}
     for s in samples:
-        by.setdefault(s.name, []).append(s)
+        by.setdefault(s[0], []).append(s)
     exporter = by.get("gputop_dl_exporter_info")
     if not exporter:
         return Node(address, False, "not a gputop-dl exporter (no gputop_dl_exporter_info)")
-    labels = exporter[0].labels
+    labels = exporter[0][1]
 
     def one(name: str) -> float | None:
         got = by.get(name)
-        return float(got[0].value) if got else None
+        return got[0][2] if got else None
 
     gpus: dict[str, dict] = {}
     for name, key in (("gputop_dl_gpu_utilization_ratio", "util"),
                       ("gputop_dl_gpu_memory_used_bytes", "mem_used"),
                       ("gputop_dl_gpu_memory_total_bytes", "mem_total")):
-        for s in by.get(name, ()):
-            gpus.setdefault(s.labels.get("gpu", "?"), {"index": s.labels.get("gpu")})[key] = s.value
+        for _n, lab, v in by.get(name, ()):
+            gpus.setdefault(lab.get("gpu", "?"), {"index": lab.get("gpu")})[key] = v
     jobs: dict[tuple, dict] = {}
-    for s in by.get("gputop_dl_job_info", ()):
-        k = (s.labels.get("job_name"), s.labels.get("pid"))
-        jobs[k] = {"status": s.labels.get("status"), "phase": s.labels.get("phase") or None}
+
+    def job(lab: dict) -> dict:
+        return jobs.setdefault((lab.get("job_name"), lab.get("pid")), {})
+
+    for _n, lab, _v in by.get("gputop_dl_job_info", ()):
+        j = job(lab)
+        j.update(status=lab.get("status"), phase=lab.get("phase") or None)
+        if lab.get("run_id"):
+            j["run_id"] = lab["run_id"]
+        if _int(lab.get("world_size")) is not None:
+            j["world_size"] = _int(lab["world_size"])
     for name, key in (("gputop_dl_job_cpu_cores", "cpu_cores"),
                       ("gputop_dl_job_data_stall_ratio", "stall_fraction"),
                       ("gputop_dl_job_step_seconds", "step_time_s"),
                       ("gputop_dl_job_slowdown", "slowdown"),
                       ("gputop_dl_job_gpu_memory_bytes", "gpu_mem")):
-        for s in by.get(name, ()):
-            jobs.setdefault((s.labels.get("job_name"), s.labels.get("pid")), {})[key] = s.value
-    verdict = [s for s in by.get("gputop_dl_verdict", ()) if s.value == 1.0]
+        for _n, lab, v in by.get(name, ()):
+            job(lab)[key] = v
+    for _n, lab, _v in by.get("gputop_dl_job_rank_info", ()):
+        j = job(lab)
+        if lab.get("run_id"):
+            j.setdefault("run_id", lab["run_id"])
+        if _int(lab.get("world_size")) is not None:
+            j.setdefault("world_size", _int(lab["world_size"]))
+        j.setdefault("ranks", []).append({"rank": _int(lab.get("rank")),
+                                          "local_rank": _int(lab.get("local_rank")),
+                                          "rank_pid": _int(lab.get("rank_pid"))})
+    for j in jobs.values():
+        if "ranks" in j:
+            j["ranks"].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    verdict = [s for s in by.get("gputop_dl_verdict", ()) if s[2] == 1.0]
     ts = one("gputop_dl_last_sample_timestamp_seconds")
     return Node(
         address, True, hostname=labels.get("Hostname"), mode=labels.get("mode"),
@@ -117,10 +250,55 @@ def parse_node(address: str, text: str, now: float | None = None) -> Node:
         cpus=one("gputop_dl_host_cpus"), cpu_busy=one("gputop_dl_host_cpu_busy_ratio"),
         load1=one("gputop_dl_host_load1"),
         gpus=sorted(gpus.values(), key=lambda g: int(g["index"]) if str(g["index"]).isdigit() else 0),
-        jobs=[NodeJob(name=n, pid=int(p) if p and p.isdigit() else None, **v)
+        jobs=[NodeJob(name=n, pid=_int(p), **v)
               for (n, p), v in sorted(jobs.items(), key=lambda kv: str(kv[0]))],
-        verdict=verdict[0].labels.get("kind") if verdict else None,
+        verdict=verdict[0][1].get("kind") if verdict else None,
         confidence=one("gputop_dl_verdict_confidence"))
+
+
+def group_distributed(nodes: list[Node], last_seen: dict | None = None) -> list[dict]:
+    """The ranks of each distributed job (one torchrun run id) gathered across the nodes.
+
+    Per run: world size (the largest any node reports), the ranks seen and those missing
+    (0..world_size-1 not seen on any node that answered), each node's ranks, the slowest step
+    time across nodes. `last_seen` ((run_id, rank) -> node label, kept by the live poller)
+    names where a missing rank was last seen; it is updated in place."""
+    runs: dict[str, dict] = {}
+    for n in nodes:
+        if not n.ok:
+            continue
+        for j in n.jobs:
+            if not j.run_id:
+                continue
+            g = runs.setdefault(j.run_id, {"run_id": j.run_id, "jobs": [], "world_size": None,
+                                           "nodes": []})
+            if j.name not in g["jobs"]:
+                g["jobs"].append(j.name)
+            if j.world_size is not None:
+                g["world_size"] = max(g["world_size"] or 0, j.world_size)
+            ranks = sorted({r["rank"] for r in j.ranks if r.get("rank") is not None})
+            g["nodes"].append({"node": n.label, "address": n.address, "hostname": n.hostname,
+                               "job": j.name, "pid": j.pid, "ranks": ranks,
+                               "step_time_s": j.step_time_s, "status": j.status})
+    out = []
+    for run_id in sorted(runs):
+        g = runs[run_id]
+        seen = sorted({r for e in g["nodes"] for r in e["ranks"]})
+        ws = g["world_size"]
+        missing = sorted(set(range(ws)) - set(seen)) if ws else []
+        if last_seen is not None:
+            for e in g["nodes"]:
+                for r in e["ranks"]:
+                    last_seen[(run_id, r)] = e["node"]
+        steps = [(e["step_time_s"], e["node"]) for e in g["nodes"] if e["step_time_s"] is not None]
+        slow = max(steps) if steps else (None, None)
+        out.append({"run_id": run_id, "job": ", ".join(g["jobs"]), "world_size": ws,
+                    "ranks_seen": seen, "missing_ranks": missing,
+                    "missing_last_seen": {str(r): last_seen[(run_id, r)] for r in missing
+                                          if last_seen and (run_id, r) in last_seen},
+                    "complete": ws is not None and not missing,
+                    "nodes": g["nodes"], "slowest_step_s": slow[0], "slowest_node": slow[1]})
+    return out
 
 
 def read_node(address: str, timeout: float = 2.0) -> Node:
@@ -129,23 +307,220 @@ def read_node(address: str, timeout: float = 2.0) -> Node:
         with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as r:
             text = r.read(8 << 20).decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        why = getattr(exc, "reason", None) or exc
-        return Node(address, False, f"unreachable ({why})"[:200])
+        return Node(address, False, f"unreachable ({_why(exc)})"[:200])
     return parse_node(address, text)
 
 
-def read_fleet(addresses: list[str], timeout: float = 2.0) -> list[Node]:
-    """Every node at once, in the order given."""
+def _why(exc: BaseException) -> str:
+    """A network error in a few words: "Connection refused", "timed out", "HTTP 404 ..."."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    why = getattr(exc, "reason", None) or exc
+    return getattr(why, "strerror", None) or str(why) or type(why).__name__
+
+
+def read_fleet(addresses: list[str], timeout: float = 2.0,
+               names: dict[str, str] | None = None) -> list[Node]:
+    """Every node at once, in the order given (`names`: address -> the node list's name)."""
     out: list[Node | None] = [None] * len(addresses)
 
     def one(i: int, a: str) -> None:
         out[i] = read_node(a, timeout)
 
-    threads = [threading.Thread(target=one, args=(i, a), daemon=True)
+    threads = [threading.Thread(target=one, args=(i, a), daemon=True, name="gdl-fleet")
                for i, a in enumerate(addresses)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + timeout + 1
     for t in threads:
-        t.join(timeout + 1)
-    return [n if n is not None else Node(a, False, "no answer in time")
-            for n, a in zip(out, addresses)]
+        t.join(max(0.0, deadline - time.monotonic()))
+    nodes = [n if n is not None else Node(a, False, "no answer in time")
+             for n, a in zip(out, addresses)]
+    return [replace(n, name=names[n.address]) if names and n.address in names else n
+            for n in nodes]
+
+
+# --- a Prometheus server's HTTP API instead of the nodes themselves ---------------------------
+
+PROMETHEUS_QUERY = '{__name__=~"gputop_dl_.+|up"}'
+
+
+class PrometheusError(Exception):
+    """The Prometheus server could not be read (one line)."""
+
+
+def check_prometheus_url(url: str) -> str:
+    """`--prometheus URL`: http(s)://HOST[:PORT][/prefix], without a query; UsageError if not."""
+    u = urllib.parse.urlsplit(url.strip())
+    try:
+        port_ok = u.port is None or 0 < u.port < 65536
+    except ValueError:
+        port_ok = False
+    if u.scheme not in ("http", "https") or not u.hostname or not port_ok or u.query or u.fragment:
+        raise UsageError(f"--prometheus {url!r}: expected the server's URL, e.g. "
+                         "http://prometheus:9090")
+    return url.strip().rstrip("/")
+
+
+def prometheus_samples(doc) -> list[tuple[str, str | None, Sample]]:
+    """An instant-query answer -> [(instance, job, (name, labels, value))]; raises
+    PrometheusError when it is not a success with a vector."""
+    if not isinstance(doc, dict):
+        raise PrometheusError("the answer is not a JSON object")
+    if doc.get("status") != "success":
+        raise PrometheusError(f"status {doc.get('status')!r}: "
+                              f"{doc.get('errorType', '')} {doc.get('error', '')}".strip())
+    data = doc.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "vector" \
+            or not isinstance(data.get("result"), list):
+        raise PrometheusError("the answer is not an instant vector (data.resultType)")
+    out = []
+    for item in data["result"]:
+        try:
+            labels = dict(item["metric"])
+            value = float(item["value"][1])
+            name = labels.pop("__name__")
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise PrometheusError(f"a result without metric/value ({type(exc).__name__})") from None
+        out.append((labels.pop("instance", "?"), labels.pop("job", None), (name, labels, value)))
+    return out
+
+
+def nodes_from_prometheus(doc, now: float | None = None) -> list[Node]:
+    """A Prometheus answer to PROMETHEUS_QUERY -> one Node per scrape target (`instance`),
+    built by `build_node` like a scraped node. A target whose `up` is 0 is unreachable; the
+    targets counted are those with gputop_dl_ series and the down ones of the same scrape
+    jobs (or of a job whose name has "gputop" in it)."""
+    per: dict[str, list[Sample]] = {}
+    up: dict[str, tuple[str | None, float]] = {}
+    jobs: set[str | None] = set()
+    for inst, job, sample in prometheus_samples(doc):
+        if sample[0] == "up":
+            up[inst] = (job, sample[2])
+        else:
+            per.setdefault(inst, []).append(sample)
+            jobs.add(job)
+    instances = set(per) | {i for i, (job, _v) in up.items()
+                            if job in jobs or "gputop" in (job or "")}
+    out = []
+    for inst in sorted(instances):
+        if inst in up and up[inst][1] == 0:
+            out.append(Node(inst, False, f"unreachable (Prometheus: up == 0, job "
+                                         f"{up[inst][0]!r})"))
+        else:
+            out.append(build_node(inst, per.get(inst, []), now))
+    return out
+
+
+def read_prometheus(url: str, timeout: float = 5.0) -> list[Node]:
+    """GET URL/api/v1/query for every gputop_dl_ series and `up`; PrometheusError if the
+    server does not answer a success."""
+    q = urllib.parse.urlencode({"query": PROMETHEUS_QUERY})
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=timeout) as r:
+            body = r.read(64 << 20)
+    except urllib.error.HTTPError as exc:
+        body = exc.read(1 << 20)  # Prometheus answers errors (400, 422, 503) with its JSON
+        try:
+            prometheus_samples(json.loads(body))
+        except (ValueError, PrometheusError) as err:
+            raise PrometheusError(f"{url}: HTTP {exc.code} ({err})"[:300]) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise PrometheusError(f"{url} unreachable ({_why(exc)})"[:300]) from None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise PrometheusError(f"{url}: not a Prometheus API answer (not JSON)") from None
+    try:
+        return nodes_from_prometheus(doc)
+    except PrometheusError as exc:
+        raise PrometheusError(f"{url}: {exc}"[:300]) from None
+
+
+# --- the live view's source ----------------------------------------------------------------
+
+class FleetPoller:
+    """Reads the fleet every `interval` seconds in its own thread and hands each FleetSnapshot
+    to its subscribers: the live fleet view's source (the Engine's thread-facing API, without
+    an engine). One poll at a time: a slow poll delays the next, never overlaps it.
+
+    `read()` returns the nodes (read_fleet or read_prometheus); a PrometheusError becomes the
+    snapshot's `error`. `last_ok` remembers when each node last answered, `last_seen` where
+    each rank of a distributed job was last seen (so a rank on a node that went down is named
+    as missing and where)."""
+
+    session_id = None
+
+    def __init__(self, read: Callable[[], list[Node]], *, interval: float = 2.0,
+                 source: str = "nodes", clock: Callable[[], float] = time.time):
+        self.read, self.interval, self.source, self.clock = read, interval, source, clock
+        self._subs: list[Callable[[FleetSnapshot], None]] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_ok: dict[str, float] = {}
+        self.last_seen: dict = {}
+        self.polls = 0
+        self.error: BaseException | None = None
+
+    def subscribe(self, fn: Callable[[FleetSnapshot], None]) -> None:
+        self._subs.append(fn)
+
+    def poll(self) -> FleetSnapshot:
+        """One read of the fleet (in the caller's thread)."""
+        t0 = time.monotonic()
+        error = None
+        try:
+            nodes = self.read()
+        except PrometheusError as exc:
+            nodes, error = [], str(exc)
+        now = self.clock()
+        for n in nodes:
+            if n.ok:
+                self.last_ok[n.address] = now
+        self.polls += 1
+        return FleetSnapshot(time=now, nodes=nodes,
+                             distributed=group_distributed(nodes, self.last_seen),
+                             poll_s=time.monotonic() - t0, source=self.source, error=error,
+                             last_ok=dict(self.last_ok))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gdl-fleet-poll", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                snap = self.poll()
+                if self._stop.is_set():
+                    break
+                for fn in self._subs:
+                    fn(snap)
+                self._wake.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+                self._wake.clear()
+        except BaseException as exc:  # a bug: the view says the source stopped
+            self.error = exc
+
+    def poll_now(self) -> None:
+        """Start the next poll now (or right after the one in progress)."""
+        self._wake.set()
+
+    def request_stop(self, reason: str = "interrupted") -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def stop_job(self, name: str) -> None:
+        pass  # the fleet view starts no job
+
+    def live_jobs(self) -> list[str]:
+        return []
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running

@@ -42,6 +42,7 @@ class Recorder:
         self._found_live: dict[int, tuple] = {}  # found pid -> (row, device, distributed)
         self._found_names: set[str] = set()  # the monitor session's job rows
         self.failure: str | None = None  # why recording stopped mid-run
+        self._unsaved: dict[str, dict] = {}  # launched job -> its row, kept after a failure
 
     @contextmanager
     def _writing(self):
@@ -110,6 +111,25 @@ class Recorder:
             if self._store is not None:
                 self._store.end_session(self.session_id, state, verdict)
                 self._store.close()
+                return
+        if self.failure and self.session_id:
+            self._catch_up(verdict)
+
+    def _catch_up(self, verdict: dict | None) -> None:
+        """After a failure, once at the end: the session marked "cut short" with its verdict
+        and the jobs' final statuses, if the database takes writes again (space freed); the
+        samples of the gap stay lost. A second failure changes nothing."""
+        try:
+            st = Store(self.store_path)
+            try:
+                for name, row in self._unsaved.items():
+                    st.upsert_job(self.session_id, name, launched=True, config=None, **row)
+                st.end_session(self.session_id, "cut short", verdict)
+            finally:
+                st.close()
+        except (sqlite3.Error, OSError, StoreError):
+            return
+        self.failure += "; at the end the session's state and the jobs' final statuses were saved"
 
     # --- launched jobs ------------------------------------------------------------------------
     def job_started(self, w: Workload, phase: str, pid: int, started: float, argv) -> None:
@@ -137,6 +157,9 @@ class Recorder:
         with self._writing():
             st = self._store
             if st is None:
+                if self.failure and self.session_id:
+                    self._unsaved[js.name] = dict(status=js.status, failure=js.failure,
+                                                  device=js.device, pid=js.pid, ended=run.ended)
                 return
             dist = js.distributed
             row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo, dist)

@@ -2,12 +2,13 @@
 
 One connection per thread. The writer commits once per tick, so a `kill -9` of gputop-dl
 loses at most the last tick; such a session reads back as "interrupted" (its owner PID is gone
-and its heartbeat is stale). Samples are stored in narrow tables, not as JSON blobs, to keep a
+on this host, or its heartbeat is stale when it was recorded elsewhere). Samples are stored in narrow tables, not as JSON blobs, to keep a
 24-hour session small.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import pwd
@@ -67,7 +68,7 @@ SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat
                 " owner_host, environment, verdict, spec")
 STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
 
-STALE_S = 15.0  # a "running" session whose heartbeat is older than this and whose owner is gone
+STALE_S = 15.0  # a "running" session of another host whose heartbeat is older than this
 
 
 CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -335,6 +336,8 @@ class Store:
             db.executescript(SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             db.commit()
+            if db.execute("SELECT 1 FROM meta WHERE key='env_redacted'").fetchone() is None:
+                _scrub_secrets(db, os.path.dirname(self.path))
         except BaseException:
             db.close()
             raise
@@ -652,9 +655,41 @@ def _redacted_spec(spec):
     return spec
 
 
+def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
+    """Once per database: the `env` values that an older gputop-dl kept in clear (jobs' configs,
+    sessions' specs, the jobs' spec files beside the database) replaced by REDACTED, with
+    SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
+    db.execute("PRAGMA secure_delete=ON")
+    for table, col, fix in (("jobs", "config", redact_env), ("sessions", "spec", _redacted_spec)):
+        rows = db.execute(f"SELECT rowid, {col} FROM {table} WHERE {col} LIKE '%\"env\"%'").fetchall()
+        for rowid, text in rows:
+            try:
+                old = json.loads(text)
+            except ValueError:
+                continue
+            new = fix(old)
+            if new is not old:
+                db.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (_dumps(new), rowid))
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('env_redacted', '1')")
+    db.commit()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA secure_delete=OFF")
+    for spec in glob.glob(os.path.join(data, "sessions", "*", "*.json")):
+        try:
+            with open(spec, encoding="utf-8") as f:
+                old = json.load(f)
+            new = redact_env(old)
+            if new is not old:
+                with open(spec, "r+", encoding="utf-8") as f:  # in place: the old bytes go
+                    f.write(json.dumps(new).ljust(os.path.getsize(spec)))
+                    f.truncate()
+        except (OSError, ValueError):
+            continue
+
+
 def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> bool:
-    if heartbeat is not None and time.time() - heartbeat < STALE_S:
-        return False
+    """A "running" session whose owner is not running: on this host, its PID is gone (at once,
+    also right after a recording stopped on a full disk); elsewhere, its heartbeat is stale."""
     if host == socket.gethostname() and pid:
         try:
             os.kill(pid, 0)
@@ -663,4 +698,4 @@ def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> b
             return True
         except PermissionError:
             return False
-    return True
+    return heartbeat is None or time.time() - heartbeat >= STALE_S

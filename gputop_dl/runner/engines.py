@@ -23,10 +23,13 @@ from gputop_dl.workload import SessionSpec
 
 
 def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
-              baseline: str | None = None) -> SessionSpec:
+              baseline: str | None = None, place: bool = True) -> SessionSpec:
     """Load a workload file for this machine: `only` some workloads, the baseline overridden,
-    and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError)."""
+    and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError).
+    With CUDA and `place`, `gpus = N` counts are placed on GPUs now (a queue places its own)."""
     spec = load_session(path, gpu_count=nvml.device_count(), only=only)
+    if place and spec.cuda and any(w.gpu_count and not w.gpus for w in spec.workloads):
+        spec = place_gpus(spec, nvml)
     builtin = [w.name for w in spec.workloads if not w.is_command]
     if builtin:
         require_train(f"{path}: the built-in trainer (workload {builtin[0]!r})")
@@ -35,6 +38,24 @@ def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
     if not spec.cuda:
         spec = dataclasses.replace(spec, cpu_fallback_reason=nvml.status_detail)
     return spec
+
+
+def place_gpus(spec: SessionSpec, nvml: Nvml) -> SessionSpec:
+    """Each `gpus = N` of a launch on N GPUs, from one NVML reading (sched/placement.py); one
+    line per choice on stderr, and the chosen indexes in the workload (so in the session)."""
+    from gputop_dl.sched.placement import GpuState, place_counts
+
+    others: dict[int, int] = {}
+    for p in nvml.processes():
+        others[p.gpu_index] = others.get(p.gpu_index, 0) + 1
+    state = [GpuState(g.index, None if g.mem_total is None or g.mem_used is None
+                      else g.mem_total - g.mem_used, others.get(g.index, 0), bool(g.error))
+             for g in nvml.sample()]
+    chosen, lines = place_counts([(w.name, w.gpu_count, w.gpus) for w in spec.workloads], state)
+    for line in lines:
+        print(f"gputop-dl: {line}", file=sys.stderr)
+    return dataclasses.replace(spec, workloads=tuple(
+        w.with_(gpus=chosen[w.name]) if w.name in chosen else w for w in spec.workloads))
 
 
 def monitor_engine(nvml: Nvml, *, interval: float = 1.0, stall_budget: float = STALL_BUDGET,

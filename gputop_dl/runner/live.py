@@ -6,6 +6,7 @@ post-run summary; presenters only render what they are given.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -46,10 +47,18 @@ def print_summary(engine: Engine, out=None) -> None:
     except Exception as exc:  # the summary is a courtesy; the session is recorded either way
         print(clean(f"session {engine.session_id} ({engine.state}); summary unavailable: {exc}"))
         return
-    out.print(summary_table(summary.jobs))
+    jobs = summary.jobs
+    if engine.recorder.failure:  # the store stopped mid-run: its statuses may be stale
+        final = {n: (r.status, r.failure) for n, r in engine.runs.items()}
+        jobs = [dataclasses.replace(j, status=final[j.name][0], failure=final[j.name][1])
+                if j.name in final else j for j in jobs]
+        out.print("the figures below are what was recorded before recording stopped; the "
+                  "statuses are the final ones", markup=False)
+    out.print(summary_table(jobs))
     for line in verdict_lines(engine.verdict):
         out.print(line)
-    out.print(f"session {engine.session_id} ({engine.state})", markup=False)
+    cut = ", recording cut short" if engine.recorder.failure else ""
+    out.print(f"session {engine.session_id} ({engine.state}{cut})", markup=False)
     if engine.recorder.failure:
         out.print(text(f"warning: {engine.recorder.failure}"))
 
@@ -99,7 +108,7 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
     """`gputop-dl queue FILE`: like a launch, the TUI on a terminal, else the console; then
     the queue's per-job times and means. Ctrl-C stops running and waiting jobs (exit 130)."""
     nvml = Nvml()
-    spec = open_spec(path, nvml)
+    spec = open_spec(path, nvml, place=False)  # the queue places `gpus = N` as jobs start
     across = next((w for w in spec.workloads if w.multinode), None)
     if across is not None:  # its other nodes would have to start it at the same moment
         raise ConfigError(path, f"nnodes = {across.nnodes} in a queue",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from gputop_dl.collect.nvml import Nvml
@@ -52,20 +51,62 @@ def run_serve(listen: str | None = None, *, interval: float = 1.0,
     return 1 if engine.error is not None else 0
 
 
-def run_fleet_once(nodes: str, as_json: bool = False, timeout: float = 2.0) -> int:
-    """`gputop-dl --nodes A:9402,B:9402 --once [--json]`: every node's /metrics read once; an
-    unreachable node is a row that says so. Exit 1 when no node answered."""
-    from gputop_dl.collect.fleet import parse_nodes, read_fleet
+def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.0,
+                 timeout: float = 2.0):
+    """The fleet's source: `nodes` (HOST:PORT,... or a TOML node list) read directly, or a
+    Prometheus server's API at `prometheus`. Raises UsageError for a bad list or URL."""
+    from gputop_dl.collect.fleet import (FleetPoller, check_prometheus_url, read_fleet,
+                                         read_prometheus, resolve_nodes)
 
-    fleet = read_fleet(parse_nodes(nodes), timeout=timeout)
+    if prometheus is not None:
+        url = check_prometheus_url(prometheus)
+        return FleetPoller(lambda: read_prometheus(url, timeout=max(timeout, 5.0)),
+                           interval=interval, source=url)
+    addresses, names = resolve_nodes(nodes or "")
+    return FleetPoller(lambda: read_fleet(addresses, timeout=timeout, names=names),
+                       interval=interval, source="nodes")
+
+
+def fleet_json(snap) -> dict:
+    """`--once --json` on the fleet (schema gputop-dl.fleet/1; fields are only ever added)."""
+    return {"schema": "gputop-dl.fleet/1", "time": snap.time, "source": snap.source,
+            "error": snap.error, "poll_s": snap.poll_s,
+            "nodes": [n.to_json() for n in snap.nodes], "distributed": snap.distributed}
+
+
+def run_fleet_once(nodes: str | None, as_json: bool = False, timeout: float = 2.0,
+                   prometheus: str | None = None) -> int:
+    """`gputop-dl --nodes A:9402,B:9402 --once [--json]` (or `--prometheus URL`): every node
+    read once; an unreachable node is a row that says so. Exit 1 when no node answered (or
+    the Prometheus server could not be read)."""
+    snap = fleet_poller(nodes, prometheus, timeout=timeout).poll()
+    if snap.error:
+        print(f"gputop-dl: {snap.error}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"schema": "gputop-dl.fleet/1", "time": time.time(),
-                          "nodes": [n.to_json() for n in fleet]}, indent=2))
+        print(json.dumps(fleet_json(snap), indent=2))
     else:
-        from gputop_dl.present.fleet import fleet_jobs_table, nodes_table
+        from gputop_dl.present.fleet import distributed_table, fleet_jobs_table, nodes_table
 
         out = console()
-        out.print(nodes_table(fleet))
-        if any(n.jobs for n in fleet):
-            out.print(fleet_jobs_table(fleet))
-    return 0 if any(n.ok for n in fleet) else 1
+        if not snap.error:
+            out.print(nodes_table(snap.nodes))
+        if snap.distributed:
+            out.print(distributed_table(snap.distributed))
+        if any(n.jobs for n in snap.nodes):
+            out.print(fleet_jobs_table(snap.nodes))
+    return 0 if any(n.ok for n in snap.nodes) else 1
+
+
+def run_fleet_tui(nodes: str | None, prometheus: str | None, interval: float = 2.0) -> int:
+    """`gputop-dl --nodes ...` (or `--prometheus URL`): the live fleet view."""
+    poller = fleet_poller(nodes, prometheus, interval=interval,
+                          timeout=min(2.0, max(0.5, interval)))
+    from gputop_dl.present.tui.fleet_app import FleetApp
+
+    app = FleetApp(poller)
+    try:
+        app.run()
+    finally:
+        poller.request_stop()
+        poller.join(5)
+    return 0 if app.return_code is None else app.return_code

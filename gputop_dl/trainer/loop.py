@@ -134,7 +134,7 @@ class Trainer:
             if self.sampler is not None:
                 self.sampler.set_epoch(epoch)
             t_epoch = time.perf_counter()
-            loss_sum, n = 0.0, 0
+            loss_sum, n, correct, seen = 0.0, 0, 0, 0
             it = iter(self.loader)
             t0 = time.perf_counter()
             for step in range(1, self.steps + 1):
@@ -143,10 +143,13 @@ class Trainer:
                 x = x.to(self.device, non_blocking=True)
                 y = y.to(self.device, non_blocking=True)
                 self.optimizer.zero_grad(set_to_none=True)
-                loss = self.criterion(self.model(x), y)
+                out = self.model(x)
+                loss = self.criterion(out, y)
                 loss.backward()
                 self.optimizer.step()
                 loss_sum += loss.item()  # also the device sync point, as in most training loops
+                correct += int((out.detach().argmax(1) == y).sum())
+                seen += y.numel()
                 n += 1
                 t1 = time.perf_counter()
                 ev.emit("step", epoch=epoch, step=step, t_data=round(t_data, 6),
@@ -155,6 +158,7 @@ class Trainer:
             self._sync()
             ev.emit("epoch", flush=True, epoch=epoch, time_s=round(time.perf_counter() - t_epoch, 4),
                     steps=n, samples=n * samples_per_step, loss=round(loss_sum / max(n, 1), 5),
+                    accuracy=round(correct / seen, 5) if seen else None,
                     peak_mem=_peak_mem(self.device))
         ev.emit("finished", flush=True)
 

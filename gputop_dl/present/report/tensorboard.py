@@ -121,6 +121,7 @@ def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None
         at = bisect.bisect_right(step_times, e["t"]) if steps else int(e.get("epoch") or 0)
         run.scalar("epoch/time_s", e.get("time_s"), at, e["t"])
         run.scalar("epoch/loss", e.get("loss"), at, e["t"])
+        run.scalar("epoch/train_accuracy", e.get("accuracy"), at, e["t"])
         if e.get("samples") and e.get("time_s"):
             run.scalar("epoch/samples_per_s", e["samples"] / e["time_s"], at, e["t"])
     for k, (t, _job, _ph, cores, rss, _np, gmem, stall, step_t, sps) in enumerate(samples, 1):

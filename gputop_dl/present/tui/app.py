@@ -58,7 +58,47 @@ class TitleBar(Panel):
     """
 
 
-class GputopApp(App[int]):
+QUIT_BINDINGS = [
+    Binding("q", "quit_app", "Quit"),
+    Binding("ctrl+c,ctrl+q", "quit_app", "Quit", show=False, priority=True),
+    Binding("question_mark", "help", "Help", key_display="?"),
+]
+ROW_BINDINGS = [  # the apps' action_cursor and action_sort
+    Binding("j", "cursor(1)", "Down", show=False),
+    Binding("k", "cursor(-1)", "Up", show=False),
+    Binding("c", "sort('cpu')", "Sort CPU", show=False),
+    Binding("m", "sort('mem')", "Sort memory", show=False),
+    Binding("n", "sort('name')", "Sort name", show=False),
+    Binding("t", "sort('step')", "Sort step time", show=False),
+    Binding("o", "sort('')", "Default order", show=False),
+]
+
+
+class QuietApp(App[int]):
+    """What the live apps (the monitor's, the fleet's) share: the quiet terminal driver and
+    pausing (`paused`; they define `_drain` and `_update_title`)."""
+
+    paused = False
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self.notify("updates paused (p resumes)" if self.paused else "updates resumed", timeout=2)
+        if not self.paused:
+            self._drain()
+        self._update_title()
+
+    def get_driver_class(self):
+        """Textual's choice, except that its Linux driver is swapped for one whose input thread
+        sleeps until a key arrives (driver.py) instead of waking ten times a second."""
+        from textual.drivers.linux_driver import LinuxDriver
+
+        from gputop_dl.present.tui.driver import QuietLinuxDriver
+
+        chosen = super().get_driver_class()
+        return QuietLinuxDriver if chosen is LinuxDriver else chosen
+
+
+class GputopApp(QuietApp):
     """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
 
     TITLE = "gputop-dl"
@@ -82,9 +122,7 @@ class GputopApp(App[int]):
     """
 
     BINDINGS = [
-        Binding("q", "quit_app", "Quit"),
-        Binding("ctrl+c,ctrl+q", "quit_app", "Quit", show=False, priority=True),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        *QUIT_BINDINGS,
         Binding("v", "verdict", "Verdict"),
         Binding("enter", "details", "Details"),
         Binding("s", "stop_job", "Stop job"),
@@ -92,25 +130,9 @@ class GputopApp(App[int]):
         Binding("p", "pause", "Pause"),
         Binding("l", "launcher", "Launch"),
         Binding("d", "diagnose", "Diagnose"),
-        Binding("j", "cursor(1)", "Down", show=False),
-        Binding("k", "cursor(-1)", "Up", show=False),
-        Binding("c", "sort('cpu')", "Sort CPU", show=False),
-        Binding("m", "sort('mem')", "Sort memory", show=False),
-        Binding("n", "sort('name')", "Sort name", show=False),
-        Binding("t", "sort('step')", "Sort step time", show=False),
-        Binding("o", "sort('')", "Default order", show=False),
+        *ROW_BINDINGS,
         Binding("a", "epochs_all", "Epochs: all", show=False),
     ]
-
-    def get_driver_class(self):
-        """Textual's choice, except that its Linux driver is swapped for one whose input thread
-        sleeps until a key arrives (driver.py) instead of waking ten times a second."""
-        from textual.drivers.linux_driver import LinuxDriver
-
-        from gputop_dl.present.tui.driver import QuietLinuxDriver
-
-        chosen = super().get_driver_class()
-        return QuietLinuxDriver if chosen is LinuxDriver else chosen
 
     def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
                  spec=None, launcher=None, workloads_dir: str = "workloads",
@@ -414,13 +436,6 @@ class GputopApp(App[int]):
     def action_epochs_all(self) -> None:
         self.epochs_all = not self.epochs_all
         self._render_epochs()
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-        self.notify("updates paused (p resumes)" if self.paused else "updates resumed", timeout=2)
-        if not self.paused:
-            self._drain()
-        self._update_title()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

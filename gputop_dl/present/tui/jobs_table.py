@@ -162,7 +162,15 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> Row:
 
 
 class JobsTable(Widget, can_focus=True):
-    """The jobs table; `show(rows)` applies a new set of rows in place."""
+    """The jobs table; `show(rows)` applies a new set of rows in place.
+
+    Another table of keyed rows (the fleet view's) subclasses it with its own `COLUMNS`,
+    `DROP_ORDER` and `SORTS`; `Row.cells` are in `COLUMNS` order."""
+
+    COLUMNS = COLUMNS
+    DROP_ORDER = DROP_ORDER
+    SORTS = SORTS
+    TABLE_TITLE = "jobs"
 
     COMPONENT_CLASSES = {"jobs-table--header", "jobs-table--cursor"}
     DEFAULT_CSS = """
@@ -200,7 +208,8 @@ class JobsTable(Widget, can_focus=True):
 
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.border_title = "jobs"
+        self.border_title = self.TABLE_TITLE
+        self._keys = tuple(c[0] for c in self.COLUMNS)
         self.rows_by_key: dict[str, Row] = {}
         self.sort_by: str | None = None
         self.sort_reverse = False
@@ -211,8 +220,8 @@ class JobsTable(Widget, can_focus=True):
         self._strips: dict[str, tuple[tuple[Cell, ...], Strip]] = {}  # row key -> (cells, rendered)
         self._layout_sig: tuple | None = None  # (width, styles) the cached lines were rendered for
         self._style_cache: tuple[Style, Style, Style] | None = None
-        self._columns: tuple[tuple[str, str, int, bool], ...] = COLUMNS  # those that fit the width
-        self._shown = tuple(range(len(COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
+        self._columns: tuple[tuple[str, str, int, bool], ...] = self.COLUMNS  # those that fit
+        self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
         self._subtitle = ""
         self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
 
@@ -232,12 +241,12 @@ class JobsTable(Widget, can_focus=True):
         return self.rows_by_key.get(self.cursor_key) if self.cursor_key else None
 
     def cell(self, key: str, column: str) -> Cell:
-        return self.rows_by_key[key].cell(column)
+        return self.rows_by_key[key].cells[self._keys.index(column)]
 
     def header_label(self, column: str) -> str:
-        for key, label, _w, _r in COLUMNS:
+        for key, label, _w, _r in self.COLUMNS:
             if key == column:
-                if self.sort_by and SORTS[self.sort_by][1] == column:
+                if self.sort_by and self.SORTS[self.sort_by][1] == column:
                     return f"{label} {'▼' if self.sort_reverse else '▲'}"
                 return label
         raise KeyError(column)
@@ -290,7 +299,7 @@ class JobsTable(Widget, can_focus=True):
     def _sorted_keys(self, rows: list[Row]) -> list[str]:
         if self.sort_by is None:
             return [r.key for r in rows]
-        col = SORTS[self.sort_by][1]
+        col = self.SORTS[self.sort_by][1]
         known = [r for r in rows if r.sort.get(col) is not None]
         unknown = [r for r in rows if r.sort.get(col) is None]
         known.sort(key=lambda r: r.sort[col], reverse=self.sort_reverse)
@@ -303,7 +312,7 @@ class JobsTable(Widget, can_focus=True):
         elif which == self.sort_by:
             self.sort_reverse = not self.sort_reverse
         else:
-            self.sort_by, self.sort_reverse = which, SORTS[which][2]
+            self.sort_by, self.sort_reverse = which, self.SORTS[which][2]
         self.show([self.rows_by_key[k] for k in self._default_order if k in self.rows_by_key])
         self.refresh()  # the header's sort mark
 
@@ -431,13 +440,13 @@ class JobsTable(Widget, can_focus=True):
             return
         self._layout_sig = sig
         self._strips.clear()
-        cols = list(COLUMNS)
-        drop = list(DROP_ORDER)
+        cols = list(self.COLUMNS)
+        drop = list(self.DROP_ORDER)
         while sum(w + 2 * PAD for _k, _l, w, _r in cols) > width and drop:
             gone = drop.pop(0)
             cols = [c for c in cols if c[0] != gone]
         self._columns = tuple(cols)
-        self._shown = tuple(COLUMNS.index(c) for c in cols)
+        self._shown = tuple(self.COLUMNS.index(c) for c in cols)
 
     def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
         """Cells padded into one line of `width` cells, in their own styles (no background yet)."""
@@ -467,7 +476,9 @@ class JobsTable(Widget, can_focus=True):
         cached = self._strips.get(key)
         if cached is not None and cached[0] == row.cells:
             return cached[1]
-        cells = [(fit(row.cells[i].text, COLUMNS[i][2], COLUMNS[i][3]), row.cells[i].style) for i in self._shown]
+        columns = self.COLUMNS
+        cells = [(fit(row.cells[i].text, columns[i][2], columns[i][3]), row.cells[i].style)
+                 for i in self._shown]
         strip = self._line(cells, width)
         self._strips[key] = (row.cells, strip)
         self.row_renders += 1

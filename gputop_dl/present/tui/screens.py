@@ -107,8 +107,22 @@ class HelpScreen(_InfoScreen):
     TITLE_TEXT = "gputop-dl · keys"
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
+    def __init__(self, keys: tuple[tuple[str, str], ...] = HELP_KEYS, notes: tuple[str, ...] = (),
+                 title: str | None = None):
+        """The monitor's keys by default; another view (the fleet's) passes its own keys and
+        notes (muted lines after them)."""
+        super().__init__()
+        self.keys, self.notes = keys, notes
+        if title:
+            self.TITLE_TEXT = title
+
+    def key_lines(self) -> list[Content]:
+        return [Content.assemble((f"{k:<12}", "bold $text-accent"), d) for k, d in self.keys]
+
     def body(self) -> Content:
-        lines = [Content.assemble((f"{k:<12}", "bold $text-accent"), d) for k, d in HELP_KEYS]
+        lines = self.key_lines()
+        if self.keys is not HELP_KEYS:
+            return Content("\n").join(lines + [Content.styled(n, "$text-muted") for n in self.notes])
         lines += [Content(""), Content.assemble(
             ("● ", "bold"), "job launched by gputop-dl;  ", ("┃", "bold $text-accent"),
             " solo epoch time in the epoch chart")]
