@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.channel import rank_info, reports_here
+from gputop_dl.collect.fleet import group_distributed, read_fleet
 from gputop_dl.collect.procs import TreeSample
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.config import ConfigError, default_rdzv_id, load_session
@@ -247,6 +248,7 @@ def _scrape_ranks(err_path, seen: dict, stop: threading.Event) -> None:
                         if s.name == "gputop_dl_job_info" and s.labels["run_id"]:
                             seen.setdefault("info", s.labels)
                 if "rank" in seen and "info" in seen:
+                    seen["address"] = url.split("/")[2]
                     return
             except OSError:
                 pass
@@ -300,11 +302,20 @@ def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_
     """Two `gputop-dl launch` processes, each its own GPUTOP_DL_HOME, the same file with
     nnodes = 2: both exit 0, the rendezvous formed (world size 2), node 0 records rank 0 and
     node 1 rank 1 under one run id, each node's leader reported step times, and each node's
-    exporter showed its rank while the job ran."""
+    exporter showed its rank while the job ran, which the fleet view groups into one complete run."""
     wl = write(tmp_path, TWO_NODES.format(port=free_port()))
-    seen = [{}, {}]
-    took = run_two_nodes(tmp_path, wl, "--metrics", "127.0.0.1:0",
-                         watch=lambda n, err, stop: _scrape_ranks(err, seen[n], stop))
+    seen, fleet = [{}, {}], []
+
+    def watch(n, err, stop):
+        _scrape_ranks(err, seen[n], stop)
+        while n == 1 and not stop.is_set() and not fleet:  # the fleet view's reading of both
+            addrs = [s.get("address") for s in seen]
+            runs = group_distributed(read_fleet(addrs)) if all(addrs) else []
+            if runs and runs[0]["complete"]:
+                fleet.append(runs[0])
+            time.sleep(0.1)
+
+    took = run_two_nodes(tmp_path, wl, "--metrics", "127.0.0.1:0", watch=watch)
     runs, steps, rank = set(), {}, {}
     for n in range(2):
         with node_session(tmp_path, n, "ddp") as (st, sid, job):
@@ -332,6 +343,13 @@ def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_
         assert seen[n].get("rank", {}).get("rank") == str(rank[n]), (n, seen[n])
         assert seen[n]["rank"]["world_size"] == "2" and seen[n]["rank"]["local_rank"] == "0"
         assert seen[n]["info"]["run_id"] in runs and seen[n]["info"]["world_size"] == "2"
+    # the fleet view grouped the two nodes' ranks into one complete run
+    assert fleet and fleet[0]["run_id"] in runs and fleet[0]["world_size"] == 2, fleet
+    assert fleet[0]["ranks_seen"] == [0, 1] and fleet[0]["missing_ranks"] == []
+    # (each launch also lists the other's torchrun as a job found on this host, with its rank:
+    # one host plays both nodes here)
+    assert sorted(nd["ranks"][0] for nd in fleet[0]["nodes"]
+                  if nd["job"] == "ddp") == [0, 1], fleet
     med = {n: sorted(s)[len(s) // 2] for n, s in steps.items()}
     print(f"\ntwo nodes: {took:.1f} s in all; median step node0 {med[0] * 1000:.1f} ms, "
           f"node1 {med[1] * 1000:.1f} ms")
