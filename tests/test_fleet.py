@@ -207,6 +207,27 @@ def test_ranks_are_grouped_across_nodes_and_a_missing_rank_shows_as_missing():
     assert group_distributed([a, down])[0]["missing_ranks"] == [2, 3]
 
 
+def test_one_rank_seen_by_two_exporters_of_one_host_counts_once_launch_first():
+    """Two launches on one host (the loopback two-node test, or serve beside a launch): each
+    exporter lists its own ranks as launched and the other's torchrun as a found job."""
+    import dataclasses
+
+    def node(addr, own_pid, own_rank, other_pid, other_rank):
+        own = node_text("h", own_pid, [(own_rank, 0)], ws="2")
+        found = node_text("h", other_pid, [(other_rank, 0)], ws="2")
+        a, b = parse_node(addr, own), parse_node(addr, found)
+        jobs = [dataclasses.replace(j, launched=True) for j in a.jobs if j.run_id] + \
+            [j for j in b.jobs if j.run_id]
+        return dataclasses.replace(a, jobs=jobs)
+
+    first, second = node("h:1", 100, 0, 200, 1), node("h:2", 200, 1, 100, 0)
+    (d,) = group_distributed([first, second])
+    assert [(e["node"], e["ranks"]) for e in d["nodes"]] == [("h:1", [0]), ("h:2", [1])]
+    assert d["complete"] and d["ranks_seen"] == [0, 1]
+    assert sorted((x["node"], x["same_as"]) for x in d["duplicates"]) == [("h:1", "h:2"), ("h:2", "h:1")]
+    assert parse_node("x:1", node_text("h", 1, [(0, 0)])).jobs[1].launched is False
+
+
 def test_once_table_and_json_show_the_distributed_job(tmp_path, capsys):
     from gputop_dl.present.fleet import distributed_table
     from gputop_dl.text.console import console
@@ -469,3 +490,26 @@ def test_a_bad_toml_node_list_on_the_command_line_is_one_line_exit_2(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip() == (f"gputop-dl: error: {path}: [[node]] #2: unknown key 'adress', "
                                   "expected address or name")
+
+
+def test_a_prometheus_that_stops_answering_keeps_the_last_nodes_aged_not_fresh():
+    from gputop_dl.collect.fleet import PrometheusError
+
+    clock = {"t": 1000.0}
+    answers = [[Node("a:1", True, hostname="a", age_s=1.0), Node("b:1", False, "up == 0")]]
+
+    def read():
+        if not answers:
+            raise PrometheusError("http://p:9090 unreachable (Connection refused)")
+        return answers.pop()
+
+    poller = FleetPoller(read, clock=lambda: clock["t"])
+    first = poller.poll()
+    assert first.error is None and first.nodes[0].age_s == 1.0
+    clock["t"] += 30
+    later = poller.poll()
+    assert later.error and "unreachable" in later.error
+    assert [n.address for n in later.nodes] == ["a:1", "b:1"]  # kept, not emptied
+    assert later.nodes[0].age_s == 31.0  # shown as stale 31 s, never as fresh
+    assert later.nodes[1].error == "up == 0"
+    assert FleetPoller(read).poll().nodes == []  # nothing known yet: nothing to keep

@@ -346,10 +346,11 @@ def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_
     # the fleet view grouped the two nodes' ranks into one complete run
     assert fleet and fleet[0]["run_id"] in runs and fleet[0]["world_size"] == 2, fleet
     assert fleet[0]["ranks_seen"] == [0, 1] and fleet[0]["missing_ranks"] == []
-    # (each launch also lists the other's torchrun as a job found on this host, with its rank:
-    # one host plays both nodes here)
-    assert sorted(nd["ranks"][0] for nd in fleet[0]["nodes"]
-                  if nd["job"] == "ddp") == [0, 1], fleet
+    # each launch also lists the other's torchrun as a job found on this host (one host plays
+    # both nodes here): the same rank processes count once, under the launch's own job
+    assert sorted((nd["job"], nd["ranks"]) for nd in fleet[0]["nodes"]) == \
+        [("ddp", [0]), ("ddp", [1])], fleet
+    assert all(x["job"] != "ddp" for x in fleet[0]["duplicates"]), fleet
     med = {n: sorted(s)[len(s) // 2] for n, s in steps.items()}
     print(f"\ntwo nodes: {took:.1f} s in all; median step node0 {med[0] * 1000:.1f} ms, "
           f"node1 {med[1] * 1000:.1f} ms")

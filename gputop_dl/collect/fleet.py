@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import dataclasses
 import threading
 import time
 import tomllib
@@ -47,6 +48,7 @@ class NodeJob:
     run_id: str | None = None  # torchrun's rendezvous id; None: not distributed (or not exported)
     world_size: int | None = None
     ranks: list[dict] = field(default_factory=list)  # rank, local_rank, rank_pid seen on this node
+    launched: bool | None = None  # started by that node's gputop-dl (else found running)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class FleetSnapshot:
     distributed: list[dict] = field(default_factory=list)
     poll_s: float | None = None  # how long the poll took
     source: str = ""  # "nodes" or the Prometheus URL
-    error: str | None = None  # the Prometheus server could not be read (nodes is then empty)
+    error: str | None = None  # the Prometheus server could not be read (nodes: the last read, aged)
     last_ok: dict = field(default_factory=dict)  # address -> time it last answered (live view)
 
 
@@ -219,6 +221,8 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
     for _n, lab, _v in by.get("gputop_dl_job_info", ()):
         j = job(lab)
         j.update(status=lab.get("status"), phase=lab.get("phase") or None)
+        if lab.get("launched") in ("true", "false"):
+            j["launched"] = lab["launched"] == "true"
         if lab.get("run_id"):
             j["run_id"] = lab["run_id"]
         if _int(lab.get("world_size")) is not None:
@@ -263,23 +267,32 @@ def group_distributed(nodes: list[Node], last_seen: dict | None = None) -> list[
     (0..world_size-1 not seen on any node that answered), each node's ranks, the slowest step
     time across nodes. `last_seen` ((run_id, rank) -> node label, kept by the live poller)
     names where a missing rank was last seen; it is updated in place."""
+    entries = [(n, j) for n in nodes if n.ok for j in n.jobs if j.run_id]
+    # one rank process shown by two exporters of one host (two launches, or serve beside a
+    # launch: the other lists it as a found job) counts once, the launch's own entry first
+    claimed: dict[tuple, str] = {}  # (run, host, rank pid) -> the node entry that showed it
+    dups: dict[int, dict] = {}  # index into entries -> its duplicate note
+    for i, (n, j) in sorted(enumerate(entries), key=lambda e: e[1][1].launched is not True):
+        keys = {(j.run_id, n.hostname, r["rank_pid"]) for r in j.ranks if r.get("rank_pid")}
+        if keys and all(k in claimed for k in keys):
+            dups[i] = {"node": n.label, "same_as": claimed[next(iter(keys))], "job": j.name}
+        else:
+            claimed.update(dict.fromkeys(keys, n.label))
     runs: dict[str, dict] = {}
-    for n in nodes:
-        if not n.ok:
+    for i, (n, j) in enumerate(entries):
+        g = runs.setdefault(j.run_id, {"run_id": j.run_id, "jobs": [], "world_size": None,
+                                       "nodes": [], "duplicates": []})
+        if i in dups:
+            g["duplicates"].append(dups[i])
             continue
-        for j in n.jobs:
-            if not j.run_id:
-                continue
-            g = runs.setdefault(j.run_id, {"run_id": j.run_id, "jobs": [], "world_size": None,
-                                           "nodes": []})
-            if j.name not in g["jobs"]:
-                g["jobs"].append(j.name)
-            if j.world_size is not None:
-                g["world_size"] = max(g["world_size"] or 0, j.world_size)
-            ranks = sorted({r["rank"] for r in j.ranks if r.get("rank") is not None})
-            g["nodes"].append({"node": n.label, "address": n.address, "hostname": n.hostname,
-                               "job": j.name, "pid": j.pid, "ranks": ranks,
-                               "step_time_s": j.step_time_s, "status": j.status})
+        if j.name not in g["jobs"]:
+            g["jobs"].append(j.name)
+        if j.world_size is not None:
+            g["world_size"] = max(g["world_size"] or 0, j.world_size)
+        ranks = sorted({r["rank"] for r in j.ranks if r.get("rank") is not None})
+        g["nodes"].append({"node": n.label, "address": n.address, "hostname": n.hostname,
+                           "job": j.name, "pid": j.pid, "ranks": ranks,
+                           "step_time_s": j.step_time_s, "status": j.status})
     out = []
     for run_id in sorted(runs):
         g = runs[run_id]
@@ -297,7 +310,8 @@ def group_distributed(nodes: list[Node], last_seen: dict | None = None) -> list[
                     "missing_last_seen": {str(r): last_seen[(run_id, r)] for r in missing
                                           if last_seen and (run_id, r) in last_seen},
                     "complete": ws is not None and not missing,
-                    "nodes": g["nodes"], "slowest_step_s": slow[0], "slowest_node": slow[1]})
+                    "nodes": g["nodes"], "slowest_step_s": slow[0], "slowest_node": slow[1],
+                    "duplicates": g["duplicates"]})
     return out
 
 
@@ -462,6 +476,7 @@ class FleetPoller:
         self.last_seen: dict = {}
         self.polls = 0
         self.error: BaseException | None = None
+        self._last: tuple[float, list[Node]] | None = None  # the last good poll (time, nodes)
 
     def subscribe(self, fn: Callable[[FleetSnapshot], None]) -> None:
         self._subs.append(fn)
@@ -473,8 +488,10 @@ class FleetPoller:
         try:
             nodes = self.read()
         except PrometheusError as exc:
-            nodes, error = [], str(exc)
+            nodes, error = self._aged(), str(exc)
         now = self.clock()
+        if error is None:
+            self._last = (now, nodes)
         for n in nodes:
             if n.ok:
                 self.last_ok[n.address] = now
@@ -483,6 +500,16 @@ class FleetPoller:
                              distributed=group_distributed(nodes, self.last_seen),
                              poll_s=time.monotonic() - t0, source=self.source, error=error,
                              last_ok=dict(self.last_ok))
+
+    def _aged(self) -> list[Node]:
+        """When Prometheus cannot be read: the nodes of the last good poll, their age grown by
+        the time since (so they turn "stale"), never shown as fresh."""
+        if self._last is None:
+            return []
+        then, nodes = self._last
+        gone = max(0.0, self.clock() - then)
+        return [dataclasses.replace(n, age_s=(n.age_s or 0.0) + gone) if n.ok else n
+                for n in nodes]
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gdl-fleet-poll", daemon=True)

@@ -200,7 +200,8 @@ class FleetApp(QuietApp):
         self._subtitle(self.dist_table, f"{len(snap.distributed)} run(s)"
                        + (f" · {missing} rank(s) missing" if missing else ""))
         if snap.error:
-            line = Content(clean(f"cannot read the fleet: {snap.error}"))
+            line = Content(clean(f"cannot read the fleet: {snap.error}" + (
+                "; the nodes below are its last answer, going stale" if snap.nodes else "")))
         else:
             parts = [f"{len(snap.nodes)} node(s): {ok} ok" + (f", {down} not answering" if down else ""),
                      f"{n_jobs} job(s)"]
