@@ -109,3 +109,19 @@ def test_a_prometheus_error_is_one_line_and_polls_going_stale_show_in_the_title(
         assert "no poll finished for 31 s" in str(app.title_bar.content)
 
     run(body)
+
+
+def test_a_runs_details_name_each_node_and_the_duplicates_counted_once():
+    from gputop_dl.present.tui.fleet_app import FleetApp
+    from gputop_dl.present.tui.screens import job_detail_lines
+
+    run = {"run_id": "r1", "job": "ddp", "world_size": 2, "ranks_seen": [0, 1],
+           "missing_ranks": [], "missing_last_seen": {}, "slowest_step_s": 0.024,
+           "slowest_node": "127.0.0.1:19403",
+           "nodes": [{"node": "127.0.0.1:19402", "ranks": [1], "pid": 7, "status": "running",
+                      "step_time_s": 0.024}],
+           "duplicates": [{"node": "127.0.0.1:19402", "same_as": "127.0.0.1:19403",
+                           "job": "torchrun train.py"}]}
+    text = job_detail_lines(None, None, FleetApp.run_details(run)).plain
+    assert "\non 127.0.0.1:19402      ranks 1 · pid 7" in text  # labels padded to the longest
+    assert "also on 127.0.0.1:19402 torchrun train.py: the ranks 127.0.0.1:19403 shows, counted once" in text

@@ -412,6 +412,8 @@ class FleetApp(QuietApp):
                                       f"{secs(e['step_time_s'])}")
         out["slowest step"] = DASH if d["slowest_step_s"] is None else (
             f"{secs(d['slowest_step_s'])} on {d['slowest_node']}")
+        for x in d.get("duplicates") or ():
+            out[f"also on {x['node']}"] = f"{x['job']}: the ranks {x['same_as']} shows, counted once"
         return out
 
     def action_quit_app(self) -> None:

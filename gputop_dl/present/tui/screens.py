@@ -220,8 +220,9 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
         else:
             out.append(Content.styled("  none finished yet", "$text-muted"))
+    width = max([11] + [len(k) + 1 for k in extra or {}])  # a long label still gets a gap
     for k, v in (extra or {}).items():
-        out.append(Content.assemble((f"{k:<11}", "bold"), clean(v)))
+        out.append(Content.assemble((f"{k:<{width}}", "bold"), clean(v)))
     if config:
         out += [Content(""), Content.styled("config (defaults left out)", "bold $text-accent")]
         for k, v in config.items():
