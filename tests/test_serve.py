@@ -316,13 +316,17 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
     host = HostSample(cpus=2, cpu_busy=0.5, load1=1.0, cpu_pressure_some10=0.1,
                       cgroup_throttled_frac=0.0)
     solo = JobSample(name="x", pid=1, launched=True, step_time_s=0.1, solo_step_time_s=0.08)
+    ddp = JobSample(name="ddp", pid=2, launched=True, step_time_s=0.2, rank_cpu_cores=((0, 1.0),),
+                    distributed=Distributed(run_id="r", world_size=2, ranks=(
+                        RankProc(rank=0, local_rank=0, pid=3),)))
     c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=four_gpus(), host=host,
-                    jobs=(LAUNCHED, FOUND, solo), verdict=VERDICT))
+                    jobs=(LAUNCHED, FOUND, solo, ddp), verdict=VERDICT))
     have = set(render(c))
     with open(os.path.join(ROOT, "docs", "grafana", "gputop-dl.json")) as f:
         dash = json.load(f)
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     used = {n for e in exprs for n in re.findall(r"gputop_dl_\w+", e)}
     assert len(used) >= 20 and used <= have, sorted(used - have)
+    assert {"gputop_dl_job_rank_info", "gputop_dl_job_rank_cpu_cores"} <= used
     with open(os.path.join(ROOT, "docs", "prometheus.yml")) as f:
         assert f":{DEFAULT_PORT}" in f.read()
