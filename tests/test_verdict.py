@@ -222,3 +222,25 @@ def test_no_signal_still_shows_how_busy_the_host_was():
               HostEvidence(cpus=2, busy=0.89))
     assert "no CPU saturation signal fires (host busy 89% of 2 cores; the signal is 90%)" \
         in v["reason"]
+
+
+def test_a_mean_step_ratio_apart_from_the_medians_is_shown_beside_it():
+    import dataclasses
+
+    from gputop_dl.analyse.jobstats import step_stats
+
+    # bimodal co-run: most steps 2x the solo step, every third one 5x (the loader fell behind)
+    solo = step_stats([{"t_step": 0.1, "t_data": 0.0, "samples": 8}] * 30, warmup=0, window=0)
+    co = step_stats([{"t_step": t, "t_data": 0.0, "samples": 8} for t in [0.2, 0.2, 0.5] * 10],
+                    warmup=0, window=0)
+    assert (co.step_time_s, round(co.mean_step_s, 3), round(solo.mean_step_s, 3)) == (0.2, 0.3, 0.1)
+    a = dataclasses.replace(job("a", 2.0), mean_step_time_s=co.mean_step_s,
+                            solo_mean_step_time_s=solo.mean_step_s)
+    b = dataclasses.replace(job("b", 2.0, gpus=(1,)), mean_step_time_s=0.205,
+                            solo_mean_step_time_s=0.1)  # within 10 %: the median alone
+    v = judge([a, b], BUSY)
+    ja, jb = v["jobs"]
+    assert (ja["slowdown"], ja["mean_slowdown"]) == (2.0, 3.0)
+    assert "(2.00×; mean step 3.00×)" in ja["line"]
+    assert jb["mean_slowdown"] == 2.05 and "mean step" not in jb["line"]
+    assert job("c").mean_slowdown is None  # an older baseline without a mean: unknown

@@ -80,7 +80,8 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
             transforms=(transforms if isinstance(transforms, str) or transforms is None
                         else "custom"),
             batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
-            solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer"))
+            solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer",
+            mean_step_time_s=st.mean_step_s, solo_mean_step_time_s=solo.get("mean_step_time_s")))
     hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]
           and _outside(h[0], h[0], exclude)]
     gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]

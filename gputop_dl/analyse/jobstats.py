@@ -19,6 +19,7 @@ class StepStats:
     samples_per_s: float | None  # sum(samples) / sum(t_step); None if a step's batch is unknown
     stall_fraction: float | None  # sum(t_data) / sum(t_step)
     cv: float | None = None  # coefficient of variation of t_step (noise of the estimate)
+    mean_step_s: float | None = None  # sum(t_step) / n: what throughput feels, long steps too
 
 
 EMPTY = StepStats(0, None, None, None, None, None)
@@ -46,6 +47,7 @@ def step_stats(steps: list[dict], warmup: int = 3, window: int = 50) -> StepStat
                        else sum(s.get("samples", 0) for s in usable) / total),
         stall_fraction=min(1.0, max(0.0, sum(t_datas) / total)),
         cv=cv,
+        mean_step_s=mean,
     )
 
 

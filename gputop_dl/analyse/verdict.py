@@ -38,6 +38,7 @@ LOAD_PER_CORE = 1.0
 THROTTLED = 0.05
 MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
+MEAN_APART = 0.10  # the mean-step ratio is shown beside the median's when 10 % or more apart
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 
 TITLES = {
@@ -72,6 +73,16 @@ class JobEvidence:
     cv: float | None = None  # step-time coefficient of variation in the overlap window
     solo_steps: int | None = None  # steps the solo baseline's figures come from
     source: str = "trainer"  # where the steps come from: "trainer", or "hook" (a user's script)
+    mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
+    solo_mean_step_time_s: float | None = None
+
+    @property
+    def mean_slowdown(self) -> float | None:
+        """The ratio of mean step times: the throughput lost, which the median ratio
+        understates when step times are bimodal (a loader that falls behind every few steps)."""
+        if self.mean_step_time_s and self.solo_mean_step_time_s:
+            return self.mean_step_time_s / self.solo_mean_step_time_s
+        return None
 
     @property
     def slowdown(self) -> float | None:
@@ -373,15 +384,18 @@ def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> 
 def _verdict(kind, reason, evidence, lines, recs, confidence, jobs=()) -> dict:
     per_job = []
     for j in jobs:
-        s = j.slowdown
+        s, m = j.slowdown, j.mean_slowdown
         per_job.append({
             "name": j.name, "slowdown": None if s is None else round(s, 3),
             "stall": j.stall, "solo_stall": j.solo_stall, "cpu_cores": j.cpu_cores,
             "solo_cpu_cores": j.solo_cpu_cores, "steps": j.steps,
+            "mean_slowdown": None if m is None else round(m, 3),
             "line": (f"{j.name}: step {_fmt(j.step_time_s, '.3f')} s vs solo "
-                     f"{_fmt(j.solo_step_time_s, '.3f')} s ({_fmt(s)}×), data-wait "
-                     f"{_pct(j.solo_stall)} → {_pct(j.stall)}, CPU {_fmt(j.cpu_cores)} cores "
-                     f"(solo {_fmt(j.solo_cpu_cores)})"),
+                     f"{_fmt(j.solo_step_time_s, '.3f')} s ({_fmt(s)}×"
+                     + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART
+                        else "") +
+                     f"), data-wait {_pct(j.solo_stall)} → {_pct(j.stall)}, CPU "
+                     f"{_fmt(j.cpu_cores)} cores (solo {_fmt(j.solo_cpu_cores)})"),
         })
     return {"kind": kind, "title": TITLES[kind], "reason": reason, "confidence": confidence,
             "evidence": evidence, "evidence_lines": list(lines), "recommendations": list(recs),

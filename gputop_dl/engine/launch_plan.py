@@ -383,5 +383,5 @@ def _solo_stats(run, warmup: int) -> dict | None:
         return None
     return {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
             "stall_fraction": st.stall_fraction, "steps": st.n,
-            "cpu_cores": run.measured_cpu_cores(), "cv": st.cv,
+            "cpu_cores": run.measured_cpu_cores(), "cv": st.cv, "mean_step_time_s": st.mean_step_s,
             "device": run.info.get("device")}

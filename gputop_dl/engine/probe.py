@@ -101,6 +101,7 @@ class Probe:
         self.solo[win.job] = {
             "step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
             "stall_fraction": st.stall_fraction, "steps": st.n, "cv": st.cv,
+            "mean_step_time_s": st.mean_step_s,
             "cpu_cores": statistics.fmean(cores[1:] or cores) if cores else None,
             "device": run.info.get("device"), "method": "probe",
             "window_s": round(now - win.t0, 2)}
