@@ -355,14 +355,15 @@ def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
             WATCHDOG.forget(j.pid)
 
 
-_ADOPTED: set[int] = set()  # job processes of other process groups re-parented to us
+_CHILDREN: dict[int, bool] = {}  # our direct child PID -> whether it carries a job's marker
 
 
-def reap_orphans(jobs: list[JobProcess]) -> None:
+def reap_orphans(jobs: list[JobProcess], children: list[int] | None = None) -> None:
     """Reap the ended processes of these jobs that were re-parented to us (the subreaper):
     those of their groups, and those that left them (a `setsid` daemon); never a job's leader,
-    whose exit code its Popen collects."""
-    _reap_adopted(jobs)
+    whose exit code its Popen collects. `children`: our direct child PIDs from this tick's
+    PPID map (else psutil lists them)."""
+    _reap_adopted(jobs, children)
     for j in jobs:
         if not has_pid(j):  # waitid(P_PGID, 0) would reap in our own group
             continue
@@ -379,32 +380,36 @@ def reap_orphans(jobs: list[JobProcess]) -> None:
                 break
 
 
-def _reap_adopted(jobs: list[JobProcess]) -> None:
+def _reap_adopted(jobs: list[JobProcess], children: list[int] | None) -> None:
     """Our direct children that carry a job's marker but are no job's leader (orphans in a
-    group of their own) are remembered while alive, and reaped once they end. Children without
-    a marker (py-spy, the watchdog) are never touched: their Popen collects them."""
+    group of their own) are reaped once they end. Each child's environment is read once, while
+    it is alive; children without a marker (py-spy, the watchdog) are never touched: their
+    Popen collects them."""
+    if children is None:
+        try:
+            children = [p.pid for p in psutil.Process().children()]
+        except psutil.Error:
+            return
     markers = {j.events_path for j in jobs}
     leaders = {j.pid for j in jobs if has_pid(j)}
-    try:
-        children = psutil.Process().children()
-    except psutil.Error:
-        return
-    for p in children:
-        if p.pid in leaders:
+    for pid in children:
+        if pid in leaders:
             continue
-        if p.pid not in _ADOPTED:
+        ours = _CHILDREN.get(pid)
+        if ours is None:
             try:
-                if p.environ().get(ENV_EVENTS) in markers:
-                    _ADOPTED.add(p.pid)
+                ours = _CHILDREN[pid] = psutil.Process(pid).environ().get(ENV_EVENTS) in markers
             except (psutil.Error, OSError):  # ended already (a zombie's environ is unreadable)
                 continue
-        if p.pid in _ADOPTED:
+        if ours:
             try:
-                done = os.waitpid(p.pid, os.WNOHANG)[0] != 0
+                done = os.waitpid(pid, os.WNOHANG)[0] != 0
             except ChildProcessError:
                 done = True
             if done:
-                _ADOPTED.discard(p.pid)
+                del _CHILDREN[pid]
+    for pid in _CHILDREN.keys() - set(children):  # reaped by their Popen, or gone
+        del _CHILDREN[pid]
 
 
 def describe_exit(code: int, stopped_by_us: bool) -> str:

@@ -10,6 +10,7 @@ are queued and applied at the next tick.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -214,7 +215,7 @@ class Engine:
                                          if r.proc.pid is not None},
                                 taken=plan.taken(self), cmap=bool(self.runs))
         now = m.time
-        reap_orphans(self.procs)
+        reap_orphans(self.procs, None if m.cmap is None else m.cmap.get(os.getpid(), []))
         for proc in self.procs:
             proc.bound_log()
         for text in m.log:
