@@ -38,11 +38,10 @@ class Recorder:
         self.session_id: str | None = None
         self.work_dir: str | None = None
         self._store: Store | None = None
-        self._rows: dict[str, tuple] = {}  # launched job -> what its jobs row last got
+        self._rows: dict[str, tuple] = {}  # launched job -> its latest row (written unless failed)
         self._found_live: dict[int, tuple] = {}  # found pid -> (row, device, distributed)
         self._found_names: set[str] = set()  # the monitor session's job rows
         self.failure: str | None = None  # why recording stopped mid-run
-        self._unsaved: dict[str, dict] = {}  # launched job -> its row, kept after a failure
 
     @contextmanager
     def _writing(self):
@@ -122,8 +121,10 @@ class Recorder:
         try:
             st = Store(self.store_path)
             try:
-                for name, row in self._unsaved.items():
-                    st.upsert_job(self.session_id, name, launched=True, config=None, **row)
+                for name, (status, failure, device, pid, ended, *_) in self._rows.items():
+                    st.upsert_job(self.session_id, name, launched=True, config=None,
+                                  status=status, failure=failure, device=device, pid=pid,
+                                  ended=ended)
                 st.end_session(self.session_id, "cut short", verdict)
             finally:
                 st.close()
@@ -155,16 +156,15 @@ class Recorder:
         """A launched job's tick: its jobs row when it changed (rarely), its sample while it
         runs and on the tick it ended. `run` is the engine's JobRun."""
         with self._writing():
+            dist = js.distributed
+            row = (js.status, js.failure, js.device, js.pid, run.ended, run.stderr_tail, run.solo,
+                   dist)
+            changed = row != self._rows.get(js.name)
+            self._rows[js.name] = row  # also after a failure: what the end's catch-up writes
             st = self._store
             if st is None:
-                if self.failure and self.session_id:
-                    self._unsaved[js.name] = dict(status=js.status, failure=js.failure,
-                                                  device=js.device, pid=js.pid, ended=run.ended)
                 return
-            dist = js.distributed
-            row = (js.status, js.failure, js.device, run.ended, run.stderr_tail, run.solo, dist)
-            if row != self._rows.get(js.name):
-                self._rows[js.name] = row
+            if changed:
                 st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
                               failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
                               info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
