@@ -134,7 +134,8 @@ class Trainer:
             if self.sampler is not None:
                 self.sampler.set_epoch(epoch)
             t_epoch = time.perf_counter()
-            loss_sum, n, correct, seen = 0.0, 0, 0, 0
+            loss_sum, n, seen = 0.0, 0, 0
+            correct = torch.zeros((), dtype=torch.long, device=self.device)  # read once an epoch
             it = iter(self.loader)
             t0 = time.perf_counter()
             for step in range(1, self.steps + 1):
@@ -148,7 +149,7 @@ class Trainer:
                 loss.backward()
                 self.optimizer.step()
                 loss_sum += loss.item()  # also the device sync point, as in most training loops
-                correct += int((out.detach().argmax(1) == y).sum())
+                correct += (out.detach().argmax(1) == y).sum()  # on the device: no extra sync
                 seen += y.numel()
                 n += 1
                 t1 = time.perf_counter()
@@ -158,7 +159,7 @@ class Trainer:
             self._sync()
             ev.emit("epoch", flush=True, epoch=epoch, time_s=round(time.perf_counter() - t_epoch, 4),
                     steps=n, samples=n * samples_per_step, loss=round(loss_sum / max(n, 1), 5),
-                    accuracy=round(correct / seen, 5) if seen else None,
+                    accuracy=round(int(correct) / seen, 5) if seen else None,
                     peak_mem=_peak_mem(self.device))
         ev.emit("finished", flush=True)
 
