@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import dataclasses
 import threading
 import time
 import tomllib
@@ -156,7 +155,7 @@ def load_node_file(path: str) -> tuple[list[str], dict[str, str]]:
         if norm is None:
             raise UsageError(f"{where} key 'address': {addr!r} is not HOST:PORT, expected e.g. "
                              f'"gpu-node-1:{DEFAULT_PORT}"')
-        if norm in names or norm in addresses:
+        if norm in addresses:
             raise UsageError(f"{where} key 'address': {norm} is listed twice")
         name = n.get("name")
         if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -508,7 +507,7 @@ class FleetPoller:
             return []
         then, nodes = self._last
         gone = max(0.0, self.clock() - then)
-        return [dataclasses.replace(n, age_s=(n.age_s or 0.0) + gone) if n.ok else n
+        return [replace(n, age_s=(n.age_s or 0.0) + gone) if n.ok else n
                 for n in nodes]
 
     def start(self) -> None:
