@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
-from tests.fake_pynvml import FakeProcess, FakePynvml  # noqa: E402
+from tests.fakes.nvml import FakeProcess, FakePynvml  # noqa: E402
 
 
 def _time(fn, calls: int) -> list[float]:

@@ -14,7 +14,7 @@
    the same server with the same jobs running; wall time per scrape (request to the last
    byte) and the server's CPU per scrape (its CPU over the scrapes, minus its 1 Hz rate).
 3. render cost: the collector's `generate_latest` in process for a snapshot with 8 GPUs and
-   16 jobs (tests/fake_source), no HTTP.
+   16 jobs (tests/fakes/source.py), no HTTP.
 
 Medians are printed (with min/max).
 """
@@ -109,7 +109,7 @@ def render_cost(n: int) -> list[float]:
 
     from gputop_dl.collect.nvml import REASON_LABELS
     from gputop_dl.present.prometheus import SnapshotCollector
-    from tests.fake_source import jobs, make_snapshot
+    from tests.fakes.source import jobs, make_snapshot
 
     base = jobs(1)
     many = tuple(replace(base[i % 3], name=f"job{i:02d}", pid=10_000 + i) for i in range(16))

@@ -242,7 +242,7 @@ def monitor_cpu(seconds: float, n_jobs: int = 0) -> dict:
 
 
 def big_snapshot(t: int):
-    from tests.fake_source import jobs, make_snapshot
+    from tests.fakes.source import jobs, make_snapshot
 
     base = jobs(t)
     many = tuple(replace(base[i % 3], name=f"job{i:02d}", pid=10_000 + i, pids=(10_000 + i,)) for i in range(16))
@@ -251,7 +251,7 @@ def big_snapshot(t: int):
 
 async def key_latency(repeats: int) -> dict[str, list[float]]:
     from gputop_dl.present.tui.app import GputopApp
-    from tests.fake_source import SPEC, FakeSource
+    from tests.fakes.source import SPEC, FakeSource
 
     src = FakeSource(live=["job00"], spec=SPEC)
     app = GputopApp(src, mode="launch")
@@ -326,7 +326,7 @@ async def key_latency(repeats: int) -> dict[str, list[float]]:
 
 
 def monitor_jobs(t: int):
-    from tests.fake_source import jobs
+    from tests.fakes.source import jobs
 
     return tuple(replace(j, name=f"stall_script.py ({700 + i})", launched=False, device=None, batch_size=None,
                          epoch=None, step=None, eta_s=None, slowdown=None, gpu_mem=None, status="running",
@@ -337,7 +337,7 @@ def monitor_jobs(t: int):
 
 async def ui_cpu_per_snapshot(n: int, gap: float) -> dict[str, float]:
     from gputop_dl.present.tui.app import GputopApp
-    from tests.fake_source import FakeSource, monitor_snapshot
+    from tests.fakes.source import FakeSource, monitor_snapshot
 
     src = FakeSource(session_id=None)
     app = GputopApp(src, mode="monitor")

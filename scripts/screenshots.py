@@ -92,7 +92,7 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
     from gputop_dl.runner import Launcher, export_for_tui, monitor_engine
 
     if fake_gpus:
-        from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
+        from tests.fakes.nvml import GiB, FakeProcess, FakePynvml
 
         fake = FakePynvml(gpus=4)
         for g, (util, mem, temp, power) in zip(fake.gpus, ((97, 71, 74, 610), (38, 22, 58, 260),

@@ -15,10 +15,7 @@ from gputop_dl.present.tui.screens import JobDetailScreen  # noqa: E402
 from gputop_dl.text.fmt import DASH  # noqa: E402
 from gputop_dl.snapshot import GpuProcess, JobSample  # noqa: E402
 
-try:
-    from tests.fake_source import T0, FakeSource, FixedClock, monitor_snapshot
-except ImportError:
-    from fake_source import T0, FakeSource, FixedClock, monitor_snapshot
+from tests.fakes.source import T0, FakeSource, FixedClock, monitor_snapshot
 
 GiB = 1 << 30
 

@@ -24,7 +24,7 @@ from gputop_dl.collect.host import HostSample
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.snapshot import Snapshot
-from tests.test_serve import FOUND, LAUNCHED, VERDICT, four_gpus
+from tests.fakes.samples import FOUND, LAUNCHED, VERDICT, four_gpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

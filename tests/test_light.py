@@ -65,7 +65,7 @@ def test_without_torch_once_serve_export_and_sessions_work(tmp_path):
             "assert 'gputop_dl_host_cpu_busy_ratio' in text\n"
             "srv.stop()\n"
             "from gputop_dl.record.store import Store, default_db_path\n"
-            "from tests.report_fixtures import make_session\n"
+            "from tests.fakes.reports import make_session\n"
             "import os; os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)\n"
             "make_session(Store(default_db_path()))\n"
             f"assert main(['export', {str(tmp_path / 'r.md')!r}]) == 0\n"

@@ -429,10 +429,7 @@ def test_a_found_torchrun_job_lists_its_ranks_from_their_environment(tmp_path):
     from gputop_dl.collect.discover import Discoverer
     from gputop_dl.collect.found import FoundJobs
 
-    try:
-        from tests.test_discover import TORCH_MAPS, Clock, FakeProc
-    except ImportError:
-        from test_discover import TORCH_MAPS, Clock, FakeProc
+    from tests.fakes.procs import TORCH_MAPS, Clock, FakeProc
     agent = subprocess.Popen(["sleep", "60"])
     ranks = [subprocess.Popen(["sleep", "60"], env=dict(
         os.environ, RANK=str(r + 2), LOCAL_RANK=str(r), WORLD_SIZE="4", GROUP_RANK="1",

@@ -10,10 +10,7 @@ import pytest
 from gputop_dl.collect.nvml import PCIE_INTERVAL_S, Nvml
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
-try:
-    from tests.fake_pynvml import GiB, FakeProcess, FakePynvml, missing_pynvml
-except ImportError:  # tests/ on sys.path instead of the repo root
-    from fake_pynvml import GiB, FakeProcess, FakePynvml, missing_pynvml
+from tests.fakes.nvml import GiB, FakeProcess, FakePynvml, missing_pynvml
 
 
 class FakeClock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import open_spec
 from gputop_dl.sched.placement import GpuState, place_counts
-from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
+from tests.fakes.nvml import GiB, FakeProcess, FakePynvml
 
 FOUR = [GpuState(0, 10 * GiB), GpuState(1, 70 * GiB), GpuState(2, 40 * GiB), GpuState(3, 70 * GiB)]
 

@@ -27,7 +27,7 @@ from gputop_dl.present.report import export as report_export
 from gputop_dl.record.store import Store
 from gputop_dl.text import fmt
 from gputop_dl.text.markdown import fence, md_cell, write_atomic
-from tests import report_fixtures as fx
+from tests.fakes import reports as fx
 
 MD = MarkdownIt("commonmark").enable("table")
 

@@ -21,12 +21,9 @@ from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
 from gputop_dl.snapshot import Distributed, HostSample, JobSample, RankProc, Snapshot
 
-try:
-    from tests.fake_pynvml import GiB, FakeProcess, FakePynvml
-    from tests.test_discover import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
-except ImportError:
-    from fake_pynvml import GiB, FakeProcess, FakePynvml
-    from test_discover import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
+from tests.fakes.nvml import GiB, FakeProcess, FakePynvml
+from tests.fakes.procs import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
+from tests.fakes.samples import FOUND, LAUNCHED, VERDICT, four_gpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,23 +87,6 @@ def test_serve_bad_address_and_port_in_use_exit_2_with_one_line(capsys):
 
 
 # --- the rendering ----------------------------------------------------------------------------
-
-def four_gpus() -> tuple:
-    fake = FakePynvml(gpus=4)
-    fake.gpus[1].util, fake.gpus[1].temp_c, fake.gpus[1].mem_used = 97, 71, 30 * GiB
-    fake.gpus[2].clock_reasons = 0x4 | 0x40  # sw power cap + hw thermal slowdown
-    fake.gpus[3].unsupported.add("power")
-    return Nvml(module=fake).sample()
-
-
-LAUNCHED = JobSample(name="bs32", pid=4242, launched=True, status="running", device="gpu1",
-                     model="resnet18", cpu_cores=2.5, rss=3 * GiB, stall_fraction=0.31,
-                     stall_source="trainer", step_time_s=0.125, samples_per_s=256.0, epoch=2,
-                     epochs=5, step=17, gpu_mem=9 * GiB, slowdown=1.4, phase="co-run")
-FOUND = JobSample(name="train.py", pid=777, launched=False, cpu_cores=0.9, rss=GiB,
-                  gpu_mem=2 * GiB, command="python train.py")
-VERDICT = {"kind": "cpu-bound", "title": "concurrent: CPU-bound", "confidence": 0.8}
-
 
 def test_a_snapshot_renders_gpus_host_jobs_and_verdict_with_dcgm_labels():
     c = SnapshotCollector(hostname="node7", reasons=REASON_LABELS)

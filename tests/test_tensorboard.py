@@ -11,10 +11,7 @@ import pytest
 from gputop_dl.cli import main
 from gputop_dl.record.store import Store, default_db_path
 
-try:
-    from tests.report_fixtures import EPOCH_TIMES, GIB, JOBS, make_session
-except ImportError:
-    from report_fixtures import EPOCH_TIMES, GIB, JOBS, make_session
+from tests.fakes.reports import EPOCH_TIMES, GIB, JOBS, make_session
 
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
@@ -90,7 +87,7 @@ def test_export_tensorboard_without_the_package_says_what_to_install(tmp_path):
             "    return real(name, *a, **k)\n"
             "builtins.__import__ = imp\n"
             "from gputop_dl.record.store import Store, default_db_path\n"
-            "from tests.report_fixtures import make_session\n"
+            "from tests.fakes.reports import make_session\n"
             "import os; os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)\n"
             "make_session(Store(default_db_path()))\n"
             "from gputop_dl.cli import main\n"
@@ -105,7 +102,7 @@ def test_export_tensorboard_without_the_package_says_what_to_install(tmp_path):
 def test_export_tensorboard_never_imports_torch(tmp_path):
     code = ("import sys, os\n"
             "from gputop_dl.record.store import Store, default_db_path\n"
-            "from tests.report_fixtures import make_session\n"
+            "from tests.fakes.reports import make_session\n"
             "os.makedirs(os.path.dirname(default_db_path()), exist_ok=True)\n"
             "make_session(Store(default_db_path()))\n"
             "from gputop_dl.cli import main\n"

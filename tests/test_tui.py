@@ -29,10 +29,7 @@ from gputop_dl.present.tui.screens import (ConfirmScreen, HelpScreen, JobDetailS
                                            LauncherScreen, VerdictScreen)
 from gputop_dl.present.tui.source import Inbox  # noqa: E402
 
-try:
-    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, jobs, make_snapshot, monitor_snapshot
-except ImportError:  # tests/ on sys.path instead of the repo root
-    from fake_source import SPEC, T0, FakeSource, FixedClock, jobs, make_snapshot, monitor_snapshot
+from tests.fakes.source import SPEC, T0, FakeSource, FixedClock, jobs, make_snapshot, monitor_snapshot
 
 def aio(fn):
     """Run an async test with asyncio.run (no pytest-asyncio plugin needed)."""

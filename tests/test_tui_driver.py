@@ -113,10 +113,7 @@ def test_the_app_runs_on_the_quiet_driver(monkeypatch):
 
     from gputop_dl.present.tui.app import GputopApp
 
-    try:
-        from tests.fake_source import FakeSource
-    except ImportError:  # tests/ on sys.path instead of the repo root
-        from fake_source import FakeSource
+    from tests.fakes.source import FakeSource
     monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
     app = GputopApp(FakeSource())
     if sys.platform.startswith("linux"):

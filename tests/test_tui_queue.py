@@ -11,10 +11,7 @@ pytest.importorskip("textual")
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
 from gputop_dl.present.tui.queue_panel import QueuePanel  # noqa: E402
 
-try:
-    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, queue_snapshot
-except ImportError:
-    from fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, queue_snapshot
+from tests.fakes.source import SPEC, T0, FakeSource, FixedClock, make_snapshot, queue_snapshot
 
 
 def run(snaps, check):

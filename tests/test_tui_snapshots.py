@@ -28,10 +28,7 @@ from rich.console import Console  # noqa: E402
 
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
 
-try:
-    from tests.fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
-except ImportError:  # tests/ on sys.path instead of the repo root
-    from fake_source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
+from tests.fakes.source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SNAP_DIR = os.path.join(HERE, "tui_snapshots")
@@ -167,10 +164,7 @@ def test_fleet_view(tmp_path):
     """Three nodes (one unreachable, one stale), a distributed job with a rank missing."""
     from gputop_dl.present.tui.fleet_app import FleetApp
 
-    try:
-        from tests.fake_fleet import FakeFleetSource, fleet_snapshot
-    except ImportError:
-        from fake_fleet import FakeFleetSource, fleet_snapshot
+    from tests.fakes.fleet import FakeFleetSource, fleet_snapshot
 
     async def go():
         src = FakeFleetSource()

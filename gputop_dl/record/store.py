@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS job_samples (
     gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL,
     PRIMARY KEY (jk, t)) WITHOUT ROWID;
 """
+# Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
+# by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
+# a new figure never costs the user their recorded sessions. Readers ask `has_column` first.
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+
 SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
                 " owner_host, environment, verdict, spec")
 STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
@@ -316,6 +321,7 @@ class Store:
                 self.db = self._open_rw()
         self._sks: dict[str, int] = {}
         self._jks: dict[tuple[str, str], int] = {}
+        self._columns: dict[str, set[str]] = {}
 
     def _open_rw(self) -> sqlite3.Connection:
         why = damage(self.path)
@@ -335,6 +341,7 @@ class Store:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            _add_columns(db)
             db.commit()
             if db.execute("SELECT 1 FROM meta WHERE key='env_redacted'").fetchone() is None:
                 _scrub_secrets(db, os.path.dirname(self.path))
@@ -368,6 +375,12 @@ class Store:
 
     def _jks_of(self, sid: str) -> dict[int, str]:
         return dict(self.db.execute("SELECT jk, name FROM jobs WHERE session_id=?", (sid,)))
+
+    def has_column(self, table: str, column: str) -> bool:
+        """Whether this database has the column (one written before it was added has not)."""
+        if table not in self._columns:
+            self._columns[table] = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+        return column in self._columns[table]
 
     def close(self) -> None:
         self.db.close()
@@ -645,6 +658,14 @@ class Store:
         r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
                             (fingerprint,)).fetchone()
         return _loads(r[0]) if r else None
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Give a schema-2 database the columns added since (ADDED_COLUMNS), NULL in old rows."""
+    for table, column, kind in ADDED_COLUMNS:
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def _redacted_spec(spec):

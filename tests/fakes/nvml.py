@@ -2,7 +2,7 @@
 
 Build one and hand it to `gputop_dl.collect.nvml.Nvml(module=...)`:
 
-    from tests.fake_pynvml import FakeGpu, FakeProcess, FakePynvml
+    from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml
 
     fake = FakePynvml(gpus=2)                          # two healthy H100s with default readings
     fake.gpus[0].processes = [FakeProcess(pid=4242, used_memory=3 << 30)]

@@ -186,7 +186,7 @@ def fresh_store(path: str) -> Store:
     return Store(path)
 
 
-if __name__ == "__main__":  # a quick look: python -m tests.report_fixtures OUT.md
+if __name__ == "__main__":  # a quick look: python -m tests.fakes.reports OUT.md
     import tempfile
 
     from gputop_dl.present.report import render_markdown, session_json
