@@ -13,7 +13,7 @@ a PromQL join with an existing dcgm-exporter works; `job_name` and `pid` on job 
 distributed job's ranks on this node are `gputop_dl_job_rank_info` series with the job's labels
 plus `run_id`, `rank`, `local_rank`, `world_size` and `rank_pid` (a contract: the fleet view
 groups one job's ranks across nodes by `run_id`). An unknown
-value (None in the snapshot) is no sample at all, never 0. The metric list is in README.md.
+value (None in the snapshot) is no sample at all, never 0. The metric list is in docs/prometheus.md.
 """
 
 from __future__ import annotations
