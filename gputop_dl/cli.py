@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     pids = {int(p) for p in args.diag_pids.split(",") if p.strip()}
                 except ValueError:
-                    raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs")
+                    raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs") from None
             return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
                                        as_json=args.diag_json, interval=1.0 if args.interval is None else args.interval,
                                        pids=pids)

@@ -296,7 +296,8 @@ class QueuePlan(Plan):
                 row["jct_s"] = t["end_s"] - t["arrival_s"]
             jobs[name] = row
         done = [r for r in jobs.values() if "jct_s" in r]
-        mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+        def mean(xs: list[float]) -> float | None:
+            return sum(xs) / len(xs) if xs else None
         return {"policy": self.policy.name, "slots": self.machine.gpus,
                 "makespan_s": max((r["end_s"] for r in done), default=None),
                 "mean_jct_s": mean([r["jct_s"] for r in done]),
