@@ -7,6 +7,7 @@ in a `Snapshot`; presenters never call samplers themselves. Unknown values are `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 
@@ -161,7 +162,7 @@ class Snapshot:
 
 def _clean(d: dict) -> dict:
     """Tuples become lists so the JSON is plain."""
-    out = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+    out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     return out

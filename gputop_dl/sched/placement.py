@@ -39,7 +39,7 @@ def place_counts(wants: list[tuple[str, int | None, tuple[int, ...]]],
         if not count or explicit:
             continue
 
-        def rank(g: GpuState):
+        def rank(g: GpuState) -> tuple[bool, int, int, int, int]:
             return (g.lost, load[g.index], g.others,
                     -(g.mem_free if g.mem_free is not None else -1), g.index)
 

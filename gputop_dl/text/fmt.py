@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 DASH = "–"
 
 
@@ -40,12 +42,12 @@ def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int |
     return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"
 
 
-def dash(v) -> str:
+def dash(v: object) -> str:
     """A value as text, unknown (None) as "–"."""
     return DASH if v is None else str(v)
 
 
-def rank_list(ranks) -> str:
+def rank_list(ranks: Iterable[Mapping[str, object]]) -> str:
     """A job's ranks on this node, each a mapping with rank, local_rank and pid:
     `2 (local 0, pid 901), 3 (local 1, pid 902)`; unknown parts as "–"."""
     return ", ".join(f"{dash(r.get('rank'))} (local {dash(r.get('local_rank'))}, "
