@@ -25,6 +25,7 @@ from typing import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop_dl import metric_schema as m
 from gputop_dl.errors import UsageError
 
 DEFAULT_PORT = 9402  # = present.prometheus.DEFAULT_PORT (collect may not import present)
@@ -197,9 +198,9 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
     by: dict[str, list[Sample]] = {}
     for s in samples:
         by.setdefault(s[0], []).append(s)
-    exporter = by.get("gputop_dl_exporter_info")
+    exporter = by.get(m.info(m.EXPORTER))
     if not exporter:
-        return Node(address, False, "not a gputop-dl exporter (no gputop_dl_exporter_info)")
+        return Node(address, False, f"not a gputop-dl exporter (no {m.info(m.EXPORTER)})")
     labels = exporter[0][1]
 
     def one(name: str) -> float | None:
@@ -207,56 +208,56 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
         return got[0][2] if got else None
 
     gpus: dict[str, dict] = {}
-    for name, key in (("gputop_dl_gpu_utilization_ratio", "util"),
-                      ("gputop_dl_gpu_memory_used_bytes", "mem_used"),
-                      ("gputop_dl_gpu_memory_total_bytes", "mem_total")):
+    for name, key in ((m.full(m.GPU_UTILIZATION), "util"),
+                      (m.full(m.GPU_MEMORY_USED), "mem_used"),
+                      (m.full(m.GPU_MEMORY_TOTAL), "mem_total")):
         for _n, lab, v in by.get(name, ()):
-            gpus.setdefault(lab.get("gpu", "?"), {"index": lab.get("gpu")})[key] = v
+            gpus.setdefault(lab.get(m.GPU, "?"), {"index": lab.get(m.GPU)})[key] = v
     jobs: dict[tuple, dict] = {}
 
     def job(lab: dict) -> dict:
-        return jobs.setdefault((lab.get("job_name"), lab.get("pid")), {})
+        return jobs.setdefault((lab.get(m.JOB_NAME), lab.get(m.PID)), {})
 
-    for _n, lab, _v in by.get("gputop_dl_job_info", ()):
+    for _n, lab, _v in by.get(m.info(m.JOB), ()):
         j = job(lab)
-        j.update(status=lab.get("status"), phase=lab.get("phase") or None)
-        if lab.get("launched") in ("true", "false"):
-            j["launched"] = lab["launched"] == "true"
-        if lab.get("run_id"):
-            j["run_id"] = lab["run_id"]
-        if _int(lab.get("world_size")) is not None:
-            j["world_size"] = _int(lab["world_size"])
-    for name, key in (("gputop_dl_job_cpu_cores", "cpu_cores"),
-                      ("gputop_dl_job_data_stall_ratio", "stall_fraction"),
-                      ("gputop_dl_job_step_seconds", "step_time_s"),
-                      ("gputop_dl_job_slowdown", "slowdown"),
-                      ("gputop_dl_job_gpu_memory_bytes", "gpu_mem")):
+        j.update(status=lab.get(m.STATUS), phase=lab.get(m.PHASE) or None)
+        if lab.get(m.LAUNCHED) in ("true", "false"):
+            j["launched"] = lab[m.LAUNCHED] == "true"
+        if lab.get(m.RUN_ID):
+            j["run_id"] = lab[m.RUN_ID]
+        if _int(lab.get(m.WORLD_SIZE)) is not None:
+            j["world_size"] = _int(lab[m.WORLD_SIZE])
+    for name, key in ((m.full(m.JOB_CPU_CORES), "cpu_cores"),
+                      (m.full(m.JOB_DATA_STALL), "stall_fraction"),
+                      (m.full(m.JOB_STEP), "step_time_s"),
+                      (m.full(m.JOB_SLOWDOWN), "slowdown"),
+                      (m.full(m.JOB_GPU_MEMORY), "gpu_mem")):
         for _n, lab, v in by.get(name, ()):
             job(lab)[key] = v
-    for _n, lab, _v in by.get("gputop_dl_job_rank_info", ()):
+    for _n, lab, _v in by.get(m.info(m.JOB_RANK), ()):
         j = job(lab)
-        if lab.get("run_id"):
-            j.setdefault("run_id", lab["run_id"])
-        if _int(lab.get("world_size")) is not None:
-            j.setdefault("world_size", _int(lab["world_size"]))
-        j.setdefault("ranks", []).append({"rank": _int(lab.get("rank")),
-                                          "local_rank": _int(lab.get("local_rank")),
-                                          "rank_pid": _int(lab.get("rank_pid"))})
+        if lab.get(m.RUN_ID):
+            j.setdefault("run_id", lab[m.RUN_ID])
+        if _int(lab.get(m.WORLD_SIZE)) is not None:
+            j.setdefault("world_size", _int(lab[m.WORLD_SIZE]))
+        j.setdefault("ranks", []).append({"rank": _int(lab.get(m.RANK)),
+                                          "local_rank": _int(lab.get(m.LOCAL_RANK)),
+                                          "rank_pid": _int(lab.get(m.RANK_PID))})
     for j in jobs.values():
         if "ranks" in j:
             j["ranks"].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
-    verdict = [s for s in by.get("gputop_dl_verdict", ()) if s[2] == 1.0]
-    ts = one("gputop_dl_last_sample_timestamp_seconds")
+    verdict = [s for s in by.get(m.full(m.VERDICT), ()) if s[2] == 1.0]
+    ts = one(m.full(m.LAST_SAMPLE_TIMESTAMP))
     return Node(
-        address, True, hostname=labels.get("Hostname"), mode=labels.get("mode"),
+        address, True, hostname=labels.get(m.HOSTNAME), mode=labels.get(m.MODE),
         age_s=None if ts is None else max(0.0, (now or time.time()) - ts),
-        cpus=one("gputop_dl_host_cpus"), cpu_busy=one("gputop_dl_host_cpu_busy_ratio"),
-        load1=one("gputop_dl_host_load1"),
+        cpus=one(m.full(m.HOST_CPUS)), cpu_busy=one(m.full(m.HOST_CPU_BUSY)),
+        load1=one(m.full(m.HOST_LOAD1)),
         gpus=sorted(gpus.values(), key=lambda g: int(g["index"]) if str(g["index"]).isdigit() else 0),
         jobs=[NodeJob(name=n, pid=_int(p), **v)
               for (n, p), v in sorted(jobs.items(), key=lambda kv: str(kv[0]))],
-        verdict=verdict[0][1].get("kind") if verdict else None,
-        confidence=one("gputop_dl_verdict_confidence"))
+        verdict=verdict[0][1].get(m.KIND) if verdict else None,
+        confidence=one(m.full(m.VERDICT_CONFIDENCE)))
 
 
 def group_distributed(nodes: list[Node], last_seen: dict | None = None) -> list[dict]:
@@ -355,7 +356,7 @@ def read_fleet(addresses: list[str], timeout: float = 2.0,
 
 # --- a Prometheus server's HTTP API instead of the nodes themselves ---------------------------
 
-PROMETHEUS_QUERY = '{__name__=~"gputop_dl_.+|up"}'
+PROMETHEUS_QUERY = f'{{__name__=~"{m.PREFIX}.+|up"}}'
 
 
 class PrometheusError(Exception):
