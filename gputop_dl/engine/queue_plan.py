@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from gputop_dl.analyse.evidence import gather
 from gputop_dl.analyse.verdict import judge
-from gputop_dl.engine.launch_plan import fingerprint
+from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.engine.plan import Plan
 from gputop_dl.sched.model import Job, Machine, Running
 from gputop_dl.sched.policies import Policy, decide
@@ -105,7 +105,7 @@ class QueuePlan(Plan):
 
     def profile(self, cached: Callable[[str], dict | None], env: dict) -> None:
         """Build the jobs from the workloads and their cached solo baselines (`cached` looks
-        one up by `launch_plan.fingerprint`)."""
+        one up by `collect.fingerprint`)."""
         jobs = []
         for w in self.spec.workloads:
             base = cached(fingerprint(w, self.spec.cuda, env))
