@@ -24,6 +24,14 @@ def size(n: int | float | None) -> str:
     return f"{n / 1024**2:.0f} MiB"
 
 
+GiB = 1024**3
+
+
+def gib(n: int | float | None, digits: int = 1) -> str:
+    """Bytes as GiB with `digits` decimals ("1.5 GiB"), for a figure that stays in GiB."""
+    return DASH if n is None else f"{n / GiB:.{digits}f} GiB"
+
+
 def secs(x: float | None) -> str:
     if x is None:
         return DASH
