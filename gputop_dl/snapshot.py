@@ -118,7 +118,7 @@ class JobSample:
     phase: str | None = None  # baseline | co-run (launched jobs only)
     stderr_tail: tuple[str, ...] = ()
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
-    command: str | None = None  # command line of a job not launched here (discovered)
+    command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
 

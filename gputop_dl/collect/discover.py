@@ -67,7 +67,7 @@ def unclaim(pid: int) -> None:
 
 @dataclass(frozen=True)
 class Found:
-    """One discovered job: a root process and its descendants."""
+    """One found job: a root process and its descendants."""
 
     name: str
     pid: int  # the root
