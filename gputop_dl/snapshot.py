@@ -143,7 +143,7 @@ class Snapshot:
     queue: dict | None = None
 
     def to_json(self) -> dict:
-        """The `gputop-dl --once --json` shape (contract: see docs/design.md)."""
+        """The `gputop-dl --once --json` shape (contract: docs/contracts.md)."""
         return {
             "schema": SNAPSHOT_SCHEMA,
             "time": self.time,

@@ -73,7 +73,7 @@ class JobResult:
         return 3 * self.fwd_flops * self.samples_per_s / 1e12
 
     def to_json(self) -> dict:
-        """The job object of the session export (contract: docs/design.md)."""
+        """The job object of the session export (contract: docs/contracts.md)."""
         return {
             "name": self.name, "status": self.status, "failure": self.failure,
             "device": self.device,
