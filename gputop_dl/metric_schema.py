@@ -13,6 +13,7 @@ Names here are the metric *suffixes* the exporter hands `prometheus_client` (wit
 from __future__ import annotations
 
 PREFIX = "gputop_dl_"
+DEFAULT_PORT = 9402  # the exporter's; not dcgm-exporter's 9400, nvitop-exporter's 5050 or Ray's 8265
 
 
 def full(suffix: str) -> str:

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gputop_dl import metric_schema as m
 from gputop_dl.errors import UsageError
 
-DEFAULT_PORT = 9402  # = present.prometheus.DEFAULT_PORT (collect may not import present)
+DEFAULT_PORT = m.DEFAULT_PORT  # the exporter's default port, where --nodes looks
 
 
 Sample = tuple[str, dict, float]  # (metric sample name, labels, value): both inputs become these

@@ -34,7 +34,7 @@ from gputop_dl.analyse.verdict import TITLES
 from gputop_dl.errors import UsageError
 from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
 
-DEFAULT_PORT = 9402  # not dcgm-exporter's 9400, nvitop-exporter's 5050 or Ray's 8265
+DEFAULT_PORT = m.DEFAULT_PORT
 DEFAULT_HOST = "127.0.0.1"
 ENDED = ("done", "failed", "stopped")  # job statuses whose series are dropped
 
