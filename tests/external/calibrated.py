@@ -57,7 +57,7 @@ def main() -> None:
     times = []
     for _ in range(a.epochs):
         t = time.perf_counter()
-        for x, _y in loader:
+        for _x, _y in loader:
             time.sleep(a.compute_ms / 1000)  # the "device"
             now = time.perf_counter()
             times.append(now - t)
