@@ -136,13 +136,17 @@ def add_serve_parser(sub) -> None:
 def add_sched_parsers(sub) -> None:
     """`simulate`: the queue policies on a trace of job profiles (no jobs run)."""
     sp = sub.add_parser("simulate", help="simulate a job queue under scheduling policies",
-                        description="Simulate the jobs of TRACE.toml (docs/scheduling.md) queued on "
-                        "its machine under each policy, at each arrival rate (Poisson arrivals, "
-                        "several seeds), with CPU and shared-GPU interference. Prints mean and p95 "
-                        "job completion time, makespan and mean wait per policy and rate. A trace "
-                        "whose workloads all have an `arrival` is replayed as listed unless --rates "
-                        "is given.")
-    sp.add_argument("trace", metavar="TRACE.toml")
+                        description="Simulate the jobs of FILE.toml queued on its machine under "
+                        "each policy, at each arrival rate (Poisson arrivals, several seeds), with "
+                        "CPU and shared-GPU interference. FILE is a trace (docs/scheduling.md) or "
+                        "the workload file that `gputop-dl queue` runs: then each workload is a job "
+                        "kind (duration from duration_s or its cached solo profile) on this "
+                        "machine. Prints mean and p95 job completion time, makespan and mean wait "
+                        "per policy and rate. A file whose workloads all have an `arrival` is "
+                        "replayed as listed unless --rates is given. The interference figures are "
+                        "calibrated from this machine's recorded co-runs where there are any "
+                        "(stderr says which figure came from where).")
+    sp.add_argument("trace", metavar="FILE.toml")
     sp.add_argument("--policies", metavar="P1,P2,...",
                     help="comma-separated: fifo, fifo-backfill, sjf, priority, lyapunov "
                     "(default: the trace's, else fifo,sjf,priority,lyapunov)")
@@ -158,6 +162,8 @@ def add_sched_parsers(sub) -> None:
     sp.add_argument("--calibrate", nargs="?", const=True, metavar="SESSION",
                     help="take the CPU interference coefficient from a recorded co-run (the "
                     "newest one that measured it, or SESSION) instead of the trace's")
+    sp.add_argument("--no-calibrate", action="store_true", help="use the file's interference "
+                    "figures (or the defaults), not this machine's recorded co-runs")
     from gputop_dl.sched.policies import POLICIES
 
     qp = sub.add_parser("queue", help="run the workloads of a TOML file as a job queue",
@@ -301,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_simulate(
                 args.trace, policies=parse_policies(args.policies) if args.policies else None,
                 rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
-                jobs=args.jobs, as_json=args.sim_json, out=args.out, calibrate=args.calibrate)
+                jobs=args.jobs, as_json=args.sim_json, out=args.out,
+                calibrate=False if args.no_calibrate else args.calibrate)
         if args.cmd == "export":
             return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":

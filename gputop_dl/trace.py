@@ -40,7 +40,7 @@ TRACE_FIELDS = {
     "name": as_str, "jobs": _POS, "seeds": _POS,
     "rates": lambda k, v: list_of(k, v, _POS_F, "a list of arrival rates per second > 0, e.g. [0.5, 1]"),
     "policies": lambda k, v: list_of(k, v, _as_policy, "a list of policies, e.g. [\"fifo\", \"sjf\"]"),
-    "cpu_aware": as_bool, "cpu_interference": _NONNEG_F, "ageing_s": _POS_F, "v": _NONNEG_F,
+    "cpu_aware": as_bool, "cpu_interference": _NONNEG_F, "gpu_share": _POS_F, "ageing_s": _POS_F, "v": _NONNEG_F,
 }
 MACHINE_FIELDS = {"gpus": _POS, "cpus": _POS_F, "jobs_per_gpu": _POS, "gpu_mem_gb": _NONNEG_F}
 JOB_FIELDS = {
@@ -67,6 +67,7 @@ class Trace:
     policies: tuple[str, ...] = DEFAULT_POLICIES
     cpu_aware: bool = True
     cpu_interference: float = 1.0
+    gpu_share: float = 1.0  # a shared GPU's slowdown is gpu_share x the summed busy fractions
     ageing_s: float = 600.0
     v: float = 1.0
 
