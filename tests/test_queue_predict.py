@@ -1,0 +1,111 @@
+"""After a queue: the simulator's prediction for the same jobs beside what happened, and measured GPU busy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gputop_dl.analyse.queue import queue_figures
+from gputop_dl.present.report.document import session_json
+from gputop_dl.present.report.markdown import render_markdown
+from gputop_dl.record.store import Store
+from gputop_dl.sched.predict import predict_queue
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTINGS = {"policy": "fifo", "slots": 1, "unit": "slot", "cpus": 2.0, "cpu_aware": False,
+            "ageing_s": 600.0, "v": 1.0}
+
+
+def test_prediction_models_the_queues_ticks():
+    """One slot, FIFO, a 2 s job then a 1 s job at 0.3 s, ticks of 0.5 s: the first end is seen
+    at 2.5 s (a run of exactly 4 ticks ends after the 4th), the second job arrives at the 0.5 s
+    tick and starts at 2.5 s, its end seen at 4.0 s."""
+    jobs = [{"name": "a", "arrival_s": 0.0, "expected_s": 2.0, "gpus": 1, "jct_s": 2.5},
+            {"name": "b", "arrival_s": 0.3, "expected_s": 1.0, "gpus": 1, "jct_s": 4.2}]
+    p = predict_queue(SETTINGS, jobs, tick_s=0.5)
+    assert p["jobs"]["a"]["jct_s"] == pytest.approx(2.5)
+    assert p["jobs"]["b"]["start_s"] == pytest.approx(2.5)
+    assert p["jobs"]["b"]["wait_s"] == pytest.approx(2.2)
+    assert p["jobs"]["b"]["jct_s"] == pytest.approx(3.7)
+    assert p["jct_mae"] == pytest.approx((0 + 0.5 / 4.2) / 2)
+    plain = predict_queue(SETTINGS, jobs)  # no tick: the plain simulator
+    assert (plain["jobs"]["a"]["jct_s"], plain["jobs"]["b"]["jct_s"]) == pytest.approx((2.0, 2.7))
+    assert predict_queue(SETTINGS, [{"name": "a", "arrival_s": 0.0, "expected_s": None}]) is None
+
+
+def recorded_queue(tmp_path, unit: str) -> tuple[Store, str]:
+    from gputop_dl.snapshot import GpuSample
+
+    st = Store(str(tmp_path / "s.db"))
+    settings = dict(SETTINGS, slots=2, unit=unit)
+    sid = st.create_session("q", file="q.toml", command="gputop-dl queue q.toml", kind="queue",
+                            environment={"cpus": 2}, spec={"baseline": "none", "cuda": unit == "GPU",
+                                                           "interval": 0.5, "queue": settings})
+    t0 = st.session(sid).started
+    for name, (arr, start, end) in {"a": (0.0, 0.0, 2.5), "b": (0.0, 0.0, 1.5)}.items():
+        st.upsert_job(sid, name, launched=True, config={"name": name}, status="done")
+        st.add_events(sid, name, "queue", [
+            {"ev": "queued", "t": t0 + arr, "arrival_s": arr, "expected_s": end - 0.5, "gpus": 1,
+             "cpu_cores": 0.0, "priority": 0, "klass": name},
+            {"ev": "queue-start", "t": t0 + start, "start_s": start, "on": [0]},
+            {"ev": "queue-end", "t": t0 + end, "end_s": end, "status": "done"}])
+    for k in range(6):  # GPU 0 busy 90 %, GPU 1 busy 30 %, as the fake NVML's jobs made them
+        st.add_gpu_samples(sid, t0 + 0.5 * k, [GpuSample(index=0, util=0.9), GpuSample(index=1, util=0.3)])
+    st.end_session(sid, "finished")
+    return st, sid
+
+
+def test_slot_busy_is_measured_gpu_use_on_gpus_and_allocation_on_slots(tmp_path):
+    (tmp_path / "gpu").mkdir()
+    st, sid = recorded_queue(tmp_path / "gpu", "GPU")
+    q = session_json(st, sid)["queue"]
+    assert (q["slot_busy_fraction"], q["slot_busy_measure"]) == (pytest.approx(0.6), "gpu-util")
+    assert "GPUs busy 60% over the makespan (measured GPU utilisation)" in render_markdown(session_json(st, sid))
+    (tmp_path / "slot").mkdir()
+    st2, sid2 = recorded_queue(tmp_path / "slot", "slot")
+    q = session_json(st2, sid2)["queue"]
+    assert (q["slot_busy_fraction"], q["slot_busy_measure"]) == (pytest.approx((2.5 + 1.5) / (2 * 2.5)),
+                                                                 "allocation")
+    assert queue_figures(SETTINGS, [])["slot_busy_measure"] is None
+
+
+def test_export_has_the_prediction_beside_what_happened(tmp_path):
+    (tmp_path / "x").mkdir()
+    st, sid = recorded_queue(tmp_path / "x", "slot")
+    data = session_json(st, sid)
+    p = data["queue"]["prediction"]
+    assert p["policy"] == "fifo" and p["tick_s"] == 0.5 and p["jobs_compared"] == 2
+    assert p["jobs"]["a"] == {"start_s": 0.0, "end_s": 2.5, "wait_s": 0.0, "jct_s": 2.5, "real_jct_s": 2.5}
+    assert p["jct_mae"] == 0.0 and p["calibration"] == {"cpu_interference": "default", "gpu_share": "default"}
+    md = render_markdown(data)
+    assert "### Simulated beside what happened" in md
+    assert "| a | 0.0 | 0.0 | 2.5 | 2.5 | 0% |" in md
+
+
+def test_after_a_real_queue_run_the_prediction_is_within_15_percent(tmp_path):
+    """workloads/queue_sleepers.toml run for real (five sleeping commands on 2 slots, 0.5 s
+    ticks), exported: the simulator's per-job JCT for the same arrivals and policy is within
+    15 % mean absolute error of the measured one, and the export shows it."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    run = subprocess.run([sys.executable, "-m", "gputop_dl", "queue", os.path.join(ROOT, "workloads",
+                          "queue_sleepers.toml"), "--headless"], env=env, capture_output=True, text=True,
+                         timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = tmp_path / "q.json"
+    exp = subprocess.run([sys.executable, "-m", "gputop_dl", "export", str(out)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert exp.returncode == 0, exp.stderr
+    q = json.loads(out.read_text())["queue"]
+    p = q["prediction"]
+    print("real vs predicted JCT:", {n: (j["real_jct_s"], j["jct_s"]) for n, j in p["jobs"].items()},
+          f"MAE {p['jct_mae']:.1%}")
+    assert q["jobs_ended"] == 5 and p["jobs_compared"] == 5
+    assert p["jct_mae"] <= 0.15
+    md = tmp_path / "q.md"
+    subprocess.run([sys.executable, "-m", "gputop_dl", "export", str(md)], env=env, check=True,
+                   capture_output=True, timeout=120)
+    assert "mean absolute error of the predicted JCT over 5 jobs that ended" in md.read_text()
