@@ -179,6 +179,9 @@ def add_sched_parsers(sub) -> None:
                     help="override the file's [session] policy (default fifo)")
     qp.add_argument("--headless", action="store_true",
                     help="console output instead of the TUI (for ssh, nohup, CI)")
+    qp.add_argument("--sbatch", metavar="DIR", help="run nothing: write one Slurm batch script per "
+                    "workload into DIR (--gres=gpu:N, --cpus-per-gpu from the measured solo CPU need, "
+                    "the policy's order as --nice or dependencies) and DIR/submit.sh to submit them")
 
 
 def parse_policies(text: str) -> list[str]:
@@ -290,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
                                      headless=args.headless, metrics=args.launch_metrics,
                                      tensorboard=args.launch_tensorboard)
         if args.cmd == "queue":
+            if args.sbatch:
+                from gputop_dl.runner.sbatch import run_sbatch
+
+                return run_sbatch(args.file, args.sbatch, policy=args.policy)
             return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
         if args.cmd == "serve":
             if not 0.1 <= args.serve_interval <= 3600:
