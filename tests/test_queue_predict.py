@@ -109,3 +109,34 @@ def test_after_a_real_queue_run_the_prediction_is_within_15_percent(tmp_path):
     subprocess.run([sys.executable, "-m", "gputop_dl", "export", str(md)], env=env, check=True,
                    capture_output=True, timeout=120)
     assert "mean absolute error of the predicted JCT over 5 jobs that ended" in md.read_text()
+
+
+def test_a_queue_on_gpus_records_measured_gpu_use_as_slot_busy(tmp_path):
+    """A real queue on the fake NVML's two GPUs (busy 90 % and 30 %): the export's
+    slot_busy_fraction is the measured GPU use (0.6), not the GPU-seconds the jobs held."""
+    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.machine import MachineSampler
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine import Engine, Recorder
+    from gputop_dl.engine.queue_plan import QueuePlan
+    from gputop_dl.sched.model import Job, Machine
+    from gputop_dl.sched.policies import Policy
+    from gputop_dl.workload import SessionSpec, Workload
+    from tests.fakes.nvml import FakePynvml
+
+    fake = FakePynvml(gpus=2)
+    fake.gpus[0].util, fake.gpus[1].util = 90, 30
+    jobs = [Job("a", duration_s=0.3), Job("b", arrival_s=0.2, duration_s=0.3)]
+    spec = SessionSpec(name="q", path="q.toml", interval=0.1, baseline="none", cuda=True,
+                       workloads=tuple(Workload(name=j.name, env={"GPUTOP_DL_HOOK": "0"},
+                                                command=(sys.executable, "-c", "import time; time.sleep(0.3)"))
+                                       for j in jobs))
+    plan = QueuePlan(spec, jobs, Policy("fifo"), Machine(gpus=2, cpus=2.0, unit="GPU"))
+    engine = Engine(plan, sampler=MachineSampler(Nvml(module=fake), found=FoundJobs(stall=False)),
+                    recorder=Recorder(str(tmp_path / "s.db")), interval=0.1, grace_s=2.0)
+    engine.start()
+    assert engine.join(60) and engine.state == "finished"
+    st = Store(str(tmp_path / "s.db"))
+    q = session_json(st, engine.session_id)["queue"]
+    assert q["jobs_ended"] == 2 and q["unit"] == "GPU"
+    assert (q["slot_busy_fraction"], q["slot_busy_measure"]) == (pytest.approx(0.6), "gpu-util")
