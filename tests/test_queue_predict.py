@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -86,14 +87,35 @@ def test_export_has_the_prediction_beside_what_happened(tmp_path):
     assert "| a | 0.0 | 0.0 | 2.5 | 2.5 | 0% |" in md
 
 
+SLEEPERS = """\
+[session]
+interval = 0.5
+policy = "sjf"
+slots = 2
+
+[defaults]
+env = { GPUTOP_DL_HOOK = "0" }
+"""
+
+
 def test_after_a_real_queue_run_the_prediction_is_within_15_percent(tmp_path):
-    """workloads/queue_sleepers.toml run for real (five sleeping commands on 2 slots, 0.5 s
-    ticks), exported: the simulator's per-job JCT for the same arrivals and policy is within
-    15 % mean absolute error of the measured one, and the export shows it."""
+    """A real queue like workloads/queue_sleepers.toml (a long job first, then four more
+    arriving over 1.5 s, on 2 slots, SJF, 0.5 s ticks) of `sleep` commands, exported: the
+    simulator's per-job JCT for the same arrivals and policy is within 15 % mean absolute
+    error of the measured one, and the export shows it. Each sleep ends 0.2 s after a tick
+    boundary would, so a start-up delay below 0.3 s (a busy box) is still seen at the
+    predicted tick."""
+    sleep = shutil.which("sleep")
+    body = SLEEPERS
+    for name, arrival, secs in (("long", 0, 3.2), ("mid", 0.2, 1.7), ("big", 0.5, 2.2), ("short", 1, 0.7),
+                                ("short2", 1.5, 0.7)):
+        body += (f'\n[[workload]]\nname = "{name}"\narrival = {arrival}\ncommand = ["{sleep}", "{secs}"]\n'
+                 f"duration_s = {secs}\n")
+    qfile = tmp_path / "q.toml"
+    qfile.write_text(body)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    run = subprocess.run([sys.executable, "-m", "gputop_dl", "queue", os.path.join(ROOT, "workloads",
-                          "queue_sleepers.toml"), "--headless"], env=env, capture_output=True, text=True,
-                         timeout=180)
+    run = subprocess.run([sys.executable, "-m", "gputop_dl", "queue", str(qfile), "--headless"], env=env,
+                         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-2000:]
     out = tmp_path / "q.json"
     exp = subprocess.run([sys.executable, "-m", "gputop_dl", "export", str(out)], env=env,
