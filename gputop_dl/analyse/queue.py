@@ -54,7 +54,8 @@ def queue_figures(settings: dict, events: list[dict], gpu_util: list[tuple] | No
             "cpu_aware": settings.get("cpu_aware"), "cpus": settings.get("cpus"),
             "makespan_s": makespan, "mean_jct_s": _mean([j["jct_s"] for j in ended]),
             "mean_wait_s": _mean([j["wait_s"] for j in ended]),
-            "slot_busy_fraction": busy, "slot_busy_measure": measure, "jobs_ended": len(ended), "jobs": list(jobs.values())}
+            "slot_busy_fraction": busy, "slot_busy_measure": measure, "jobs_ended": len(ended),
+            "jobs": list(jobs.values())}
 
 
 def queue_summary(store, sid: str) -> dict | None:

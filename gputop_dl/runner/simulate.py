@@ -158,7 +158,8 @@ def simulation_setup(trace, replay: bool, where: dict[str, str] | None = None,
     runs = (f"the {len(trace.kinds)} listed arrivals, once" if replay else
             f"{trace.jobs} Poisson arrivals x {trace.seeds} seed{'s' if trace.seeds > 1 else ''} "
             "per rate, kinds by share")
-    place = f"{m.gpus} {m.unit}{'s' if m.gpus != 1 else ''}" + (f" x {m.jobs_per_gpu} jobs" if m.jobs_per_gpu > 1 else "")
+    place = f"{m.gpus} {m.unit}{'s' if m.gpus != 1 else ''}" + (
+        f" x {m.jobs_per_gpu} jobs" if m.jobs_per_gpu > 1 else "")
     lines = [("trace", trace.path), ("machine", f"{place}, {m.cpus:g} cores"
                                      + (f", {m.gpu_mem / 1024**3:g} GiB per GPU" if m.gpu_mem else "")),
              ("job kinds", ", ".join(k.job.name for k in trace.kinds)), ("runs", runs),

@@ -64,7 +64,8 @@ def sbatch_script(job: Job, argv: Sequence[str] | str, *, cwd: str, out_dir: str
     """One job's batch script. `argv`: the command (a string: a shell command line);
     `cpu_source`: where the solo CPU need came from, or why there is none."""
     cpg = cpus_per_gpu(cpu_cores, job.gpus)
-    lines = ["#!/bin/bash", f"# {job.name}: written by gputop-dl queue --sbatch" + (f" from {source}" if source else ""),
+    lines = ["#!/bin/bash",
+             f"# {job.name}: written by gputop-dl queue --sbatch" + (f" from {source}" if source else ""),
              f"#SBATCH --job-name={job.name}", f"#SBATCH --chdir={cwd}",
              f"#SBATCH --output={out_dir}/{job.name}-%j.out"]
     if job.gpus > 0:
@@ -92,7 +93,8 @@ def sbatch_script(job: Job, argv: Sequence[str] | str, *, cwd: str, out_dir: str
 def submit_script(order: Sequence[tuple[str, str]], policy: str) -> str:
     """A script that sbatches the job scripts (name, file) in the policy's order, printing
     `name job-id` per job; under fifo each depends on the previous one's start."""
-    lines = ["#!/bin/bash", "# Submit the queue's jobs to Slurm in the policy's order (written by gputop-dl queue --sbatch)",
+    lines = ["#!/bin/bash",
+             "# Submit the queue's jobs to Slurm in the policy's order (written by gputop-dl queue --sbatch)",
              "set -euo pipefail", 'cd "$(dirname "$0")"', "prev="]
     for name, fname in order:
         dep = '${prev:+--dependency=after:$prev} ' if policy == "fifo" else ""
