@@ -145,11 +145,13 @@ def add_sched_parsers(sub) -> None:
                         "per policy and rate. A file whose workloads all have an `arrival` is "
                         "replayed as listed unless --rates is given. The interference figures are "
                         "calibrated from this machine's recorded co-runs where there are any "
-                        "(stderr says which figure came from where).")
+                        "(the notes under the table, or stderr with --json, say which figure "
+                        "came from where; --no-calibrate: the file's).")
     sp.add_argument("trace", metavar="FILE.toml")
     sp.add_argument("--policies", metavar="P1,P2,...",
                     help="comma-separated: fifo, fifo-backfill, sjf, priority, lyapunov "
-                    "(default: the trace's, else fifo,sjf,priority,lyapunov)")
+                    "(default: the trace's, else fifo,sjf,priority,lyapunov; for a workload "
+                    "file its [session] policy and those)")
     sp.add_argument("--rates", metavar="R1,R2,...", help="arrivals per second, comma-separated "
                     "(default: the trace's, else 0.25,0.5,1,2)")
     sp.add_argument("--seeds", type=int, metavar="N", help="seeds 1..N per rate (default: the "
