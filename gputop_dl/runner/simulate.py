@@ -160,7 +160,7 @@ def simulation_setup(trace, replay: bool, where: dict[str, str] | None = None,
             "per rate, kinds by share")
     place = f"{m.gpus} {m.unit}{'s' if m.gpus != 1 else ''}" + (
         f" x {m.jobs_per_gpu} jobs" if m.jobs_per_gpu > 1 else "")
-    lines = [("trace", trace.path), ("machine", f"{place}, {m.cpus:g} cores"
+    lines = [("trace" if not sources else "workload file", trace.path), ("machine", f"{place}, {m.cpus:g} cores"
                                      + (f", {m.gpu_mem / 1024**3:g} GiB per GPU" if m.gpu_mem else "")),
              ("job kinds", ", ".join(k.job.name for k in trace.kinds)), ("runs", runs),
              ("admission", "CPU-aware" if trace.cpu_aware else "GPUs only (cpu_aware = false)"),
