@@ -114,7 +114,8 @@ def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[fl
     at every arrival rate and seed (or the listed arrivals once, when the file lists them and no
     rates are given); a table or JSON on stdout, the Markdown report to `out`. Interference
     figures are calibrated from this machine's recordings unless `calibrate` is False; where
-    each figure came from goes to stderr. Raises ConfigError for a bad file."""
+    each figure came from is said (stderr with `as_json`, else the notes under the table).
+    Raises ConfigError for a bad file."""
     from gputop_dl.present.report.simulation import render_simulation_markdown, simulation_json
     from gputop_dl.sched.policies import Policy
     from gputop_dl.sched.simulate import simulate, summarise, sweep
@@ -160,8 +161,8 @@ def simulation_setup(trace, replay: bool, where: dict[str, str] | None = None,
             "per rate, kinds by share")
     place = f"{m.gpus} {m.unit}{'s' if m.gpus != 1 else ''}" + (
         f" x {m.jobs_per_gpu} jobs" if m.jobs_per_gpu > 1 else "")
-    lines = [("trace" if not sources else "workload file", trace.path), ("machine", f"{place}, {m.cpus:g} cores"
-                                     + (f", {m.gpu_mem / 1024**3:g} GiB per GPU" if m.gpu_mem else "")),
+    lines = [("trace" if not sources else "workload file", trace.path),
+             ("machine", f"{place}, {m.cpus:g} cores" + (f", {m.gpu_mem / 1024**3:g} GiB per GPU" if m.gpu_mem else "")),
              ("job kinds", ", ".join(k.job.name for k in trace.kinds)), ("runs", runs),
              ("admission", "CPU-aware" if trace.cpu_aware else "GPUs only (cpu_aware = false)"),
              ("interference", f"CPU overcommit alpha {trace.cpu_interference:g}; shared GPUs time-slice"
