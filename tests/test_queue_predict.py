@@ -38,6 +38,23 @@ def test_prediction_models_the_queues_ticks():
     assert predict_queue(SETTINGS, [{"name": "a", "arrival_s": 0.0, "expected_s": None}]) is None
 
 
+def test_prediction_replays_the_recorded_ticks():
+    """A busy box ticked late and unevenly: at 0, 1.2, 1.3, 2.6, 3.0, 4.4. The 1 s job (arrived
+    at 0.2) is queued at 1.2 and ends at the first tick after 2.2 (2.6); the 0.5 s job that
+    arrived at 0.3 waits for the slot, starts at 2.6, is not done by 3.0 and ends at 4.4."""
+    settings = dict(SETTINGS)
+    jobs = [{"name": "a", "arrival_s": 0.2, "expected_s": 1.0, "gpus": 1, "jct_s": 2.4},
+            {"name": "b", "arrival_s": 0.3, "expected_s": 0.5, "gpus": 1, "jct_s": 4.1}]
+    p = predict_queue(settings, jobs, tick_s=0.5, ticks=[0.0, 1.2, 1.3, 2.6, 3.0, 4.4])
+    assert p["ticks"] == "recorded"
+    assert (p["jobs"]["a"]["start_s"], p["jobs"]["a"]["end_s"]) == pytest.approx((1.2, 2.6))
+    assert (p["jobs"]["b"]["start_s"], p["jobs"]["b"]["end_s"]) == pytest.approx((2.6, 4.4))
+    assert p["jct_mae"] == pytest.approx(0.0)
+    never = predict_queue(dict(SETTINGS, slots=1), [{"name": "x", "arrival_s": 0.0, "expected_s": 1.0,
+                                                    "gpus": 2}], tick_s=0.5)
+    assert never is None  # it asks 2 slots of 1: it can never start
+
+
 def recorded_queue(tmp_path, unit: str) -> tuple[Store, str]:
     from gputop_dl.snapshot import GpuSample
 

@@ -22,7 +22,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gputop_dl.sched.model import Job, Machine, Running
+from gputop_dl.sched.model import Job, JobQueue, Machine, Running, Start
 from gputop_dl.sched.policies import Policy, decide
 
 
@@ -119,6 +119,22 @@ def slowdowns(running: Sequence[Running], machine: Machine, cpu_alpha: float = 1
     return out
 
 
+def arrive_and_start(policy: Policy, queue: JobQueue, arrivals: Sequence[Job], i: int, t: float,
+                     running: list[Running], machine: Machine, cpu_aware: bool) -> tuple[int, list[Start]]:
+    """At time `t`: the arrivals from index `i` on that have come join `queue`, and the jobs the
+    policy picks leave it and join `running`. Returns the next arrival's index and the starts."""
+    while i < len(arrivals) and arrivals[i].arrival_s <= t:
+        queue.add(arrivals[i])
+        i += 1
+    if not len(queue):
+        return i, []
+    started = decide(policy, queue, running, machine, t, cpu_aware=cpu_aware).starts
+    for s in started:
+        queue.remove(s.job)
+        running.append(Running(s.job, t, s.gpus))
+    return i, started
+
+
 def simulate(policy: Policy, jobs: Sequence[Job], machine: Machine, *, cpu_aware: bool = True,
              cpu_alpha: float = 1.0, gpu_share: float = 1.0) -> list[Outcome]:
     """Run `jobs` (any order; sorted by arrival here) through `policy` on `machine`."""
@@ -154,17 +170,12 @@ def simulate(policy: Policy, jobs: Sequence[Job], machine: Machine, *, cpu_aware
                 slow.pop(k)
                 out.append(Outcome(r.job, starts.pop(r.job.name), t, r.gpus))
             changed = True
-        while i < n and arrivals[i].arrival_s <= t:
-            queue.add(arrivals[i])
-            i += 1
-        if len(queue):
-            for s in decide(policy, queue, running, machine, t, cpu_aware=cpu_aware).starts:
-                queue.remove(s.job)
-                running.append(Running(s.job, t, s.gpus))
-                left.append(s.job.duration_s)
-                slow.append(1.0)
-                starts[s.job.name] = t
-                changed = True
+        i, started = arrive_and_start(policy, queue, arrivals, i, t, running, machine, cpu_aware)
+        for s in started:
+            left.append(s.job.duration_s)
+            slow.append(1.0)
+            starts[s.job.name] = t
+            changed = True
         if changed:
             slow = slowdowns(running, machine, cpu_alpha, gpu_share)
     return out

@@ -46,9 +46,9 @@ def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
 
 def _prediction(store: Store, sid: str, q: dict) -> dict | None:
     """The simulator's prediction for the queue's jobs, arrivals and policy (sched/predict.py),
-    with the live queue's tick and the interference figures of this machine's newest co-runs
-    recorded up to the queue's start (as `simulate` calibrates), rounded for the export; None
-    when it cannot be made."""
+    at the live queue's recorded ticks (its host samples), with the interference figures of
+    this machine's newest co-runs recorded up to the queue's start (as `simulate` calibrates),
+    rounded for the export; None when it cannot be made."""
     from gputop_dl.analyse.interference import cpu_alpha, gpu_share, newest
     from gputop_dl.sched.predict import predict_queue
 
@@ -56,7 +56,8 @@ def _prediction(store: Store, sid: str, q: dict) -> dict | None:
     settings = dict((row.spec or {}).get("queue") or {})
     verdicts = [(r.id, r.verdict) for r in store.sessions() if r.started <= row.started]  # as known then
     alpha, share = newest(verdicts, cpu_alpha), newest(verdicts, gpu_share)
-    p = predict_queue(settings, q["jobs"], tick_s=(row.spec or {}).get("interval"),
+    ticks = [h[0] - row.started for h in store.host_samples(sid)]  # one host sample per tick
+    p = predict_queue(settings, q["jobs"], tick_s=(row.spec or {}).get("interval"), ticks=ticks,
                       cpu_alpha=alpha[0] if alpha else 1.0, gpu_share=share[0] if share else 1.0)
     if p is None:
         return None
