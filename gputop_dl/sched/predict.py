@@ -27,10 +27,12 @@ STARTUP_S = 0.01  # a process's start beyond its expected duration
 MAX_EXTRA_TICKS = 1_000_000  # after the recorded ticks: a queue that never empties stops here
 
 
-def _ticks(recorded: Sequence[float], tick_s: float) -> Iterator[float]:
-    """The recorded tick times, then more every `tick_s` (a stopped queue's jobs never ended)."""
+def tick_times(recorded: Sequence[float], tick_s: float) -> Iterator[float]:
+    """0 (the queue decides once as it starts), the recorded tick times, then more every
+    `tick_s` (a stopped queue's jobs never ended)."""
     t = 0.0
-    for t in sorted(recorded):
+    yield t
+    for t in sorted(x for x in recorded if x > 0):
         yield t
     for k in range(1, MAX_EXTRA_TICKS):
         yield t + k * tick_s
@@ -87,7 +89,7 @@ def predict_queue(settings: dict, jobs: list[dict], *, tick_s: float | None = No
     pol = Policy(policy, ageing_s=float(settings.get("ageing_s") or 600.0), v=float(settings.get("v") or 1.0))
     opts = dict(cpu_aware=bool(settings.get("cpu_aware")), cpu_alpha=cpu_alpha, gpu_share=gpu_share)
     if tick_s or ticks:
-        got = replay_on_ticks(pol, listed, machine, _ticks(ticks or [0.0], tick_s or 1.0), **opts)
+        got = replay_on_ticks(pol, listed, machine, tick_times(ticks, tick_s or 1.0), **opts)
         if len(got) < len(listed):  # a job that can never start on the recorded machine
             return None
         starts = [(n, s, e) for n, (s, e, _g) in got.items()]
