@@ -136,16 +136,22 @@ def add_serve_parser(sub) -> None:
 def add_sched_parsers(sub) -> None:
     """`simulate`: the queue policies on a trace of job profiles (no jobs run)."""
     sp = sub.add_parser("simulate", help="simulate a job queue under scheduling policies",
-                        description="Simulate the jobs of TRACE.toml (docs/scheduling.md) queued on "
-                        "its machine under each policy, at each arrival rate (Poisson arrivals, "
-                        "several seeds), with CPU and shared-GPU interference. Prints mean and p95 "
-                        "job completion time, makespan and mean wait per policy and rate. A trace "
-                        "whose workloads all have an `arrival` is replayed as listed unless --rates "
-                        "is given.")
-    sp.add_argument("trace", metavar="TRACE.toml")
+                        description="Simulate the jobs of FILE.toml queued on its machine under "
+                        "each policy, at each arrival rate (Poisson arrivals, several seeds), with "
+                        "CPU and shared-GPU interference. FILE is a trace (docs/scheduling.md) or "
+                        "the workload file that `gputop-dl queue` runs: then each workload is a job "
+                        "kind (duration from duration_s or its cached solo profile) on this "
+                        "machine. Prints mean and p95 job completion time, makespan and mean wait "
+                        "per policy and rate. A file whose workloads all have an `arrival` is "
+                        "replayed as listed unless --rates is given. The interference figures are "
+                        "calibrated from this machine's recorded co-runs where there are any "
+                        "(the notes under the table, or stderr with --json, say which figure "
+                        "came from where; --no-calibrate: the file's).")
+    sp.add_argument("trace", metavar="FILE.toml")
     sp.add_argument("--policies", metavar="P1,P2,...",
                     help="comma-separated: fifo, fifo-backfill, sjf, priority, lyapunov "
-                    "(default: the trace's, else fifo,sjf,priority,lyapunov)")
+                    "(default: the trace's, else fifo,sjf,priority,lyapunov; for a workload "
+                    "file its [session] policy and those)")
     sp.add_argument("--rates", metavar="R1,R2,...", help="arrivals per second, comma-separated "
                     "(default: the trace's, else 0.25,0.5,1,2)")
     sp.add_argument("--seeds", type=int, metavar="N", help="seeds 1..N per rate (default: the "
@@ -158,6 +164,8 @@ def add_sched_parsers(sub) -> None:
     sp.add_argument("--calibrate", nargs="?", const=True, metavar="SESSION",
                     help="take the CPU interference coefficient from a recorded co-run (the "
                     "newest one that measured it, or SESSION) instead of the trace's")
+    sp.add_argument("--no-calibrate", action="store_true", help="use the file's interference "
+                    "figures (or the defaults), not this machine's recorded co-runs")
     from gputop_dl.sched.policies import POLICIES
 
     qp = sub.add_parser("queue", help="run the workloads of a TOML file as a job queue",
@@ -173,6 +181,9 @@ def add_sched_parsers(sub) -> None:
                     help="override the file's [session] policy (default fifo)")
     qp.add_argument("--headless", action="store_true",
                     help="console output instead of the TUI (for ssh, nohup, CI)")
+    qp.add_argument("--sbatch", metavar="DIR", help="run nothing: write one Slurm batch script per "
+                    "workload into DIR (--gres=gpu:N, --cpus-per-gpu from the measured solo CPU need, "
+                    "the policy's order as --nice or dependencies) and DIR/submit.sh to submit them")
 
 
 def parse_policies(text: str) -> list[str]:
@@ -284,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
                                      headless=args.headless, metrics=args.launch_metrics,
                                      tensorboard=args.launch_tensorboard)
         if args.cmd == "queue":
+            if args.sbatch:
+                from gputop_dl.runner.sbatch import run_sbatch
+
+                return run_sbatch(args.file, args.sbatch, policy=args.policy)
             return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
         if args.cmd == "serve":
             if not 0.1 <= args.serve_interval <= 3600:
@@ -301,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_simulate(
                 args.trace, policies=parse_policies(args.policies) if args.policies else None,
                 rates=parse_rates(args.rates) if args.rates else None, seeds=args.seeds,
-                jobs=args.jobs, as_json=args.sim_json, out=args.out, calibrate=args.calibrate)
+                jobs=args.jobs, as_json=args.sim_json, out=args.out,
+                calibrate=False if args.no_calibrate else args.calibrate)
         if args.cmd == "export":
             return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":

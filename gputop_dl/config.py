@@ -8,14 +8,10 @@ This module runs in the monitor process: it must not import torch, torchvision o
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import json
-import math
 import os
 import re
 import shutil
-import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,120 +19,19 @@ from typing import Any
 from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
 from gputop_dl.sched.policies import POLICIES
+from gputop_dl.tomlcheck import MAX_NAME, ConfigError, read_toml  # noqa: F401 (re-exported)
+from gputop_dl.tomlcheck import (Bad as _Bad, Lines as _Lines, as_bool as _as_bool, as_float as _as_float,
+                                 as_int as _as_int, as_name as _as_name, as_str as _as_str, check as _check,
+                                 choice as _choice, did_you_mean as _did_you_mean, kind_of as _kind,
+                                 list_of as _list_of, show as _show)
 from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS, SessionSpec, Workload
 
 __all__ = ["ConfigError", "load_session"]
 
 
-class ConfigError(Exception):
-    """A bad workload file. str() is one line: `<file>: <where> (line N): <problem>, expected <what>`.
-
-    Without a `where` the position is compiler-style: `<file>:<line>:<column>: <problem>`.
-    """
-
-    def __init__(self, path: str, problem: str, *, where: str | None = None, line: int | None = None,
-                 column: int | None = None, expected: str | None = None, hint: str | None = None):
-        self.path, self.problem, self.where = str(path), problem, where
-        self.line, self.column, self.expected, self.hint = line, column, expected, hint
-        if where:
-            msg = f"{self.path}: {where}" + (f" (line {line})" if line else "")
-        else:
-            msg = self.path + "".join(f":{n}" for n in (line, column if line else None) if n)
-        msg += f": {problem}"
-        if expected:
-            msg += f", expected {expected}"
-        if hint:
-            msg += f"; {hint}" if expected else f", {hint}"
-        super().__init__(" ".join(msg.splitlines()))
-
-
-class _Bad(Exception):
-    """A value problem found by a converter; the caller adds file, table, key and line."""
-
-    def __init__(self, problem: str, expected: str | None = None, hint: str | None = None):
-        super().__init__(problem)
-        self.problem, self.expected, self.hint = problem, expected, hint
-
-
-def _show(v: Any) -> str:
-    s = json.dumps(v, default=str)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
-def _kind(v: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
-    return names.get(type(v), "a date/time")
-
-
-def _did_you_mean(word: str, choices: Sequence[str], n: int = 1) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
-    return "did you mean " + ", ".join(f"'{c}'" for c in close) + "?" if close else None
-
-
 # ---- converters: (key, raw TOML value) -> value for Workload/SessionSpec, or raise _Bad ----------
 
-def _as_str(key: str, v: Any) -> str:
-    if not isinstance(v, str):
-        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "a string")
-    if not v.strip():
-        raise _Bad(f"{key} is empty", "a non-empty string")
-    return v
-
-
-def _as_int(key: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "an integer")
-    return v
-
-
-def _as_float(key: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "a number")
-    if not math.isfinite(v):
-        raise _Bad(f"{key} = {v}", "a finite number")
-    return float(v)
-
-
-def _as_bool(key: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", "true or false")
-    return v
-
-
-def _list_of(key: str, v: Any, conv: Callable[[str, Any], Any], expected: str) -> tuple:
-    if not isinstance(v, list):
-        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", expected)
-    if not v:
-        raise _Bad(f"{key} = [] is empty", expected)
-    out = []
-    for i, item in enumerate(v):
-        try:
-            out.append(conv(f"{key}[{i}]", item))
-        except _Bad as b:
-            raise _Bad(b.problem, expected) from None
-    return tuple(out)
-
-
-def _choice(options: Sequence[str]) -> Callable[[str, Any], str]:
-    def conv(key: str, v: Any) -> str:
-        if _as_str(key, v) not in options:
-            raise _Bad(f"{key} = {_show(v)} is not supported", "one of " + ", ".join(map(_show, options)),
-                       _did_you_mean(v, options))
-        return v
-    return conv
-
-
-MAX_NAME = 200  # characters in a workload name (it names files: <name>.log, ...)
 MAX_ENV = 128 << 10  # bytes of a workload's `env` in total (execve's limit is near 2 MiB)
-
-
-def _as_name(key: str, v: Any) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", _as_str(key, v)):
-        raise _Bad(f"{key} = {_show(v)} has characters other than letters, digits, '_', '.', '-'",
-                   "a name matching [A-Za-z0-9_.-]+")
-    if len(v) > MAX_NAME:
-        raise _Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
-    return v
 
 
 def _runnable(program: str, cwd: str | None, path: str | None) -> bool:
@@ -222,14 +117,6 @@ def _as_gpus_or_count(key: str, v: Any) -> tuple[int, ...] | int:
     return _as_gpus(key, v)
 
 
-def _check(conv: Callable[[str, Any], Any], ok: Callable[[Any], bool], expected: str):
-    def checked(key: str, v: Any) -> Any:
-        if not ok(v := conv(key, v)):
-            raise _Bad(f"{key} = {_show(v)}", expected)
-        return v
-    return checked
-
-
 _POS = _check(_as_int, lambda v: v > 0, "a positive integer")
 _NONNEG = _check(_as_int, lambda v: v >= 0, "an integer 0 or more")
 _MS = _check(_as_float, lambda v: v >= 0, "milliseconds 0 or more")
@@ -264,47 +151,6 @@ SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
 }
 _DEFAULT_FIELDS = {k: v for k, v in FIELDS.items() if k != "name"}
 _TOP = ("session", "defaults", "workload")
-
-
-class _Lines:
-    """First line of each `key =` per table, from the raw text (tomllib reports no positions).
-
-    Table ids: ("session",), ("defaults", "cpu_fallback"), ("workload", i), ("workload", i, "env"), ...
-    """
-
-    _HEADER = re.compile(r"""\s*(\[\[?)\s*([\w."' -]+?)\s*\]\]?\s*(#.*)?""")
-    _KEY = re.compile(r"""\s*("[^"]*"|'[^']*'|[\w-]+)\s*[=.]""")
-
-    def __init__(self, text: str):
-        self.keys: dict[tuple, int] = {}
-        self.headers: dict[tuple, int] = {}
-        tid: tuple = ()
-        n, in_multiline = -1, False
-        for no, line in enumerate(text.splitlines(), 1):
-            was_in = in_multiline
-            if (line.count('"""') + line.count("'''")) % 2:
-                in_multiline = not in_multiline
-            if was_in:
-                continue
-            if m := self._HEADER.fullmatch(line):
-                parts = [p.strip().strip("\"'") for p in m.group(2).split(".")]
-                if parts[0] == "workload":
-                    n += m.group(1) == "[[" and len(parts) == 1
-                    tid = ("workload", n, *parts[1:])
-                else:
-                    tid = tuple(parts)
-                self.headers.setdefault(tid, no)
-                self.headers.setdefault(tuple(parts), no)  # by written name too: ("workload",) = first one
-            elif m := self._KEY.match(line):
-                self.keys.setdefault((tid, m.group(1).strip("\"'")), no)
-
-    def find(self, tid: tuple, key: str | None = None) -> int | None:
-        if key is None:
-            return self.headers.get(tid)
-        line = self.keys.get((tid, key)) or self.headers.get((*tid, key))
-        if line is None and len(tid) > 1 and isinstance(tid[-1], str):  # inline table: the parent key's line
-            line = self.find(tid[:-1], tid[-1])
-        return line
 
 
 class _Loader:
@@ -467,24 +313,6 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def read_toml(spath: str, what: str) -> tuple[str, dict]:
-    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable)."""
-    try:
-        text = Path(spath).read_bytes().decode("utf-8")
-    except OSError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file") from None
-    try:
-        return text, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        msg = str(e)
-        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
-        if m:
-            raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2])) from None
-        raise ConfigError(spath, f"invalid TOML: {msg}") from None
 
 
 def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:

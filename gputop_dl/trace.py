@@ -14,39 +14,40 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gputop_dl.config import ConfigError, _as_bool, _as_float, _as_int, _as_name, _as_str, _Bad, \
-    _check, _did_you_mean, _Lines, _list_of, _show, read_toml, usable_cpus
+from gputop_dl.config import usable_cpus
 from gputop_dl.sched.model import GIB, Job, Machine
 from gputop_dl.sched.policies import POLICIES
 from gputop_dl.sched.simulate import JobKind
+from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, as_bool, as_float, as_int, as_name, as_str, check, \
+    did_you_mean, list_of, read_toml, show
 
 DEFAULT_RATES = (0.25, 0.5, 1.0, 2.0)
 DEFAULT_POLICIES = ("fifo", "sjf", "priority", "lyapunov")
 
 
 def _as_policy(key: str, v: Any) -> str:
-    if _as_str(key, v) not in POLICIES:
-        raise _Bad(f"unknown policy {_show(v)}", "one of " + ", ".join(POLICIES), _did_you_mean(v, POLICIES))
+    if as_str(key, v) not in POLICIES:
+        raise Bad(f"unknown policy {show(v)}", "one of " + ", ".join(POLICIES), did_you_mean(v, POLICIES))
     return v
 
 
-_POS = _check(_as_int, lambda v: v > 0, "a positive integer")
-_POS_F = _check(_as_float, lambda v: v > 0, "a number > 0")
-_NONNEG_F = _check(_as_float, lambda v: v >= 0, "a number 0 or more")
-_NONNEG = _check(_as_int, lambda v: v >= 0, "an integer 0 or more")
+_POS = check(as_int, lambda v: v > 0, "a positive integer")
+_POS_F = check(as_float, lambda v: v > 0, "a number > 0")
+_NONNEG_F = check(as_float, lambda v: v >= 0, "a number 0 or more")
+_NONNEG = check(as_int, lambda v: v >= 0, "an integer 0 or more")
 
 TRACE_FIELDS = {
-    "name": _as_str, "jobs": _POS, "seeds": _POS,
-    "rates": lambda k, v: _list_of(k, v, _POS_F, "a list of arrival rates per second > 0, e.g. [0.5, 1]"),
-    "policies": lambda k, v: _list_of(k, v, _as_policy, "a list of policies, e.g. [\"fifo\", \"sjf\"]"),
-    "cpu_aware": _as_bool, "cpu_interference": _NONNEG_F, "ageing_s": _POS_F, "v": _NONNEG_F,
+    "name": as_str, "jobs": _POS, "seeds": _POS,
+    "rates": lambda k, v: list_of(k, v, _POS_F, "a list of arrival rates per second > 0, e.g. [0.5, 1]"),
+    "policies": lambda k, v: list_of(k, v, _as_policy, "a list of policies, e.g. [\"fifo\", \"sjf\"]"),
+    "cpu_aware": as_bool, "cpu_interference": _NONNEG_F, "gpu_share": _POS_F, "ageing_s": _POS_F, "v": _NONNEG_F,
 }
 MACHINE_FIELDS = {"gpus": _POS, "cpus": _POS_F, "jobs_per_gpu": _POS, "gpu_mem_gb": _NONNEG_F}
 JOB_FIELDS = {
-    "name": _as_name, "share": _POS_F, "duration_s": _POS_F, "steps": _POS, "step_time_s": _POS_F,
+    "name": as_name, "share": _POS_F, "duration_s": _POS_F, "steps": _POS, "step_time_s": _POS_F,
     "gpus": _NONNEG, "cpu_cores": _NONNEG_F, "gpu_mem_gb": _NONNEG_F,
-    "gpu_util": _check(_as_float, lambda v: 0 <= v <= 1, "a fraction from 0 to 1"),
-    "priority": _as_int, "class": _as_name, "arrival": _NONNEG_F,
+    "gpu_util": check(as_float, lambda v: 0 <= v <= 1, "a fraction from 0 to 1"),
+    "priority": as_int, "class": as_name, "arrival": _NONNEG_F,
 }
 _TOP = ("trace", "machine", "workload")
 
@@ -66,6 +67,7 @@ class Trace:
     policies: tuple[str, ...] = DEFAULT_POLICIES
     cpu_aware: bool = True
     cpu_interference: float = 1.0
+    gpu_share: float = 1.0  # a shared GPU's slowdown is gpu_share x the summed busy fractions
     ageing_s: float = 600.0
     v: float = 1.0
 
@@ -80,53 +82,20 @@ class Trace:
         return rate * gpu_s / self.machine.gpus
 
 
-class _TraceLoader:
-    def __init__(self, path: str, text: str):
-        self.path = path
-        self.lines = _Lines(text)
-        self.names: dict[int, str] = {}
-
-    def where(self, tid: tuple) -> str:
-        if tid[0] != "workload":
-            return f"[{tid[0]}]"
-        return f"[[workload]] '{self.names[tid[1]]}'" if tid[1] in self.names else f"[[workload]] #{tid[1] + 1}"
-
-    def fail(self, tid: tuple, key: str | None, b: _Bad) -> ConfigError:
-        return ConfigError(self.path, b.problem, where=self.where(tid) + (f" key '{key}'" if key else ""),
-                           line=self.lines.find(tid, key), expected=b.expected, hint=b.hint)
-
-    def table(self, tid: tuple, value: Any, specs: dict) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise ConfigError(self.path, f"{tid[0]} = {_show(value)} is not a table", where=self.where(tid),
-                              expected="a table")
-        out = {}
-        for key, v in value.items():
-            if key not in specs:
-                hint = _did_you_mean(key, list(specs))
-                raise ConfigError(self.path, f"unknown key '{key}'", where=self.where(tid),
-                                  line=self.lines.find(tid, key), hint=hint,
-                                  expected=None if hint else "one of " + ", ".join(specs))
-            try:
-                out[key] = specs[key](key, v)
-            except _Bad as b:
-                raise self.fail(tid, key, b) from None
-        return out
-
-
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read and check the trace at `path`. Raises ConfigError (one line) on any mistake."""
     spath = os.fspath(path)
     text, data = read_toml(spath, "trace")
-    ld = _TraceLoader(spath, text)
+    ld = TableChecker(spath, text)
     for key in data:
         if key not in _TOP:
             raise ConfigError(spath, f"unknown table or key '{key}'", where="top level",
                               line=ld.lines.find((key,)) or ld.lines.find((), key),
-                              expected="only [trace], [machine] and [[workload]]", hint=_did_you_mean(key, _TOP))
+                              expected="only [trace], [machine] and [[workload]]", hint=did_you_mean(key, _TOP))
     settings = ld.table(("trace",), data.get("trace", {}), TRACE_FIELDS)
     mach = ld.table(("machine",), data.get("machine", {}), MACHINE_FIELDS)
     if "gpus" not in mach:
-        raise ld.fail(("machine",), None, _Bad("missing key 'gpus'", "the GPUs (or slots) of the simulated "
+        raise ld.fail(("machine",), None, Bad("missing key 'gpus'", "the GPUs (or slots) of the simulated "
                                                 "machine, e.g. gpus = 4"))
     machine = Machine(gpus=mach["gpus"], cpus=mach.get("cpus", float(usable_cpus())),
                       jobs_per_gpu=mach.get("jobs_per_gpu", 1), gpu_mem=int(mach.get("gpu_mem_gb", 0) * GIB))
@@ -137,44 +106,44 @@ def load_trace(path: str | os.PathLike) -> Trace:
     for i, t in enumerate(tables):
         tid = ("workload", i)
         if "name" not in t:
-            raise ld.fail(tid, None, _Bad("missing key 'name'", 'name = "..." matching [A-Za-z0-9_.-]+'))
+            raise ld.fail(tid, None, Bad("missing key 'name'", 'name = "..." matching [A-Za-z0-9_.-]+'))
         try:
-            ld.names[i] = _as_name("name", t["name"])
-        except _Bad as b:
+            ld.names[i] = as_name("name", t["name"])
+        except Bad as b:
             raise ld.fail(tid, "name", b) from None
         if list(ld.names.values()).count(ld.names[i]) > 1:
-            raise ld.fail(tid, "name", _Bad(f"duplicate workload name {_show(t['name'])}", "unique names"))
+            raise ld.fail(tid, "name", Bad(f"duplicate workload name {show(t['name'])}", "unique names"))
         kinds.append(_kind(ld, tid, ld.table(tid, t, JOB_FIELDS), machine))
     listed = [("arrival" in t) for t in tables]
     if any(listed) and not all(listed):
         i = listed.index(False) if listed[0] else listed.index(True)
         raise ld.fail(("workload", i), "arrival" if listed[i] else None,
-                      _Bad("arrival on some workloads only", "arrival on every [[workload]] (a listed trace) "
+                      Bad("arrival on some workloads only", "arrival on every [[workload]] (a listed trace) "
                            "or on none (kinds for Poisson arrivals)"))
     return Trace(path=spath, name=settings.get("name", Path(spath).stem), machine=machine,
                  kinds=tuple(kinds), listed=all(listed),
                  **{k: v for k, v in settings.items() if k != "name"})
 
 
-def _kind(ld: _TraceLoader, tid: tuple, w: dict, machine: Machine) -> JobKind:
+def _kind(ld: TableChecker, tid: tuple, w: dict, machine: Machine) -> JobKind:
     """One [[workload]] as a job kind; checks what needs more than one key, or the machine."""
     if "duration_s" in w and ("steps" in w or "step_time_s" in w):
-        raise ld.fail(tid, "duration_s", _Bad("duration_s with steps/step_time_s",
+        raise ld.fail(tid, "duration_s", Bad("duration_s with steps/step_time_s",
                                               "either duration_s or steps and step_time_s"))
     if ("steps" in w) != ("step_time_s" in w):
         key = "steps" if "steps" in w else "step_time_s"
-        raise ld.fail(tid, key, _Bad(f"{key} without {'step_time_s' if key == 'steps' else 'steps'}",
+        raise ld.fail(tid, key, Bad(f"{key} without {'step_time_s' if key == 'steps' else 'steps'}",
                                      "both: the duration is steps x solo step time"))
     if "duration_s" not in w and "steps" not in w:
-        raise ld.fail(tid, None, _Bad("no expected duration", "duration_s = SECONDS, or steps and step_time_s"))
+        raise ld.fail(tid, None, Bad("no expected duration", "duration_s = SECONDS, or steps and step_time_s"))
     gpus = w.get("gpus", 1)
     if gpus > machine.gpus:
         n = machine.gpus
-        raise ld.fail(tid, "gpus", _Bad(f"gpus = {gpus} but the machine has {n} GPU{'s' if n > 1 else ''}",
+        raise ld.fail(tid, "gpus", Bad(f"gpus = {gpus} but the machine has {n} GPU{'s' if n > 1 else ''}",
                                         f"at most {n} (see [machine] gpus)"))
     mem = int(w.get("gpu_mem_gb", 0) * GIB)
     if machine.gpu_mem and mem > machine.gpu_mem:
-        raise ld.fail(tid, "gpu_mem_gb", _Bad(f"gpu_mem_gb = {w['gpu_mem_gb']:g} but a GPU has "
+        raise ld.fail(tid, "gpu_mem_gb", Bad(f"gpu_mem_gb = {w['gpu_mem_gb']:g} but a GPU has "
                                               f"{machine.gpu_mem / GIB:g}", "at most [machine] gpu_mem_gb"))
     job = Job(name=w["name"], arrival_s=w.get("arrival", 0.0),
               duration_s=w.get("duration_s") or w["steps"] * w["step_time_s"], gpus=gpus,

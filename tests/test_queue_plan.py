@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import shutil
 import threading
 import time
 
@@ -14,13 +14,14 @@ from gputop_dl.engine.queue_plan import QueuePlan
 from gputop_dl.record.store import Store
 from gputop_dl.sched.model import Job, Machine
 from gputop_dl.sched.policies import Policy
-from gputop_dl.sched.simulate import simulate
+from gputop_dl.sched.predict import replay_on_ticks, tick_times
 from gputop_dl.workload import SessionSpec, Workload
 
 
 def sleeper(name: str, seconds: float) -> Workload:
-    return Workload(name=name, command=(sys.executable, "-c", f"import time; time.sleep({seconds})"),
-                    env={"GPUTOP_DL_HOOK": "0"})
+    """A job that only sleeps: `sleep` starts in milliseconds even on a busy box (an interpreter
+    can take a second, which its expected duration would leave out)."""
+    return Workload(name=name, command=(shutil.which("sleep"), str(seconds)), env={"GPUTOP_DL_HOOK": "0"})
 
 
 def queue_engine(jobs: list[Job], policy: str, slots: int, tmp_path, cpus: float = 64.0):
@@ -51,7 +52,14 @@ def test_end_to_end_queue_starts_jobs_as_slots_free_and_matches_the_simulator(tm
         assert sum(a <= t + 1e-6 < b for a, b in spans) <= 2
     for name, r in s["jobs"].items():
         assert r["start_s"] >= r["arrival_s"] and r["jct_s"] >= plan.jobs[name].duration_s
-    sim = {o.job.name: o.jct_s for o in simulate(Policy("sjf"), jobs, machine)}
+    # the simulator at the queue's recorded ticks (sched/predict.py): a busy box ticks late
+    st = Store(str(tmp_path / "s.db"))
+    ticks = [h[0] - st.session(engine.session_id).started for h in st.host_samples(engine.session_id)]
+    st.close()
+    print(f"{len(ticks)} ticks recorded, first {ticks[0]:.3f} s, last {ticks[-1]:.3f} s")
+    pred = replay_on_ticks(Policy("sjf"), jobs, machine, tick_times(ticks, 0.1), cpu_aware=True)
+    sim = {n: end - plan.jobs[n].arrival_s for n, (_start, end, _gpus) in pred.items()}
+    assert sim.keys() == s["jobs"].keys()
     err = sum(abs(s["jobs"][n]["jct_s"] - sim[n]) / sim[n] for n in sim) / len(sim)
     print("real vs simulated JCT:", {n: (round(s["jobs"][n]["jct_s"], 2), round(sim[n], 2)) for n in sim},
           f"MAE {err:.1%}")

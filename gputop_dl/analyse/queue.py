@@ -5,6 +5,11 @@
 Read from what `QueuePlan` records: the queue's settings in the session's spec (`"queue"`),
 and per job a "queued", a "queue-start" and a "queue-end" event whose `*_s` values are
 seconds from the queue's start (the session's start, within milliseconds).
+
+`slot_busy_fraction` is measured where the queue ran on GPUs and the session recorded their
+utilisation: the mean GPU busy fraction over the makespan (`slot_busy_measure` "gpu-util");
+otherwise (slots without CUDA) the slot-seconds held by jobs over slots x makespan, an
+allocation ("allocation").
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def queue_figures(settings: dict, events: list[dict]) -> dict:
-    """The queue's figures from its settings and its events (any order)."""
+def queue_figures(settings: dict, events: list[dict], gpu_util: list[tuple] | None = None) -> dict:
+    """The queue's figures from its settings and its events (any order); `gpu_util`: the
+    recorded (seconds from the start, GPU index, busy 0..1 or None) of a queue on GPUs."""
     jobs: dict[str, dict] = {}
     for e in events:
         j = jobs.setdefault(e["job"], {"name": e["job"]})
         if e["ev"] == "queued":
             j.update(arrival_s=e.get("arrival_s"), expected_s=e.get("expected_s"),
-                     gpus=e.get("gpus"), cpu_cores=e.get("cpu_cores"), priority=e.get("priority"))
+                     gpus=e.get("gpus"), cpu_cores=e.get("cpu_cores"), priority=e.get("priority"),
+                     klass=e.get("klass"))
         elif e["ev"] == "queue-start":
             j.update(start_s=e.get("start_s"), on=e.get("on"), waited_because=e.get("waited_because"))
         elif e["ev"] == "queue-end":
@@ -38,15 +45,19 @@ def queue_figures(settings: dict, events: list[dict]) -> dict:
     ended = [j for j in jobs.values() if j["jct_s"] is not None]
     makespan = max((j["end_s"] for j in ended), default=None)
     slots = settings.get("slots")
-    busy = None
+    busy, measure = None, None
     if makespan and slots:
         held = sum(j["run_s"] * max(j.get("gpus") or 0, 0) for j in ended)
-        busy = held / (slots * makespan)
+        busy, measure = held / (slots * makespan), "allocation"
+        used = [u for t, _g, u in gpu_util or () if u is not None and 0 <= t <= makespan]
+        if settings.get("unit") == "GPU" and used:
+            busy, measure = sum(used) / len(used), "gpu-util"
     return {"policy": settings.get("policy"), "slots": slots, "unit": settings.get("unit"),
             "cpu_aware": settings.get("cpu_aware"), "cpus": settings.get("cpus"),
             "makespan_s": makespan, "mean_jct_s": _mean([j["jct_s"] for j in ended]),
             "mean_wait_s": _mean([j["wait_s"] for j in ended]),
-            "slot_busy_fraction": busy, "jobs_ended": len(ended), "jobs": list(jobs.values())}
+            "slot_busy_fraction": busy, "slot_busy_measure": measure, "jobs_ended": len(ended),
+            "jobs": list(jobs.values())}
 
 
 def queue_summary(store: Any, sid: str) -> dict | None:
@@ -55,4 +66,6 @@ def queue_summary(store: Any, sid: str) -> dict | None:
     settings = (row.spec or {}).get("queue") if row is not None else None
     if settings is None:
         return None
-    return queue_figures(settings, store.events_of(row.id, QUEUE_EVENTS))
+    gpu = [(t - row.started, g, u) for t, g, u, *_ in store.gpu_samples(row.id)] \
+        if settings.get("unit") == "GPU" else None
+    return queue_figures(settings, store.events_of(row.id, QUEUE_EVENTS), gpu)

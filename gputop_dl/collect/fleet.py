@@ -16,7 +16,6 @@ import json
 import os
 import threading
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl import metric_schema as m
 from gputop_dl.errors import UsageError
+from gputop_dl.tomlcheck import ConfigError, read_toml
 
 DEFAULT_PORT = m.DEFAULT_PORT  # the exporter's default port, where --nodes looks
 
@@ -125,14 +125,14 @@ def load_node_file(path: str) -> tuple[list[str], dict[str, str]]:
     `name`. Returns (addresses, {address: name}); any mistake is one UsageError line naming
     the file, the table and the key."""
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"--nodes {path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"--nodes {path}: cannot read it ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+        _, doc = read_toml(path, "node list")
+    except ConfigError as exc:
+        if exc.reason == "missing":
+            raise UsageError(f"--nodes {path}: no such file") from None
+        if exc.reason == "unreadable":
+            raise UsageError(f"--nodes {path}: cannot read it ({exc.problem.split(': ', 1)[-1]})") from None
+        raise UsageError(f"{path}: not valid TOML ({exc.problem.removeprefix('invalid TOML: ')}"
+                         + (f" (at line {exc.line}, column {exc.column})" if exc.line else "") + ")") from None
     extra = [k for k in doc if k != "node"]
     if extra:
         raise UsageError(f"{path}: unknown key {extra[0]!r} at the top level, expected only "

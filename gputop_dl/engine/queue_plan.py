@@ -256,7 +256,7 @@ class QueuePlan(Plan):
             self.queue.add(job)
             rec.queue_event(job.name, "queued", self.t0 + job.arrival_s, arrival_s=job.arrival_s,
                             expected_s=job.duration_s, cpu_cores=job.cpu_cores, gpus=job.gpus,
-                            priority=job.priority)
+                            priority=job.priority, klass=job.klass)
         if not len(self.queue):
             self.reasons = {}
             return

@@ -194,11 +194,18 @@ def decide(policy: Policy, queue: JobQueue, running: Sequence[Running], machine:
     blocked: Job | None = None
     res: _Reservation | None = None
     looked = 0
+    failed: set[tuple] = set()  # shapes that found no place or cores since the last start
     for job in queue:
         if blocked is not None and not policy.backfill:
             if not explain:
                 break
             d.reasons[job.name] = f"behind {blocked.name} (first come, first served)"
+            continue
+        shape = (job.gpus, job.cpu_cores, job.gpu_mem, job.pin)
+        if not explain and shape in failed:  # it cannot fit either: only count it as looked at
+            looked += 1
+            if looked > BACKFILL_DEPTH:
+                break
             continue
         gpus = free.place(job)
         short = free.cpu_short(job) if cpu_aware and gpus is not None else 0.0
@@ -213,7 +220,9 @@ def decide(policy: Policy, queue: JobQueue, running: Sequence[Running], machine:
             d.starts.append(Start(job, gpus))
             free.take(job, gpus)
             started.append(Running(job, now, gpus))
+            failed.clear()
             continue
+        failed.add(shape)
         if blocked is None:
             blocked = job
             if policy.backfill:

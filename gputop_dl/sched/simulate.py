@@ -7,7 +7,8 @@ queue, and run at a speed set by an interference model for co-located jobs:
   C, every job with a CPU need runs slower by 1 + alpha * (D - C) / C (alpha = 1: in proportion
   to the overcommitted cores, as if the cores were shared fairly);
 - a shared GPU time-slices: the jobs on one GPU whose solo GPU busy fractions sum to U > 1 each
-  run slower by U (a multi-GPU job by its slowest GPU);
+  run slower by gpu_share x U (gpu_share = 1: a fair time-slice with no switching cost; a
+  recorded GPU-contended co-run gives its own), a multi-GPU job by its slowest GPU;
 - a job's slowdown is the larger of the two (its pipeline runs at its bottleneck).
 
 Between two events (an arrival, a job's end) the speeds are constant, so the next end is
@@ -21,7 +22,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gputop_dl.sched.model import Job, Machine, Running
+from gputop_dl.sched.model import Job, JobQueue, Machine, Running, Start
 from gputop_dl.sched.policies import Policy, decide
 
 
@@ -98,7 +99,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def slowdowns(running: Sequence[Running], machine: Machine, cpu_alpha: float = 1.0) -> list[float]:
+def slowdowns(running: Sequence[Running], machine: Machine, cpu_alpha: float = 1.0,
+              gpu_share: float = 1.0) -> list[float]:
     """The interference model: each running job's slowdown beside the others (>= 1)."""
     demand = sum(r.job.cpu_cores for r in running)
     over = max(0.0, demand - machine.cpus) / max(machine.cpus, 1e-9)
@@ -111,13 +113,30 @@ def slowdowns(running: Sequence[Running], machine: Machine, cpu_alpha: float = 1
     for r in running:
         s = s_cpu if r.job.cpu_cores > 0 else 1.0
         for g in r.gpus:
-            s = max(s, util[g])
+            if util[g] > 1.0:
+                s = max(s, gpu_share * util[g])
         out.append(max(1.0, s))
     return out
 
 
+def arrive_and_start(policy: Policy, queue: JobQueue, arrivals: Sequence[Job], i: int, t: float,
+                     running: list[Running], machine: Machine, cpu_aware: bool) -> tuple[int, list[Start]]:
+    """At time `t`: the arrivals from index `i` on that have come join `queue`, and the jobs the
+    policy picks leave it and join `running`. Returns the next arrival's index and the starts."""
+    while i < len(arrivals) and arrivals[i].arrival_s <= t:
+        queue.add(arrivals[i])
+        i += 1
+    if not len(queue):
+        return i, []
+    started = decide(policy, queue, running, machine, t, cpu_aware=cpu_aware).starts
+    for s in started:
+        queue.remove(s.job)
+        running.append(Running(s.job, t, s.gpus))
+    return i, started
+
+
 def simulate(policy: Policy, jobs: Sequence[Job], machine: Machine, *, cpu_aware: bool = True,
-             cpu_alpha: float = 1.0) -> list[Outcome]:
+             cpu_alpha: float = 1.0, gpu_share: float = 1.0) -> list[Outcome]:
     """Run `jobs` (any order; sorted by arrival here) through `policy` on `machine`."""
     arrivals = sorted(jobs, key=lambda j: j.arrival_s)
     queue = policy.queue()
@@ -151,19 +170,14 @@ def simulate(policy: Policy, jobs: Sequence[Job], machine: Machine, *, cpu_aware
                 slow.pop(k)
                 out.append(Outcome(r.job, starts.pop(r.job.name), t, r.gpus))
             changed = True
-        while i < n and arrivals[i].arrival_s <= t:
-            queue.add(arrivals[i])
-            i += 1
-        if len(queue):
-            for s in decide(policy, queue, running, machine, t, cpu_aware=cpu_aware).starts:
-                queue.remove(s.job)
-                running.append(Running(s.job, t, s.gpus))
-                left.append(s.job.duration_s)
-                slow.append(1.0)
-                starts[s.job.name] = t
-                changed = True
+        i, started = arrive_and_start(policy, queue, arrivals, i, t, running, machine, cpu_aware)
+        for s in started:
+            left.append(s.job.duration_s)
+            slow.append(1.0)
+            starts[s.job.name] = t
+            changed = True
         if changed:
-            slow = slowdowns(running, machine, cpu_alpha)
+            slow = slowdowns(running, machine, cpu_alpha, gpu_share)
     return out
 
 
@@ -180,13 +194,14 @@ def summarise(policy: str, outcomes: Sequence[Outcome], rate: float | None = Non
 
 def sweep(policies: Sequence[Policy], kinds: Sequence[JobKind], machine: Machine,
           rates: Sequence[float], seeds: Sequence[int], n_jobs: int, *, cpu_aware: bool = True,
-          cpu_alpha: float = 1.0) -> list[Result]:
+          cpu_alpha: float = 1.0, gpu_share: float = 1.0) -> list[Result]:
     """Every policy at every arrival rate and seed (the arrival-density stress test)."""
     out = []
     for rate in rates:
         for seed in seeds:
             jobs = poisson_jobs(kinds, rate, n_jobs, seed)
             for p in policies:
-                oc = simulate(p, jobs, machine, cpu_aware=cpu_aware, cpu_alpha=cpu_alpha)
+                oc = simulate(p, jobs, machine, cpu_aware=cpu_aware, cpu_alpha=cpu_alpha,
+                              gpu_share=gpu_share)
                 out.append(summarise(p.name, oc, rate, seed))
     return out

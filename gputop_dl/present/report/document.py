@@ -25,7 +25,7 @@ SESSION_SCHEMA = "gputop-dl.session/1"
 SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
 QUEUE_JOB_KEYS = ("arrival_s", "start_s", "end_s", "wait_s", "jct_s")  # null outside a queue
 QUEUE_KEYS = ("policy", "slots", "unit", "cpu_aware", "makespan_s", "mean_jct_s", "mean_wait_s",
-              "slot_busy_fraction", "jobs_ended")
+              "slot_busy_fraction", "slot_busy_measure", "jobs_ended")
 
 
 def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
@@ -39,7 +39,32 @@ def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
         if q is not None:
             j["queue"] = {k: _r(mine.get(k), 3) for k in ("run_s", "expected_s", "gpus", "on",
                                                            "cpu_cores", "priority", "waited_because")}
-    return None if q is None else {k: _r(q.get(k), 4) for k in QUEUE_KEYS}
+    if q is None:
+        return None
+    return {**{k: _r(q.get(k), 4) for k in QUEUE_KEYS}, "prediction": _prediction(store, sid, q)}
+
+
+def _prediction(store: Store, sid: str, q: dict) -> dict | None:
+    """The simulator's prediction for the queue's jobs, arrivals and policy (sched/predict.py),
+    at the live queue's recorded ticks (its host samples), with the interference figures of
+    this machine's newest co-runs recorded up to the queue's start (as `simulate` calibrates),
+    rounded for the export; None when it cannot be made."""
+    from gputop_dl.analyse.interference import cpu_alpha, gpu_share, newest
+    from gputop_dl.sched.predict import predict_queue
+
+    row = store.session(sid)
+    settings = dict((row.spec or {}).get("queue") or {})
+    verdicts = [(r.id, r.verdict) for r in store.sessions() if r.started <= row.started]  # as known then
+    alpha, share = newest(verdicts, cpu_alpha), newest(verdicts, gpu_share)
+    ticks = [h[0] - row.started for h in store.host_samples(sid)]  # one host sample per tick
+    p = predict_queue(settings, q["jobs"], tick_s=(row.spec or {}).get("interval"), ticks=ticks,
+                      cpu_alpha=alpha[0] if alpha else 1.0, gpu_share=share[0] if share else 1.0)
+    if p is None:
+        return None
+    p["jobs"] = {n: {k: _r(v, 3) for k, v in j.items()} for n, j in p["jobs"].items()}
+    p["calibration"] = {"cpu_interference": f"session {alpha[1]}" if alpha else "default",
+                        "gpu_share": f"session {share[1]}" if share else "default"}
+    return {k: _r(v, 4) if not isinstance(v, dict) else v for k, v in p.items()}
 
 
 def _r(x, digits: int = 4):

@@ -1,0 +1,253 @@
+"""The TOML checker every input file uses: read, convert values, name the file, table, key and line.
+
+One error type (`ConfigError`, one line: `<file>: <where> (line N): <problem>, expected <what>`),
+value converters (`as_int`, `as_float`, `check(conv, ok, expected)`, ...) that raise `Bad` for
+the caller to place, `Lines` (the line of each key: tomllib reports no positions), `read_toml`,
+and `TableChecker`, which checks one table's keys against a dict of converters. Used by the
+workload file (`config.py`), the simulator's trace (`trace.py`) and the fleet's node list
+(`collect/fleet.py`). A values-floor module: it imports nothing of gputop-dl.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Converter = Callable[[str, Any], Any]
+
+
+class ConfigError(Exception):
+    """A bad input file. str() is one line: `<file>: <where> (line N): <problem>, expected <what>`.
+
+    Without a `where` the position is compiler-style: `<file>:<line>:<column>: <problem>`.
+    `reason` says what kind of failure it was when the file could not be read at all
+    ("missing", "unreadable", "invalid": not UTF-8 or not TOML); None for a bad value.
+    """
+
+    def __init__(self, path: str, problem: str, *, where: str | None = None, line: int | None = None,
+                 column: int | None = None, expected: str | None = None, hint: str | None = None,
+                 reason: str | None = None):
+        self.path, self.problem, self.where = str(path), problem, where
+        self.line, self.column, self.expected, self.hint = line, column, expected, hint
+        self.reason = reason
+        if where:
+            msg = f"{self.path}: {where}" + (f" (line {line})" if line else "")
+        else:
+            msg = self.path + "".join(f":{n}" for n in (line, column if line else None) if n)
+        msg += f": {problem}"
+        if expected:
+            msg += f", expected {expected}"
+        if hint:
+            msg += f"; {hint}" if expected else f", {hint}"
+        super().__init__(" ".join(msg.splitlines()))
+
+
+class Bad(Exception):
+    """A value problem found by a converter; the caller adds file, table, key and line."""
+
+    def __init__(self, problem: str, expected: str | None = None, hint: str | None = None):
+        super().__init__(problem)
+        self.problem, self.expected, self.hint = problem, expected, hint
+
+
+def show(v: Any) -> str:
+    """A TOML value as the user wrote it, cut to 60 characters."""
+    s = json.dumps(v, default=str)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def kind_of(v: Any) -> str:
+    """`an integer`, `a string`, ...: what a TOML value is, for an error message."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
+    return names.get(type(v), "a date/time")
+
+
+def did_you_mean(word: str, choices: Sequence[str], n: int = 1) -> str | None:
+    """`did you mean 'x'?` for the closest of `choices`, or None."""
+    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
+    return "did you mean " + ", ".join(f"'{c}'" for c in close) + "?" if close else None
+
+
+# ---- converters: (key, raw TOML value) -> value, or raise Bad -----------------------------------
+
+def as_str(key: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "a string")
+    if not v.strip():
+        raise Bad(f"{key} is empty", "a non-empty string")
+    return v
+
+
+def as_int(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "an integer")
+    return v
+
+
+def as_float(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "a number")
+    if not math.isfinite(v):
+        raise Bad(f"{key} = {v}", "a finite number")
+    return float(v)
+
+
+def as_bool(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "true or false")
+    return v
+
+
+def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple:
+    if not isinstance(v, list):
+        raise Bad(f"{key} = {show(v)} is {kind_of(v)}", expected)
+    if not v:
+        raise Bad(f"{key} = [] is empty", expected)
+    out = []
+    for i, item in enumerate(v):
+        try:
+            out.append(conv(f"{key}[{i}]", item))
+        except Bad as b:
+            raise Bad(b.problem, expected) from None
+    return tuple(out)
+
+
+def choice(options: Sequence[str]) -> Converter:
+    def conv(key: str, v: Any) -> str:
+        if as_str(key, v) not in options:
+            raise Bad(f"{key} = {show(v)} is not supported", "one of " + ", ".join(map(show, options)),
+                      did_you_mean(v, options))
+        return v
+    return conv
+
+
+MAX_NAME = 200  # characters in a name (it names files: <name>.log, ...)
+
+
+def as_name(key: str, v: Any) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", as_str(key, v)):
+        raise Bad(f"{key} = {show(v)} has characters other than letters, digits, '_', '.', '-'",
+                  "a name matching [A-Za-z0-9_.-]+")
+    if len(v) > MAX_NAME:
+        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
+    return v
+
+
+def check(conv: Converter, ok: Callable[[Any], bool], expected: str) -> Converter:
+    """`conv`, then `ok(value)` or Bad("key = value", expected)."""
+    def checked(key: str, v: Any) -> Any:
+        if not ok(v := conv(key, v)):
+            raise Bad(f"{key} = {show(v)}", expected)
+        return v
+    return checked
+
+
+class Lines:
+    """First line of each `key =` per table, from the raw text (tomllib reports no positions).
+
+    Table ids: ("session",), ("defaults", "cpu_fallback"), ("workload", i), ("workload", i, "env"), ...
+    """
+
+    _HEADER = re.compile(r"""\s*(\[\[?)\s*([\w."' -]+?)\s*\]\]?\s*(#.*)?""")
+    _KEY = re.compile(r"""\s*("[^"]*"|'[^']*'|[\w-]+)\s*[=.]""")
+
+    def __init__(self, text: str):
+        self.keys: dict[tuple, int] = {}
+        self.headers: dict[tuple, int] = {}
+        tid: tuple = ()
+        n, in_multiline = -1, False
+        for no, line in enumerate(text.splitlines(), 1):
+            was_in = in_multiline
+            if (line.count('"""') + line.count("'''")) % 2:
+                in_multiline = not in_multiline
+            if was_in:
+                continue
+            if m := self._HEADER.fullmatch(line):
+                parts = [p.strip().strip("\"'") for p in m.group(2).split(".")]
+                if parts[0] == "workload":
+                    n += m.group(1) == "[[" and len(parts) == 1
+                    tid = ("workload", n, *parts[1:])
+                else:
+                    tid = tuple(parts)
+                self.headers.setdefault(tid, no)
+                self.headers.setdefault(tuple(parts), no)  # by written name too: ("workload",) = first one
+            elif m := self._KEY.match(line):
+                self.keys.setdefault((tid, m.group(1).strip("\"'")), no)
+
+    def find(self, tid: tuple, key: str | None = None) -> int | None:
+        if key is None:
+            return self.headers.get(tid)
+        line = self.keys.get((tid, key)) or self.headers.get((*tid, key))
+        if line is None and len(tid) > 1 and isinstance(tid[-1], str):  # inline table: the parent key's line
+            line = self.find(tid[:-1], tid[-1])
+        return line
+
+
+def read_toml(spath: str, what: str) -> tuple[str, dict]:
+    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable)."""
+    try:
+        text = Path(spath).read_bytes().decode("utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+                          reason="missing") from None
+    except OSError as e:
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+                          reason="unreadable") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file",
+                          reason="invalid") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
+        if m:
+            raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2]),
+                              reason="invalid") from None
+        raise ConfigError(spath, f"invalid TOML: {msg}", reason="invalid") from None
+
+
+class TableChecker:
+    """Checks the tables of one file: every key known, every value converted, errors placed.
+
+    `where(tid)` names a table for the message (override it); `names` holds the names of the
+    array tables read so far (index -> name) for `[[workload]] 'a'`-style labels.
+    """
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.lines = Lines(text)
+        self.names: dict[int, str] = {}
+
+    def where(self, tid: tuple) -> str:
+        if len(tid) < 2:
+            return f"[{tid[0]}]"
+        return f"[[{tid[0]}]] '{self.names[tid[1]]}'" if tid[1] in self.names else f"[[{tid[0]}]] #{tid[1] + 1}"
+
+    def fail(self, tid: tuple, key: str | None, b: Bad) -> ConfigError:
+        return ConfigError(self.path, b.problem, where=self.where(tid) + (f" key '{key}'" if key else ""),
+                           line=self.lines.find(tid, key), expected=b.expected, hint=b.hint)
+
+    def table(self, tid: tuple, value: Any, specs: dict[str, Converter]) -> dict[str, Any]:
+        """The table's values converted by `specs` (key -> converter); an unknown key fails."""
+        if not isinstance(value, dict):
+            raise ConfigError(self.path, f"{tid[0]} = {show(value)} is not a table", where=self.where(tid),
+                              expected="a table")
+        out = {}
+        for key, v in value.items():
+            if key not in specs:
+                hint = did_you_mean(key, list(specs))
+                raise ConfigError(self.path, f"unknown key '{key}'", where=self.where(tid),
+                                  line=self.lines.find(tid, key), hint=hint,
+                                  expected=None if hint else "one of " + ", ".join(specs))
+            try:
+                out[key] = specs[key](key, v)
+            except Bad as b:
+                raise self.fail(tid, key, b) from None
+        return out
