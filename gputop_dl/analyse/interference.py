@@ -12,6 +12,7 @@ only when D > C (an undersubscribed co-run says nothing about overcommit).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable
 
 
 def cpu_alpha(verdict: dict | None) -> tuple[float, str] | None:
@@ -51,7 +52,8 @@ def gpu_share(verdict: dict | None) -> tuple[float, str] | None:
     return round(statistics.median(ratios), 3), "; ".join(parts)
 
 
-def newest(verdicts, read) -> tuple[float, str, str] | None:
+def newest(verdicts: Iterable[tuple[str, dict | None]],
+           read: Callable[[dict | None], tuple[float, str] | None]) -> tuple[float, str, str] | None:
     """The first (newest) of `verdicts` ((session id, verdict) pairs) that `read` (cpu_alpha or
     gpu_share) gives a figure for: (figure, session id, how)."""
     for sid, verdict in verdicts:

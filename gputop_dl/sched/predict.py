@@ -82,20 +82,22 @@ def predict_queue(settings: dict, jobs: list[dict], *, tick_s: float | None = No
         if j.get("arrival_s") is None or not j.get("expected_s"):
             return None
         listed.append(Job(name=j["name"], arrival_s=j["arrival_s"], duration_s=j["expected_s"],
-                          gpus=int(j.get("gpus") if j.get("gpus") is not None else 1),
+                          gpus=int(j["gpus"]) if j.get("gpus") is not None else 1,
                           cpu_cores=float(j.get("cpu_cores") or 0.0), priority=int(j.get("priority") or 0),
                           klass=j.get("klass") or j["name"]))
     machine = Machine(gpus=int(slots), cpus=float(settings.get("cpus") or 1.0), unit=settings.get("unit") or "GPU")
     pol = Policy(policy, ageing_s=float(settings.get("ageing_s") or 600.0), v=float(settings.get("v") or 1.0))
-    opts = dict(cpu_aware=bool(settings.get("cpu_aware")), cpu_alpha=cpu_alpha, gpu_share=gpu_share)
+    cpu_aware = bool(settings.get("cpu_aware"))
     if tick_s or ticks:
-        got = replay_on_ticks(pol, listed, machine, tick_times(ticks, tick_s or 1.0), **opts)
+        got = replay_on_ticks(pol, listed, machine, tick_times(ticks, tick_s or 1.0),
+                              cpu_aware=cpu_aware, cpu_alpha=cpu_alpha, gpu_share=gpu_share)
         if len(got) < len(listed):  # a job that can never start on the recorded machine
             return None
         starts = [(n, s, e) for n, (s, e, _g) in got.items()]
     else:
         try:
-            starts = [(o.job.name, o.start_s, o.end_s) for o in simulate(pol, listed, machine, **opts)]
+            starts = [(o.job.name, o.start_s, o.end_s) for o in simulate(pol, listed, machine, cpu_aware=cpu_aware,
+                                                                        cpu_alpha=cpu_alpha, gpu_share=gpu_share)]
         except RuntimeError:  # a job that can never start on the recorded machine
             return None
     arrival = {j.name: j.arrival_s for j in listed}
@@ -108,10 +110,14 @@ def predict_queue(settings: dict, jobs: list[dict], *, tick_s: float | None = No
         if real and pred is not None:
             errs.append(abs(pred - real) / real)
             abs_s.append(abs(pred - real))
-    mean = (lambda xs: sum(xs) / len(xs) if xs else None)
     return {"policy": policy, "tick_s": tick_s or None,
             "ticks": "recorded" if ticks else ("every tick_s" if tick_s else None), "cpu_interference": cpu_alpha, "gpu_share": gpu_share,
             "mean_jct_s": mean([p["jct_s"] for p in per.values() if "jct_s" in p]),
             "mean_wait_s": mean([p["wait_s"] for p in per.values() if "wait_s" in p]),
             "makespan_s": max((p["end_s"] for p in per.values() if "end_s" in p), default=None),
             "jct_mae": mean(errs), "jct_mae_s": mean(abs_s), "jobs_compared": len(errs), "jobs": per}
+
+
+def mean(xs: Sequence[float]) -> float | None:
+    """The mean, or None of nothing."""
+    return sum(xs) / len(xs) if xs else None
