@@ -85,6 +85,16 @@ class Distributed:
 
 
 @dataclass(frozen=True)
+class SlurmJob:
+    """The Slurm job a process runs in (its environment, or only the id from its cgroup)."""
+
+    job_id: str
+    user: str | None = None
+    partition: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True)
 class JobSample:
     """One training job (trainer + its data-loader workers) at one instant."""
 
@@ -120,6 +130,24 @@ class JobSample:
     command: str | None = None  # command line of a job not launched here (discovered)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
+    # identity (issue 23): who, since when, what and where (collect/identity.py)
+    user: str | None = None
+    elapsed_s: float | None = None  # since the job's root process started
+    cmdline: str | None = None  # the whole command line (shown shortened in a row)
+    cwd: str | None = None
+    slurm: SlurmJob | None = None
+    container: str | None = None  # "docker 0123456789ab", "k8s pod <uid> · containerd ..."
+    launched_by: str | None = None  # a found job that another gputop-dl session launched: its id
+    identity_note: str | None = None  # why some of the identity is unknown
+    # CPU wait (issue 21)
+    cpu_wait_fraction: float | None = None
+    cpu_wait_trainer: float | None = None
+    cpu_wait_workers: float | None = None
+    cpu_throttled_fraction: float | None = None
+    cpu_wait_note: str | None = None
+    # live verdict (issue 21)
+    slowdown_source: str | None = None  # measured | probe | estimated
+    slowdown_confidence: float | None = None
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,8 @@ class SnapshotCollector(Collector):
                                 "status": j.status, "phase": j.phase or "",
                                 "device": j.device or "", "model": j.model or "",
                                 "run_id": _text(d and d.run_id),
-                                "world_size": _text(d and d.world_size)})
+                                "world_size": _text(d and d.world_size),
+                                **_identity_labels(j)})
         yield info
         ranks = InfoMetricFamily("gputop_dl_job_rank", "A rank process of a distributed job on "
                                  "this node (from its environment): its global and local rank "
@@ -296,3 +297,10 @@ class MetricsServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+# identity (issue 23): who runs a job, as labels of gputop_dl_job_info only (one series per
+# job, so no other series gains a label set per user or Slurm job)
+def _identity_labels(j: JobSample) -> dict[str, str]:
+    """`user` and `slurm_job_id` ("" where unknown or not under Slurm)."""
+    return {"user": j.user or "", "slurm_job_id": j.slurm.job_id if j.slurm else ""}
