@@ -146,3 +146,24 @@ def test_serve_puts_user_and_slurm_job_on_the_job_info_series_only():
     assert any('job_name="u.py"' in x and 'user=""' in x and 'slurm_job_id=""' in x for x in info)
     cpu = [line for line in text.splitlines() if line.startswith("gputop_dl_job_cpu")]
     assert cpu and not any("slurm_job_id" in x for x in cpu)
+
+
+def test_the_process_tree_comes_from_what_the_tick_read():
+    from gputop_dl.collect.nvml import GpuUse
+    from gputop_dl.collect.procs import Stat
+    from gputop_dl.collect.proctree import proc_tree, ranks_of
+    from gputop_dl.snapshot import Distributed, GpuProcess, RankProc
+
+    stats = {10: Stat(1.0, 100, 1, 0.0, "S"), 11: Stat(1.0, 200, 1, 0.0, "R"),
+             12: Stat(1.0, 300, 1, 0.0, "S"), 13: Stat(1.0, 400, 1, 0.0, "D")}
+    cmap = {10: [12, 11], 11: [13], 99: [10]}
+    dist = Distributed(ranks=(RankProc(0, 0, 11), RankProc(1, 1, 12)))
+    gpu = GpuUse.of([GpuProcess(0, 11, mem_used=5 << 30, sm_util=0.4)])
+    tree = proc_tree(10, cmap, stats, {10: 0.1, 11: 0.9}, ranks_of(dist), gpu)
+    assert [(p.pid, p.depth, p.role, p.state) for p in tree] == [
+        (10, 0, "main", "S"), (11, 1, "rank 0", "R"), (13, 2, "worker", "D"), (12, 1, "rank 1", "S")]
+    assert tree[1].gpu_mem == 5 << 30 and tree[1].gpu_sm == 0.4 and tree[2].cpu_cores is None
+    j = JobSample(name="ddp", pid=10, launched=False, procs=tree)
+    out = Snapshot(time=0.0, gpu_status="ok", jobs=(j,)).to_json()["jobs"][0]["procs"]
+    assert out[1] == {"pid": 11, "ppid": 10, "depth": 1, "role": "rank 0", "cpu_cores": 0.9,
+                      "rss": 200, "state": "R", "gpu_mem": 5 << 30, "gpu_sm": 0.4}

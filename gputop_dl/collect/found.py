@@ -28,6 +28,7 @@ from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.identity import Identity, read_identity
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
@@ -101,7 +102,8 @@ class FoundJobs:
                 rank_cpu_cores=rank_cpu(dist, ts, cmap),
                 user=ident.user, elapsed_s=ident.elapsed_s(now), cmdline=command, cwd=ident.cwd,
                 slurm=ident.slurm, container=ident.container, launched_by=ident.launched_by,
-                identity_note=ident.note))
+                identity_note=ident.note,
+                procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu)))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
