@@ -20,10 +20,12 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Footer
 
+from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
-from gputop_dl.present.tui.gpu_panel import GpuPanel
+from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
+from gputop_dl.present.tui.history_panel import HistoryPanel
 from gputop_dl.present.tui.host_panel import HostPanel
-from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, table_rows
+from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, table_rows
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
 from gputop_dl.present.tui.queue_panel import QueuePanel
@@ -35,7 +37,7 @@ from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.safe import clean, escape
 
-BOTTOM_MAX = 24  # rows for the epoch/log row at most
+BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
 
 
 class GputopApp(SessionActions, Shutdown, LiveApp):
@@ -84,6 +86,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.epochs_all = False
         self.first_render_at: float | None = None  # time.perf_counter() of the first rendered snapshot
         self.exported: list[str] = []
+        self.trends = Trends()  # each job's recent figures, for the rows' sparklines
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -94,6 +97,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         with Vertical(id="head"):
             yield TitleBar(self._title_content(), id="title")
             yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
+            yield Panel(Content(""), id="gpuline")  # without a GPU: its one line, instead of the panel
         with Horizontal(id="top"):
             yield GpuPanel(interval=interval, id="gpus", classes="panel")
             yield HostPanel(interval=interval, id="host", classes="panel")
@@ -101,6 +105,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         with Vertical(id="foot"):
             with Horizontal(id="bottom"):
                 yield EpochPanel(id="epochs", classes="panel")
+                yield HistoryPanel(interval=interval, id="history", classes="panel")
                 yield QueuePanel(id="queue", classes="panel")
                 yield LogPanel(id="log", classes="panel")
             yield Footer()
@@ -116,10 +121,13 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.host_panel = self.query_one(HostPanel)
         self.table = self.query_one(JobsTable)
         self.epoch_panel = self.query_one(EpochPanel)
+        self.history_panel = self.query_one(HistoryPanel)
         self.banner = self.query_one(VerdictBanner)
         self.log_panel = self.query_one(LogPanel)
         self.queue_panel = self.query_one(QueuePanel)
         self.bottom = self.query_one("#bottom")
+        self.gpuline = self.query_one("#gpuline", Panel)
+        self.head, self.top = self.query_one("#head"), self.query_one("#top")
         self.table.focus()
         self.ready(self.query_one(TitleBar))
         if self.handle_signals:
@@ -132,7 +140,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
     def take(self, snaps: dict[int, Snapshot]) -> None:
         for i, s in snaps.items():
             self.first_time.setdefault(i, s.time)
+            for j in s.jobs:
+                self.trends.push(f"job:{i}:{j.name}", j)
         self.latest.update(snaps)
+        self.trends.keep_only({f"job:{i}:{j.name}" for i, s in self.latest.items() for j in s.jobs})
         self.render_snapshots(set(snaps))
 
     # --- rendering -----------------------------------------------------------------------------
@@ -152,9 +163,16 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         primary = self.primary
         if primary is not None and 0 in updated:
             gpu_panel, host_panel = self.gpu_panel, self.host_panel
-            gpu_panel.show(primary, (source_attr(self.sources[0], "env", None) or {}).get("gpu_status_detail"))
+            detail = (source_attr(self.sources[0], "env", None) or {}).get("gpu_status_detail")
+            gpu_panel.show(primary, detail)
             host_panel.show(primary.host)
-            height = max(gpu_panel.lines_needed(), host_panel.lines_needed()) + 2  # + border
+            self.history_panel.push(primary)
+            main = self.screen_stack[0]
+            if main.has_class("-no-gpu") != (not primary.gpus):
+                main.set_class(not primary.gpus, "-no-gpu")
+            if not primary.gpus:  # one line says why, instead of a panel a third of the screen high
+                self.gpuline.set(Content.styled(clean(gpu_status_line(primary, detail)), "$text-warning"))
+            height = max(gpu_panel.lines_needed() if primary.gpus else 0, host_panel.lines_needed()) + 2
             if gpu_panel.styles.height is None or gpu_panel.styles.height.value != height:
                 gpu_panel.styles.height = height
                 host_panel.styles.height = height
@@ -167,7 +185,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             self.first_render_at = time.perf_counter()
 
     def job_rows(self) -> list[JobRow]:
-        return table_rows(self.latest, self.palette)
+        return table_rows(self.latest, self.palette, self.trends)
 
     def _render_jobs(self) -> None:
         table = self.table
@@ -181,7 +199,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
             sub += f" · sorted by {SORTS[table.sort_by][0]}"
-        table.set_subtitle(sub)
+        note = table.filled_by_note() if n_jobs else ""
+        table.set_subtitle(f"{note} · {sub}" if note else sub)
+        self._fit_table(len(rows))
         has_launched = any(r.launched for r in rows)
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:
@@ -198,11 +218,17 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         if row is not None and row.job is None and not self.epochs_all:
             sel = None
         panel = self.epoch_panel
-        panel.show(jobs, sel)
-        height = max(10, min(panel.desired_lines(jobs, sel) + 2, BOTTOM_MAX))
-        bottom = self.bottom
-        if bottom.styles.height is None or bottom.styles.height.value != height:
-            bottom.styles.height = height
+        panel.show(jobs, sel)  # the bottom row fills what the jobs table leaves (at least 10 lines)
+
+    def _fit_table(self, rows: int) -> None:
+        """The jobs table as high as its rows (+ header and border), no higher than what the
+        panels above and the bottom row's least height leave: no empty lines under 3 rows."""
+        spare = (self.screen_stack[0].size.height - self.head.outer_size.height
+                 - self.top.outer_size.height - 1 - BOTTOM_MIN)
+        height = max(4, min(max(rows, 1) + 3, spare))
+        table = self.table
+        if table.styles.height is None or table.styles.height.value != height:
+            table.styles.height = height
 
     def _render_banner_and_log(self) -> None:
         li = self.launch_index()

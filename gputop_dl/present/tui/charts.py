@@ -135,3 +135,21 @@ def fit(s: str, width: int, right: bool = False) -> str:
     if n > width:
         return set_cell_size(s, width - 1) + "…"
     return " " * (width - n) + s if right else s + " " * (width - n)
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def spark(values, width: int, top: float | None = None) -> str:
+    """The last `width` values as a sparkline (▁..█), newest on the right; an unknown value is a
+    blank. `top`: the value drawn as █ (default: the largest shown, so a step time's trend shows
+    whatever its scale). "" when no value is known."""
+    vals = list(values)[-width:]
+    known = [v for v in vals if v is not None]
+    if not known:
+        return ""
+    hi = top if top is not None else max(known)
+    if hi <= 0:
+        hi = 1.0
+    n = len(SPARKS) - 1
+    return "".join(" " if v is None else SPARKS[max(0, min(n, round(v / hi * n)))] for v in vals)

@@ -3,44 +3,67 @@
 The columns, the rows built from `JobSample`s (`job_row`) and from NVML's other GPU processes
 (`process_row`), and `JobsTable`, the monitor's `KeyedTable` (keyed_table.py: cached lines,
 only changed lines repainted, the cursor kept by row key). Launched jobs are marked ●.
+
+Each job's recent step time (or samples/s where no step time is known), data wait and CPU wait
+are kept by `Trends` (one value per snapshot) and drawn as sparklines in front of the figure.
+Columns that no job has a value for are left out (`HIDE_EMPTY`); the command takes the width the
+others leave.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from rich.style import Style
 
+from gputop_dl.present.tui.charts import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
-from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
 from gputop_dl.text.safe import clean
 
 __all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Palette", "Row",
-           "job_row", "process_row", "status_text", "table_rows"]
+           "Trends", "job_row", "process_row", "status_text", "table_rows"]
 
 LAUNCHED_MARK = "●"
 
 # key, label, width, right-justified
 COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("job", "job", 26, False),
+    ("user", "user", 8, False),
     ("status", "status", 14, False),
     ("device", "device", 8, False),
     ("batch", "batch", 5, True),
     ("progress", "epoch · step", 14, True),
     ("eta", "ETA", 7, True),
-    ("step", "step", 7, True),
+    ("elapsed", "time", 6, True),
+    ("step", "step", 15, True),
     ("sps", "samples/s", 9, True),
-    ("stall", "data-wait", 9, True),
+    ("stall", "data-wait", 13, True),
+    ("cpuwait", "CPU wait", 13, True),
     ("cpu", "CPU", 5, True),
     ("rss", "RSS", 9, True),
     ("gpumem", "GPU mem", 9, True),
-    ("slowdown", "slowdown", 8, True),
+    ("slowdown", "slowdown", 11, True),
+    ("slurm", "slurm", 8, False),
+    ("command", "command", 12, False),
 )
 COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
 # narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay
-DROP_ORDER = ("eta", "batch", "device", "slowdown", "gpumem", "rss", "progress", "sps")
+DROP_ORDER = ("eta", "batch", "slurm", "device", "command", "elapsed", "user", "slowdown",
+              "gpumem", "rss", "progress", "sps", "cpuwait")
+# left out while no job has a value in them (the table's subtitle says what would fill them)
+HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
+              "cpuwait", "gpumem", "slowdown", "slurm", "command")
+FILLED_BY = {  # what would fill a hidden column, said once under the table
+    "step": "step: launched jobs, or py-spy on found ones (--stall-budget)",
+    "stall": "data-wait: launched jobs, or py-spy (--stall-budget)",
+    "cpuwait": "CPU wait: not measured",
+    "slowdown": "slowdown: a launch's baselines, or d (diagnose)",
+}
+SPARK_W = 6  # sparkline cells in front of a figure
+SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est"}
 
 # sort key -> (label, column, descending first)
 SORTS: dict[str, tuple[str, str, bool]] = {
@@ -76,30 +99,88 @@ class JobRow(Row):
         return self.cells[COLUMN_KEYS.index(column)]
 
 
-def job_row(j: JobSample, p: Palette, source: int = 0) -> JobRow:
+class Trends:
+    """Per job (row key): its recent step time or samples/s, data wait and CPU wait, one value
+    per snapshot (`push`), for the rows' sparklines."""
+
+    def __init__(self, span: int = SPARK_W):
+        self.span = span
+        self.by_key: dict[str, tuple[deque, deque, deque]] = {}
+
+    def push(self, key: str, j: JobSample) -> None:
+        t = self.by_key.get(key)
+        if t is None:
+            t = self.by_key[key] = (deque(maxlen=self.span), deque(maxlen=self.span),
+                                    deque(maxlen=self.span))
+        t[0].append(j.step_time_s if j.step_time_s is not None else j.samples_per_s)
+        t[1].append(j.stall_fraction)
+        t[2].append(j.cpu_wait_fraction)
+
+    def keep_only(self, keys: set[str]) -> None:
+        for k in [k for k in self.by_key if k not in keys]:
+            del self.by_key[k]
+
+    def sparks(self, key: str) -> tuple[str, str, str]:
+        """The sparklines, once `span` values are in (a growing line would repaint every row)."""
+        t = self.by_key.get(key)
+        if t is None or len(t[0]) < self.span:
+            return "", "", ""
+        return spark(t[0], self.span), spark(t[1], self.span, 1.0), spark(t[2], self.span, 1.0)
+
+
+def _with_spark(sp: str, figure: str) -> str:
+    return figure if figure == DASH or not sp else f"{sp} {figure}"
+
+
+def slowdown_text(j: JobSample) -> str:
+    """One figure per job, with where it comes from: "1.42× est", "1.10× probe"."""
+    if j.slowdown is None:
+        return DASH
+    mark = SOURCE_MARK.get(j.slowdown_source or "", j.slowdown_source or "")
+    return num(j.slowdown, ".2f", "×") + (f" {mark}" if mark else "")
+
+
+def command_text(j: JobSample) -> str:
+    cmd = j.cmdline or j.command
+    if j.launched_by:
+        return f"launched by session {j.launched_by}" + (f": {cmd}" if cmd else "")
+    return cmd or DASH
+
+
+def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = None) -> JobRow:
     name = clean(f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}")
+    key = f"job:{source}:{j.name}"
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
+    cw = j.cpu_wait_fraction
+    cw_style = p.err if (cw or 0) >= 0.5 else p.warn if (cw or 0) >= 0.2 else p.plain
     sd = j.slowdown
     sd_style = p.plain if sd is None else p.ok if sd <= 1.10 else p.warn if sd <= 1.5 else p.err
+    sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
+    step = secs(j.step_time_s) if j.step_time_s is not None else DASH
     cells = (
         Cell(name, p.bold),
+        Cell(clean(j.user or DASH), p.muted),
         Cell(clean(status_text(j)), _status_style(j, p)),
         Cell(clean(j.device or DASH)),
         Cell(DASH if j.batch_size is None else str(j.batch_size)),
         Cell(progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)),
         Cell(secs(j.eta_s)),
-        Cell(secs(j.step_time_s)),
-        Cell(num(j.samples_per_s, ".1f")),
-        Cell(pct(j.stall_fraction), stall_style),
+        Cell(duration(j.elapsed_s)),
+        Cell(_with_spark(sp_step if j.step_time_s is not None else "", step)),
+        Cell(_with_spark(sp_step if j.step_time_s is None else "", num(j.samples_per_s, ".1f"))),
+        Cell(_with_spark(sp_stall, pct(j.stall_fraction)), stall_style),
+        Cell(_with_spark(sp_cw, pct(cw)), cw_style),
         Cell(num(j.cpu_cores, ".2f")),
         Cell(size(j.rss)),
         Cell(size(j.gpu_mem)),
-        Cell(num(sd, ".2f", "×"), sd_style),
+        Cell(slowdown_text(j), sd_style),
+        Cell(clean(j.slurm.job_id) if j.slurm else DASH),
+        Cell(clean(command_text(j)), p.muted),
     )
     sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem if j.gpu_mem is not None else j.rss,
             "step": j.step_time_s}
     alive = j.status in ("running", "starting", "paused")
-    return JobRow(f"job:{source}:{j.name}", cells, sort, name=j.name, alive=alive, launched=j.launched,
+    return JobRow(key, cells, sort, name=j.name, alive=alive, launched=j.launched,
                   source=source, job=j)
 
 
@@ -112,20 +193,20 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> JobRow:
     device = "gpu" + ",".join(str(g) for g in gpus)
     status = "GPU process" + (f" · SM {sm * 100:.0f}%" if sm is not None else "")
     dash = Cell(DASH, p.muted)
-    cells = (Cell(f"  pid {pid}"), Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash, dash,
-             dash, dash, Cell(size(mem)), dash)
+    cells = (Cell(f"  pid {pid}"), dash, Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash,
+             dash, dash, dash, dash, dash, Cell(size(mem)), dash, dash, dash)
     return JobRow(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
                   name=f"pid {pid}")
 
 
-def table_rows(latest: dict[int, Snapshot], p: Palette) -> list[JobRow]:
+def table_rows(latest: dict[int, Snapshot], p: Palette, trends: Trends | None = None) -> list[JobRow]:
     """The rows of every source's jobs (by source index), then the primary source's (index 0)
     GPU processes that belong to none of them."""
     rows: list[JobRow] = []
     job_pids: set[int] = set()
     for i in sorted(latest):
         for j in latest[i].jobs:
-            rows.append(job_row(j, p, i))
+            rows.append(job_row(j, p, i, trends))
             job_pids.update(j.pids)
             if j.pid is not None:
                 job_pids.add(j.pid)
@@ -145,3 +226,15 @@ class JobsTable(KeyedTable):
     DROP_ORDER = DROP_ORDER
     SORTS = SORTS
     TABLE_TITLE = "jobs"
+    HIDE_EMPTY = HIDE_EMPTY
+    FLEX = "command"
+
+    def filled_by_note(self) -> str:
+        """What would fill the hidden columns, once (for the subtitle)."""
+        notes = {c: FILLED_BY[c] for c in ("step", "stall", "cpuwait", "slowdown") if c in self.hidden_empty()}
+        if "cpuwait" in notes:  # the collector's own reason, where it gave one
+            why = next((r.job.cpu_wait_note for r in self.rows_by_key.values()
+                        if isinstance(r, JobRow) and r.job is not None and r.job.cpu_wait_note), None)
+            if why:
+                notes["cpuwait"] = f"CPU wait: {why}"
+        return " · ".join(notes.values())

@@ -7,8 +7,10 @@ only the lines whose cells changed, and repaints the whole table only when the r
 cursor's scroll window, the width or the theme changes. Rows are never cleared: they are kept by
 key, and the cursor is a row key, so it stays on its row through adds, removes and re-sorts.
 
-Columns that do not fit the width are left out, least useful first (`DROP_ORDER`). Cells carry
-Rich styles resolved from the theme's CSS variables; a theme change re-renders them.
+Columns that do not fit the width are left out, least useful first (`DROP_ORDER`); a column of
+`HIDE_EMPTY` with no value ("–") in any row is left out too (`hidden_empty()` says which), and
+the `FLEX` column takes the width the others leave. Cells carry Rich styles resolved from the
+theme's CSS variables; a theme change re-renders them.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ class KeyedTable(Widget, can_focus=True):
     DROP_ORDER: tuple[str, ...] = ()
     SORTS: dict[str, tuple[str, str, bool]] = {}
     TABLE_TITLE = ""
+    HIDE_EMPTY: tuple[str, ...] = ()  # left out while no row has a value in them
+    FLEX: str | None = None  # the column that takes the width the others leave (its width: the least)
+    EMPTY_TEXTS = ("", "–")
 
     COMPONENT_CLASSES = {"keyed-table--header", "keyed-table--cursor"}
     DEFAULT_CSS = """
@@ -133,6 +138,8 @@ class KeyedTable(Widget, can_focus=True):
         self._style_cache: tuple[Style, Style, Style] | None = None
         self._columns: tuple[tuple[str, str, int, bool], ...] = self.COLUMNS  # those that fit
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
+        self._widths = tuple(c[2] for c in self.COLUMNS)  # the shown columns' widths
+        self._empty: frozenset[str] = frozenset()  # HIDE_EMPTY columns left out now
         self._subtitle = ""
         self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
 
@@ -165,6 +172,18 @@ class KeyedTable(Widget, can_focus=True):
     def visible_columns(self) -> list[str]:
         return [c[0] for c in self._columns]
 
+    def hidden_empty(self) -> frozenset[str]:
+        """The `HIDE_EMPTY` columns left out because no row has a value in them."""
+        return self._empty
+
+    def _empty_columns(self, rows: list[Row]) -> frozenset[str]:
+        if not self.HIDE_EMPTY or not rows:
+            return frozenset()
+        keys = self._keys
+        empty = self.EMPTY_TEXTS
+        return frozenset(c for c in self.HIDE_EMPTY
+                         if all(r.cells[keys.index(c)].text.strip() in empty for r in rows))
+
     # --- updates -------------------------------------------------------------------------------
     def show(self, rows: list[Row]) -> None:
         """Apply rows (given in default order): repaint changed lines; re-order when needed.
@@ -180,12 +199,17 @@ class KeyedTable(Widget, can_focus=True):
         self._order = order
         for key in [k for k in self._strips if k not in new]:
             del self._strips[key]
+        empty = self._empty_columns(rows)
+        relayout = empty != self._empty
+        if relayout:
+            self._empty = empty
+            self._layout_sig = None
         cursor = self.cursor_key
         if cursor not in new:
             index = old_order.index(cursor) if cursor in old_order else 0
             cursor = order[min(index, len(order) - 1)] if order else None
         scrolled = self._set_cursor(cursor)
-        if order != old_order or scrolled:
+        if order != old_order or scrolled or relayout:
             self.refresh()
         else:
             for i, key in enumerate(order):
@@ -345,19 +369,21 @@ class KeyedTable(Widget, can_focus=True):
         return self._style_cache
 
     def _check_layout(self, width: int) -> None:
-        """Drop the cached lines when the width or the table's styles changed."""
-        sig = (width, self._styles())
+        """Drop the cached lines when the width, the empty columns or the styles changed."""
+        sig = (width, self._styles(), self._empty)
         if sig == self._layout_sig:
             return
         self._layout_sig = sig
         self._strips.clear()
-        cols = list(self.COLUMNS)
+        cols = [c for c in self.COLUMNS if c[0] not in self._empty]
         drop = list(self.DROP_ORDER)
         while sum(w + 2 * PAD for _k, _l, w, _r in cols) > width and drop:
             gone = drop.pop(0)
             cols = [c for c in cols if c[0] != gone]
+        spare = width - sum(w + 2 * PAD for _k, _l, w, _r in cols)
         self._columns = tuple(cols)
         self._shown = tuple(self.COLUMNS.index(c) for c in cols)
+        self._widths = tuple(w + max(0, spare) if k == self.FLEX else w for k, _l, w, _r in cols)
 
     def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
         """Cells padded into one line of `width` cells, in their own styles (no background yet)."""
@@ -379,8 +405,8 @@ class KeyedTable(Widget, can_focus=True):
 
     def _header(self, width: int) -> Strip:
         style = self._styles()[1]
-        return self._line([(fit(self.header_label(k), w, right), style) for k, _l, w, right in self._columns],
-                          width)
+        return self._line([(fit(self.header_label(k), w, right), style)
+                           for (k, _l, _w, right), w in zip(self._columns, self._widths)], width)
 
     def _row_strip(self, key: str, width: int) -> Strip:
         row = self.rows_by_key[key]
@@ -388,8 +414,8 @@ class KeyedTable(Widget, can_focus=True):
         if cached is not None and cached[0] == row.cells:
             return cached[1]
         columns = self.COLUMNS
-        cells = [(fit(row.cells[i].text, columns[i][2], columns[i][3]), row.cells[i].style)
-                 for i in self._shown]
+        cells = [(fit(row.cells[i].text, w, columns[i][3]), row.cells[i].style)
+                 for i, w in zip(self._shown, self._widths)]
         strip = self._line(cells, width)
         self._strips[key] = (row.cells, strip)
         self.row_renders += 1
