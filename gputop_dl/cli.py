@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
+    p.add_argument("--readonly", action="store_true",
+                   help="monitor: watch only: no stop, no launch, and `d` observes without the "
+                   "probe (which pauses jobs)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     lp = sub.add_parser("launch", help="start the workloads of a TOML file, live and recorded",
                         description="Start the workloads in FILE: solo baselines (per the file's "
@@ -255,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--stall goes with --once (the live monitor samples on its own)")
         if args.stall_budget is not None and (args.once or args.cmd):
             raise UsageError("--stall-budget goes with the live monitor (plain `gputop-dl`)")
+        if args.readonly and (args.once or args.cmd):
+            raise UsageError("--readonly goes with the live monitor (plain `gputop-dl`)")
         if args.metrics and (args.once or args.cmd):
             raise UsageError("--metrics goes with the live monitor (plain `gputop-dl`); "
                              "`launch` takes its own --metrics")
@@ -335,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
         return runner.run_monitor(interval=1.0 if args.interval is None else args.interval, stall_budget=budget,
-                                  metrics=args.metrics)
+                                  metrics=args.metrics, readonly=args.readonly)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2

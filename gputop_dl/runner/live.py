@@ -181,9 +181,20 @@ def run_launch_tui(engine: Engine, app_class) -> int:
     return exit_code(engine)
 
 
-def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0) -> dict:
-    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict."""
-    engine = diagnose_engine(nvml, seconds=seconds, interval=0.5)
+def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0, probe: bool = True,
+                     progress=None) -> dict:
+    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict.
+    `progress(message)`: called with each new message of the diagnosis, as it says it."""
+    engine = diagnose_engine(nvml, seconds=seconds, probe=probe, interval=0.5)
+    if progress is not None:
+        said: list = [None]
+
+        def tell(snap) -> None:
+            if snap.log and snap.log[-1] != said[0]:
+                said[0] = snap.log[-1]
+                progress(snap.log[-1][1])
+
+        engine.subscribe(tell)
     engine.start()
     engine.join()
     if engine.error is not None:
@@ -228,7 +239,7 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
 
 
 def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
-                metrics: str | None = None) -> int:
+                metrics: str | None = None, readonly: bool = False) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
     (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
     from gputop_dl.present.tui.app import GputopApp
@@ -240,7 +251,9 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
     if metrics:  # served until this process exits
         start_metrics(engine, metrics, "monitor")
     app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
-                    exporter=export_for_tui, diagnoser=lambda: diagnose_for_tui(nvml))
+                    exporter=export_for_tui, readonly=readonly,
+                    diagnoser=lambda seconds=20.0, probe=True, progress=None: diagnose_for_tui(
+                        nvml, seconds, probe=probe and not readonly, progress=progress))
     try:
         app.run()
     finally:

@@ -63,11 +63,12 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
                  spec=None, launcher=None, workloads_dir: str = "workloads",
                  export_dir: str | None = None, handle_signals: bool = False,
                  exporter: Callable[..., str] | None = None,
-                 diagnoser: Callable[[], dict] | None = None):
+                 diagnoser: Callable[..., dict] | None = None, readonly: bool = False):
         """`launcher`: loads workload files and starts sources for the `l` screen (None: no
         launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`;
         `diagnoser()`: runs `gputop-dl diagnose` on the found jobs and returns its result (the
-        JSON contract's dict) for `d`."""
+        JSON contract's dict) for `d` (with `probe`, `progress(message)` and `seconds` where it
+        takes them); `readonly`: no stop, no launch, and `d` observes only (no probe)."""
         super().__init__(clock)
         self.sources: list = [source]
         self.specs: dict[int, Any] = {0: spec if spec is not None else source_attr(source, "spec")}
@@ -77,6 +78,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.diagnoser = diagnoser
         self.diagnosis: dict | None = None  # the last `d` result
         self.diagnosing = False
+        self.diag_t0, self.diag_status = 0.0, ""
+        self.readonly = readonly
         self.workloads_dir = workloads_dir
         self.export_dir = export_dir
         self.handle_signals = handle_signals
@@ -237,6 +240,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         if self.mode == "monitor" and li is None and self.primary is not None:
             n = len({p.pid for p in self.primary.gpu_processes})
             extra = f"{n} GPU process(es)" + (" · l: launch workloads" if self.launcher else "")
+        if self.diagnosing:
+            extra = self.diagnose_progress()
         if self.stopping:
             extra = "stopping jobs, then quitting…"
         if li is None and snap is not None and self.diagnosis and self.diagnosis.get("verdict"):
@@ -263,6 +268,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             parts.append(clean(f" · {kind} · {spec.name}") if spec is not None else f" · {kind}")
         else:
             parts.append(" · monitor")
+        if self.readonly:
+            parts.append(" · read-only")
         snap = self.latest.get(li) if li is not None else None
         if snap is not None and snap.session_id:
             parts.append(f" · session {snap.session_id}")
@@ -299,6 +306,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.action_details()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("stop_job", "launcher") and self.readonly:
+            return False
         if action == "launcher":
             return self.launcher is not None
         if action == "diagnose":

@@ -3,16 +3,32 @@ export a report (`e`) and launch workloads (`l`).
 
 `SessionActions` is a mixin of `GputopApp` (app.py); the work itself runs in the callables the
 app was handed (`diagnoser`, `exporter`, `launcher`), off the UI thread.
+
+The probe of `d` pauses each found job for a few seconds. It never runs under `--readonly`
+(observe only), and before it pauses another user's jobs (which gputop-dl may signal only as
+root) it asks, naming whose jobs. Its progress shows in the banner at once: the seconds left and
+each step (observing, py-spy, each probe window) as the diagnosis says it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
+import inspect
 import os
+import time
 
-from gputop_dl.present.tui.screens import LauncherScreen, VerdictScreen
+from gputop_dl.present.tui.screens import ConfirmScreen, LauncherScreen, VerdictScreen
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.safe import escape
+
+
+DIAGNOSE_S = 20.0  # the TUI's diagnosis: observe, py-spy together, probe each alone
+
+
+def may_signal_others() -> bool:
+    """Whether gputop-dl may signal other users' processes (it runs as root)."""
+    return os.geteuid() == 0
 
 
 class SessionActions:
@@ -27,19 +43,65 @@ class SessionActions:
         if self.diagnosing:
             self.notify("a diagnosis is running…", timeout=3)
             return
-        self.diagnosing = True
-        self.notify("diagnosing the jobs found running: together, then each alone (others "
-                    "paused a few seconds)…", timeout=6)
-        self.run_worker(self._diagnose(), exclusive=True, group="diagnose")
+        probe = not self.readonly
+        others = self.other_users_jobs() if probe and may_signal_others() else {}
+        if others:
+            whose = "; ".join(f"{user}'s {', '.join(names)}" for user, names in sorted(others.items()))
+            question = (f"The probe pauses each found job for a few seconds while the others run "
+                        f"alone. This includes jobs of other users: {whose}. gputop-dl runs as "
+                        "root, so it may pause them.\nProbe them too? (No: observe only, nothing "
+                        "is paused.)")
+            self.push_screen(ConfirmScreen(question, title="pause other users' jobs?",
+                                           yes="Pause them"),
+                             lambda yes: self._start_diagnose(bool(yes)))
+            return
+        self._start_diagnose(probe)
 
-    async def _diagnose(self) -> None:
+    def other_users_jobs(self) -> dict[str, list[str]]:
+        """Found jobs of users other than gputop-dl's, by user."""
+        me = getpass.getuser()
+        out: dict[str, list[str]] = {}
+        primary = self.latest.get(0)
+        for j in (primary.jobs if primary else ()):
+            if not j.launched and j.user and j.user != me:
+                out.setdefault(j.user, []).append(j.name)
+        return out
+
+    def _start_diagnose(self, probe: bool) -> None:
+        self.diagnosing = True
+        self.diag_t0 = time.monotonic()
+        self.diag_status = ("observing the jobs found running" if probe else
+                            "observing only (no probe: nothing is paused)")
+        self._render_banner_and_log()  # the progress shows at once
+        self.run_worker(self._diagnose(probe), exclusive=True, group="diagnose")
+
+    def diagnose_progress(self) -> str:
+        """The banner's line while a diagnosis runs: seconds left and its latest step."""
+        left = max(0.0, DIAGNOSE_S - (time.monotonic() - self.diag_t0))
+        return f"diagnosing: {left:.0f} s left · {self.diag_status}"
+
+    def _diagnose_said(self, message: str) -> None:
+        if self.diagnosing and message:
+            self.diag_status = message.removeprefix("diagnose: ")
+            self._render_banner_and_log()
+
+    async def _diagnose(self, probe: bool = True) -> None:
+        kw: dict = {}
+        params = inspect.signature(self.diagnoser).parameters
+        if "probe" in params:
+            kw["probe"] = probe
+        if "progress" in params:
+            kw["progress"] = lambda msg: self.call_from_thread(self._diagnose_said, msg)
+        if "seconds" in params:
+            kw["seconds"] = DIAGNOSE_S
         try:
-            result = await asyncio.to_thread(self.diagnoser)
+            result = await asyncio.to_thread(self.diagnoser, **kw)
         except Exception as exc:
-            self.notify(f"diagnosis failed: {exc}", severity="error", timeout=6)
+            self.notify(f"diagnosis failed: {escape(exc)}", severity="error", timeout=6)
             return
         finally:
             self.diagnosing = False
+            self._render_banner_and_log()
         self.diagnosis = result
         if not result.get("verdict"):
             self.notify("diagnosis: no training job found", timeout=4)
