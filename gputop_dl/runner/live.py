@@ -13,7 +13,6 @@ import sys
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
-from gputop_dl.config import ConfigError
 from gputop_dl.engine import Engine
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
@@ -111,6 +110,8 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
     spec = open_spec(path, nvml, place=False)  # the queue places `gpus = N` as jobs start
     across = next((w for w in spec.workloads if w.multinode), None)
     if across is not None:  # its other nodes would have to start it at the same moment
+        from gputop_dl.config import ConfigError  # here: not on the monitor's start-up
+
         raise ConfigError(path, f"nnodes = {across.nnodes} in a queue",
                           where=f"[[workload]] '{across.name}' key 'nnodes'",
                           expected="jobs on this node only in `gputop-dl queue`",

@@ -177,8 +177,8 @@ class KeyedTable(Widget, can_focus=True):
         return self._empty
 
     def _empty_columns(self, rows: list[Row]) -> frozenset[str]:
-        if not self.HIDE_EMPTY or not rows:
-            return frozenset()
+        if not rows:  # nothing to show: only the columns that are always there
+            return frozenset(self.HIDE_EMPTY)
         keys = self._keys
         empty = self.EMPTY_TEXTS
         return frozenset(c for c in self.HIDE_EMPTY
