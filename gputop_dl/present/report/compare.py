@@ -4,7 +4,7 @@
     console.print(comparison_table(doc))
 
 Per job (matched by name): step time, samples/s, data wait, CPU wait, slowdown, median epoch
-time and the step phases where they were recorded, in A and in B, and the change (B / A for
+time, CPU cores and the step phases where they were recorded, in A and in B, and the change (B / A for
 times and rates, B − A in points for shares); the two sessions' verdicts. A figure a session did
 not record is null (shown "–"), never 0. Jobs of only one session are listed with the other side
 null; sessions with no job in common say so and are shown anyway. Contract: docs/compare.md.
@@ -20,7 +20,8 @@ from gputop_dl.text.fmt import DASH, num, pct, secs
 COMPARISON_SCHEMA = "gputop-dl.comparison/1"
 # figure -> how B is compared with A: "ratio" (B / A) or "points" (B − A, shares 0..1)
 FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fraction", "points"),
-           ("cpu_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"))
+           ("cpu_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
+           ("cpu_cores", "ratio"))
 
 
 def _figures(r: JobResult) -> dict:
@@ -30,7 +31,7 @@ def _figures(r: JobResult) -> dict:
     return {"step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,
             "stall_fraction": r.stall_fraction,
             "cpu_wait_fraction": getattr(r, "cpu_wait_fraction", None),
-            "slowdown": r.slowdown, "median_epoch_s": r.median_epoch_s,
+            "slowdown": r.slowdown, "median_epoch_s": r.median_epoch_s, "cpu_cores": r.cpu_cores,
             "epochs": len(r.epochs), "steps": r.steps, "status": r.status,
             "launched": r.launched, "phases": phases or None}
 
@@ -120,10 +121,11 @@ def comparison_table(doc: dict):
     t = Table(header_style="bold", title="per job: A → B (change)", title_justify="left")
     t.add_column("job", no_wrap=True)
     labels = {"step_time_s": "step", "samples_per_s": "samples/s", "stall_fraction": "data-wait",
-              "cpu_wait_fraction": "CPU wait", "slowdown": "slowdown", "median_epoch_s": "epoch"}
+              "cpu_wait_fraction": "CPU wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
+              "cpu_cores": "CPU cores"}
     fmts = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
             "cpu_wait_fraction": pct, "slowdown": lambda v: num(v, ".2f", "×"),
-            "median_epoch_s": secs}
+            "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
     shown = [k for k, _ in FIGURES
              if any((j["a"] or {}).get(k) is not None or (j["b"] or {}).get(k) is not None
                     for j in doc["jobs"])]

@@ -29,7 +29,6 @@ from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, t
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
 from gputop_dl.present.tui.queue_panel import QueuePanel
-from gputop_dl.present.tui.screens import ConfirmScreen, HelpScreen, JobDetailScreen
 from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
 from gputop_dl.present.tui.source import source_attr
@@ -328,6 +327,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self._render_epochs()
 
     def action_help(self) -> None:
+        from gputop_dl.present.tui.screens import HelpScreen  # on demand: not on start-up
+
         self.push_screen(HelpScreen())
 
     def _config_for(self, row: JobRow) -> dict | None:
@@ -340,6 +341,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         return None
 
     def action_details(self) -> None:
+        from gputop_dl.present.tui.screens import JobDetailScreen  # on demand: not on start-up
+
         row = self.table.selected()
         if row is None:
             self.notify("no row selected", timeout=2)
@@ -363,6 +366,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         return out
 
     def action_stop_job(self) -> None:
+        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
+
         row = self.table.selected()
         if row is None or row.job is None or not row.launched:
             self.notify("only jobs launched by gputop-dl can be stopped", severity="warning", timeout=3)

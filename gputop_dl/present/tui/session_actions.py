@@ -18,7 +18,6 @@ import inspect
 import os
 import time
 
-from gputop_dl.present.tui.screens import ConfirmScreen, LauncherScreen, VerdictScreen
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.safe import escape
 
@@ -36,6 +35,8 @@ class SessionActions:
     `launcher`, `export_dir`, `workloads_dir` and `_attach()` from the app."""
 
     def action_diagnose(self) -> None:
+        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
+
         if self.diagnoser is None or self.launch_index() is not None:
             self.notify("diagnose is for the jobs the monitor found (launches have their own "
                         "verdict: v)", timeout=4)
@@ -86,6 +87,8 @@ class SessionActions:
             self._render_banner_and_log()
 
     async def _diagnose(self, probe: bool = True) -> None:
+        from gputop_dl.present.tui.screens import VerdictScreen  # on demand: not on start-up
+
         kw: dict = {}
         params = inspect.signature(self.diagnoser).parameters
         if "probe" in params:
@@ -117,6 +120,8 @@ class SessionActions:
         return snap.verdict if snap is not None else None
 
     def action_verdict(self) -> None:
+        from gputop_dl.present.tui.screens import VerdictScreen  # on demand: not on start-up
+
         v = self.current_verdict()
         if not v:
             li = self.launch_index()
@@ -158,6 +163,8 @@ class SessionActions:
         self.notify(f"exported to {escape(os.fspath(written))}", timeout=6)
 
     def action_launcher(self) -> None:
+        from gputop_dl.present.tui.screens import LauncherScreen  # on demand: not on start-up
+
         if self.launcher is None:
             return
         if any(i > 0 and source_attr(s, "running", False) for i, s in enumerate(self.sources)):

@@ -13,7 +13,6 @@ import signal
 import threading
 import time
 
-from gputop_dl.present.tui.screens import ConfirmScreen
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
 WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
@@ -34,6 +33,8 @@ class Shutdown:
                 pass  # no signal handlers on this loop (not the main thread): the default stays
 
     def action_quit_app(self) -> None:
+        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
+
         if self.stopping:
             self.notify("still stopping jobs…", timeout=2)
             return
