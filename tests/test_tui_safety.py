@@ -41,6 +41,17 @@ def run(body, **kw):
     asyncio.run(go())
 
 
+def recording_diagnoser():
+    """A diagnoser that records whether it was asked to probe."""
+    calls = []
+
+    def diagnoser(probe=True, progress=None, seconds=20.0):
+        calls.append(probe)
+        return {"verdict": VERDICT}
+
+    return calls, diagnoser
+
+
 async def until(pilot, cond, tries=200):
     for _ in range(tries):
         if cond():
@@ -50,11 +61,7 @@ async def until(pilot, cond, tries=200):
 
 
 def test_readonly_turns_off_stop_launch_and_the_probe():
-    calls = []
-
-    def diagnoser(probe=True, progress=None, seconds=20.0):
-        calls.append(probe)
-        return {"verdict": VERDICT}
+    calls, diagnoser = recording_diagnoser()
 
     async def body(app, src, pilot):
         src.emit(monitor_snapshot(0, jobs=(found("a.py"), found("b.py"))))
@@ -70,11 +77,7 @@ def test_readonly_turns_off_stop_launch_and_the_probe():
 
 def test_the_probe_asks_before_pausing_other_users_jobs_and_names_them(monkeypatch):
     monkeypatch.setattr(session_actions, "may_signal_others", lambda: True)
-    calls = []
-
-    def diagnoser(probe=True, progress=None, seconds=20.0):
-        calls.append(probe)
-        return {"verdict": VERDICT}
+    calls, diagnoser = recording_diagnoser()
 
     async def body(app, src, pilot):
         src.emit(monitor_snapshot(0, jobs=(found("mine.py"), found("theirs.py", user="zz-bob"))))
@@ -93,11 +96,7 @@ def test_the_probe_asks_before_pausing_other_users_jobs_and_names_them(monkeypat
 
 def test_no_question_where_gputop_dl_may_not_signal_them(monkeypatch):
     monkeypatch.setattr(session_actions, "may_signal_others", lambda: False)
-    calls = []
-
-    def diagnoser(probe=True, progress=None, seconds=20.0):
-        calls.append(probe)
-        return {"verdict": VERDICT}
+    calls, diagnoser = recording_diagnoser()
 
     async def body(app, src, pilot):
         src.emit(monitor_snapshot(0, jobs=(found("mine.py"), found("theirs.py", user="zz-bob"))))
