@@ -40,16 +40,17 @@ def jobs_table(snap: Snapshot) -> Table:
             ("epoch · step", "right", 12), ("step", "right", 7), ("samples/s", "right", 9),
             ("data-wait", "right", 9), ("CPU wait", "right", 8), ("CPU cores", "right", 9),
             ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 8),
-            ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8))
+            ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8),
+            ("launched by", "left", 30))
     rows = []
     for j in snap.jobs:
         status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
-        name = j.name + (f" (launched by session {j.launched_by})" if j.launched_by else "")
-        rows.append((name, status, j.device or DASH,
+        rows.append((j.name, status, j.device or DASH,
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
                      num(j.samples_per_s, ".1f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction),
                      num(j.cpu_cores, ".2f"), size(j.rss), size(j.gpu_mem),
-                     num(j.slowdown, ".2f", "×"), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s)))
+                     num(j.slowdown, ".2f", "×"), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
+                     f"session {j.launched_by}" if j.launched_by else DASH))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
     t = Table(box=None, pad_edge=False, header_style="bold")
     for i in keep:
