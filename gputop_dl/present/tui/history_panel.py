@@ -10,7 +10,7 @@ from __future__ import annotations
 from gputop_dl.present.tui.base import LinePanel, Line, set_border
 from gputop_dl.present.tui.charts import History, fit
 from gputop_dl.snapshot import Snapshot
-from gputop_dl.text.fmt import num, pct
+from gputop_dl.text.fmt import DASH, num, pct
 from gputop_dl.text.safe import clean
 
 SPAN = 300  # samples kept per series (5 minutes at 1 Hz)
@@ -54,18 +54,20 @@ class HistoryPanel(LinePanel):
         if not self.series:
             self.set_lines([(("no job found yet", "$text-muted"),)])
             return
-        col = max(8, (width - NAME_W - 1) // 3 - 1)
+        shown = [i for i in range(len(FIGURES))  # a figure no job has is left out
+                 if any(figs[i] != DASH for figs in self.last.values())] or [0]
+        col = max(8, (width - NAME_W - 1) // len(shown) - 1)
         spark_w = max(4, col - 6)
         minutes = SPAN * self.interval / 60
         set_border(self, subtitle=f"last {minutes:.0f} min · CPU of {self._cpus} CPUs, waits 0–100 %")
         head: Line = ((fit("", NAME_W) + " ", ""),
-                      *((fit(label, col) + " ", "bold") for label, _k in FIGURES))
+                      *((fit(FIGURES[i][0], col) + " ", "bold") for i in shown))
         lines: list[Line] = [head]
         for name, hist in self.series.items():
             figs = self.last[name]
             line: list = [(fit(clean(name), NAME_W) + " ", "bold")]
-            for h, fig in zip(hist, figs):
-                line += [(h.strip(spark_w), "$accent on $boost"), (f"{fig:>5} ", "")]
+            for i in shown:
+                line += [(hist[i].strip(spark_w), "$accent on $boost"), (f"{figs[i]:>5} ", "")]
             lines.append(tuple(line))
         self.set_lines(lines)
 

@@ -215,6 +215,11 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
             *_identity_rows(j),
         ]
+        if not j.launched:  # a found job: what only a launch knows is left out, not shown as "–"
+            known = {"device": j.device, "model": j.model, "batch": j.batch_size, "progress": j.epoch,
+                     "step": j.step_time_s if j.step_time_s is not None else j.slowdown,
+                     "throughput": j.samples_per_s}
+            rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
         out += _process_tree(j)
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
