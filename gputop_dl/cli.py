@@ -26,7 +26,8 @@ examples:
   gputop-dl --prometheus http://prometheus:9090     ... read from a Prometheus server instead
   gputop-dl export report.md                        the latest session as a Markdown report
   gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)
-  gputop-dl sessions                                list recorded sessions
+  gputop-dl sessions [--json]                       list recorded sessions
+  gputop-dl compare A B [--json]                    two sessions side by side, per job
   gputop-dl models resnet50 vgg16                   parameters and forward GMac
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
   gputop-dl profile --model resnet18 --batch 32     top-10 operators and a Chrome trace
@@ -63,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
+    p.add_argument("--readonly", action="store_true",
+                   help="monitor: watch only: no stop, no launch, and `d` observes without the "
+                   "probe (which pauses jobs)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
     lp = sub.add_parser("launch", help="start the workloads of a TOML file, live and recorded",
                         description="Start the workloads in FILE: solo baselines (per the file's "
@@ -91,8 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "memory); needs the tensorboard package")
     ep.add_argument("--session", metavar="ID", help="session id or a unique prefix of it "
                     "(default: the latest; see `gputop-dl sessions`)")
-    sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
-                   "sessions, newest first: id, name, start, duration, jobs, verdict, state.")
+    ssp = sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
+                         "sessions, newest first: id, name, start, duration, jobs, verdict, state.")
+    ssp.add_argument("--json", dest="sessions_json", action="store_true",
+                     help="as JSON (schema gputop-dl.sessions/1), for scripts")
+    cp = sub.add_parser("compare", help="two recorded sessions side by side (did my fix work?)",
+                        description="Two recorded sessions side by side: per job (by name) step "
+                        "time, samples/s, data wait, CPU wait, slowdown, epoch time and the step "
+                        "phases where recorded, A → B with the change; the two verdicts.")
+    cp.add_argument("a", metavar="A", help="session id or a unique prefix (see `gputop-dl sessions`)")
+    cp.add_argument("b", metavar="B", help="the other session")
+    cp.add_argument("--json", dest="compare_json", action="store_true",
+                    help="as JSON (schema gputop-dl.comparison/1, docs/compare.md)")
     dp = sub.add_parser("diagnose", help="the verdict for training jobs already running",
                         description="Find the training jobs running on this machine (started by "
                         "anyone), measure each one's CPU and data stall (py-spy) together and, "
@@ -266,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--stall goes with --once (the live monitor samples on its own)")
         if args.stall_budget is not None and (args.once or args.cmd):
             raise UsageError("--stall-budget goes with the live monitor (plain `gputop-dl`)")
+        if args.readonly and (args.once or args.cmd):
+            raise UsageError("--readonly goes with the live monitor (plain `gputop-dl`)")
         if args.metrics and (args.once or args.cmd):
             raise UsageError("--metrics goes with the live monitor (plain `gputop-dl`); "
                              "`launch` takes its own --metrics")
@@ -321,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "export":
             return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
         if args.cmd == "sessions":
-            return runner.run_sessions()
+            return runner.run_sessions(as_json=args.sessions_json)
+        if args.cmd == "compare":
+            return runner.run_compare(args.a, args.b, as_json=args.compare_json)
         if args.cmd == "diagnose":
             if not 3 <= args.seconds <= 3600:
                 raise UsageError(f"--seconds {args.seconds:g}: expected 3 to 3600 seconds")
@@ -351,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
         return runner.run_monitor(interval=1.0 if args.interval is None else args.interval, stall_budget=budget,
-                                  metrics=args.metrics)
+                                  metrics=args.metrics, readonly=args.readonly)
     except (ConfigError, UsageError) as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ in a `Snapshot`; presenters never call samplers themselves. Unknown values are `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 
@@ -85,6 +85,30 @@ class Distributed:
                 "group_rank": self.group_rank, "ranks": [asdict(r) for r in self.ranks]}
 
 
+class ProcSample(NamedTuple):
+    """One process of a job, for the details' process tree (None: not known)."""
+
+    pid: int
+    ppid: int | None
+    depth: int  # 0 for the job's root
+    role: str  # main | rank N | worker
+    cpu_cores: float | None
+    rss: int | None
+    state: str | None  # /proc state: R running, S sleeping, D disk wait, T stopped, ...
+    gpu_mem: int | None = None  # bytes, NVML
+    gpu_sm: float | None = None  # 0..1, NVML
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """The Slurm job a process runs in (its environment, or only the id from its cgroup)."""
+
+    job_id: str
+    user: str | None = None
+    partition: str | None = None
+    account: str | None = None
+
+
 @dataclass(frozen=True)
 class JobSample:
     """One training job (trainer + its data-loader workers) at one instant."""
@@ -121,6 +145,28 @@ class JobSample:
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
+    # CPU wait (issue 21, collect/schedstat.py): share of the threads' runnable time spent
+    # waiting for a CPU over the last interval, 0..1 (all, trainer processes, loader workers);
+    # the cgroup quota's throttled share of the interval; why it is unknown
+    cpu_wait_fraction: float | None = None
+    cpu_wait_trainer: float | None = None
+    cpu_wait_workers: float | None = None
+    cpu_throttled_fraction: float | None = None
+    cpu_wait_note: str | None = None
+    # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
+    # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
+    slowdown_source: str | None = None
+    slowdown_confidence: float | None = None
+    # identity (issue 23): who, since when, what and where (collect/identity.py)
+    user: str | None = None
+    elapsed_s: float | None = None  # since the job's root process started
+    cmdline: str | None = None  # the whole command line (shown shortened in a row)
+    cwd: str | None = None
+    slurm: SlurmJob | None = None
+    container: str | None = None  # "docker 0123456789ab", "k8s pod <uid> · containerd ..."
+    launched_by: str | None = None  # a found job that another gputop-dl session launched: its id
+    identity_note: str | None = None  # why some of the identity is unknown
+    procs: tuple[ProcSample, ...] = ()  # its processes, root first, depth-first (the details' tree)
 
 
 @dataclass(frozen=True)
@@ -165,4 +211,6 @@ def _clean(d: dict) -> dict:
     out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
+    if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
+        out["procs"] = [p._asdict() for p in d["procs"]]
     return out

@@ -2,7 +2,7 @@
 """Render README screenshots of the TUI with the real engine: SVG from Textual, PNG via rsvg-convert.
 
     .venv/bin/python scripts/screenshots.py                 # everything (about 2-3 minutes on 2 cores)
-    .venv/bin/python scripts/screenshots.py --only monitor  # one of: monitor, fake-gpus, trio
+    .venv/bin/python scripts/screenshots.py --only monitor  # one of: monitor, fake-gpus, trio, compare
     .venv/bin/python scripts/screenshots.py --out DIR       # default: screenshots/
 
 Shots (160×50):
@@ -10,8 +10,12 @@ Shots (160×50):
                        with two plain PyTorch loops started outside it (found, stall % by py-spy)
   monitor_fake_gpus    the same engine with a fake NVML module (4 GPUs, 2 GPU processes), to show
                        the GPU panel on a machine without GPUs
+  monitor_details      the first found job's details: who, command, cwd, Slurm/container where
+                       there are, and its process tree (trainer, loader workers) with CPU, RSS, state
   launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
   launch_trio_light    light theme; launch_trio_done: the same run at its end, with its verdict
+  compare              `gputop-dl compare A B` of the two latest sessions in GPUTOP_DL_HOME (the
+                       monitor's and the trio's when run together; --home to pick a data dir)
 
 Sessions go to a temporary GPUTOP_DL_HOME unless --home is given. The PNGs need `rsvg-convert`
 (Debian: apt-get install librsvg2-bin); the SVGs are rewritten for it first (DejaVu Sans Mono
@@ -117,6 +121,12 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
                 await pilot.pause(1.2)
             await pilot.pause(0.3)
             save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
+            if jobs:  # the details of the first job, with its process tree
+                app.table.move_cursor(-len(app.table.order()))
+                await pilot.press("enter")
+                await pilot.pause(0.3)
+                save(app, out, "monitor_details")
+                await pilot.press("escape")
             await app.stop_and_exit()
     finally:
         for p in jobs:
@@ -160,10 +170,32 @@ async def shot_trio(out: str, at_s: float) -> None:
         await app.stop_and_exit()
 
 
+def shot_compare(out: str) -> None:
+    """`gputop-dl compare A B` of the two latest sessions, as the console prints it (SVG)."""
+    from rich.console import Console
+
+    from gputop_dl.present.report import list_sessions
+    from gputop_dl.present.report.compare import compare_sessions, comparison_table
+
+    rows = list_sessions()
+    if len(rows) < 2:
+        print(f"  compare: {len(rows)} session(s) recorded, two needed: skipped")
+        return
+    doc = compare_sessions(rows[1]["id"], rows[0]["id"])
+    console = Console(record=True, width=SIZE[0], file=open(os.devnull, "w"))
+    console.print(f"$ gputop-dl compare {rows[1]['id']} {rows[0]['id']}")
+    console.print(comparison_table(doc))
+    path = os.path.join(out, "compare.svg")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(console.export_svg(title="gputop-dl · compare"))
+    png = to_png(path)
+    print(f"  wrote {os.path.relpath(path)}" + (f" and {os.path.relpath(png)}" if png else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "screenshots"))
-    ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio"))
+    ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio", "compare"))
     ap.add_argument("--at", type=float, default=40.0, help="seconds into the trio run for the mid-run shot")
     ap.add_argument("--home", help="GPUTOP_DL_HOME for the recorded session (default: a temp dir)")
     args = ap.parse_args()
@@ -180,6 +212,9 @@ def main() -> int:
     if args.only in (None, "trio"):
         print(f"launch workloads/mobilenet_trio.toml (shot at {args.at:.0f} s, then at the end)")
         asyncio.run(shot_trio(args.out, args.at))
+    if args.only in (None, "compare"):
+        print("compare the two latest sessions")
+        shot_compare(args.out)
     if not args.home:
         shutil.rmtree(home, ignore_errors=True)
     return 0

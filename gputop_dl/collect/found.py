@@ -11,7 +11,11 @@ launched jobs. `sample()` keeps one `TreeSampler` per found job's root (CPU core
 need the previous tick's CPU times), sums NVML's per-PID GPU memory over the job's processes,
 and, when `stall` is on, schedules background py-spy bursts (`StallSampler`) and reports the
 last burst's data stall fraction (`stall_source="py-spy"`, with its sample count) and, only
-when the sample order shows it unambiguously, the step time. Everything unknown stays None.
+when the sample order shows it unambiguously, the step time. Each root's identity (user, start,
+working directory, Slurm job, container; collect/identity.py) is read once, when it is first
+found. Two jobs of one name are told apart by what differs between them (`tell_apart`: an
+argument, the user, the Slurm job), the PID only where nothing else does. Everything unknown
+stays None.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import time
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
+from gputop_dl.collect.identity import Identity, read_identity
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
@@ -41,6 +47,7 @@ class FoundJobs:
                          if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
+        self._idents: dict[tuple[int, int], Identity] = {}  # read once per root
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
         self.seen: set[tuple[int, int]] = set()
@@ -60,6 +67,8 @@ class FoundJobs:
         keys = set()
         jobs: list[JobSample] = []
         names = set(taken)
+        named: dict[str, list[tuple[Found, Identity]]] = {}  # base name -> the jobs given it
+        now = time.time()
         for f in found:
             key = (f.pid, f.start)
             keys.add(key)
@@ -67,6 +76,7 @@ class FoundJobs:
             if tree is None:
                 tree = self._trees[key] = TreeSampler(f.pid)
                 self._ranks[key] = RankReader()
+                self._idents[key] = read_identity(f.pid, f.start, self.disc.proc)
             ts = tree.sample(cmap)
             if ts is None:  # vanished since the listing
                 continue
@@ -74,8 +84,11 @@ class FoundJobs:
             mem, sm, gpus = gpu.of_pids(pids)
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
             dist = self._ranks[key].read(f.pid, cmap)
-            name = f.name if f.name not in names else f"{f.name} ({f.pid})"
+            ident = self._idents[key]
+            name = f.name if f.name not in names else tell_apart(f, ident, named.get(f.name, ()), names)
             names.add(name)
+            named.setdefault(f.name, []).append((f, ident))
+            command = self.disc.describe(f)
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
                 device=("gpu" + ",".join(map(str, gpus))) if gpus else None,
@@ -85,11 +98,16 @@ class FoundJobs:
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
-                command=self.disc.describe(f), distributed=dist,
-                rank_cpu_cores=rank_cpu(dist, ts, cmap)))
+                command=command, distributed=dist,
+                rank_cpu_cores=rank_cpu(dist, ts, cmap),
+                user=ident.user, elapsed_s=ident.elapsed_s(now), cmdline=command, cwd=ident.cwd,
+                slurm=ident.slurm, container=ident.container, launched_by=ident.launched_by,
+                identity_note=ident.note,
+                procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu)))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
+            del self._idents[key]
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
         if self.stall is not None:
@@ -131,3 +149,35 @@ class FoundJobs:
         fresh = [f for f in self.found if (f.pid, f.start) not in self.seen]
         self.seen = {(f.pid, f.start) for f in self.found}
         return fresh
+
+
+def _args(f: Found) -> list[str]:
+    """The arguments after the job's script or module (all of them after the program else)."""
+    args = list(f.cmdline[1:])
+    for i, a in enumerate(args):
+        if a.endswith(".py") or (i and args[i - 1] == "-m"):
+            return args[i + 1:]
+    return args
+
+
+def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple",
+               names: set[str]) -> str:
+    """A name for `f` whose base name another job has: its first argument (with the option it
+    belongs to) that the others lack, else its user, else its Slurm job, else its PID."""
+    mine = _args(f)
+    theirs = [set(_args(g)) for g, _ in same]
+    candidates = []
+    for i, a in enumerate(mine):
+        if theirs and all(a not in t for t in theirs):
+            prev = mine[i - 1] if i and mine[i - 1].startswith("-") and not a.startswith("-") else None
+            candidates.append(f"{prev} {a}" if prev else a)
+            break
+    if ident.user and all(ident.user != o.user for _, o in same):
+        candidates.append(f"@{ident.user}")
+    if ident.slurm and all(o.slurm is None or o.slurm.job_id != ident.slurm.job_id for _, o in same):
+        candidates.append(f"slurm {ident.slurm.job_id}")
+    for c in candidates:
+        name = f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}"
+        if name not in names:
+            return name
+    return f"{f.name} ({f.pid})"

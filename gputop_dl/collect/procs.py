@@ -74,6 +74,7 @@ class Stat(NamedTuple):
     rss: int  # bytes
     threads: int
     start: float  # creation time, seconds since the epoch: another value, another process
+    state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -83,7 +84,8 @@ def parse_stat(data: bytes) -> Stat | None:
         if f[0] in GONE_STATES:
             return None
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
-                    threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK)
+                    threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK,
+                    state=f[0].decode("ascii", "replace"))
     except (IndexError, ValueError):
         return None
 
@@ -229,6 +231,10 @@ class TreeSampler:
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
                           threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid)
+
+    def stats(self) -> dict[int, Stat]:
+        """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""
+        return self._last
 
     def close(self) -> None:
         """Close the /proc files kept open for this tree."""

@@ -7,12 +7,17 @@ verdict's evidence reads (it has the fields of `analyse.evidence.JobSeries`).
 
 from __future__ import annotations
 
+import getpass
+import os
+import shlex
 import statistics
+import time
 
 from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
@@ -43,6 +48,11 @@ class JobRun:
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
+        # identity (issue 23): who and what, once; the process tree from the tick's PPID map
+        self._user = _user()
+        self._cmdline = shlex.join(proc.argv) if getattr(proc, "argv", None) else None
+        self._cwd = w.cwd or os.getcwd()
+        self._cmap: dict[int, list[int]] | None = None
         if proc.pid is None:  # never started (launch.NotStarted): ended from the first, so no
             # stop, pause or wait ever reaches it, not even before its first poll
             self.exit_code, self.ended, self.status = proc.poll(), proc.started, "failed"
@@ -63,6 +73,7 @@ class JobRun:
                 self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
 
     def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
+        self._cmap = cmap
         """Read new events, notice an exit, sample the process tree. Returns the new events."""
         evs = self.reader.read_new()
         self._take(evs)
@@ -157,4 +168,22 @@ class JobRun:
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             solo_step_time_s=solo_t, phase=self.phase,
             stderr_tail=self.stderr_tail, distributed=self.distributed,
-            rank_cpu_cores=self.rank_cpu)
+            rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu))
+
+    def _identity(self, ts, gpu: GpuUse) -> dict:
+        """The identity fields of JobSample (issue 23) for a job launched here."""
+        started = getattr(self.proc, "started", None)
+        end = self.ended if self.ended is not None else time.time()
+        procs = ()
+        if ts is not None and self.tree is not None and self._cmap is not None:
+            procs = proc_tree(self.proc.pid, self._cmap, self.tree.stats(), ts.cpu_by_pid,
+                              ranks_of(self.distributed), gpu)
+        return {"user": self._user, "elapsed_s": None if started is None else max(0.0, end - started),
+                "cmdline": self._cmdline, "cwd": self._cwd, "procs": procs}
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:  # no name for this uid (a container without /etc/passwd entry)
+        return None

@@ -10,11 +10,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
 
+JOB_WIDTH = 28  # the job column's width: a longer name is cut with …
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
 
@@ -33,22 +34,29 @@ def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) ->
 
 def jobs_table(snap: Snapshot) -> Table:
     """The jobs as a Rich table; columns with nothing known for any job are left out, so a
-    monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns."""
-    cols = (("job", "left"), ("status", "left"), ("device", "left"), ("epoch · step", "right"),
-            ("step", "right"), ("samples/s", "right"), ("data-wait", "right"),
-            ("CPU cores", "right"), ("RSS", "right"), ("GPU mem", "right"),
-            ("slowdown", "right"), ("ETA", "right"))
+    monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns. Widths are
+    fixed (the job's name is cut with …), so a long name never shifts the other columns."""
+    cols = (("job", "left", JOB_WIDTH), ("status", "left", 13), ("device", "left", 6),
+            ("epoch · step", "right", 12), ("step", "right", 7), ("samples/s", "right", 9),
+            ("data-wait", "right", 9), ("CPU wait", "right", 8), ("CPU cores", "right", 9),
+            ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 8),
+            ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8),
+            ("launched by", "left", 30))
     rows = []
     for j in snap.jobs:
         status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
         rows.append((j.name, status, j.device or DASH,
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
-                     num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
-                     size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s)))
+                     num(j.samples_per_s, ".1f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction),
+                     num(j.cpu_cores, ".2f"), size(j.rss), size(j.gpu_mem),
+                     num(j.slowdown, ".2f", "×"), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
+                     f"session {j.launched_by}" if j.launched_by else DASH))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
     t = Table(box=None, pad_edge=False, header_style="bold")
     for i in keep:
-        t.add_column(cols[i][0], justify=cols[i][1], no_wrap=True)
+        label, justify, width = cols[i]
+        t.add_column(label, justify=justify, no_wrap=True, width=max(width, len(label)),
+                     overflow="ellipsis")
     for r in rows:
         t.add_row(*(text(r[i]) for i in keep))
     return t

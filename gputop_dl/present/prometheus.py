@@ -217,7 +217,8 @@ class SnapshotCollector(Collector):
                                 m.STATUS: j.status, m.PHASE: j.phase or "",
                                 m.DEVICE: j.device or "", m.MODEL: j.model or "",
                                 m.RUN_ID: _text(d and d.run_id),
-                                m.WORLD_SIZE: _text(d and d.world_size)})
+                                m.WORLD_SIZE: _text(d and d.world_size),
+                                **_identity_labels(j)})
         yield info
         ranks = InfoMetricFamily(m.full(m.JOB_RANK), "A rank process of a distributed job on "
                                  "this node (from its environment): its global and local rank "
@@ -297,3 +298,10 @@ class MetricsServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+# identity (issue 23): who runs a job, as labels of gputop_dl_job_info only (one series per
+# job, so no other series gains a label set per user or Slurm job)
+def _identity_labels(j: JobSample) -> dict[str, str]:
+    """`user` and `slurm_job_id` ("" where unknown or not under Slurm)."""
+    return {"user": j.user or "", "slurm_job_id": j.slurm.job_id if j.slurm else ""}

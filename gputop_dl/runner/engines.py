@@ -15,9 +15,7 @@ from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
-from gputop_dl.config import load_session
 from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
-from gputop_dl.engine.diagnose_plan import DiagnosePlan
 from gputop_dl.record.store import Store
 from gputop_dl.workload import SessionSpec
 
@@ -27,6 +25,8 @@ def open_spec(path: str, nvml: Nvml, only: list[str] | None = None,
     """Load a workload file for this machine: `only` some workloads, the baseline overridden,
     and without CUDA the file's cpu_fallback applied and the reason kept (raises ConfigError).
     With CUDA and `place`, `gpus = N` counts are placed on GPUs now (a queue places its own)."""
+    from gputop_dl.config import load_session  # here: the monitor never parses a workload file
+
     spec = load_session(path, gpu_count=nvml.device_count(), only=only)
     if place and spec.cuda and any(w.gpu_count and not w.gpus for w in spec.workloads):
         spec = place_gpus(spec, nvml)
@@ -101,6 +101,8 @@ def diagnose_engine(nvml: Nvml, *, seconds: float = 30.0, probe: bool = True,
                     interval: float = 1.0, store_path: str | None = None,
                     record: bool = True, pids: set[int] | None = None) -> Engine:
     """`gputop-dl diagnose`: the found jobs observed, py-spied together and probed alone."""
+    from gputop_dl.engine.diagnose_plan import DiagnosePlan  # here: not on the monitor's start-up
+
     return Engine(DiagnosePlan(seconds, probe, command="gputop-dl " + " ".join(sys.argv[1:]),
                                pids=pids),
                   sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),

@@ -13,7 +13,6 @@ import sys
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
-from gputop_dl.config import ConfigError
 from gputop_dl.engine import Engine
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
@@ -111,6 +110,8 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
     spec = open_spec(path, nvml, place=False)  # the queue places `gpus = N` as jobs start
     across = next((w for w in spec.workloads if w.multinode), None)
     if across is not None:  # its other nodes would have to start it at the same moment
+        from gputop_dl.config import ConfigError  # here: not on the monitor's start-up
+
         raise ConfigError(path, f"nnodes = {across.nnodes} in a queue",
                           where=f"[[workload]] '{across.name}' key 'nnodes'",
                           expected="jobs on this node only in `gputop-dl queue`",
@@ -181,9 +182,20 @@ def run_launch_tui(engine: Engine, app_class) -> int:
     return exit_code(engine)
 
 
-def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0) -> dict:
-    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict."""
-    engine = diagnose_engine(nvml, seconds=seconds, interval=0.5)
+def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0, probe: bool = True,
+                     progress=None) -> dict:
+    """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict.
+    `progress(message)`: called with each new message of the diagnosis, as it says it."""
+    engine = diagnose_engine(nvml, seconds=seconds, probe=probe, interval=0.5)
+    if progress is not None:
+        said: list = [None]
+
+        def tell(snap) -> None:
+            if snap.log and snap.log[-1] != said[0]:
+                said[0] = snap.log[-1]
+                progress(snap.log[-1][1])
+
+        engine.subscribe(tell)
     engine.start()
     engine.join()
     if engine.error is not None:
@@ -228,7 +240,7 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
 
 
 def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
-                metrics: str | None = None) -> int:
+                metrics: str | None = None, readonly: bool = False) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
     (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
     from gputop_dl.present.tui.app import GputopApp
@@ -240,7 +252,9 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
     if metrics:  # served until this process exits
         start_metrics(engine, metrics, "monitor")
     app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
-                    exporter=export_for_tui, diagnoser=lambda: diagnose_for_tui(nvml))
+                    exporter=export_for_tui, readonly=readonly,
+                    diagnoser=lambda seconds=20.0, probe=True, progress=None: diagnose_for_tui(
+                        nvml, seconds, probe=probe and not readonly, progress=progress))
     try:
         app.run()
     finally:

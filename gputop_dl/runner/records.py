@@ -48,15 +48,42 @@ def run_export_tensorboard(session_id: str | None, out: str) -> int:
     return 0
 
 
-def run_sessions() -> int:
-    """`gputop-dl sessions`."""
+def run_sessions(as_json: bool = False) -> int:
+    """`gputop-dl sessions [--json]`."""
     from gputop_dl.present.report import list_sessions, sessions_table
     from gputop_dl.record.store import default_db_path
 
     rows = list_sessions()
+    if as_json:  # for scripts: the rows as they are (schema gputop-dl.sessions/1)
+        import json
+
+        print(json.dumps({"schema": "gputop-dl.sessions/1", "sessions": rows}, indent=1))
+        return 0
     if not rows:
         print(f"no sessions recorded yet (in {default_db_path(writable=False)}): run "
               "`gputop-dl launch FILE.toml` first")
         return 0
     console().print(sessions_table(rows))
+    return 0
+
+
+def run_compare(a: str, b: str, as_json: bool = False) -> int:
+    """`gputop-dl compare A B [--json]`: one line and exit 2 for an unknown session or the
+    same one twice."""
+    from gputop_dl.present.report import ExportError
+    from gputop_dl.present.report.compare import compare_sessions, comparison_table
+
+    try:
+        doc = compare_sessions(a, b)
+    except ExportError as exc:
+        print(f"gputop-dl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if as_json:
+        import json
+
+        from gputop_dl.present.report.export import finite
+
+        print(json.dumps(finite(doc), indent=1))
+    else:
+        console().print(comparison_table(doc))
     return 0

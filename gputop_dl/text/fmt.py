@@ -60,3 +60,27 @@ def rank_list(ranks: Iterable[Mapping[str, object]]) -> str:
     `2 (local 0, pid 901), 3 (local 1, pid 902)`; unknown parts as "–"."""
     return ", ".join(f"{dash(r.get('rank'))} (local {dash(r.get('local_rank'))}, "
                      f"pid {dash(r.get('pid'))})" for r in ranks) or DASH
+
+
+def duration(x: float | None) -> str:
+    """Elapsed time, top-like: "42s", "12:05" (min:s), "3h04m", "2d05h"; None -> "–"."""
+    if x is None:
+        return DASH
+    s = int(x)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}:{s % 60:02d}"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` cut to `width` cells with … in the middle (keeps a command's start and end)."""
+    if len(text) <= width:
+        return text
+    if width < 5:
+        return text[:width]
+    head = (width - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]

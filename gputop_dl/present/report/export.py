@@ -53,6 +53,10 @@ def _resolve(store: Store, session_id: str | None) -> str:
     return matches[0]
 
 
+# public names for the other readers of recorded sessions (compare.py, runner)
+finite, open_store, resolve_session = _finite, _open_store, _resolve
+
+
 def export_session(session_id: str | None, path: str, store_path: str | None = None) -> str:
     """Write session `session_id` (None: the latest) to `path` (.md or .json); returns the path."""
     fmt = FORMATS.get(os.path.splitext(path)[1].lower())

@@ -4,16 +4,14 @@ and every node's jobs, from fleet snapshots handed in by a source.
     FleetApp(source)    source: runner's FleetPoller (collect/fleet.py), or a fake in tests
 
 The source polls in its own thread and calls the app's subscriber with immutable fleet
-snapshots (`time`, `nodes`, `distributed`, `poll_s`, `source`, `error`, `last_ok`); the
-subscriber drops the newest into an `Inbox` and wakes the UI once, as GputopApp does. The three
-tables are `JobsTable`s with their own columns: rows kept by key, only changed lines repainted,
+snapshots (`time`, `nodes`, `distributed`, `poll_s`, `source`, `error`, `last_ok`); the intake
+and the staleness check are the base app's (live_app.py), the CSS is fleet_app.tcss. The three
+tables are `KeyedTable`s with their own columns: rows kept by key, only changed lines repainted,
 a vanished job's row removed. Nothing here reads the network.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from typing import Any, Callable
 
@@ -24,12 +22,12 @@ from textual.content import Content
 from textual.widgets import Footer
 
 from gputop_dl.present.fleet import dist_cells, job_cells, node_cells, node_state
-from gputop_dl.present.tui.app import (QUIT_BINDINGS, ROW_BINDINGS, QuietApp, SnapshotsArrived,
-                                       TitleBar)
 from gputop_dl.present.tui.base import Panel
-from gputop_dl.present.tui.jobs_table import Cell, JobsTable, Palette, Row
+from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
+from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Row
+from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
-from gputop_dl.present.tui.source import Inbox, source_attr
+from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.fmt import DASH, num, pct, secs, size
 from gputop_dl.text.safe import clean
 
@@ -37,7 +35,7 @@ NODES_MAX = 14  # rows of the nodes table before it scrolls
 DIST_MAX = 8
 
 
-class NodesTable(JobsTable):
+class NodesTable(KeyedTable):
     TABLE_TITLE = "nodes"
     COLUMNS = (("node", "node", 16, False), ("host", "host", 12, False),
                ("state", "state", 44, False), ("gpus", "GPUs", 4, True),
@@ -49,7 +47,7 @@ class NodesTable(JobsTable):
              "mem": ("GPU memory", "gpumem", True), "util": ("GPU util", "util", True)}
 
 
-class DistributedTable(JobsTable):
+class DistributedTable(KeyedTable):
     TABLE_TITLE = "distributed jobs (ranks across nodes)"
     COLUMNS = (("run", "run id", 16, False), ("job", "job", 18, False),
                ("world", "world", 5, True), ("seen", "ranks", 6, True),
@@ -59,7 +57,7 @@ class DistributedTable(JobsTable):
     SORTS = {"name": ("run id", "run", False), "step": ("slowest step", "step", True)}
 
 
-class FleetJobsTable(JobsTable):
+class FleetJobsTable(KeyedTable):
     TABLE_TITLE = "jobs (all nodes)"
     COLUMNS = (("node", "node", 18, False), ("job", "job", 24, False), ("pid", "pid", 8, True),
                ("status", "status", 12, False), ("cpu", "CPU", 6, True),
@@ -67,6 +65,7 @@ class FleetJobsTable(JobsTable):
                ("slowdown", "slowdown", 8, True), ("gpumem", "GPU mem", 9, True),
                ("ranks", "ranks", 14, False))
     DROP_ORDER = ("ranks", "pid", "slowdown", "gpumem")
+    SORTS = JOB_SORTS
 
 
 FLEET_KEYS = (
@@ -92,23 +91,11 @@ FLEET_NOTES = (
 )
 
 
-class FleetApp(QuietApp):
+class FleetApp(LiveApp):
     """The fleet view. `source` has subscribe/start/request_stop/join/interval (FleetPoller)."""
 
     TITLE = "gputop-dl"
-    CSS = """
-    Screen { layout: vertical; }
-    #head { height: auto; }
-    JobsTable { border: round $primary 50%; border-title-color: $text-accent;
-                border-title-style: bold; border-subtitle-color: $text-muted; }
-    JobsTable:focus { border: round $accent; }
-    NodesTable { height: 6; min-height: 4; }
-    DistributedTable { height: 4; min-height: 4; display: none; }
-    Screen.-distributed DistributedTable { display: block; }
-    FleetJobsTable { height: 1fr; }
-    #summary { height: 1; padding: 0 1; color: $text-muted; }
-    #summary.-error { color: $text-error; text-style: bold; }
-    """
+    CSS_PATH = "fleet_app.tcss"
 
     BINDINGS = [
         *QUIT_BINDINGS,
@@ -120,16 +107,9 @@ class FleetApp(QuietApp):
     ]
 
     def __init__(self, source, *, clock: Callable[[], float] = time.time):
-        super().__init__()
+        super().__init__(clock)
         self.source = source
-        self.clock = clock
-        self.inbox = Inbox()
         self.latest: Any = None  # the newest fleet snapshot shown
-        self.paused = False
-        self.renders = 0
-        self.palette = Palette()
-        self._stale_handle: asyncio.TimerHandle | None = None
-        self._widgets_ready = threading.Event()
 
     @property
     def interval(self) -> float:
@@ -145,34 +125,20 @@ class FleetApp(QuietApp):
         yield Footer()
 
     def on_load(self) -> None:
-        self.source.subscribe(self._receive)
+        self.source.subscribe(lambda snap: self._receive(0, snap))
         self.source.start()
 
     def on_mount(self) -> None:
-        self.title_bar = self.query_one(TitleBar)
         self.summary = self.query_one("#summary", Panel)
         self.nodes_table = self.query_one(NodesTable)
         self.dist_table = self.query_one(DistributedTable)
         self.jobs_table = self.query_one(FleetJobsTable)
-        self.palette = Palette(self.theme_variables)
-        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
         self.nodes_table.focus()
-        self._widgets_ready.set()
-        self._drain()
-        self._arm_stale_check()
+        self.ready(self.query_one(TitleBar))
 
     # --- snapshots ----------------------------------------------------------------------------
-    def _receive(self, snap) -> None:
-        """Called in the source's thread: keep the newest, wake the UI once."""
-        if self.inbox.put(0, snap) and self._widgets_ready.is_set():
-            self.post_message(SnapshotsArrived())
-
-    def on_snapshots_arrived(self, _msg: SnapshotsArrived) -> None:
-        if not self.paused:
-            self._drain()
-
-    def _drain(self) -> None:
-        snap = self.inbox.take().get(0)
+    def take(self, snaps: dict) -> None:
+        snap = snaps.get(0)
         if snap is not None:
             self.latest = snap
             self.render_fleet()
@@ -220,13 +186,13 @@ class FleetApp(QuietApp):
         self.renders += 1
 
     @staticmethod
-    def _subtitle(table: JobsTable, text: str) -> None:
+    def _subtitle(table: KeyedTable, text: str) -> None:
         if table.sort_by:
             text += f" · sorted by {table.SORTS[table.sort_by][0]}"
         table.set_subtitle(text)
 
     @staticmethod
-    def _fit(table: JobsTable, rows: int, most: int) -> None:
+    def _fit(table: KeyedTable, rows: int, most: int) -> None:
         height = min(max(rows, 1), most) + 3  # + header + border
         if table.styles.height is None or table.styles.height.value != height:
             table.styles.height = height
@@ -285,34 +251,17 @@ class FleetApp(QuietApp):
                 parts.append((f"  no poll finished for {age:.0f} s", "bold $text-error"))
         return Content.assemble(*parts)
 
-    def _update_title(self) -> None:
-        self.title_bar.set(self._title_content())
+    def stale_after(self) -> float:
+        """The title's staleness is checked when a poll is overdue."""
+        return max(6.0, 3 * self.interval)
 
-    def _arm_stale_check(self, delay: float | None = None) -> None:
-        """Redraw the title when polls stop coming (a callback each snapshot re-arms)."""
-        if self._stale_handle is not None:
-            self._stale_handle.cancel()
-        self._stale_handle = asyncio.get_running_loop().call_later(
-            max(6.0, 3 * self.interval) if delay is None else delay, self._stale_check)
-
-    def _stale_check(self) -> None:
-        self._stale_handle = None
-        self._update_title()
-        self._arm_stale_check(1.0)
-
-    def on_unmount(self) -> None:
-        if self._stale_handle is not None:
-            self._stale_handle.cancel()
-            self._stale_handle = None
-
-    def _on_theme_changed(self, _theme) -> None:
-        self.palette = Palette(self.get_css_variables())
+    def palette_changed(self) -> None:
         self.render_fleet()
 
     # --- actions -------------------------------------------------------------------------------
-    def focused_table(self) -> JobsTable:
+    def focused_table(self) -> KeyedTable:
         f = self.focused
-        return f if isinstance(f, JobsTable) else self.nodes_table
+        return f if isinstance(f, KeyedTable) else self.nodes_table
 
     def action_cursor(self, delta: int) -> None:
         self.focused_table().move_cursor(delta)
@@ -334,7 +283,7 @@ class FleetApp(QuietApp):
     def action_help(self) -> None:
         self.push_screen(HelpScreen(FLEET_KEYS, FLEET_NOTES, title="gputop-dl fleet · keys"))
 
-    def on_jobs_table_selected(self, _event: JobsTable.Selected) -> None:
+    def on_keyed_table_selected(self, _event: KeyedTable.Selected) -> None:
         self.action_details()
 
     def action_details(self) -> None:

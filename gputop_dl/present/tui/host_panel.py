@@ -61,7 +61,7 @@ class HostPanel(LinePanel):
         if h is None:
             return [(("no host sample", "$text-muted"),)]
         width = max(20, self.content_size.width or 48)
-        bar_w = max(6, width - LABEL_W - 16)
+        bar_w = max(6, min(width - LABEL_W - 16, 40))  # a full-width panel (no GPU) keeps short bars
         lines: list[Line] = []
 
         fill, empty = bar(h.cpu_busy, bar_w)

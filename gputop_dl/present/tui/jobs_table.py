@@ -1,59 +1,69 @@
-"""Jobs table: one row per training job (and per other GPU process), repainted line by line.
+"""Jobs table: one row per training job (and per other GPU process), on the keyed table.
 
-A line-API widget, not a `DataTable`: a DataTable repaints every visible row when any cell
-changes (14.5 ms of CPU per snapshot with three jobs), which alone broke the monitor's CPU
-budget. Here each row is rendered once into a cached `Strip`; a tick re-renders and refreshes
-only the lines whose cells changed, and repaints the whole table only when the row order, the
-cursor's scroll window, the width or the theme changes. Rows are never cleared: they are kept by
-key, and the cursor is a row key, so it stays on its job through adds, removes and re-sorts.
+The columns, the rows built from `JobSample`s (`job_row`) and from NVML's other GPU processes
+(`process_row`), and `JobsTable`, the monitor's `KeyedTable` (keyed_table.py: cached lines,
+only changed lines repainted, the cursor kept by row key). Launched jobs are marked ●.
 
-Columns that do not fit the width are left out, least useful first (`DROP_ORDER`). Cells carry
-Rich styles resolved from the theme's CSS variables; a theme change re-renders them. Launched jobs
-are marked ●.
+Each job's recent step time (or samples/s where no step time is known), data wait and CPU wait
+are kept by `Trends` (one value per snapshot) and drawn as sparklines in front of the figure.
+Columns that no job has a value for are left out (`HIDE_EMPTY`); the command takes the width the
+others leave.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
-from rich.segment import Segment
 from rich.style import Style
-from textual import events
-from textual.binding import Binding
-from textual.geometry import Region
-from textual.message import Message
-from textual.strip import Strip
-from textual.widget import Widget
 
-from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
-from gputop_dl.present.tui.base import set_border
-from gputop_dl.present.tui.charts import fit
-from gputop_dl.snapshot import GpuProcess, JobSample
+from gputop_dl.present.tui.charts import spark
+from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
+from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
+from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
 from gputop_dl.text.safe import clean
 
+__all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Palette", "Row",
+           "Trends", "job_row", "process_row", "status_text", "table_rows"]
+
 LAUNCHED_MARK = "●"
-PAD = 1  # blank cells on each side of a cell, as DataTable draws them
 
 # key, label, width, right-justified
 COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("job", "job", 26, False),
+    ("user", "user", 8, False),
     ("status", "status", 14, False),
     ("device", "device", 8, False),
     ("batch", "batch", 5, True),
     ("progress", "epoch · step", 14, True),
     ("eta", "ETA", 7, True),
-    ("step", "step", 7, True),
+    ("elapsed", "time", 6, True),
+    ("step", "step", 15, True),
     ("sps", "samples/s", 9, True),
-    ("stall", "data-wait", 9, True),
+    ("stall", "data-wait", 13, True),
+    ("cpuwait", "CPU wait", 13, True),
     ("cpu", "CPU", 5, True),
     ("rss", "RSS", 9, True),
     ("gpumem", "GPU mem", 9, True),
-    ("slowdown", "slowdown", 8, True),
+    ("slowdown", "slowdown", 11, True),
+    ("slurm", "slurm", 8, False),
+    ("command", "command", 12, False),
 )
 COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
 # narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay
-DROP_ORDER = ("eta", "batch", "device", "slowdown", "gpumem", "rss", "progress", "sps")
+DROP_ORDER = ("eta", "batch", "slurm", "device", "command", "elapsed", "user", "slowdown",
+              "gpumem", "rss", "progress", "sps", "cpuwait")
+# left out while no job has a value in them (the table's subtitle says what would fill them)
+HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
+              "cpuwait", "gpumem", "slowdown", "slurm", "command")
+FILLED_BY = {  # what would fill a hidden column, said once under the table
+    "step": "step: launched jobs, or py-spy on found ones (--stall-budget)",
+    "stall": "data-wait: launched jobs, or py-spy (--stall-budget)",
+    "cpuwait": "CPU wait: not measured",
+    "slowdown": "slowdown: a launch's baselines, or d (diagnose)",
+}
+SPARK_W = 6  # sparkline cells in front of a figure
+SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est"}
 
 # sort key -> (label, column, descending first)
 SORTS: dict[str, tuple[str, str, bool]] = {
@@ -62,34 +72,6 @@ SORTS: dict[str, tuple[str, str, bool]] = {
     "name": ("name", "job", False),
     "step": ("step time", "step", True),
 }
-
-
-class Palette:
-    """Rich styles resolved from the app's theme variables ($text-success, ...)."""
-
-    def __init__(self, variables: dict[str, str] | None = None):
-        v = variables or {}
-
-        def style(name: str, **kw: Any) -> Style:
-            color = v.get(name)
-            if color and not color.startswith("auto") and color[:1] == "#":
-                return Style(color=color[:7], **kw)
-            return Style(**kw)
-
-        self.ok = style("text-success")
-        self.warn = style("text-warning")
-        self.err = style("text-error", bold=True)
-        self.accent = style("text-accent", bold=True)
-        self.muted = Style(dim=True)
-        self.plain = Style()
-        self.bold = Style(bold=True)
-
-
-class Cell(NamedTuple):
-    """One cell: its text and Rich style (compared by value to find the lines that changed)."""
-
-    text: str
-    style: Style = Style()
 
 
 def status_text(j: JobSample) -> str:
@@ -106,13 +88,10 @@ def _status_style(j: JobSample, p: Palette) -> Style:
 
 
 @dataclass
-class Row:
-    key: str
-    cells: tuple[Cell, ...]
-    sort: dict[str, Any]  # column key -> raw value for sorting (None = unknown)
+class JobRow(Row):
+    """A row of the jobs table: a job (`job`, from source `source`) or another GPU process."""
+
     launched: bool = False
-    name: str = ""
-    alive: bool = False
     source: int = 0
     job: JobSample | None = None
 
@@ -120,33 +99,92 @@ class Row:
         return self.cells[COLUMN_KEYS.index(column)]
 
 
-def job_row(j: JobSample, p: Palette, source: int = 0) -> Row:
+class Trends:
+    """Per job (row key): its recent step time or samples/s, data wait and CPU wait, one value
+    per snapshot (`push`), for the rows' sparklines."""
+
+    def __init__(self, span: int = SPARK_W):
+        self.span = span
+        self.by_key: dict[str, tuple[deque, deque, deque]] = {}
+
+    def push(self, key: str, j: JobSample) -> None:
+        t = self.by_key.get(key)
+        if t is None:
+            t = self.by_key[key] = (deque(maxlen=self.span), deque(maxlen=self.span),
+                                    deque(maxlen=self.span))
+        t[0].append(j.step_time_s if j.step_time_s is not None else j.samples_per_s)
+        t[1].append(j.stall_fraction)
+        t[2].append(j.cpu_wait_fraction)
+
+    def keep_only(self, keys: set[str]) -> None:
+        for k in [k for k in self.by_key if k not in keys]:
+            del self.by_key[k]
+
+    def sparks(self, key: str) -> tuple[str, str, str]:
+        """The sparklines, once `span` values are in (a growing line would repaint every row)."""
+        t = self.by_key.get(key)
+        if t is None or len(t[0]) < self.span:
+            return "", "", ""
+        return spark(t[0], self.span), spark(t[1], self.span, 1.0), spark(t[2], self.span, 1.0)
+
+
+def _with_spark(sp: str, figure: str) -> str:
+    return figure if figure == DASH or not sp else f"{sp} {figure}"
+
+
+def slowdown_text(j: JobSample) -> str:
+    """One figure per job, with where it comes from: "1.42× est", "1.10× probe"."""
+    if j.slowdown is None:
+        return DASH
+    mark = SOURCE_MARK.get(j.slowdown_source or "", j.slowdown_source or "")
+    return num(j.slowdown, ".2f", "×") + (f" {mark}" if mark else "")
+
+
+def command_text(j: JobSample) -> str:
+    cmd = j.cmdline or j.command
+    if j.launched_by:
+        return f"launched by session {j.launched_by}" + (f": {cmd}" if cmd else "")
+    return cmd or DASH
+
+
+def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = None) -> JobRow:
     name = clean(f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}")
+    key = f"job:{source}:{j.name}"
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
+    cw = j.cpu_wait_fraction
+    cw_style = p.err if (cw or 0) >= 0.5 else p.warn if (cw or 0) >= 0.2 else p.plain
     sd = j.slowdown
     sd_style = p.plain if sd is None else p.ok if sd <= 1.10 else p.warn if sd <= 1.5 else p.err
+    sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
+    step = secs(j.step_time_s) if j.step_time_s is not None else DASH
     cells = (
         Cell(name, p.bold),
+        Cell(clean(j.user or DASH), p.muted),
         Cell(clean(status_text(j)), _status_style(j, p)),
         Cell(clean(j.device or DASH)),
         Cell(DASH if j.batch_size is None else str(j.batch_size)),
         Cell(progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)),
         Cell(secs(j.eta_s)),
-        Cell(secs(j.step_time_s)),
-        Cell(num(j.samples_per_s, ".1f")),
-        Cell(pct(j.stall_fraction), stall_style),
+        Cell(duration(j.elapsed_s)),
+        Cell(_with_spark(sp_step if j.step_time_s is not None else "", step)),
+        Cell(_with_spark(sp_step if j.step_time_s is None else "", num(j.samples_per_s, ".1f"))),
+        Cell(_with_spark(sp_stall, pct(j.stall_fraction)), stall_style),
+        Cell(_with_spark(sp_cw, pct(cw)), cw_style),
         Cell(num(j.cpu_cores, ".2f")),
         Cell(size(j.rss)),
         Cell(size(j.gpu_mem)),
-        Cell(num(sd, ".2f", "×"), sd_style),
+        Cell(slowdown_text(j), sd_style),
+        Cell(clean(j.slurm.job_id) if j.slurm else DASH),
+        Cell(clean(command_text(j)), p.muted),
     )
     sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem if j.gpu_mem is not None else j.rss,
             "step": j.step_time_s}
     alive = j.status in ("running", "starting", "paused")
-    return Row(f"job:{source}:{j.name}", cells, sort, j.launched, j.name, alive, source, j)
+    return JobRow(key, cells, sort, name=j.name, alive=alive, launched=j.launched,
+                  source=source, job=j)
 
 
-def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> Row:
+def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> JobRow:
     gpus = sorted({q.gpu_index for q in procs})
     mems = [q.mem_used for q in procs if q.mem_used is not None]
     mem = sum(mems) if mems else None
@@ -155,347 +193,48 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> Row:
     device = "gpu" + ",".join(str(g) for g in gpus)
     status = "GPU process" + (f" · SM {sm * 100:.0f}%" if sm is not None else "")
     dash = Cell(DASH, p.muted)
-    cells = (Cell(f"  pid {pid}"), Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash, dash,
-             dash, dash, Cell(size(mem)), dash)
-    return Row(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
-               name=f"pid {pid}")
+    cells = (Cell(f"  pid {pid}"), dash, Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash,
+             dash, dash, dash, dash, dash, Cell(size(mem)), dash, dash, dash)
+    return JobRow(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
+                  name=f"pid {pid}")
 
 
-class JobsTable(Widget, can_focus=True):
-    """The jobs table; `show(rows)` applies a new set of rows in place.
+def table_rows(latest: dict[int, Snapshot], p: Palette, trends: Trends | None = None) -> list[JobRow]:
+    """The rows of every source's jobs (by source index), then the primary source's (index 0)
+    GPU processes that belong to none of them."""
+    rows: list[JobRow] = []
+    job_pids: set[int] = set()
+    for i in sorted(latest):
+        for j in latest[i].jobs:
+            rows.append(job_row(j, p, i, trends))
+            job_pids.update(j.pids)
+            if j.pid is not None:
+                job_pids.add(j.pid)
+    procs: dict[int, list[GpuProcess]] = defaultdict(list)
+    primary = latest.get(0)
+    for g in (primary.gpu_processes if primary else ()):
+        if g.pid not in job_pids:
+            procs[g.pid].append(g)
+    rows += [process_row(pid, procs[pid], p) for pid in sorted(procs)]
+    return rows
 
-    Another table of keyed rows (the fleet view's) subclasses it with its own `COLUMNS`,
-    `DROP_ORDER` and `SORTS`; `Row.cells` are in `COLUMNS` order."""
+
+class JobsTable(KeyedTable):
+    """The monitor's jobs table (rows: `job_row`, `process_row`)."""
 
     COLUMNS = COLUMNS
     DROP_ORDER = DROP_ORDER
     SORTS = SORTS
     TABLE_TITLE = "jobs"
+    HIDE_EMPTY = HIDE_EMPTY
+    FLEX = "command"
 
-    COMPONENT_CLASSES = {"jobs-table--header", "jobs-table--cursor"}
-    DEFAULT_CSS = """
-    JobsTable { height: 1fr; min-height: 7; background: $surface; color: $foreground; }
-    JobsTable > .jobs-table--header { text-style: bold; }
-    JobsTable > .jobs-table--cursor { background: $block-cursor-blurred-background; }
-    JobsTable:focus > .jobs-table--cursor {
-        background: $block-cursor-background; color: $block-cursor-foreground;
-        text-style: $block-cursor-text-style;
-    }
-    """
-    BINDINGS = [
-        Binding("enter", "select", "Details"),
-        Binding("up", "cursor_up", "Up", show=False),
-        Binding("down", "cursor_down", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "first", "First", show=False),
-        Binding("end", "last", "Last", show=False),
-    ]
-
-    class Highlighted(Message):
-        """The cursor moved to another row (`key`; None when the table is empty)."""
-
-        def __init__(self, key: str | None):
-            super().__init__()
-            self.key = key
-
-    class Selected(Message):
-        """Enter, or a click on the cursor's row: open that row."""
-
-        def __init__(self, key: str):
-            super().__init__()
-            self.key = key
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.border_title = self.TABLE_TITLE
-        self._keys = tuple(c[0] for c in self.COLUMNS)
-        self.rows_by_key: dict[str, Row] = {}
-        self.sort_by: str | None = None
-        self.sort_reverse = False
-        self.cursor_key: str | None = None
-        self.top = 0  # index of the first row shown
-        self._order: list[str] = []
-        self._default_order: list[str] = []
-        self._strips: dict[str, tuple[tuple[Cell, ...], Strip]] = {}  # row key -> (cells, rendered)
-        self._layout_sig: tuple | None = None  # (width, styles) the cached lines were rendered for
-        self._style_cache: tuple[Style, Style, Style] | None = None
-        self._columns: tuple[tuple[str, str, int, bool], ...] = self.COLUMNS  # those that fit
-        self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
-        self._subtitle = ""
-        self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
-
-    # --- selection -------------------------------------------------------------------------------
-    @property
-    def row_count(self) -> int:
-        return len(self._order)
-
-    def order(self) -> list[str]:
-        """Row keys top to bottom, as shown."""
-        return list(self._order)
-
-    def selected_key(self) -> str | None:
-        return self.cursor_key
-
-    def selected(self) -> Row | None:
-        return self.rows_by_key.get(self.cursor_key) if self.cursor_key else None
-
-    def cell(self, key: str, column: str) -> Cell:
-        return self.rows_by_key[key].cells[self._keys.index(column)]
-
-    def header_label(self, column: str) -> str:
-        for key, label, _w, _r in self.COLUMNS:
-            if key == column:
-                if self.sort_by and self.SORTS[self.sort_by][1] == column:
-                    return f"{label} {'▼' if self.sort_reverse else '▲'}"
-                return label
-        raise KeyError(column)
-
-    def visible_columns(self) -> list[str]:
-        return [c[0] for c in self._columns]
-
-    # --- updates -------------------------------------------------------------------------------
-    def show(self, rows: list[Row]) -> None:
-        """Apply rows (given in default order): repaint changed lines; re-order when needed.
-
-        The cursor stays on the same row key whatever moves around it; when its row goes, it
-        takes the row now at its old position.
-        """
-        old_rows, old_order = self.rows_by_key, self._order
-        new = {r.key: r for r in rows}
-        self.rows_by_key = new
-        self._default_order = [r.key for r in rows]
-        order = self._sorted_keys(rows)
-        self._order = order
-        for key in [k for k in self._strips if k not in new]:
-            del self._strips[key]
-        cursor = self.cursor_key
-        if cursor not in new:
-            index = old_order.index(cursor) if cursor in old_order else 0
-            cursor = order[min(index, len(order) - 1)] if order else None
-        scrolled = self._set_cursor(cursor)
-        if order != old_order or scrolled:
-            self.refresh()
-        else:
-            for i, key in enumerate(order):
-                old = old_rows.get(key)
-                if old is None or old.cells != new[key].cells:
-                    self._refresh_index(i)
-        self._update_subtitle()
-
-    def set_subtitle(self, text: str) -> None:
-        """The app's summary for the bottom border; the table adds its scroll position."""
-        self._subtitle = text
-        self._update_subtitle()
-
-    def _update_subtitle(self) -> None:
-        shown = self._visible_rows()
-        n = len(self._order)
-        sub = self._subtitle
-        if n > shown > 0:
-            sub += f" · rows {self.top + 1}–{min(n, self.top + shown)} of {n}"
-        set_border(self, subtitle=sub)
-
-    def _sorted_keys(self, rows: list[Row]) -> list[str]:
-        if self.sort_by is None:
-            return [r.key for r in rows]
-        col = self.SORTS[self.sort_by][1]
-        known = [r for r in rows if r.sort.get(col) is not None]
-        unknown = [r for r in rows if r.sort.get(col) is None]
-        known.sort(key=lambda r: r.sort[col], reverse=self.sort_reverse)
-        return [r.key for r in known + unknown]
-
-    def set_sort(self, which: str | None) -> None:
-        """Sort by `which` (a key of SORTS); the same key again reverses; None = default order."""
-        if which is None:
-            self.sort_by, self.sort_reverse = None, False
-        elif which == self.sort_by:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_by, self.sort_reverse = which, self.SORTS[which][2]
-        self.show([self.rows_by_key[k] for k in self._default_order if k in self.rows_by_key])
-        self.refresh()  # the header's sort mark
-
-    def restyle(self) -> None:
-        """Look the styles up again and render every row again."""
-        self._style_cache = None
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        """Textual restyled the table (a new theme, focus): its styles are looked up again."""
-        super().notify_style_update()
-        self._style_cache = None
-
-    # --- cursor --------------------------------------------------------------------------------
-    def _visible_rows(self) -> int:
-        return max(0, self.size.height - 1)
-
-    def _set_cursor(self, key: str | None) -> bool:
-        """Move the cursor to `key`, scrolling it into view; True when the window scrolled."""
-        old = self.cursor_key
-        self.cursor_key = key
-        top = self.top
-        if key is not None:
-            i = self._order.index(key)
-            shown = self._visible_rows() or 1
-            if i < self.top:
-                self.top = i
-            elif i >= self.top + shown:
-                self.top = i - shown + 1
-        self.top = max(0, min(self.top, len(self._order) - (self._visible_rows() or 1)))
-        scrolled = self.top != top
-        if old != key:
-            if not scrolled:
-                for k in (old, key):
-                    if k in self._order:
-                        self._refresh_index(self._order.index(k))
-            self.post_message(self.Highlighted(key))
-        return scrolled
-
-    def move_cursor(self, delta: int) -> None:
-        if not self._order:
-            return
-        i = self._order.index(self.cursor_key) if self.cursor_key in self._order else 0
-        i = max(0, min(len(self._order) - 1, i + delta))
-        if self._set_cursor(self._order[i]):
-            self.refresh()
-        self._update_subtitle()
-
-    def action_cursor_down(self) -> None:
-        self.move_cursor(1)
-
-    def action_cursor_up(self) -> None:
-        self.move_cursor(-1)
-
-    def action_page(self, direction: int) -> None:
-        self.move_cursor(direction * max(1, self._visible_rows() - 1))
-
-    def action_first(self) -> None:
-        self.move_cursor(-len(self._order))
-
-    def action_last(self) -> None:
-        self.move_cursor(len(self._order))
-
-    def action_select(self) -> None:
-        if self.cursor_key is not None:
-            self.post_message(self.Selected(self.cursor_key))
-
-    def _scroll(self, delta: int) -> None:
-        top = max(0, min(self.top + delta, len(self._order) - self._visible_rows()))
-        if top != self.top:
-            self.top = top
-            self.refresh()
-            self._update_subtitle()
-
-    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
-        event.stop()
-        self._scroll(3)
-
-    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
-        event.stop()
-        self._scroll(-3)
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y < 1:
-            return
-        i = self.top + offset.y - 1
-        if i >= len(self._order):
-            return
-        key = self._order[i]
-        if key == self.cursor_key or event.chain > 1:
-            self.post_message(self.Selected(key))
-        elif self._set_cursor(key):
-            self.refresh()
-
-    def on_focus(self) -> None:
-        self.restyle()  # the cursor's colours depend on focus
-
-    def on_blur(self) -> None:
-        self.restyle()
-
-    def on_resize(self, _event: events.Resize) -> None:
-        if self.cursor_key is not None:
-            self._set_cursor(self.cursor_key)
-        self.refresh()
-        self._update_subtitle()
-
-    # --- rendering -----------------------------------------------------------------------------
-    def _refresh_index(self, i: int) -> None:
-        y = i - self.top + 1
-        if 1 <= y <= self._visible_rows():
-            self.refresh(Region(0, y, self.size.width, 1))
-
-    def _styles(self) -> tuple[Style, Style, Style]:
-        """(base, header, cursor) styles; looked up once, again after a focus or theme change."""
-        if self._style_cache is None:
-            self._style_cache = (self.rich_style, self.get_component_rich_style("jobs-table--header"),
-                                 self.get_component_rich_style("jobs-table--cursor"))
-        return self._style_cache
-
-    def _check_layout(self, width: int) -> None:
-        """Drop the cached lines when the width or the table's styles changed."""
-        sig = (width, self._styles())
-        if sig == self._layout_sig:
-            return
-        self._layout_sig = sig
-        self._strips.clear()
-        cols = list(self.COLUMNS)
-        drop = list(self.DROP_ORDER)
-        while sum(w + 2 * PAD for _k, _l, w, _r in cols) > width and drop:
-            gone = drop.pop(0)
-            cols = [c for c in cols if c[0] != gone]
-        self._columns = tuple(cols)
-        self._shown = tuple(self.COLUMNS.index(c) for c in cols)
-
-    def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
-        """Cells padded into one line of `width` cells, in their own styles (no background yet)."""
-        # neighbours in one style share a segment: fewer segments for every later step (base style,
-        # border, colour filters, cropping, the terminal write) to walk
-        segments: list[Segment] = []
-        pad = " " * PAD
-        run: list[str] = []
-        run_style = None
-        for text, style in cells:
-            if run and style != run_style:
-                segments.append(Segment("".join(run), run_style))
-                run = []
-            run_style = style
-            run.append(f"{pad}{text}{pad}")
-        if run:
-            segments.append(Segment("".join(run), run_style))
-        return Strip(segments).adjust_cell_length(width)
-
-    def _header(self, width: int) -> Strip:
-        style = self._styles()[1]
-        return self._line([(fit(self.header_label(k), w, right), style) for k, _l, w, right in self._columns],
-                          width)
-
-    def _row_strip(self, key: str, width: int) -> Strip:
-        row = self.rows_by_key[key]
-        cached = self._strips.get(key)
-        if cached is not None and cached[0] == row.cells:
-            return cached[1]
-        columns = self.COLUMNS
-        cells = [(fit(row.cells[i].text, columns[i][2], columns[i][3]), row.cells[i].style)
-                 for i in self._shown]
-        strip = self._line(cells, width)
-        self._strips[key] = (row.cells, strip)
-        self.row_renders += 1
-        return strip
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        self._check_layout(width)
-        base, _header, cursor = self._styles()
-        if y == 0:
-            return self._header(width).apply_style(base)
-        i = self.top + y - 1
-        if i >= len(self._order):
-            return Strip.blank(width, base)
-        key = self._order[i]
-        strip = self._row_strip(key, width)
-        if key != self.cursor_key:
-            return strip.apply_style(base)
-        # the cursor's colours win over the cells' own, as in a DataTable
-        return Strip(list(Segment.apply_style(iter(strip), base, cursor)), strip.cell_length)
+    def filled_by_note(self) -> str:
+        """What would fill the hidden columns, once (for the subtitle)."""
+        notes = {c: FILLED_BY[c] for c in ("step", "stall", "cpuwait", "slowdown") if c in self.hidden_empty()}
+        if "cpuwait" in notes:  # the collector's own reason, where it gave one
+            why = next((r.job.cpu_wait_note for r in self.rows_by_key.values()
+                        if isinstance(r, JobRow) and r.job is not None and r.job.cpu_wait_note), None)
+            if why:
+                notes["cpuwait"] = f"CPU wait: {why}"
+        return " · ".join(notes.values())

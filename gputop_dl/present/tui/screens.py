@@ -14,7 +14,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 
-from gputop_dl.text.fmt import DASH, dash, num, pct, progress, rank_list, secs, size
+from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
 
@@ -213,8 +213,15 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")),
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
+            *_identity_rows(j),
         ]
+        if not j.launched:  # a found job: what only a launch knows is left out, not shown as "–"
+            known = {"device": j.device, "model": j.model, "batch": j.batch_size, "progress": j.epoch,
+                     "step": j.step_time_s if j.step_time_s is not None else j.slowdown,
+                     "throughput": j.samples_per_s}
+            rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
+        out += _process_tree(j)
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
         if j.epoch_times:
             out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
@@ -240,6 +247,59 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
         else:
             out.append(Content.styled("  (none yet: shown when the job ends)", "$text-muted"))
     return Content("\n").join(out)
+
+
+def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
+    """Who, since when, what and where (issue 23), and the CPU wait and the slowdown's source."""
+    rows = []
+    if j.cpu_wait_fraction is not None or j.cpu_wait_note:
+        rows.append(("CPU wait", pct(j.cpu_wait_fraction)
+                     + (f" (trainer {pct(j.cpu_wait_trainer)}, workers {pct(j.cpu_wait_workers)})"
+                        if j.cpu_wait_trainer is not None or j.cpu_wait_workers is not None else "")
+                     + (f" · throttled {pct(j.cpu_throttled_fraction)}" if j.cpu_throttled_fraction else "")
+                     + (f" · {j.cpu_wait_note}" if j.cpu_wait_note else "")))
+    if j.slowdown_source:
+        rows.append(("slowdown", f"{num(j.slowdown, '.2f', '×')} {j.slowdown_source}"
+                     + (f" (confidence {pct(j.slowdown_confidence)})" if j.slowdown_confidence is not None else "")))
+    if j.user or j.elapsed_s is not None:
+        rows.append(("user", f"{j.user or DASH} · running for {duration(j.elapsed_s)}"))
+    cmd = j.cmdline or j.command
+    if cmd:
+        rows.append(("command", cmd))
+    if j.cwd:
+        rows.append(("directory", j.cwd))
+    if j.slurm:
+        s = j.slurm
+        rows.append(("slurm", f"job {s.job_id} · user {s.user or DASH} · partition "
+                              f"{s.partition or DASH} · account {s.account or DASH}"))
+    if j.container:
+        rows.append(("container", j.container))
+    if j.launched_by:
+        rows.append(("launched by", f"gputop-dl session {j.launched_by}"))
+    if j.identity_note:
+        rows.append(("not known", j.identity_note))
+    return rows
+
+
+def _process_tree(j: JobSample) -> list[Content]:
+    """The job's processes (trainer, ranks, loader workers) with CPU, RSS, state, GPU."""
+    if not j.procs:
+        return []
+    gpu = any(p.gpu_mem is not None or p.gpu_sm is not None for p in j.procs)
+    head = f"  {'pid':<16} {'role':<8} {'CPU':>5} {'RSS':>9} state" + ("  GPU mem    SM" if gpu else "")
+    out = [Content(""), Content.styled(f"processes ({len(j.procs)})", "bold $text-accent"),
+           Content.styled(head, "$text-muted")]
+    for p in j.procs:
+        pid = ("  " * p.depth + ("└ " if p.depth else "") + str(p.pid))
+        line = (f"  {pid:<16} {p.role:<8} {num(p.cpu_cores, '.2f'):>5} {size(p.rss):>9} "
+                f"{STATES.get(p.state or '', p.state or DASH):<5}")
+        if gpu:
+            line += f"  {size(p.gpu_mem):>7} {pct(p.gpu_sm):>5}"
+        out.append(Content(line))
+    return out
+
+
+STATES = {"R": "run", "S": "sleep", "D": "disk", "T": "stop", "t": "trace", "I": "idle"}
 
 
 class JobDetailScreen(_InfoScreen):

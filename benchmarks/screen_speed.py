@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The monitor's speed beside its floors, measured side by side in one run (issue 23 item 5).
+
+    .venv/bin/python benchmarks/screen_speed.py                       # about 4 minutes
+    .venv/bin/python benchmarks/screen_speed.py --runs 5 --seconds 30 --only first-screen
+
+1. First non-empty screen, in a detached 160×50 tmux pane, from starting the command to its first
+   real content on screen (polled every 10 ms): `gputop-dl` (the host panel's "of N CPUs", drawn
+   only from a snapshot), a bare Textual app (one Static; "bare textual ready") and `top -d 1`
+   ("load average"). The three alternate within each round. Target: gputop-dl ≤ 1.3× the bare app.
+2. CPU with N found jobs: `gputop-dl --stall-budget 0` (py-spy off) and `top -d 1`, both running
+   at once in their own tmux panes over the same window, each its own process's CPU seconds /
+   wall: % of one core. With 3 jobs (target: gputop-dl ≤ 1.2× top) and with 12 (target: the
+   cost grows ≤ 1.2× from 3 to 12). Jobs: light plain PyTorch loops outside gputop-dl (a trainer
+   and 2 loader workers each, a batch every 400 ms: 3 processes per job).
+
+Ratios are taken within one run, so the load of a shared box hits both sides alike; the load
+average is printed before and after. Needs tmux.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.tui import PY, Tmux, find_proc, own_cpu  # noqa: E402
+
+BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
+        "class Bare(App):\n    def compose(self):\n        yield Static('bare textual ready')\n"
+        "Bare().run()\n")
+SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
+
+
+def commands(home: str) -> dict[str, tuple[str, str]]:
+    """name -> (shell command in the pane, regex of its first real content)."""
+    bare = os.path.join(home, "bare_textual.py")
+    with open(bare, "w") as f:
+        f.write(BARE)
+    gdl = (f"cd {ROOT} && exec env -u COLUMNS -u LINES PYTHONPATH={ROOT} GPUTOP_DL_HOME={home} "
+           f"TERM=xterm-256color {PY} -m gputop_dl --stall-budget 0")  # this checkout's code
+    return {"gputop-dl": (gdl, r"of \d+ CPUs? "),
+            "bare textual": (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {bare}",
+                             r"bare textual ready"),
+            "top": ("exec env TERM=xterm-256color HOME=" + home + " top -d 1", r"load average")}
+
+
+def first_screen(cmd: str, pattern: str, timeout: float = 20.0) -> float | None:
+    tmux = Tmux()
+    try:
+        t0 = time.perf_counter()
+        tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmd)
+        while time.perf_counter() - t0 < timeout:
+            if re.search(pattern, tmux("capture-pane", "-p", "-t", "b")):
+                return time.perf_counter() - t0
+            time.sleep(0.01)
+        return None
+    finally:
+        tmux("send-keys", "-t", "b", "q")
+        time.sleep(0.3)
+        tmux.kill()
+
+
+def start_jobs(n: int, seconds: float) -> list[subprocess.Popen]:
+    return [subprocess.Popen([PY, SCRIPT, "--seconds", str(seconds), "--data-ms", "400",
+                              "--compute-ms", "5", "--num-workers", "2"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)]
+
+
+def wait_jobs_ready(jobs: list[subprocess.Popen], timeout: float = 120.0) -> None:
+    """Until every job has its loader workers (torch imported, first epoch started)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if all(len(psutil.Process(j.pid).children()) >= 2 for j in jobs):
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.5)
+
+
+def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
+    cmds = commands(home)
+    jobs = start_jobs(n_jobs, seconds + 180)
+    panes: dict[str, Tmux] = {}
+    try:
+        wait_jobs_ready(jobs)
+        procs = {}
+        for name in ("gputop-dl", "top"):
+            tmux = panes[name] = Tmux()
+            tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmds[name][0])
+        time.sleep(1.0)
+        for name, tmux in panes.items():
+            pane_pid = int(tmux("list-panes", "-t", "b", "-F", "#{pane_pid}").split()[0])
+            procs[name] = find_proc(pane_pid, (lambda part: part == "gputop_dl") if name == "gputop-dl"
+                                    else (lambda part: os.path.basename(part) == "top"))
+        if any(p is None for p in procs.values()):
+            return {"error": f"not found: {[k for k, p in procs.items() if p is None]}"}
+        time.sleep(6.0)  # past start-up and the first full /proc pass
+        c0 = {k: own_cpu(p) for k, p in procs.items()}
+        w0 = time.monotonic()
+        time.sleep(seconds)
+        wall = time.monotonic() - w0
+        out = {k: 100 * (own_cpu(p) - c0[k]) / wall for k, p in procs.items()}
+        screen = panes["gputop-dl"]("capture-pane", "-p", "-t", "b")
+        out["jobs_on_screen"] = screen.count("stall_script.py")
+        return out
+    finally:
+        for tmux in panes.values():
+            tmux("send-keys", "-t", "b", "q")
+        time.sleep(0.5)
+        for tmux in panes.values():
+            tmux.kill()
+        for j in jobs:
+            j.terminate()
+        for j in jobs:
+            j.wait()
+
+
+def med(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=("first-screen", "cpu"))
+    ap.add_argument("--runs", type=int, default=5, help="first-screen rounds (default 5)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="CPU window (default 30)")
+    ap.add_argument("--jobs", default="3,12", help="found jobs for the CPU cases (default 3,12)")
+    args = ap.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux not installed: nothing measured")
+        return 0
+    home = tempfile.mkdtemp(prefix="gdl-speed-")
+    print(f"machine: {psutil.cpu_count()} CPUs; load average before: {load()}")
+    try:
+        if args.only in (None, "first-screen"):
+            cmds = commands(home)
+            times: dict[str, list[float]] = {k: [] for k in cmds}
+            names = list(cmds)
+            for r in range(args.runs):
+                for name in names[r % 3:] + names[:r % 3]:  # rotate the order per round
+                    t = first_screen(*cmds[name])
+                    if t is not None:
+                        times[name].append(t)
+            print("\n1. first non-empty screen (s), median (min–max) of "
+                  f"{args.runs} rounds, alternating")
+            for name, xs in times.items():
+                if xs:
+                    print(f"   {name:<13} {med(xs):.3f}  ({min(xs):.3f}–{max(xs):.3f})")
+            g, b = med(times["gputop-dl"]), med(times["bare textual"])
+            if g and b:
+                print(f"   gputop-dl / bare textual: {g / b:.2f}×  (target ≤ 1.3×)")
+        if args.only in (None, "cpu"):
+            print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, both at once "
+                  "(gputop-dl --stall-budget 0; top -d 1)")
+            res = {}
+            for n in [int(x) for x in args.jobs.split(",")]:
+                r = res[n] = cpu_side_by_side(n, args.seconds, home)
+                if "error" in r:
+                    print(f"   {n} jobs: {r['error']}")
+                    continue
+                print(f"   {n:>2} found jobs ({r['jobs_on_screen']} on screen): gputop-dl "
+                      f"{r['gputop-dl']:.2f} %, top {r['top']:.2f} %, ratio "
+                      f"{r['gputop-dl'] / r['top']:.2f}×" if r["top"] else "")
+            ns = sorted(n for n in res if "error" not in res[n])
+            if len(ns) >= 2 and res[ns[0]]["gputop-dl"]:
+                lo, hi = res[ns[0]], res[ns[-1]]
+                print(f"   growth {ns[0]} → {ns[-1]} jobs: gputop-dl ×{hi['gputop-dl'] / lo['gputop-dl']:.2f} "
+                      f"(target ≤ 1.2×), top ×{hi['top'] / lo['top']:.2f}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"\nload average after: {load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

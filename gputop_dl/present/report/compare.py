@@ -1,0 +1,159 @@
+"""`gputop-dl compare A B`: two recorded sessions side by side ("did my fix work?").
+
+    doc = compare_sessions("20261124-1015", "20261124-1130")   # JSON: gputop-dl.comparison/1
+    console.print(comparison_table(doc))
+
+Per job (matched by name): step time, samples/s, data wait, CPU wait, slowdown, median epoch
+time, CPU cores and the step phases where they were recorded, in A and in B, and the change (B / A for
+times and rates, B − A in points for shares); the two sessions' verdicts. A figure a session did
+not record is null (shown "–"), never 0. Jobs of only one session are listed with the other side
+null; sessions with no job in common say so and are shown anyway. Contract: docs/compare.md.
+"""
+
+from __future__ import annotations
+
+from gputop_dl.analyse.summary import JobResult, summarize
+from gputop_dl.present.report.errors import ExportUsageError
+from gputop_dl.present.report.export import open_store, resolve_session
+from gputop_dl.text.fmt import DASH, num, pct, secs
+
+COMPARISON_SCHEMA = "gputop-dl.comparison/1"
+# figure -> how B is compared with A: "ratio" (B / A) or "points" (B − A, shares 0..1)
+FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fraction", "points"),
+           ("cpu_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
+           ("cpu_cores", "ratio"))
+
+
+def _figures(r: JobResult) -> dict:
+    phases = getattr(r, "phases", None)  # recorded by sessions with step phases (issue 22)
+    if phases is not None and hasattr(phases, "to_json"):
+        phases = phases.to_json()
+    return {"step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,
+            "stall_fraction": r.stall_fraction,
+            "cpu_wait_fraction": getattr(r, "cpu_wait_fraction", None),
+            "slowdown": r.slowdown, "median_epoch_s": r.median_epoch_s, "cpu_cores": r.cpu_cores,
+            "epochs": len(r.epochs), "steps": r.steps, "status": r.status,
+            "launched": r.launched, "phases": phases or None}
+
+
+def _change(a: dict | None, b: dict | None) -> dict:
+    out: dict = {}
+    for key, how in FIGURES:
+        x = a.get(key) if a else None
+        y = b.get(key) if b else None
+        if x is None or y is None:
+            out[key] = None
+        elif how == "ratio":
+            out[key] = y / x if x else None
+        else:
+            out[key] = y - x
+    return out
+
+
+def _session(store, sid: str) -> dict:
+    row = store.session(sid)
+    v = row.verdict or None
+    ended = row.ended if row.ended is not None else None
+    return {"id": sid, "name": row.name, "started": row.started,
+            "duration_s": None if ended is None else max(0.0, ended - row.started),
+            "state": row.state,
+            "verdict": None if not v else {"kind": v.get("kind"), "title": v.get("title"),
+                                           "confidence": v.get("confidence"),
+                                           "reason": v.get("reason")}}
+
+
+def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
+    """The comparison document; ExportUsageError (one line, exit 2) for an unknown or ambiguous
+    session or the same session twice."""
+    store = open_store(store_path)
+    try:
+        sa, sb = resolve_session(store, a), resolve_session(store, b)
+        if sa == sb:
+            raise ExportUsageError(f"compare: {a!r} and {b!r} are the same session ({sa}): "
+                                   "give two different sessions")
+        ja = {r.name: r for r in summarize(store, sa).jobs}
+        jb = {r.name: r for r in summarize(store, sb).jobs}
+        docs = [_session(store, sa), _session(store, sb)]
+    finally:
+        store.close()
+    names = list(ja) + [n for n in jb if n not in ja]
+    jobs = []
+    for n in names:
+        fa = _figures(ja[n]) if n in ja else None
+        fb = _figures(jb[n]) if n in jb else None
+        jobs.append({"name": n, "a": fa, "b": fb, "change": _change(fa, fb)})
+    common = sum(1 for n in names if n in ja and n in jb)
+    return {"schema": COMPARISON_SCHEMA, "a": docs[0], "b": docs[1], "jobs": jobs,
+            "common_jobs": common,
+            "note": None if common else "the two sessions have no job in common (by name): "
+                                        "each is shown on its own"}
+
+
+def _change_text(key: str, v: float | None) -> str:
+    if v is None:
+        return DASH
+    if dict(FIGURES)[key] == "points":
+        return f"{v * 100:+.0f} pts"
+    return f"×{v:.2f}"
+
+
+def comparison_table(doc: dict):
+    """A Rich renderable: the two verdicts, then per job the figures of A and B and the change."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from gputop_dl.text.safe import clean
+
+    def verdict(s: dict) -> str:
+        v = s["verdict"]
+        if not v:
+            return "no verdict"
+        conf = "" if v.get("confidence") is None else f" ({v['confidence']:.0%})"
+        return f"{v.get('title') or v.get('kind')}{conf}"
+
+    head = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("", "session", "name", "state", "verdict"):
+        head.add_column(col, no_wrap=col != "verdict")
+    for label, s in (("A", doc["a"]), ("B", doc["b"])):
+        head.add_row(label, Text(clean(s["id"])), Text(clean(s["name"] or DASH)),
+                     Text(s["state"] or DASH), Text(clean(verdict(s))))
+    t = Table(header_style="bold", title="per job: A → B (change)", title_justify="left")
+    t.add_column("job", no_wrap=True)
+    labels = {"step_time_s": "step", "samples_per_s": "samples/s", "stall_fraction": "data-wait",
+              "cpu_wait_fraction": "CPU wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
+              "cpu_cores": "CPU cores"}
+    fmts = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
+            "cpu_wait_fraction": pct, "slowdown": lambda v: num(v, ".2f", "×"),
+            "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
+    shown = [k for k, _ in FIGURES
+             if any((j["a"] or {}).get(k) is not None or (j["b"] or {}).get(k) is not None
+                    for j in doc["jobs"])]
+    for k in shown:
+        t.add_column(labels[k], justify="right", no_wrap=True)
+    for j in doc["jobs"]:
+        cells = []
+        for k in shown:
+            x = fmts[k]((j["a"] or {}).get(k)) if j["a"] else "not in A"
+            y = fmts[k]((j["b"] or {}).get(k)) if j["b"] else "not in B"
+            cells.append(f"{x} → {y}\n{_change_text(k, j['change'][k])}")
+        t.add_row(Text(clean(j["name"])), *cells)
+    phases = [(j["name"], side, (j[side] or {}).get("phases")) for j in doc["jobs"] for side in ("a", "b")
+              if (j[side] or {}).get("phases")]
+    parts = [head, t]
+    if not doc["jobs"]:
+        parts.append(Text("neither session has a job", style="yellow"))
+    if doc["note"]:
+        parts.append(Text(doc["note"], style="yellow"))
+    if phases:
+        p = Table(header_style="bold", title="step phases (where recorded)", title_justify="left")
+        p.add_column("job")
+        p.add_column("session")
+        p.add_column("phases")
+        for name, side, ph in phases:
+            p.add_row(Text(clean(name)), side.upper(), Text(clean(str(ph))))
+        parts.append(p)
+    if not shown and doc["jobs"]:
+        parts.append(Text("no step, data-wait, CPU-wait, slowdown or epoch figure was recorded in "
+                          "either session", style="yellow"))
+    return Group(*parts)

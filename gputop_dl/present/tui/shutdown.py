@@ -1,0 +1,93 @@
+"""Quitting the monitor app: confirm when launched jobs run, stop every source, exit; signals.
+
+`Shutdown` is a mixin of `GputopApp` (app.py): `q` asks before stopping launched jobs;
+SIGTERM/SIGHUP/SIGINT stop them without asking, and a watchdog thread ends the process once the
+sources stopped if the UI cannot exit (after a hang-up its terminal is gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
+WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
+
+
+class Shutdown:
+    """Needs `sources`, `stopping`, `live_jobs()`, `_render_banner_and_log()`, `_update_title()`
+    and `_drain()` from the app."""
+
+    _watchdog_started = False
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # no signal handlers on this loop (not the main thread): the default stays
+
+    def action_quit_app(self) -> None:
+        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
+
+        if self.stopping:
+            self.notify("still stopping jobs…", timeout=2)
+            return
+        live = self.live_jobs()
+        if not live:
+            self.run_worker(self.stop_and_exit(), group="quit")
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self.stop_and_exit(), group="quit")
+
+        names = ", ".join(n for _, n in live)
+        self.push_screen(ConfirmScreen(f"{len(live)} launched job(s) still running: {names}.\n"
+                                       "Stop them and quit?", title="quit", yes="Stop and quit"), answer)
+
+    async def stop_and_exit(self) -> None:
+        """Ask every source to stop, wait for them to finish cleanly (off the UI thread), exit."""
+        self.stopping = True
+        self._render_banner_and_log()
+        self._update_title()
+        for src in self.sources:
+            src.request_stop("interrupted")
+        await asyncio.to_thread(self._join_all)
+        self._drain()
+        self.exit(0)
+
+    def _join_all(self) -> None:
+        for src in self.sources:
+            try:
+                src.join(JOIN_TIMEOUT_S)
+            except Exception:
+                pass
+
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM/SIGHUP/SIGINT: stop the jobs cleanly and quit.
+
+        After SIGHUP the terminal is usually gone, and Textual's shutdown can block writing to it;
+        so a watchdog thread ends the process once every source has stopped (jobs stopped, session
+        closed) and the UI has not managed to exit within WATCHDOG_S.
+        """
+        for src in self.sources:
+            src.request_stop("interrupted")
+        if not self._watchdog_started:
+            self._watchdog_started = True
+            # after a hang-up there is no terminal to restore: exit as soon as the jobs are stopped
+            delay = 0.5 if signum == signal.SIGHUP else WATCHDOG_S
+            threading.Thread(target=self._watchdog, args=(128 + int(signum), delay),
+                             name="gputop-dl-watchdog", daemon=True).start()
+        if not self.stopping:
+            self.run_worker(self.stop_and_exit(), group="quit")
+
+    def _watchdog(self, code: int, delay: float) -> None:
+        self._join_all()
+        time.sleep(delay)
+        os._exit(code)

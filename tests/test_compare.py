@@ -1,0 +1,73 @@
+"""`gputop-dl compare A B [--json]` and `sessions --json`: two recorded sessions side by side
+(schema gputop-dl.comparison/1), bad input as one line and exit 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+from rich.console import Console
+
+from gputop_dl import cli
+from gputop_dl.present.report.compare import COMPARISON_SCHEMA, compare_sessions, comparison_table
+from tests.fakes.reports import make_session, fresh_store
+
+
+def two_sessions(tmp_path, monkeypatch, second_names=None):
+    home = tmp_path / "home"
+    monkeypatch.setenv("GPUTOP_DL_HOME", str(home))
+    from gputop_dl.record.store import default_db_path
+
+    store = fresh_store(default_db_path())
+    a = make_session(store, name="before")
+    b = make_session(store, name="after", job_names=second_names)
+    store.close()
+    return a, b
+
+
+def test_two_sessions_side_by_side_with_the_change_and_both_verdicts(tmp_path, monkeypatch):
+    a, b = two_sessions(tmp_path, monkeypatch)
+    doc = compare_sessions(a, b)
+    assert doc["schema"] == COMPARISON_SCHEMA and doc["common_jobs"] == 3 and doc["note"] is None
+    assert doc["a"]["id"] == a and doc["b"]["name"] == "after"
+    assert doc["a"]["verdict"]["kind"] and doc["b"]["verdict"]["kind"] == doc["a"]["verdict"]["kind"]
+    bs32 = next(j for j in doc["jobs"] if j["name"] == "bs32")
+    assert bs32["a"]["step_time_s"] == bs32["b"]["step_time_s"]
+    assert bs32["change"]["step_time_s"] == 1.0 and bs32["change"]["stall_fraction"] == 0.0
+    assert bs32["a"]["cpu_wait_fraction"] is None and bs32["change"]["cpu_wait_fraction"] is None
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(comparison_table(doc))
+    out = console.file.getvalue()
+    assert "bs32" in out and "×1.00" in out and "+0 pts" in out and "before" in out
+
+
+def test_no_job_in_common_is_said_and_both_are_shown(tmp_path, monkeypatch, capsys):
+    a, b = two_sessions(tmp_path, monkeypatch, second_names=("x1", "x2", "x3"))
+    assert cli.main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "no job in common" in out and "bs32" in out and "x1" in out and "not in B" in out
+    assert cli.main(["compare", a, b, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["common_jobs"] == 0 and {j["name"] for j in doc["jobs"]} >= {"bs32", "x1"}
+    x1 = next(j for j in doc["jobs"] if j["name"] == "x1")
+    assert x1["a"] is None and x1["b"]["step_time_s"] is not None
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    a, b = two_sessions(tmp_path, monkeypatch)
+    for argv in (["compare", a, a], ["compare", a, "nope-no-such"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("gputop-dl: error:") and "\n" not in err and "Traceback" not in err
+    assert cli.main(["compare", a, "nope-no-such"]) == 2
+    assert "no session 'nope-no-such'" in capsys.readouterr().err
+
+
+def test_sessions_json_for_scripts(tmp_path, monkeypatch, capsys):
+    a, b = two_sessions(tmp_path, monkeypatch)
+    assert cli.main(["sessions", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gputop-dl.sessions/1"
+    assert {s["id"] for s in doc["sessions"]} == {a, b}
+    assert os.path.exists(tmp_path / "home")
