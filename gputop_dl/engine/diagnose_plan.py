@@ -181,26 +181,26 @@ class DiagnosePlan(Plan):
         else:  # judge on the signals, and say so
             v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
                       host, "none", need_steps=0)
-            v["reason"] += (f" (py-spy could not read the step time of {', '.join(untimed)}"
-                            + (" together and alone" if self.probe else "")
-                            + ", so no slowdown is claimed)")
-            v["confidence"] = _signal_agreement(hs, host.cpus, bool(v["evidence"]["cpu_signals"]))
-        v["evidence"]["method"] = {
+            v = v.replace(
+                reason=v.reason + (f" (py-spy could not read the step time of {', '.join(untimed)}"
+                                   + (" together and alone" if self.probe else "")
+                                   + ", so no slowdown is claimed)"),
+                confidence=_signal_agreement(hs, host.cpus, bool(v.evidence["cpu_signals"])))
+        v = v.with_evidence(method={
             "step_times": "py-spy sample order of each job's main thread",
             "solo": "in-situ probe (the other jobs paused)" if self.probe else None,
-            "paused_job_s": round(self.paused_job_s, 2)}
-        if v["kind"] == "no-baseline":
-            v["recommendations"] = [
+            "paused_job_s": round(self.paused_job_s, 2)})
+        if v.kind == "no-baseline":
+            v = v.replace(recommendations=(
                 "run without --no-probe so each job is measured alone" if not self.probe else
                 "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
-                "figures from the start-up hook"]
-        for pid in live:
-            if self.jobs[pid].get("no_solo"):
-                v["evidence_lines"].append(f"{self.jobs[pid]['name']}: measured passively, "
-                                           f"{self.jobs[pid]['no_solo']}")
+                "figures from the start-up hook",))
+        v = v.with_lines(*(f"{self.jobs[pid]['name']}: measured passively, "
+                           f"{self.jobs[pid]['no_solo']}" for pid in live
+                           if self.jobs[pid].get("no_solo")))
         if self.probe and self.paused_job_s:
-            v["evidence_lines"].append(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
-        return v
+            v = v.with_lines(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
+        return v.to_json()
 
     def result(self) -> dict:
         """The diagnosis as the JSON contract's parts (`present.diagnosis` renders it)."""

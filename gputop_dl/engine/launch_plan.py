@@ -346,27 +346,25 @@ class LaunchPlan(Plan):
         jobs, host = gather(runs, self._host_series, self._gpu_series,
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
-        self.verdict = judge(jobs, host, self.spec.baseline)
+        v = judge(jobs, host, self.spec.baseline)
         if self.across:
-            self.verdict["evidence"]["no_solo"] = dict(self.across)
-            self.verdict["evidence_lines"].append(
+            v = v.with_evidence(no_solo=dict(self.across)).with_lines(
                 "; ".join(f"{n}: {why}" for n, why in self.across.items())
                 + " (slowdown unknown)")
             if all(r.name in self.across for r in runs):  # measuring alone would not help
-                self.verdict["recommendations"] = [
-                    r for r in self.verdict.get("recommendations") or ()
-                    if "measure each job alone" not in r] + [
+                v = v.replace(recommendations=tuple(
+                    r for r in v.recommendations if "measure each job alone" not in r) + (
                     "a job across nodes has no solo baseline here: compare its step time with a "
-                    "run that has its nodes to itself"]
+                    "run that has its nodes to itself",))
         if probe is not None:
-            self.verdict["evidence"]["probe"] = {
+            v = v.with_evidence(probe={
                 "paused_job_s": round(probe.paused_job_s, 2),
                 "windows": [{"job": w.job, "seconds": round((w.t1 or now) - w.t0, 2),
                              "paused": w.paused} for w in probe.windows],
-                "missing": dict(probe.missing)}
-            self.verdict["evidence_lines"].append(
+                "missing": dict(probe.missing)}).with_lines(
                 f"solo step times from the in-situ probe: each job alone, the others paused "
                 f"({probe.paused_job_s:.1f} job-seconds paused in all)")
+        self.verdict = v.to_json()
         # once a job has ended the overlap window is closed: the verdict cannot change
         win = overlap_window(runs, now)
         # (2 s after it closed, so the others' buffered step events have arrived)

@@ -14,6 +14,7 @@ from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
+from gputop_dl.present.verdict_text import job_line
 
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
@@ -160,6 +161,6 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
                          clean(f" — {verdict['reason']}"),
                          (f"  (confidence {verdict.get('confidence', 0):.0%})", "dim"))]
     out += [text(f"  · {line}") for line in verdict.get("evidence_lines", [])]
-    out += [text(f"  {j['line']}", style="dim") for j in verdict.get("jobs", [])]
+    out += [text(f"  {job_line(j) or j.get('name')}", style="dim") for j in verdict.get("jobs", [])]
     out += [Text.assemble(("  fix: ", "bold"), clean(r)) for r in verdict.get("recommendations", [])]
     return out

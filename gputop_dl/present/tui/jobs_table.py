@@ -31,6 +31,7 @@ from gputop_dl.present.tui.base import set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import GpuProcess, JobSample
 from gputop_dl.text.safe import clean
+from gputop_dl.present.verdict_text import Tone, slowdown_tone
 
 LAUNCHED_MARK = "●"
 PAD = 1  # blank cells on each side of a cell, as DataTable draws them
@@ -84,6 +85,10 @@ class Palette:
         self.plain = Style()
         self.bold = Style(bold=True)
 
+    def tone(self, tone: Tone | None) -> Style:
+        """The style of a tone (present.verdict_text.slowdown_tone); plain when unknown."""
+        return {"good": self.ok, "warn": self.warn, "bad": self.err}.get(tone or "", self.plain)
+
 
 class Cell(NamedTuple):
     """One cell: its text and Rich style (compared by value to find the lines that changed)."""
@@ -124,7 +129,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0) -> Row:
     name = clean(f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}")
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
     sd = j.slowdown
-    sd_style = p.plain if sd is None else p.ok if sd <= 1.10 else p.warn if sd <= 1.5 else p.err
+    sd_style = p.tone(slowdown_tone(sd))
     cells = (
         Cell(name, p.bold),
         Cell(clean(status_text(j)), _status_style(j, p)),
