@@ -23,6 +23,7 @@ from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
@@ -85,7 +86,8 @@ class FoundJobs:
                 step_time_s=res.step_time_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
                 command=self.disc.describe(f), distributed=dist,
-                rank_cpu_cores=rank_cpu(dist, ts, cmap)))
+                rank_cpu_cores=rank_cpu(dist, ts, cmap),
+                **wait_fields(tree_wait(ts, f.pid, dist))))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
