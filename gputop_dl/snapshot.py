@@ -120,6 +120,14 @@ class JobSample:
     command: str | None = None  # command line of a job not launched here (discovered)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
+    # CPU wait (issue 21, collect/schedstat.py): share of the threads' runnable time spent
+    # waiting for a CPU over the last interval, 0..1 (all, trainer processes, loader workers);
+    # the cgroup quota's throttled share of the interval; why it is unknown
+    cpu_wait_fraction: float | None = None
+    cpu_wait_trainer: float | None = None
+    cpu_wait_workers: float | None = None
+    cpu_throttled_fraction: float | None = None
+    cpu_wait_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,4 +172,7 @@ def _clean(d: dict) -> dict:
     out = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
+    if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
+        out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
+                           "workers": out.get("cpu_wait_workers")}
     return out

@@ -16,7 +16,6 @@ when the sample order shows it unambiguously, the step time. Everything unknown 
 
 from __future__ import annotations
 
-import threading
 import time
 
 from gputop_dl.collect import pyspy
@@ -24,6 +23,7 @@ from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
@@ -86,7 +86,8 @@ class FoundJobs:
                 step_time_s=res.step_time_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
                 command=self.disc.describe(f), distributed=dist,
-                rank_cpu_cores=rank_cpu(dist, ts, cmap)))
+                rank_cpu_cores=rank_cpu(dist, ts, cmap),
+                **wait_fields(tree_wait(ts, f.pid, dist))))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
@@ -108,22 +109,11 @@ class FoundJobs:
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
         and wait; the next `sample()` reports these figures. Returns py-spy's errors."""
-        errors: list[str] = []
-
-        def burst(key: tuple[int, int], pid: int) -> None:
-            est, err = pyspy.record_stall(pid, seconds, rate)
-            if err:
-                errors.append(err)
-            elif est is not None and est.samples:
+        ests, errors = pyspy.spy_all({(f.pid, f.start): f.target for f in self.found}, seconds, rate)
+        for key, est in ests.items():
+            if est.samples:
                 self._measured[key] = StallResult(est.fraction, est.samples, est.step_time_s,
                                                   time.time())
-
-        threads = [threading.Thread(target=burst, args=((f.pid, f.start), f.target), daemon=True,
-                                    name="gdl-spy") for f in self.found]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(seconds + 25)
         return errors
 
     def new_since_last(self) -> list[Found]:

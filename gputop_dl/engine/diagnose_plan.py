@@ -20,7 +20,6 @@ time both together and alone; otherwise it rests on the signals and says that it
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 
 import psutil
@@ -29,7 +28,6 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
 from gputop_dl.pause import Pauser, may_signal
-from gputop_dl.threadname import name_native_thread
 
 SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
@@ -242,21 +240,7 @@ def _mean(vals):
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
     """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
-    out: dict[int, pyspy.StallEstimate] = {}
-
-    def burst(root: int, target: int) -> None:
-        name_native_thread("gdl-spy")
-        est, err = pyspy.record_stall(target, seconds, RATE)
-        if est is not None and err is None:
-            out[root] = est
-
-    threads = [threading.Thread(target=burst, args=(r, t), daemon=True)
-               for r, t in targets.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 25)
-    return out
+    return pyspy.spy_all(targets, seconds, RATE)[0]
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:

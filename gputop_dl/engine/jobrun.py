@@ -14,6 +14,7 @@ from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -157,4 +158,5 @@ class JobRun:
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             solo_step_time_s=solo_t, phase=self.phase,
             stderr_tail=self.stderr_tail, distributed=self.distributed,
-            rank_cpu_cores=self.rank_cpu)
+            rank_cpu_cores=self.rank_cpu,
+            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)))
