@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gputop-dl", description="Terminal monitor and profiler for deep-learning training.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"gputop-dl {__version__}")
-    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--once", action="store_true",
+                   help="print one snapshot and exit: two samples 1 s apart (each job's CPU "
+                   "wait is read over that second) and the live verdict, estimated from them")
     p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
     p.add_argument("--stall", type=float, default=0.0, metavar="S",
                    help="with --once: sample every training job's main thread with py-spy for "

@@ -128,6 +128,10 @@ class JobSample:
     cpu_wait_workers: float | None = None
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
+    # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
+    # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
+    slowdown_source: str | None = None
+    slowdown_confidence: float | None = None
 
 
 @dataclass(frozen=True)

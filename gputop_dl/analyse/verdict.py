@@ -340,15 +340,9 @@ def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confi
     recs = []
     if have_need:
         recs.append(f"at solo speed these jobs need ≈ {need:.1f} cores; this machine allows {cpus}")
-        fit, acc = 0, 0.0
-        for j in sorted(jobs, key=lambda j: j.solo_cpu_cores or 0.0):
-            acc += j.solo_cpu_cores or 0.0
-            if acc > cpus:
-                break
-            fit += 1
+        fit = fit_at_once([j.solo_cpu_cores or 0.0 for j in jobs], cpus)
         if fit < len(jobs):
-            recs.append(f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or "
-                        "queue the rest")
+            recs.append(at_most(fit, cpus))
     heavy = [j.name for j in jobs if j.transforms not in (None, "light")]
     if heavy and not on_cpu:
         recs.append(f"pre-compute the augmentation (pre-resized dataset, transforms = \"light\") "
@@ -361,6 +355,21 @@ def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confi
     if on_cpu:
         recs.append("for real parallelism, run these jobs on GPUs (or one after another here)")
     return _verdict("cpu-bound", reason, evidence, lines, recs, confidence, jobs)
+
+
+def fit_at_once(needs: list[float], cpus: int) -> int:
+    """How many of these jobs fit at once on `cpus` cores at their CPU need, smallest first."""
+    fit, acc = 0, 0.0
+    for need in sorted(needs):
+        acc += need
+        if acc > cpus:
+            break
+        fit += 1
+    return fit
+
+
+def at_most(fit: int, cpus: int) -> str:
+    return f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or queue the rest"
 
 
 def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> Verdict:

@@ -14,7 +14,7 @@ from gputop_dl.text.fmt import DASH, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
-from gputop_dl.present.verdict_text import job_line
+from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
@@ -45,7 +45,8 @@ def jobs_table(snap: Snapshot) -> Table:
         rows.append((j.name, status, j.device or DASH,
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
                      num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
-                     size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s)))
+                     size(j.rss), size(j.gpu_mem), slowdown_text(j.slowdown, j.slowdown_source),
+                     secs(j.eta_s)))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
     t = Table(box=None, pad_edge=False, header_style="bold")
     for i in keep:

@@ -71,3 +71,14 @@ def passive_line(j: dict) -> str:
         est = (f"{j.get('slowdown_source') or 'estimated'} slowdown {s:.2f}×"
                + (f" (confidence {conf:.0%})" if conf is not None else ""))
     return f"{name}: {est}; " + ", ".join(bits)
+
+
+SOURCE_MARK = {"estimated": "est.", "probe": "probe"}  # "measured": no mark (the default)
+
+
+def slowdown_text(s: float | None, source: str | None = None) -> str:
+    """A job's one slowdown with where it comes from: "1.64×", "2.94× est.", "1.50× probe"."""
+    if s is None:
+        return DASH
+    mark = SOURCE_MARK.get(source or "")
+    return f"{s:.2f}×" + (f" {mark}" if mark else "")
