@@ -101,11 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "unless --no-probe, alone: every other job is paused (SIGSTOP) for a few "
                         "seconds while it runs, then resumed. Prints the verdict (parallel or "
                         "only concurrent, and why) with its evidence and fixes; recorded as a "
-                        "session. Jobs you may not signal are measured passively.")
+                        "session. Jobs you may not signal are measured passively. Each job's "
+                        "slowdown is also estimated live from its CPU wait, beside the probe's.")
     dp.add_argument("--seconds", type=float, default=30.0, metavar="S",
                     help="about how long the diagnosis takes (default 30)")
     dp.add_argument("--no-probe", action="store_true",
-                    help="never pause a job: judge on CPU, stall and host signals only")
+                    help="never pause a job: the live estimate is the verdict (each job's "
+                    "slowdown from its CPU wait and stall), in about 10 s")
     dp.add_argument("--pid", metavar="PID,...", dest="diag_pids",
                     help="only these jobs: a job's root PID (as the monitor lists it) or any PID of its tree")
     dp.add_argument("--json", action="store_true", dest="diag_json",

@@ -5,6 +5,7 @@ others), and the test waits for the snapshot that says so, up to a deadline."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -16,6 +17,7 @@ from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped, only_f
 
 pytestmark = pytest.mark.heavy
 DEADLINE_S = 60.0  # generous: a busy box is slow to start torch; the verdict itself takes ticks
+BUSY_BOX = 3.0  # load per CPU above which the box is too busy with others' work for the trio
 
 
 @pytest.fixture
@@ -32,11 +34,13 @@ def watch(pids: set[int], until) -> tuple[object, list]:
     hit, seen, last = threading.Event(), [], []
 
     def on(snap):
+        if hit.is_set():
+            return
         last[:] = [snap]
         if snap.verdict:
             seen.append(snap.verdict["kind"])
-        if len(snap.jobs) == len(pids) and until(snap):
-            hit.set()
+        if len(snap.jobs) == len(pids) and snap.verdict and until(snap):
+            hit.set()  # `last` keeps this snapshot
 
     eng.subscribe(on)
     eng.start()
@@ -49,6 +53,11 @@ def watch(pids: set[int], until) -> tuple[object, list]:
 
 
 def test_real_heavy_trio_by_hand_reads_cpu_bound_with_an_estimate_for_each(by_hand):
+    load, cpus = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    if load > BUSY_BOX * cpus:  # the trio's waits would be mostly other people's load
+        pytest.skip(f"the box runs {load:.0f} runnable threads on {cpus} CPUs before the trio "
+                    "starts: what the trio waits for is mostly load from outside it, and the "
+                    "live verdict rightly puts it down to that")
     pids = by_hand(HEAVY, 3)
 
     def bound(snap):

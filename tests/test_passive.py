@@ -10,7 +10,7 @@ from gputop_dl.analyse.passive import PassiveJudge, cpu_speedup, gpu_estimates, 
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 
-TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9, load1=6.0)
+TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)  # load unknown: all to the jobs
 CALM = HostSample(cpus=2, cpu_busy=0.2, cpu_pressure_some10=0.0, load1=0.3)
 
 
@@ -50,6 +50,22 @@ def test_heavy_trio_reads_cpu_bound_with_each_estimate_from_its_wait():
     assert [j["slowdown_source"] for j in data["jobs"]] == ["estimated"] * 3
     assert "waits for a CPU" in v.reason and "nothing paused" in v.reason
     assert "estimated slowdown 2.78×" in job_line(data["jobs"][0])
+
+
+def test_waits_caused_by_load_from_outside_the_jobs_are_not_theirs():
+    # the pair waits 60 % of its runnable time, but the box runs 9 more runnable threads than
+    # the pair wants: alone, each would still wait for those
+    pair = [job("a", 10, f=0.6, cores=0.2), job("b", 20, f=0.6, cores=0.2)]
+    busy_box = replace(TWO, load1=10.0)
+    v, est = run(PassiveJudge(), 3, lambda t: pair, host=busy_box)
+    assert v.kind == "parallel", v.reason
+    assert P.set_share(0.5, 1.0, 10.0) == pytest.approx(0.5 / 9.5)
+    # the same waits on a box that runs only the jobs: theirs
+    own = replace(TWO, load1=1.0)
+    v, est = run(PassiveJudge(), 3, lambda t: pair, host=own)
+    assert v.kind == "cpu-bound" and est["a"].last.set_share == 1.0
+    # one job alone on a loaded box: nothing beside it to blame
+    assert P.set_share(0.5, 0.5, 4.0) == 0.0 and P.set_share(0.5, 0.5, None) == 1.0
 
 
 def test_light_pair_reads_parallel():
@@ -164,3 +180,88 @@ def test_judge_passive_of_no_estimates_is_pure():
                          note="CPU wait: not available (kernel)")], "a")
     assert judge_passive([e], CALM).kind == "no-baseline"
     assert judge_passive([e], CALM) == judge_passive([replace(e)], CALM)
+
+
+def test_nvml_per_process_samples_of_the_fake_gpu_read_gpu_contended():
+    # two jobs' processes on fake GPU 0, each with NVML per-process SM samples of ~50 %
+    from gputop_dl.collect.nvml import Nvml
+
+    from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml
+
+    gpu = FakeGpu(util=99, processes=[FakeProcess(10), FakeProcess(20)])
+    fake = FakePynvml([gpu, FakeGpu()])
+    nvml = Nvml(module=fake)
+    judge = PassiveJudge()
+    jobs = [job("a", 10, f=0.02, cores=0.3), job("b", 20, f=0.02, cores=0.3)]
+    for _ in range(3):
+        gpu.add_util_sample(10, 50)
+        gpu.add_util_sample(20, 48)
+        v, est = judge.verdict(jobs, CALM, nvml.processes(), nvml.sample())
+    nvml.close()
+    assert v.kind == "gpu-contended", v.reason
+    assert est["a"].slowdown > 1.5 and est["a"].cause == "gpu"
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] >= 3
+
+
+def test_serve_exports_each_jobs_slowdown_with_its_source():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.snapshot import Snapshot
+
+    jobs = (replace(job("a", 10), slowdown=2.5, slowdown_source="estimated",
+                    slowdown_confidence=0.8),
+            replace(job("b", 20), launched=True, slowdown=1.4, slowdown_source="measured"),
+            job("c", 30))
+    c = SnapshotCollector(hostname="n")
+    c.feed(Snapshot(time=1.0, gpu_status="ok", host=TWO, jobs=jobs,
+                    verdict={"kind": "cpu-bound", "confidence": 0.8}))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {}
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            got.setdefault(s.name, []).append((s.labels, s.value))
+    by = {(lab["job_name"], lab["source"]): v for lab, v in got["gputop_dl_job_slowdown_by_source"]}
+    assert by == {("a", "estimated"): 2.5, ("b", "measured"): 1.4}
+    assert [(lab["job_name"], v) for lab, v in got["gputop_dl_job_slowdown_confidence"]] == [("a", 0.8)]
+    kinds = {lab["kind"]: v for lab, v in got["gputop_dl_verdict"]}
+    assert kinds["cpu-bound"] == 1.0
+
+
+def test_once_judges_one_snapshot_from_its_one_reading():
+    from gputop_dl.snapshot import Snapshot
+
+    snap = Snapshot(time=1.0, gpu_status="no-driver", host=TWO,
+                    jobs=(job("a", 10, f=0.6), job("b", 20, f=0.6)))
+    out = P.once(snap)
+    assert out.verdict["kind"] == "cpu-bound"
+    assert [j.slowdown_source for j in out.jobs] == ["estimated", "estimated"]
+    data = out.to_json()
+    assert data["jobs"][0]["slowdown_source"] == "estimated" and data["jobs"][0]["slowdown"] > 1.1
+    empty = P.once(Snapshot(time=1.0, gpu_status="no-driver", host=TWO))
+    assert empty.verdict is None
+
+
+def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
+    from types import SimpleNamespace
+
+    from gputop_dl.engine.launch_plan import LaunchPlan
+    from gputop_dl.workload import SessionSpec, Workload
+
+    spec = SessionSpec(name="pair", path="pair.toml", baseline="measure",
+                       workloads=(Workload(name="a"), Workload(name="b")))
+    plan = LaunchPlan(spec)
+    engine = SimpleNamespace(runs={"a": None, "b": None})
+    plan._machine = SimpleNamespace(host=TWO, gpu_processes=(), gpus=(), time=1.0)
+    launched = [replace(job("a", 10, f=0.6), launched=True, phase="co-run"),
+                replace(job("b", 20, f=0.6), launched=True, phase="co-run")]
+    first = plan.rows(engine, launched)
+    assert [j.slowdown for j in first] == [None, None]  # one reading: not yet
+    second = plan.rows(engine, launched)  # the first co-run ticks: the estimate
+    assert [j.slowdown_source for j in second] == ["estimated", "estimated"]
+    plan.verdict = {"jobs": [{"name": "a", "slowdown": 1.5}, {"name": "b", "slowdown": None}]}
+    third = plan.rows(engine, launched)
+    assert (third[0].slowdown, third[0].slowdown_source) == (1.5, "measured")
+    assert third[1].slowdown_source == "estimated"  # one slowdown per job, with its source

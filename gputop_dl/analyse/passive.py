@@ -5,8 +5,9 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
 - a job's CPU wait `f` (collect/schedstat.py: the share of its threads' runnable time spent
   waiting for a CPU) and the cores it used `c`. Its threads were runnable `D = c / (1 - f)`
   cores' worth of the time, over `n = round(D)` threads each runnable `b = min(1, D / n)` of
-  the wall time: each lost `f * b` of it waiting. Its CPU work would run
-  `s_cpu = min(1 / (1 - f * b), cpus / c)` times faster alone (at least 1);
+  the wall time: each lost `f * b` of it waiting, a `share` of it behind the other jobs (the
+  rest behind load from outside them, which alone would still be there: `set_share`). Its CPU
+  work would run `s_cpu = min(1 / (1 - f * b * share), cpus / c)` times faster alone (>= 1);
 - the job's critical path. Training on the CPU (no GPU seen), its CPU work is its step: the
   estimate is `s_cpu`. On a GPU, only the data wait can shrink when the loader's workers get
   their cores: with a known data-stall `σ`, `s = min(s_cpu(f_workers), 1 / (1 - σ))`; with
@@ -60,6 +61,7 @@ class Tick:
     cpu_cores: float | None
     on_cpu: bool
     stall_known: bool
+    set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
     note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
 
     @property
@@ -72,7 +74,27 @@ def _clip(f: float) -> float:
     return min(max(f, 0.0), MAX_WAIT)
 
 
-def cpu_speedup(f: float | None, cores: float | None, cpus: int) -> float | None:
+def demand(f: float | None, cores: float | None) -> float | None:
+    """The cores' worth of time a job's threads were runnable: c / (1 - f)."""
+    if f is None or cores is None:
+        return None
+    return cores / (1.0 - _clip(f))
+
+
+def set_share(d_i: float | None, set_demand: float, runnable: float | None) -> float:
+    """The share of job i's competitors for a CPU that are the other judged jobs, not load
+    from outside them (which would still be there with the job alone): the others' demand over
+    everything else runnable on the host (its load average less the job itself). 1 when the
+    host's runnable count is unknown (every wait is put down to the jobs)."""
+    if d_i is None or runnable is None:
+        return 1.0
+    others = max(0.0, set_demand - d_i)
+    rest = max(others, runnable - d_i)
+    return others / rest if rest > 0 else 1.0
+
+
+def cpu_speedup(f: float | None, cores: float | None, cpus: int,
+                share: float = 1.0) -> float | None:
     """How much faster a job's CPU work would run alone (at least 1; None: wait unknown).
 
     Its threads were runnable D = c / (1 - f) cores' worth of the time, over n = round(D)
@@ -87,7 +109,7 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int) -> float | None
     if cores is not None and cores > 0:
         demand = cores / (1.0 - f)
         b = min(1.0, demand / max(1, round(demand)))
-    s = 1.0 / (1.0 - _clip(f * b))
+    s = 1.0 / (1.0 - _clip(f * b * share))
     if cores is not None and cores > 0 and cpus:
         s = min(s, max(1.0, cpus / cores))
     return max(1.0, s)
@@ -135,29 +157,34 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                    t: float = 0.0) -> dict[str, Tick]:
     """Each job's estimate at this tick (pure: from one tick's samples)."""
     cpus = host.cpus if host is not None else 1
+    runnable = host.load1 if host is not None else None
     shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
     gpu = gpu_estimates(shares, gpus)
+    demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
+    set_demand = sum(d for d in demands.values() if d is not None)
     out = {}
     for j in jobs:
         on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
         stall = j.stall_fraction
         f = j.cpu_wait_fraction
         crit: float | None = f
+        share = set_share(demands[j.name], set_demand, runnable)
         if f is None:
             s_cpu = None
         elif on_gpu and stall is not None:
             # only the data wait can shrink: the workers' cores, up to the stall itself
             fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
             crit = fw if stall >= STALL_GATE else 0.0
-            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus) or 1.0, 1.0 / (1.0 - _clip(stall)))
+            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
+                        1.0 / (1.0 - _clip(stall)))
             s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
         else:
-            s_cpu = cpu_speedup(f, j.cpu_cores, cpus)
+            s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
         g = gpu.get(j.name)
         out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
                            cpu_cores=j.cpu_cores, on_cpu=not on_gpu,
-                           stall_known=stall is not None,
+                           stall_known=stall is not None, set_share=share,
                            note=None if f is not None else j.cpu_wait_note)
     return out
 
@@ -258,7 +285,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
                 "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
-                "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2)}
+                "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
+                "set_share": {e.name: round(e.last.set_share, 3) for e in est}}
     if not judged:
         if any(e.last.note is None for e in est):  # readings under way (a first reading)
             return Verdict(kind="insufficient-data", confidence=0.0, evidence=evidence, jobs=rows,
@@ -285,6 +313,11 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
+    outside = [e for e in judged if e.last.set_share < 0.9]
+    if outside:
+        lines.append("load from outside these jobs: of what " + ", ".join(
+            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
+            + f" (host load {hev.load1:.1f}); alone, the rest would still be there")
     demand = sum((e.last.cpu_cores or 0.0) / (1 - _clip(e.last.cpu_wait))
                  for e in judged if e.last.cpu_wait is not None)
     evidence["cpu_demand_cores"] = round(demand, 2)

@@ -15,6 +15,11 @@ phases, bounded by `seconds`:
 
 The verdict is the launch's (`analyse.verdict.judge`): a slowdown only where py-spy read a step
 time both together and alone; otherwise it rests on the signals and says that it does.
+
+Beside it, the live estimate (analyse/passive.py) over the observe phase, each job's stall from
+the burst: with `probe=False` it is the verdict (observe about 6 s, burst 3 s: an answer in about
+10 s, nothing paused); with the probe it stands beside the probe's figures, and is the verdict
+where the probe could claim no slowdown.
 """
 
 from __future__ import annotations

@@ -202,3 +202,11 @@ def queue_snapshot(t: int = 0, **changes) -> Snapshot:
     snap = make_snapshot(t, verdict=None, phase="queue", jobs=running + waiting, queue=queue_state(t),
                          log=log(5) + ((T0 - 5, "queue: bs128 waits: GPUs 2, 3 free, but 1.8 cores short"),))
     return replace(snap, **changes) if changes else snap
+
+
+def monitor_app():
+    """A monitor-mode `GputopApp` on a `FakeSource` (no session yet) with the fixed clock."""
+    from gputop_dl.present.tui.app import GputopApp
+
+    src = FakeSource(live=[], spec=None, session_id=None)
+    return GputopApp(src, clock=FixedClock(T0), mode="monitor"), src
