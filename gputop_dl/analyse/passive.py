@@ -211,7 +211,7 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
     if len(known) < min_ticks:
         why = last.note or (f"{len(known)} of {min_ticks} readings of its CPU wait so far")
         return Estimate(name, None, None, None, len(known), last, why)
-    vals = [k.slowdown for k in known]
+    vals = [v for k in known if (v := k.slowdown) is not None]
     s = statistics.median(vals)
     cpu = statistics.median([k.cpu or 1.0 for k in known])
     gpu = statistics.median([k.gpu or 1.0 for k in known])
@@ -301,13 +301,13 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
         return v.replace(reason=v.reason + f" ({why}: no slowdown is estimated)", jobs=rows,
                          recommendations=(), evidence={**v.evidence, **evidence},
                          confidence=1.0 if signals else 0.5)
-    slowed = [e for e in judged if e.slowdown > SLOW]
+    slowed = [e for e in judged if _s(e) > SLOW]
     cpu_slowed = [e for e in slowed if e.cause == "cpu"]
     gpu_slowed = [e for e in slowed if e.cause == "gpu"]
-    stp = sum(1.0 / e.slowdown for e in judged)
+    stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
-    lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {e.slowdown:.2f}×" for e in judged)
+    lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
              + f" (STP {stp:.2f} of {len(judged)}), from each job's CPU wait; nothing paused"]
     if unknown:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
@@ -318,24 +318,23 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
         lines.append("load from outside these jobs: of what " + ", ".join(
             f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
             + f" (host load {hev.load1:.1f}); alone, the rest would still be there")
-    demand = sum((e.last.cpu_cores or 0.0) / (1 - _clip(e.last.cpu_wait))
-                 for e in judged if e.last.cpu_wait is not None)
-    evidence["cpu_demand_cores"] = round(demand, 2)
+    want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
+    evidence["cpu_demand_cores"] = round(want, 2)
     if not slowed:
-        conf = min(e.confidence for e in judged)
+        conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows,
                        reason=f"no job waits for a CPU or a shared GPU on its critical path "
-                              f"(worst estimate {max(e.slowdown for e in judged):.2f}×)",
+                              f"(worst estimate {max(_s(e) for e in judged):.2f}×)",
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
-    conf = max(e.confidence for e in slowed)
+    conf = max(_c(e) for e in slowed)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
-        recs = [f"these jobs' threads want ≈ {demand:.1f} cores (CPU time plus run-queue wait); "
+        recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
                 f"this machine allows {cpus}"]
-        fit = fit_at_once([(e.last.cpu_cores or 0) / (1 - _clip(e.last.cpu_wait or 0))
-                           for e in judged], cpus)
+        fit = fit_at_once([demand(e.last.cpu_wait, e.last.cpu_cores) or 0.0 for e in judged],
+                          cpus)
         if fit < len(judged):
             recs.append(at_most(fit, cpus))
         recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
@@ -351,6 +350,15 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
                           "samples; estimated live, nothing paused)",
                    recommendations=("place these jobs on separate GPUs, or run them one after "
                                     "another",))
+
+
+def _s(e: Estimate) -> float:
+    """A judged job's estimate (1 where there is none: only judged jobs are asked)."""
+    return e.slowdown if e.slowdown is not None else 1.0
+
+
+def _c(e: Estimate) -> float:
+    return e.confidence if e.confidence is not None else 0.0
 
 
 def _job_verdict(e: Estimate) -> JobVerdict:

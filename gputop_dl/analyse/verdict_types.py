@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "other", "insufficient-data",
                       "no-baseline"]
@@ -83,10 +83,10 @@ class Verdict:
         if not self.title:
             object.__setattr__(self, "title", TITLES[self.kind])
 
-    def replace(self, **changes) -> Verdict:
+    def replace(self, **changes: Any) -> Verdict:
         return dataclasses.replace(self, **changes)
 
-    def with_evidence(self, **more) -> Verdict:
+    def with_evidence(self, **more: Any) -> Verdict:
         """A copy with these evidence entries added (or replaced)."""
         return self.replace(evidence={**self.evidence, **more})
 
