@@ -188,7 +188,7 @@ def main() -> int:
     st.close()
     for ext in ("md", "json"):
         out = os.path.join(d, f"report.{ext}")
-        med, times, cpu = _time(lambda: export_session(sid, out, path))
+        med, times, cpu = _time(lambda out=out: export_session(sid, out, path))
         print(f"export .{ext}: median {med:.2f} s of 3 ({', '.join(f'{x:.2f}' for x in times)}),"
               f" CPU {cpu:.2f} s  target <= 3 s  {'OK' if med <= 3 else 'MISSED'}; file "
               f"{os.path.getsize(out) / 1024:.0f} KiB")

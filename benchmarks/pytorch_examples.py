@@ -116,7 +116,7 @@ def imagenet(examples: str, work: str, env: dict, seconds: float) -> None:
         print("\n| job | pid | step together (py-spy) | script's own batch time (median of "
               "its lines) | step alone (py-spy) | slowdown | stall | CPU cores | alone |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for j, p, log in zip(sorted(doc["jobs"], key=lambda j: j["pid"]), procs, logs):
+        for j, _p, log in zip(sorted(doc["jobs"], key=lambda j: j["pid"]), procs, logs):
             with open(log) as f:
                 own = [float(a) for a, _ in TIME_RE.findall(f.read())]
             own_med = statistics.median(own[2:]) if len(own) > 3 else None

@@ -15,7 +15,7 @@ tmux server (the terminal emulation of what the monitor writes; not in the other
 "whole machine busy" is all CPU use on the machine during the window, jobs and strangers included,
 and "jobs started here" the CPU of the --jobs jobs.
 
-First with --jobs external PyTorch jobs running (started once, 5 processes each, from
+First with --jobs found PyTorch jobs (started outside gputop-dl) running (started once, 5 processes each, from
 benchmarks/tui.py's start_jobs), then with none. --runs rounds per case, the monitors taken
 round-robin within each round (start rotated per round), so slow drifts in machine load hit
 all of them alike. Medians with min/max. glances is run from its own venv (--glances,
@@ -181,7 +181,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=30.0, help="measurement window per run (default 30)")
     ap.add_argument("--runs", type=int, default=3, help="rounds per case (default 3)")
-    ap.add_argument("--jobs", type=int, default=3, help="external PyTorch jobs of 5 processes each for the "
+    ap.add_argument("--jobs", type=int, default=3, help="found PyTorch jobs (started outside gputop-dl) of 5 processes each for the "
                     "loaded case (default 3; 0: idle case only)")
     ap.add_argument("--glances", default=DEFAULT_GLANCES, help=f"glances binary (default {DEFAULT_GLANCES})")
     args = ap.parse_args()
@@ -203,7 +203,7 @@ def main() -> int:
         jobs = start_jobs(args.jobs, 8 + args.runs * len(mons) * per_run + 60)
         try:
             time.sleep(8.0)  # torch imported, workers forked
-            print(f"\n{args.jobs} external jobs × 5 processes running (load now {load()})", flush=True)
+            print(f"\n{args.jobs} found jobs × 5 processes running (load now {load()})", flush=True)
             res = run_case(mons, args.runs, args.seconds, jobs)
         finally:
             for j in jobs:

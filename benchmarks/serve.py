@@ -8,7 +8,7 @@
 1. serve CPU at 1 Hz: the same method as `benchmarks/tui.py --only cpu`: the real
    `gputop-dl serve` process, after 5 s of start-up, CPU seconds over --cpu-seconds of the
    process itself and with its py-spy bursts (its reaped children), per OS thread; with no job
-   and with --jobs external PyTorch jobs of 5 processes each (tui.py's `start_jobs`). It is
+   and with --jobs found PyTorch jobs of 5 processes each (tui.py's `start_jobs`). It is
    not scraped meanwhile (a Prometheus scrape every 15 s is counted in 2).
 2. scrape latency: --scrapes GETs of /metrics from this process, one after the other, against
    the same server with the same jobs running; wall time per scrape (request to the last
@@ -131,7 +131,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("cpu", "scrape", "render"))
     ap.add_argument("--cpu-seconds", type=float, default=30.0)
     ap.add_argument("--cpu-runs", type=int, default=1, help="runs per case (median printed)")
-    ap.add_argument("--jobs", type=int, default=3, help="external PyTorch jobs (default 3)")
+    ap.add_argument("--jobs", type=int, default=3, help="found PyTorch jobs, started outside gputop-dl (default 3)")
     ap.add_argument("--scrapes", type=int, default=100, help="scrapes timed (default 100)")
     args = ap.parse_args()
     print(f"machine: {psutil.cpu_count()} CPUs, python {sys.version.split()[0]}")
@@ -139,7 +139,7 @@ def main() -> int:
     if args.only in (None, "cpu", "scrape"):
         cases = [args.jobs] if args.only == "scrape" else sorted({0, args.jobs})
         for n in cases:
-            what = "no jobs" if n == 0 else f"{n} external jobs x 5 processes"
+            what = "no jobs" if n == 0 else f"{n} found jobs x 5 processes"
             runs = []
             for _ in range(args.cpu_runs):
                 scrapes = args.scrapes if n == args.jobs and args.only != "cpu" else 0

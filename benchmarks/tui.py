@@ -364,7 +364,7 @@ def main() -> int:
     ap.add_argument("--cpu-seconds", type=float, default=30.0)
     ap.add_argument("--cpu-runs", type=int, default=1, help="monitor CPU: runs per case (median printed)")
     ap.add_argument("--jobs", type=int, default=3, help="monitor CPU: also measure with this many "
-                    "external PyTorch jobs of 5 processes each running (default 3; 0: idle only)")
+                    "found PyTorch jobs (started outside gputop-dl) of 5 processes each running (default 3; 0: idle only)")
     ap.add_argument("--repeats", type=int, default=30, help="key presses per kind (default 30)")
     args = ap.parse_args()
     have_tmux = shutil.which("tmux") is not None
@@ -382,7 +382,7 @@ def main() -> int:
         print(f"\n2. monitor CPU at 1 Hz over {args.cpu_seconds:.0f} s")
         if have_tmux:
             for n in sorted({0, args.jobs}):
-                what = "no jobs" if n == 0 else f"{n} external jobs x 5 processes"
+                what = "no jobs" if n == 0 else f"{n} found jobs x 5 processes"
                 runs = []
                 for _ in range(args.cpu_runs):
                     r = monitor_cpu(args.cpu_seconds, n)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
+from typing import Any
 
 ENV_EVENTS = "GPUTOP_DL_EVENTS"
 # what torchrun (torchelastic) tells each rank: RANK_ENV[name] = its key in `rank_info`
@@ -35,7 +37,7 @@ RANK_ENV = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_siz
             "TORCHELASTIC_RUN_ID": "run_id"}
 
 
-def reports_here(environ) -> bool:
+def reports_here(environ: Mapping[str, str]) -> bool:
     """Whether this process reports its job's events: the first rank of its node (LOCAL_RANK 0;
     RANK 0 where a launcher sets only RANK), or a process outside any distributed run. Each
     node of a job across nodes has one, and each node's gputop-dl reads its own; on one node
@@ -44,7 +46,7 @@ def reports_here(environ) -> bool:
     return (local if local is not None else environ.get("RANK", "")) in ("", "0")
 
 
-def rank_info(environ) -> dict:
+def rank_info(environ: Mapping[str, str]) -> dict:
     """A rank's place in its distributed run, from its environment (RANK_ENV): the numbers as
     int, `run_id` as text; a variable that is missing or not a number is left out."""
     out: dict = {}
@@ -91,7 +93,7 @@ class EventWriter:
     def from_env(cls) -> EventWriter:
         return cls(os.environ.get(ENV_EVENTS) or None)
 
-    def emit(self, ev: str, *, flush: bool = False, **data) -> None:
+    def emit(self, ev: str, *, flush: bool = False, **data: Any) -> None:
         if self._f is None:
             return
         data["ev"] = ev

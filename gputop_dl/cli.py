@@ -17,7 +17,7 @@ EPILOG = """\
 examples:
   gputop-dl                                         live monitor of this machine and its training jobs
   gputop-dl --once --json                           one snapshot as JSON, for scripts
-  gputop-dl --once --stall 2                        ... with each job's data-stall % (py-spy, 2 s)
+  gputop-dl --once --stall 2                        ... with each job's data stall % (py-spy, 2 s)
   gputop-dl launch workloads/mobilenet_trio.toml    run the workloads, live, recorded
   gputop-dl launch FILE --headless --only bs32,bs64 without the TUI, two of the jobs
   gputop-dl serve                                   Prometheus metrics on http://127.0.0.1:9402/metrics
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
     p.add_argument("--stall", type=float, default=0.0, metavar="S",
                    help="with --once: sample every training job's main thread with py-spy for "
-                   "S seconds (e.g. 2) to measure its data-stall %% (default: not measured)")
+                   "S seconds (e.g. 2) to measure its data stall %% (default: not measured)")
     p.add_argument("--interval", type=float, default=None, metavar="S",
                    help="monitor: seconds between samples (default 1); fleet view: seconds "
                    "between polls of the nodes (default 2; a slow poll delays the next)")
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the fleet view (or --once) read from a Prometheus server's HTTP API "
                    "(e.g. http://prometheus:9090) that scrapes the nodes, instead of --nodes")
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
-                   help="monitor: %% of one core that py-spy may use to measure the data-stall of "
+                   help="monitor: %% of one core that py-spy may use to measure the data stall of "
                    "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
@@ -132,7 +132,7 @@ def add_serve_parser(sub) -> None:
                     help="seconds between samples (default 1)")
     sv.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                     dest="serve_stall_budget", help="%% of one core that py-spy may use to "
-                    "measure the data-stall of jobs found running (default 0.25; 0: off)")
+                    "measure the data stall of jobs found running (default 0.25; 0: off)")
     sv.add_argument("--record", action="store_true", dest="serve_record",
                     help="also record the training jobs it sees as a session, as the monitor does")
 
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     pids = {int(p) for p in args.diag_pids.split(",") if p.strip()}
                 except ValueError:
-                    raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs")
+                    raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs") from None
             return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
                                        as_json=args.diag_json, interval=1.0 if args.interval is None else args.interval,
                                        pids=pids)

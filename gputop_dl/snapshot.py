@@ -7,6 +7,7 @@ in a `Snapshot`; presenters never call samplers themselves. Unknown values are `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 
@@ -117,7 +118,7 @@ class JobSample:
     phase: str | None = None  # baseline | co-run (launched jobs only)
     stderr_tail: tuple[str, ...] = ()
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
-    command: str | None = None  # command line of a job not launched here (discovered)
+    command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
     # CPU wait (issue 21, collect/schedstat.py): share of the threads' runnable time spent
@@ -154,7 +155,7 @@ class Snapshot:
     queue: dict | None = None
 
     def to_json(self) -> dict:
-        """The `gputop-dl --once --json` shape (contract: see docs/design.md)."""
+        """The `gputop-dl --once --json` shape (contract: docs/contracts.md)."""
         return {
             "schema": SNAPSHOT_SCHEMA,
             "time": self.time,
@@ -173,7 +174,7 @@ class Snapshot:
 
 def _clean(d: dict) -> dict:
     """Tuples become lists so the JSON is plain."""
-    out = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+    out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object

@@ -8,6 +8,7 @@ child process as a file.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, overload
 
 TRANSFORM_PRESETS = ("light", "heavy")
 DATASETS = ("fake", "imagefolder", "synthetic")
@@ -16,11 +17,15 @@ BASELINES = ("measure", "cache", "probe", "none")
 REDACTED = "<redacted>"  # an env value, wherever gputop-dl records or shows it
 
 
+@overload
+def redact_env(config: dict) -> dict: ...
+@overload
+def redact_env(config: None) -> None: ...
 def redact_env(config: dict | None) -> dict | None:
     """A workload's plain data with its `env` values replaced by REDACTED, keys kept (a copy
     when there is something to hide)."""
     env = config.get("env") if isinstance(config, dict) else None
-    if not isinstance(env, dict) or all(v == REDACTED for v in env.values()):
+    if config is None or not isinstance(env, dict) or all(v == REDACTED for v in env.values()):
         return config
     return dict(config, env=dict.fromkeys(env, REDACTED))
 
@@ -93,7 +98,7 @@ class Workload:
             kw[k] = v
         return cls(**kw)
 
-    def with_(self, **changes) -> Workload:
+    def with_(self, **changes: Any) -> Workload:
         return replace(self, **changes)
 
     @property

@@ -133,9 +133,9 @@ def case_corrupt_db(d: str, home: str) -> tuple[bool, str]:
         f.write(b"this is not a database" * 100)
     r = gdl(home, "sessions")
     path = workload(d, [("a", 'command = ["true"]')])
-    l = gdl(home, "launch", path, "--headless")
+    lr = gdl(home, "launch", path, "--headless")
     kept = [n for n in os.listdir(home) if n.startswith("sessions.corrupt")]
-    ok = one_line(r) and l.returncode == 0 and kept
+    ok = one_line(r) and lr.returncode == 0 and kept
     return bool(ok), f"sessions: exit {r.returncode}, one line; launch: moved aside as {kept[:1]}"
 
 

@@ -72,7 +72,7 @@ async def wait_until(pilot, cond, timeout: float, step: float = 0.2) -> bool:
     return cond()
 
 
-def start_external_jobs() -> list[subprocess.Popen]:
+def start_jobs_to_find() -> list[subprocess.Popen]:
     """Two plain PyTorch loops started outside gputop-dl (tests/external/stall_script.py), as a
     user's own trainings: the monitor finds them and measures their stall with py-spy."""
     script = os.path.join(ROOT, "tests", "external", "stall_script.py")
@@ -103,13 +103,13 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
         nvml = Nvml(module=fake)
     else:
         nvml = Nvml()
-    jobs = [] if fake_gpus else start_external_jobs()
+    jobs = [] if fake_gpus else start_jobs_to_find()
     try:
         engine = monitor_engine(nvml)
         app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), exporter=export_for_tui)
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: app.renders >= 4, 10)
-            if jobs:  # until both external jobs show a measured stall %
+            if jobs:  # until both found jobs show a measured stall %
                 pids = {p.pid for p in jobs}
                 await wait_until(pilot, lambda: engine.snapshot is not None and sum(
                     1 for j in engine.snapshot.jobs

@@ -1,5 +1,5 @@
 """Jobs not launched by gputop-dl: main-thread stall classification, discovery on a faked /proc,
-the py-spy permission note (fake py-spy), the monitor engine's rows, and one real external job."""
+the py-spy permission note (fake py-spy), the monitor engine's rows, and one real found job."""
 
 from __future__ import annotations
 
@@ -474,7 +474,7 @@ def test_stall_burst_cost_is_read_from_the_kernel(tmp_path):
 
 # --- engine (monitor mode) -------------------------------------------------------------------
 
-def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
+def test_monitor_engine_lists_found_jobs_and_the_namespace_note(tmp_path):
     from gputop_dl.runner import monitor_engine
 
     fp = fake_box(tmp_path)
@@ -501,7 +501,7 @@ def test_monitor_engine_lists_discovered_jobs_and_the_namespace_note(tmp_path):
 
 # --- a real job started outside gputop-dl ----------------------------------------------------
 
-def test_discovered_external_job_stall_real_launch():
+def test_found_job_stall_real_launch():
     """A plain PyTorch loop (tests/external/stall_script.py, num_workers=0) with ~40 % stall:
     the monitor finds it by its pid and py-spy's main-thread stall is within 5 points."""
     from gputop_dl.collect.machine import snapshot_once
@@ -586,7 +586,7 @@ def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
     fj.refresh()
     jobs, notes = fj.sample()
     assert [j.name for j in jobs] == ["train.py"] and jobs[0].stall_fraction is None
-    assert notes == ["data-stall of jobs not launched here is not measured (--stall-budget 0)"]
+    assert notes == ["data stall of jobs found running is not measured (--stall-budget 0)"]
     assert FoundJobs(stall_budget=0.01).stall.cpu_budget == 0.01
 
 

@@ -414,7 +414,7 @@ def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_
                  run.proc.log_path[:-4] + ".json"]:
         assert _stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
     # every folder 0700 and every file 0600, the co-run's start barrier file included
-    for root, dirs, files in os.walk(home):
+    for root, _dirs, files in os.walk(home):
         assert _stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
         for name in files:
             assert _stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name

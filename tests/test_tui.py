@@ -678,7 +678,7 @@ def test_history_buckets_and_is_cheap():
         h.push((i % 100) / 100)
     assert len(h.strip(30)) == 30 and h.seconds_per_char == 20
     t0 = time.perf_counter()
-    for i in range(600 * 8):  # 8 GPUs × 10 minutes of pushes and renders
+    for _ in range(600 * 8):  # 8 GPUs × 10 minutes of pushes and renders
         h.push(0.5)
         h.strip(30)
     per_tick_8_gpus = (time.perf_counter() - t0) / 600

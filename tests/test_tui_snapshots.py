@@ -4,10 +4,12 @@ Each case renders the screen and compares (1) its plain text and (2) its SVG exp
 in tests/tui_snapshots/. The text comparison fails first, with a readable diff; the SVG catches
 colour and style changes. Rendering is deterministic: fixed data, fixed clock, TZ=UTC for log
 times, no notifications. The files were made with the textual/rich versions in
-tests/tui_snapshots/VERSIONS; under other versions the cases skip rather than fail on Textual's own
-rendering changes. Regenerate with:
+tests/tui_snapshots/VERSIONS, which the test extra pins (pyproject.toml): under other versions the
+cases fail with a line saying so (never a silent skip). Regenerate with:
 
     GPUTOP_DL_UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_tui_snapshots.py
+
+and move the pins of the test extra to the versions written in VERSIONS.
 """
 
 from __future__ import annotations
@@ -21,12 +23,9 @@ import time
 from importlib import metadata
 
 import pytest
+from rich.console import Console
 
-pytest.importorskip("textual")
-
-from rich.console import Console  # noqa: E402
-
-from gputop_dl.present.tui.app import GputopApp  # noqa: E402
+from gputop_dl.present.tui.app import GputopApp
 
 from tests.fakes.source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
 
@@ -64,8 +63,21 @@ def pinned_versions():
     except OSError:
         pytest.fail(f"{VERSIONS_FILE} missing: run with GPUTOP_DL_UPDATE_SNAPSHOTS=1")
     if made_with != versions():
-        pytest.skip(f"snapshots made with {made_with}, running {versions()}: regenerate with "
-                    "GPUTOP_DL_UPDATE_SNAPSHOTS=1 and review the diff")
+        pytest.fail(f"snapshots made with {made_with}, running {versions()}: install the test "
+                    "extra (it pins them), or regenerate with GPUTOP_DL_UPDATE_SNAPSHOTS=1, "
+                    "review the diff and move the pins in pyproject.toml")
+
+
+def test_the_test_extra_pins_the_versions_the_snapshots_were_made_with():
+    """A fresh `pip install -e '.[test]'` gets exactly the textual and rich of VERSIONS."""
+    import tomllib
+
+    with open(os.path.join(HERE, "..", "pyproject.toml"), "rb") as f:
+        test_extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    with open(VERSIONS_FILE) as f:
+        made_with = json.load(f)
+    for name, version in made_with.items():
+        assert f"{name}=={version}" in test_extra, (name, version, test_extra)
 
 
 def screen_text(app) -> str:

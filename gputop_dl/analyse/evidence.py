@@ -7,6 +7,7 @@ job ends (or now): the only stretch where all jobs truly ran together.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Protocol
 
 from gputop_dl.analyse.jobstats import step_stats
@@ -43,13 +44,13 @@ def _mean(vals: list[float]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def _outside(t0: float, t1: float, exclude) -> bool:
+def _outside(t0: float, t1: float, exclude: Sequence[tuple[float, float]]) -> bool:
     return not any(a < t1 and t0 < b for a, b in exclude)
 
 
 def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tuple], cpus: int,
            now: float, hot_frames: dict | None = None,
-           exclude: list[tuple[float, float]] = ()) -> tuple[list[JobEvidence], HostEvidence]:
+           exclude: Sequence[tuple[float, float]] = ()) -> tuple[list[JobEvidence], HostEvidence]:
     """host_series: (t, busy, psi, load1, throttled); gpu_series: (t, gpu, util, throttle tuple).
 
     `exclude`: spans that are not co-run time (the in-situ probe's windows): a step that

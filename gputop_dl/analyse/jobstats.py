@@ -1,6 +1,6 @@
-"""Per-job step statistics from trainer step events: step time, samples/s, data-stall fraction.
+"""Per-job step statistics from trainer step events: step time, samples/s, data stall fraction.
 
-Definitions (docs/design.md): t_data = time the loop waited for the next batch, t_step = time
+Definitions (docs/contracts.md): t_data = time the loop waited for the next batch, t_step = time
 from one step's start to the next; stall fraction f = sum(t_data) / sum(t_step). Warm-up steps
 (the first `warmup` steps of the run) are left out; figures are over the last `window` steps.
 """

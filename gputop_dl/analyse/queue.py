@@ -9,6 +9,8 @@ seconds from the queue's start (the session's start, within milliseconds).
 
 from __future__ import annotations
 
+from typing import Any
+
 QUEUE_EVENTS = ("queued", "queue-start", "queue-end")
 
 
@@ -47,7 +49,7 @@ def queue_figures(settings: dict, events: list[dict]) -> dict:
             "slot_busy_fraction": busy, "jobs_ended": len(ended), "jobs": list(jobs.values())}
 
 
-def queue_summary(store, sid: str) -> dict | None:
+def queue_summary(store: Any, sid: str) -> dict | None:
     """The figures of session `sid` (a `record.store.Store` holds it) if it is a queue run, else None."""
     row = store.session(sid)
     settings = (row.spec or {}).get("queue") if row is not None else None

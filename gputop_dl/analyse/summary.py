@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from gputop_dl.analyse.jobstats import step_stats
 
@@ -72,7 +73,7 @@ class JobResult:
         return 3 * self.fwd_flops * self.samples_per_s / 1e12
 
     def to_json(self) -> dict:
-        """The job object of the session export (contract: docs/design.md)."""
+        """The job object of the session export (contract: docs/contracts.md)."""
         return {
             "name": self.name, "status": self.status, "failure": self.failure,
             "device": self.device,
@@ -113,7 +114,7 @@ def verdict_slowdowns(verdict: dict | None) -> dict[str, float | None]:
     return {j["name"]: j.get("slowdown") for j in (verdict or {}).get("jobs") or ()}
 
 
-def _job_result(store, sid: str, job: dict,
+def _job_result(store: Any, sid: str, job: dict,
                 slowdowns: dict[str, float | None]) -> tuple[JobResult, dict | None]:
     """One job's results from aggregated reads (SQL), so that a 24-hour session does not load
     every step event and sample into Python.
@@ -165,7 +166,7 @@ def _job_result(store, sid: str, job: dict,
     return result, sampled
 
 
-def summarize(store, sid: str) -> SessionSummary:
+def summarize(store: Any, sid: str) -> SessionSummary:
     """Every job's results and the notable events (failures, notes, baselines) of a session."""
     results, sampled = [], {}
     row = store.session(sid)

@@ -1,6 +1,6 @@
 """Verdict: did the jobs run truly in parallel, or only concurrently, and why (with the fix).
 
-Pure functions over measured evidence (no I/O). Metrics (docs/design.md): per job slowdown
+Pure functions over measured evidence (no I/O). Metrics (docs/contracts.md): per job slowdown
 s_i = t_step(co-run) / t_step(solo), system throughput STP = sum(1/s_i), parallel efficiency
 E = STP / n, ANTT = mean(s_i). Co-run figures are taken over the *overlap window*: the time
 when every job was past its warm-up and none had finished yet, so a job that ran alone at the
@@ -133,8 +133,8 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
 
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure",
           need_steps: int = MIN_STEPS) -> Verdict:
-    """The verdict (`Verdict.to_json()`: docs/design.md `verdict`), with evidence and
-    recommendations.
+    """The verdict (`Verdict.to_json()`: docs/contracts.md, "The verdict object"), with
+    evidence and recommendations.
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
     or over too few steps: the verdict says so and advises a re-run; where that spread does not

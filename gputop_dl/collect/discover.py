@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 
 from gputop_dl.collect.procs import GONE_STATES, ProcFiles, stat_fields
+from gputop_dl.text.fmt import gib
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
@@ -66,7 +67,7 @@ def unclaim(pid: int) -> None:
 
 @dataclass(frozen=True)
 class Found:
-    """One discovered job: a root process and its descendants."""
+    """One found job: a root process and its descendants."""
 
     name: str
     pid: int  # the root
@@ -125,9 +126,9 @@ def job_name(cmdline: tuple[str, ...] | list[str], pid: int) -> str:
 
 
 def outside_note(n: int, mem: int | None) -> str:
-    gib = f"{mem / (1 << 30):.1f} GiB" if mem is not None else "unknown"
+    used = gib(mem) if mem is not None else "unknown"
     return (f"GPU memory used by {n} process{'es' if n != 1 else ''} outside this container's PID "
-            f"namespace: {gib}")
+            f"namespace: {used}")
 
 
 class Discoverer:

@@ -29,7 +29,7 @@ def package_version(name: str) -> str | None:
 
 
 def environment(nvml) -> dict:
-    """The lab-report environment table, as a dict (see docs/design.md, session export)."""
+    """The lab-report environment table, as a dict (the session export's `environment`: docs/contracts.md)."""
     return {
         "cpu_model": cpu_model(),
         "cpus": allowed_cpus(),

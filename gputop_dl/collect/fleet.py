@@ -25,9 +25,10 @@ from typing import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop_dl import metric_schema as m
 from gputop_dl.errors import UsageError
 
-DEFAULT_PORT = 9402  # = present.prometheus.DEFAULT_PORT (collect may not import present)
+DEFAULT_PORT = m.DEFAULT_PORT  # the exporter's default port, where --nodes looks
 
 
 Sample = tuple[str, dict, float]  # (metric sample name, labels, value): both inputs become these
@@ -197,9 +198,9 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
     by: dict[str, list[Sample]] = {}
     for s in samples:
         by.setdefault(s[0], []).append(s)
-    exporter = by.get("gputop_dl_exporter_info")
+    exporter = by.get(m.info(m.EXPORTER))
     if not exporter:
-        return Node(address, False, "not a gputop-dl exporter (no gputop_dl_exporter_info)")
+        return Node(address, False, f"not a gputop-dl exporter (no {m.info(m.EXPORTER)})")
     labels = exporter[0][1]
 
     def one(name: str) -> float | None:
@@ -207,111 +208,56 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
         return got[0][2] if got else None
 
     gpus: dict[str, dict] = {}
-    for name, key in (("gputop_dl_gpu_utilization_ratio", "util"),
-                      ("gputop_dl_gpu_memory_used_bytes", "mem_used"),
-                      ("gputop_dl_gpu_memory_total_bytes", "mem_total")):
+    for name, key in ((m.full(m.GPU_UTILIZATION), "util"),
+                      (m.full(m.GPU_MEMORY_USED), "mem_used"),
+                      (m.full(m.GPU_MEMORY_TOTAL), "mem_total")):
         for _n, lab, v in by.get(name, ()):
-            gpus.setdefault(lab.get("gpu", "?"), {"index": lab.get("gpu")})[key] = v
+            gpus.setdefault(lab.get(m.GPU, "?"), {"index": lab.get(m.GPU)})[key] = v
     jobs: dict[tuple, dict] = {}
 
     def job(lab: dict) -> dict:
-        return jobs.setdefault((lab.get("job_name"), lab.get("pid")), {})
+        return jobs.setdefault((lab.get(m.JOB_NAME), lab.get(m.PID)), {})
 
-    for _n, lab, _v in by.get("gputop_dl_job_info", ()):
+    for _n, lab, _v in by.get(m.info(m.JOB), ()):
         j = job(lab)
-        j.update(status=lab.get("status"), phase=lab.get("phase") or None)
-        if lab.get("launched") in ("true", "false"):
-            j["launched"] = lab["launched"] == "true"
-        if lab.get("run_id"):
-            j["run_id"] = lab["run_id"]
-        if _int(lab.get("world_size")) is not None:
-            j["world_size"] = _int(lab["world_size"])
-    for name, key in (("gputop_dl_job_cpu_cores", "cpu_cores"),
-                      ("gputop_dl_job_data_stall_ratio", "stall_fraction"),
-                      ("gputop_dl_job_step_seconds", "step_time_s"),
-                      ("gputop_dl_job_slowdown", "slowdown"),
-                      ("gputop_dl_job_gpu_memory_bytes", "gpu_mem")):
+        j.update(status=lab.get(m.STATUS), phase=lab.get(m.PHASE) or None)
+        if lab.get(m.LAUNCHED) in ("true", "false"):
+            j["launched"] = lab[m.LAUNCHED] == "true"
+        if lab.get(m.RUN_ID):
+            j["run_id"] = lab[m.RUN_ID]
+        if _int(lab.get(m.WORLD_SIZE)) is not None:
+            j["world_size"] = _int(lab[m.WORLD_SIZE])
+    for name, key in ((m.full(m.JOB_CPU_CORES), "cpu_cores"),
+                      (m.full(m.JOB_DATA_STALL), "stall_fraction"),
+                      (m.full(m.JOB_STEP), "step_time_s"),
+                      (m.full(m.JOB_SLOWDOWN), "slowdown"),
+                      (m.full(m.JOB_GPU_MEMORY), "gpu_mem")):
         for _n, lab, v in by.get(name, ()):
             job(lab)[key] = v
-    for _n, lab, _v in by.get("gputop_dl_job_rank_info", ()):
+    for _n, lab, _v in by.get(m.info(m.JOB_RANK), ()):
         j = job(lab)
-        if lab.get("run_id"):
-            j.setdefault("run_id", lab["run_id"])
-        if _int(lab.get("world_size")) is not None:
-            j.setdefault("world_size", _int(lab["world_size"]))
-        j.setdefault("ranks", []).append({"rank": _int(lab.get("rank")),
-                                          "local_rank": _int(lab.get("local_rank")),
-                                          "rank_pid": _int(lab.get("rank_pid"))})
+        if lab.get(m.RUN_ID):
+            j.setdefault("run_id", lab[m.RUN_ID])
+        if _int(lab.get(m.WORLD_SIZE)) is not None:
+            j.setdefault("world_size", _int(lab[m.WORLD_SIZE]))
+        j.setdefault("ranks", []).append({"rank": _int(lab.get(m.RANK)),
+                                          "local_rank": _int(lab.get(m.LOCAL_RANK)),
+                                          "rank_pid": _int(lab.get(m.RANK_PID))})
     for j in jobs.values():
         if "ranks" in j:
             j["ranks"].sort(key=lambda r: (r["rank"] is None, r["rank"] or 0))
-    verdict = [s for s in by.get("gputop_dl_verdict", ()) if s[2] == 1.0]
-    ts = one("gputop_dl_last_sample_timestamp_seconds")
+    verdict = [s for s in by.get(m.full(m.VERDICT), ()) if s[2] == 1.0]
+    ts = one(m.full(m.LAST_SAMPLE_TIMESTAMP))
     return Node(
-        address, True, hostname=labels.get("Hostname"), mode=labels.get("mode"),
+        address, True, hostname=labels.get(m.HOSTNAME), mode=labels.get(m.MODE),
         age_s=None if ts is None else max(0.0, (now or time.time()) - ts),
-        cpus=one("gputop_dl_host_cpus"), cpu_busy=one("gputop_dl_host_cpu_busy_ratio"),
-        load1=one("gputop_dl_host_load1"),
+        cpus=one(m.full(m.HOST_CPUS)), cpu_busy=one(m.full(m.HOST_CPU_BUSY)),
+        load1=one(m.full(m.HOST_LOAD1)),
         gpus=sorted(gpus.values(), key=lambda g: int(g["index"]) if str(g["index"]).isdigit() else 0),
         jobs=[NodeJob(name=n, pid=_int(p), **v)
               for (n, p), v in sorted(jobs.items(), key=lambda kv: str(kv[0]))],
-        verdict=verdict[0][1].get("kind") if verdict else None,
-        confidence=one("gputop_dl_verdict_confidence"))
-
-
-def group_distributed(nodes: list[Node], last_seen: dict | None = None) -> list[dict]:
-    """The ranks of each distributed job (one torchrun run id) gathered across the nodes.
-
-    Per run: world size (the largest any node reports), the ranks seen and those missing
-    (0..world_size-1 not seen on any node that answered), each node's ranks, the slowest step
-    time across nodes. `last_seen` ((run_id, rank) -> node label, kept by the live poller)
-    names where a missing rank was last seen; it is updated in place."""
-    entries = [(n, j) for n in nodes if n.ok for j in n.jobs if j.run_id]
-    # one rank process shown by two exporters of one host (two launches, or serve beside a
-    # launch: the other lists it as a found job) counts once, the launch's own entry first
-    claimed: dict[tuple, str] = {}  # (run, host, rank pid) -> the node entry that showed it
-    dups: dict[int, dict] = {}  # index into entries -> its duplicate note
-    for i, (n, j) in sorted(enumerate(entries), key=lambda e: e[1][1].launched is not True):
-        keys = {(j.run_id, n.hostname, r["rank_pid"]) for r in j.ranks if r.get("rank_pid")}
-        if keys and all(k in claimed for k in keys):
-            dups[i] = {"node": n.label, "same_as": claimed[next(iter(keys))], "job": j.name}
-        else:
-            claimed.update(dict.fromkeys(keys, n.label))
-    runs: dict[str, dict] = {}
-    for i, (n, j) in enumerate(entries):
-        g = runs.setdefault(j.run_id, {"run_id": j.run_id, "jobs": [], "world_size": None,
-                                       "nodes": [], "duplicates": []})
-        if i in dups:
-            g["duplicates"].append(dups[i])
-            continue
-        if j.name not in g["jobs"]:
-            g["jobs"].append(j.name)
-        if j.world_size is not None:
-            g["world_size"] = max(g["world_size"] or 0, j.world_size)
-        ranks = sorted({r["rank"] for r in j.ranks if r.get("rank") is not None})
-        g["nodes"].append({"node": n.label, "address": n.address, "hostname": n.hostname,
-                           "job": j.name, "pid": j.pid, "ranks": ranks,
-                           "step_time_s": j.step_time_s, "status": j.status})
-    out = []
-    for run_id in sorted(runs):
-        g = runs[run_id]
-        seen = sorted({r for e in g["nodes"] for r in e["ranks"]})
-        ws = g["world_size"]
-        missing = sorted(set(range(ws)) - set(seen)) if ws else []
-        if last_seen is not None:
-            for e in g["nodes"]:
-                for r in e["ranks"]:
-                    last_seen[(run_id, r)] = e["node"]
-        steps = [(e["step_time_s"], e["node"]) for e in g["nodes"] if e["step_time_s"] is not None]
-        slow = max(steps) if steps else (None, None)
-        out.append({"run_id": run_id, "job": ", ".join(g["jobs"]), "world_size": ws,
-                    "ranks_seen": seen, "missing_ranks": missing,
-                    "missing_last_seen": {str(r): last_seen[(run_id, r)] for r in missing
-                                          if last_seen and (run_id, r) in last_seen},
-                    "complete": ws is not None and not missing,
-                    "nodes": g["nodes"], "slowest_step_s": slow[0], "slowest_node": slow[1],
-                    "duplicates": g["duplicates"]})
-    return out
+        verdict=verdict[0][1].get(m.KIND) if verdict else None,
+        confidence=one(m.full(m.VERDICT_CONFIDENCE)))
 
 
 def read_node(address: str, timeout: float = 2.0) -> Node:
@@ -355,7 +301,7 @@ def read_fleet(addresses: list[str], timeout: float = 2.0,
 
 # --- a Prometheus server's HTTP API instead of the nodes themselves ---------------------------
 
-PROMETHEUS_QUERY = '{__name__=~"gputop_dl_.+|up"}'
+PROMETHEUS_QUERY = f'{{__name__=~"{m.PREFIX}.+|up"}}'
 
 
 class PrometheusError(Exception):
@@ -458,15 +404,18 @@ class FleetPoller:
     an engine). One poll at a time: a slow poll delays the next, never overlaps it.
 
     `read()` returns the nodes (read_fleet or read_prometheus); a PrometheusError becomes the
-    snapshot's `error`. `last_ok` remembers when each node last answered, `last_seen` where
-    each rank of a distributed job was last seen (so a rank on a node that went down is named
-    as missing and where)."""
+    snapshot's `error`. `group` gathers the ranks of distributed jobs across the nodes
+    (`analyse.distributed.group_distributed`; without it the snapshot has none). `last_ok`
+    remembers when each node last answered, `last_seen` where each rank of a distributed job
+    was last seen (so a rank on a node that went down is named as missing and where)."""
 
     session_id = None
 
     def __init__(self, read: Callable[[], list[Node]], *, interval: float = 2.0,
-                 source: str = "nodes", clock: Callable[[], float] = time.time):
+                 source: str = "nodes", clock: Callable[[], float] = time.time,
+                 group: Callable[[list[Node], dict], list[dict]] | None = None):
         self.read, self.interval, self.source, self.clock = read, interval, source, clock
+        self.group = group  # analyse.distributed.group_distributed (handed in: a sibling floor)
         self._subs: list[Callable[[FleetSnapshot], None]] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -496,7 +445,7 @@ class FleetPoller:
                 self.last_ok[n.address] = now
         self.polls += 1
         return FleetSnapshot(time=now, nodes=nodes,
-                             distributed=group_distributed(nodes, self.last_seen),
+                             distributed=self.group(nodes, self.last_seen) if self.group else [],
                              poll_s=time.monotonic() - t0, source=self.source, error=error,
                              last_ok=dict(self.last_ok))
 

@@ -7,10 +7,10 @@ One `FoundJobs` lives in a `MachineSampler` across ticks:
     errors = fj.measure_stall(2.0)                        # one-shot: py-spy every job now, 2 s
 
 `refresh()` returns the PPID -> children map, which the engine also hands to the samplers of its
-launched jobs. `sample()` keeps one `TreeSampler` per discovered root (CPU cores, RSS, threads
+launched jobs. `sample()` keeps one `TreeSampler` per found job's root (CPU cores, RSS, threads
 need the previous tick's CPU times), sums NVML's per-PID GPU memory over the job's processes,
 and, when `stall` is on, schedules background py-spy bursts (`StallSampler`) and reports the
-last burst's data-stall fraction (`stall_source="py-spy"`, with its sample count) and, only
+last burst's data stall fraction (`stall_source="py-spy"`, with its sample count) and, only
 when the sample order shows it unambiguously, the step time. Everything unknown stays None.
 """
 
@@ -37,7 +37,7 @@ class FoundJobs:
         self.disc = discoverer or Discoverer()
         self.stall = stall_sampler or (StallSampler(cpu_budget=stall_budget) if stall and stall_budget > 0
                                        else None)
-        self.off_note = ("data-stall of jobs not launched here is not measured (--stall-budget 0)"
+        self.off_note = ("data stall of jobs found running is not measured (--stall-budget 0)"
                          if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
@@ -53,7 +53,7 @@ class FoundJobs:
 
     def sample(self, gpu: GpuUse = GpuUse(), exclude: set[int] | frozenset[int] = frozenset(),
                taken: set[str] | frozenset[str] = frozenset()) -> tuple[list[JobSample], list[str]]:
-        """This tick's discovered jobs and notes. Call `refresh()` first in the same tick."""
+        """This tick's found jobs and notes. Call `refresh()` first in the same tick."""
         found = self.disc.find(gpu.mem, exclude)
         self.found = found
         cmap = self.disc.job_cmap

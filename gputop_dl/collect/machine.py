@@ -89,7 +89,7 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     """`gputop-dl --once`: host, GPUs and the training jobs running here, in one Snapshot; CPU
     figures are averaged over `settle_s` seconds (or over the stall bursts, if longer).
 
-    A found job's data-stall needs a py-spy burst: with `stall_s` = 0 (the default) it is unknown
+    A found job's data stall needs a py-spy burst: with `stall_s` = 0 (the default) it is unknown
     (None, and a note says why); with `stall_s` > 0 every job's main thread is sampled for that
     long, all jobs at once, and the snapshot waits for it. `found`: a `FoundJobs` (tests inject
     one)."""
@@ -107,10 +107,10 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     notes += [x for x in first.log + m.log if x.startswith("discovery of other jobs stopped")]
     notes += m.notes
     if m.found and stall_s <= 0:
-        notes.append("data-stall of jobs not launched here is unknown in a one-shot snapshot "
+        notes.append("data stall of jobs found running is unknown in a one-shot snapshot "
                      "(it needs a py-spy burst; the live monitor measures it)")
     perm = next((e for e in errors if pyspy.is_permission_error(e)), None)
     if perm:
-        notes.append(f"data-stall unknown: py-spy may not attach ({perm}); {pyspy.PTRACE_HINT}")
+        notes.append(f"data stall unknown: py-spy may not attach ({perm}); {pyspy.PTRACE_HINT}")
     return Snapshot(time=m.time, gpu_status=nvml.status, gpus=m.gpus, host=m.host, jobs=m.found,
                     gpu_processes=m.gpu_processes, notes=tuple(notes))

@@ -108,7 +108,7 @@ def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter, 
     return parse_raw(text or ""), None
 
 
-# --- data-stall of a job not launched here: classify the main thread's samples ----------------
+# --- data stall of a found job: classify the main thread's samples ----------------
 
 _THREAD = re.compile(r"^thread \((?P<tid>0x[0-9a-fA-F]+|\d+)\)(?::\s*(?P<name>.*))?$")
 _DATALOADER = "torch/utils/data/dataloader.py"

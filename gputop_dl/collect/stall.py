@@ -1,6 +1,6 @@
-"""Background py-spy bursts that measure the data-stall of jobs gputop-dl did not launch.
+"""Background py-spy bursts that measure the data stall of found jobs (not started by gputop-dl).
 
-`StallSampler.round([(key, pid), ...])` is called every tick with the discovered jobs. At most
+`StallSampler.round([(key, pid), ...])` is called every tick with the found jobs. At most
 one burst is in flight (a daemon thread); the job whose last burst is oldest goes next, and a
 job is re-sampled every `every_s` seconds or less often: py-spy's own CPU is held to a budget.
 Each burst is `duration_s` of non-blocking sampling at `rate` Hz of the job's main thread
@@ -44,7 +44,7 @@ class StallResult:
 
 
 class StallSampler:
-    """Schedules py-spy bursts over discovered jobs; one burst at a time."""
+    """Schedules py-spy bursts over found jobs; one burst at a time."""
 
     def __init__(self, duration_s: float = 2.0, rate: int = 25, every_s: float = 12.0,
                  pool: int = 4, exe: str | None = None, record: Callable | None = None,
@@ -99,10 +99,10 @@ class StallSampler:
                 return
             if pyspy.is_permission_error(err):
                 self.denied = True
-                self.note = (f"data-stall of jobs not launched here is unknown: py-spy may not "
+                self.note = (f"data stall of jobs found running is unknown: py-spy may not "
                              f"attach to PID {pid} ({err}); {pyspy.PTRACE_HINT}")
             elif err and "not installed" in err:
-                self.note = ("data-stall of jobs not launched here is unknown: py-spy is not "
+                self.note = ("data stall of jobs found running is unknown: py-spy is not "
                              "installed (pip install py-spy)")
 
     def want(self, key: Hashable, pid: int) -> bool:

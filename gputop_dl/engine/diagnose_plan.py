@@ -5,7 +5,7 @@ phases, bounded by `seconds`:
 
 1. observe: tick for about a third of the time (longer while no job has been found yet);
    each job's CPU (cores, its whole tree), the host's CPU signals and the GPUs are sampled;
-2. co-run burst: py-spy on every job's main thread at once, for its data-stall fraction and,
+2. co-run burst: py-spy on every job's main thread at once, for its data stall fraction and,
    where the sample order shows it unambiguously, its step time and the steps it covered;
 3. probe (unless `probe=False`): for each job in turn, every *other* job is paused (SIGSTOP to
    its tree; `pause.Pauser` resumes them even if gputop-dl is killed), the job runs alone for

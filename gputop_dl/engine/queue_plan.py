@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from gputop_dl.analyse.evidence import gather
 from gputop_dl.analyse.verdict import judge
-from gputop_dl.engine.launch_plan import fingerprint
+from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.engine.plan import Plan
 from gputop_dl.sched.model import Job, Machine, Running
 from gputop_dl.sched.policies import Policy, decide
@@ -105,7 +105,7 @@ class QueuePlan(Plan):
 
     def profile(self, cached: Callable[[str], dict | None], env: dict) -> None:
         """Build the jobs from the workloads and their cached solo baselines (`cached` looks
-        one up by `launch_plan.fingerprint`)."""
+        one up by `collect.fingerprint`)."""
         jobs = []
         for w in self.spec.workloads:
             base = cached(fingerprint(w, self.spec.cuda, env))
@@ -298,7 +298,8 @@ class QueuePlan(Plan):
                 row["jct_s"] = t["end_s"] - t["arrival_s"]
             jobs[name] = row
         done = [r for r in jobs.values() if "jct_s" in r]
-        mean = (lambda xs: sum(xs) / len(xs) if xs else None)
+        def mean(xs: list[float]) -> float | None:
+            return sum(xs) / len(xs) if xs else None
         return {"policy": self.policy.name, "slots": self.machine.gpus,
                 "makespan_s": max((r["end_s"] for r in done), default=None),
                 "mean_jct_s": mean([r["jct_s"] for r in done]),

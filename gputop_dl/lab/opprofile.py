@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from gputop_dl.text.fmt import num
 from gputop_dl.text.markdown import md_cell, table, write_atomic
 from gputop_dl.lab.sweep_worker import Sweeper
 
@@ -104,7 +105,7 @@ def run_profile(model: str, batch: int, steps: int, warmup: int, input_size: int
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:.2f} ms"
+    return num(us / 1000, ".2f", " ms")
 
 
 def _rows(res: ProfileResult, attr: str) -> tuple[list[str], list[list[str]]]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from gputop_dl.text.fmt import DASH, num, pct, secs, size
+from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
-GiB = 1 << 30
 STALE_S = 10.0  # a node whose latest sample is older than this is "stale"
 
 # (header, right-justified)
@@ -50,7 +49,7 @@ def node_cells(n) -> list[str]:
     mem = f"{sum(used) / GiB:.1f}/{sum(total) / GiB:.0f} GiB" if used and total else DASH
     cpu = pct(n.cpu_busy) + (f" of {n.cpus:g}" if n.cpus is not None else "")
     verdict = DASH if not n.verdict else (
-        f"{n.verdict}" + (f" ({n.confidence:.0%})" if n.confidence is not None else ""))
+        f"{n.verdict}" + (f" ({pct(n.confidence)})" if n.confidence is not None else ""))
     return [n.hostname or DASH, str(len(n.gpus)), pct(sum(utils) / len(utils)) if utils else DASH,
             mem, cpu if n.cpu_busy is not None else DASH, num(n.load1, ".1f"), str(len(n.jobs)),
             verdict]

@@ -13,7 +13,7 @@ a PromQL join with an existing dcgm-exporter works; `job_name` and `pid` on job 
 distributed job's ranks on this node are `gputop_dl_job_rank_info` series with the job's labels
 plus `run_id`, `rank`, `local_rank`, `world_size` and `rank_pid` (a contract: the fleet view
 groups one job's ranks across nodes by `run_id`). An unknown
-value (None in the snapshot) is no sample at all, never 0. The metric list is in README.md.
+value (None in the snapshot) is no sample at all, never 0. The metric list is in docs/prometheus.md.
 """
 
 from __future__ import annotations
@@ -29,64 +29,65 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from gputop_dl import __version__
+from gputop_dl import metric_schema as m
 from gputop_dl.analyse.verdict import TITLES
 from gputop_dl.errors import UsageError
 from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
 
-DEFAULT_PORT = 9402  # not dcgm-exporter's 9400, nvitop-exporter's 5050 or Ray's 8265
+DEFAULT_PORT = m.DEFAULT_PORT
 DEFAULT_HOST = "127.0.0.1"
 ENDED = ("done", "failed", "stopped")  # job statuses whose series are dropped
 
-GPU_LABELS = ["Hostname", "gpu", "UUID", "modelName"]
-JOB_LABELS = ["Hostname", "job_name", "pid"]
-RANK_LABELS = JOB_LABELS + ["run_id", "rank", "local_rank", "world_size", "rank_pid"]
+GPU_LABELS = m.GPU_LABELS
+JOB_LABELS = m.JOB_LABELS
+RANK_LABELS = m.RANK_LABELS
 
 # (metric suffix, help, GpuSample attribute, scale)
 _GPU_GAUGES = (
-    ("gpu_utilization_ratio", "GPU busy (kernel running) over the last sample period, 0..1",
+    (m.GPU_UTILIZATION, "GPU busy (kernel running) over the last sample period, 0..1",
      "util", 1.0),
-    ("gpu_memory_utilization_ratio", "GPU memory controller busy, 0..1", "mem_util", 1.0),
-    ("gpu_memory_used_bytes", "GPU memory in use", "mem_used", 1.0),
-    ("gpu_memory_total_bytes", "GPU memory in total", "mem_total", 1.0),
-    ("gpu_temperature_celsius", "GPU core temperature", "temp_c", 1.0),
-    ("gpu_power_watts", "GPU board power draw", "power_w", 1.0),
-    ("gpu_power_limit_watts", "GPU enforced power limit", "power_limit_w", 1.0),
-    ("gpu_sm_clock_hertz", "GPU SM clock", "sm_clock_mhz", 1e6),
-    ("gpu_pcie_tx_bytes_per_second", "GPU PCIe transmit throughput", "pcie_tx_kbs", 1024.0),
-    ("gpu_pcie_rx_bytes_per_second", "GPU PCIe receive throughput", "pcie_rx_kbs", 1024.0),
+    (m.GPU_MEMORY_UTILIZATION, "GPU memory controller busy, 0..1", "mem_util", 1.0),
+    (m.GPU_MEMORY_USED, "GPU memory in use", "mem_used", 1.0),
+    (m.GPU_MEMORY_TOTAL, "GPU memory in total", "mem_total", 1.0),
+    (m.GPU_TEMPERATURE, "GPU core temperature", "temp_c", 1.0),
+    (m.GPU_POWER, "GPU board power draw", "power_w", 1.0),
+    (m.GPU_POWER_LIMIT, "GPU enforced power limit", "power_limit_w", 1.0),
+    (m.GPU_SM_CLOCK, "GPU SM clock", "sm_clock_mhz", 1e6),
+    (m.GPU_PCIE_TX, "GPU PCIe transmit throughput", "pcie_tx_kbs", 1024.0),
+    (m.GPU_PCIE_RX, "GPU PCIe receive throughput", "pcie_rx_kbs", 1024.0),
 )
 
 # (metric suffix, help, HostSample attribute)
 _HOST_GAUGES = (
-    ("host_cpus", "Logical CPUs this process may use (affinity and cgroup quota)", "cpus"),
-    ("host_cpu_busy_ratio", "Host CPU busy over the allowed CPUs, 0..1", "cpu_busy"),
-    ("host_cpu_pressure_some_ratio", "CPU pressure (PSI) 'some' avg10, 0..1",
+    (m.HOST_CPUS, "Logical CPUs this process may use (affinity and cgroup quota)", "cpus"),
+    (m.HOST_CPU_BUSY, "Host CPU busy over the allowed CPUs, 0..1", "cpu_busy"),
+    (m.HOST_CPU_PRESSURE_SOME, "CPU pressure (PSI) 'some' avg10, 0..1",
      "cpu_pressure_some10"),
-    ("host_cgroup_throttled_ratio", "Share of the interval the cgroup was CPU-throttled, 0..1",
+    (m.HOST_CGROUP_THROTTLED, "Share of the interval the cgroup was CPU-throttled, 0..1",
      "cgroup_throttled_frac"),
-    ("host_load1", "Load average over 1 minute", "load1"),
-    ("host_load5", "Load average over 5 minutes", "load5"),
-    ("host_load15", "Load average over 15 minutes", "load15"),
-    ("host_memory_used_bytes", "Host memory in use", "mem_used"),
-    ("host_memory_total_bytes", "Host memory in total", "mem_total"),
+    (m.HOST_LOAD1, "Load average over 1 minute", "load1"),
+    (m.HOST_LOAD5, "Load average over 5 minutes", "load5"),
+    (m.HOST_LOAD15, "Load average over 15 minutes", "load15"),
+    (m.HOST_MEMORY_USED, "Host memory in use", "mem_used"),
+    (m.HOST_MEMORY_TOTAL, "Host memory in total", "mem_total"),
 )
 
 # (metric suffix, help, JobSample attribute)
 _JOB_GAUGES = (
-    ("job_cpu_cores", "CPU cores the job (trainer and its workers) used", "cpu_cores"),
-    ("job_rss_bytes", "Resident memory of the job's processes", "rss"),
-    ("job_threads", "Threads of the job's processes", "threads"),
-    ("job_gpu_memory_bytes", "GPU memory of the job's processes (NVML, summed over GPUs)",
+    (m.JOB_CPU_CORES, "CPU cores the job (trainer and its workers) used", "cpu_cores"),
+    (m.JOB_RSS, "Resident memory of the job's processes", "rss"),
+    (m.JOB_THREADS, "Threads of the job's processes", "threads"),
+    (m.JOB_GPU_MEMORY, "GPU memory of the job's processes (NVML, summed over GPUs)",
      "gpu_mem"),
-    ("job_gpu_sm_ratio", "SM utilisation of the job's processes (NVML), 0..1", "gpu_sm"),
-    ("job_step_seconds", "Recent training step time", "step_time_s"),
-    ("job_solo_step_seconds", "Step time measured alone (solo baseline)", "solo_step_time_s"),
-    ("job_samples_per_second", "Training throughput", "samples_per_s"),
-    ("job_epoch", "Current epoch (1-based)", "epoch"),
-    ("job_epochs", "Epochs planned", "epochs"),
-    ("job_step", "Step within the current epoch", "step"),
-    ("job_eta_seconds", "Estimated time to the end of training", "eta_s"),
-    ("job_slowdown", "Step time together / step time alone (1 = no slowdown)", "slowdown"),
+    (m.JOB_GPU_SM, "SM utilisation of the job's processes (NVML), 0..1", "gpu_sm"),
+    (m.JOB_STEP, "Recent training step time", "step_time_s"),
+    (m.JOB_SOLO_STEP, "Step time measured alone (solo baseline)", "solo_step_time_s"),
+    (m.JOB_SAMPLES_PER_SECOND, "Training throughput", "samples_per_s"),
+    (m.JOB_EPOCH, "Current epoch (1-based)", "epoch"),
+    (m.JOB_EPOCHS, "Epochs planned", "epochs"),
+    (m.JOB_STEP_IN_EPOCH, "Step within the current epoch", "step"),
+    (m.JOB_ETA, "Estimated time to the end of training", "eta_s"),
+    (m.JOB_SLOWDOWN, "Step time together / step time alone (1 = no slowdown)", "slowdown"),
 )
 
 
@@ -127,7 +128,7 @@ def _text(v) -> str:
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily("gputop_dl_" + name, doc, labels=labels)
+    return GaugeMetricFamily(m.full(name), doc, labels=labels)
 
 
 class SnapshotCollector(Collector):
@@ -146,17 +147,17 @@ class SnapshotCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snap = self.snapshot
-        info = InfoMetricFamily("gputop_dl_exporter", "gputop-dl's version and mode",
-                                labels=["Hostname", "version", "mode"])
+        info = InfoMetricFamily(m.full(m.EXPORTER), "gputop-dl's version and mode",
+                                labels=[m.HOSTNAME, m.VERSION, m.MODE])
         info.add_metric([self.hostname, __version__, self.mode], {})
         yield info
         if snap is None:
             return
-        ts = _gauge("last_sample_timestamp_seconds", "Unix time of the latest sample", ["Hostname"])
+        ts = _gauge(m.LAST_SAMPLE_TIMESTAMP, "Unix time of the latest sample", [m.HOSTNAME])
         ts.add_metric([self.hostname], snap.time)
         yield ts
-        st = InfoMetricFamily("gputop_dl_gpu_status", "NVML status ('ok' or why there are "
-                              "no GPU metrics)", labels=["Hostname", "status"])
+        st = InfoMetricFamily(m.full(m.GPU_STATUS), "NVML status ('ok' or why there are "
+                              "no GPU metrics)", labels=[m.HOSTNAME, m.STATUS])
         st.add_metric([self.hostname, snap.gpu_status], {})
         yield st
         yield from self._gpus(snap.gpus)
@@ -169,7 +170,7 @@ class SnapshotCollector(Collector):
     def _gpus(self, gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
         h = self.hostname
         keys = {g.index: [h, str(g.index), g.uuid or "", g.name or ""] for g in gpus}
-        up = _gauge("gpu_up", "1 if NVML answered for this GPU this tick, 0 if it is lost or "
+        up = _gauge(m.GPU_UP, "1 if NVML answered for this GPU this tick, 0 if it is lost or "
                     "errored", GPU_LABELS)
         for g in gpus:
             up.add_metric(keys[g.index], 0.0 if g.error else 1.0)
@@ -181,8 +182,8 @@ class SnapshotCollector(Collector):
                 if v is not None:
                     fam.add_metric(keys[g.index], float(v) * scale)
             yield fam
-        reasons = _gauge("gpu_throttle_reason", "1 while this clock event (throttle) reason "
-                         "is active", GPU_LABELS + ["reason"])
+        reasons = _gauge(m.GPU_THROTTLE_REASON, "1 while this clock event (throttle) reason "
+                         "is active", GPU_LABELS + [m.REASON])
         for g in gpus:
             if g.error:
                 continue
@@ -196,30 +197,30 @@ class SnapshotCollector(Collector):
             return
         for suffix, doc, attr in _HOST_GAUGES:
             v = getattr(host, attr)
-            fam = _gauge(suffix, doc, ["Hostname"])
+            fam = _gauge(suffix, doc, [m.HOSTNAME])
             if v is not None:
                 fam.add_metric([self.hostname], float(v))
             yield fam
-        cores = _gauge("host_cpu_core_busy_ratio", "Busy per logical CPU, 0..1",
-                       ["Hostname", "cpu"])
+        cores = _gauge(m.HOST_CPU_CORE_BUSY, "Busy per logical CPU, 0..1",
+                       [m.HOSTNAME, m.CPU])
         for i, v in enumerate(host.per_cpu):
             cores.add_metric([self.hostname, str(i)], float(v))
         yield cores
 
     def _jobs(self, jobs: list[JobSample]) -> Iterator[Metric]:
         keys = [[self.hostname, j.name, _text(j.pid)] for j in jobs]
-        info = InfoMetricFamily("gputop_dl_job", "A training job: launched by gputop-dl or "
+        info = InfoMetricFamily(m.full(m.JOB), "A training job: launched by gputop-dl or "
                                 "found running; its status, phase, device and model",
                                 labels=JOB_LABELS)
         for j, k in zip(jobs, keys):
             d = j.distributed
-            info.add_metric(k, {"launched": "true" if j.launched else "false",
-                                "status": j.status, "phase": j.phase or "",
-                                "device": j.device or "", "model": j.model or "",
-                                "run_id": _text(d and d.run_id),
-                                "world_size": _text(d and d.world_size)})
+            info.add_metric(k, {m.LAUNCHED: "true" if j.launched else "false",
+                                m.STATUS: j.status, m.PHASE: j.phase or "",
+                                m.DEVICE: j.device or "", m.MODEL: j.model or "",
+                                m.RUN_ID: _text(d and d.run_id),
+                                m.WORLD_SIZE: _text(d and d.world_size)})
         yield info
-        ranks = InfoMetricFamily("gputop_dl_job_rank", "A rank process of a distributed job on "
+        ranks = InfoMetricFamily(m.full(m.JOB_RANK), "A rank process of a distributed job on "
                                  "this node (from its environment): its global and local rank "
                                  "and its own pid (rank_pid)", labels=RANK_LABELS)
         for j, k in zip(jobs, keys):
@@ -228,8 +229,8 @@ class SnapshotCollector(Collector):
                 ranks.add_metric(k + [_text(d.run_id), str(r.rank), _text(r.local_rank),
                                       _text(d.world_size), str(r.pid)], {})
         yield ranks
-        cpu = _gauge("job_rank_cpu_cores", "CPU cores one rank of a distributed job used, its "
-                     "data-loader workers included", JOB_LABELS + ["rank"])
+        cpu = _gauge(m.JOB_RANK_CPU_CORES, "CPU cores one rank of a distributed job used, its "
+                     "data-loader workers included", JOB_LABELS + [m.RANK])
         for j, k in zip(jobs, keys):
             for rank, cores in j.rank_cpu_cores:
                 cpu.add_metric(k + [str(rank)], float(cores))
@@ -241,8 +242,8 @@ class SnapshotCollector(Collector):
                 if v is not None:
                     fam.add_metric(k, float(v))
             yield fam
-        stall = _gauge("job_data_stall_ratio", "Share of step time spent waiting for data, "
-                       "0..1 (source: trainer, hook or py-spy)", JOB_LABELS + ["source"])
+        stall = _gauge(m.JOB_DATA_STALL, "Share of step time spent waiting for data, "
+                       "0..1 (source: trainer, hook or py-spy)", JOB_LABELS + [m.SOURCE])
         for j, k in zip(jobs, keys):
             if j.stall_fraction is not None:
                 stall.add_metric(k + [j.stall_source or ""], float(j.stall_fraction))
@@ -250,11 +251,11 @@ class SnapshotCollector(Collector):
 
     def _verdict(self, snap: Snapshot) -> Iterator[Metric]:
         v = snap.verdict
-        kinds = _gauge("verdict", "The verdict on the jobs running together: 1 for the current "
+        kinds = _gauge(m.VERDICT, "The verdict on the jobs running together: 1 for the current "
                        "kind, 0 for the others (absent before any verdict)",
-                       ["Hostname", "session", "kind"])
-        conf = _gauge("verdict_confidence", "Confidence of the current verdict, 0..1",
-                      ["Hostname", "session", "kind"])
+                       [m.HOSTNAME, m.SESSION, m.KIND])
+        conf = _gauge(m.VERDICT_CONFIDENCE, "Confidence of the current verdict, 0..1",
+                      [m.HOSTNAME, m.SESSION, m.KIND])
         if v and v.get("kind"):
             session = snap.session_id or ""
             for kind in dict.fromkeys((*TITLES, v["kind"])):
@@ -264,14 +265,13 @@ class SnapshotCollector(Collector):
         yield kinds
         yield conf
 
-
     # --- live verdict (issue 21): each job's one slowdown, with where it comes from ---------
     def _live_slowdown(self, jobs: list[JobSample]) -> Iterator[Metric]:
-        fam = _gauge("job_slowdown_by_source", "The job's slowdown (1 = as fast as alone) with "
+        fam = _gauge(m.JOB_SLOWDOWN_BY_SOURCE, "The job's slowdown (1 = as fast as alone) with "
                      "its source: measured (solo baseline), probe (measured alone in the "
                      "co-run) or estimated (live, from its CPU and GPU waits; nothing paused)",
-                     JOB_LABELS + ["source"])
-        conf = _gauge("job_slowdown_confidence", "Confidence of an estimated slowdown, 0..1",
+                     JOB_LABELS + [m.SOURCE])
+        conf = _gauge(m.JOB_SLOWDOWN_CONFIDENCE, "Confidence of an estimated slowdown, 0..1",
                       JOB_LABELS)
         for j in jobs:
             k = [self.hostname, j.name, _text(j.pid)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from gputop_dl.text.fmt import DASH, pct, secs
+from gputop_dl.text.fmt import DASH, num, pct, secs
 
 
 def _s(x: float | None) -> str:
-    return DASH if x is None else f"{x:.1f}"
+    return num(x, ".1f")
 
 
 def queue_table(q: dict) -> Table:

@@ -55,16 +55,17 @@ def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.
                  timeout: float = 2.0):
     """The fleet's source: `nodes` (HOST:PORT,... or a TOML node list) read directly, or a
     Prometheus server's API at `prometheus`. Raises UsageError for a bad list or URL."""
+    from gputop_dl.analyse.distributed import group_distributed
     from gputop_dl.collect.fleet import (FleetPoller, check_prometheus_url, read_fleet,
                                          read_prometheus, resolve_nodes)
 
     if prometheus is not None:
         url = check_prometheus_url(prometheus)
         return FleetPoller(lambda: read_prometheus(url, timeout=max(timeout, 5.0)),
-                           interval=interval, source=url)
+                           interval=interval, source=url, group=group_distributed)
     addresses, names = resolve_nodes(nodes or "")
     return FleetPoller(lambda: read_fleet(addresses, timeout=timeout, names=names),
-                       interval=interval, source="nodes")
+                       interval=interval, source="nodes", group=group_distributed)
 
 
 def fleet_json(snap) -> dict:

@@ -9,6 +9,7 @@ import sys
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
+from gputop_dl.text.fmt import num
 
 
 def calibrated_alpha(session: str | None) -> tuple[float, str]:
@@ -109,7 +110,7 @@ def print_simulation(setup: dict, rows: list[dict]) -> None:
     for rate in rates:
         load = setup["load"].get(str(rate))
         for p in policies:
-            t.add_row("listed" if rate is None else f"{rate:g}", "–" if load is None else f"{load:.2f}", p,
+            t.add_row("listed" if rate is None else f"{rate:g}", num(load), p,
                       *(f"{means[k][2][(p, rate)]:.1f}" if (p, rate) in means[k][2] else "–"
                         for k, _, _ in FIGURES))
     console().print(t)

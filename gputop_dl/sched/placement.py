@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputop_dl.text.fmt import gib
+
 
 @dataclass(frozen=True)
 class GpuState:
@@ -39,7 +41,7 @@ def place_counts(wants: list[tuple[str, int | None, tuple[int, ...]]],
         if not count or explicit:
             continue
 
-        def rank(g: GpuState):
+        def rank(g: GpuState) -> tuple[bool, int, int, int, int]:
             return (g.lost, load[g.index], g.others,
                     -(g.mem_free if g.mem_free is not None else -1), g.index)
 
@@ -52,7 +54,7 @@ def place_counts(wants: list[tuple[str, int | None, tuple[int, ...]]],
         why = ("shared with another job of this launch: GPU " + ", ".join(map(str, shared))
                + " (no free GPU left)") if shared else "each without another job of this launch"
         free = [g.mem_free for g in picks if g.mem_free is not None]
-        mem = f", {sum(free) / (1 << 30):.1f} GiB free" if free else ""
+        mem = f", {gib(sum(free))} free" if free else ""
         busy = sum(g.others for g in picks)
         lines.append(f"{name}: gpus = {count} placed on GPU{'s' if count > 1 else ''} "
                      f"{', '.join(map(str, idx))} ({why}; {busy} other processes{mem})")

@@ -39,7 +39,7 @@ class Policy:
     ageing_s: float = 600.0
     v: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ValueError(f"unknown policy {self.name!r}: expected one of {', '.join(POLICIES)}")
         if not self.ageing_s > 0:
@@ -209,6 +209,7 @@ def decide(policy: Policy, queue: JobQueue, running: Sequence[Running], machine:
                                        f"reserved in {res.t - now:.0f} s")
             continue
         if ok:
+            assert gpus is not None  # ok says so
             d.starts.append(Start(job, gpus))
             free.take(job, gpus)
             started.append(Running(job, now, gpus))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 DASH = "–"
 
 
@@ -22,6 +24,14 @@ def size(n: int | float | None) -> str:
     return f"{n / 1024**2:.0f} MiB"
 
 
+GiB = 1024**3
+
+
+def gib(n: int | float | None, digits: int = 1) -> str:
+    """Bytes as GiB with `digits` decimals ("1.5 GiB"), for a figure that stays in GiB."""
+    return DASH if n is None else f"{n / GiB:.{digits}f} GiB"
+
+
 def secs(x: float | None) -> str:
     if x is None:
         return DASH
@@ -40,12 +50,12 @@ def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int |
     return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"
 
 
-def dash(v) -> str:
+def dash(v: object) -> str:
     """A value as text, unknown (None) as "–"."""
     return DASH if v is None else str(v)
 
 
-def rank_list(ranks) -> str:
+def rank_list(ranks: Iterable[Mapping[str, object]]) -> str:
     """A job's ranks on this node, each a mapping with rank, local_rank and pid:
     `2 (local 0, pid 901), 3 (local 1, pid 902)`; unknown parts as "–"."""
     return ", ".join(f"{dash(r.get('rank'))} (local {dash(r.get('local_rank'))}, "

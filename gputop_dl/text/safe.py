@@ -11,6 +11,10 @@ Rich `Text`, which is never parsed as markup.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -20,7 +24,7 @@ def _visible(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
-def clean(value) -> str:
+def clean(value: object) -> str:
     """`value` as a string with its control codes made visible (None: "")."""
     s = "" if value is None else str(value)
     if s.isascii() and s.isprintable():  # the common case, without the regex
@@ -28,14 +32,14 @@ def clean(value) -> str:
     return _CONTROL.sub(_visible, s)
 
 
-def escape(value) -> str:
+def escape(value: object) -> str:
     """`clean`, then Rich/Textual markup escaped: for APIs that parse their string as markup."""
     from rich.markup import escape as markup_escape
 
     return markup_escape(clean(value))
 
 
-def text(value, style: str = ""):
+def text(value: object, style: str = "") -> Text:
     """A Rich `Text` of `clean(value)` (never parsed as markup)."""
     from rich.text import Text
 

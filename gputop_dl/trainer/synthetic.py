@@ -1,4 +1,4 @@
-"""A calibrated synthetic workload whose data-stall and slowdown have a known truth.
+"""A calibrated synthetic workload whose data stall and slowdown have a known truth.
 
 - `SyntheticDataset`: each sample costs `sample_cpu_ms` of CPU time (a spin measured on the
   thread's own CPU clock, so on a saturated CPU it takes longer in wall time, as real

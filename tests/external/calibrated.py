@@ -62,7 +62,7 @@ def main() -> None:
     times = []
     for _ in range(a.epochs):
         t = time.perf_counter()
-        for x, _y in loader:
+        for _x, _y in loader:
             if gpu is not None:
                 fcntl.flock(gpu, fcntl.LOCK_EX)
             time.sleep(a.compute_ms / 1000)  # the "device"

@@ -7,7 +7,8 @@ distributed job (torchrun, world size 4) with a rank on the unreachable node mis
 
 from __future__ import annotations
 
-from gputop_dl.collect.fleet import FleetSnapshot, Node, NodeJob, group_distributed
+from gputop_dl.analyse.distributed import group_distributed
+from gputop_dl.collect.fleet import FleetSnapshot, Node, NodeJob
 
 T0 = 1_763_750_000.0
 GiB = 1 << 30

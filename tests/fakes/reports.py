@@ -92,7 +92,7 @@ def make_session(store: Store, *, name: str = "mobilenet trio", gpu: bool = True
     t0 = time.time() - 300.0  # the whole run lies in the past: heartbeats are stale
     store.db.execute("UPDATE sessions SET started=? WHERE id=?", (t0, sid))
     corun_t = t0 + 10.0
-    for (_, batch, gpus, (t_step, t_data), (solo_step, solo_stall, solo_cores), cores, gmem), jn \
+    for (_, batch, gpus, (t_step, t_data), (solo_step, solo_stall, solo_cores), _cores, gmem), jn \
             in zip(JOBS, names[:2]):
         cfg = config(jn, batch, gpus, **(extra_config or {}))
         solo = {"step_time_s": solo_step, "samples_per_s": batch / solo_step,

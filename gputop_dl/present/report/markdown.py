@@ -433,7 +433,7 @@ def _events_section(data: dict) -> str:
 
 
 def _s1(x: float | None) -> str:
-    return DASH if x is None else f"{x:.1f}"
+    return num(x, ".1f")
 
 
 def _queue_section(data: dict) -> str:

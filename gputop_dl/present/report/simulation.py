@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 from gputop_dl.present.report.mermaid import lines_chart
+from gputop_dl.text.fmt import num
 from gputop_dl.text.markdown import md_cell, md_text, table
 
 SIMULATION_SCHEMA = "gputop-dl.simulation/1"
@@ -68,7 +69,7 @@ def render_simulation_markdown(setup: dict, results: Sequence[dict]) -> str:
         if known:
             best_v, best_p = min(known)
             load = loads.get(str(rate))
-            rows.append([_rate_label(rate), "–" if load is None else f"{load:.2f}", md_cell(best_p),
+            rows.append([_rate_label(rate), num(load), md_cell(best_p),
                          f"{best_v:.1f} s"])
     out += [table(["arrival rate", "offered load", "best policy", "mean JCT"], rows, "lrlr"), ""]
     for key, title, _ in FIGURES:

@@ -1,0 +1,113 @@
+"""The exporter's metric schema: metric and label names, shared by the writer and the reader.
+
+`present/prometheus.py` writes these series and `collect/fleet.py` reads them back (from a node's
+`/metrics` or a Prometheus server), so a name is written once, here. The names are a contract
+(dashboards and PromQL use them): keep them; the list with units and labels is in
+docs/prometheus.md and docs/contracts.md.
+
+Names here are the metric *suffixes* the exporter hands `prometheus_client` (without PREFIX);
+`full(s)` is a gauge's sample name and `info(s)` an info family's (prometheus_client appends
+`_info` to an InfoMetricFamily's samples).
+"""
+
+from __future__ import annotations
+
+PREFIX = "gputop_dl_"
+DEFAULT_PORT = 9402  # the exporter's; not dcgm-exporter's 9400, nvitop-exporter's 5050 or Ray's 8265
+
+
+def full(suffix: str) -> str:
+    """A gauge's sample name: `gputop_dl_<suffix>`."""
+    return PREFIX + suffix
+
+
+def info(suffix: str) -> str:
+    """An info family's sample name: `gputop_dl_<suffix>_info`."""
+    return PREFIX + suffix + "_info"
+
+
+# --- label names ---------------------------------------------------------------------------
+HOSTNAME = "Hostname"  # dcgm-exporter's, so PromQL joins with it
+GPU = "gpu"
+UUID = "UUID"
+MODEL_NAME = "modelName"
+JOB_NAME = "job_name"  # not `job`: Prometheus owns that target label
+PID = "pid"
+RUN_ID = "run_id"
+RANK = "rank"
+LOCAL_RANK = "local_rank"
+WORLD_SIZE = "world_size"
+RANK_PID = "rank_pid"
+CPU = "cpu"
+REASON = "reason"
+SOURCE = "source"
+SESSION = "session"
+KIND = "kind"
+STATUS = "status"
+VERSION = "version"
+MODE = "mode"
+# gputop_dl_job_info's labels besides JOB_LABELS
+LAUNCHED = "launched"  # "true" or "false"
+PHASE = "phase"
+DEVICE = "device"
+MODEL = "model"
+
+GPU_LABELS = [HOSTNAME, GPU, UUID, MODEL_NAME]
+JOB_LABELS = [HOSTNAME, JOB_NAME, PID]
+RANK_LABELS = JOB_LABELS + [RUN_ID, RANK, LOCAL_RANK, WORLD_SIZE, RANK_PID]
+
+# --- info families (one sample of value 1, the facts in its labels) -------------------------
+EXPORTER = "exporter"
+GPU_STATUS = "gpu_status"
+JOB = "job"
+JOB_RANK = "job_rank"
+
+# --- gauges --------------------------------------------------------------------------------
+LAST_SAMPLE_TIMESTAMP = "last_sample_timestamp_seconds"
+
+GPU_UP = "gpu_up"
+GPU_UTILIZATION = "gpu_utilization_ratio"
+GPU_MEMORY_UTILIZATION = "gpu_memory_utilization_ratio"
+GPU_MEMORY_USED = "gpu_memory_used_bytes"
+GPU_MEMORY_TOTAL = "gpu_memory_total_bytes"
+GPU_TEMPERATURE = "gpu_temperature_celsius"
+GPU_POWER = "gpu_power_watts"
+GPU_POWER_LIMIT = "gpu_power_limit_watts"
+GPU_SM_CLOCK = "gpu_sm_clock_hertz"
+GPU_PCIE_TX = "gpu_pcie_tx_bytes_per_second"
+GPU_PCIE_RX = "gpu_pcie_rx_bytes_per_second"
+GPU_THROTTLE_REASON = "gpu_throttle_reason"
+
+HOST_CPUS = "host_cpus"
+HOST_CPU_BUSY = "host_cpu_busy_ratio"
+HOST_CPU_PRESSURE_SOME = "host_cpu_pressure_some_ratio"
+HOST_CGROUP_THROTTLED = "host_cgroup_throttled_ratio"
+HOST_LOAD1 = "host_load1"
+HOST_LOAD5 = "host_load5"
+HOST_LOAD15 = "host_load15"
+HOST_MEMORY_USED = "host_memory_used_bytes"
+HOST_MEMORY_TOTAL = "host_memory_total_bytes"
+HOST_CPU_CORE_BUSY = "host_cpu_core_busy_ratio"
+
+JOB_CPU_CORES = "job_cpu_cores"
+JOB_RSS = "job_rss_bytes"
+JOB_THREADS = "job_threads"
+JOB_GPU_MEMORY = "job_gpu_memory_bytes"
+JOB_GPU_SM = "job_gpu_sm_ratio"
+JOB_STEP = "job_step_seconds"
+JOB_SOLO_STEP = "job_solo_step_seconds"
+JOB_SAMPLES_PER_SECOND = "job_samples_per_second"
+JOB_EPOCH = "job_epoch"
+JOB_EPOCHS = "job_epochs"
+JOB_STEP_IN_EPOCH = "job_step"
+JOB_ETA = "job_eta_seconds"
+JOB_SLOWDOWN = "job_slowdown"
+JOB_RANK_CPU_CORES = "job_rank_cpu_cores"
+JOB_DATA_STALL = "job_data_stall_ratio"  # the job's stall_fraction, with SOURCE
+
+VERDICT = "verdict"
+VERDICT_CONFIDENCE = "verdict_confidence"
+
+# live verdict (issue 21): each job's one slowdown with its source, an estimate's confidence
+JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated
+JOB_SLOWDOWN_CONFIDENCE = "job_slowdown_confidence"
