@@ -29,6 +29,7 @@ def run(judge, ticks, jobs_at, host=TWO, **kw):
 def test_demand_over_use_capped_by_the_cores_allowed():
     assert cpu_speedup(0.56, 0.014, 2) == pytest.approx(1.018, abs=0.001)  # sleeps: waits little
     assert cpu_speedup(0.0, 1.0, 2) == 1.0
+    assert cpu_speedup(0.96, 0.0, 2) == 1.0  # used no CPU to speak of: lost no time waiting
     assert cpu_speedup(0.5, 0.5, 2) == pytest.approx(2.0)  # one thread, always runnable
     assert cpu_speedup(0.8, 0.6, 2) == pytest.approx(2 / 0.6)  # wants 3 cores: 2 allowed
     assert cpu_speedup(0.9, 1.5, 2) == pytest.approx(2 / 1.5)  # alone it still has only 2

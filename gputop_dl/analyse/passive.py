@@ -105,8 +105,8 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
     if f is None:
         return None
     f = _clip(f)
-    b = 1.0
-    if cores is not None and cores > 0:
+    b = 1.0  # cores unknown: as if its threads were always runnable
+    if cores is not None:  # 0 cores: it ran (and so waited) for no time worth counting
         demand = cores / (1.0 - f)
         b = min(1.0, demand / max(1, round(demand)))
     s = 1.0 / (1.0 - _clip(f * b * share))
