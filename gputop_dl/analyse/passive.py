@@ -325,7 +325,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows,
                        reason=f"no job waits for a CPU or a shared GPU on its critical path "
-                              f"(worst estimate {max(_s(e) for e in judged):.2f}×)",
+                              f"(worst estimate {max(_s(e) for e in judged):.2f}×; estimated "
+                              "live, nothing paused)",
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
