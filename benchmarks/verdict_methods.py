@@ -1,4 +1,4 @@
-"""Truth against measured for every way gputop-dl gets a solo figure: measure, cache, probe, diagnose.
+"""Truth against measured for every way gputop-dl gets a solo figure: measure, cache, probe, diagnose, estimate.
 
     python benchmarks/verdict_methods.py [--runs 1]
 
@@ -14,6 +14,11 @@ For each scenario and method the table gives the verdict, its confidence, gputop
 against the truth, its slowdowns against the truth, and the time to verdict: from the co-run's
 start to the first verdict of the final kind with confidence >= 0.8 (measure: the solo
 baselines ran before; they are counted separately as "baseline s").
+
+`estimate` is the live verdict (analyse/passive.py): the scripts started by hand, the monitor's
+engine watching them for ESTIMATE_S seconds, nothing paused; its slowdown is the median of the
+jobs' estimated slowdowns over the judged ticks, its time to verdict counted from the first tick
+that saw every script. benchmarks/verdict_live.py sets each script's own slowdown beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
-from gputop_dl.runner import diagnose_engine, launch_engine, open_spec  # noqa: E402
+from gputop_dl.runner import diagnose_engine, launch_engine, monitor_engine, open_spec  # noqa: E402
+from tests.fakes.by_hand import only_found  # noqa: E402
 
 CAL = os.path.join(os.path.dirname(HERE), "tests", "external", "calibrated.py")
 SCENARIOS = {
@@ -114,6 +120,41 @@ def run_diagnose(n: int, args: list[str]) -> dict:
             p.wait()
 
 
+ESTIMATE_S = 15.0
+
+
+def run_estimate(n: int, args: list[str]) -> dict:
+    procs = [subprocess.Popen([sys.executable, CAL, "--steps", "0", *args],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True) for _ in range(n)]
+    seen: list = []
+    try:
+        time.sleep(4)
+        eng = monitor_engine(Nvml(), interval=1.0, record=False,
+                             found=only_found({p.pid for p in procs}))
+        eng.subscribe(lambda snap: seen.append(snap) if len(snap.jobs) == n else None)
+        eng.start()
+        time.sleep(ESTIMATE_S)
+        eng.request_stop()
+        eng.join(10)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    judged = [s for s in seen if s.verdict and s.verdict["kind"] != "insufficient-data"]
+    final = judged[-1].verdict if judged else {}
+    ttv = next((s.time - seen[0].time for s in judged if s.verdict["kind"] == final.get("kind")
+                and (s.verdict.get("confidence") or 0) >= 0.8), None)
+    slow: dict[str, list[float]] = {}
+    for s in judged:
+        for j in s.jobs:
+            if j.slowdown is not None:
+                slow.setdefault(j.name, []).append(j.slowdown)
+    jobs = [{"name": k, "slowdown": statistics.median(v)} for k, v in slow.items()]
+    return {"verdict": dict(final, jobs=jobs), "ttv": ttv, "solo": {}, "own": {},
+            "baseline_s": None}
+
+
 def fmt(x, f=".3f"):
     return "–" if x is None else format(x, f)
 
@@ -121,6 +162,8 @@ def fmt(x, f=".3f"):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=tuple(SCENARIOS))
+    ap.add_argument("--methods", default="measure,cache,probe,diagnose,estimate",
+                    help="comma-separated subset of the methods")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as work:
@@ -129,9 +172,11 @@ def main() -> None:
             if a.only and a.only != name:
                 continue
             truth = truth_solo(args, 40)
-            for method in ("measure", "cache", "probe", "diagnose"):
+            for method in a.methods.split(","):
                 if method == "diagnose":
                     r = run_diagnose(n, args)
+                elif method == "estimate":
+                    r = run_estimate(n, args)
                 else:
                     r = run_launch(write_file(work, n, args, steps, method))
                 v = r["verdict"]

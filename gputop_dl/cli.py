@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gputop-dl", description="Terminal monitor and profiler for deep-learning training.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"gputop-dl {__version__}")
-    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--once", action="store_true",
+                   help="print one snapshot and exit: two samples 1 s apart (each job's CPU "
+                   "wait is read over that second) and the live verdict, estimated from them")
     p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
     p.add_argument("--stall", type=float, default=0.0, metavar="S",
                    help="with --once: sample every training job's main thread with py-spy for "
@@ -113,11 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "unless --no-probe, alone: every other job is paused (SIGSTOP) for a few "
                         "seconds while it runs, then resumed. Prints the verdict (parallel or "
                         "only concurrent, and why) with its evidence and fixes; recorded as a "
-                        "session. Jobs you may not signal are measured passively.")
+                        "session. Jobs you may not signal are measured passively. Each job's "
+                        "slowdown is also estimated live from its CPU wait, beside the probe's.")
     dp.add_argument("--seconds", type=float, default=30.0, metavar="S",
                     help="about how long the diagnosis takes (default 30)")
     dp.add_argument("--no-probe", action="store_true",
-                    help="never pause a job: judge on CPU, stall and host signals only")
+                    help="never pause a job: the live estimate is the verdict (each job's "
+                    "slowdown from its CPU wait and stall), in about 10 s")
     dp.add_argument("--pid", metavar="PID,...", dest="diag_pids",
                     help="only these jobs: a job's root PID (as the monitor lists it) or any PID of its tree")
     dp.add_argument("--json", action="store_true", dest="diag_json",

@@ -107,3 +107,7 @@ JOB_DATA_STALL = "job_data_stall_ratio"  # the job's stall_fraction, with SOURCE
 
 VERDICT = "verdict"
 VERDICT_CONFIDENCE = "verdict_confidence"
+
+# live verdict (issue 21): each job's one slowdown with its source, an estimate's confidence
+JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated
+JOB_SLOWDOWN_CONFIDENCE = "job_slowdown_confidence"

@@ -213,4 +213,7 @@ def _clean(d: dict) -> dict:
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
         out["procs"] = [p._asdict() for p in d["procs"]]
+    if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
+        out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
+                           "workers": out.get("cpu_wait_workers")}
     return out

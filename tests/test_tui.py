@@ -102,7 +102,7 @@ async def test_first_snapshot_fills_every_panel():
         assert gpu_text.count("H100 80GB HBM3") == 4
         assert "41.2/80 GiB" in gpu_text
         banner = str(app.query_one("#banner").render())
-        assert "CPU-BOUND" in banner and "Concurrent, not parallel" in banner
+        assert "CPU-BOUND" in banner and "bs128 runs 2.61× slower together" in banner
         log = str(app.query_one("#log").render())
         assert "bs128 (co-run) failed: CUDA out of memory" in log
 

@@ -1,7 +1,14 @@
 """Unit tests of the verdict rules, at their boundaries, with hand-made evidence."""
 
 from gputop_dl.analyse import verdict as V
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
+from gputop_dl.analyse.verdict import judge as judge_verdict
+from gputop_dl.present.verdict_text import job_line
+
+
+def judge(*args, **kw) -> dict:
+    """The verdict as its JSON (what every consumer reads)."""
+    return judge_verdict(*args, **kw).to_json()
 
 
 def job(name, slow=1.0, stall=0.05, solo_stall=0.05, gpus=(0,), device="cuda:0", steps=40,
@@ -241,6 +248,6 @@ def test_a_mean_step_ratio_apart_from_the_medians_is_shown_beside_it():
     v = judge([a, b], BUSY)
     ja, jb = v["jobs"]
     assert (ja["slowdown"], ja["mean_slowdown"]) == (2.0, 3.0)
-    assert "(2.00×; mean step 3.00×)" in ja["line"]
-    assert jb["mean_slowdown"] == 2.05 and "mean step" not in jb["line"]
+    assert "(2.00×; mean step 3.00×)" in job_line(ja)
+    assert jb["mean_slowdown"] == 2.05 and "mean step" not in job_line(jb)
     assert job("c").mean_slowdown is None  # an older baseline without a mean: unknown

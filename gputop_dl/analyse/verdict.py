@@ -30,6 +30,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict
+
+__all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
+
 SLOW = 1.10  # s_i above this: the job was slowed
 STALL_RISE = 0.05  # stall fraction rise (absolute) that counts
 BUSY = 0.90  # host busy fraction of allowed cores
@@ -40,16 +44,6 @@ MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
 MEAN_APART = 0.10  # the mean-step ratio is shown beside the median's when 10 % or more apart
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
-
-TITLES = {
-    "parallel": "truly parallel",
-    "cpu-bound": "concurrent: CPU-bound",
-    "gpu-contended": "concurrent: GPU-contended",
-    "other": "concurrent: other",
-    "insufficient-data": "not enough data yet",
-    "no-baseline": "no baseline",
-}
-
 
 @dataclass(frozen=True)
 class JobEvidence:
@@ -122,10 +116,6 @@ class HostEvidence:
         return out
 
 
-def _fmt(x: float | None, spec: str = ".2f") -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
 
@@ -142,32 +132,33 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
 
 
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure",
-          need_steps: int = MIN_STEPS) -> dict:
-    """The verdict object (shape: docs/contracts.md, "The verdict object"), with evidence and recommendations.
+          need_steps: int = MIN_STEPS) -> Verdict:
+    """The verdict (`Verdict.to_json()`: docs/contracts.md, "The verdict object"), with
+    evidence and recommendations.
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
     or over too few steps: the verdict says so and advises a re-run; where that spread does not
     already enter the confidence (`slowdown_confidence`), the confidence is halved."""
     v = _judge(jobs, host, need_steps)
     noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
-    if noisy and v["kind"] not in ("insufficient-data", "no-baseline"):
-        v["evidence"]["noisy_baselines"] = {j.name: round(j.solo_cv, 3) for j in noisy}
-        v["evidence_lines"].append(
+    if noisy and v.kind not in ("insufficient-data", "no-baseline"):
+        v = v.with_evidence(noisy_baselines={j.name: round(j.solo_cv, 3) for j in noisy})
+        v = v.with_lines(
             "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {j.solo_cv:.2f}"
                                                 for j in noisy)
             + f" (> {NOISY_CV:.2f}): the machine was busy while it ran, or the baseline was "
             "too short, so the slowdowns are uncertain")
-        v["recommendations"].append(
+        v = v.replace(recommendations=v.recommendations + (
             "probe longer (a larger probe_s and baseline_steps) or on a quieter machine"
             if baseline_mode == "probe" else
             "measure the baselines again on a quieter machine or with more baseline_steps "
-            "(baseline = \"measure\"; \"cache\" would reuse these)")
+            "(baseline = \"measure\"; \"cache\" would reuse these)",))
         if any(side_probability(j) is None for j in noisy):  # else the spread is counted
-            v["confidence"] = round(v["confidence"] / 2, 2)
+            v = v.replace(confidence=round(v.confidence / 2, 2))
     return v
 
 
-def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS) -> dict:
+def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS) -> Verdict:
     if not jobs:
         return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
     short = [j.name for j in jobs if j.steps < need_steps]
@@ -336,7 +327,7 @@ def _betainc(a: float, b: float, x: float) -> float:
     return front * h / a
 
 
-def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confidence) -> dict:
+def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confidence) -> Verdict:
     cpus = host.cpus
     if on_cpu:
         reason = (f"the jobs train on the CPU, so model compute and input pipeline share "
@@ -349,15 +340,9 @@ def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confi
     recs = []
     if have_need:
         recs.append(f"at solo speed these jobs need ≈ {need:.1f} cores; this machine allows {cpus}")
-        fit, acc = 0, 0.0
-        for j in sorted(jobs, key=lambda j: j.solo_cpu_cores or 0.0):
-            acc += j.solo_cpu_cores or 0.0
-            if acc > cpus:
-                break
-            fit += 1
+        fit = fit_at_once([j.solo_cpu_cores or 0.0 for j in jobs], cpus)
         if fit < len(jobs):
-            recs.append(f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or "
-                        "queue the rest")
+            recs.append(at_most(fit, cpus))
     heavy = [j.name for j in jobs if j.transforms not in (None, "light")]
     if heavy and not on_cpu:
         recs.append(f"pre-compute the augmentation (pre-resized dataset, transforms = \"light\") "
@@ -372,7 +357,22 @@ def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confi
     return _verdict("cpu-bound", reason, evidence, lines, recs, confidence, jobs)
 
 
-def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> dict:
+def fit_at_once(needs: list[float], cpus: int) -> int:
+    """How many of these jobs fit at once on `cpus` cores at their CPU need, smallest first."""
+    fit, acc = 0, 0.0
+    for need in sorted(needs):
+        acc += need
+        if acc > cpus:
+            break
+        fit += 1
+    return fit
+
+
+def at_most(fit: int, cpus: int) -> str:
+    return f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or queue the rest"
+
+
+def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> Verdict:
     pairs = "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items())
     reason = (f"{', '.join(j.name for j in slowed_shared)} share a GPU ({pairs}) and queue for "
               "it; their data-wait did not rise")
@@ -381,22 +381,14 @@ def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> 
     return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
 
 
-def _verdict(kind, reason, evidence, lines, recs, confidence, jobs=()) -> dict:
+def _verdict(kind, reason, evidence, lines, recs, confidence, jobs=()) -> Verdict:
     per_job = []
     for j in jobs:
         s, m = j.slowdown, j.mean_slowdown
-        per_job.append({
-            "name": j.name, "slowdown": None if s is None else round(s, 3),
-            "stall": j.stall, "solo_stall": j.solo_stall, "cpu_cores": j.cpu_cores,
-            "solo_cpu_cores": j.solo_cpu_cores, "steps": j.steps,
-            "mean_slowdown": None if m is None else round(m, 3),
-            "line": (f"{j.name}: step {_fmt(j.step_time_s, '.3f')} s vs solo "
-                     f"{_fmt(j.solo_step_time_s, '.3f')} s ({_fmt(s)}×"
-                     + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART
-                        else "") +
-                     f"), data-wait {_pct(j.solo_stall)} → {_pct(j.stall)}, CPU "
-                     f"{_fmt(j.cpu_cores)} cores (solo {_fmt(j.solo_cpu_cores)})"),
-        })
-    return {"kind": kind, "title": TITLES[kind], "reason": reason, "confidence": confidence,
-            "evidence": evidence, "evidence_lines": list(lines), "recommendations": list(recs),
-            "jobs": per_job}
+        per_job.append(JobVerdict(
+            name=j.name, slowdown=None if s is None else round(s, 3), stall=j.stall,
+            solo_stall=j.solo_stall, cpu_cores=j.cpu_cores, solo_cpu_cores=j.solo_cpu_cores,
+            steps=j.steps, mean_slowdown=None if m is None else round(m, 3),
+            step_time_s=j.step_time_s, solo_step_time_s=j.solo_step_time_s))
+    return Verdict(kind=kind, reason=reason, confidence=confidence, evidence=evidence,
+                   evidence_lines=tuple(lines), recommendations=tuple(recs), jobs=tuple(per_job))

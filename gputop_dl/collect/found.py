@@ -20,7 +20,6 @@ stays None.
 
 from __future__ import annotations
 
-import threading
 import time
 
 from gputop_dl.collect import pyspy
@@ -30,6 +29,7 @@ from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
 
@@ -103,7 +103,8 @@ class FoundJobs:
                 user=ident.user, elapsed_s=ident.elapsed_s(now), cmdline=command, cwd=ident.cwd,
                 slurm=ident.slurm, container=ident.container, launched_by=ident.launched_by,
                 identity_note=ident.note,
-                procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu)))
+                procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu),
+                **wait_fields(tree_wait(ts, f.pid, dist))))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
@@ -126,22 +127,11 @@ class FoundJobs:
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
         and wait; the next `sample()` reports these figures. Returns py-spy's errors."""
-        errors: list[str] = []
-
-        def burst(key: tuple[int, int], pid: int) -> None:
-            est, err = pyspy.record_stall(pid, seconds, rate)
-            if err:
-                errors.append(err)
-            elif est is not None and est.samples:
+        ests, errors = pyspy.spy_all({(f.pid, f.start): f.target for f in self.found}, seconds, rate)
+        for key, est in ests.items():
+            if est.samples:
                 self._measured[key] = StallResult(est.fraction, est.samples, est.step_time_s,
                                                   time.time())
-
-        threads = [threading.Thread(target=burst, args=((f.pid, f.start), f.target), daemon=True,
-                                    name="gdl-spy") for f in self.found]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(seconds + 25)
         return errors
 
     def new_since_last(self) -> list[Found]:

@@ -118,7 +118,8 @@ class ProcFiles:
     reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
     a read opens and closes. An instance is for one thread."""
 
-    kept = 0  # files kept open by all instances
+    kept = 0  # files kept open by all instances (a subclass may keep its own count)
+    keep_max = KEEP_MAX
 
     def __init__(self):
         self._fds: dict[str, int] = {}
@@ -126,9 +127,10 @@ class ProcFiles:
     def read(self, path: str, size: int = 4096) -> bytes:
         """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
         fd = self._fds.get(path)
-        if fd is None and ProcFiles.kept < KEEP_MAX:
+        cls = type(self)
+        if fd is None and cls.kept < cls.keep_max:
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            ProcFiles.kept += 1
+            cls.kept += 1
         if fd is not None:
             try:
                 data = os.pread(fd, size, 0)
@@ -142,7 +144,7 @@ class ProcFiles:
         fd = self._fds.pop(path, None)
         if fd is not None:
             os.close(fd)
-            ProcFiles.kept -= 1
+            type(self).kept -= 1
 
     def keep_only(self, paths: set[str]) -> None:
         for path in [p for p in self._fds if p not in paths]:
@@ -183,18 +185,29 @@ class TreeSample:
     rss: int
     threads: int
     cpu_by_pid: dict[int, float] | None = None  # cores per process (None on the first tick)
+    # CPU wait (issue 21, collect/schedstat.py): per process (ran ns, waited ns) since the last
+    # tick, its threads summed (None: not read); why it is unknown; the cgroup quota's throttling
+    waits: dict[int, tuple[int, int]] | None = None
+    wait_note: str | None = None
+    throttled: float | None = None
 
 
 class TreeSampler:
     """Samples one process tree; keep one instance per job across ticks, and `close()` it after.
 
     `read`: how one process is read (`read_stat` through kept files on Linux, `psutil_stat`
-    elsewhere)."""
+    elsewhere). `sched`: also read the threads' CPU wait and the cgroup's throttling
+    (collect/schedstat.py; default: on Linux, unless `read` is given)."""
 
-    def __init__(self, root_pid: int, *, read: Callable[[int], Stat | None] | None = None):
+    def __init__(self, root_pid: int, *, read: Callable[[int], Stat | None] | None = None,
+                 sched: bool | None = None):
         self.root_pid = root_pid
         self._files = ProcFiles()
         self._read = read or (partial(read_stat, read=self._files.read) if PROC else psutil_stat)
+        if sched is None:
+            sched = PROC and read is None
+        self._sched = schedstat.SchedReader() if sched else None
+        self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
@@ -227,10 +240,19 @@ class TreeSampler:
                     # interval, unless it is older than the interval (first sight of an old process)
                     by_pid[pid] = st.cpu / interval
             cores = round(sum(by_pid.values()), 3)
+        waits, note, throttled = self._read_waits(stats, now)
         self._last, self._t = stats, now
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
-                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid)
+                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
+                          waits=waits, wait_note=note, throttled=throttled)
+
+    def _read_waits(self, stats: dict[int, Stat], now: float):
+        """(pid -> (ran, waited) ns, note, throttled share) for this tick; Nones when off."""
+        if self._sched is None:
+            return None, None, None
+        waits = self._sched.read({pid: (st.start, st.threads) for pid, st in stats.items()})
+        return waits, self._sched.note, self._throttle.read(now)
 
     def stats(self) -> dict[int, Stat]:
         """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""
@@ -239,3 +261,9 @@ class TreeSampler:
     def close(self) -> None:
         """Close the /proc files kept open for this tree."""
         self._files.close()
+        if self._sched is not None:
+            self._sched.close()
+            self._throttle.close()
+
+
+from gputop_dl.collect import schedstat  # noqa: E402 - below ProcFiles, which it builds on

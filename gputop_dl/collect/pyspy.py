@@ -16,8 +16,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from typing import Hashable
+
+from gputop_dl.threadname import name_native_thread
 
 _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
 # plumbing every loader stack has: it says nothing about where the time goes
@@ -325,3 +329,29 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
             best = est  # only the main thread's profile classifies any sample
     best.cpu_s = cpu
     return best, None
+
+
+def spy_all(targets: dict[Hashable, int], seconds: float,
+            rate: int = 50) -> tuple[dict[Hashable, StallEstimate], list[str]]:
+    """One `record_stall` burst on every target at once, `seconds` long, and wait for them all
+    (each at most `seconds` + 25 s). `targets`: key -> PID to sample. Returns (key -> estimate,
+    for the bursts that worked; py-spy's error messages). Used by `FoundJobs.measure_stall` and
+    `gputop-dl diagnose`."""
+    out: dict[Hashable, StallEstimate] = {}
+    errors: list[str] = []
+
+    def burst(key: Hashable, pid: int) -> None:
+        name_native_thread("gdl-spy")
+        est, err = record_stall(pid, seconds, rate)
+        if err is not None:
+            errors.append(err)
+        elif est is not None:
+            out[key] = est
+
+    threads = [threading.Thread(target=burst, args=(k, pid), daemon=True, name="gdl-spy")
+               for k, pid in targets.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 25)
+    return dict(out), list(errors)

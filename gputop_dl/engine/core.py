@@ -235,7 +235,8 @@ class Engine:
             launched.append(js)
             rec.launched(now, run, js, was_alive)
         plan.after_tick(self, now, m)  # judged first: the rows show this tick's verdict
-        jobs = plan.rows(self, launched) + list(m.found)  # found jobs after the launched ones
+        # found jobs after the launched ones
+        jobs = plan.rows(self, launched) + plan.found_rows(self, list(m.found))
         rec.tick(now, m.host, m.gpus)
         if rec.failure and not self._said_failure:
             self._said_failure = True

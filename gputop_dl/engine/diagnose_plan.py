@@ -15,24 +15,34 @@ phases, bounded by `seconds`:
 
 The verdict is the launch's (`analyse.verdict.judge`): a slowdown only where py-spy read a step
 time both together and alone; otherwise it rests on the signals and says that it does.
+
+Beside it, the live estimate (analyse/passive.py) over the observe phase, each job's stall from
+the burst: with `probe=False` it is the verdict (observe about 6 s, burst 3 s: an answer in about
+10 s, nothing paused); with the probe it stands beside the probe's figures, and is the verdict
+where the probe could claim no slowdown.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-import threading
 import time
 
 import psutil
 
+from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
 from gputop_dl.pause import Pauser, may_signal
-from gputop_dl.threadname import name_native_thread
+from gputop_dl.snapshot import JobSample
 
 SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
+NO_PROBE_OBSERVE_S = 6.0  # --no-probe: observe at most this long (the live estimate needs a few ticks)
+NO_PROBE_BURST_S = 3.0  # --no-probe: the py-spy burst (data stall) at most this long
+JUDGED = ("parallel", "cpu-bound", "gpu-contended")
 
 
 class DiagnosePlan(Plan):
@@ -46,7 +56,7 @@ class DiagnosePlan(Plan):
         self.only = pids  # diagnose only the jobs with these root PIDs (None: every job found)
         self.probe = probe
         self.command = command
-        self.burst_s = burst_s or max(1.0, min(4.0, seconds / 6))
+        self.burst_s = burst_s or max(1.0, min(4.0 if probe else NO_PROBE_BURST_S, seconds / 6))
         self.verdict: dict | None = None
         self.jobs: dict[int, dict] = {}  # root pid -> what was measured
         self.notes_: list[str] = []
@@ -55,6 +65,13 @@ class DiagnosePlan(Plan):
         self._gpu: dict[int, list[float]] = {}
         self._pauser = Pauser()
         self._t0 = time.monotonic()
+        # the live estimate (analyse/passive.py), over the observe phase only: once the probe
+        # pauses jobs, their neighbours' waits no longer say how they run together
+        self.passive = PassiveJudge()
+        self.estimates: dict[str, Estimate] = {}
+        self._observed: list[tuple] = []  # (t, jobs, host, gpu processes, gpus) per tick
+        self._observing = True
+        self.estimate: Verdict | None = None
 
     # --- the engine's questions ----------------------------------------------------------------
     def after_tick(self, engine, now: float, machine) -> None:
@@ -69,8 +86,16 @@ class DiagnosePlan(Plan):
             rec.update(pids=list(j.pids), command=j.command, device=j.device, gpu_mem=j.gpu_mem)
             if j.cpu_cores is not None and not rec.get("frozen"):
                 rec["cpu"].append(j.cpu_cores)
+        if self._observing:
+            mine = self._mine(machine.found)
+            self._observed.append((now, mine, machine.host, machine.gpu_processes, machine.gpus))
+            _, self.estimates = self.passive.verdict(mine, machine.host, machine.gpu_processes,
+                                                     machine.gpus, now)
         if engine.recorder.is_open:
-            engine.recorder.found(now, tuple(self._mine(machine.found)))
+            engine.recorder.found(now, tuple(self.found_rows(engine, self._mine(machine.found))))
+
+    def found_rows(self, engine, found: list[JobSample]) -> list[JobSample]:
+        return annotate(found, self.estimates)
 
     def _mine(self, found):
         """The found jobs asked for: `--pid` names a job's root or any process of its tree."""
@@ -88,7 +113,8 @@ class DiagnosePlan(Plan):
         rec = engine.recorder
         rec.open_monitor(self.command, engine.env, engine.interval, kind="diagnose")
         t0 = self._t0 = time.monotonic()
-        observe = max(2 * engine.interval, self.seconds / 3)
+        observe = max(2 * engine.interval, self.seconds / 3 if self.probe
+                      else min(self.seconds / 3, NO_PROBE_OBSERVE_S))
         engine.say(f"diagnose: observing for {observe:.0f} s")
         # (no job seen yet: keep looking until one is, or the time is up)
         engine.loop(lambda: time.monotonic() - t0 >= observe
@@ -107,6 +133,8 @@ class DiagnosePlan(Plan):
         together = _spy_all({pid: found[pid].target for pid in live}, self.burst_s)
         for pid in live:
             self.jobs[pid]["together"] = together.get(pid)
+        self._observing = False
+        self.estimate, self.estimates = self._estimate(together)
         if self.probe and len(live) > 1:
             self._probe(engine, live, found)
         elif self.probe:
@@ -148,6 +176,18 @@ class DiagnosePlan(Plan):
                 self.jobs[pid]["solo_cpu_cores"] = round((cpu1 - cpu0) / dt, 3)
             engine.tick()
 
+    def _estimate(self, together: dict) -> tuple[Verdict | None, dict[str, Estimate]]:
+        """The live estimate over the observe phase, each job's data stall from the py-spy
+        burst together (its critical path: analyse/passive.py)."""
+        stall = {pid: est.fraction for pid, est in together.items() if est and est.samples}
+        judge = PassiveJudge()
+        v, est = None, {}
+        for now, jobs, host, gprocs, gpus in self._observed:
+            jobs = [dataclasses.replace(j, stall_fraction=stall[j.pid]) if j.pid in stall
+                    and j.stall_fraction is None else j for j in jobs]
+            v, est = judge.verdict(jobs, host, gprocs, gpus, now)
+        return v, est
+
     def _judge(self, engine, live: list[int]) -> dict:
         evs = []
         for pid in live:
@@ -181,25 +221,47 @@ class DiagnosePlan(Plan):
         else:  # judge on the signals, and say so
             v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
                       host, "none", need_steps=0)
-            v["reason"] += (f" (py-spy could not read the step time of {', '.join(untimed)}"
-                            + (" together and alone" if self.probe else "")
-                            + ", so no slowdown is claimed)")
-            v["confidence"] = _signal_agreement(hs, host.cpus, bool(v["evidence"]["cpu_signals"]))
-        v["evidence"]["method"] = {
+            v = v.replace(
+                reason=v.reason + (f" (py-spy could not read the step time of {', '.join(untimed)}"
+                                   + (" together and alone" if self.probe else "")
+                                   + ", so no slowdown is claimed)"),
+                confidence=_signal_agreement(hs, host.cpus, bool(v.evidence["cpu_signals"])))
+        v = v.with_evidence(method={
             "step_times": "py-spy sample order of each job's main thread",
             "solo": "in-situ probe (the other jobs paused)" if self.probe else None,
-            "paused_job_s": round(self.paused_job_s, 2)}
-        if v["kind"] == "no-baseline":
-            v["recommendations"] = [
+            "paused_job_s": round(self.paused_job_s, 2)})
+        if v.kind == "no-baseline":
+            v = v.replace(recommendations=(
                 "run without --no-probe so each job is measured alone" if not self.probe else
                 "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
-                "figures from the start-up hook"]
-        for pid in live:
-            if self.jobs[pid].get("no_solo"):
-                v["evidence_lines"].append(f"{self.jobs[pid]['name']}: measured passively, "
-                                           f"{self.jobs[pid]['no_solo']}")
+                "figures from the start-up hook",))
+        v = v.with_lines(*(f"{self.jobs[pid]['name']}: measured passively, "
+                           f"{self.jobs[pid]['no_solo']}" for pid in live
+                           if self.jobs[pid].get("no_solo")))
         if self.probe and self.paused_job_s:
-            v["evidence_lines"].append(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
+            v = v.with_lines(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
+        return self._with_estimate(v).to_json()
+
+    def _with_estimate(self, v: Verdict) -> Verdict:
+        """Without the probe, the live estimate is the verdict; with it, the estimate stands
+        beside the probe's figures (and is the verdict where the probe could claim nothing)."""
+        pv = self.estimate
+        if pv is None:
+            return v
+        est = {name: e.slowdown for name, e in self.estimates.items()}
+        if not self.probe:
+            return pv.with_evidence(diagnose_method=v.evidence.get("method")).with_lines(
+                "--no-probe: no job was paused or measured alone")
+        probed = {j.name: j.slowdown for j in v.jobs}
+        side = "; ".join(f"{n} {_x(est.get(n))} estimated vs {_x(probed.get(n))} probe"
+                         for n in dict.fromkeys([*probed, *est]))
+        v = v.with_evidence(estimated_slowdowns=est, estimate_kind=pv.kind).with_lines(
+            f"live estimate ({pv.kind}) beside the probe: {side}")
+        if v.kind == "no-baseline" and pv.kind in JUDGED:
+            return pv.replace(
+                reason=f"{pv.reason} (the probe: {v.reason})",
+                evidence={**v.evidence, **pv.evidence},
+                evidence_lines=pv.evidence_lines + v.evidence_lines)
         return v
 
     def result(self) -> dict:
@@ -220,9 +282,20 @@ class DiagnosePlan(Plan):
                 "solo_stall_fraction": round(alone.fraction, 3) if alone and alone.samples else None,
                 "step_time_s": step, "solo_step_time_s": solo,
                 "slowdown": round(step / solo, 3) if step and solo else None,
-                "measured_alone": alone is not None, "why_not_alone": j.get("no_solo")})
+                "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
+                "estimated_slowdown": _est(self.estimates, j["name"], "slowdown"),
+                "estimate_confidence": _est(self.estimates, j["name"], "confidence")})
         return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
                 "notes": list(self.notes_)}
+
+
+def _x(s: float | None) -> str:
+    return "–" if s is None else f"{s:.2f}×"
+
+
+def _est(estimates: dict[str, Estimate], name: str, attr: str) -> float | None:
+    e = estimates.get(name)
+    return getattr(e, attr) if e is not None else None
 
 
 def _signal_agreement(hs: list[tuple], cpus: int, fired: bool) -> float:
@@ -242,21 +315,7 @@ def _mean(vals):
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
     """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
-    out: dict[int, pyspy.StallEstimate] = {}
-
-    def burst(root: int, target: int) -> None:
-        name_native_thread("gdl-spy")
-        est, err = pyspy.record_stall(target, seconds, RATE)
-        if est is not None and err is None:
-            out[root] = est
-
-    threads = [threading.Thread(target=burst, args=(r, t), daemon=True)
-               for r, t in targets.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(seconds + 25)
-    return out
+    return pyspy.spy_all(targets, seconds, RATE)[0]
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:

@@ -19,6 +19,7 @@ from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -168,7 +169,8 @@ class JobRun:
             epoch_times=tuple(e["time_s"] for e in self.epochs), gpu_mem=mem, gpu_sm=sm,
             solo_step_time_s=solo_t, phase=self.phase,
             stderr_tail=self.stderr_tail, distributed=self.distributed,
-            rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu))
+            rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu),
+            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)))
 
     def _identity(self, ts, gpu: GpuUse) -> dict:
         """The identity fields of JobSample (issue 23) for a job launched here."""

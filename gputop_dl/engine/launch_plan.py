@@ -23,6 +23,7 @@ import time
 
 from gputop_dl.analyse.evidence import gather, overlap_window
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.fingerprint import fingerprint
@@ -54,6 +55,8 @@ class LaunchPlan(Plan):
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
+        self.passive = PassiveJudge()  # the live estimate, until the slowdowns are measured
+        self._machine = None  # the co-run's latest machine sample
 
     def run(self, engine) -> str:
         engine.recorder.open_launch(self.spec, self.command, engine.env)
@@ -80,10 +83,13 @@ class LaunchPlan(Plan):
         slow = verdict_slowdowns(self.verdict)
         cur = self.probe.current if self.probe else None
         paused = set(cur.paused) if cur else set()
+        measured = "probe" if self.spec.baseline == "probe" else "measured"
         jobs = [dataclasses.replace(j, slowdown=slow.get(j.name),
+                                    slowdown_source=measured if slow.get(j.name) else None,
                                     status="paused" if j.name in paused and j.status == "running"
                                     else j.status)
                 if j.phase == "co-run" else j for j in launched]
+        jobs = self._estimate(jobs)
         for w in self.spec.workloads:
             if w.name not in engine.runs:
                 jobs.append(JobSample(name=w.name, pid=None, launched=True, status="waiting",
@@ -94,12 +100,24 @@ class LaunchPlan(Plan):
         jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
         return jobs
 
+    def _estimate(self, jobs: list[JobSample]) -> list[JobSample]:
+        """The live estimate (analyse/passive.py) for co-run rows whose slowdown is not
+        measured yet: from the first co-run tick, until the verdict's slowdown replaces it.
+        Not while the probe has a job paused: its neighbours' waits would read low."""
+        m = self._machine
+        corun = [j for j in jobs if j.phase == "co-run" and j.status == "running"]
+        if m is None or not corun or (self.probe is not None and self.probe.current):
+            return jobs
+        _, est = self.passive.verdict(corun, m.host, m.gpu_processes, m.gpus, m.time)
+        return annotate(jobs, est)
+
     def taken(self, engine) -> set[str]:
         return set(engine.runs) | {w.name for w in self.spec.workloads}
 
     def after_tick(self, engine, now: float, machine) -> None:
         if engine.phase != "co-run":
             return
+        self._machine = machine
         host = machine.host
         self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
                                   host.cgroup_throttled_frac))
@@ -304,27 +322,25 @@ class LaunchPlan(Plan):
         jobs, host = gather(runs, self._host_series, self._gpu_series,
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
-        self.verdict = judge(jobs, host, self.spec.baseline)
+        v = judge(jobs, host, self.spec.baseline)
         if self.across:
-            self.verdict["evidence"]["no_solo"] = dict(self.across)
-            self.verdict["evidence_lines"].append(
+            v = v.with_evidence(no_solo=dict(self.across)).with_lines(
                 "; ".join(f"{n}: {why}" for n, why in self.across.items())
                 + " (slowdown unknown)")
             if all(r.name in self.across for r in runs):  # measuring alone would not help
-                self.verdict["recommendations"] = [
-                    r for r in self.verdict.get("recommendations") or ()
-                    if "measure each job alone" not in r] + [
+                v = v.replace(recommendations=tuple(
+                    r for r in v.recommendations if "measure each job alone" not in r) + (
                     "a job across nodes has no solo baseline here: compare its step time with a "
-                    "run that has its nodes to itself"]
+                    "run that has its nodes to itself",))
         if probe is not None:
-            self.verdict["evidence"]["probe"] = {
+            v = v.with_evidence(probe={
                 "paused_job_s": round(probe.paused_job_s, 2),
                 "windows": [{"job": w.job, "seconds": round((w.t1 or now) - w.t0, 2),
                              "paused": w.paused} for w in probe.windows],
-                "missing": dict(probe.missing)}
-            self.verdict["evidence_lines"].append(
+                "missing": dict(probe.missing)}).with_lines(
                 f"solo step times from the in-situ probe: each job alone, the others paused "
                 f"({probe.paused_job_s:.1f} job-seconds paused in all)")
+        self.verdict = v.to_json()
         # once a job has ended the overlap window is closed: the verdict cannot change
         win = overlap_window(runs, now)
         # (2 s after it closed, so the others' buffered step events have arrived)

@@ -11,6 +11,7 @@ The engine calls, in its own thread:
     state = plan.run(engine)        # drives the session with engine.loop(done); returns its
                                     # final state ("finished" or "interrupted")
     plan.rows(engine, launched)     # each tick: the launched rows to show, in order (+ waiting)
+    plan.found_rows(engine, found)  # each tick: the found jobs' rows (with their live estimate)
     plan.taken(engine)              # names a found job may not use
     plan.after_tick(engine, now, m) # each tick, after the launched jobs were polled
     plan.notes()                    # standing notes for the snapshot
@@ -39,6 +40,9 @@ class Plan(ABC):
 
     def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
         return launched
+
+    def found_rows(self, engine, found: list[JobSample]) -> list[JobSample]:
+        return found
 
     def taken(self, engine) -> set[str]:
         return set(engine.runs)

@@ -193,11 +193,13 @@ class QueuePlan(Plan):
             return
         runs = [engine.runs[n] for n in group]
         jobs, host = gather(runs, self._host, self._gpu, engine.env.get("cpus") or 1, now)
-        v = judge(jobs, host, "cache")
-        if v["kind"] == "insufficient-data" and self.verdict is not None:
+        judged = judge(jobs, host, "cache")
+        if judged.kind == "insufficient-data" and self.verdict is not None:
             return  # keep showing the last judgement until this set has enough steps
-        v["evidence"]["together"] = list(group)
-        v["evidence_lines"].insert(0, f"judged while {', '.join(group)} ran together")
+        judged = judged.with_evidence(together=list(group)).replace(
+            evidence_lines=(f"judged while {', '.join(group)} ran together",)
+            + judged.evidence_lines)
+        v = judged.to_json()
         self.verdict = v
         engine.recorder.verdict(v)
 

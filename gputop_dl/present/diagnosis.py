@@ -9,15 +9,19 @@ from gputop_dl.text.safe import text
 
 
 def diagnosis_table(result: dict) -> Table:
-    """One row per job: CPU together and alone, stall together and alone, step times, slowdown."""
+    """One row per job: CPU together and alone, stall together and alone, step times, the
+    probe's slowdown and the live estimate beside it (with its confidence)."""
     t = Table(title="Diagnosis (jobs found running)", title_justify="left")
     for col in ("job", "pid", "CPU cores", "alone", "data-wait", "alone", "step", "alone",
-                "slowdown", "measured alone"):
+                "slowdown", "estimated", "measured alone"):
         t.add_column(col, justify="left" if col in ("job", "measured alone") else "right")
     for j in result.get("jobs", []):
         t.add_row(text(j["name"]), str(j["pid"]), num(j["cpu_cores"], ".2f"),
                   num(j["solo_cpu_cores"], ".2f"), pct(j["stall_fraction"]),
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
                   secs(j["solo_step_time_s"]), num(j["slowdown"], ".2f", "×"),
+                  num(j.get("estimated_slowdown"), ".2f", "×")
+                  + (f" ({j['estimate_confidence']:.0%})"
+                     if j.get("estimate_confidence") is not None else ""),
                   "yes" if j["measured_alone"] else text(j.get("why_not_alone") or DASH))
     return t

@@ -14,6 +14,7 @@ from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
+from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 JOB_WIDTH = 28  # the job column's width: a longer name is cut with …
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
@@ -49,7 +50,7 @@ def jobs_table(snap: Snapshot) -> Table:
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
                      num(j.samples_per_s, ".1f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction),
                      num(j.cpu_cores, ".2f"), size(j.rss), size(j.gpu_mem),
-                     num(j.slowdown, ".2f", "×"), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
+                     slowdown_text(j.slowdown, j.slowdown_source), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
                      f"session {j.launched_by}" if j.launched_by else DASH))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
     t = Table(box=None, pad_edge=False, header_style="bold")
@@ -168,6 +169,6 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
                          clean(f" — {verdict['reason']}"),
                          (f"  (confidence {verdict.get('confidence', 0):.0%})", "dim"))]
     out += [text(f"  · {line}") for line in verdict.get("evidence_lines", [])]
-    out += [text(f"  {j['line']}", style="dim") for j in verdict.get("jobs", [])]
+    out += [text(f"  {job_line(j) or j.get('name')}", style="dim") for j in verdict.get("jobs", [])]
     out += [Text.assemble(("  fix: ", "bold"), clean(r)) for r in verdict.get("recommendations", [])]
     return out

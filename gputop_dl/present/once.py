@@ -40,5 +40,10 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
         from gputop_dl.present.headless import jobs_table
 
         console.print(jobs_table(snap))
+    if snap.verdict:  # the live verdict (estimated from the jobs' waits; nothing paused)
+        from gputop_dl.present.headless import verdict_lines
+
+        for line in verdict_lines(snap.verdict):
+            console.print(line)
     for note in (snap.notes if snap.gpus else snap.notes[1:]):  # [0]: the GPU line said it
         console.print(f"[dim]note: {escape(note)}[/]")

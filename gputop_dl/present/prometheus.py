@@ -164,6 +164,7 @@ class SnapshotCollector(Collector):
         yield from self._host(snap)
         yield from self._jobs([j for j in snap.jobs if j.status not in ENDED])
         yield from self._verdict(snap)
+        yield from self._live_slowdown([j for j in snap.jobs if j.status not in ENDED])
 
     # --- families --------------------------------------------------------------------------
     def _gpus(self, gpus: tuple[GpuSample, ...]) -> Iterator[Metric]:
@@ -263,6 +264,23 @@ class SnapshotCollector(Collector):
             if v.get("confidence") is not None:
                 conf.add_metric([self.hostname, session, v["kind"]], float(v["confidence"]))
         yield kinds
+        yield conf
+
+    # --- live verdict (issue 21): each job's one slowdown, with where it comes from ---------
+    def _live_slowdown(self, jobs: list[JobSample]) -> Iterator[Metric]:
+        fam = _gauge(m.JOB_SLOWDOWN_BY_SOURCE, "The job's slowdown (1 = as fast as alone) with "
+                     "its source: measured (solo baseline), probe (measured alone in the "
+                     "co-run) or estimated (live, from its CPU and GPU waits; nothing paused)",
+                     JOB_LABELS + [m.SOURCE])
+        conf = _gauge(m.JOB_SLOWDOWN_CONFIDENCE, "Confidence of an estimated slowdown, 0..1",
+                      JOB_LABELS)
+        for j in jobs:
+            k = [self.hostname, j.name, _text(j.pid)]
+            if j.slowdown is not None:
+                fam.add_metric(k + [j.slowdown_source or "measured"], float(j.slowdown))
+            if j.slowdown_confidence is not None:
+                conf.add_metric(k, float(j.slowdown_confidence))
+        yield fam
         yield conf
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import sys
 
+from gputop_dl.analyse import passive
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
@@ -25,6 +26,7 @@ from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+ONCE_S = 1.0  # `--once`: seconds between its two samples (the CPU wait is read over them)
 
 
 # --- ending ------------------------------------------------------------------------------------
@@ -273,7 +275,8 @@ def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
     """`gputop-dl --once [--json] [--stall S]`."""
     if stall_s < 0 or stall_s > 60:
         raise UsageError(f"--stall {stall_s:g}: expected seconds between 0 and 60")
-    snap = snapshot_once(stall_s=stall_s)
+    # two samples ONCE_S apart: the CPU wait (schedstat) is a difference of two readings
+    snap = passive.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s))
     if as_json:
         print(json.dumps(snap.to_json(), indent=2))
     else:

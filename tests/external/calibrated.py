@@ -7,13 +7,16 @@ burns `--sample-cpu-ms` of CPU (a busy loop: like decoding and augmenting an ima
 
 - light (io + compute, no CPU): several copies run truly in parallel on any machine;
 - heavy (`--sample-cpu-ms` x batch / workers > compute): each copy needs about
-  sample_cpu_ms x batch / step_time cores; three of them on two cores are CPU-bound.
+  sample_cpu_ms x batch / step_time cores; three of them on two cores are CPU-bound;
+- `--gpu-lock FILE`: the per-step wait holds an exclusive lock on FILE, an emulated GPU that
+  copies given the same FILE share (they queue for it, as for one busy GPU; no NVML sees it).
 
 `--steps 0` trains until killed. The script prints its own mean and median step time (from the
 first step after `--warmup`) as JSON on its last stdout line when it ends normally.
 """
 
 import argparse
+import fcntl
 import json
 import statistics
 import time
@@ -49,16 +52,22 @@ def main() -> None:
     ap.add_argument("--sample-io-ms", type=float, default=0.0)
     ap.add_argument("--compute-ms", type=float, default=50.0)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--gpu-lock", default=None, metavar="FILE")
     a = ap.parse_args()
     torch.set_num_threads(1)
     steps = a.steps or 10**9
     data = CostlyDataset(steps * a.batch_size, a.sample_cpu_ms / 1000, a.sample_io_ms / 1000)
     loader = DataLoader(data, batch_size=a.batch_size, num_workers=a.workers)
+    gpu = open(a.gpu_lock, "a") if a.gpu_lock else None
     times = []
     for _ in range(a.epochs):
         t = time.perf_counter()
         for _x, _y in loader:
+            if gpu is not None:
+                fcntl.flock(gpu, fcntl.LOCK_EX)
             time.sleep(a.compute_ms / 1000)  # the "device"
+            if gpu is not None:
+                fcntl.flock(gpu, fcntl.LOCK_UN)
             now = time.perf_counter()
             times.append(now - t)
             t = now

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
+from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
 from gputop_dl.workload import SessionSpec, Workload
 
@@ -21,23 +22,24 @@ T0 = 1_763_750_000.0  # fixed wall time of the fake snapshots (tests set TZ=UTC)
 GiB = 1 << 30
 SESSION = "20251121-183320-abc123"
 
-VERDICT = {
-    "kind": "cpu-bound",
-    "title": "Concurrent, not parallel: the input pipeline is CPU-bound",
-    "reason": "bs128 runs 2.61× slower together than alone while its data-wait rose from 4% to 31%, "
-              "and the 16 CPUs are 97% busy.",
-    "evidence_lines": [
+# built with the real constructor, so the fake cannot show a verdict the code cannot produce
+VERDICT = Verdict(
+    kind="cpu-bound",
+    reason="bs128 runs 2.61× slower together than alone while its data-wait rose from 4% to 31%, "
+           "and the 16 CPUs are 97% busy.",
+    confidence=0.85,
+    evidence_lines=(
         "slowdown: bs32 1.18×, bs64 1.64×, bs128 2.61× (STP 1.89 of 3, efficiency 0.63)",
         "data-wait: bs32 4%→12%, bs64 6%→22%, bs128 4%→31%",
         "host CPU 97% busy, load 1.9 per CPU, CPU pressure some 42%",
-    ],
-    "recommendations": [
+    ),
+    recommendations=(
         "the jobs need 21.5 cores at solo speed; 16 are available",
         "lighter transforms, or pre-compute the augmentation",
-    ],
-    "jobs": [{"name": "bs128", "line": "bs128: step 0.470 s vs solo 0.180 s (2.61×), data-wait 4% → 31%"}],
-    "confidence": 0.85,
-}
+    ),
+    jobs=(JobVerdict(name="bs128", slowdown=2.61, stall=0.31, solo_stall=0.04,
+                     step_time_s=0.47, solo_step_time_s=0.18),),
+).to_json()
 
 SPEC = SessionSpec(
     name="mobilenet trio", path="workloads/mobilenet_trio.toml", baseline="measure",
@@ -200,3 +202,11 @@ def queue_snapshot(t: int = 0, **changes) -> Snapshot:
     snap = make_snapshot(t, verdict=None, phase="queue", jobs=running + waiting, queue=queue_state(t),
                          log=log(5) + ((T0 - 5, "queue: bs128 waits: GPUs 2, 3 free, but 1.8 cores short"),))
     return replace(snap, **changes) if changes else snap
+
+
+def monitor_app():
+    """A monitor-mode `GputopApp` on a `FakeSource` (no session yet) with the fixed clock."""
+    from gputop_dl.present.tui.app import GputopApp
+
+    src = FakeSource(live=[], spec=None, session_id=None)
+    return GputopApp(src, clock=FixedClock(T0), mode="monitor"), src

@@ -15,6 +15,7 @@ import time
 from gputop_dl.present.report import mermaid
 from gputop_dl.text.fmt import DASH, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
+from gputop_dl.present.verdict_text import job_line
 
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
 
@@ -323,7 +324,7 @@ def _verdict_section(v: dict | None) -> str:
     if vjobs:
         out += ["", "**Per job**", ""]
         for j in vjobs:
-            name, line = str(j.get("name") or ""), j.get("line")
+            name, line = str(j.get("name") or ""), job_line(j)
             if line is None:
                 line = ", ".join(f"{k} {val}" for k, val in j.items() if k != "name")
             line = str(line)

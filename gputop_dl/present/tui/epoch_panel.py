@@ -21,6 +21,7 @@ from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
+from gputop_dl.present.verdict_text import slowdown_tone
 
 SOLO_MARK = "┃"
 
@@ -70,7 +71,8 @@ def _bar(value: float, scale: float, width: int, solo: float | None, fill_style:
 
 
 def _ratio_style(r: float) -> str:
-    return "$text-success" if r <= 1.10 else "$text-warning" if r <= 1.5 else "$text-error"
+    return {"good": "$text-success", "warn": "$text-warning"}.get(slowdown_tone(r) or "",
+                                                                  "$text-error")
 
 
 class EpochPanel(Panel):

@@ -30,6 +30,7 @@ from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.fmt import DASH, num, pct, secs, size
 from gputop_dl.text.safe import clean
+from gputop_dl.present.verdict_text import slowdown_tone
 
 NODES_MAX = 14  # rows of the nodes table before it scrolls
 DIST_MAX = 8
@@ -218,8 +219,7 @@ class FleetApp(LiveApp):
         cells[1] = Cell(cells[1].text, p.bold)
         cells[3] = Cell(cells[3].text, status)
         sd = j.slowdown
-        cells[7] = Cell(cells[7].text, p.plain if sd is None else p.ok if sd <= 1.10
-                        else p.warn if sd <= 1.5 else p.err)
+        cells[7] = Cell(cells[7].text, p.tone(slowdown_tone(sd)))
         sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem,
                 "step": j.step_time_s}
         return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=j.name,

@@ -22,6 +22,7 @@ from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
 from gputop_dl.text.safe import clean
+from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
 
 __all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Palette", "Row",
            "Trends", "job_row", "process_row", "status_text", "table_rows"]
@@ -63,8 +64,6 @@ FILLED_BY = {  # what would fill a hidden column, said once under the table
     "slowdown": "slowdown: a launch's baselines, or d (diagnose)",
 }
 SPARK_W = 6  # sparkline cells in front of a figure
-SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est"}
-
 # sort key -> (label, column, descending first)
 SORTS: dict[str, tuple[str, str, bool]] = {
     "cpu": ("CPU", "cpu", True),
@@ -132,14 +131,6 @@ def _with_spark(sp: str, figure: str) -> str:
     return figure if figure == DASH or not sp else f"{sp} {figure}"
 
 
-def slowdown_text(j: JobSample) -> str:
-    """One figure per job, with where it comes from: "1.42× est", "1.10× probe"."""
-    if j.slowdown is None:
-        return DASH
-    mark = SOURCE_MARK.get(j.slowdown_source or "", j.slowdown_source or "")
-    return num(j.slowdown, ".2f", "×") + (f" {mark}" if mark else "")
-
-
 def command_text(j: JobSample) -> str:
     cmd = j.cmdline or j.command
     if j.launched_by:
@@ -154,7 +145,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
     cw = j.cpu_wait_fraction
     cw_style = p.err if (cw or 0) >= 0.5 else p.warn if (cw or 0) >= 0.2 else p.plain
     sd = j.slowdown
-    sd_style = p.plain if sd is None else p.ok if sd <= 1.10 else p.warn if sd <= 1.5 else p.err
+    sd_style = p.tone(slowdown_tone(sd))
     sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
     step = secs(j.step_time_s) if j.step_time_s is not None else DASH
     cells = (
@@ -173,7 +164,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
         Cell(num(j.cpu_cores, ".2f")),
         Cell(size(j.rss)),
         Cell(size(j.gpu_mem)),
-        Cell(slowdown_text(j), sd_style),
+        Cell(slowdown_text(j.slowdown, j.slowdown_source), sd_style),
         Cell(clean(j.slurm.job_id) if j.slurm else DASH),
         Cell(clean(command_text(j)), p.muted),
     )

@@ -53,6 +53,10 @@ class Palette:
         self.plain = Style()
         self.bold = Style(bold=True)
 
+    def tone(self, tone: str | None) -> Style:
+        """The style of a tone (present.verdict_text.slowdown_tone); plain when unknown."""
+        return {"good": self.ok, "warn": self.warn, "bad": self.err}.get(tone or "", self.plain)
+
 
 class Cell(NamedTuple):
     """One cell: its text and Rich style (compared by value to find the lines that changed)."""

@@ -17,6 +17,7 @@ from textual.widgets import Button, Input, Label, OptionList, SelectionList, Sta
 from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
+from gputop_dl.present.verdict_text import job_line
 
 def modal_css(name: str, width: int = 100) -> str:
     """CSS for a centred dialog screen (DEFAULT_CSS is scoped to the class, so name it)."""
@@ -135,7 +136,7 @@ class HelpScreen(_InfoScreen):
 
 
 def _job_line(j: dict) -> str:
-    line, name = str(j.get("line") or ""), str(j.get("name") or "")
+    line, name = str(job_line(j) or ""), str(j.get("name") or "")
     return line if line.startswith(name) else f"{name}: {line}"
 
 

@@ -1,5 +1,8 @@
 """Verdict banner: the run's verdict (title and one-line reason), or else the phase and latest news.
 
+The monitor's verdict is the live one (analyse/passive.py: estimated every tick from the found
+jobs' CPU and GPU waits, no job paused); the banner says so beside its confidence.
+
 `snapshot.verdict` is None or a dict with "kind", "title", "reason", "evidence_lines",
 "recommendations", "jobs", "confidence"; the full evidence opens in a modal (key `v`). Without
 a verdict the banner says which phase a launch is in ("baseline", "co-run", "finished") and the
@@ -82,6 +85,8 @@ class VerdictBanner(Panel):
             conf = v.get("confidence")
             conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
                 f" · confidence {conf:.0%}" if isinstance(conf, (int, float)) else "")
+            if str((v.get("evidence") or {}).get("method") or "").startswith("passive"):
+                conf_s += " · live estimate, nothing paused"  # analyse/passive.py
             title = clean(v.get("title"))
             head = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
             return Content.assemble(

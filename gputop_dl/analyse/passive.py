@@ -1,0 +1,392 @@
+"""The live verdict with no baseline and no pause: each job's slowdown estimated from its waits.
+
+Every tick, from what the samplers already read (no job is stopped, nothing runs alone):
+
+- a job's CPU wait `f` (collect/schedstat.py: the share of its threads' runnable time spent
+  waiting for a CPU) and the cores it used `c`. Its threads were runnable `D = c / (1 - f)`
+  cores' worth of the time, over `n = round(D)` threads each runnable `b = min(1, D / n)` of
+  the wall time: each lost `f * b` of it waiting, a `share` of it behind the other jobs (the
+  rest behind load from outside them, which alone would still be there: `set_share`). Its CPU
+  work would run `s_cpu = min(1 / (1 - f * b * share), cpus / c)` times faster alone (>= 1);
+- the job's critical path. Training on the CPU (no GPU seen), its CPU work is its step: the
+  estimate is `s_cpu`. On a GPU, only the data wait can shrink when the loader's workers get
+  their cores: with a known data-stall `σ`, `s = min(s_cpu(f_workers), 1 / (1 - σ))`; with
+  the stall unknown the estimate is `s_cpu` and its confidence is lower;
+- GPU sharing (NVML per-process SM samples): on a GPU that two or more jobs use and that is
+  busy (their SM shares sum to GPU_BUSY or more), job i waits for the others' kernels:
+  `s_gpu = min(1 / (1 - o_i), U / u_i)`, `o_i` the others' share, `U` the GPU's, `u_i` its own;
+- each job's estimate is the larger of the two; the set is **cpu-bound** when a job's CPU
+  estimate exceeds SLOW (1.10), **gpu-contended** when only GPU estimates do, **parallel**
+  when none does.
+
+One noisy tick does not flip it: each job's estimate is the median of its last WINDOW ticks,
+and a verdict needs MIN_TICKS of them. A job whose CPU wait is unknown (a kernel without
+schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
+has one, the verdict falls back to the host's CPU signals (`no-baseline`). The model and its
+blind spots: docs/verdict.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from gputop_dl.analyse.verdict import (SLOW, HostEvidence, JobEvidence, at_most, fit_at_once,
+                                       judge, student_t_cdf)
+from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
+
+WINDOW = 5  # ticks per job whose median is its estimate
+MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
+GPU_BUSY = 0.8  # summed SM share of a shared GPU above which its jobs queue for it
+MAX_WAIT = 0.95  # a wait share is clipped here (1 / (1 - f) would run away)
+MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
+STALL_GATE = 0.05  # a GPU job's data stall below this: its loader keeps up; workers' wait is off the path
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One job at one tick: what the estimate is made of, and the estimate."""
+
+    t: float
+    cpu: float | None  # s_cpu on its critical path (None: CPU wait unknown)
+    gpu: float | None  # s_gpu (None: not on a shared busy GPU)
+    cpu_wait: float | None
+    critical_wait: float | None
+    gpu_wait: float | None
+    cpu_cores: float | None
+    on_cpu: bool
+    stall_known: bool
+    set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
+    note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
+
+    @property
+    def slowdown(self) -> float | None:
+        vals = [v for v in (self.cpu, self.gpu) if v is not None]
+        return max(vals) if vals else None
+
+
+def _clip(f: float) -> float:
+    return min(max(f, 0.0), MAX_WAIT)
+
+
+def demand(f: float | None, cores: float | None) -> float | None:
+    """The cores' worth of time a job's threads were runnable: c / (1 - f)."""
+    if f is None or cores is None:
+        return None
+    return cores / (1.0 - _clip(f))
+
+
+def set_share(d_i: float | None, set_demand: float, runnable: float | None) -> float:
+    """The share of job i's competitors for a CPU that are the other judged jobs, not load
+    from outside them (which would still be there with the job alone): the others' demand over
+    everything else runnable on the host (its load average less the job itself). 1 when the
+    host's runnable count is unknown (every wait is put down to the jobs)."""
+    if d_i is None or runnable is None:
+        return 1.0
+    others = max(0.0, set_demand - d_i)
+    rest = max(others, runnable - d_i)
+    return others / rest if rest > 0 else 1.0
+
+
+def cpu_speedup(f: float | None, cores: float | None, cpus: int,
+                share: float = 1.0) -> float | None:
+    """How much faster a job's CPU work would run alone (at least 1; None: wait unknown).
+
+    Its threads were runnable D = c / (1 - f) cores' worth of the time, over n = round(D)
+    threads (at least one), each runnable b = min(1, D / n) of the wall time and waiting f of
+    that: each lost f * b of the wall time, which alone it would not. So s = 1 / (1 - f * b),
+    at most cpus / c (alone it still has only the cores allowed). A thread that sleeps most of
+    the time (b small) loses little however long its few runs wait."""
+    if f is None:
+        return None
+    f = _clip(f)
+    b = 1.0  # cores unknown: as if its threads were always runnable
+    if cores is not None:  # 0 cores: it ran (and so waited) for no time worth counting
+        demand = cores / (1.0 - f)
+        b = min(1.0, demand / max(1, round(demand)))
+    s = 1.0 / (1.0 - _clip(f * b * share))
+    if cores is not None and cores > 0 and cpus:
+        s = min(s, max(1.0, cpus / cores))
+    return max(1.0, s)
+
+
+def gpu_shares(job: JobSample, gprocs: Sequence[GpuProcess]) -> dict[int, float]:
+    """GPU index -> the job's SM share on it (NVML per-process samples of its processes)."""
+    pids = set(job.pids) | ({job.pid} if job.pid is not None else set())
+    out: dict[int, float] = {}
+    for p in gprocs:
+        if p.pid in pids:
+            out[p.gpu_index] = out.get(p.gpu_index, 0.0) + (p.sm_util or 0.0)
+    return out
+
+
+def gpu_estimates(shares: dict[str, dict[int, float]],
+                  gpus: Sequence[GpuSample] = ()) -> dict[str, tuple[float, float]]:
+    """job -> (s_gpu, others' share) for jobs on a GPU that another job uses too and that is
+    busy (their SM shares, or NVML's device utilisation, sum to GPU_BUSY or more)."""
+    util = {g.index: g.util for g in gpus if g.util is not None}
+    users: dict[int, dict[str, float]] = {}
+    for name, per in shares.items():
+        for g, u in per.items():
+            users.setdefault(g, {})[name] = u
+    out: dict[str, tuple[float, float]] = {}
+    for g, jobs in users.items():
+        if len(jobs) < 2:
+            continue
+        total = max(sum(jobs.values()), util.get(g) or 0.0)
+        if total < GPU_BUSY:
+            continue
+        for name, u in jobs.items():
+            others = min(total - u, MAX_WAIT) if total > u else 0.0
+            s = 1.0 / (1.0 - others)
+            if u > 0:
+                s = min(s, total / u)
+            s = max(1.0, s)
+            if s > out.get(name, (0.0, 0.0))[0]:
+                out[name] = (s, round(others, 3))
+    return out
+
+
+def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
+                   gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
+                   t: float = 0.0) -> dict[str, Tick]:
+    """Each job's estimate at this tick (pure: from one tick's samples)."""
+    cpus = host.cpus if host is not None else 1
+    runnable = host.load1 if host is not None else None
+    shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
+    gpu = gpu_estimates(shares, gpus)
+    demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
+    set_demand = sum(d for d in demands.values() if d is not None)
+    out = {}
+    for j in jobs:
+        on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
+        stall = j.stall_fraction
+        f = j.cpu_wait_fraction
+        crit: float | None = f
+        share = set_share(demands[j.name], set_demand, runnable)
+        if f is None:
+            s_cpu = None
+        elif on_gpu and stall is not None:
+            # only the data wait can shrink: the workers' cores, up to the stall itself
+            fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
+            crit = fw if stall >= STALL_GATE else 0.0
+            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
+                        1.0 / (1.0 - _clip(stall)))
+            s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
+        else:
+            s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+        g = gpu.get(j.name)
+        out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
+                           critical_wait=crit, gpu_wait=g[1] if g else None,
+                           cpu_cores=j.cpu_cores, on_cpu=not on_gpu,
+                           stall_known=stall is not None, set_share=share,
+                           note=None if f is not None else j.cpu_wait_note)
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One job's smoothed estimate over the window (None: abstain, with `why`)."""
+
+    name: str
+    slowdown: float | None
+    confidence: float | None
+    cause: str | None  # "cpu" | "gpu" | None (not slowed, or unknown)
+    ticks: int
+    last: Tick
+    why: str | None = None
+
+
+def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
+    """The median of a job's last ticks, with a confidence: how sure it sits on its side of
+    SLOW, from the spread of the ticks (Student's t on ln s), the ticks seen, and whether its
+    critical path was identified (on the CPU, or its data stall known)."""
+    last = ticks[-1]
+    known = [k for k in ticks if k.slowdown is not None]
+    if len(known) < min_ticks:
+        why = last.note or (f"{len(known)} of {min_ticks} readings of its CPU wait so far")
+        return Estimate(name, None, None, None, len(known), last, why)
+    vals = [v for k in known if (v := k.slowdown) is not None]
+    s = statistics.median(vals)
+    cpu = statistics.median([k.cpu or 1.0 for k in known])
+    gpu = statistics.median([k.gpu or 1.0 for k in known])
+    cause = None if s <= SLOW else ("cpu" if cpu >= gpu else "gpu")
+    return Estimate(name, round(s, 3), _confidence(vals, s, known, cause), cause, len(known),
+                    last)
+
+
+def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str | None) -> float:
+    logs = [math.log(v) for v in vals]
+    n = len(logs)
+    sd = statistics.pstdev(logs) if n > 1 else 0.25
+    se = math.sqrt(sd ** 2 / n + MODEL_SE ** 2)  # the ticks' spread, and the model's own
+    p = student_t_cdf(abs(math.log(s) - math.log(SLOW)) / se, max(1, n - 1))
+    last = known[-1]
+    if cause == "gpu":
+        model = 0.6  # NVML's per-process shares say little of how a job's kernels queue
+    elif last.on_cpu or last.stall_known:
+        model = 0.9
+    else:
+        model = 0.7  # on a GPU with the data stall unknown: the critical path is a guess
+    return round(p * model, 2)
+
+
+@dataclass
+class PassiveJudge:
+    """The live verdict's memory: each job's last WINDOW ticks (no I/O; the plans feed it)."""
+
+    window: int = WINDOW
+    min_ticks: int = MIN_TICKS
+    _hist: dict[tuple[str, int | None], deque] = field(default_factory=dict)
+
+    def update(self, jobs: Sequence[JobSample], host: HostSample | None,
+               gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
+               t: float = 0.0) -> dict[str, Estimate]:
+        """Add this tick; each job's smoothed estimate (jobs gone are forgotten)."""
+        ticks = tick_estimates(jobs, host, gprocs, gpus, t)
+        keys = {(j.name, j.pid): j.name for j in jobs}
+        for key in [k for k in self._hist if k not in keys]:
+            del self._hist[key]
+        out = {}
+        for key, name in keys.items():
+            h = self._hist.setdefault(key, deque(maxlen=self.window))
+            h.append(ticks[name])
+            out[name] = smooth(list(h), name, self.min_ticks)
+        return out
+
+    def verdict(self, jobs: Sequence[JobSample], host: HostSample | None,
+                gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
+                t: float = 0.0) -> tuple[Verdict | None, dict[str, Estimate]]:
+        """This tick's verdict for `jobs` (None when there is no job) and the estimates."""
+        est = self.update(jobs, host, gprocs, gpus, t)
+        if not jobs:
+            return None, est
+        return judge_passive(list(est.values()), host), est
+
+
+def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
+    """The set's verdict from its jobs' estimates (see the module docstring)."""
+    cpus = host.cpus if host is not None else 1
+    hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
+                       psi_some10=host.cpu_pressure_some10 if host else None,
+                       load1=host.load1 if host else None,
+                       throttled=host.cgroup_throttled_frac if host else None)
+    signals = hev.cpu_signals()
+    judged = [e for e in est if e.slowdown is not None]
+    rows = tuple(_job_verdict(e) for e in est)
+    evidence = {"method": "passive: CPU wait (schedstat) and NVML per-process GPU shares; "
+                          "no baseline, no job paused",
+                "cpus": cpus, "cpu_signals": signals, "host_busy": hev.busy,
+                "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
+                "cpu_wait": {e.name: e.last.cpu_wait for e in est},
+                "estimated_slowdowns": {e.name: e.slowdown for e in judged},
+                "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
+                "set_share": {e.name: round(e.last.set_share, 3) for e in est}}
+    if not judged:
+        if any(e.last.note is None for e in est):  # readings under way (a first reading)
+            return Verdict(kind="insufficient-data", confidence=0.0, evidence=evidence, jobs=rows,
+                           reason=f"the CPU wait needs {MIN_TICKS} readings of each job's "
+                                  "threads; judged in a moment")
+        # no CPU wait anywhere: today's signals (a kernel without schedstat, hidden processes)
+        why = "; ".join(sorted({e.why for e in est if e.why}))
+        evs = [JobEvidence(name=e.name, device="cpu" if e.last.on_cpu else None, gpus=(),
+                           steps=0, step_time_s=None, stall=None, cpu_cores=e.last.cpu_cores)
+               for e in est]
+        v = judge(evs, hev, "none", need_steps=0)
+        return v.replace(reason=v.reason + f" ({why}: no slowdown is estimated)", jobs=rows,
+                         recommendations=(), evidence={**v.evidence, **evidence},
+                         confidence=1.0 if signals else 0.5)
+    slowed = [e for e in judged if _s(e) > SLOW]
+    cpu_slowed = [e for e in slowed if e.cause == "cpu"]
+    gpu_slowed = [e for e in slowed if e.cause == "gpu"]
+    stp = sum(1.0 / _s(e) for e in judged)
+    evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
+    unknown = [e for e in est if e.slowdown is None]
+    lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
+             + f" (STP {stp:.2f} of {len(judged)}), from each job's CPU wait; nothing paused"]
+    if unknown:
+        lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
+    if signals:
+        lines.append("CPU signals: " + "; ".join(signals))
+    outside = [e for e in judged if e.last.set_share < 0.9]
+    if outside:
+        lines.append("load from outside these jobs: of what " + ", ".join(
+            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
+            + f" (host load {hev.load1:.1f}); alone, the rest would still be there")
+    want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
+    evidence["cpu_demand_cores"] = round(want, 2)
+    if not slowed:
+        conf = min(_c(e) for e in judged)
+        return Verdict(kind="parallel", confidence=conf, evidence=evidence,
+                       evidence_lines=tuple(lines), jobs=rows,
+                       reason=f"no job waits for a CPU or a shared GPU on its critical path "
+                              f"(worst estimate {max(_s(e) for e in judged):.2f}×; estimated "
+                              "live, nothing paused)",
+                       recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
+                                        f" of {cpus} cores",))
+    conf = max(_c(e) for e in slowed)
+    if cpu_slowed:
+        names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
+        recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
+                f"this machine allows {cpus}"]
+        fit = fit_at_once([demand(e.last.cpu_wait, e.last.cpu_cores) or 0.0 for e in judged],
+                          cpus)
+        if fit < len(judged):
+            recs.append(at_most(fit, cpus))
+        recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
+        return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
+                       evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
+                       reason=f"the critical path of {names} waits for a CPU: the jobs need "
+                              f"more cores than the {cpus} allowed (estimated live, nothing paused)")
+    names = ", ".join(f"{e.name} (others hold its GPU {e.last.gpu_wait or 0:.0%})"
+                      for e in gpu_slowed)
+    return Verdict(kind="gpu-contended", confidence=conf, evidence=evidence,
+                   evidence_lines=tuple(lines), jobs=rows,
+                   reason=f"{names} share a busy GPU and queue for it (NVML per-process "
+                          "samples; estimated live, nothing paused)",
+                   recommendations=("place these jobs on separate GPUs, or run them one after "
+                                    "another",))
+
+
+def _s(e: Estimate) -> float:
+    """A judged job's estimate (1 where there is none: only judged jobs are asked)."""
+    return e.slowdown if e.slowdown is not None else 1.0
+
+
+def _c(e: Estimate) -> float:
+    return e.confidence if e.confidence is not None else 0.0
+
+
+def _job_verdict(e: Estimate) -> JobVerdict:
+    k = e.last
+    return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
+                      source="estimated" if e.slowdown is not None else None,
+                      slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
+                      critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
+
+
+def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSample]:
+    """The rows with their estimate: `slowdown`, `slowdown_source` = "estimated" and its
+    confidence, for each job that has no measured slowdown (a measured one is kept)."""
+    out = []
+    for j in jobs:
+        e = est.get(j.name)
+        if j.slowdown is None and e is not None and e.slowdown is not None:
+            j = dataclasses.replace(j, slowdown=e.slowdown, slowdown_source="estimated",
+                                    slowdown_confidence=e.confidence)
+        out.append(j)
+    return out
+
+
+def once(snap: Snapshot) -> Snapshot:
+    """`--once`: the live verdict of one snapshot (its CPU wait read over the interval between
+    its two samples), judged from that one reading."""
+    judge = PassiveJudge(min_ticks=1)
+    v, est = judge.verdict(snap.jobs, snap.host, snap.gpu_processes, snap.gpus, snap.time)
+    return dataclasses.replace(snap, jobs=tuple(annotate(snap.jobs, est)),
+                               verdict=v.to_json() if v is not None else snap.verdict)

@@ -1,0 +1,103 @@
+"""The verdict as a typed value: its kind, reason, evidence and each job's figures (`to_json`).
+
+`analyse.verdict.judge` and `analyse.passive.judge_passive` build a `Verdict`; the plans
+publish `Verdict.to_json()` (the JSON contract: docs/design.md `verdict`, the session export,
+the snapshot's `verdict`). The words a person reads about each job are the presenters' business
+(`present/verdict_text.py`); here are only the figures they come from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "other", "insufficient-data",
+                      "no-baseline"]
+KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
+SlowdownSource = Literal["measured", "probe", "estimated"]
+
+TITLES: dict[VerdictKind, str] = {
+    "parallel": "truly parallel",
+    "cpu-bound": "concurrent: CPU-bound",
+    "gpu-contended": "concurrent: GPU-contended",
+    "other": "concurrent: other",
+    "insufficient-data": "not enough data yet",
+    "no-baseline": "no baseline",
+}
+
+
+@dataclass(frozen=True)
+class JobVerdict:
+    """One judged job's figures (None = unknown). The passive judgement's extras (`source`,
+    `slowdown_confidence`, the CPU-wait figures, `why`) are written to JSON only when set, so a
+    measured verdict's JSON is what it always was."""
+
+    name: str
+    slowdown: float | None = None
+    stall: float | None = None
+    solo_stall: float | None = None
+    cpu_cores: float | None = None
+    solo_cpu_cores: float | None = None
+    steps: int | None = None
+    mean_slowdown: float | None = None
+    step_time_s: float | None = None
+    solo_step_time_s: float | None = None
+    # the passive judgement (analyse/passive.py)
+    source: SlowdownSource | None = None
+    slowdown_confidence: float | None = None
+    cpu_wait: float | None = None  # 0..1 of the job's runnable time spent waiting for a CPU
+    critical_wait: float | None = None  # the share of its critical path spent waiting for CPU
+    gpu_wait: float | None = None  # 0..1 of its GPU time another job held the GPU
+    why: str | None = None  # why the slowdown is unknown ("–" on screen)
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "slowdown": self.slowdown, "stall": self.stall,
+               "solo_stall": self.solo_stall, "cpu_cores": self.cpu_cores,
+               "solo_cpu_cores": self.solo_cpu_cores, "steps": self.steps,
+               "mean_slowdown": self.mean_slowdown, "step_time_s": self.step_time_s,
+               "solo_step_time_s": self.solo_step_time_s}
+        for k in ("source", "slowdown_confidence", "cpu_wait", "critical_wait", "gpu_wait", "why"):
+            if getattr(self, k) is not None:
+                out["slowdown_source" if k == "source" else k] = getattr(self, k)
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Parallel or only concurrent, and why: the kind, one reason, the evidence (figures and
+    the lines that state them), what to do, and a confidence 0..1."""
+
+    kind: VerdictKind
+    reason: str
+    confidence: float
+    evidence: dict = field(default_factory=dict)
+    evidence_lines: tuple[str, ...] = ()
+    recommendations: tuple[str, ...] = ()
+    jobs: tuple[JobVerdict, ...] = ()
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown verdict kind {self.kind!r}")
+        if not self.title:
+            object.__setattr__(self, "title", TITLES[self.kind])
+
+    def replace(self, **changes: Any) -> Verdict:
+        return dataclasses.replace(self, **changes)
+
+    def with_evidence(self, **more: Any) -> Verdict:
+        """A copy with these evidence entries added (or replaced)."""
+        return self.replace(evidence={**self.evidence, **more})
+
+    def with_lines(self, *lines: str) -> Verdict:
+        """A copy with these evidence lines appended."""
+        return self.replace(evidence_lines=self.evidence_lines + tuple(lines))
+
+    def to_json(self) -> dict:
+        """The JSON contract's `verdict` object (fresh lists and dicts: the caller may keep it)."""
+        return {"kind": self.kind, "title": self.title, "reason": self.reason,
+                "confidence": self.confidence, "evidence": dict(self.evidence),
+                "evidence_lines": list(self.evidence_lines),
+                "recommendations": list(self.recommendations),
+                "jobs": [j.to_json() for j in self.jobs]}

@@ -1,0 +1,84 @@
+"""The verdict in words: each judged job's line, and the tone (good, warn, bad) of a slowdown.
+
+The verdict itself (`analyse.verdict_types.Verdict`, as JSON) carries figures only; every
+presenter (console, TUI, Markdown report) words a job the same way through `job_line`, and
+colours a slowdown through `slowdown_tone` (one set of thresholds for every widget).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from gputop_dl.analyse.verdict import MEAN_APART, SLOW
+from gputop_dl.text.fmt import DASH
+
+SEVERE = 1.5  # a slowdown above this is shown as bad (between SLOW and this: a warning)
+
+Tone = Literal["good", "warn", "bad"]
+
+
+def slowdown_tone(s: float | None) -> Tone | None:
+    """good up to SLOW (1.10: parallel), warn up to SEVERE (1.5), bad above; None if unknown."""
+    if s is None:
+        return None
+    return "good" if s <= SLOW else "warn" if s <= SEVERE else "bad"
+
+
+def _fmt(x, spec: str = ".2f") -> str:
+    return DASH if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _pct(x) -> str:
+    return DASH if x is None else f"{x:.0%}"
+
+
+def job_line(j: dict) -> str | None:
+    """One job of a verdict's JSON `jobs`, in words; None when the entry has nothing to word
+    (the caller lists its fields). A verdict recorded before the words moved here carries its
+    own `line`, which is kept as it was."""
+    if j.get("line") is not None:
+        return str(j["line"])
+    name = str(j.get("name") or "")
+    if j.get("slowdown_source") == "estimated" or "cpu_wait" in j or "why" in j:
+        return passive_line(j)
+    if "step_time_s" not in j and "solo_step_time_s" not in j:
+        return None
+    s, m = j.get("slowdown"), j.get("mean_slowdown")
+    return (f"{name}: step {_fmt(j.get('step_time_s'), '.3f')} s vs solo "
+            f"{_fmt(j.get('solo_step_time_s'), '.3f')} s ({_fmt(s)}×"
+            + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART else "")
+            + f"), data-wait {_pct(j.get('solo_stall'))} → {_pct(j.get('stall'))}, CPU "
+            f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
+
+
+def passive_line(j: dict) -> str:
+    """A job of the live (passive) judgement: its CPU wait, the wait on its critical path, and
+    the slowdown estimated from them, or why it is unknown."""
+    name = str(j.get("name") or "")
+    bits = [f"CPU wait {_pct(j.get('cpu_wait'))}"]
+    if j.get("critical_wait") is not None:
+        bits.append(f"critical path waits {_pct(j['critical_wait'])}")
+    if j.get("gpu_wait") is not None:
+        bits.append(f"GPU shared {_pct(j['gpu_wait'])}")
+    if j.get("cpu_cores") is not None:
+        bits.append(f"CPU {_fmt(j['cpu_cores'])} cores")
+    s = j.get("slowdown")
+    if s is None:
+        est = f"slowdown {DASH}" + (f" ({j['why']})" if j.get("why") else "")
+    else:
+        conf = j.get("slowdown_confidence")
+        est = (f"{j.get('slowdown_source') or 'estimated'} slowdown {s:.2f}×"
+               + (f" (confidence {conf:.0%})" if conf is not None else ""))
+    return f"{name}: {est}; " + ", ".join(bits)
+
+
+SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est"}
+
+
+def slowdown_text(s: float | None, source: str | None = None) -> str:
+    """A job's one slowdown with where it comes from: "1.64× meas", "2.94× est", "1.50× probe"."""
+    if s is None:
+        return DASH
+    mark = SOURCE_MARK.get(source or "")
+    return f"{s:.2f}×" + (f" {mark}" if mark else "")

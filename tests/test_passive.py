@@ -1,0 +1,268 @@
+"""Unit tests of the live (passive) verdict: each job's slowdown estimated from its CPU and GPU
+waits, smoothed over a few ticks, on hand-made samples (no process, no clock)."""
+
+from dataclasses import replace
+
+import pytest
+
+from gputop_dl.analyse import passive as P
+from gputop_dl.analyse.passive import PassiveJudge, cpu_speedup, gpu_estimates, judge_passive
+from gputop_dl.present.verdict_text import job_line
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
+
+TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)  # load unknown: all to the jobs
+CALM = HostSample(cpus=2, cpu_busy=0.2, cpu_pressure_some10=0.0, load1=0.3)
+
+
+def job(name, pid, f=0.0, cores=0.6, **kw):
+    return JobSample(name=name, pid=pid, launched=False, pids=(pid, pid + 1), cpu_cores=cores,
+                     cpu_wait_fraction=f, **kw)
+
+
+def run(judge, ticks, jobs_at, host=TWO, **kw):
+    v = est = None
+    for t in range(ticks):
+        v, est = judge.verdict(jobs_at(t), host, t=float(t), **kw)
+    return v, est
+
+
+def test_demand_over_use_capped_by_the_cores_allowed():
+    assert cpu_speedup(0.56, 0.014, 2) == pytest.approx(1.018, abs=0.001)  # sleeps: waits little
+    assert cpu_speedup(0.0, 1.0, 2) == 1.0
+    assert cpu_speedup(0.96, 0.0, 2) == 1.0  # used no CPU to speak of: lost no time waiting
+    assert cpu_speedup(0.5, 0.5, 2) == pytest.approx(2.0)  # one thread, always runnable
+    assert cpu_speedup(0.8, 0.6, 2) == pytest.approx(2 / 0.6)  # wants 3 cores: 2 allowed
+    assert cpu_speedup(0.9, 1.5, 2) == pytest.approx(2 / 1.5)  # alone it still has only 2
+    assert cpu_speedup(None, 1.0, 2) is None
+
+
+def test_heavy_trio_reads_cpu_bound_with_each_estimate_from_its_wait():
+    # three jobs, each ~1.8 cores alone, on 2 cores: each got 0.66, waited two thirds
+    jobs = [job(n, 100 * i, f=0.66, cores=0.66, cpu_wait_workers=0.7, cpu_wait_trainer=0.4)
+            for i, n in enumerate("abc", 1)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs)
+    assert v.kind == "cpu-bound"
+    for e in est.values():
+        demand = 0.66 / 0.34  # ~2 threads runnable 97 % of the time, waiting 66 % of that
+        assert e.slowdown == pytest.approx(1 / (1 - 0.66 * demand / 2), rel=0.01)
+        assert e.cause == "cpu"
+        assert e.confidence > 0.8
+    data = v.to_json()
+    assert [j["slowdown_source"] for j in data["jobs"]] == ["estimated"] * 3
+    assert "waits for a CPU" in v.reason and "nothing paused" in v.reason
+    assert "estimated slowdown 2.78×" in job_line(data["jobs"][0])
+
+
+def test_waits_caused_by_load_from_outside_the_jobs_are_not_theirs():
+    # the pair waits 60 % of its runnable time, but the box runs 9 more runnable threads than
+    # the pair wants: alone, each would still wait for those
+    pair = [job("a", 10, f=0.6, cores=0.2), job("b", 20, f=0.6, cores=0.2)]
+    busy_box = replace(TWO, load1=10.0)
+    v, est = run(PassiveJudge(), 3, lambda t: pair, host=busy_box)
+    assert v.kind == "parallel", v.reason
+    assert P.set_share(0.5, 1.0, 10.0) == pytest.approx(0.5 / 9.5)
+    # the same waits on a box that runs only the jobs: theirs
+    own = replace(TWO, load1=1.0)
+    v, est = run(PassiveJudge(), 3, lambda t: pair, host=own)
+    assert v.kind == "cpu-bound" and est["a"].last.set_share == 1.0
+    # one job alone on a loaded box: nothing beside it to blame
+    assert P.set_share(0.5, 0.5, 4.0) == 0.0 and P.set_share(0.5, 0.5, None) == 1.0
+
+
+def test_light_pair_reads_parallel():
+    jobs = [job("a", 10, f=0.02, cores=0.05), job("b", 20, f=0.03, cores=0.05)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs, host=CALM)
+    assert v.kind == "parallel" and max(e.slowdown for e in est.values()) <= 1.10
+    assert v.confidence > 0.5
+
+
+def test_one_noisy_tick_does_not_flip_the_verdict():
+    calm = [job("a", 10, f=0.02), job("b", 20, f=0.02)]
+    spike = [job("a", 10, f=0.6), job("b", 20, f=0.6)]
+    judge = PassiveJudge()
+    v, _ = run(judge, 3, lambda t: calm, host=CALM)
+    assert v.kind == "parallel"
+    v, _ = judge.verdict(spike, TWO)
+    assert v.kind == "parallel"  # median of 4 ticks: still calm
+    v, _ = judge.verdict(spike, TWO)
+    v, _ = judge.verdict(spike, TWO)
+    assert v.kind == "cpu-bound"  # a lasting change is followed within the window
+
+
+def test_first_reading_waits_for_the_second():
+    judge = PassiveJudge()
+    v, est = judge.verdict([job("a", 10, f=None), job("b", 20, f=None)], TWO)
+    assert v.kind == "insufficient-data" and "readings" in v.reason
+    v, est = judge.verdict([job("a", 10, f=0.5), job("b", 20, f=0.5)], TWO)
+    assert v.kind == "insufficient-data"  # one known tick of MIN_TICKS
+    v, est = judge.verdict([job("a", 10, f=0.5), job("b", 20, f=0.5)], TWO)
+    assert v.kind == "cpu-bound"
+
+
+def test_unknown_cpu_wait_abstains_and_falls_back_to_the_signals():
+    note = "CPU wait: not available (kernel: no /proc/PID/task/TID/schedstat)"
+    jobs = [job("a", 10, f=None, cpu_wait_note=note), job("b", 20, f=None, cpu_wait_note=note)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs)
+    assert v.kind == "no-baseline" and "judged on signals alone" in v.reason
+    assert "not available (kernel" in v.reason
+    assert all(e.slowdown is None and "kernel" in e.why for e in est.values())
+    line = job_line(v.to_json()["jobs"][0])
+    assert "slowdown –" in line and "kernel" in line
+
+
+def test_one_job_unknown_the_others_judged():
+    jobs = [job("a", 10, f=0.6), job("b", 20, f=None, cpu_wait_note="CPU wait: not available "
+                                   "(another user's process)")]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs)
+    assert v.kind == "cpu-bound" and est["b"].slowdown is None
+    assert any("not estimated: b" in x for x in v.evidence_lines)
+
+
+def test_gpu_job_whose_loader_keeps_up_is_not_slowed_by_its_waiting_workers():
+    gp = (GpuProcess(gpu_index=0, pid=10, sm_util=0.5), GpuProcess(gpu_index=1, pid=20, sm_util=0.5))
+    jobs = [job("a", 10, f=0.5, cpu_wait_workers=0.6, stall_fraction=0.01),
+            job("b", 20, f=0.5, cpu_wait_workers=0.6, stall_fraction=0.30)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs, gprocs=gp)
+    assert est["a"].slowdown == 1.0  # data arrives in time: the workers' wait is off its path
+    assert est["b"].slowdown == pytest.approx(1 / 0.7, rel=0.01)  # at most its data wait
+    assert v.kind == "cpu-bound"
+
+
+def test_jobs_sharing_a_busy_gpu_read_gpu_contended():
+    gp = (GpuProcess(gpu_index=0, pid=10, sm_util=0.5), GpuProcess(gpu_index=0, pid=20, sm_util=0.48))
+    gpus = (GpuSample(index=0, util=0.99),)
+    jobs = [job("a", 10, f=0.01, cores=0.3), job("b", 20, f=0.02, cores=0.3)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs, host=CALM, gprocs=gp, gpus=gpus)
+    assert v.kind == "gpu-contended"
+    assert est["a"].cause == "gpu" and est["a"].slowdown == pytest.approx(0.99 / 0.5, rel=0.01)
+    assert "share a busy GPU" in v.reason
+
+
+def test_a_shared_gpu_that_is_not_busy_is_no_contention():
+    shares = {"a": {0: 0.3}, "b": {0: 0.3}}
+    assert gpu_estimates(shares) == {}
+    assert gpu_estimates(shares, (GpuSample(index=0, util=0.95),))["a"][0] > 1.1
+    assert gpu_estimates({"a": {0: 0.9}, "b": {1: 0.9}}) == {}  # separate GPUs
+
+
+def test_jobs_gone_are_forgotten():
+    judge = PassiveJudge()
+    run(judge, 3, lambda t: [job("a", 10, f=0.5), job("b", 20, f=0.5)])
+    v, est = judge.verdict([job("a", 10, f=0.5)], TWO)
+    assert set(est) == {"a"} and len(judge._hist) == 1
+    v, est = judge.verdict([], TWO)
+    assert v is None
+
+
+def test_confidence_grows_with_steady_ticks_and_falls_near_the_line():
+    judge = PassiveJudge(min_ticks=1)
+    few = judge.verdict([job("a", 10, f=0.5)], TWO)[1]["a"].confidence
+    many = run(judge, 4, lambda t: [job("a", 10, f=0.5)])[1]["a"].confidence
+    assert many > few
+    f = [0.07, 0.11]  # one thread always runnable: 1.075x and 1.124x, either side of 1.10
+    near = run(PassiveJudge(), 5, lambda t: [job("a", 10, f=f[t % 2], cores=1 - f[t % 2])])[1]["a"]
+    assert near.confidence < 0.6
+
+
+def test_verdict_json_keeps_the_contract_keys():
+    v, _ = run(PassiveJudge(), 3, lambda t: [job("a", 10, f=0.5), job("b", 20, f=0.5)])
+    data = v.to_json()
+    assert list(data) == ["kind", "title", "reason", "confidence", "evidence", "evidence_lines",
+                          "recommendations", "jobs"]
+    assert data["title"] == "concurrent: CPU-bound"
+    assert data["evidence"]["estimated_slowdowns"] == {"a": 2.0, "b": 2.0}
+    j = data["jobs"][0]
+    assert (j["slowdown"], j["slowdown_source"], j["cpu_wait"]) == (2.0, "estimated", 0.5)
+
+
+def test_judge_passive_of_no_estimates_is_pure():
+    e = P.smooth([P.Tick(t=0, cpu=None, gpu=None, cpu_wait=None, critical_wait=None,
+                         gpu_wait=None, cpu_cores=None, on_cpu=True, stall_known=False,
+                         note="CPU wait: not available (kernel)")], "a")
+    assert judge_passive([e], CALM).kind == "no-baseline"
+    assert judge_passive([e], CALM) == judge_passive([replace(e)], CALM)
+
+
+def test_nvml_per_process_samples_of_the_fake_gpu_read_gpu_contended():
+    # two jobs' processes on fake GPU 0, each with NVML per-process SM samples of ~50 %
+    from gputop_dl.collect.nvml import Nvml
+
+    from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml
+
+    gpu = FakeGpu(util=99, processes=[FakeProcess(10), FakeProcess(20)])
+    fake = FakePynvml([gpu, FakeGpu()])
+    nvml = Nvml(module=fake)
+    judge = PassiveJudge()
+    jobs = [job("a", 10, f=0.02, cores=0.3), job("b", 20, f=0.02, cores=0.3)]
+    for _ in range(3):
+        gpu.add_util_sample(10, 50)
+        gpu.add_util_sample(20, 48)
+        v, est = judge.verdict(jobs, CALM, nvml.processes(), nvml.sample())
+    nvml.close()
+    assert v.kind == "gpu-contended", v.reason
+    assert est["a"].slowdown > 1.5 and est["a"].cause == "gpu"
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] >= 3
+
+
+def test_serve_exports_each_jobs_slowdown_with_its_source():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.snapshot import Snapshot
+
+    jobs = (replace(job("a", 10), slowdown=2.5, slowdown_source="estimated",
+                    slowdown_confidence=0.8),
+            replace(job("b", 20), launched=True, slowdown=1.4, slowdown_source="measured"),
+            job("c", 30))
+    c = SnapshotCollector(hostname="n")
+    c.feed(Snapshot(time=1.0, gpu_status="ok", host=TWO, jobs=jobs,
+                    verdict={"kind": "cpu-bound", "confidence": 0.8}))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {}
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            got.setdefault(s.name, []).append((s.labels, s.value))
+    by = {(lab["job_name"], lab["source"]): v for lab, v in got["gputop_dl_job_slowdown_by_source"]}
+    assert by == {("a", "estimated"): 2.5, ("b", "measured"): 1.4}
+    assert [(lab["job_name"], v) for lab, v in got["gputop_dl_job_slowdown_confidence"]] == [("a", 0.8)]
+    kinds = {lab["kind"]: v for lab, v in got["gputop_dl_verdict"]}
+    assert kinds["cpu-bound"] == 1.0
+
+
+def test_once_judges_one_snapshot_from_its_one_reading():
+    from gputop_dl.snapshot import Snapshot
+
+    snap = Snapshot(time=1.0, gpu_status="no-driver", host=TWO,
+                    jobs=(job("a", 10, f=0.6), job("b", 20, f=0.6)))
+    out = P.once(snap)
+    assert out.verdict["kind"] == "cpu-bound"
+    assert [j.slowdown_source for j in out.jobs] == ["estimated", "estimated"]
+    data = out.to_json()
+    assert data["jobs"][0]["slowdown_source"] == "estimated" and data["jobs"][0]["slowdown"] > 1.1
+    empty = P.once(Snapshot(time=1.0, gpu_status="no-driver", host=TWO))
+    assert empty.verdict is None
+
+
+def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
+    from types import SimpleNamespace
+
+    from gputop_dl.engine.launch_plan import LaunchPlan
+    from gputop_dl.workload import SessionSpec, Workload
+
+    spec = SessionSpec(name="pair", path="pair.toml", baseline="measure",
+                       workloads=(Workload(name="a"), Workload(name="b")))
+    plan = LaunchPlan(spec)
+    engine = SimpleNamespace(runs={"a": None, "b": None})
+    plan._machine = SimpleNamespace(host=TWO, gpu_processes=(), gpus=(), time=1.0)
+    launched = [replace(job("a", 10, f=0.6), launched=True, phase="co-run"),
+                replace(job("b", 20, f=0.6), launched=True, phase="co-run")]
+    first = plan.rows(engine, launched)
+    assert [j.slowdown for j in first] == [None, None]  # one reading: not yet
+    second = plan.rows(engine, launched)  # the first co-run ticks: the estimate
+    assert [j.slowdown_source for j in second] == ["estimated", "estimated"]
+    plan.verdict = {"jobs": [{"name": "a", "slowdown": 1.5}, {"name": "b", "slowdown": None}]}
+    third = plan.rows(engine, launched)
+    assert (third[0].slowdown, third[0].slowdown_source) == (1.5, "measured")
+    assert third[1].slowdown_source == "estimated"  # one slowdown per job, with its source

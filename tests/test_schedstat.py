@@ -1,0 +1,159 @@
+"""CPU wait: the threads' schedstat per job (collect/schedstat.py), its faults, and its JSON."""
+
+import errno
+import os
+import threading
+
+import pytest
+
+from gputop_dl.collect import schedstat
+from gputop_dl.collect.procs import PROC, TreeSampler, children_map, read_proc
+from gputop_dl.collect.schedstat import (KERNEL_NOTE, CgroupThrottle, SchedReader, job_wait,
+                                         parse_schedstat, quota_cgroup, tree_wait)
+from gputop_dl.snapshot import Distributed, JobSample, RankProc, Snapshot
+
+
+def _thread(root, pid, tid, run, wait):
+    d = root / str(pid) / "task" / str(tid)
+    d.mkdir(parents=True, exist_ok=True)
+    (root / str(pid) / "stat").write_text(f"{pid} (python) S 1 0\n")
+    (d / "schedstat").write_text(f"{run} {wait} 7\n")
+
+
+def _reader(root, **kw):
+    return SchedReader(proc=str(root), read=read_proc, **kw)
+
+
+def test_parse_schedstat():
+    assert parse_schedstat(b"171074 2210766 2\n") == (171074, 2210766)
+    assert parse_schedstat(b"") is None and parse_schedstat(b"x y z") is None
+
+
+def test_waits_per_process_and_the_trainer_worker_split(tmp_path):
+    _thread(tmp_path, 10, 10, 1000, 0)
+    _thread(tmp_path, 10, 11, 1000, 0)
+    _thread(tmp_path, 20, 20, 1000, 0)  # a loader worker
+    r = _reader(tmp_path)
+    procs = {10: (1.0, 2), 20: (2.0, 1)}
+    assert r.read(procs) == {}  # first reading: the start of the deltas
+    _thread(tmp_path, 10, 10, 4000, 1000)
+    _thread(tmp_path, 10, 11, 2000, 0)
+    _thread(tmp_path, 20, 20, 2000, 3000)
+    waits = r.read(procs)
+    assert waits == {10: (4000, 1000), 20: (1000, 3000)} and r.note is None
+    cw = job_wait(waits, {10})
+    assert cw.trainer == 0.2 and cw.workers == 0.75 and cw.fraction == round(4000 / 9000, 4)
+    # no worker: its share is unknown, not 0; no runnable time at all: unknown too
+    assert job_wait({10: (100, 0)}, {10}).workers is None
+    assert job_wait({10: (0, 0)}, {10}).fraction is None
+    assert job_wait({}, {10}, note="why").note == "why"
+
+
+def test_threads_come_and_go_and_a_reused_pid_starts_again(tmp_path):
+    _thread(tmp_path, 10, 10, 1000, 0)
+    _thread(tmp_path, 10, 11, 1000, 0)
+    r = _reader(tmp_path)
+    r.read({10: (1.0, 2)})
+    # thread 11 exits (its read fails: dropped silently), thread 12 starts
+    for f in ("schedstat",):
+        os.remove(tmp_path / "10" / "task" / "11" / f)
+    os.rmdir(tmp_path / "10" / "task" / "11")
+    _thread(tmp_path, 10, 12, 5000, 5000)
+    _thread(tmp_path, 10, 10, 2000, 1000)
+    assert r.read({10: (1.0, 2)}) == {10: (1000, 1000)} and r.note is None
+    _thread(tmp_path, 10, 12, 6000, 6000)
+    _thread(tmp_path, 10, 10, 3000, 1000)
+    assert r.read({10: (1.0, 2)}) == {10: (2000, 1000)}  # 12 counts from its second reading
+    # the same PID with another start time is another process: no delta against the old one
+    assert r.read({10: (9.0, 2)}) == {}
+    # a process that vanished between the listing and the read: no figure, no note
+    assert r.read({99: (1.0, 1)}) == {} and r.note is None
+
+
+def test_kernel_without_schedstat_says_so_once(tmp_path):
+    (tmp_path / "10" / "task" / "10").mkdir(parents=True)
+    (tmp_path / "10" / "stat").write_text("10 (python) S 1\n")
+    r = _reader(tmp_path)
+    assert r.read({10: (1.0, 1)}) == {} and r.note == KERNEL_NOTE and r.off
+    cw = tree_wait(_tree({}, r.note), 10)
+    assert cw.fraction is None and cw.note == "CPU wait: not available (kernel: no " \
+        "/proc/PID/task/TID/schedstat)"
+
+
+def test_another_users_process_and_another_pid_namespace(tmp_path):
+    (tmp_path / "10").mkdir()
+    (tmp_path / "10" / "stat").write_text("10 (python) S 1\n")
+
+    def denied(path):
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    r = _reader(tmp_path, listdir=denied)
+    assert r.read({10: (1.0, 3)}) == {}
+    assert "another user's process" in r.note and "PID 10" in r.note
+    r = _reader(tmp_path)  # stat readable, task folder not there
+    assert r.read({10: (1.0, 3)}) == {} and "PID namespace" in r.note
+
+
+def test_cgroup_quota_of_a_parent_and_its_throttled_share(tmp_path):
+    proc, cg = tmp_path / "proc", tmp_path / "cg"
+    (proc / "10").mkdir(parents=True)
+    (proc / "10" / "cgroup").write_text("0::/box/job\n")
+    (cg / "box" / "job").mkdir(parents=True)
+    (cg / "box" / "job" / "cpu.max").write_text("max 100000\n")
+    (cg / "box" / "cpu.max").write_text("50000 100000\n")
+    (cg / "box" / "cpu.stat").write_text("usage_usec 5\nnr_throttled 1\nthrottled_usec 1000000\n")
+    assert quota_cgroup(10, str(proc), str(cg)) == str(cg / "box")
+    t = CgroupThrottle(10, str(proc), str(cg))
+    t._files.read = read_proc  # the fake is a plain file: read it anew each time
+    assert t.read(100.0) is None  # the first reading starts the delta
+    (cg / "box" / "cpu.stat").write_text("usage_usec 9\nnr_throttled 4\nthrottled_usec 1500000\n")
+    assert t.read(102.0) == 0.25
+    (cg / "box" / "cpu.max").write_text("max 100000\n")  # no quota anywhere: nothing to say
+    assert quota_cgroup(10, str(proc), str(cg)) is None
+    (proc / "10" / "cgroup").write_text("4:memory:/x\n1:cpu:/\n")  # cgroup v1 only
+    assert quota_cgroup(10, str(proc), str(cg)) is None
+
+
+def _tree(waits, note=None, pids=(10,)):
+    from gputop_dl.collect.procs import TreeSample
+    return TreeSample(pids=pids, cpu_cores=1.0, rss=0, threads=1, waits=waits, wait_note=note)
+
+
+def test_ranks_are_trainers_and_the_rest_workers():
+    waits = {1: (100, 0), 2: (100, 100), 3: (100, 300)}
+    dist = Distributed(ranks=(RankProc(rank=0, local_rank=0, pid=2),))
+    cw = tree_wait(_tree(waits, pids=(1, 2, 3)), 1, dist)
+    assert cw.trainer == round(100 / 300, 4) and cw.workers == 0.75
+    assert tree_wait(None, 1).fraction is None
+
+
+def test_snapshot_json_has_cpu_wait_as_an_object():
+    j = JobSample(name="a", pid=1, launched=False, cpu_wait_fraction=0.4, cpu_wait_trainer=0.5,
+                  cpu_wait_workers=None)
+    out = Snapshot(time=0.0, gpu_status="ok", jobs=(j,)).to_json()["jobs"][0]
+    assert out["cpu_wait_fraction"] == 0.4 and out["cpu_wait"] == {"trainer": 0.5, "workers": None}
+    assert out["cpu_throttled_fraction"] is None and out["cpu_wait_note"] is None
+
+
+@pytest.mark.skipif(not PROC, reason="needs Linux /proc")
+def test_tree_sampler_reads_real_threads_that_come_and_go():
+    stop = threading.Event()
+    ts_ = [threading.Thread(target=stop.wait, daemon=True) for _ in range(3)]
+    for t in ts_:
+        t.start()
+    tree = TreeSampler(os.getpid())
+    try:
+        assert tree.sample(children_map()).waits == {}
+        stop.set()
+        for t in ts_:
+            t.join()
+        sum(range(200000))  # some run time of our own
+        s = tree.sample(children_map())
+        assert os.getpid() in s.waits and s.waits[os.getpid()][0] > 0 and s.wait_note is None
+        s = tree.sample(children_map())  # the exited threads are gone: no error
+        assert os.getpid() in s.waits
+        cw = tree_wait(s, os.getpid())
+        assert cw.fraction is None or 0.0 <= cw.fraction <= 1.0
+    finally:
+        tree.close()
+    assert schedstat.ThreadFiles.kept == 0 or tree._sched._files._fds == {}
