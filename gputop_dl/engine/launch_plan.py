@@ -26,6 +26,7 @@ import time
 
 from gputop_dl.analyse.evidence import gather, overlap_window
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.engine.plan import Plan
@@ -347,6 +348,8 @@ class LaunchPlan(Plan):
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         self.verdict = judge(jobs, host, self.spec.baseline)
+        # step phases (issue 22): which phase grew, solo against the overlap window
+        self.verdict = add_phase_evidence(self.verdict, runs, now)
         if self.across:
             self.verdict["evidence"]["no_solo"] = dict(self.across)
             self.verdict["evidence_lines"].append(
@@ -384,4 +387,5 @@ def _solo_stats(run, warmup: int) -> dict | None:
     return {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
             "stall_fraction": st.stall_fraction, "steps": st.n,
             "cpu_cores": run.measured_cpu_cores(), "cv": st.cv, "mean_step_time_s": st.mean_step_s,
-            "device": run.info.get("device")}
+            "device": run.info.get("device"),
+            "solo_phases": solo_phases(run.steps[warmup:])}

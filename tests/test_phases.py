@@ -1,0 +1,284 @@
+"""Step phases: the phase clock, its torch patches, the analysis, the straggler (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gputop_dl.analyse import phases as ap
+from gputop_dl.hook import stepclock
+from gputop_dl.hook.stepclock import CudaResolver, StepClock
+
+torch = pytest.importorskip("torch")
+
+
+class Tick:
+    """A clock that moves only when told."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+# --- the clock ------------------------------------------------------------------------------
+def test_outermost_phase_wins_and_take_resets():
+    t = Tick()
+    sc = StepClock(clock=t)
+    assert sc.enter("forward")
+    t.t = 0.01
+    assert not sc.enter("h2d")  # inside forward: not a phase of its own
+    sc.leave("h2d")
+    t.t = 0.03
+    sc.leave("forward")
+    sc.enter("backward")
+    t.t = 0.05
+    sc.leave("backward")
+    sc.enter("optimizer")  # never left (an exception): dropped at the step's end
+    ph, pairs = sc.take()
+    assert ph == pytest.approx({"forward": 0.03, "backward": 0.02}) and pairs == []
+    assert sc.take() == ({}, []) and sc.active is None
+
+
+class FakeEvent:
+    """A CUDA event stand-in: resolves when the test says so."""
+
+    def __init__(self, clock):
+        self.clock, self.t, self.ready = clock, None, False
+
+    def record(self):
+        self.t = self.clock()
+
+    def query(self):
+        return self.ready
+
+    def elapsed_time(self, end):
+        assert self.ready and end.ready, "elapsed_time before both events resolved"
+        return (end.t - self.t) * 1000.0
+
+
+def test_cuda_steps_wait_for_their_events_and_unresolved_ones_are_dropped_and_counted():
+    t = Tick()
+    made = []
+
+    def factory():
+        made.append(FakeEvent(t))
+        return made[-1]
+
+    sc = StepClock(clock=t, event_factory=factory)
+    out = []
+    now = [0.0]
+    res = CudaResolver(out.append, sc, max_age_s=5.0, now=lambda: now[0])
+    for i in range(2):
+        sc.enter("forward")
+        t.t += 0.004
+        sc.leave("forward")
+        ph, pairs = sc.take()
+        res.put({"step": i + 1, "ph": ph}, pairs)
+    assert res.poll() == 0 and out == []  # nothing resolved: nothing emitted, nothing waited
+    for e in made[:2]:
+        e.ready = True
+    assert res.poll() == 1 and out[0]["ph_clock"] == "cuda"
+    assert out[0]["ph"]["forward"] == pytest.approx(0.004)
+    now[0] = 6.0  # the second step's events never resolve
+    assert res.poll() == 1 and out[1]["ph_dropped"] == 1 and res.dropped == 1
+    assert "ph_clock" not in out[1] and out[1]["ph"]["forward"] == pytest.approx(0.004)  # host
+
+
+def test_the_hot_path_never_synchronises(monkeypatch):
+    """enter/leave/take and the sampler's poll with CUDA-like events: no synchronize anywhere."""
+    def boom(*a, **k):
+        raise AssertionError("torch.cuda.synchronize on the hot path")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", boom)
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", boom, raising=False)
+    monkeypatch.setattr(torch.cuda.Event, "wait", boom, raising=False)
+    t = Tick()
+    sc = StepClock(clock=t, event_factory=lambda: FakeEvent(t))
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    undo = stepclock.patch_torch(torch, sc)
+    res = CudaResolver(lambda rec: None, sc, max_age_s=0.0)
+    try:
+        for _ in range(3):
+            x = torch.randn(3, 4).to("cpu")
+            model(x).sum().backward()
+            opt.step()
+            ph, pairs = sc.take()
+            assert set(ph) == {"h2d", "forward", "backward", "optimizer"} and len(pairs) == 4
+            res.put({"ph": ph}, pairs)
+            res.poll()
+    finally:
+        for u in undo:
+            u()
+
+
+# --- the torch patches ------------------------------------------------------------------------
+def test_patches_time_each_phase_and_keep_the_users_hooks():
+    sc = StepClock()
+    seen = []
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    model.register_forward_hook(lambda m, i, o: seen.append("fwd-hook"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt.register_step_post_hook(lambda o, a, k: seen.append("opt-hook"))
+    undo = stepclock.patch_torch(torch, sc)
+    try:
+        x = torch.randn(3, 4).to(torch.float32)
+        with torch.no_grad():  # an inference step: no backward, no optimizer (absent, not 0)
+            model(x)
+        ph, _ = sc.take()
+        assert set(ph) == {"h2d", "forward"}
+        loss = model(x).sum()
+        torch.autograd.backward(loss)
+        opt.step()
+        opt.zero_grad()
+        ph, _ = sc.take()
+        assert set(ph) == {"forward", "backward", "optimizer"}
+        assert seen == ["fwd-hook", "fwd-hook", "opt-hook"]
+    finally:
+        for u in undo:
+            u()
+    assert not getattr(torch.nn.Module.__call__, "_gputop_dl", False)
+    assert not getattr(torch.Tensor.to, "_gputop_dl", False)
+
+
+def test_a_compiled_model_is_timed_as_one_forward():
+    sc = StepClock()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    undo = stepclock.patch_torch(torch, sc)
+    try:
+        compiled = torch.compile(model, backend="eager")  # dynamo traces through our patches
+        x = torch.randn(3, 4)
+        for _ in range(2):
+            compiled(x).sum().backward()
+            ph, _ = sc.take()
+            assert set(ph) == {"forward", "backward"} and sc.active is None
+        assert torch.allclose(compiled(x), model(x))
+        sc.take()
+    finally:
+        for u in undo:
+            u()
+
+
+# --- the analysis -----------------------------------------------------------------------------
+def step(t_step, t_data, **ph):
+    return {"t_step": t_step, "t_data": t_data, "ph": ph}
+
+
+def test_mean_phases_add_up_and_unseen_phases_are_null():
+    steps = [step(0.100, 0.030, forward=0.020, backward=0.040)] * 10
+    m = ap.mean_phases(steps)
+    assert m["data_s"] == pytest.approx(0.03) and m["other_s"] == pytest.approx(0.01)
+    assert m["h2d_s"] is None and m["optimizer_s"] is None
+    assert ap.step_of(m) == pytest.approx(0.1)
+    assert ap.mean_phases([{"t_step": 1.0, "t_data": 0.1}]) is None  # no phases measured
+
+
+def test_input_bound_class_and_abstention():
+    m = ap.mean_phases([step(0.1, 0.02, forward=0.08)] * 30)
+    assert ap.phase_class(m, 30) == "input-bound"  # exactly 20 %
+    assert ap.phase_class(m, ap.MIN_STEPS - 1) is None
+    m = ap.mean_phases([step(0.1, 0.019, forward=0.08)] * 30)
+    assert ap.phase_class(m, 30) == "compute-bound"
+
+
+def test_phase_evidence_names_the_phase_that_grew_most():
+    solo = ap.mean_phases([step(0.1, 0.01, forward=0.05, backward=0.04)])
+    now = ap.mean_phases([step(0.512, 0.42, forward=0.052, backward=0.04)])
+    assert ap.phase_evidence("bs64", solo, now) == "bs64: data +410 ms/step, forward +2.0 ms"
+    assert ap.phase_evidence("bs64", None, now) is None
+
+
+def test_the_straggler_is_the_rank_with_the_most_own_work_not_the_longest_backward():
+    fast = [step(0.2, 0.01, forward=0.05, backward=0.13)] * 30  # waits in the all-reduce
+    slow = [step(0.2, 0.09, forward=0.05, backward=0.05)] * 30
+    rows = ap.rank_rows({0: fast, 1: slow, 2: fast})
+    assert [r["rank"] for r in rows] == [0, 1, 2]
+    assert ap.find_straggler(rows) == {"rank": 1, "cause": "data", "excess_s": 0.08}
+    assert ap.find_straggler(ap.rank_rows({0: fast, 1: fast})) is None
+    assert ap.find_straggler(ap.rank_rows({0: fast[:5], 1: slow[:5]})) is None  # too few steps
+
+
+# --- real launches: the start-up hook in a user's script, no code change ---------------------
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALIBRATED = os.path.join(HERE, "external", "phases_calibrated.py")
+DCGAN = os.path.join(HERE, "external", "dcgan_tiny.py")
+
+
+def _launch(tmp_path, argv, extra=""):
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.runner import run_file
+
+    body = ('[session]\nname = "phases"\ninterval = 0.2\nbaseline = "none"\n'
+            f'[[workload]]\nname = "job"\ncommand = {json.dumps(argv)}\nwarmup_steps = 2\n'
+            + extra)
+    path = tmp_path / "w.toml"
+    path.write_text(body)
+    eng = run_file(str(path), nvml=Nvml())
+    return eng, eng.runs["job"]
+
+
+def test_real_launch_calibrated_phases_are_within_10_percent_or_3_ms(tmp_path):
+    eng, run = _launch(tmp_path, [sys.executable, CALIBRATED, "--steps", "24"])
+    assert run.status == "done", run.stderr_tail
+    m = ap.mean_phases(run.steps[2:])
+    with open(run.proc.log_path, encoding="utf-8") as f:  # the script's own timing of each
+        own = json.loads(f.read().strip().splitlines()[-1])  # phase (sleeps of 40/20/30/10 ms)
+    for k in ("data", "forward", "backward", "optimizer"):
+        want = own[f"{k}_ms"] / 1000
+        assert abs(m[f"{k}_s"] - want) <= max(0.1 * want, 0.003), (k, m[f"{k}_s"], want)
+    assert m["h2d_s"] is not None and m["h2d_s"] < 0.003
+    mean_step = sum(s["t_step"] for s in run.steps[2:]) / len(run.steps[2:])
+    assert ap.step_of(m) == pytest.approx(mean_step, rel=0.05)
+    # the session JSON: phases per job, over the co-run steps after warm-up
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.record.store import Store
+
+    job = next(j for j in session_json(Store(), eng.session_id)["jobs"] if j["name"] == "job")
+    assert set(job["phases"]) == {"data_s", "h2d_s", "forward_s", "backward_s", "optimizer_s",
+                                  "other_s"}
+    assert job["phases"]["backward_s"] == pytest.approx(m["backward_s"], rel=0.05)
+    assert job["phase_class"] == "input-bound"  # data is ~40 % of the step
+
+
+def test_real_launch_a_gan_with_two_optimizers_adds_up_to_its_step(tmp_path):
+    eng, run = _launch(tmp_path, [sys.executable, DCGAN])
+    assert run.status == "done", run.stderr_tail
+    steps = run.steps[2:]
+    m = ap.mean_phases(steps)
+    assert all(m[k] is not None for k in ("forward_s", "backward_s", "optimizer_s"))
+    parts = sum(m[k] for k in ("data_s", "h2d_s", "forward_s", "backward_s", "optimizer_s"))
+    mean_step = sum(s["t_step"] for s in steps) / len(steps)
+    # nothing billed twice (D's second forward inside G's step, two optimizers), and what is
+    # left (zero_grad, randn, ones/zeros, the loop itself) is the smaller part of the step
+    assert parts <= mean_step * 1.0001 and m["other_s"] < 0.25 * mean_step, m
+    for s in steps:
+        assert s["t_data"] + sum(s["ph"].values()) <= s["t_step"] + 1e-6, s
+
+
+def test_real_launch_nproc_2_runs_both_ranks_and_names_the_slow_data_rank(tmp_path):
+    """nproc on a one-node command job: torchrun --standalone, every rank reports its steps,
+    and the rank whose data is slower (rank 1) is the straggler, cause data, although DDP's
+    all-reduce makes both ranks' steps equally long."""
+    eng, run = _launch(tmp_path, [sys.executable, CALIBRATED, "--ddp", "--steps", "30",
+                                  "--data-ms", "8", "--fwd-ms", "4", "--bwd-ms", "4",
+                                  "--opt-ms", "2", "--slow-rank", "1", "--slow-ms", "30"],
+                       'nproc = 2\n')
+    assert run.status == "done", run.stderr_tail
+    assert "--standalone" in run.proc.argv and "--nproc-per-node=2" in run.proc.argv
+    assert sorted(run.rank_steps) == [0, 1] and len(run.rank_steps[1]) == 30
+    rows = ap.rank_rows({r: s[2:] for r, s in run.rank_steps.items()})
+    assert rows[0]["step_time_s"] == pytest.approx(rows[1]["step_time_s"], rel=0.25)
+    st = ap.find_straggler(rows)
+    assert st is not None and st["rank"] == 1 and st["cause"] == "data", (st, rows)
+    assert st["excess_s"] == pytest.approx(0.030, abs=0.010)
+    from gputop_dl.collect.nvml import GpuUse
+
+    js = run.sample(GpuUse())
+    assert js.straggler is not None and js.straggler.rank == 1 and len(js.ranks) == 2
