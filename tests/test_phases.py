@@ -245,6 +245,25 @@ def test_real_launch_calibrated_phases_are_within_10_percent_or_3_ms(tmp_path):
                                   "other_s"}
     assert job["phases"]["backward_s"] == pytest.approx(m["backward_s"], rel=0.05)
     assert job["phase_class"] == "input-bound"  # data is ~40 % of the step
+    # the Markdown report: a phases table and a chart
+    from gputop_dl.present.report.markdown import render_markdown
+
+    md = render_markdown(session_json(Store(), eng.session_id))
+    assert "## Step phases" in md and "ms per step by phase" in md
+    # TensorBoard: per-step phase scalars
+    acc_mod = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
+                                  reason="the tensorboard package (test extra) reads them back")
+    from gputop_dl.present.report.export import export_tensorboard_session
+
+    export_tensorboard_session(eng.session_id, str(tmp_path / "tb"))
+    acc = acc_mod.EventAccumulator(str(tmp_path / "tb" / eng.session_id / "job"),
+                                   size_guidance={"scalars": 0})
+    acc.Reload()
+    fwd = [e.value for e in acc.Scalars("phase/forward_s")]
+    # (the first step is the first batch's wait only: no forward in it, so no point)
+    assert len(fwd) == sum("forward" in s["ph"] for s in run.steps) == len(run.steps) - 1
+    assert {"phase/data_s", "phase/other_s"} <= set(
+        acc.Tags()["scalars"])
 
 
 def test_real_launch_a_gan_with_two_optimizers_adds_up_to_its_step(tmp_path):
@@ -282,3 +301,60 @@ def test_real_launch_nproc_2_runs_both_ranks_and_names_the_slow_data_rank(tmp_pa
 
     js = run.sample(GpuUse())
     assert js.straggler is not None and js.straggler.rank == 1 and len(js.ranks) == 2
+
+
+# --- where the phases show -----------------------------------------------------------------
+def _job_with_phases():
+    from gputop_dl.snapshot import JobSample, RankPhases, StepPhases, Straggler
+
+    solo = StepPhases(0.01, 0.001, 0.05, 0.04, 0.01, 0.002, steps=40)
+    now = StepPhases(0.42, 0.001, 0.052, 0.04, 0.01, 0.002, steps=40, cls="input-bound",
+                     solo=solo)
+    ranks = (RankPhases(0, 0.52, StepPhases(0.01, 0.0, 0.05, 0.45, 0.01, 0.0, steps=40)),
+             RankPhases(1, 0.52, now))
+    return JobSample(name="bs64", pid=7, launched=True, status="running", phases=now,
+                     ranks=ranks, straggler=Straggler(1, "data", 0.41))
+
+
+def test_prometheus_phase_series():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.snapshot import JobSample, Snapshot
+
+    c = SnapshotCollector(hostname="h")
+    plain = JobSample(name="old", pid=8, launched=False)  # no phases: no series, never a 0
+    c.feed(Snapshot(time=1.0, gpu_status="no NVML", jobs=(_job_with_phases(), plain)))
+    reg = CollectorRegistry()
+    reg.register(c)
+    got = {}
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            got.setdefault(s.name, []).append((s.labels, s.value))
+    ph = {lab["phase"]: v for lab, v in got["gputop_dl_job_phase_seconds"]}
+    assert ph == {"data": 0.42, "h2d": 0.001, "forward": 0.052, "backward": 0.04,
+                  "optimizer": 0.01, "other": 0.002}
+    assert all(lab["job_name"] == "bs64" for lab, _ in got["gputop_dl_job_phase_seconds"])
+    assert len(got["gputop_dl_job_rank_phase_seconds"]) == 12
+    [(lab, v)] = got["gputop_dl_job_straggler_excess_seconds"]
+    assert (lab["rank"], lab["cause"], v) == ("1", "data", 0.41)
+
+
+def test_tui_details_show_the_phase_bars_and_mark_the_late_rank():
+    pytest.importorskip("textual")
+    from gputop_dl.present.tui.phase_bar import phase_lines, stacked_bar
+    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.snapshot import JobSample
+
+    j = _job_with_phases()
+    text = job_detail_lines(j, None).plain
+    assert "step phases" in text and "data 420 ms (+410.0)" in text
+    assert "input-bound" in text
+    late = [line for line in text.splitlines() if "late" in line]
+    assert late and late[0].split()[0] == "1" and "data +410 ms" in late[0]
+    # the bars share one scale: solo is shorter than now, and the cells add up to the width
+    solo_bar = stacked_bar(j.phases.solo, 0.525, 48).plain
+    assert len(solo_bar) == 48 and solo_bar.count("█") < 48 // 3
+    lines = phase_lines(JobSample(name="x", pid=1, launched=False))
+    assert "not measured" in lines[-1].plain

@@ -456,7 +456,8 @@ class Store:
                 data = {k: v for k, v in e.items() if k not in ("ev", "t")}
                 rows.append((jk, phase, e.get("t"), e.get("ev"), _dumps(data)))
         if steps:
-            self.db.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?)", steps)
+            self.db.executemany(f"INSERT INTO steps (jk, phase, t, {', '.join(STEP_FIELDS)})"
+                                " VALUES (?,?,?,?,?,?,?,?)", steps)  # (+ ADDED_COLUMNS: NULL)
         if phased:
             cols = ("jk", "phase", "t", *STEP_FIELDS, *PHASE_COLS, "rank", "ph_cuda")
             self.db.executemany(f"INSERT INTO steps ({', '.join(cols)}) VALUES "

@@ -14,6 +14,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 
+from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.text.fmt import DASH, dash, num, pct, progress, rank_list, secs, size
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
@@ -215,6 +216,7 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
         ]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
+        out += phase_lines(j)  # step phases, solo against now; ranks (present/tui/phase_bar.py)
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
         if j.epoch_times:
             out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
