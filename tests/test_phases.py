@@ -358,3 +358,35 @@ def test_tui_details_show_the_phase_bars_and_mark_the_late_rank():
     assert len(solo_bar) == 48 and solo_bar.count("█") < 48 // 3
     lines = phase_lines(JobSample(name="x", pid=1, launched=False))
     assert "not measured" in lines[-1].plain
+
+
+# --- nproc on a one-node command job ---------------------------------------------------------
+def test_nproc_on_a_command_job_runs_it_once_per_rank_under_torchrun_standalone(tmp_path):
+    from gputop_dl.launch import build_argv
+    from gputop_dl.workload import Workload
+
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    for name in ("python", "torchrun"):
+        (venv / name).write_text("#!/bin/sh\n")
+        (venv / name).chmod(0o755)
+    w = Workload(name="ddp", command=("python", "train.py"), nproc=2)
+    assert build_argv(w, "/s/x.json", cuda=False, env={"PATH": str(venv)}) == [
+        str(venv / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", "python",
+        "train.py"]
+    # nproc 1 or unset, and a command job's gpus alone: the command as given, once
+    for one in (w.with_(nproc=1), w.with_(nproc=None, gpus=(0, 1))):
+        assert build_argv(one, "/s/x.json", cuda=True, env={"PATH": str(venv)}) == [
+            "python", "train.py"]
+
+
+def test_nproc_with_a_command_that_starts_torchrun_itself_is_one_line(tmp_path):
+    from gputop_dl.config import ConfigError, load_session
+
+    path = tmp_path / "w.toml"
+    path.write_text('[[workload]]\nname = "ddp"\nnproc = 2\ncommand = ["torchrun", "t.py"]\n')
+    with pytest.raises(ConfigError) as e:
+        load_session(str(path), gpu_count=0)
+    msg = str(e.value)
+    assert "\n" not in msg and "command starts \"torchrun\" with nproc = 2: gputop-dl runs " \
+        "torchrun itself" in msg, msg

@@ -189,7 +189,7 @@ def patch_torch(torch, sc: StepClock) -> list:
             return
 
         def wrapper(*args, **kwargs):
-            if compiling() or sc.active is not None:
+            if sc.active is not None or compiling():  # nested (most calls), or traced
                 return orig(*args, **kwargs)
             sc.enter(phase)
             try:
