@@ -301,6 +301,16 @@ def test_real_launch_nproc_2_runs_both_ranks_and_names_the_slow_data_rank(tmp_pa
 
     js = run.sample(GpuUse())
     assert js.straggler is not None and js.straggler.rank == 1 and len(js.ranks) == 2
+    # the session JSON and the report: the ranks at the job's end, the late one named
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.present.report.markdown import render_markdown
+    from gputop_dl.record.store import Store
+
+    data = session_json(Store(), eng.session_id)
+    job = next(j for j in data["jobs"] if j["name"] == "job")
+    assert [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert job["straggler"]["rank"] == 1 and job["straggler"]["cause"] == "data"
+    assert "rank 1 is late, data +" in render_markdown(data)
 
 
 # --- where the phases show -----------------------------------------------------------------
@@ -390,3 +400,60 @@ def test_nproc_with_a_command_that_starts_torchrun_itself_is_one_line(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and "command starts \"torchrun\" with nproc = 2: gputop-dl runs " \
         "torchrun itself" in msg, msg
+
+
+def test_real_launch_the_builtin_trainer_reports_its_phases(tmp_path):
+    from gputop_dl.collect.nvml import GpuUse, Nvml
+    from gputop_dl.runner import run_file
+
+    path = tmp_path / "w.toml"
+    path.write_text('[session]\nname = "t"\ninterval = 0.2\nbaseline = "none"\n'
+                    '[[workload]]\nname = "syn"\nmodel = "synthetic"\ninput_size = 8\n'
+                    'num_classes = 10\nbatch_size = 4\nnum_workers = 0\nsample_io_ms = 2.0\n'
+                    'step_device_ms = 5.0\nepochs = 1\nsteps_per_epoch = 30\nwarmup_steps = 2\n')
+    run = run_file(str(path), nvml=Nvml()).runs["syn"]
+    assert run.status == "done", run.stderr_tail
+    assert all(set(s["ph"]) == {"h2d", "forward", "backward", "optimizer"} for s in run.steps)
+    m = ap.mean_phases(run.steps[2:])
+    assert m["forward_s"] >= 0.004  # the emulated device's 5 ms wait is in the forward
+    assert m["data_s"] >= 0.006  # 4 samples x 2 ms of I/O-like wait
+    js = run.sample(GpuUse())
+    assert js.phases is not None and js.phases.steps == 28 and js.phases.cls is not None
+
+
+class Series:
+    def __init__(self, name, steps, solo=None):
+        self.name, self.steps, self.solo = name, steps, solo
+        self.config, self.ended = {"warmup_steps": 1}, None
+
+
+def test_add_phase_evidence_names_the_phase_that_grew_over_the_overlap_window():
+    solo_steps = [dict(step(0.1, 0.01, forward=0.05, backward=0.04), t=float(i))
+                  for i in range(1, 30)]
+    now_steps = [dict(step(0.5, 0.41, forward=0.05, backward=0.04), t=float(i))
+                 for i in range(1, 30)]
+    a = Series("bs64", now_steps, {"solo_phases": ap.solo_phases(solo_steps)})
+    b = Series("other", [dict(s) for s in now_steps])  # no baseline: phases, no line
+    v = ap.add_phase_evidence({"evidence": {}, "evidence_lines": []}, [a, b], now=100.0)
+    [line] = v["evidence_lines"]
+    assert line.startswith("bs64: data +400 ms/step, ") and line.endswith(" +0.0 ms")
+    assert v["evidence"]["phases"]["bs64"]["class"] == "input-bound"
+    assert v["evidence"]["phases"]["other"]["growth"] is None
+    assert ap.add_phase_evidence({"k": 1}, [Series("x", [])], now=1.0) == {"k": 1}
+
+
+def test_store_keeps_step_phases_and_reads_them_back(tmp_path):
+    from gputop_dl.record.store import Store
+
+    st = Store(str(tmp_path / "s.db"))
+    sid = st.create_session("s", file=None, command="x", kind="launch", environment={})
+    evs = [{"ev": "step", "t": 1.0, "epoch": 1, "step": 1, "t_data": 0.1, "t_step": 0.3,
+            "samples": 4, "ph": {"forward": 0.1, "backward": 0.05}, "rank": 0},
+           {"ev": "step", "t": 2.0, "epoch": 1, "step": 2, "t_data": 0.1, "t_step": 0.3,
+            "samples": 4},
+           {"ev": "rank_step", "t": 2.0, "rank": 1, "t_step": 0.3}]
+    st.add_events(sid, "a", "co-run", evs)
+    rows = st.phase_rows(sid, "a", "co-run")
+    assert rows[0]["ph"] == {"forward": 0.1, "backward": 0.05} and "ph" not in rows[1]
+    assert len(st.step_rows(sid, "a", "co-run")) == 2  # rank_step is not recorded
+    assert not st.events(sid, job="a", ev="rank_step")

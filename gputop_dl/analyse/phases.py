@@ -187,3 +187,15 @@ def add_phase_evidence(verdict: dict, jobs, now: float) -> dict:
         verdict.setdefault("evidence", {})["phases"] = per_job
         verdict.setdefault("evidence_lines", []).extend(lines)
     return verdict
+
+
+def ranks_json(ranks, straggler) -> tuple[list[dict] | None, dict | None]:
+    """A JobSample's `ranks` and `straggler` as the session JSON has them: `[{rank,
+    step_time_s, phases}]` (None for a job that is not distributed) and `{rank, cause,
+    excess_s}` or None."""
+    rows = [{"rank": r.rank, "step_time_s": r.step_time_s,
+             "phases": {f"{p}_s": r.phases.parts()[p] for p in PARTS} if r.phases else None}
+            for r in ranks]
+    st = ({"rank": straggler.rank, "cause": straggler.cause, "excess_s": straggler.excess_s}
+          if straggler is not None else None)
+    return rows or None, st

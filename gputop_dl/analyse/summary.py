@@ -39,6 +39,8 @@ class JobResult:
     command: str | None = None  # such a job's command line
     distributed: dict | None = None  # its run and ranks on this node (Distributed.to_json)
     phases: dict | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
+    ranks: list | None = None  # a distributed job's ranks with their phases, at its end
+    straggler: dict | None = None  # its late rank: {rank, cause, excess_s}
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:
@@ -99,6 +101,7 @@ class JobResult:
             "solo_phases": _six((self.solo or {}).get("solo_phases")),
             "phase_class": phase_class(self.phases, self.steps - int(self.config.get(
                 "warmup_steps", 3))),
+            "ranks": self.ranks, "straggler": self.straggler,
             "config": self.config,
         }
 
@@ -174,7 +177,8 @@ def _job_result(store, sid: str, job: dict,
         launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"),
         distributed=info.get("distributed"),
         phases=mean_phases(store.phase_rows(sid, name, phase, offset=warmup, every=every))
-        if usable and hasattr(store, "phase_rows") else None)
+        if usable and hasattr(store, "phase_rows") else None,
+        ranks=info.get("ranks"), straggler=info.get("straggler"))
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

@@ -444,10 +444,12 @@ class Store:
         for e in events:
             if e.get("ev") == "rank_step":  # every rank's steps are a live view, not recorded
                 continue
-            if e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS}:
+            if e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS} and not phased:
                 steps.append((jk, phase, e.get("t"), *(e.get(k) for k in STEP_FIELDS)))
             elif (e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS, *PHASE_KEYS}
                   and isinstance(e.get("ph", {}), dict) and self.has_column("steps", "ph_cuda")):
+                # (once one step of the batch has phases, the later ones go this way too, so
+                # the rows keep their order)
                 ph = e.get("ph") or {}
                 phased.append((jk, phase, e.get("t"), *(e.get(k) for k in STEP_FIELDS),
                                *(ph.get(c[3:]) for c in PHASE_COLS), e.get("rank"),

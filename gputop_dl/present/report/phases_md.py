@@ -17,8 +17,13 @@ def _ms(v) -> str:
 def phases_section(jobs: list[dict]) -> str:
     """A table (ms per step by phase, co-run and solo) and one chart per job; "" when no job
     has phases."""
-    rows, charts = [], []
+    rows, charts, late = [], [], []
     for j in jobs:
+        st = j.get("straggler")
+        if st:
+            late.append(f"- **{md_cell(j['name'])}**: rank {md_cell(st.get('rank'))} is late, "
+                        f"{md_cell(st.get('cause'))} +{_ms(st.get('excess_s'))} ms per step "
+                        "over the other ranks' median (its own work before the all-reduce)")
         now, solo = j.get("phases"), j.get("solo_phases")
         if not now:
             continue
@@ -46,4 +51,5 @@ def phases_section(jobs: list[dict]) -> str:
         "data = waiting for the next batch, h2d = copying it to the device, forward/backward = "
         "the model's passes, optimizer = its step(s), other = the rest; – = not seen "
         "(an inference loop has no backward). Input-bound: data is at least 20 % of the step. "
-        "See docs/phases.md.\n\n" + "\n\n".join(charts))
+        "See docs/phases.md.\n\n" + ("\n".join(late) + "\n\n" if late else "")
+        + "\n\n".join(charts))
