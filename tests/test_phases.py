@@ -457,3 +457,75 @@ def test_store_keeps_step_phases_and_reads_them_back(tmp_path):
     assert rows[0]["ph"] == {"forward": 0.1, "backward": 0.05} and "ph" not in rows[1]
     assert len(st.step_rows(sid, "a", "co-run")) == 2  # rank_step is not recorded
     assert not st.events(sid, job="a", ev="rank_step")
+
+
+def test_ranks_appending_to_one_file_never_interleave_lines(tmp_path):
+    """Each flush is one O_APPEND write: lines of several writers (the ranks) stay whole."""
+    from gputop_dl.channel import EventReader, EventWriter
+
+    path = str(tmp_path / "ev.jsonl")
+    code = ("import sys; sys.path.insert(0, sys.argv[2]);"
+            "from gputop_dl.channel import EventWriter;"
+            "w = EventWriter(sys.argv[1], flush_s=0.0);"
+            "[w.emit('rank_step', rank=int(sys.argv[3]), step=i, pad='x' * 3000)"
+            " for i in range(300)]; w.close()")
+    root = os.path.dirname(HERE)
+    procs = [subprocess.Popen([sys.executable, "-c", code, path, root, str(r)]) for r in (1, 2, 3)]
+    w = EventWriter(path, flush_s=0.0)
+    for i in range(300):
+        w.emit("step", rank=0, step=i, pad="y" * 3000)
+    w.close()
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    evs = EventReader(path).read_new()
+    with open(path, encoding="utf-8") as f:
+        assert sum(1 for _ in f) == len(evs) == 1200  # every line parsed: none torn
+    for r in range(4):
+        assert [e["step"] for e in evs if e["rank"] == r] == list(range(300))
+
+
+def test_in_process_hook_a_transform_module_in_the_dataset_is_data_not_forward(monkeypatch):
+    """num_workers=0 and a transform that is an nn.Module (torchvision v2): run inside the
+    loader's __next__, it is data; the model's call after it is forward."""
+    import torch.utils.data.dataloader as dl
+
+    from gputop_dl.hook import dlhook
+
+    class Slow(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.002)
+            return x
+
+    class Data(torch.utils.data.Dataset):
+        tf = Slow()
+
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return self.tf(torch.zeros(2))
+
+    for cls, attr in ((dl.DataLoader, "__iter__"), (dl._BaseDataLoaderIter, "__next__")):
+        monkeypatch.setattr(cls, attr, getattr(cls, attr))  # restored after the test
+    out = []
+
+    class Rep:
+        steps_only = False
+
+        def emit(self, ev, flush=False, **data):
+            out.append(dict(data, ev=ev))
+
+    tracker = dlhook.Tracker(Rep())
+    dlhook.patch_dataloader(dl, tracker, Rep())
+    sc = StepClock()
+    tracker.clock = sc
+    undo = stepclock.patch_torch(torch, sc)
+    try:
+        model = torch.nn.Linear(2, 2)
+        for x in torch.utils.data.DataLoader(Data(), batch_size=2):
+            model(x)
+    finally:
+        for u in undo:
+            u()
+    steps = [e for e in out if e["ev"] == "step"]
+    assert len(steps) == 4 and all(s["t_data"] >= 0.004 for s in steps)
+    assert all(s["ph"].get("forward", 0.0) < 0.002 for s in steps), steps  # the Linear only

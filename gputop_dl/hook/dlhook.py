@@ -254,15 +254,27 @@ def patch_dataloader(mod, tracker: Tracker, report: Reporter) -> None:
 
     def __next__(self):
         t0 = clock()
+        sc = tracker.clock  # the phase clock: a transform module run here is data, not forward
+        mark = sc is not None and sc.active is None
+        if mark:
+            sc.active = "data"
         try:
             batch = orig_next(self)
         except StopIteration:
+            if mark:
+                sc.active = None
             try:
                 tracker.on_stop(self, clock())
             except Exception as exc:
                 report.error("end of epoch", exc)
             raise
+        except BaseException:
+            if mark:
+                sc.active = None
+            raise
         t1 = clock()
+        if mark:
+            sc.active = None
         try:
             tracker.on_batch(self, batch, t0, t1)
         except Exception as exc:

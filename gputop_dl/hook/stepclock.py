@@ -103,6 +103,7 @@ class CudaResolver:
         self.pending: collections.deque = collections.deque()
         self.dropped = 0
         self.lock = threading.Lock()
+        self._polling = threading.Lock()  # one poll at a time (the sampler, or the caller)
         self._thread = None
         self._stop = threading.Event()
 
@@ -113,6 +114,10 @@ class CudaResolver:
     def poll(self, final: bool = False) -> int:
         """Emit the steps whose events all resolved, oldest first; a step older than max_age_s
         (or any, when `final`) goes without its GPU phases and counts as dropped."""
+        with self._polling:
+            return self._poll(final)
+
+    def _poll(self, final: bool) -> int:
         n = 0
         while True:
             with self.lock:
