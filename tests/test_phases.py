@@ -529,3 +529,37 @@ def test_in_process_hook_a_transform_module_in_the_dataset_is_data_not_forward(m
     steps = [e for e in out if e["ev"] == "step"]
     assert len(steps) == 4 and all(s["t_data"] >= 0.004 for s in steps)
     assert all(s["ph"].get("forward", 0.0) < 0.002 for s in steps), steps  # the Linear only
+
+
+def test_cuda_steps_leave_in_order_also_those_without_gpu_phases():
+    t = Tick()
+    made = []
+
+    def factory():
+        made.append(FakeEvent(t))
+        return made[-1]
+
+    sc = StepClock(clock=t, event_factory=factory)
+    out = []
+    res = CudaResolver(out.append, sc)
+    sc.enter("forward")
+    sc.leave("forward")
+    res.put({"step": 1}, sc.take()[1])
+    res.put({"step": 2}, sc.take()[1])  # a step with no GPU phase: waits for step 1 anyway
+    assert res.poll() == 0
+    for e in made:
+        e.ready = True
+    assert res.poll() == 2 and [r["step"] for r in out] == [1, 2]
+    assert out[0]["ph_clock"] == "cuda" and "ph_clock" not in out[1]
+
+
+def test_a_torch_without_global_optimizer_hooks_is_left_unpatched(monkeypatch):
+    import importlib
+
+    opt = importlib.import_module("torch.optim.optimizer")
+    monkeypatch.delattr(opt, "register_optimizer_step_post_hook")
+    call, to = torch.nn.Module.__call__, torch.Tensor.to
+    with pytest.raises(AttributeError):
+        stepclock.patch_torch(torch, StepClock())
+    assert torch.nn.Module.__call__ is call and torch.Tensor.to is to
+    assert not opt._global_optimizer_pre_hooks

@@ -203,7 +203,7 @@ class Tracker:
             rec["ph"] = {k: round(v, 6) for k, v in ph.items()}
         if self.rank is not None:
             rec["rank"] = self.rank
-        if pairs and self.resolver is not None:
+        if self.resolver is not None:  # (every step, so that they go out in order)
             self.resolver.put(rec, pairs)  # emitted by the sampler once its CUDA events resolved
         else:
             self.report.emit("step", **rec)

@@ -132,7 +132,8 @@ class CudaResolver:
                 for phase, a, b in pairs:
                     gpu[phase] = gpu.get(phase, 0.0) + a.elapsed_time(b) / 1000.0
                 record["ph"] = rounded({**record.get("ph", {}), **gpu})
-                record["ph_clock"] = "cuda"
+                if pairs:
+                    record["ph_clock"] = "cuda"
             else:
                 self.dropped += 1
                 record["ph_dropped"] = self.dropped  # the host times stay, marked
@@ -208,13 +209,20 @@ def patch_torch(torch, sc: StepClock) -> list:
         setattr(owner, attr, wrapper)
         undo.append(lambda: setattr(owner, attr, orig))
 
-    wrap(torch.nn.Module, "__call__", "forward")
-    wrap(torch.Tensor, "to", "h2d")
-    wrap(torch.Tensor, "cuda", "h2d")
-    wrap(torch.Tensor, "backward", "backward")
-    wrap(torch.autograd, "backward", "backward")
-    opt = importlib.import_module("torch.optim.optimizer")  # torch is imported already
-    pre = opt.register_optimizer_step_pre_hook(lambda o, a, k: (sc.enter("optimizer"), None)[1])
-    post = opt.register_optimizer_step_post_hook(lambda o, a, k: sc.leave("optimizer"))
-    undo += [pre.remove, post.remove]
+    try:
+        wrap(torch.nn.Module, "__call__", "forward")
+        wrap(torch.Tensor, "to", "h2d")
+        wrap(torch.Tensor, "cuda", "h2d")
+        wrap(torch.Tensor, "backward", "backward")
+        wrap(torch.autograd, "backward", "backward")
+        opt = importlib.import_module("torch.optim.optimizer")  # torch is imported already
+        pre = opt.register_optimizer_step_pre_hook(
+            lambda o, a, k: (sc.enter("optimizer"), None)[1])
+        undo.append(pre.remove)
+        post = opt.register_optimizer_step_post_hook(lambda o, a, k: sc.leave("optimizer"))
+        undo.append(post.remove)
+    except Exception:  # an old torch (no global optimizer hooks before 2.0): no phases at all
+        for u in reversed(undo):
+            u()
+        raise
     return undo
