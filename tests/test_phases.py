@@ -63,15 +63,19 @@ class FakeEvent:
         return (end.t - self.t) * 1000.0
 
 
-def test_cuda_steps_wait_for_their_events_and_unresolved_ones_are_dropped_and_counted():
-    t = Tick()
-    made = []
+def cuda_clock():
+    """A manual clock, the fake events made so far, and a StepClock in CUDA mode with them."""
+    t, made = Tick(), []
 
     def factory():
         made.append(FakeEvent(t))
         return made[-1]
 
-    sc = StepClock(clock=t, event_factory=factory)
+    return t, made, StepClock(clock=t, event_factory=factory)
+
+
+def test_cuda_steps_wait_for_their_events_and_unresolved_ones_are_dropped_and_counted():
+    t, made, sc = cuda_clock()
     out = []
     now = [0.0]
     res = CudaResolver(out.append, sc, max_age_s=5.0, now=lambda: now[0])
@@ -532,14 +536,7 @@ def test_in_process_hook_a_transform_module_in_the_dataset_is_data_not_forward(m
 
 
 def test_cuda_steps_leave_in_order_also_those_without_gpu_phases():
-    t = Tick()
-    made = []
-
-    def factory():
-        made.append(FakeEvent(t))
-        return made[-1]
-
-    sc = StepClock(clock=t, event_factory=factory)
+    t, made, sc = cuda_clock()
     out = []
     res = CudaResolver(out.append, sc)
     sc.enter("forward")
