@@ -145,9 +145,14 @@ def as_step_phases(phases: dict | None, steps: int, solo: dict | None = None):
                       solo=as_step_phases(solo, (solo or {}).get("steps", 0)) if solo else None)
 
 
+def _latest(steps: list[dict], warmup: int) -> list[dict]:
+    """The latest LIVE_STEPS steps after the first `warmup` (no copy of a long list)."""
+    return steps[max(warmup, len(steps) - LIVE_STEPS):]
+
+
 def live_phases(steps: list[dict], warmup: int, solo: dict | None = None):
     """The job's phases over its latest LIVE_STEPS steps after warm-up (None without any)."""
-    recent = [s for s in steps[warmup:][-LIVE_STEPS:] if isinstance(s.get("ph"), dict)]
+    recent = [s for s in _latest(steps, warmup) if isinstance(s.get("ph"), dict)]
     return as_step_phases(mean_phases(recent), len(recent), solo)
 
 
@@ -155,7 +160,7 @@ def live_ranks(by_rank: dict[int, list[dict]], warmup: int):
     """(ranks, straggler) for a JobSample: each rank's latest steps after warm-up."""
     if len(by_rank) < 2:
         return (), None
-    rows = rank_rows({r: s[warmup:][-LIVE_STEPS:] for r, s in by_rank.items()})
+    rows = rank_rows({r: _latest(s, warmup) for r, s in by_rank.items()})
     ranks = tuple(RankPhases(r["rank"], r["step_time_s"], as_step_phases(r["phases"], r["steps"]))
                   for r in rows)
     st = find_straggler(rows)
