@@ -84,7 +84,7 @@ def phase_evidence(name: str, solo: dict | None, now: dict | None) -> str | None
     grown = phase_growth(solo, now)
     if not grown:
         return None
-    (p0, d0), rest = grown[0], grown[1:2]
+    (p0, d0), rest = grown[0], [g for g in grown[1:2] if abs(g[1]) >= 0.00005]  # not "+0.0"
     return f"{name}: {p0} {_ms(d0)}/step" + "".join(f", {p} {_ms(d)}" for p, d in rest)
 
 
