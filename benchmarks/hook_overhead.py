@@ -6,6 +6,13 @@ num_workers=0) for about `--seconds`; runs alternate plain / hooked (A/B/A/B...)
 runs get exactly what a `command` workload gets: the hook's folder first on PYTHONPATH and
 GPUTOP_DL_EVENTS. Prints the medians and their ratio (target: overhead <= 1 %), then the
 start-up cost of the hook for a script that never imports torch (`python -c pass`).
+
+`--phases`: the step-phase timing (issue 22), in-process: a 40-module MLP trained from a
+DataLoader, passes alternating plain / hooked (the DataLoader patch and the phase patches on
+Module.__call__, Tensor.to, backward and the optimizer hooks), thread CPU time per step. Twice:
+with the batch sized for a ~10 ms step (the ratio; on a loaded box its noise is several %), and
+with width-8 tensors (the same calls, so the same absolute cost, on a step short enough that
+the difference is resolved): that cost over the 10 ms step is the overhead (target <= 1 %).
 """
 
 import argparse
@@ -102,6 +109,107 @@ def per_step_us(events: str) -> float:
     return (min(hooked) - min(base)) * 1e6
 
 
+def phases_overhead(step_ms: float = 10.0, passes: int = 9, steps: int = 30,
+                    width: int = 256, batch: int | None = None) -> dict:
+    """Plain vs hooked step time of the same loop in this process (see the module doc)."""
+    import importlib.util
+
+    import torch
+    import torch.utils.data.dataloader as dl
+    from torch import nn
+
+    from gputop_dl.hook import stepclock
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    layers = []
+    for _ in range(20):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    model = nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loss_fn = nn.MSELoss()
+
+    def make_loader(batch: int):
+        data = torch.utils.data.TensorDataset(torch.randn(batch * steps, width),
+                                              torch.randn(batch * steps, width))
+        return dl.DataLoader(data, batch_size=batch)
+
+    def one_pass(loader, clock=time.thread_time) -> float:
+        """Seconds per step of this thread's CPU (1 torch thread): other processes on a
+        loaded box stretch the wall time, not this."""
+        t0 = clock()
+        for x, y in loader:
+            x, y = x.to("cpu"), y.to("cpu")
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        return (clock() - t0) / len(loader)
+
+    if batch is None:
+        batch = 32
+        for _ in range(3):  # calibrate the batch to a step of about step_ms
+            t = one_pass(make_loader(batch))
+            batch = max(1, int(batch * step_ms / 1000 / t))
+    loader = make_loader(batch)
+    spec = importlib.util.spec_from_file_location(
+        "_gputop_dl_hook", os.path.join(os.path.dirname(SITE_DIR), "dlhook.py"))
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    orig = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
+    rep = hook.Reporter(tempfile.mktemp(suffix=".jsonl"), True)
+    tracker = hook.Tracker(rep)
+    hook.patch_dataloader(dl, tracker, rep)
+    patched = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
+    sc = stepclock.StepClock()
+    base, hooked = [], []
+    for _ in range(passes):
+        dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__ = orig
+        base.append(one_pass(loader))
+        dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__ = patched
+        undo = stepclock.patch_torch(torch, sc)
+        tracker.clock = sc
+        hooked.append(one_pass(loader))
+        for u in undo:
+            u()
+    dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__ = orig
+    rep.close()
+    b, h = min(base), min(hooked)
+    return {"batch": batch, "plain_ms": b * 1000, "hooked_ms": h * 1000,
+            "per_step_us": (h - b) * 1e6, "overhead": h / b - 1,
+            "pair_us": statistics.median(y - x for x, y in zip(base, hooked)) * 1e6,
+            "median_ratio": statistics.median(hooked) / statistics.median(base)}
+
+
+def per_call_us(reps: int = 7, n: int = 20000) -> dict:
+    """What the phase patches add to one call (min of `reps` timeit runs, µs): a nested
+    Module.__call__ (inside another phase: one attribute test) and an outermost one (the
+    clock's enter/leave too), on a ReLU of 4 numbers."""
+    import timeit
+
+    import torch
+
+    from gputop_dl.hook import stepclock
+
+    m, x = torch.nn.ReLU(), torch.randn(4)
+    sc = stepclock.StepClock()
+
+    def t(f):
+        return min(timeit.repeat(f, number=n, repeat=reps)) / n * 1e6
+
+    plain = t(lambda: m(x))
+    undo = stepclock.patch_torch(torch, sc)
+    try:
+        outer = t(lambda: (m(x), sc.take()))
+        sc.active = "forward"
+        nested = t(lambda: m(x))
+        sc.active = None
+        take = t(sc.take)
+    finally:
+        for u in undo:
+            u()
+    return {"nested": nested - plain, "outer": outer - take - plain}
+
+
 def startup_ms(hooked: bool, events: str, n: int = 21) -> float:
     """Median wall time of `python -c pass` (a script that never imports torch).
 
@@ -127,9 +235,31 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--child", action="store_true")
+    ap.add_argument("--phases", action="store_true", help="only the step-phase overhead")
+    ap.add_argument("--step-ms", type=float, default=10.0)
     a = ap.parse_args()
     if a.child:
         child(a.seconds, a.batch)
+        return
+    if a.phases:
+        r = phases_overhead(a.step_ms)
+        print("step phases, 40-module MLP (20 Linear + ReLU), 1 thread, thread CPU time per "
+              "step, min of 9 passes per side, alternating")
+        print(f"width 256, batch {r['batch']}: plain {r['plain_ms']:.3f} ms/step, hooked "
+              f"{r['hooked_ms']:.3f} ms/step ({100 * r['overhead']:+.2f} %, ratio of medians "
+              f"{r['median_ratio']:.4f})")
+        t = phases_overhead(width=8, batch=2, passes=31, steps=200)
+        print(f"width 8, batch 2 (same calls): plain {1000 * t['plain_ms']:.1f} µs/step, hooked "
+              f"{1000 * t['hooked_ms']:.1f} µs/step (min of 31): +{t['per_step_us']:.1f} µs per step "
+              f"(median of pair differences {t['pair_us']:.1f} µs) = "
+              f"{100 * t['per_step_us'] / (1000 * r['plain_ms']):.2f} % of the "
+              f"{r['plain_ms']:.1f} ms step (target <= 1 %)")
+        c = per_call_us()
+        est = 5 * c["outer"] + 40 * c["nested"]
+        print(f"per call: nested Module.__call__ +{c['nested']:.2f} µs, an outermost phase "
+              f"+{c['outer']:.2f} µs; this loop's step (5 outermost phases, 40 nested module "
+              f"calls): about {est:.0f} µs = {100 * est / (1000 * r['plain_ms']):.2f} % of "
+              f"{r['plain_ms']:.1f} ms, plus the DataLoader hook's step event")
         return
     events = os.path.join(tempfile.mkdtemp(), "events.jsonl")
     plain, hooked = [], []

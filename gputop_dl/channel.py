@@ -11,7 +11,12 @@ Events (one JSON object per line, always with "ev" and "t" = time.time()):
   "epochs", "steps_per_epoch"}``, and under torchrun the reporter's place in the run:
   ``"rank", "local_rank", "group_rank", "nnodes", "run_id"`` (`rank_info`)
 - ``{"ev": "step", "epoch", "step", "t_data", "t_step", "samples"}`` (seconds; samples = images
-  in this step across all ranks)
+  in this step across all ranks), with the step's phases (docs/phases.md) when measured:
+  ``"ph": {"h2d", "forward", "backward", "optimizer"}`` (seconds; a phase not seen is absent),
+  ``"ph_clock": "cuda"`` when the GPU phases are CUDA-event times, ``"ph_dropped"`` (the count so
+  far) when its CUDA events never resolved, and ``"rank"`` in a distributed run
+- ``{"ev": "rank_step", ...}``: the same fields from every other rank of the job (each rank
+  appends to the same file; only the node's first rank writes "step" and the other events)
 - ``{"ev": "epoch", "epoch", "time_s", "steps", "samples", "loss", "peak_mem"}`` (peak_mem bytes:
   CUDA max allocated on rank 0, or the trainer's peak RSS on CPU)
 - ``{"ev": "finished"}``
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -84,8 +90,11 @@ class EventWriter:
     """Appends events to the channel file; buffered, flushed on time, epoch ends and close."""
 
     def __init__(self, path: str | None, flush_s: float = 0.5):
-        self._f = open(path, "a", encoding="utf-8") if path else None
+        # one O_APPEND write(2) per flush: several ranks of a job append to the same file, and
+        # a single append to a regular file is never interleaved with another's on Linux
+        self._f = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
         self._buf: list[str] = []
+        self._lock = threading.Lock()  # a CUDA phase sampler thread emits steps too
         self._flush_s = flush_s
         self._last_flush = time.monotonic()
 
@@ -98,24 +107,50 @@ class EventWriter:
             return
         data["ev"] = ev
         data["t"] = time.time()
-        self._buf.append(json.dumps(data, separators=(",", ":")))
-        now = time.monotonic()
-        if flush or now - self._last_flush >= self._flush_s:
-            self.flush()
+        line = json.dumps(data, separators=(",", ":"))
+        with self._lock:
+            self._buf.append(line)
+            now = time.monotonic()
+            if flush or now - self._last_flush >= self._flush_s:
+                self._flush()
 
     def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         if self._f is None or not self._buf:
             return
-        self._f.write("\n".join(self._buf) + "\n")
-        self._f.flush()
+        data = ("\n".join(self._buf) + "\n").encode("utf-8")
         self._buf.clear()
+        while data:
+            data = data[os.write(self._f, data):]
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        if self._f is not None:
-            self.flush()
-            self._f.close()
-            self._f = None
+        with self._lock:
+            if self._f is not None:
+                self._flush()
+                os.close(self._f)
+                self._f = None
+
+
+class StepsOnly:
+    """The writer of a rank that is not its node's first: its steps only, as "rank_step"
+    events in the job's file (the per-rank table, docs/phases.md); nothing else."""
+
+    def __init__(self, writer: EventWriter):
+        self.writer = writer
+
+    def emit(self, ev: str, *, flush: bool = False, **data: Any) -> None:
+        if ev == "step":
+            self.writer.emit("rank_step", flush=flush, **data)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 class EventReader:

@@ -255,6 +255,8 @@ class _Loader:
         command = (w.command,) if isinstance(w.command, str) else w.command
         if w.multinode:
             self._multinode(w, command, paths.get("cwd"), fail)
+        elif command and (w.nproc or 1) > 1:  # one node, nproc ranks under torchrun --standalone
+            _torchrun_ranks(w, command, paths.get("cwd"), fail, f"nproc = {w.nproc}", "nproc")
         elif w.rdzv_endpoint is not None or w.rdzv_id is not None:
             key = "rdzv_endpoint" if w.rdzv_endpoint is not None else "rdzv_id"
             raise fail(key, f"{key} with nnodes = 1", "nnodes = 2 or more for a job across nodes "
@@ -292,19 +294,25 @@ class _Loader:
         if w.rdzv_endpoint is None:
             raise fail("nnodes", f"nnodes = {w.nnodes} without rdzv_endpoint",
                        'rdzv_endpoint = "HOST:PORT" (the same on every node)')
-        if not command:
-            return
-        first = os.path.basename(command[0]) if not w.shell else command[0].split(maxsplit=1)[0]
-        if any(m in first for m in ("torchrun", "torch.distributed")) or \
-                "torch.distributed.run" in command[:3]:
-            raise fail("command", f"command starts {_show(first)} with nnodes = {w.nnodes}: "
-                       "gputop-dl runs torchrun itself", 'the command each rank runs, like '
-                       '["python", "train.py"]')
-        if torchrun_for(None if w.shell else command[0], cwd,
-                        w.env.get("PATH", os.environ.get("PATH"))) is None:
-            raise fail("nnodes", f"nnodes = {w.nnodes} needs torchrun to start the command's "
-                       "ranks, and there is none", "torchrun on the job's PATH (env PATH) or "
-                       "beside its python, or gputop-dl installed with torch")
+        if command:
+            _torchrun_ranks(w, command, cwd, fail, f"nnodes = {w.nnodes}", "nnodes")
+
+
+def _torchrun_ranks(w: Workload, command: tuple[str, ...], cwd: str | None,
+                    fail: Callable[..., ConfigError], why: str, key: str) -> None:
+    """A command job whose ranks gputop-dl starts under torchrun (`nnodes` > 1, or `nproc` > 1
+    on one node): the command must not start torchrun itself, and a torchrun must exist."""
+    first = os.path.basename(command[0]) if not w.shell else command[0].split(maxsplit=1)[0]
+    if any(m in first for m in ("torchrun", "torch.distributed")) or \
+            "torch.distributed.run" in command[:3]:
+        raise fail("command", f"command starts {_show(first)} with {why}: "
+                   "gputop-dl runs torchrun itself", 'the command each rank runs, like '
+                   '["python", "train.py"]')
+    if torchrun_for(None if w.shell else command[0], cwd,
+                    w.env.get("PATH", os.environ.get("PATH"))) is None:
+        raise fail(key, f"{why} needs torchrun to start the command's "
+                   "ranks, and there is none", "torchrun on the job's PATH (env PATH) or "
+                   "beside its python, or gputop-dl installed with torch")
 
 
 def usable_cpus() -> int:

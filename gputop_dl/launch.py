@@ -78,13 +78,22 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
     """The job's argv. A job across nodes (`nnodes` > 1) is this node's torchrun agent, which
     meets the other nodes' agents at the c10d rendezvous; a command job's ranks then each run
     the command (`--no-python`), under the torchrun found for the job (`env`: its environment,
-    for PATH). One node with `nproc` > 1: the built-in trainer under a standalone torchrun."""
+    for PATH). One node with `nproc` > 1: the built-in trainer, or a command job's command
+    once per rank, under a standalone torchrun (a command job's `gpus` alone start one process:
+    the script may spread itself over them)."""
     own = None
     if w.command is not None:
         own = ["/bin/sh", "-c", w.command[0]] if w.shell and len(w.command) == 1 else list(w.command)
-        if not w.multinode:
+        if not w.multinode and (w.nproc or 1) <= 1:
             return own
     n = nproc_for(w, cuda)
+    if own and not w.multinode:
+        path = (env if env is not None else os.environ).get("PATH")
+        run = torchrun_for(None if w.shell else own[0], w.cwd, path)
+        if run is None:  # the workload file's check said so first (config.py)
+            raise UsageError(f"{w.name}: nproc = {n} needs torchrun, and there is none on the "
+                             "job's PATH")
+        return [*run, "--standalone", f"--nproc-per-node={n}", "--no-python", *own]
     if w.multinode:
         path = (env if env is not None else os.environ).get("PATH")
         run = (torchrun_for(None if w.shell else own[0], w.cwd, path) if own

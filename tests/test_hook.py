@@ -219,9 +219,18 @@ def test_reporter_is_silent_in_a_forked_child():
     assert w.events == []
 
 
-def test_install_does_nothing_off_gputop_dl_and_off_rank_0():
+def test_install_does_nothing_off_gputop_dl_and_only_steps_off_rank_0(monkeypatch):
     assert dlhook.install({}) is None
-    assert dlhook.install({"GPUTOP_DL_EVENTS": "/tmp/x", "RANK": "1"}) is None
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setattr(dlhook.atexit, "register", lambda f: None)
+    hook = dlhook.install({"GPUTOP_DL_EVENTS": "/tmp/x", "RANK": "1", "LOCAL_RANK": "1"})
+    assert hook.report.steps_only and hook.tracker.rank == 1  # its steps, as "rank_step"
+    w = FakeWriter()
+    rep = dlhook.Reporter("/x", False, writer=w, steps_only=True)
+    for ev in ("started", "step", "epoch", "failed", "finished"):
+        rep.emit(ev, step=1)
+    assert [e["step"] for e in kinds(w, "rank_step")] == [1] and len(w.events) == 1
 
 
 def test_build_env_puts_the_hook_first_and_keeps_the_users_env():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.phases import PARTS, mean_phases, phase_class
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class JobResult:
     launched: bool = True  # False: a job a monitor session found running (not started by us)
     command: str | None = None  # such a job's command line
     distributed: dict | None = None  # its run and ranks on this node (Distributed.to_json)
+    phases: dict | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
+    ranks: list | None = None  # a distributed job's ranks with their phases, at its end
+    straggler: dict | None = None  # its late rank: {rank, cause, excess_s}
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:
@@ -93,8 +97,19 @@ class JobResult:
             "train_tflops": self.train_tflops,
             "stderr_tail": list(self.stderr_tail),
             "distributed": self.distributed,
+            # step phases (issue 22, docs/phases.md)
+            "phases": self.phases,
+            "solo_phases": _six((self.solo or {}).get("solo_phases")),
+            "phase_class": phase_class(self.phases, self.steps - int(self.config.get(
+                "warmup_steps", 3))),
+            "ranks": self.ranks, "straggler": self.straggler,
             "config": self.config,
         }
+
+
+def _six(phases: dict | None) -> dict | None:
+    """The six phase keys of a baseline's solo_phases (without its step count)."""
+    return {f"{p}_s": phases.get(f"{p}_s") for p in PARTS} if phases else None
 
 
 @dataclass(frozen=True)
@@ -161,7 +176,10 @@ def _job_result(store: Any, sid: str, job: dict,
         reported={k: v for k, v in (started[0] if started else {}).items()
                   if k not in ("t", "ev", "job", "phase")},
         launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"),
-        distributed=info.get("distributed"))
+        distributed=info.get("distributed"),
+        phases=mean_phases(store.phase_rows(sid, name, phase, offset=warmup, every=every))
+        if usable and hasattr(store, "phase_rows") else None,
+        ranks=info.get("ranks"), straggler=info.get("straggler"))
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

@@ -14,6 +14,7 @@ import statistics
 import time
 
 from gputop_dl.analyse.jobstats import eta_s, step_stats
+from gputop_dl.analyse.phases import live_phases, live_ranks
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
@@ -35,6 +36,7 @@ class JobRun:
         self.reader = EventReader(proc.events_path)
         self.tree = TreeSampler(proc.pid) if proc.pid is not None else None  # None: not started
         self.steps: list[dict] = []
+        self.rank_steps: dict[int, list[dict]] = {}  # every rank's latest steps (docs/phases.md)
         self.epochs: list[dict] = []
         self.info: dict = {}
         self.status = "starting"
@@ -64,6 +66,9 @@ class JobRun:
             kind = e.get("ev")
             if kind == "step":
                 self.steps.append(e)
+                self._rank_step(e)
+            elif kind == "rank_step":
+                self._rank_step(e)
             elif kind == "epoch":
                 self.epochs.append(e)
             elif kind == "started":
@@ -72,6 +77,14 @@ class JobRun:
             elif kind == "failed" and self.failure is None:  # the first cause wins (rank 0, not
                 # the torchrun launcher that reports the rank's failure after it)
                 self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
+
+    def _rank_step(self, e: dict) -> None:
+        rank = e.get("rank")
+        if isinstance(rank, int):
+            steps = self.rank_steps.setdefault(rank, [])
+            steps.append(e)
+            if len(steps) > 2000:  # the live view needs the latest few hundred only
+                del steps[:1000]
 
     def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
         self._cmap = cmap
@@ -154,6 +167,7 @@ class JobRun:
             done = (last["epoch"] - 1) * spe + last["step"]
             eta = eta_s(done, epochs * spe, st.step_time_s)
         solo_t = solo.get("step_time_s") if solo else None
+        ranks, straggler = live_ranks(self.rank_steps, w.warmup_steps)
         return JobSample(
             name=w.name, pid=self.proc.pid, launched=True, pids=pids, status=self.status,
             failure=self.failure, device=self.info.get("device"),
@@ -170,6 +184,8 @@ class JobRun:
             solo_step_time_s=solo_t, phase=self.phase,
             stderr_tail=self.stderr_tail, distributed=self.distributed,
             rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu),
+            phases=live_phases(self.steps, w.warmup_steps, (solo or {}).get("solo_phases")),
+            ranks=ranks, straggler=straggler,
             **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)))
 
     def _identity(self, ts, gpu: GpuUse) -> dict:

@@ -24,6 +24,7 @@ import time
 from gputop_dl.analyse.evidence import gather, overlap_window
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.passive import PassiveJudge, annotate
+from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.fingerprint import fingerprint
@@ -323,6 +324,8 @@ class LaunchPlan(Plan):
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         v = judge(jobs, host, self.spec.baseline)
+        # step phases (issue 22): which phase grew, solo against the overlap window
+        v = add_phase_evidence(v, runs, now)
         if self.across:
             v = v.with_evidence(no_solo=dict(self.across)).with_lines(
                 "; ".join(f"{n}: {why}" for n, why in self.across.items())
@@ -358,4 +361,5 @@ def _solo_stats(run, warmup: int) -> dict | None:
     return {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
             "stall_fraction": st.stall_fraction, "steps": st.n,
             "cpu_cores": run.measured_cpu_cores(), "cv": st.cv, "mean_step_time_s": st.mean_step_s,
-            "device": run.info.get("device")}
+            "device": run.info.get("device"),
+            "solo_phases": solo_phases(run.steps[warmup:])}

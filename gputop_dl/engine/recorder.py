@@ -24,6 +24,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 
+from gputop_dl.analyse.phases import ranks_json
 from gputop_dl.record.store import Store, StoreError, session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import SessionSpec, Workload
@@ -169,7 +170,11 @@ class Recorder:
                               failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
                               info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
                                     "solo": run.solo, "argv": run.proc.argv,
-                                    "distributed": dist.to_json() if dist else None})
+                                    "distributed": dist.to_json() if dist else None,
+                                    # every rank's phases and the late one (docs/phases.md),
+                                    # as of the row's last change (the job's end)
+                                    **dict(zip(("ranks", "straggler"),
+                                               ranks_json(js.ranks, js.straggler)))})
             if run.alive or was_alive:
                 st.add_job_sample(self.session_id, now, js, run.phase)
 

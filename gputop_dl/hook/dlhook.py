@@ -23,40 +23,58 @@ import atexit
 import importlib.util
 import os
 import sys
+import threading
 import time
 
 ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS (a test checks)
 ENV_ROOT = "GPUTOP_DL_HOOK_ROOT"  # set by the job's first Python process; its children see it
 TARGET = "torch.utils.data.dataloader"
 CHANNEL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "channel.py")
+STEPCLOCK_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stepclock.py")
+
+
+def _load(name: str, path: str):
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[name] = mod
+    return mod
 
 
 def load_channel():
     """gputop_dl/channel.py as a private module, whether or not gputop_dl is importable."""
-    mod = sys.modules.get("_gputop_dl_channel")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("_gputop_dl_channel", CHANNEL_PY)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules["_gputop_dl_channel"] = mod
-    return mod
+    return _load("_gputop_dl_channel", CHANNEL_PY)
+
+
+def load_stepclock():
+    """gputop_dl/hook/stepclock.py (the phase clock) as a private module, likewise."""
+    return _load("_gputop_dl_stepclock", STEPCLOCK_PY)
 
 
 class Reporter:
     """Lazily opened event writer of this process; notes the first hook error, then stays quiet."""
 
-    def __init__(self, path: str | None, root: bool, writer=None):
+    def __init__(self, path: str | None, root: bool, writer=None, steps_only: bool = False):
         self.path, self.root = path, root
+        self.steps_only = steps_only  # a rank that is not its node's first: only "rank_step"
         self.pid = os.getpid()
         self._w = writer
         self.noted = False
+        self._lock = threading.Lock()  # the CUDA phase sampler emits steps from its thread
 
     def emit(self, ev: str, flush: bool = False, **data) -> None:
         if os.getpid() != self.pid:  # a forked child (loader worker) must not write our events
             return
-        if self._w is None:
-            self._w = load_channel().EventWriter(self.path)
-        self._w.emit(ev, flush=flush, **data)
+        if self.steps_only:
+            if ev != "step":
+                return
+            ev = "rank_step"
+        with self._lock:
+            if self._w is None:
+                self._w = load_channel().EventWriter(self.path)
+            self._w.emit(ev, flush=flush, **data)
 
     def error(self, where: str, exc: BaseException) -> None:
         if self.noted:
@@ -119,9 +137,14 @@ def device_name() -> str | None:
 class Tracker:
     """Turns main-loader iteration into step/epoch events; pure (times come from the caller)."""
 
-    def __init__(self, report, world_size: int = 1):
+    def __init__(self, report, world_size: int = 1, rank: int | None = None):
         self.report = report
         self.world = world_size
+        self.rank = rank  # in a distributed run: every step record names its rank
+        self.clock = None  # the phase clock (stepclock.StepClock), once torch is patched
+        self.resolver = None  # CUDA steps wait here for their events (stepclock.CudaResolver)
+        self.held = None  # the phases before another loader paused this step
+        self.on_main = None  # called once with the main loader (patches torch for the phases)
         self.main = None  # the main training loader
         self.it = None  # its current epoch iterator
         self.open = False  # a pass of the main loader is under way
@@ -136,14 +159,23 @@ class Tracker:
         if self.main is None:
             self.main = loader
             self._started(loader)
+            if self.on_main is not None:
+                self.on_main()
         if loader is not self.main:
             if self.open and self.pause is None:
                 self.pause = now
+                self.held = self._take_phases()[0:2]
             return
         self.it, self.open = it, True
         self.step, self.samples = 0, 0
         self.t_epoch = self.t_prev = now  # a new epoch: the gap before it is nobody's step
-        self.pause = None
+        self.pause, self.held = None, None
+        self._take_phases()
+
+    def _take_phases(self):
+        if self.clock is None:
+            return {}, []
+        return self.clock.take()
 
     def on_batch(self, it, batch, t0: float, t1: float) -> None:
         if it is not self.it or not self.open:
@@ -151,9 +183,12 @@ class Tracker:
                 self.pause = t0
             return
         t_data = t1 - t0
+        ph, pairs = self._take_phases()
         if self.pause is not None:  # bill only the compute before the other loader started
             t_step = max(0.0, self.pause - self.t_prev) + t_data
             self.pause = None
+            if self.held is not None:  # and only its phases (the other loader's are nobody's)
+                (ph, pairs), self.held = self.held, None
         else:
             t_step = t1 - self.t_prev
         self.t_prev = t1
@@ -162,20 +197,31 @@ class Tracker:
         if n is not None:
             n *= self.world
         self.samples = None if n is None or self.samples is None else self.samples + n
-        self.report.emit("step", epoch=self.done + 1, step=self.step, t_data=round(t_data, 6),
-                         t_step=round(t_step, 6), samples=n)
+        rec = dict(epoch=self.done + 1, step=self.step, t_data=round(t_data, 6),
+                   t_step=round(t_step, 6), samples=n)
+        if self.clock is not None:
+            rec["ph"] = {k: round(v, 6) for k, v in ph.items()}
+        if self.rank is not None:
+            rec["rank"] = self.rank
+        if self.resolver is not None:  # (every step, so that they go out in order)
+            self.resolver.put(rec, pairs)  # emitted by the sampler once its CUDA events resolved
+        else:
+            self.report.emit("step", **rec)
 
     def on_stop(self, it, now: float) -> None:
         if it is not self.it or not self.open:
             return
         self.open = False
         self.done += 1
-        if self.step:
+        if self.step and not self.report.steps_only:
             self.report.emit("epoch", flush=True, epoch=self.done,
                              time_s=round(now - self.t_epoch, 4), steps=self.step,
                              samples=self.samples, loss=None, peak_mem=peak_mem())
 
     def _started(self, loader) -> None:
+        if self.report.steps_only:
+            self.started = True
+            return
         try:
             spe = len(loader)
         except Exception:  # an IterableDataset without __len__
@@ -208,15 +254,27 @@ def patch_dataloader(mod, tracker: Tracker, report: Reporter) -> None:
 
     def __next__(self):
         t0 = clock()
+        sc = tracker.clock  # the phase clock: a transform module run here is data, not forward
+        mark = sc is not None and sc.active is None
+        if mark:
+            sc.active = "data"
         try:
             batch = orig_next(self)
         except StopIteration:
+            if mark:
+                sc.active = None
             try:
                 tracker.on_stop(self, clock())
             except Exception as exc:
                 report.error("end of epoch", exc)
             raise
+        except BaseException:
+            if mark:
+                sc.active = None
+            raise
         t1 = clock()
+        if mark:
+            sc.active = None
         try:
             tracker.on_batch(self, batch, t0, t1)
         except Exception as exc:
@@ -296,11 +354,33 @@ def classify(exc: BaseException) -> str:
 class Hook:
     """This process's hook: tracker, reporter, the chained excepthook and the atexit report."""
 
-    def __init__(self, report: Reporter, world_size: int):
+    def __init__(self, report: Reporter, world_size: int, rank: int | None = None):
         self.report = report
-        self.tracker = Tracker(report, world_size)
+        self.tracker = Tracker(report, world_size, rank)
+        self.tracker.on_main = self.start_phases
         self.ended = False
         self._prev_excepthook = sys.excepthook
+
+    def start_phases(self) -> None:
+        """Patch torch for the per-step phases (stepclock.patch_torch), at the main loader's
+        first iteration: torch is fully imported by then. On CUDA the GPU phases come from
+        CUDA events, resolved by a sampler thread that never waits on the GPU."""
+        torch = _torch()
+        if torch is None:
+            return
+        try:
+            sc_mod = load_stepclock()
+            clock = sc_mod.StepClock()
+            sc_mod.patch_torch(torch, clock)
+            factory = sc_mod.cuda_event_factory(torch)
+            if factory is not None:
+                clock.event_factory = factory
+                self.tracker.resolver = sc_mod.CudaResolver(
+                    lambda rec: self.report.emit("step", **rec), clock)
+                self.tracker.resolver.start()
+            self.tracker.clock = clock
+        except Exception as exc:
+            self.report.error("timing the step phases", exc)
 
     def on_import(self, module) -> None:
         try:
@@ -316,7 +396,7 @@ class Hook:
         self._prev_excepthook(etype, value, tb)
 
     def _on_exception(self, exc: BaseException) -> None:
-        if self.ended or not (self.report.root or self.tracker.started):
+        if self.ended or self.report.steps_only or not (self.report.root or self.tracker.started):
             return  # a helper process of the job: its failure is not the job's
         self.ended = True
         if isinstance(exc, KeyboardInterrupt):
@@ -327,7 +407,9 @@ class Hook:
 
     def at_exit(self) -> None:
         try:
-            if self.tracker.started and not self.ended:
+            if self.tracker.resolver is not None:
+                self.tracker.resolver.stop()
+            if self.tracker.started and not self.ended and not self.report.steps_only:
                 self.ended = True
                 self.report.emit("finished", flush=True)
             self.report.close()
@@ -336,14 +418,22 @@ class Hook:
 
 
 def install(environ=None) -> Hook | None:
-    """Set the hook up in this process if gputop-dl launched it (the node's first rank only,
-    `channel.reports_here`); else do nothing."""
+    """Set the hook up in this process if gputop-dl launched it; else do nothing. The node's
+    first rank (`channel.reports_here`) reports everything; every other rank only its steps
+    ("rank_step" events, for the per-rank table and the straggler)."""
     environ = os.environ if environ is None else environ
     path = environ.get(ENV_EVENTS)
     if not path:
         return None
-    if ("LOCAL_RANK" in environ or "RANK" in environ) and not load_channel().reports_here(environ):
-        return None  # (a process outside a distributed run does not load the channel yet)
+    distributed = "LOCAL_RANK" in environ or "RANK" in environ
+    steps_only = distributed and not load_channel().reports_here(environ)
+    # (a process outside a distributed run does not load the channel yet)
+    rank = None
+    if distributed:
+        try:
+            rank = int(environ.get("RANK") or environ.get("LOCAL_RANK") or 0)
+        except ValueError:
+            rank = None
     root = not environ.get(ENV_ROOT)
     if root:
         environ[ENV_ROOT] = str(os.getpid())
@@ -351,7 +441,7 @@ def install(environ=None) -> Hook | None:
         world = int(environ.get("WORLD_SIZE") or 1)
     except ValueError:
         world = 1
-    hook = Hook(Reporter(path, root), world)
+    hook = Hook(Reporter(path, root, steps_only=steps_only), world, rank)
     try:
         mod = sys.modules.get(TARGET)
         if mod is not None:

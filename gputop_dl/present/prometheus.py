@@ -249,6 +249,32 @@ class SnapshotCollector(Collector):
             if j.stall_fraction is not None:
                 stall.add_metric(k + [j.stall_source or ""], float(j.stall_fraction))
         yield stall
+        yield from self._phases(jobs, keys)
+
+    # --- step phases (issue 22, docs/phases.md) ----------------------------------------------
+    def _phases(self, jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
+        ph = _gauge("job_phase_seconds", "Mean seconds per recent step in one phase (data, h2d, "
+                    "forward, backward, optimizer, other); a phase not seen has no series",
+                    JOB_LABELS + ["phase"])
+        rk = _gauge("job_rank_phase_seconds", "Mean seconds per recent step in one phase, per "
+                    "rank of a distributed job", JOB_LABELS + ["rank", "phase"])
+        late = _gauge("job_straggler_excess_seconds", "The late rank of a distributed job: its "
+                      "own work (data + h2d + forward) over the other ranks' median; the "
+                      "phase that makes it late in `cause`", JOB_LABELS + ["rank", "cause"])
+        for j, k in zip(jobs, keys):
+            for name, v in (j.phases.parts().items() if j.phases else ()):
+                if v is not None:
+                    ph.add_metric(k + [name], float(v))
+            for r in j.ranks:
+                for name, v in (r.phases.parts().items() if r.phases else ()):
+                    if v is not None:
+                        rk.add_metric(k + [str(r.rank), name], float(v))
+            if j.straggler is not None:
+                late.add_metric(k + [str(j.straggler.rank), j.straggler.cause],
+                                float(j.straggler.excess_s))
+        yield ph
+        yield rk
+        yield late
 
     def _verdict(self, snap: Snapshot) -> Iterator[Metric]:
         v = snap.verdict

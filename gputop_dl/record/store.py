@@ -67,11 +67,19 @@ CREATE TABLE IF NOT EXISTS job_samples (
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
 # a new figure never costs the user their recorded sessions. Readers ask `has_column` first.
-ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = ()
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # step phases (issue 22, docs/phases.md): seconds in the step, NULL = not seen; the rank in
+    # a distributed run; ph_cuda 1 when the GPU phases are CUDA-event times
+    ("steps", "ph_h2d", "REAL"), ("steps", "ph_forward", "REAL"),
+    ("steps", "ph_backward", "REAL"), ("steps", "ph_optimizer", "REAL"),
+    ("steps", "rank", "INTEGER"), ("steps", "ph_cuda", "INTEGER"),
+)
 
 SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
                 " owner_host, environment, verdict, spec")
 STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
+PHASE_COLS = ("ph_h2d", "ph_forward", "ph_backward", "ph_optimizer")  # steps: the step's phases
+PHASE_KEYS = ("ph", "rank", "ph_clock", "ph_dropped")  # a step event's keys that go to them
 
 STALE_S = 15.0  # a "running" session of another host whose heartbeat is older than this
 
@@ -432,14 +440,30 @@ class Store:
     def add_events(self, sid: str, job: str, phase: str, events: list[dict]) -> None:
         jk = self._jk(sid, job, create=True)
         steps, rows = [], []
+        phased = []  # steps with phases (issue 22)
         for e in events:
-            if e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS}:
+            if e.get("ev") == "rank_step":  # every rank's steps are a live view, not recorded
+                continue
+            if e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS} and not phased:
                 steps.append((jk, phase, e.get("t"), *(e.get(k) for k in STEP_FIELDS)))
+            elif (e.get("ev") == "step" and set(e) <= {"ev", "t", *STEP_FIELDS, *PHASE_KEYS}
+                  and isinstance(e.get("ph", {}), dict) and self.has_column("steps", "ph_cuda")):
+                # (once one step of the batch has phases, the later ones go this way too, so
+                # the rows keep their order)
+                ph = e.get("ph") or {}
+                phased.append((jk, phase, e.get("t"), *(e.get(k) for k in STEP_FIELDS),
+                               *(ph.get(c[3:]) for c in PHASE_COLS), e.get("rank"),
+                               int(e.get("ph_clock") == "cuda") if "ph" in e else None))
             else:
                 data = {k: v for k, v in e.items() if k not in ("ev", "t")}
                 rows.append((jk, phase, e.get("t"), e.get("ev"), _dumps(data)))
         if steps:
-            self.db.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?)", steps)
+            self.db.executemany(f"INSERT INTO steps (jk, phase, t, {', '.join(STEP_FIELDS)})"
+                                " VALUES (?,?,?,?,?,?,?,?)", steps)  # (+ ADDED_COLUMNS: NULL)
+        if phased:
+            cols = ("jk", "phase", "t", *STEP_FIELDS, *PHASE_COLS, "rank", "ph_cuda")
+            self.db.executemany(f"INSERT INTO steps ({', '.join(cols)}) VALUES "
+                                f"({','.join('?' * len(cols))})", phased)
         if rows:
             self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
 
@@ -630,6 +654,26 @@ class Store:
         if every <= 1:
             return rows.fetchall()
         return [r for i, r in enumerate(rows) if i % every == 0]
+
+    def phase_rows(self, sid: str, job: str, phase: str, offset: int = 0,
+                   every: int = 1) -> list[dict]:
+        """A job's steps in `phase` with their phases, as step events (t, t_step, t_data, and
+        `ph` when the step's phases were recorded), skipping the first `offset` and then
+        keeping every `every`-th; [] in a database without the columns."""
+        if not self.has_column("steps", "ph_cuda"):
+            return []
+        out = []
+        for i, (t, t_step, t_data, cuda, *vals) in enumerate(self.db.execute(
+                f"SELECT t, t_step, t_data, ph_cuda, {', '.join(PHASE_COLS)} FROM steps"
+                " WHERE jk=? AND phase=? ORDER BY rowid LIMIT -1 OFFSET ?",
+                (self._jk(sid, job), phase, offset))):
+            if i % every:
+                continue
+            d = {"t": t, "t_step": t_step, "t_data": t_data}
+            if cuda is not None:
+                d["ph"] = {c[3:]: v for c, v in zip(PHASE_COLS, vals) if v is not None}
+            out.append(d)
+        return out
 
     def events_of(self, sid: str, kinds: tuple[str, ...]) -> list[dict]:
         """Events of these kinds (e.g. failed, note, baseline; never steps), in order."""

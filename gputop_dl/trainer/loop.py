@@ -18,7 +18,8 @@ import torch
 import torchvision
 from torch import nn
 
-from gputop_dl.channel import EventWriter, failure_message, rank_info, reports_here
+from gputop_dl.channel import EventWriter, StepsOnly, failure_message, rank_info, reports_here
+from gputop_dl.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
@@ -129,6 +130,15 @@ class Trainer:
                 steps_per_epoch=self.steps)
         wait_for_go(os.environ.get(ENV_GO), ev)
         samples_per_step = w.batch_size * self.world_size
+        # the step's phases (docs/phases.md): host time, or CUDA events that a sampler thread
+        # resolves without ever waiting on the GPU
+        sc = StepClock(event_factory=cuda_event_factory(torch) if self.device.type == "cuda"
+                       else None)
+        resolver = None
+        if sc.event_factory is not None:
+            resolver = CudaResolver(lambda rec: ev.emit("step", **rec), sc)
+            resolver.start()
+        rank = self.rank if self.world_size > 1 else None
         self.model.train()
         for epoch in range(1, w.epochs + 1):
             if self.sampler is not None:
@@ -141,26 +151,45 @@ class Trainer:
             for step in range(1, self.steps + 1):
                 x, y = next(it)
                 t_data = time.perf_counter() - t0
+                sc.enter("h2d")
                 x = x.to(self.device, non_blocking=True)
                 y = y.to(self.device, non_blocking=True)
+                sc.leave("h2d")
                 self.optimizer.zero_grad(set_to_none=True)
+                sc.enter("forward")
                 out = self.model(x)
                 loss = self.criterion(out, y)
+                sc.leave("forward")
+                sc.enter("backward")
                 loss.backward()
+                sc.leave("backward")
+                sc.enter("optimizer")
                 self.optimizer.step()
+                sc.leave("optimizer")
                 loss_sum += loss.item()  # also the device sync point, as in most training loops
                 correct += (out.detach().argmax(1) == y).sum()  # on the device: no extra sync
                 seen += y.numel()
                 n += 1
                 t1 = time.perf_counter()
-                ev.emit("step", epoch=epoch, step=step, t_data=round(t_data, 6),
-                        t_step=round(t1 - t0, 6), samples=samples_per_step)
+                ph, pairs = sc.take()
+                rec = dict(epoch=epoch, step=step, t_data=round(t_data, 6),
+                           t_step=round(t1 - t0, 6), samples=samples_per_step, ph=rounded(ph))
+                if rank is not None:
+                    rec["rank"] = rank
+                if resolver is not None:
+                    resolver.put(rec, pairs)
+                else:
+                    ev.emit("step", **rec)
                 t0 = t1
             self._sync()
+            if resolver is not None:
+                resolver.poll()  # after the epoch's sync every event has resolved
             ev.emit("epoch", flush=True, epoch=epoch, time_s=round(time.perf_counter() - t_epoch, 4),
                     steps=n, samples=n * samples_per_step, loss=round(loss_sum / max(n, 1), 5),
                     accuracy=round(int(correct) / seen, 5) if seen else None,
                     peak_mem=_peak_mem(self.device))
+        if resolver is not None:
+            resolver.stop()
         ev.emit("finished", flush=True)
 
     def close(self) -> None:
@@ -189,7 +218,7 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0], encoding="utf-8") as f:
         w = Workload.from_dict(json.load(f))
-    events = EventWriter.from_env() if reports_here(os.environ) else EventWriter(None)
+    events = EventWriter.from_env() if reports_here(os.environ) else StepsOnly(EventWriter.from_env())
     try:
         trainer = Trainer(w, events)
         trainer.run()

@@ -13,6 +13,7 @@ import json
 import time
 
 from gputop_dl.present.report import mermaid
+from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.text.fmt import DASH, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
 from gputop_dl.present.verdict_text import job_line
@@ -509,7 +510,7 @@ def render_markdown(data: dict) -> str:
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
              _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
-             _results_section(data), _queue_section(data),
+             _results_section(data), phases_section(data["jobs"]), _queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "

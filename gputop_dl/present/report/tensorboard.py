@@ -108,6 +108,20 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
     return written
 
 
+def _write_step_phases(run: _Run, store: Store, sid: str, name: str, phase: str | None) -> None:
+    """Each step's phases in seconds (docs/phases.md): phase/data_s, h2d_s, forward_s,
+    backward_s, optimizer_s, other_s; a phase not seen in a step has no point there."""
+    for i, s in enumerate(store.phase_rows(sid, name, phase) if phase else [], start=1):
+        ph = s.get("ph")
+        if ph is None or s["t_step"] is None:
+            continue
+        run.scalar("phase/data_s", s["t_data"], i, s["t"])
+        for p in ("h2d", "forward", "backward", "optimizer"):
+            run.scalar(f"phase/{p}_s", ph.get(p), i, s["t"])
+        run.scalar("phase/other_s", max(0.0, s["t_step"] - (s["t_data"] or 0.0)
+                                        - sum(ph.values())), i, s["t"])
+
+
 def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None,
                  gpus: list[int], samples: list[tuple], gpu_by_t: dict) -> None:
     steps = store.step_rows(sid, name, phase) if phase else []  # (t, t_step, t_data, samples)
@@ -117,6 +131,7 @@ def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None
         if t_step:
             run.scalar("step/samples_per_s", None if n is None else n / t_step, i, t)
             run.scalar("step/data_stall", None if t_data is None else t_data / t_step, i, t)
+    _write_step_phases(run, store, sid, name, phase)
     for e in store.events(sid, job=name, ev="epoch", phase=phase):
         at = bisect.bisect_right(step_times, e["t"]) if steps else int(e.get("epoch") or 0)
         run.scalar("epoch/time_s", e.get("time_s"), at, e["t"])

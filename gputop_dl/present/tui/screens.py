@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 
 from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
+from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
 from gputop_dl.present.verdict_text import job_line
@@ -223,6 +224,7 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
         out += _process_tree(j)
+        out += phase_lines(j)  # step phases, solo against now; ranks (present/tui/phase_bar.py)
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]
         if j.epoch_times:
             out += [Content(f"  epoch {i}: {secs(t)}") for i, t in enumerate(j.epoch_times, 1)]
