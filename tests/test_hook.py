@@ -18,6 +18,14 @@ from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.workload import Workload
 from tests.conftest import write
 
+
+@pytest.fixture(autouse=True)
+def _no_phase_patches_in_this_process(monkeypatch):
+    """The hooks these tests build in-process would patch the real torch that other test
+    modules of this worker imported (the step phases, at a main loader's first iteration) and
+    leave it patched; the phases are tested in test_phases.py, which undoes its patches."""
+    monkeypatch.setattr(dlhook, "_torch", lambda: None)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_PLAIN = os.path.join(HERE, "external", "train_plain.py")
 
@@ -224,6 +232,10 @@ def test_install_does_nothing_off_gputop_dl_and_only_steps_off_rank_0(monkeypatc
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     monkeypatch.setattr(dlhook.atexit, "register", lambda f: None)
+    dl = sys.modules.get("torch.utils.data.dataloader")  # the real one, when a test imported it
+    if dl is not None:  # install patches it at once: restore it after this test
+        monkeypatch.setattr(dl.DataLoader, "__iter__", dl.DataLoader.__iter__)
+        monkeypatch.setattr(dl._BaseDataLoaderIter, "__next__", dl._BaseDataLoaderIter.__next__)
     hook = dlhook.install({"GPUTOP_DL_EVENTS": "/tmp/x", "RANK": "1", "LOCAL_RANK": "1"})
     assert hook.report.steps_only and hook.tracker.rank == 1  # its steps, as "rank_step"
     w = FakeWriter()

@@ -438,11 +438,19 @@ def test_add_phase_evidence_names_the_phase_that_grew_over_the_overlap_window():
                  for i in range(1, 30)]
     a = Series("bs64", now_steps, {"solo_phases": ap.solo_phases(solo_steps)})
     b = Series("other", [dict(s) for s in now_steps])  # no baseline: phases, no line
-    v = ap.add_phase_evidence({"evidence": {}, "evidence_lines": []}, [a, b], now=100.0)
-    assert v["evidence_lines"] == ["bs64: data +400 ms/step"]  # nothing else grew
-    assert v["evidence"]["phases"]["bs64"]["class"] == "input-bound"
-    assert v["evidence"]["phases"]["other"]["growth"] is None
-    assert ap.add_phase_evidence({"k": 1}, [Series("x", [])], now=1.0) == {"k": 1}
+    v = ap.add_phase_evidence(plain_verdict(), [a, b], now=100.0)
+    assert list(v.evidence_lines) == ["bs64: data +400 ms/step"]  # nothing else grew
+    assert v.evidence["phases"]["bs64"]["class"] == "input-bound"
+    assert v.evidence["phases"]["other"]["growth"] is None
+    empty = plain_verdict()
+    assert ap.add_phase_evidence(empty, [Series("x", [])], now=1.0) == empty
+
+
+def plain_verdict():
+    """A verdict with no evidence yet, built with the real constructor."""
+    from gputop_dl.analyse.verdict_types import Verdict
+
+    return Verdict(kind="parallel", reason="r", confidence=0.5)
 
 
 def test_store_keeps_step_phases_and_reads_them_back(tmp_path):
