@@ -24,7 +24,8 @@ import shutil
 import threading
 import time
 
-from gputop_dl.analyse.evidence import gather, overlap_window
+from gputop_dl.analyse.evidence import (
+    GpuPoint, HostPoint, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
@@ -91,8 +92,8 @@ class LaunchPlan(Plan):
         self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
         self.verdict: dict | None = None
         self._frozen = False
-        self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
-        self._gpu_series: list[tuple] = []  # co-run: (t, gpu, util, throttle reasons)
+        self._host_series: list[HostPoint] = []  # co-run, one per tick
+        self._gpu_series: list[GpuPoint] = []  # co-run, one per GPU and tick
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
@@ -143,9 +144,8 @@ class LaunchPlan(Plan):
         if engine.phase != "co-run":
             return
         host = machine.host
-        self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
-                                  host.cgroup_throttled_frac))
-        self._gpu_series.extend((now, g.index, g.util, g.throttle_reasons) for g in machine.gpus)
+        self._host_series.append(host_point(now, host))
+        self._gpu_series.extend(gpu_points(now, machine.gpus))
         self._maybe_spy(engine)
         if self.spec.baseline == "probe":
             self._probe(engine, now)
