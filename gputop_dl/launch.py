@@ -35,7 +35,7 @@ from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.errors import UsageError
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.record.store import create_private
-from gputop_dl.watchdog import Watchdog
+from gputop_dl.watchdog import shared
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
@@ -44,7 +44,7 @@ _PR_SET_PDEATHSIG = 1
 LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
 LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
 _PR_SET_CHILD_SUBREAPER = 36
-WATCHDOG = Watchdog()  # this process's watchdog, started with the first job
+WATCHDOG = shared()  # this process's one watchdog, started with the first job
 _subreaper = False
 
 
