@@ -128,6 +128,7 @@ def _choice(options: Sequence[str]) -> Callable[[str, Any], str]:
 
 MAX_NAME = 200  # characters in a workload name (it names files: <name>.log, ...)
 MAX_ENV = 128 << 10  # bytes of a workload's `env` in total (execve's limit is near 2 MiB)
+MAX_WORKLOADS = 4096  # [[workload]] tables in one file: each is a process started at once
 
 
 def _as_name(key: str, v: Any) -> str:
@@ -516,6 +517,11 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
                           expected="[[workload]] tables (double brackets)")
     if not tables:
         raise ConfigError(spath, "no [[workload]] tables", expected="at least one")
+    if len(tables) > MAX_WORKLOADS:
+        raise ConfigError(spath, f"{len(tables)} [[workload]] tables", where="[[workload]]",
+                          line=ld.lines.find(("workload",)),
+                          expected=f"at most {MAX_WORKLOADS} workloads in one file (each is a "
+                          "process started at once)")
     first_line: dict[str, int | None] = {}
     for i, t in enumerate(tables):
         tid = ("workload", i)

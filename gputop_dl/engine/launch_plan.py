@@ -269,6 +269,8 @@ class LaunchPlan(Plan):
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
         t0 = time.time()
         for w in self.spec.workloads:
+            if engine.stopping:  # a signal while starting many jobs: start no more
+                break
             engine.start_run(w, "co-run", self.spec.cuda, go_file=None if w.is_command else go,
                              solo=self.solo.get(w.name))
 

@@ -221,6 +221,14 @@ class Store:
     def _jks_of(self, sid: str) -> dict[int, str]:
         return dict(self.db.execute("SELECT jk, name FROM jobs WHERE session_id=?", (sid,)))
 
+    def _names_of(self, sid: str, job: str | None) -> dict[int, str]:
+        """jk -> name of the session's jobs, or of the one `job`: one indexed lookup, not a
+        read of every job (a per-job read over 3,000 jobs was quadratic)."""
+        if job is None:
+            return self._jks_of(sid)
+        jk = self._jk(sid, job)
+        return {} if jk is None else {jk: job}
+
     def has_column(self, table: str, column: str) -> bool:
         """Whether this database has the column (one written before it was added has not)."""
         if table not in self._columns:
@@ -348,9 +356,7 @@ class Store:
     def events(self, sid: str, job: str | None = None, ev: str | None = None,
                phase: str | None = None) -> list[dict]:
         """Recorded events as the trainer sent them (plus job and phase), in time order."""
-        names = self._jks_of(sid)
-        if job is not None:
-            names = {k: n for k, n in names.items() if n == job}
+        names = self._names_of(sid, job)
         if not names:
             return []
         marks = ",".join("?" * len(names))
@@ -396,11 +402,9 @@ class Store:
 
     def job_samples(self, sid: str, job: str | None = None) -> list[tuple]:
         """(t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time, samples_per_s)."""
-        names = self._jks_of(sid)
+        names = self._names_of(sid, job)
         out = []
         for jk, name in names.items():
-            if job is not None and name != job:
-                continue
             out += [(t, name, *rest) for t, *rest in self.db.execute(
                 "SELECT t, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time,"
                 " samples_per_s FROM job_samples WHERE jk=?", (jk,))]

@@ -6,6 +6,7 @@ arguments. `run_file` runs a whole launch without a presenter (tests and benchma
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import signal
 import sys
@@ -138,9 +139,28 @@ def check_store(path: str | None = None) -> None:
     Store(path).close()
 
 
+SIGNAL_DEADLINE_S = 1.5  # after a signal, the summary or an export gets this long at most
+
+
 def stop_on_signals(engine: Engine) -> None:
+    """INT, TERM and HUP stop the engine (its jobs are stopped, the session is kept as
+    interrupted). Whatever follows the engine (the summary, an export) is cut short
+    SIGNAL_DEADLINE_S after the signal, and at once by a signal that comes after the engine
+    ended: KeyboardInterrupt, exit 130, within 2 s in every phase."""
+    def cut_short(_signum=None, _frame=None):
+        if engine.running:  # still stopping the jobs: that comes first
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            return
+        raise KeyboardInterrupt
+
     def handler(signum, _frame):
+        if not engine.running:
+            cut_short()
         engine.request_stop("interrupted")
+        if signal.getitimer(signal.ITIMER_REAL)[0] == 0:
+            signal.signal(signal.SIGALRM, cut_short)
+            signal.setitimer(signal.ITIMER_REAL, SIGNAL_DEADLINE_S)
+            atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)  # no SIGALRM at exit
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)

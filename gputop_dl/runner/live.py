@@ -26,6 +26,7 @@ from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+SUMMARY_ROWS = 100  # the console summary's table shows this many jobs at most
 
 
 # --- ending ------------------------------------------------------------------------------------
@@ -54,7 +55,10 @@ def print_summary(engine: Engine, out=None) -> None:
                 if j.name in final else j for j in jobs]
         out.print("the figures below are what was recorded before recording stopped; the "
                   "statuses are the final ones", markup=False)
-    out.print(summary_table(jobs))
+    out.print(summary_table(jobs[:SUMMARY_ROWS]))
+    if len(jobs) > SUMMARY_ROWS:
+        out.print(f"... and {len(jobs) - SUMMARY_ROWS} more jobs: `gputop-dl export "
+                  f"{engine.session_id} FILE` has them all", markup=False)
     for line in verdict_lines(engine.verdict):
         out.print(line)
     cut = ", recording cut short" if engine.recorder.failure else ""
