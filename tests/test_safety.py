@@ -1,6 +1,7 @@
 """Safe on a shared box (issue 27): many workloads, signals in every phase, linear reads."""
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -130,3 +131,104 @@ def test_term_while_starting_many_jobs_stops_them_all_and_exits_130(tmp_path):
             p.wait()
         for pid in _sleepers(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+GOOD = """
+[[workload]]
+name = "good"
+model = "synthetic"
+input_size = 8
+num_classes = 10
+batch_size = 4
+num_workers = 0
+sample_cpu_ms = 1.0
+step_device_ms = 20.0
+epochs = 1
+steps_per_epoch = 15
+warmup_steps = 1
+"""
+
+
+def test_a_job_that_died_at_start_up_is_named_and_the_one_that_ran_is_judged(tmp_path):
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.runner import run_file
+
+    empty = tmp_path / "empty_images"
+    empty.mkdir()
+    path = write(tmp_path, "w.toml", '[session]\nname = "t"\ninterval = 0.2\nbaseline = "none"\n'
+                 + GOOD + f'\n[[workload]]\nname = "hog"\ndataset = "imagefolder"\n'
+                 f'root = "{empty}"\nmodel = "resnet18"\nbatch_size = 2\nnum_workers = 0\n'
+                 'epochs = 1\n')
+    eng = run_file(path, nvml=Nvml())
+    assert eng.runs["hog"].status == "failed" and eng.runs["good"].status == "done"
+    v = eng.verdict
+    assert list(v["evidence"]["died_at_start"]) == ["hog"]
+    assert "FileNotFoundError" in v["evidence"]["died_at_start"]["hog"]
+    lines = " ".join(v["evidence_lines"]) + v["reason"]
+    assert "hog failed at start-up" in lines
+    assert "good" not in v["reason"] or "fewer than" not in v["reason"], v["reason"]
+    assert [j["name"] for j in v["jobs"]] == ["good"]
+
+
+# --- memory: sizes up front, a cap per job, the cause named ------------------------------------
+
+def _workload_error(tmp_path, body: str) -> str:
+    path = write(tmp_path, "w.toml", '[session]\nname = "t"\n[[workload]]\nname = "a"\n' + body)
+    with pytest.raises(ConfigError) as e:
+        load_session(path, gpu_count=0)
+    return str(e.value)
+
+
+def test_sizes_are_checked_up_front(tmp_path):
+    msg = _workload_error(tmp_path, "batch_size = 1000000000\n")
+    assert "key 'batch_size'" in msg and "1000000000" in msg
+    msg = _workload_error(tmp_path, "batch_size = 64\ndataset_size = 10\n")
+    assert "larger than dataset_size = 10" in msg
+    msg = _workload_error(tmp_path, 'batch_size = 512\nmemory_limit = "100MiB"\n')
+    assert "memory cap is 100 MiB" in msg and "\n" not in msg
+    msg = _workload_error(tmp_path, 'memory_limit = "lots"\n')
+    assert "key 'memory_limit'" in msg and '"25%"' in msg
+    path = write(tmp_path, "ok.toml", '[session]\nname = "t"\n[[workload]]\nname = "a"\n'
+                 'memory_limit = "1GiB"\n[[workload]]\nname = "b"\nmemory_limit = "10%"\n')
+    a, b = load_session(path, gpu_count=0).workloads
+    assert a.memory_limit == 1 << 30 and b.memory_limit == psutil.virtual_memory().total // 10
+
+
+def test_a_memory_error_under_an_rlimit_is_not_called_host_oom():
+    if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        pytest.skip("this test process already runs under an address-space rlimit")
+    code = ("import resource, sys; from gputop_dl.channel import host_memory_cause as c; a = c(); "
+            "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, resource.RLIM_INFINITY)); "
+            "print(a, c())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert out.stdout.split() == ["host-oom", "memory-limit"], out.stderr
+
+
+@pytest.mark.heavy
+def test_a_runaway_job_fails_alone_on_its_memory_cap(tmp_path):
+    """A job that allocates 20 MiB every 50 ms under memory_limit = 200MiB is killed with
+    "memory cap" as its cause; the other job finishes; the host's available memory stays
+    above a floor the whole time (the job would stop at 2 GiB by itself anyway)."""
+    hog = ("import time\\nx = []\\nfor _ in range(100):\\n    x.append(bytearray(20 << 20))\\n"
+           "    time.sleep(0.05)\\ntime.sleep(60)")
+    path = write(tmp_path, "w.toml", '[session]\nname = "t"\ninterval = 0.2\nbaseline = "none"\n'
+                 f'[[workload]]\nname = "hog"\nmemory_limit = "200MiB"\n'
+                 f'command = ["{sys.executable}", "-c", "{hog}"]\n'
+                 '[[workload]]\nname = "good"\ncommand = ["sleep", "4"]\n')
+    floor = psutil.virtual_memory().available - (1 << 30)
+    p = subprocess.Popen([sys.executable, "-m", "gputop_dl", "launch", path, "--headless"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lowest = psutil.virtual_memory().available
+    while p.poll() is None:
+        lowest = min(lowest, psutil.virtual_memory().available)
+        time.sleep(0.02)
+    out = p.stdout.read()
+    assert lowest > floor, (lowest, floor)
+    store = Store(readonly=True)
+    jobs = {j["name"]: j for j in store.jobs(store.session().id)}
+    store.close()
+    assert jobs["hog"]["status"] == "failed", out
+    assert jobs["hog"]["failure"].startswith("memory cap: its processes used"), jobs["hog"]
+    assert "over its memory_limit of 200 MiB" in jobs["hog"]["failure"]
+    assert jobs["good"]["status"] == "done"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -170,6 +171,18 @@ def _job_result(store, sid: str, job: dict, slowdowns: dict[str, float | None],
     return result, sampled
 
 
+LIVE_STATUSES = ("running", "starting", "waiting", "paused")
+
+
+def status_after(status: str, session_state: str | None) -> str:
+    """A job's status as every export and summary shows it: a job still live in the store of
+    an interrupted session (gputop-dl was killed; its watchdog stopped the jobs) is
+    "interrupted", never "running". The one mapping for JSON, Markdown and the console."""
+    if session_state == "interrupted" and status in LIVE_STATUSES:
+        return "interrupted"
+    return status
+
+
 def corun_events(store, sid: str, job: str | None = None) -> dict[tuple[str, str], list[dict]]:
     """The co-run "epoch" and "started" events of a session (or of one `job`) by (job, ev),
     each list in time order: one read for the whole session."""
@@ -192,8 +205,11 @@ def summarize(store, sid: str) -> SessionSummary:
     row = store.session(sid)
     slowdowns = verdict_slowdowns(row.verdict if row else None)
     corun = corun_events(store, sid)
+    state = row.state if row else None
     for j in store.jobs(sid):
         r, smp = _job_result(store, sid, j, slowdowns, corun)
+        if status_after(r.status, state) != r.status:
+            r = dataclasses.replace(r, status=status_after(r.status, state))
         results.append(r)
         if smp:
             sampled[r.name] = smp

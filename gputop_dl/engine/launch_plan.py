@@ -341,7 +341,7 @@ class LaunchPlan(Plan):
     def _update_verdict(self, engine, now: float, final: bool = False) -> None:
         if self._frozen:
             return
-        runs = [r for r in engine.runs.values() if r.phase == "co-run"]
+        runs, died = died_at_start(r for r in engine.runs.values() if r.phase == "co-run")
         if not runs:
             return
         probe = self.probe
@@ -349,6 +349,8 @@ class LaunchPlan(Plan):
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         self.verdict = judge(jobs, host, self.spec.baseline)
+        if died:
+            not_judged(self.verdict, died)
         if self.across:
             self.verdict["evidence"]["no_solo"] = dict(self.across)
             self.verdict["evidence_lines"].append(
@@ -376,6 +378,25 @@ class LaunchPlan(Plan):
                      and (probe is None or probe.done or not any(r.alive for r in runs))):
             self._frozen = True
         engine.recorder.verdict(self.verdict)
+
+
+def died_at_start(runs) -> tuple[list, dict[str, str]]:
+    """The co-run jobs to judge, and those that failed before taking a step past their warm-up
+    (name -> why): such a job never ran beside the others, so judging it (or waiting for its
+    steps) would only blame the healthy ones. If every job died, all are judged."""
+    runs = list(runs)
+    died = {r.name: r.failure or "failed" for r in runs if not r.alive and r.status == "failed"
+            and len(r.steps) <= r.w.warmup_steps}
+    ran = [r for r in runs if r.name not in died]
+    return (ran, died) if ran else (runs, {})
+
+
+def not_judged(verdict: dict, died: dict[str, str]) -> None:
+    """Name, in the verdict, the jobs left out because they died at start-up, and why."""
+    verdict.setdefault("evidence", {})["died_at_start"] = dict(died)
+    verdict.setdefault("evidence_lines", []).append(
+        "; ".join(f"{n} failed at start-up ({why})" for n, why in died.items())
+        + ": not judged, the verdict is of the jobs that ran")
 
 
 def _solo_stats(run, warmup: int) -> dict | None:
