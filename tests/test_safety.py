@@ -232,3 +232,73 @@ def test_a_runaway_job_fails_alone_on_its_memory_cap(tmp_path):
     assert jobs["hog"]["failure"].startswith("memory cap: its processes used"), jobs["hog"]
     assert "over its memory_limit of 200 MiB" in jobs["hog"]["failure"]
     assert jobs["good"]["status"] == "done"
+
+
+# --- smaller ones -------------------------------------------------------------------------------
+
+def test_the_exporter_answers_metrics_and_root_and_404_elsewhere():
+    import http.client
+
+    from gputop_dl.present.prometheus import MetricsServer, SnapshotCollector
+
+    srv = MetricsServer(SnapshotCollector(hostname="h"), "127.0.0.1:0").start()
+    try:
+        got = {}
+        for path in ("/metrics", "/", "/debug", "/../../etc/passwd", "/metrics/x"):
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            c.request("GET", path)
+            r = c.getresponse()
+            got[path] = (r.status, r.read())
+            c.close()
+        assert got["/metrics"][0] == got["/"][0] == 200
+        assert b"process_cpu_seconds_total" in got["/metrics"][1]
+        for path in ("/debug", "/../../etc/passwd", "/metrics/x"):
+            assert got[path][0] == 404 and b"passwd" not in got[path][1]
+    finally:
+        srv.stop()
+
+
+def test_an_export_into_the_data_dir_is_private_and_elsewhere_follows_the_umask(tmp_path, gdl_home):
+    from gputop_dl.present.report import export_session
+
+    store, sid = _session_with_jobs(2)
+    store.end_session(sid, "finished")
+    store.close()
+    inside = export_session(sid, str(gdl_home / "r.md"))
+    outside = export_session(sid, str(tmp_path / "r.json"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(inside).st_mode & 0o777 == 0o600
+    assert os.stat(outside).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_data_dir_on_a_read_only_file_system_is_called_read_only(gdl_home, monkeypatch):
+    from gputop_dl.record import paths
+
+    real = os.statvfs
+
+    class Ro:
+        def __init__(self, st):
+            self.f_flag = st.f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Ro(real(p)) if str(p) == str(gdl_home) else real(p))
+    with pytest.raises(paths.StoreError) as e:
+        paths.data_dir()
+    assert "read-only (on a read-only file system)" in str(e.value)
+    assert "not writable" not in str(e.value)
+    assert paths.data_dir(writable=False) == str(gdl_home)  # reading it is fine
+
+
+def test_a_tui_in_the_background_of_its_terminal_says_so(monkeypatch):
+    from gputop_dl.errors import UsageError
+    from gputop_dl.runner import terminal
+
+    monkeypatch.setattr(os, "isatty", lambda fd: True)
+    monkeypatch.setattr(os, "tcgetpgrp", lambda fd: os.getpgrp() + 1)
+    assert terminal.background_terminal()
+    with pytest.raises(UsageError) as e:
+        terminal.require_foreground("add --headless")
+    assert "background" in str(e.value) and "timeout" in str(e.value) and "\n" not in str(e.value)
+    monkeypatch.setattr(os, "tcgetpgrp", lambda fd: os.getpgrp())
+    assert not terminal.background_terminal()
+    terminal.require_foreground("add --headless")

@@ -47,9 +47,20 @@ def data_dir(writable: bool = True) -> str:
                          f"({exc.strerror or exc})") from None
     if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK):
         raise StoreError(f"{_named(d)}: the data directory cannot be read{_whose(d)}")
+    if writable and _read_only_fs(d):
+        raise StoreError(f"{_named(d)}: the data directory is read-only (on a read-only file "
+                         "system)")
     if writable and not os.access(d, os.W_OK | os.X_OK):
         raise StoreError(f"{_named(d)}: the data directory is not writable{_whose(d)}")
     return d
+
+
+def _read_only_fs(d: str) -> bool:
+    """Whether `d` is on a file system mounted read-only (no mode bit would help)."""
+    try:
+        return bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _whose(d: str) -> str:

@@ -22,6 +22,7 @@ from gputop_dl.runner.engines import (Launcher, check_store, diagnose_engine, la
                                       stop_on_signals)
 from gputop_dl.runner.records import export_for_tui, run_export_tensorboard
 from gputop_dl.runner.remote import start_metrics
+from gputop_dl.runner.terminal import require_foreground
 from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 
@@ -89,6 +90,9 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
         from gputop_dl.present.report.export import check_tensorboard_target
 
         check_tensorboard_target(tensorboard)  # before the run, not after it
+    if not headless and sys.stdout.isatty():
+        require_foreground("run it in the foreground, with `timeout --foreground`, or add "
+                           "--headless")
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
     if metrics:  # served until this process exits: the last snapshot stays scrapeable
         start_metrics(engine, metrics, "launch")
@@ -119,6 +123,9 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
                           where=f"[[workload]] '{across.name}' key 'nnodes'",
                           expected="jobs on this node only in `gputop-dl queue`",
                           hint="start a job across nodes with `gputop-dl launch` on each node")
+    if not headless and sys.stdout.isatty():
+        require_foreground("run it in the foreground, with `timeout --foreground`, or add "
+                           "--headless")
     engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
@@ -235,6 +242,8 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
                 metrics: str | None = None) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
     (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
+    require_foreground("run it in the foreground or with `timeout --foreground`; "
+                       "`gputop-dl --once` prints one snapshot")
     from gputop_dl.present.tui.app import GputopApp
 
     check_store()
