@@ -1,11 +1,12 @@
-"""The fault matrix of issue 16, run for real: each hostile case through the CLI, pass or fail.
+"""The fault matrix of issues 16 and 27, run for real: each hostile case through the CLI.
 
     python scripts/fault_matrix.py [WORDS...]   # only the cases whose title has a word
 
 Every case runs `python -m gputop_dl ...` in its own temporary data dir (GPUTOP_DL_HOME) with
 tiny jobs (sleep, python -c), checks what must hold (exit code, one line without a traceback,
 no surviving process, the data kept) and prints a Markdown table; exit 1 if a case fails.
-About 12 s. As root, the permission cases run their commands as `nobody` (setpriv).
+About 6 minutes on 2 cores (the four 3,000-job cases take most of it). As root, the
+permission cases run their commands as `nobody` (setpriv; docs/faults.md says how).
 """
 
 from __future__ import annotations
