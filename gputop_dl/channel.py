@@ -20,7 +20,8 @@ Events (one JSON object per line, always with "ev" and "t" = time.time()):
 - ``{"ev": "epoch", "epoch", "time_s", "steps", "samples", "loss", "peak_mem"}`` (peak_mem bytes:
   CUDA max allocated on rank 0, or the trainer's peak RSS on CPU)
 - ``{"ev": "finished"}``
-- ``{"ev": "failed", "cause": "cuda-oom" | "host-oom" | "exception", "message"}``
+- ``{"ev": "failed", "cause": "cuda-oom" | "host-oom" | "memory-limit" | "exception",
+  "message"}`` (memory-limit: a MemoryError under an rlimit, `host_memory_cause`)
 - ``{"ev": "note", "message"}`` (anything worth showing, e.g. "no CUDA: training on the CPU")
 
 Nothing here imports torch: the monitor reads, the trainer (and user scripts, through the
@@ -84,6 +85,21 @@ def failure_message(exc: BaseException) -> str:
         except (ImportError, OSError, ValueError):
             pass
     return f"{name} (no message)"
+
+
+def host_memory_cause() -> str:
+    """The cause of a host MemoryError in this process: "memory-limit" when an address-space
+    or data rlimit (`ulimit -v`/`-d`) is set, which the allocation likely hit, else
+    "host-oom" (the machine's memory ran out)."""
+    try:
+        import resource
+
+        for lim in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+            if resource.getrlimit(lim)[0] != resource.RLIM_INFINITY:
+                return "memory-limit"
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
+    return "host-oom"
 
 
 class EventWriter:

@@ -118,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "session. Jobs you may not signal are measured passively. Each job's "
                         "slowdown is also estimated live from its CPU wait, beside the probe's.")
     dp.add_argument("--seconds", type=float, default=30.0, metavar="S",
-                    help="about how long the diagnosis takes (default 30)")
+                    help="about how long the diagnosis takes (default 30, 3 to 3600), split "
+                    "in three: a third observing CPU and host signals (longer until a job is "
+                    "found); then py-spy on all jobs together for S/6 s (1 to 4 s); then the "
+                    "rest shared among the jobs, each alone for as long (at least 1 s, at "
+                    "most the py-spy time) while the others are paused. --seconds 10: 3 s "
+                    "observing, 1.7 s together, about 1.7 s alone per job")
     dp.add_argument("--no-probe", action="store_true",
                     help="never pause a job: the live estimate is the verdict (each job's "
                     "slowdown from its CPU wait and stall), in about 10 s")

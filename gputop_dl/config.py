@@ -32,6 +32,48 @@ __all__ = ["ConfigError", "load_session"]
 # ---- converters: (key, raw TOML value) -> value for Workload/SessionSpec, or raise _Bad ----------
 
 MAX_ENV = 128 << 10  # bytes of a workload's `env` in total (execve's limit is near 2 MiB)
+MAX_WORKLOADS = 4096  # [[workload]] tables in one file: each is a process started at once
+MAX_BATCH = 1 << 20  # samples in one batch of the built-in trainer (a sane bound)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+MIN_MEMORY_LIMIT = 16 << 20
+
+
+def host_memory() -> int | None:
+    """The host's total memory in bytes (None where it cannot be read)."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # no /proc/meminfo: no check against it
+        return None
+
+
+def _as_memory(key: str, v: Any) -> int:
+    """Bytes: an integer, a size like "512MiB" or "2G" (binary units), or "25%" of the host."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise _Bad(f"{key} = {_show(v)} is {_kind(v)}", 'bytes, a size like "4GiB", or "25%"')
+    if isinstance(v, int):
+        n = v
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*", v)
+        unit = m.group(2).lower() if m else None
+        if m and unit == "%":
+            total = host_memory()
+            if total is None:
+                raise _Bad(f"{key} = {_show(v)}: the host's memory cannot be read", "a size like \"4GiB\"")
+            n = int(total * float(m.group(1)) / 100)
+        elif m and unit in _UNITS:
+            n = int(float(m.group(1)) * _UNITS[unit])
+        else:
+            raise _Bad(f"{key} = {_show(v)}", 'bytes, a size like "4GiB" (B, KiB, MiB, GiB, TiB), '
+                       'or a share of the host\'s memory like "25%"')
+    total = host_memory()
+    if n < MIN_MEMORY_LIMIT or (total is not None and n > total):
+        most = f" and at most the host's {total / (1 << 30):.1f} GiB" if total else ""
+        raise _Bad(f"{key} = {_show(v)} is {n} bytes", f"at least {MIN_MEMORY_LIMIT >> 20} MiB{most}")
+    return n
 
 
 def _runnable(program: str, cwd: str | None, path: str | None) -> bool:
@@ -132,6 +174,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "nnodes": _POS, "rdzv_endpoint": _as_endpoint, "rdzv_id": _as_name,
     "sample_cpu_ms": _MS, "sample_io_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
     "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
+    "memory_limit": _as_memory,
     # a job of `gputop-dl queue`
     "arrival": _check(_as_float, lambda v: v >= 0, "seconds after the queue's start, 0 or more"),
     "priority": _as_int,
@@ -263,6 +306,7 @@ class _Loader:
                        f"(or no {key})")
         if w.multinode and w.rdzv_id is None:
             paths["rdzv_id"] = default_rdzv_id(w.name, self.text)
+        self._sizes(w, fail)
         env_size = sum(len(k) + len(v) + 2 for k, v in w.env.items())
         if env_size > MAX_ENV:
             raise fail("env", f"env holds {env_size} bytes", f"at most {MAX_ENV} bytes in all")
@@ -286,6 +330,27 @@ class _Loader:
                                "GPU index 0" if n == 1 else f"GPU indexes 0 to {n - 1}")
         return w.with_(command=command, **paths)
 
+
+    @staticmethod
+    def _sizes(w: Workload, fail: Callable[..., ConfigError]) -> None:
+        """The built-in trainer's sizes, checked up front: a batch no larger than the dataset
+        and MAX_BATCH, and one batch of float32 images well inside the job's memory cap (a
+        batch_size of 10**9 once grew a trainer to 23.5 GiB before the kernel's OOM killer)."""
+        if w.is_command:
+            return
+        if w.dataset_size is not None and w.batch_size > w.dataset_size:
+            raise fail("batch_size", f"batch_size = {w.batch_size} is larger than dataset_size = "
+                       f"{w.dataset_size}", "a batch no larger than the dataset")
+        if w.batch_size > MAX_BATCH:
+            raise fail("batch_size", f"batch_size = {w.batch_size}", f"at most {MAX_BATCH}")
+        cap = memory_cap_of(w.memory_limit)
+        side = max(w.input_size, w.source_size or 0) if w.dataset != "synthetic" else w.input_size
+        batch = w.batch_size * 3 * side * side * 4
+        if cap is not None and batch * 2 > cap:
+            raise fail("batch_size", f"batch_size = {w.batch_size}: one batch of {side}x{side} "
+                       f"images is {batch / (1 << 20):.0f} MiB, and the job's memory cap is "
+                       f"{cap / (1 << 20):.0f} MiB", "a batch that fits twice in memory_limit "
+                       "(or a larger memory_limit)")
 
     @staticmethod
     def _multinode(w: Workload, command: tuple[str, ...] | None, cwd: str | None,
@@ -313,6 +378,18 @@ def _torchrun_ranks(w: Workload, command: tuple[str, ...], cwd: str | None,
         raise fail(key, f"{why} needs torchrun to start the command's "
                    "ranks, and there is none", "torchrun on the job's PATH (env PATH) or "
                    "beside its python, or gputop-dl installed with torch")
+
+
+DEFAULT_MEMORY_SHARE = 0.5  # a job's default memory cap: this share of the host's memory
+
+
+def memory_cap_of(limit: int | None) -> int | None:
+    """A job's memory cap in bytes: its memory_limit, else DEFAULT_MEMORY_SHARE of the host's
+    memory (None where that cannot be read)."""
+    if limit is not None:
+        return limit
+    total = host_memory()
+    return None if total is None else int(total * DEFAULT_MEMORY_SHARE)
 
 
 def usable_cpus() -> int:
@@ -352,6 +429,11 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
                           expected="[[workload]] tables (double brackets)")
     if not tables:
         raise ConfigError(spath, "no [[workload]] tables", expected="at least one")
+    if len(tables) > MAX_WORKLOADS:
+        raise ConfigError(spath, f"{len(tables)} [[workload]] tables", where="[[workload]]",
+                          line=ld.lines.find(("workload",)),
+                          expected=f"at most {MAX_WORKLOADS} workloads in one file (each is a "
+                          "process started at once)")
     first_line: dict[str, int | None] = {}
     for i, t in enumerate(tables):
         tid = ("workload", i)

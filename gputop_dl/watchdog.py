@@ -5,7 +5,8 @@ of a pipe to its stdin. Nothing else holds that end (it is not inheritable, and 
 with `close_fds`), so the watchdog reads EOF exactly when gputop-dl is gone, however it ended
 (`kill -9` included). It then
 
-1. sends SIGCONT to every process group registered as paused (a probe's paused jobs run on);
+1. sends SIGCONT to every process group and process registered as paused (the jobs a probe
+   or `diagnose` paused through `pause.Pauser` run on);
 2. sends SIGTERM (then SIGCONT, so a stopped process handles it) to every watched job: its
    process group and every process whose environment carries the job's marker (the
    `GPUTOP_DL_EVENTS=...` entry), which also finds a double-forked grandchild that made its
@@ -18,6 +19,8 @@ The protocol is one JSON object per line on the watchdog's stdin:
     {"op": "forget", "pgid": 1234}      # the job's group was stopped and is empty
     {"op": "paused", "pgid": 1234}      # a probe stopped this group: SIGCONT it if we die
     {"op": "resumed", "pgid": 1234}     # ... and resumed it again
+    {"op": "paused", "pids": [1, 2]}    # these processes (a found job's tree, which is no
+    {"op": "resumed", "pids": [1, 2]}   #   group of ours) were stopped / continued
 
 A watched group is only signalled while at least one of its members still carries a marker
 of ours, so a process group ID reused by an unrelated program is left alone. This module
@@ -81,13 +84,15 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def clean_up(watched: dict[int, bytes], paused: set[int], grace_s: float = GRACE_S) -> None:
+def clean_up(watched: dict[int, bytes], paused: set[int], grace_s: float = GRACE_S,
+             paused_pids: set[int] = frozenset()) -> None:
     """What the watchdog does once gputop-dl is gone (see the module docstring)."""
     for pgid in paused:
         try:
             os.killpg(pgid, signal.SIGCONT)
         except OSError:
             pass
+    _signal_all(set(paused_pids), signal.SIGCONT)
     if not watched:
         return
     pids = _targets(watched)
@@ -104,10 +109,19 @@ def serve(stream) -> None:
     """Read registrations until EOF, then clean up."""
     watched: dict[int, bytes] = {}  # pgid -> marker (b"KEY=VALUE")
     paused: set[int] = set()
+    paused_pids: set[int] = set()
     for raw in stream:
         try:
             msg = json.loads(raw)
-            op, pgid = msg["op"], int(msg["pgid"])
+            op = msg["op"]
+            if "pids" in msg:
+                pids = {int(p) for p in msg["pids"]}
+                if op == "paused":
+                    paused_pids |= pids
+                elif op == "resumed":
+                    paused_pids -= pids
+                continue
+            pgid = int(msg["pgid"])
         except (ValueError, KeyError, TypeError):
             continue
         if op == "watch":
@@ -118,7 +132,7 @@ def serve(stream) -> None:
             paused.add(pgid)
         elif op == "resumed":
             paused.discard(pgid)
-    clean_up(watched, paused)
+    clean_up(watched, paused, paused_pids=paused_pids)
 
 
 def main() -> None:
@@ -171,6 +185,24 @@ class Watchdog:
 
     def resumed(self, pgid: int) -> None:
         self._send({"op": "resumed", "pgid": pgid}, spawn=False)
+
+    def paused_pids(self, pids: list[int]) -> None:
+        """These processes are about to be stopped: SIGCONT them if gputop-dl dies."""
+        self._send({"op": "paused", "pids": list(pids)})
+
+    def resumed_pids(self, pids: list[int]) -> None:
+        self._send({"op": "resumed", "pids": list(pids)}, spawn=False)
+
+
+_SHARED: Watchdog | None = None
+
+
+def shared() -> Watchdog:
+    """This process's one watchdog (launched jobs and paused ones alike), started lazily."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Watchdog()
+    return _SHARED
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""The fault matrix of issue 16, run for real: each hostile case through the CLI, pass or fail.
+"""The fault matrix of issues 16 and 27, run for real: each hostile case through the CLI.
 
-    python scripts/fault_matrix.py
+    python scripts/fault_matrix.py [WORDS...]   # only the cases whose title has a word
 
 Every case runs `python -m gputop_dl ...` in its own temporary data dir (GPUTOP_DL_HOME) with
 tiny jobs (sleep, python -c), checks what must hold (exit code, one line without a traceback,
 no surviving process, the data kept) and prints a Markdown table; exit 1 if a case fails.
-About 12 s. As root, the permission cases run their commands as `nobody` (setpriv).
+About 6 minutes on 2 cores (the four 3,000-job cases take most of it). As root, the
+permission cases run their commands as `nobody` (setpriv; docs/faults.md says how).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -342,6 +344,291 @@ def case_full_disk(d: str, home: str) -> tuple[bool | None, str]:
         subprocess.run(["umount", "-l", disk], capture_output=True)
 
 
+# --- issue 27: hostile sizes, every signal honoured -----------------------------------------
+
+def many_file(d: str, n: int, command: str, name: str = "many.toml") -> str:
+    body = '[session]\nname = "many"\ninterval = 1.0\nbaseline = "none"\n'
+    body += "".join(f'[[workload]]\nname = "j{i}"\ncommand = {command}\n' for i in range(n))
+    path = os.path.join(d, name)
+    with open(path, "w") as f:
+        f.write(body)
+    return path
+
+
+def db(home: str, sql: str, args=()) -> list[tuple]:
+    path = os.path.join(home, "sessions.db")
+    if not os.path.exists(path):
+        return []
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+
+
+def wait_for(cond, timeout: float = 60.0, every: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(every)
+    return False
+
+
+def term_and_time(p: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int | None, float]:
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    try:
+        code = p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        code = None
+    return code, time.monotonic() - t0
+
+
+def case_too_many_workloads(d: str, home: str) -> tuple[bool, str]:
+    from gputop_dl.config import MAX_WORKLOADS
+
+    path = many_file(d, MAX_WORKLOADS + 1, '["true"]')
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r) and f"at most {MAX_WORKLOADS}" in r.stderr, \
+        f"{MAX_WORKLOADS + 1} workloads: exit {r.returncode}, one line ('at most {MAX_WORKLOADS} workloads')"
+
+
+def _launch_many(d: str, home: str, n: int, command: str) -> subprocess.Popen:
+    path = many_file(d, n, command)
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    return subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def case_term_while_starting(d: str, home: str) -> tuple[bool, str]:
+    """TERM once 200 of 3,000 jobs run (waiting on the processes): exit 130 within 2 s, no
+    more started, none left."""
+    mark = "611.5"
+    p = _launch_many(d, home, 3000, f'["sleep", "{mark}"]')
+    started = wait_for(lambda: len(survivors(f"sleep {mark}")) >= 200 or p.poll() is not None, 120)
+    seen = len(survivors(f"sleep {mark}"))
+    code, took = term_and_time(p)
+    gone = wait_gone(f"sleep {mark}", 10)
+    ok = started and seen < 3000 and code == 130 and took <= 2.0 and gone
+    return ok, f"TERM with {seen} of 3000 started: exit {code} after {took:.2f} s, none left"
+
+
+def case_term_while_running(d: str, home: str) -> tuple[bool, str]:
+    """TERM once all 3,000 jobs run (all recorded as running): exit 130 within 2 s."""
+    mark = "611.6"
+    p = _launch_many(d, home, 3000, f'["sleep", "{mark}"]')
+    ok_start = wait_for(lambda: db(home, "SELECT COUNT(*) FROM jobs WHERE status='running'")
+                        == [(3000,)] or p.poll() is not None, 180, 0.5)
+    code, took = term_and_time(p)
+    gone = wait_gone(f"sleep {mark}", 10)
+    gdl(home, "export", os.path.join(d, "r.json"), timeout=300)
+    states: dict[str, int] = {}
+    for j in json.load(open(os.path.join(d, "r.json")))["jobs"]:
+        states[j["status"]] = states.get(j["status"], 0) + 1
+    ok = ok_start and code == 130 and took <= 2.0 and gone and "running" not in states
+    return ok, (f"TERM with 3000 running: exit {code} after {took:.2f} s, none left; "
+                f"exported as {states}")
+
+
+def case_term_in_summary(d: str, home: str) -> tuple[bool, str]:
+    """3,000 jobs that end by themselves; TERM as soon as the session is recorded finished
+    (the summary is being made): exit 130 within 2 s."""
+    p = _launch_many(d, home, 3000, '["true"]')
+    ended = wait_for(lambda: db(home, "SELECT state FROM sessions") == [("finished",)]
+                     or p.poll() is not None, 240, 0.02)
+    was_running = p.poll() is None
+    code, took = term_and_time(p)
+    ok = ended and was_running and code == 130 and took <= 2.0
+    return ok, (f"TERM in the summary: exit {code} after {took:.2f} s" if was_running else
+                f"the summary was done before the TERM (exit {code})")
+
+
+def case_term_in_export(d: str, home: str) -> tuple[bool, str]:
+    """`export` of that 3,000-job session: TERM while it reads; exit 130 within 2 s, no file
+    and no temporary file left."""
+    p = _launch_many(d, home, 3000, '["true"]')
+    p.wait(timeout=600)
+    out = os.path.join(d, "out")
+    os.mkdir(out)
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    e = subprocess.Popen([PY, "-m", "gputop_dl", "export", os.path.join(out, "r.json")], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = psutil.Process(e.pid)
+    busy = wait_for(lambda: sum(proc.cpu_times()[:2]) > 0.8 or e.poll() is not None, 60)
+    was_running = e.poll() is None
+    code, took = term_and_time(e)
+    left = os.listdir(out)
+    ok = busy and was_running and code == 130 and took <= 2.0 and not left
+    return ok, (f"TERM while exporting: exit {code} after {took:.2f} s, {len(left)} files left"
+                if was_running else f"the export ended before the TERM (exit {code})")
+
+
+def case_huge_batch(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("big", 'model = "synthetic"\ninput_size = 8\nbatch_size = 1000000000')])
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r) and "batch_size" in r.stderr, r.stderr.strip()[len("gputop-dl: error: "):][:110]
+
+
+def case_memory_cap(d: str, home: str) -> tuple[bool, str]:
+    """A job allocating 20 MiB every 50 ms under memory_limit = 200MiB beside a healthy one: it
+    fails alone with the cap named; the host's available memory stays above its floor."""
+    hog = ("import time\nx = []\nfor _ in range(100):\n    x.append(bytearray(20 << 20))\n"
+           "    time.sleep(0.05)\ntime.sleep(60)")
+    path = workload(d, [("hog", f'memory_limit = "200MiB"\ncommand = [{json.dumps(PY)}, "-c", '
+                         f'{json.dumps(hog)}]'), ("good", 'command = ["sleep", "4"]')])
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    floor = psutil.virtual_memory().available - (1 << 30)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lowest = psutil.virtual_memory().available
+    while p.poll() is None:
+        lowest = min(lowest, psutil.virtual_memory().available)
+        time.sleep(0.02)
+    jobs = dict(db(home, "SELECT name, status || ': ' || COALESCE(failure, '') FROM jobs"))
+    ok = (jobs.get("hog", "").startswith("failed: memory cap") and jobs.get("good") == "done: "
+          and lowest > floor)
+    return ok, (f"hog {jobs.get('hog', '?')[:90]}; good {jobs.get('good', '?').rstrip(': ')}; "
+                f"lowest available {lowest >> 20} MiB, floor {max(0, floor) >> 20} MiB")
+
+
+def case_memory_error_rlimit(d: str, home: str) -> tuple[bool, str]:
+    code = ("import torch, resource\nresource.setrlimit(resource.RLIMIT_AS, (4 << 30, "
+            "resource.RLIM_INFINITY))\nx = bytearray(6 << 30)")
+    path = workload(d, [("lim", f'command = [{json.dumps(PY)}, "-c", {json.dumps(code)}]')])
+    gdl(home, "launch", path, "--headless", timeout=120)
+    failure = (db(home, "SELECT failure FROM jobs WHERE name='lim'") or [("",)])[0][0] or ""
+    return failure.startswith("memory-limit:"), failure[:100]
+
+
+def case_status_after_kill9(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["sleep", "612.5"]'), ("b", 'command = ["sleep", "612.5"]')])
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", path, "--headless"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: db(home, "SELECT COUNT(*) FROM jobs WHERE status='running'") == [(2,)], 30)
+    p.kill()
+    p.wait()
+    gone = wait_gone("sleep 612.5", 10)
+    gdl(home, "export", os.path.join(d, "r.json"))
+    gdl(home, "export", os.path.join(d, "r.md"))
+    js = json.load(open(os.path.join(d, "r.json")))
+    md = open(os.path.join(d, "r.md")).read()
+    st = sorted({j["status"] for j in js["jobs"]})
+    ok = gone and js["state"] == "interrupted" and st == ["interrupted"] and \
+        "| interrupted |" in md and "running" not in md.split("## ")[1]
+    return ok, f"session {js['state']}; jobs in the JSON {st}, in the Markdown 'interrupted'"
+
+
+def case_died_at_start(d: str, home: str) -> tuple[bool, str]:
+    empty = os.path.join(d, "empty")
+    os.mkdir(empty)
+    good = ('model = "synthetic"\ninput_size = 8\nnum_classes = 10\nbatch_size = 4\n'
+            'num_workers = 0\nstep_device_ms = 20.0\nepochs = 1\nsteps_per_epoch = 15\n'
+            'warmup_steps = 1')
+    hog = (f'dataset = "imagefolder"\nroot = "{empty}"\nmodel = "resnet18"\nbatch_size = 2\n'
+           'num_workers = 0\nepochs = 1')
+    path = workload(d, [("good", good), ("hog", hog)])
+    gdl(home, "launch", path, "--headless", timeout=300)
+    v = json.loads((db(home, "SELECT verdict FROM sessions") or [("{}",)])[0][0] or "{}")
+    died = (v.get("evidence") or {}).get("died_at_start") or {}
+    judged = [j["name"] for j in v.get("jobs") or ()]
+    ok = list(died) == ["hog"] and judged == ["good"] and "hog" not in v.get("reason", "")
+    return ok, f"judged {judged}; not judged: hog ({died.get('hog', '?')[:60]}); verdict '{v.get('title')}'"
+
+
+def case_export_in_data_dir(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["true"]')])
+    gdl(home, "launch", path, "--headless")
+    r = gdl(home, "export", os.path.join(home, "r.md"))
+    mode = os.stat(os.path.join(home, "r.md")).st_mode & 0o777 if r.returncode == 0 else None
+    return mode == 0o600, f"export into the data dir: mode {mode:04o}" if mode else r.stderr
+
+
+def case_serve_paths(d: str, home: str) -> tuple[bool, str]:
+    import http.client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, GPUTOP_DL_HOME=home)
+    p = subprocess.Popen([PY, "-m", "gputop_dl", "serve", "--listen", f"127.0.0.1:{port}"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def get(path: str) -> int | None:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", path)
+            code = c.getresponse().status
+            c.close()
+            return code
+        except OSError:
+            return None
+
+    try:
+        up = wait_for(lambda: get("/metrics") == 200, 60, 0.2)
+        codes = {path: get(path) for path in ("/metrics", "/", "/debug", "/../../etc/passwd")}
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    ok = up and codes["/metrics"] == codes["/"] == 200 and codes["/debug"] == 404 and \
+        codes["/../../etc/passwd"] == 404
+    return ok, ", ".join(f"{k} {v}" for k, v in codes.items())
+
+
+def case_help_seconds(d: str, home: str) -> tuple[bool, str]:
+    r = gdl(home, "diagnose", "--help")
+    text = " ".join(r.stdout.split())
+    ok = r.returncode == 0 and "a third observing" in text and "--seconds 10: 3 s observing" in text
+    return ok, "diagnose --help: a third observing, S/6 s together, the rest alone per job"
+
+
+def case_read_only_fs(d: str, home: str) -> tuple[bool | None, str]:
+    if os.getuid() != 0:
+        return None, "needs root to mount a read-only tmpfs"
+    os.makedirs(home)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", home],
+                      capture_output=True).returncode != 0:
+        return None, "could not mount a tmpfs"
+    try:
+        path = workload(d, [("a", 'command = ["true"]')])
+        r = gdl(home, "launch", path, "--headless")
+    finally:
+        subprocess.run(["umount", "-l", home], capture_output=True)
+    return one_line(r) and "read-only" in r.stderr and "not writable" not in r.stderr, \
+        r.stderr.strip()[len("gputop-dl: error: "):].replace(home, "HOME")
+
+
+def case_tui_background(d: str, home: str) -> tuple[bool | None, str]:
+    """The TUI under plain `timeout` (in the background of its terminal: SIGTTIN at its first
+    read): one line, exit 2. A real terminal: tmux."""
+    import shutil
+
+    if shutil.which("tmux") is None:
+        return None, "needs tmux for a real terminal"
+    path = workload(d, [("a", 'command = ["sleep", "1"]')])
+    out = os.path.join(d, "tui.out")
+    name = f"gdl-faults-{os.getpid()}"
+    cmd = (f"GPUTOP_DL_HOME={home} PYTHONPATH={os.getcwd()} timeout 30 {PY} -m gputop_dl launch "
+           f"{path} 2>{out}; echo rc=$? >>{out}")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "150", "-y", "40", cmd],
+                   check=True)
+    try:
+        done = wait_for(lambda: os.path.exists(out) and "rc=" in open(out).read(), 40, 0.2)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    text = open(out).read() if os.path.exists(out) else ""
+    lines = text.strip().splitlines()
+    ok = done and lines[-1:] == ["rc=2"] and len(lines) == 2 and "background" in lines[0]
+    return ok, (f"exit 2 after one line: '{lines[0][len('gputop-dl: error: '):][:70]}…'"
+                if ok else f"got {text[:120]!r}")
+
+
 CASES = [
     ("kill -9 of gputop-dl (shell, background &, a script's own child)", case_kill9),
     ("SIGINT during a launch", case_sigint),
@@ -359,12 +646,29 @@ CASES = [
     ("another user's data dir", case_other_users_dir),
     ("export with nothing to export, or nowhere to write", case_export_nothing),
     ("the data dir's disk full mid-launch, and an export onto it", case_full_disk),
+    ("more workloads than a file may hold", case_too_many_workloads),
+    ("3,000 workloads: SIGTERM while the jobs start", case_term_while_starting),
+    ("3,000 workloads: SIGTERM while all run", case_term_while_running),
+    ("3,000 workloads: SIGTERM during the summary", case_term_in_summary),
+    ("3,000 workloads: SIGTERM during an export", case_term_in_export),
+    ("batch_size = 1000000000", case_huge_batch),
+    ("a runaway job under a 200 MiB memory cap", case_memory_cap),
+    ("a MemoryError under an rlimit", case_memory_error_rlimit),
+    ("job statuses in JSON and Markdown after kill -9", case_status_after_kill9),
+    ("a job that died at start-up beside a healthy one", case_died_at_start),
+    ("an export into the data dir", case_export_in_data_dir),
+    ("serve: /metrics, / and other paths", case_serve_paths),
+    ("diagnose --help on --seconds", case_help_seconds),
+    ("a data dir on a read-only file system", case_read_only_fs),
+    ("the TUI under plain timeout (no foreground)", case_tui_background),
 ]
 
 
-def main() -> int:
+def main(only: list[str]) -> int:
     rows, failed = [], 0
     for title, fn in CASES:
+        if only and not any(w in title for w in only):
+            continue
         with tempfile.TemporaryDirectory() as d:
             home = os.path.join(d, "home")
             t0 = time.monotonic()
@@ -384,4 +688,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

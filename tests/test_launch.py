@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ import pytest
 
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import run_file
-from gputop_dl.record.store import Store
+from gputop_dl.record.store import Store, StoreError
 from tests.conftest import write
 
 SLOW_JOB = """
@@ -52,6 +53,24 @@ def wait_tree(pid, n, timeout=60):
             return psutil.Process(pid).children(recursive=True)
         time.sleep(0.2)
     raise AssertionError(f"only {len(kids)} descendants after {timeout} s")
+
+
+def wait_recorded_step(job, timeout=60):
+    """Wait until a step of `job` is committed to the latest session (read-only polls)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            store = Store(readonly=True)
+            try:
+                s = store.session()
+                if s and store.events(s.id, job=job, ev="step"):
+                    return
+            finally:
+                store.close()
+        except (StoreError, sqlite3.OperationalError):
+            pass  # not created yet, or busy: ask again
+        time.sleep(0.05)
+    raise AssertionError(f"no step of {job} recorded within {timeout} s")
 
 
 def assert_all_gone(procs, timeout=15):
@@ -95,7 +114,7 @@ def test_sigint_during_a_solo_baseline_stops_the_baseline_job(tmp_path):
 def test_kill_9_leaves_no_orphans_and_a_readable_session(tmp_path):
     p = start_cli(slow_file(tmp_path, ["a"]))
     tree = wait_tree(p.pid, 3)
-    time.sleep(1.5)
+    wait_recorded_step("a")
     p.kill()
     p.wait()
     assert_all_gone(tree, timeout=20)  # PDEATHSIG + the loader's own parent watchdog

@@ -7,11 +7,42 @@ job ends (or now): the only stretch where all jobs truly ran together.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, Protocol
 
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
+from gputop_dl.snapshot import GpuSample, HostSample
+
+
+class HostPoint(NamedTuple):
+    """One tick's host figures in a co-run series (a tuple: index access still works)."""
+
+    t: float
+    busy: float | None
+    psi_some10: float | None
+    load1: float | None
+    throttled: float | None
+
+
+class GpuPoint(NamedTuple):
+    """One tick's figures of one GPU in a co-run series."""
+
+    t: float
+    gpu: int
+    util: float | None
+    throttle: tuple[str, ...]
+
+
+def host_point(now: float, host: HostSample) -> HostPoint:
+    """The HostPoint of a tick's HostSample."""
+    return HostPoint(now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
+                     host.cgroup_throttled_frac)
+
+
+def gpu_points(now: float, gpus: Iterable[GpuSample]) -> list[GpuPoint]:
+    """The GpuPoints of a tick's GPU samples."""
+    return [GpuPoint(now, g.index, g.util, g.throttle_reasons) for g in gpus]
 
 
 class JobSeries(Protocol):
@@ -39,19 +70,20 @@ def overlap_window(jobs: list[JobSeries], now: float) -> tuple[float, float] | N
     return (t0, t1) if t1 > t0 else None
 
 
-def _mean(vals: list[float]) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return statistics.fmean(vals) if vals else None
+def _mean(vals: Sequence[float | None]) -> float | None:
+    known = [v for v in vals if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 def _outside(t0: float, t1: float, exclude: Sequence[tuple[float, float]]) -> bool:
     return not any(a < t1 and t0 < b for a, b in exclude)
 
 
-def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tuple], cpus: int,
+def gather(jobs: list[JobSeries], host_series: list[HostPoint], gpu_series: list[GpuPoint],
+           cpus: int,
            now: float, hot_frames: dict | None = None,
            exclude: Sequence[tuple[float, float]] = ()) -> tuple[list[JobEvidence], HostEvidence]:
-    """host_series: (t, busy, psi, load1, throttled); gpu_series: (t, gpu, util, throttle tuple).
+    """host_series and gpu_series: one HostPoint per tick, one GpuPoint per GPU and tick.
 
     `exclude`: spans that are not co-run time (the in-situ probe's windows): a step that
     touches one, and the samples inside one, are left out."""
@@ -83,10 +115,10 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
             batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
             solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer",
             mean_step_time_s=st.mean_step_s, solo_mean_step_time_s=solo.get("mean_step_time_s")))
-    hs = [h for h in host_series if win and win[0] <= h[0] <= win[1]
-          and _outside(h[0], h[0], exclude)]
-    gs = [g for g in gpu_series if win and win[0] <= g[0] <= win[1]
-          and _outside(g[0], g[0], exclude)]
+    hs = [h for h in host_series if win and win[0] <= h.t <= win[1]
+          and _outside(h.t, h.t, exclude)]
+    gs = [g for g in gpu_series if win and win[0] <= g.t <= win[1]
+          and _outside(g.t, g.t, exclude)]
     util: dict[int, list[float]] = {}
     thr: dict[int, set[str]] = {}
     for _, idx, u, reasons in gs:
@@ -94,8 +126,8 @@ def gather(jobs: list[JobSeries], host_series: list[tuple], gpu_series: list[tup
             util.setdefault(idx, []).append(u)
         thr.setdefault(idx, set()).update(r for r in reasons if r != "idle")
     host = HostEvidence(
-        cpus=cpus, busy=_mean([h[1] for h in hs]), psi_some10=_mean([h[2] for h in hs]),
-        load1=_mean([h[3] for h in hs]), throttled=_mean([h[4] for h in hs]),
+        cpus=cpus, busy=_mean([h.busy for h in hs]), psi_some10=_mean([h.psi_some10 for h in hs]),
+        load1=_mean([h.load1 for h in hs]), throttled=_mean([h.throttled for h in hs]),
         gpu_util={g: statistics.fmean(v) for g, v in util.items()},
         gpu_throttle={g: tuple(sorted(v)) for g, v in thr.items() if v},
         hot_frames=hot_frames or {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -129,8 +130,9 @@ def verdict_slowdowns(verdict: dict | None) -> dict[str, float | None]:
     return {j["name"]: j.get("slowdown") for j in (verdict or {}).get("jobs") or ()}
 
 
-def _job_result(store: Any, sid: str, job: dict,
-                slowdowns: dict[str, float | None]) -> tuple[JobResult, dict | None]:
+def _job_result(store: Any, sid: str, job: dict, slowdowns: dict[str, float | None],
+                corun: dict[tuple[str, str], list[dict]] | None = None
+                ) -> tuple[JobResult, dict | None]:
     """One job's results from aggregated reads (SQL), so that a 24-hour session does not load
     every step event and sample into Python.
 
@@ -138,6 +140,8 @@ def _job_result(store: Any, sid: str, job: dict,
     samples from the first step after warm-up; peaks = max over co-run samples. A job with more
     than STEP_SAMPLE_CAP usable steps gets its step statistics from every k-th step (the count
     stays exact), and the second value returned says so: {"steps": n used, "of": n, "every": k}.
+    `corun`: the session's co-run "epoch" and "started" events by (job, ev), read once for
+    all jobs (`corun_events`); else read here.
     """
     name = job["name"]
     cfg = job.get("config") or {}
@@ -153,13 +157,15 @@ def _job_result(store: Any, sid: str, job: dict,
                      for _t, ts, td, sa in rows if ts is not None], warmup=0, window=0)
     t_warm = rows[0][0] if rows else None
     cores, peak_rss, peak_gpu, sampled_stall = store.job_sample_stats(sid, name, phase, t_warm)
-    epochs = store.events(sid, job=name, ev="epoch", phase="co-run")
+    if corun is None:
+        corun = corun_events(store, sid, name)
+    epochs = corun.get((name, "epoch"), [])
     ep = tuple((int(e["epoch"]), float(e["time_s"])) for e in epochs)
     info = job.get("info") or {}
     solo = info.get("solo")
     slowdown = slowdowns.get(name)
-    fw = [e.get("peak_mem") for e in epochs if e.get("peak_mem") is not None]
-    started = store.events(sid, job=name, ev="started", phase="co-run")
+    fw = [e["peak_mem"] for e in epochs if e.get("peak_mem") is not None]
+    started = corun.get((name, "started"), [])
     result = JobResult(
         name=name, status=job["status"], failure=job.get("failure"), device=job.get("device"),
         config=cfg, epochs=ep,
@@ -184,13 +190,45 @@ def _job_result(store: Any, sid: str, job: dict,
     return result, sampled
 
 
+LIVE_STATUSES = ("running", "starting", "waiting", "paused")
+
+
+def status_after(status: str, session_state: str | None) -> str:
+    """A job's status as every export and summary shows it: a job still live in the store of
+    an interrupted session (gputop-dl was killed; its watchdog stopped the jobs) is
+    "interrupted", never "running". The one mapping for JSON, Markdown and the console."""
+    if session_state == "interrupted" and status in LIVE_STATUSES:
+        return "interrupted"
+    return status
+
+
+def corun_events(store: Any, sid: str, job: str | None = None) -> dict[tuple[str, str], list[dict]]:
+    """The co-run "epoch" and "started" events of a session (or of one `job`) by (job, ev),
+    each list in time order: one read for the whole session."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    if job is not None:
+        for ev in ("epoch", "started"):
+            out[(job, ev)] = store.events(sid, job=job, ev=ev, phase="co-run")
+        return out
+    for e in store.events_of(sid, ("epoch", "started")):  # in rowid order
+        if e.get("phase") == "co-run":
+            out.setdefault((e["job"], e["ev"]), []).append(e)
+    for evs in out.values():  # time order, as `Store.events` gives (stable: rowid breaks ties)
+        evs.sort(key=lambda e: (e["t"] is None, e["t"] or 0.0))
+    return out
+
+
 def summarize(store: Any, sid: str) -> SessionSummary:
     """Every job's results and the notable events (failures, notes, baselines) of a session."""
     results, sampled = [], {}
     row = store.session(sid)
     slowdowns = verdict_slowdowns(row.verdict if row else None)
+    corun = corun_events(store, sid)
+    state = row.state if row else None
     for j in store.jobs(sid):
-        r, smp = _job_result(store, sid, j, slowdowns)
+        r, smp = _job_result(store, sid, j, slowdowns, corun)
+        if status_after(r.status, state) != r.status:
+            r = dataclasses.replace(r, status=status_after(r.status, state))
         results.append(r)
         if smp:
             sampled[r.name] = smp

@@ -26,6 +26,7 @@ from gputop_dl.engine.recorder import Recorder
 from gputop_dl.launch import JobProcess, StartError, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.store import session_work_dir
 from gputop_dl.snapshot import Snapshot
+from gputop_dl.text.fmt import size
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import Workload
 
@@ -160,6 +161,16 @@ class Engine:
                 self.say(why)
             stop_jobs([run.proc], self.grace_s)
 
+    def _stop_over_cap(self, run: JobRun) -> None:
+        """A job whose processes crossed its memory cap is killed at once, alone, and fails
+        with "memory cap" as its cause (before the kernel's OOM killer picks a victim)."""
+        rss = run.tree_sample.rss
+        run.capped = run.stopped_by_us = True
+        run.failure = (f"memory cap: its processes used {size(rss)} RSS, over its memory_limit "
+                       f"of {size(run.mem_cap)}; stopped")
+        self.say(f"{run.w.name} ({run.phase}) {run.failure}")
+        stop_jobs([run.proc], 0.0)  # KILL right after TERM: it is still growing
+
     def forget_run(self, name: str) -> None:
         """Drop an ended run from the jobs shown (a finished solo baseline)."""
         run = self.runs.get(name)
@@ -224,6 +235,8 @@ class Engine:
         for name, run in list(self.runs.items()):
             was_alive = run.alive
             rec.events(name, run.phase, run.poll(now, m.cmap))
+            if run.over_memory_cap():
+                self._stop_over_cap(run)
             if was_alive and not run.alive:
                 if run.proc.pid is not None:
                     discover.unclaim(run.proc.pid)

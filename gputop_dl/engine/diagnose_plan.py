@@ -31,6 +31,7 @@ import time
 import psutil
 
 from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
@@ -61,7 +62,7 @@ class DiagnosePlan(Plan):
         self.jobs: dict[int, dict] = {}  # root pid -> what was measured
         self.notes_: list[str] = []
         self.paused_job_s = 0.0
-        self._host: list[tuple] = []  # (t, busy, psi, load1, throttled)
+        self._host: list[HostPoint] = []
         self._gpu: dict[int, list[float]] = {}
         self._pauser = Pauser()
         self._t0 = time.monotonic()
@@ -76,8 +77,7 @@ class DiagnosePlan(Plan):
     # --- the engine's questions ----------------------------------------------------------------
     def after_tick(self, engine, now: float, machine) -> None:
         h = machine.host
-        self._host.append((now, h.cpu_busy, h.cpu_pressure_some10, h.load1,
-                           h.cgroup_throttled_frac))
+        self._host.append(host_point(now, h))
         for g in machine.gpus:
             if g.util is not None:
                 self._gpu.setdefault(g.index, []).append(g.util)
@@ -209,9 +209,9 @@ class DiagnosePlan(Plan):
                 source="py-spy"))
         hs = self._host
         host = HostEvidence(
-            cpus=engine.env.get("cpus") or 1, busy=_mean([h[1] for h in hs]),
-            psi_some10=_mean([h[2] for h in hs]), load1=_mean([h[3] for h in hs]),
-            throttled=_mean([h[4] for h in hs]),
+            cpus=engine.env.get("cpus") or 1, busy=_mean([h.busy for h in hs]),
+            psi_some10=_mean([h.psi_some10 for h in hs]), load1=_mean([h.load1 for h in hs]),
+            throttled=_mean([h.throttled for h in hs]),
             gpu_util={g: statistics.fmean(v) for g, v in self._gpu.items() if v})
         # a slowdown needs py-spy's step time of every job, together and alone (a verdict on
         # some jobs' slowdowns would say nothing of the others)
@@ -298,13 +298,13 @@ def _est(estimates: dict[str, Estimate], name: str, attr: str) -> float | None:
     return getattr(e, attr) if e is not None else None
 
 
-def _signal_agreement(hs: list[tuple], cpus: int, fired: bool) -> float:
+def _signal_agreement(hs: list[HostPoint], cpus: int, fired: bool) -> float:
     """A signals-only verdict's confidence: the share of the host samples that agree with it
     (a CPU saturation signal fired in that sample, or did not)."""
     if not hs:
         return 0.0
-    agree = sum(bool(HostEvidence(cpus=cpus, busy=h[1], psi_some10=h[2], load1=h[3],
-                                  throttled=h[4]).cpu_signals()) == fired for h in hs)
+    agree = sum(bool(HostEvidence(cpus=cpus, busy=h.busy, psi_some10=h.psi_some10, load1=h.load1,
+                                  throttled=h.throttled).cpu_signals()) == fired for h in hs)
     return round(agree / len(hs), 2)
 
 

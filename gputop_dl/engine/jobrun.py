@@ -21,6 +21,7 @@ from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
+from gputop_dl.config import memory_cap_of
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -43,6 +44,8 @@ class JobRun:
         self.failure: str | None = getattr(proc, "reason", None)  # a job that never started
         self.exit_code: int | None = None
         self.stopped_by_us = False
+        self.mem_cap = memory_cap_of(w.memory_limit)  # bytes of RSS (None: unknown host)
+        self.capped = False  # stopped for crossing mem_cap: failed, with "memory cap" the cause
         self.ended: float | None = None
         self.tree_sample = None
         self.ranks = RankReader()
@@ -100,7 +103,7 @@ class JobRun:
                 self.exit_code, self.ended = code, now
                 self.stderr_tail = tuple(self.proc.log_tail())
                 if self.stopped_by_us:
-                    self.status = "stopped"
+                    self.status = "failed" if self.capped else "stopped"
                 elif code == 0:
                     self.status = "done"
                 else:
@@ -128,6 +131,13 @@ class JobRun:
     @property
     def alive(self) -> bool:
         return self.exit_code is None
+
+    def over_memory_cap(self) -> bool:
+        """Whether the job's process tree used more RSS than its cap at this tick's sample
+        (the tree sampler's reading: nothing more is read for it)."""
+        ts = self.tree_sample
+        return (self.mem_cap is not None and ts is not None and self.alive
+                and not self.capped and ts.rss > self.mem_cap)
 
     def measured_cpu_cores(self) -> float | None:
         """Mean CPU cores after warm-up (from the time the warm-up steps were done)."""

@@ -21,7 +21,8 @@ import os
 import threading
 import time
 
-from gputop_dl.analyse.evidence import gather, overlap_window
+from gputop_dl.analyse.evidence import (
+    GpuPoint, HostPoint, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
@@ -33,6 +34,7 @@ from gputop_dl.engine.probe import Probe
 from gputop_dl.record.store import create_private, session_work_dir
 from gputop_dl.snapshot import JobSample
 from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
 
@@ -51,8 +53,8 @@ class LaunchPlan(Plan):
         self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
         self.verdict: dict | None = None
         self._frozen = False
-        self._host_series: list[tuple] = []  # co-run: (t, busy, psi, load1, throttled)
-        self._gpu_series: list[tuple] = []  # co-run: (t, gpu, util, throttle reasons)
+        self._host_series: list[HostPoint] = []  # co-run, one per tick
+        self._gpu_series: list[GpuPoint] = []  # co-run, one per GPU and tick
         self._hot: dict[str, list[tuple[str, float]]] = {}  # job -> hottest loader frames
         self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
@@ -120,9 +122,8 @@ class LaunchPlan(Plan):
             return
         self._machine = machine
         host = machine.host
-        self._host_series.append((now, host.cpu_busy, host.cpu_pressure_some10, host.load1,
-                                  host.cgroup_throttled_frac))
-        self._gpu_series.extend((now, g.index, g.util, g.throttle_reasons) for g in machine.gpus)
+        self._host_series.append(host_point(now, host))
+        self._gpu_series.extend(gpu_points(now, machine.gpus))
         self._maybe_spy(engine)
         if self.spec.baseline == "probe":
             self._probe(engine, now)
@@ -246,6 +247,8 @@ class LaunchPlan(Plan):
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
         t0 = time.time()
         for w in self.spec.workloads:
+            if engine.stopping:  # a signal while starting many jobs: start no more
+                break
             engine.start_run(w, "co-run", self.spec.cuda, go_file=None if w.is_command else go,
                              solo=self.solo.get(w.name))
 
@@ -316,7 +319,7 @@ class LaunchPlan(Plan):
     def _update_verdict(self, engine, now: float, final: bool = False) -> None:
         if self._frozen:
             return
-        runs = [r for r in engine.runs.values() if r.phase == "co-run"]
+        runs, died = died_at_start(r for r in engine.runs.values() if r.phase == "co-run")
         if not runs:
             return
         probe = self.probe
@@ -326,6 +329,8 @@ class LaunchPlan(Plan):
         v = judge(jobs, host, self.spec.baseline)
         # step phases (issue 22): which phase grew, solo against the overlap window
         v = add_phase_evidence(v, runs, now)
+        if died:
+            v = not_judged(v, died)
         if self.across:
             v = v.with_evidence(no_solo=dict(self.across)).with_lines(
                 "; ".join(f"{n}: {why}" for n, why in self.across.items())
@@ -351,6 +356,24 @@ class LaunchPlan(Plan):
                      and (probe is None or probe.done or not any(r.alive for r in runs))):
             self._frozen = True
         engine.recorder.verdict(self.verdict)
+
+
+def died_at_start(runs) -> tuple[list, dict[str, str]]:
+    """The co-run jobs to judge, and those that failed before taking a step past their warm-up
+    (name -> why): such a job never ran beside the others, so judging it (or waiting for its
+    steps) would only blame the healthy ones. If every job died, all are judged."""
+    runs = list(runs)
+    died = {r.name: r.failure or "failed" for r in runs if not r.alive and r.status == "failed"
+            and len(r.steps) <= r.w.warmup_steps}
+    ran = [r for r in runs if r.name not in died]
+    return (ran, died) if ran else (runs, {})
+
+
+def not_judged(verdict: Verdict, died: dict[str, str]) -> Verdict:
+    """The verdict naming the jobs left out because they died at start-up, and why."""
+    return verdict.with_evidence(died_at_start=dict(died)).with_lines(
+        "; ".join(f"{n} failed at start-up ({why})" for n, why in died.items())
+        + ": not judged, the verdict is of the jobs that ran")
 
 
 def _solo_stats(run, warmup: int) -> dict | None:

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
-from gputop_dl.analyse.evidence import gather
+from gputop_dl.analyse.evidence import GpuPoint, HostPoint, gather, gpu_points, host_point
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.engine.plan import Plan
@@ -92,8 +92,8 @@ class QueuePlan(Plan):
         self.verdict: dict | None = None  # the jobs running together now (or last together)
         self.groups: list[dict] = []  # earlier sets of jobs that ran together, judged
         self._group: tuple[str, ...] = ()
-        self._host: list[tuple] = []  # (t, busy, psi, load1, throttled)
-        self._gpu: list[tuple] = []  # (t, gpu, util, throttle reasons)
+        self._host: list[HostPoint] = []  # one per tick
+        self._gpu: list[GpuPoint] = []  # one per GPU and tick
         self._set_jobs(jobs or [])
 
     def _set_jobs(self, jobs: Sequence[Job]) -> None:
@@ -152,9 +152,8 @@ class QueuePlan(Plan):
         if self.t0 is not None and self.jobs and not engine.stopping:
             self._schedule(engine, now)
         h = machine.host
-        self._host.append((now, h.cpu_busy, h.cpu_pressure_some10, h.load1,
-                           h.cgroup_throttled_frac))
-        self._gpu.extend((now, g.index, g.util, g.throttle_reasons) for g in machine.gpus)
+        self._host.append(host_point(now, h))
+        self._gpu.extend(gpu_points(now, machine.gpus))
         self._judge(engine, now)
 
     def _keep_group(self) -> None:

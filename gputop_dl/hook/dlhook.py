@@ -347,7 +347,7 @@ def classify(exc: BaseException) -> str:
     if (isinstance(oom, type) and isinstance(exc, oom)) or "CUDA out of memory" in str(exc):
         return "cuda-oom"
     if isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate" in str(exc):
-        return "host-oom"
+        return load_channel().host_memory_cause()
     return "exception"
 
 

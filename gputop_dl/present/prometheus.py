@@ -25,13 +25,13 @@ from typing import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from gputop_dl import __version__
 from gputop_dl import metric_schema as m
 from gputop_dl.analyse.verdict import TITLES
 from gputop_dl.errors import UsageError
+from gputop_dl.present.metrics_http import start_server
 from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
 
 DEFAULT_PORT = m.DEFAULT_PORT
@@ -325,7 +325,7 @@ class MetricsServer:
 
     def start(self) -> "MetricsServer":
         try:
-            self._httpd, self._thread = start_http_server(self.port, self.host, self.registry)
+            self._httpd, self._thread = start_server(self.port, self.host, self.registry)
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise UsageError(f"cannot serve metrics on {self.host}:{self.port}: {why}") from None

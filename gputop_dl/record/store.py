@@ -11,22 +11,22 @@ from __future__ import annotations
 import glob
 import json
 import os
-import pwd
 import socket
 import sqlite3
-import stat
 import sys
 import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
 
-import platformdirs
-
-from gputop_dl.errors import UsageError
+# The data directory and corruption recovery live in their own modules; their public names
+# are re-exported here, where the rest of gputop-dl imports them from.
+from gputop_dl.record.paths import (  # noqa: F401
+    ENV_HOME, StoreError, create_private, data_dir, default_db_path, private, session_work_dir)
+from gputop_dl.record.recovery import (  # noqa: F401
+    CORRUPT_CODES, damage, is_corrupt, move_corrupt_aside, moved_aside)
 from gputop_dl.workload import redact_env
 
-ENV_HOME = "GPUTOP_DL_HOME"
 SCHEMA_VERSION = 2
 
 # Why this shape (docs/architecture.md, "Session store"): a 24-hour, 8-GPU, 10-job session
@@ -84,87 +84,6 @@ PHASE_KEYS = ("ph", "rank", "ph_clock", "ph_dropped")  # a step event's keys tha
 STALE_S = 15.0  # a "running" session of another host whose heartbeat is older than this
 
 
-CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
-
-
-class StoreError(UsageError):
-    """The data directory or the session database cannot be used: one line naming it, exit 2."""
-
-
-def _named(d: str) -> str:
-    return f"{ENV_HOME}={d}" if os.environ.get(ENV_HOME) else d
-
-
-def data_dir(writable: bool = True) -> str:
-    """The data directory, created if missing and `writable`; a StoreError naming it if it
-    cannot be used (`writable=False`: a missing one is fine, nothing is created)."""
-    d = os.environ.get(ENV_HOME) or platformdirs.user_data_dir("gputop-dl")
-    if os.path.lexists(d) and not os.path.isdir(d):
-        raise StoreError(f"{_named(d)}: not a directory, expected the data directory")
-    try:
-        if writable and not os.path.isdir(d):
-            os.makedirs(d, mode=0o700)  # private: sessions hold commands, logs, paths
-        elif writable:
-            private(d, 0o700)
-        elif not writable:
-            os.stat(d)  # NotADirectoryError if a parent is a file
-    except FileNotFoundError:
-        if writable:
-            raise StoreError(f"{_named(d)}: cannot be used as the data directory") from None
-    except OSError as exc:
-        raise StoreError(f"{_named(d)}: cannot be used as the data directory "
-                         f"({exc.strerror or exc})") from None
-    if os.path.isdir(d) and not os.access(d, os.R_OK | os.X_OK):
-        raise StoreError(f"{_named(d)}: the data directory cannot be read{_whose(d)}")
-    if writable and not os.access(d, os.W_OK | os.X_OK):
-        raise StoreError(f"{_named(d)}: the data directory is not writable{_whose(d)}")
-    return d
-
-
-def _whose(d: str) -> str:
-    """` (another user's, mode 0700)`: why a data directory is closed to us."""
-    try:
-        st = os.stat(d)
-    except OSError:
-        return ""
-    mode = f"mode {stat.S_IMODE(st.st_mode):04o}"
-    if st.st_uid == os.getuid():
-        return f" ({mode})"
-    try:
-        owner = pwd.getpwuid(st.st_uid).pw_name
-    except KeyError:
-        owner = f"uid {st.st_uid}"
-    return f" (it is {owner}'s, {mode}: sessions are private to the user who recorded them)"
-
-
-def default_db_path(writable: bool = True) -> str:
-    return os.path.join(data_dir(writable), "sessions.db")
-
-
-def session_work_dir(session_id: str) -> str:
-    top = os.path.join(data_dir(), "sessions")
-    d = os.path.join(top, session_id)
-    for x in (top, d):
-        os.makedirs(x, mode=0o700, exist_ok=True)
-    return d
-
-
-def private(path: str, mode: int = 0o600) -> None:
-    """Tighten a file or folder of ours to `mode` (0600 files, 0700 folders) if it is wider;
-    one we do not own, or cannot change, is left as it is."""
-    try:
-        st = os.stat(path)
-        if st.st_uid == os.getuid() and st.st_mode & 0o077:
-            os.chmod(path, mode)
-    except OSError:
-        pass
-
-
-def create_private(path: str) -> None:
-    """Create (or empty) a file readable by its owner only."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-
-
 def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -184,80 +103,6 @@ def pack_per_cpu(per_cpu) -> bytes:
 
 def unpack_per_cpu(blob: bytes | None) -> tuple[float, ...]:
     return tuple(b / 100 for b in blob) if blob else ()
-
-
-def _moved_aside(path: str) -> str | None:
-    """An existing database of an older schema is renamed (never rewritten); returns the new name."""
-    if not os.path.exists(path):
-        return None
-    try:
-        db = sqlite3.connect(path, timeout=10.0)
-        try:
-            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return None
-    if row is None or row[0] == str(SCHEMA_VERSION):
-        return None
-    dest = f"{path[:-3] if path.endswith('.db') else path}.v{row[0]}.db"
-    _keep_as(path, dest)
-    return dest
-
-
-def _keep_as(path: str, dest: str) -> None:
-    """Rename a database and its -wal/-shm to `dest`, private (an older one may be 0644)."""
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.replace(path + suffix, dest + suffix)
-            private(dest + suffix)
-
-
-def is_corrupt(exc: BaseException) -> bool:
-    """A SQLite error that says the file is damaged or no database (not locked, not full)."""
-    return isinstance(exc, sqlite3.DatabaseError) and (
-        getattr(exc, "sqlite_errorcode", None) in CORRUPT_CODES
-        or "malformed" in str(exc) or "not a database" in str(exc))
-
-
-def damage(path: str) -> str | None:
-    """Why the file at `path` is no SQLite database, from its header alone (cheap), or None.
-
-    Catches garbage and truncation, which SQLite itself may only notice on some later read."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError:
-        return None
-    if size == 0:
-        return None
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
-        return "file is not a database"
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96]  # the in-header size is valid (SQLite >= 3.7.0)
-    wal = path + "-wal"
-    if valid and pages and size < page * pages and not (os.path.exists(wal)
-                                                        and os.path.getsize(wal) > 0):
-        return f"truncated: {size} of {page * pages} bytes"
-    return None
-
-
-def move_corrupt_aside(path: str, why: str) -> str:
-    """Rename a damaged database (and its -wal/-shm) out of the way, never deleting it; says
-    so in one line on stderr; returns the new name."""
-    stem = path[:-3] if path.endswith(".db") else path
-    dest = f"{stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}.db"
-    n = 1
-    while os.path.exists(dest):
-        n += 1
-        dest = f"{stem}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}.db"
-    _keep_as(path, dest)
-    sys.stderr.write(f"gputop-dl: {path} is damaged ({why}); kept as {dest}, "
-                     "starting a new one\n")
-    return dest
 
 
 def _connect_ro(path: str) -> sqlite3.Connection:
@@ -335,7 +180,7 @@ class Store:
         why = damage(self.path)
         if why:
             move_corrupt_aside(self.path, why)
-        old = _moved_aside(self.path)
+        old = moved_aside(self.path, SCHEMA_VERSION)
         if old:
             sys.stderr.write(f"gputop-dl: {self.path} was written by an older gputop-dl "
                              f"(schema differs); kept as {old}, starting a new one\n")
@@ -383,6 +228,14 @@ class Store:
 
     def _jks_of(self, sid: str) -> dict[int, str]:
         return dict(self.db.execute("SELECT jk, name FROM jobs WHERE session_id=?", (sid,)))
+
+    def _names_of(self, sid: str, job: str | None) -> dict[int, str]:
+        """jk -> name of the session's jobs, or of the one `job`: one indexed lookup, not a
+        read of every job (a per-job read over 3,000 jobs was quadratic)."""
+        if job is None:
+            return self._jks_of(sid)
+        jk = self._jk(sid, job)
+        return {} if jk is None else {jk: job}
 
     def has_column(self, table: str, column: str) -> bool:
         """Whether this database has the column (one written before it was added has not)."""
@@ -527,9 +380,7 @@ class Store:
     def events(self, sid: str, job: str | None = None, ev: str | None = None,
                phase: str | None = None) -> list[dict]:
         """Recorded events as the trainer sent them (plus job and phase), in time order."""
-        names = self._jks_of(sid)
-        if job is not None:
-            names = {k: n for k, n in names.items() if n == job}
+        names = self._names_of(sid, job)
         if not names:
             return []
         marks = ",".join("?" * len(names))
@@ -575,11 +426,9 @@ class Store:
 
     def job_samples(self, sid: str, job: str | None = None) -> list[tuple]:
         """(t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time, samples_per_s)."""
-        names = self._jks_of(sid)
+        names = self._names_of(sid, job)
         out = []
         for jk, name in names.items():
-            if job is not None and name != job:
-                continue
             out += [(t, name, *rest) for t, *rest in self.db.execute(
                 "SELECT t, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time,"
                 " samples_per_s FROM job_samples WHERE jk=?", (jk,))]

@@ -6,9 +6,12 @@ arguments. `run_file` runs a whole launch without a presenter (tests and benchma
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import os
 import signal
 import sys
+import time
 
 from gputop_dl.collect.extras import require_train
 from gputop_dl.collect.found import FoundJobs
@@ -140,9 +143,46 @@ def check_store(path: str | None = None) -> None:
     Store(path).close()
 
 
+SIGNAL_DEADLINE_S = 1.3  # after a signal, the summary or an export gets this long at most
+STOP_DEADLINE_S = 1.3  # ... and stopping the jobs this long; the watchdog stops what is left
+
+
 def stop_on_signals(engine: Engine) -> None:
+    """INT, TERM and HUP stop the engine (its jobs are stopped, the session is kept as
+    interrupted), and gputop-dl exits within 2 s in every phase (KeyboardInterrupt, exit 130):
+    a signal after the engine ended (the summary, an export) at once; whatever follows the
+    engine SIGNAL_DEADLINE_S after the first signal; and if stopping the jobs takes longer
+    than STOP_DEADLINE_S (thousands of jobs), gputop-dl says so and leaves them to its
+    watchdog, which stops every one once gputop-dl is gone (the store then reads the session
+    and its live jobs as interrupted)."""
+    first: list[float] = []
+
+    def cut_short(_signum=None, _frame=None):
+        if engine.running:  # still stopping the jobs
+            left = first[0] + STOP_DEADLINE_S - time.monotonic() if first else 0.2
+            if left > 0:
+                signal.setitimer(signal.ITIMER_REAL, min(0.2, left))
+                return
+            print("gputop-dl: interrupted; stopping the jobs takes longer than "
+                  f"{STOP_DEADLINE_S:g} s: the watchdog stops what is left", file=sys.stderr)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)  # not a normal exit: tearing down thousands of jobs' objects took
+            # seconds, and the engine thread is mid-write (its transaction is rolled back)
+        raise KeyboardInterrupt
+
     def handler(signum, _frame):
+        if not engine.running:
+            cut_short()
         engine.request_stop("interrupted")
+        if not first:
+            first.append(time.monotonic())
+            signal.signal(signal.SIGALRM, cut_short)
+            signal.setitimer(signal.ITIMER_REAL, SIGNAL_DEADLINE_S)
+            atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)  # no SIGALRM at exit
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)

@@ -22,11 +22,13 @@ from gputop_dl.runner.engines import (Launcher, check_store, diagnose_engine, la
                                       stop_on_signals)
 from gputop_dl.runner.records import export_for_tui, run_export_tensorboard
 from gputop_dl.runner.remote import start_metrics
+from gputop_dl.runner.terminal import require_foreground
 from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
 ONCE_S = 1.0  # `--once`: seconds between its two samples (the CPU wait is read over them)
+SUMMARY_ROWS = 100  # the console summary's table shows this many jobs at most
 
 
 # --- ending ------------------------------------------------------------------------------------
@@ -55,7 +57,10 @@ def print_summary(engine: Engine, out=None) -> None:
                 if j.name in final else j for j in jobs]
         out.print("the figures below are what was recorded before recording stopped; the "
                   "statuses are the final ones", markup=False)
-    out.print(summary_table(jobs))
+    out.print(summary_table(jobs[:SUMMARY_ROWS]))
+    if len(jobs) > SUMMARY_ROWS:
+        out.print(f"... and {len(jobs) - SUMMARY_ROWS} more jobs: `gputop-dl export "
+                  f"{engine.session_id} FILE` has them all", markup=False)
     for line in verdict_lines(engine.verdict):
         out.print(line)
     cut = ", recording cut short" if engine.recorder.failure else ""
@@ -86,6 +91,9 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
         from gputop_dl.present.report.export import check_tensorboard_target
 
         check_tensorboard_target(tensorboard)  # before the run, not after it
+    if not headless and sys.stdout.isatty():
+        require_foreground("run it in the foreground, with `timeout --foreground`, or add "
+                           "--headless")
     engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
     if metrics:  # served until this process exits: the last snapshot stays scrapeable
         start_metrics(engine, metrics, "launch")
@@ -118,6 +126,9 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
                           where=f"[[workload]] '{across.name}' key 'nnodes'",
                           expected="jobs on this node only in `gputop-dl queue`",
                           hint="start a job across nodes with `gputop-dl launch` on each node")
+    if not headless and sys.stdout.isatty():
+        require_foreground("run it in the foreground, with `timeout --foreground`, or add "
+                           "--headless")
     engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
         try:
@@ -245,6 +256,8 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
                 metrics: str | None = None, readonly: bool = False) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
     (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
+    require_foreground("run it in the foreground or with `timeout --foreground`; "
+                       "`gputop-dl --once` prints one snapshot")
     from gputop_dl.present.tui.app import GputopApp
 
     check_store()

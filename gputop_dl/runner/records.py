@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from gputop_dl.text.console import console
@@ -18,6 +19,7 @@ def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> i
     """`gputop-dl export OUT.md|OUT.json [--session ID]`; `export DIR --tensorboard`."""
     from gputop_dl.present.report import ExportError, export_session
 
+    interrupt_on_term()
     if tensorboard:
         return run_export_tensorboard(session_id, out)
     try:
@@ -27,6 +29,16 @@ def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> i
         return exc.exit_code
     print(f"wrote {path}")
     return 0
+
+
+def interrupt_on_term() -> None:
+    """TERM (and HUP) end an export like Ctrl-C: KeyboardInterrupt, exit 130, and the file
+    being written is removed (write_atomic), never left half-written."""
+    def handler(_signum, _frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def run_export_tensorboard(session_id: str | None, out: str) -> int:

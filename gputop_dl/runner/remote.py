@@ -100,6 +100,10 @@ def run_fleet_once(nodes: str | None, as_json: bool = False, timeout: float = 2.
 
 def run_fleet_tui(nodes: str | None, prometheus: str | None, interval: float = 2.0) -> int:
     """`gputop-dl --nodes ...` (or `--prometheus URL`): the live fleet view."""
+    from gputop_dl.runner.terminal import require_foreground
+
+    require_foreground("run it in the foreground or with `timeout --foreground`; "
+                       "`--once` prints one reading")
     poller = fleet_poller(nodes, prometheus, interval=interval,
                           timeout=min(2.0, max(0.5, interval)))
     from gputop_dl.present.tui.fleet_app import FleetApp

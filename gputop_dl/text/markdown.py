@@ -48,9 +48,10 @@ def table(header: list[str], rows: list[list[str]], align: str = "") -> str:
     return "\n".join(out)
 
 
-def write_atomic(path: str, text: str) -> str:
+def write_atomic(path: str, text: str, mode: int | None = None) -> str:
     """Write `text` to `path` via a temp file in the same directory and os.replace: a failed
-    write never leaves half a file. Returns the path."""
+    write never leaves half a file. `mode`: the file's mode (default: 0666 less the umask).
+    Returns the path."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
@@ -59,9 +60,11 @@ def write_atomic(path: str, text: str) -> str:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -18,7 +18,8 @@ import torch
 import torchvision
 from torch import nn
 
-from gputop_dl.channel import EventWriter, StepsOnly, failure_message, rank_info, reports_here
+from gputop_dl.channel import (EventWriter, StepsOnly, failure_message, host_memory_cause,
+                               rank_info, reports_here)
 from gputop_dl.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
@@ -208,7 +209,7 @@ def classify_failure(exc: BaseException) -> str:
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(exc):
         return "cuda-oom"
     if isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate" in str(exc):
-        return "host-oom"
+        return host_memory_cause()
     return "exception"
 
 

@@ -204,7 +204,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
             events.append({"t": j["ended"], "job": j["name"], "phase": "co-run",
                            "ev": j["status"], "text": j["failure"] or "", "data": {}})
     if row.state == "interrupted":
-        live = [j["name"] for j in jobs if j["status"] in ("running", "starting", "waiting")]
+        live = [j["name"] for j in jobs if j["status"] == "interrupted"]
         events.append({"t": end, "job": None, "phase": None, "ev": "interrupted",
                        "text": "gputop-dl stopped recording (its process ended without closing "
                                "the session)" + (f"; still running then: {', '.join(live)}"

@@ -80,10 +80,17 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
     finally:
         store.close()
     try:
-        write_atomic(path, text)
+        write_atomic(path, text, mode=0o600 if _in_data_dir(path, store.path) else None)
     except OSError as exc:
         _write_failed(path, exc)
     return path
+
+
+def _in_data_dir(path: str, db_path: str) -> bool:
+    """Whether `path` lies in the data directory (the database's folder): what is written
+    there is private to its user (0600), like everything else in it."""
+    top = os.path.realpath(os.path.dirname(os.path.abspath(db_path)))
+    return os.path.commonpath([top, os.path.realpath(os.path.abspath(path))]) == top
 
 
 def _write_failed(path: str, exc: OSError):

@@ -166,10 +166,8 @@ def _distributed_section(jobs: list[dict]) -> str:
 
 
 def _status(j: dict, state: str | None) -> str:
-    st = j.get("status")
-    if state == "interrupted" and st in ("running", "starting", "waiting"):
-        return f"{md_cell(st)} when interrupted"
-    return md_cell(st)
+    """The job's status as the JSON has it (analyse.summary.status_after mapped it)."""
+    return md_cell(j.get("status"))
 
 
 def _tflops(x: float | None) -> str:
