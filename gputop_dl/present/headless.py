@@ -36,7 +36,7 @@ def jobs_table(snap: Snapshot) -> Table:
     monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns."""
     cols = (("job", "left"), ("status", "left"), ("device", "left"), ("epoch · step", "right"),
             ("step", "right"), ("samples/s", "right"), ("data-wait", "right"),
-            ("CPU cores", "right"), ("RSS", "right"), ("GPU mem", "right"),
+            ("CPU cores", "right"), ("CPU wait", "right"), ("RSS", "right"), ("GPU mem", "right"),
             ("slowdown", "right"), ("ETA", "right"))
     rows = []
     for j in snap.jobs:
@@ -44,7 +44,7 @@ def jobs_table(snap: Snapshot) -> Table:
         rows.append((j.name, status, j.device or DASH,
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
                      num(j.samples_per_s, ".1f"), pct(j.stall_fraction), num(j.cpu_cores, ".2f"),
-                     size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s)))
+                     pct(getattr(j, "cpu_wait_fraction", None)), size(j.rss), size(j.gpu_mem), num(j.slowdown, ".2f", "×"), secs(j.eta_s)))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
     t = Table(box=None, pad_edge=False, header_style="bold")
     for i in keep:
