@@ -128,6 +128,11 @@ class JobSample:
     cpu_wait_workers: float | None = None
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
+    # Phase shares of a found job (issue 22 item 5, branch cpuwait): py-spy main-thread samples
+    # per step phase ((phase, share 0..1), ...) in the order data, forward, backward, optimizer,
+    # other: sampled shares, not seconds; the samples behind them (None: not sampled)
+    phase_shares: tuple[tuple[str, float], ...] = ()
+    phase_shares_samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,8 @@ def _clean(d: dict) -> dict:
     out = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
+    if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
+        out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}
