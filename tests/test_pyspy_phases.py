@@ -121,11 +121,11 @@ def _spy_until(pid: int, want, deadline_s: float = 60.0):
 
 @pytest.mark.heavy
 @pytest.mark.skipif(pyspy.pyspy_path() is None, reason="py-spy is not installed")
-@pytest.mark.parametrize("extra,anchor", [
-    ([], "optimizer"),  # never waits on data
-    (["--accumulate", "2"], "optimizer"),  # two forwards and backwards per optimizer step
+@pytest.mark.parametrize("extra", [
+    [],  # never waits on data
+    ["--accumulate", "2"],  # two forwards and backwards per optimizer step
 ])
-def test_real_torch_loop_step_time_and_phase_shares(extra, anchor):
+def test_real_torch_loop_step_time_and_phase_shares(extra):
     """tests/external/phased.py (forward, backward, optimizer 60 ms each, sleeping): py-spy's
     step time is within 25 % of the script's own recent mean step, and the three phases
     share the samples about evenly."""
@@ -138,8 +138,8 @@ def test_real_torch_loop_step_time_and_phase_shares(extra, anchor):
         est = _spy_until(proc.pid, lambda e: e.step_time_s is not None)
         own = (own0 + json.loads(proc.stdout.readline())["recent_step_s"]) / 2
         assert est.step_time_s is not None, f"no step time read: {est}"
-        assert est.anchor == anchor
-        assert est.step_time_s == pytest.approx(own, rel=0.25)
+        # (with accumulation, an anchor of micro-steps would read half the step)
+        assert est.step_time_s == pytest.approx(own, rel=0.25), est
         shares = dict(pyspy.phase_shares(est.phases))
         per = 2 if extra else 1  # forwards and backwards per optimizer step
         total = 60 * (2 * per + 1)

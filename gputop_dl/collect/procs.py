@@ -116,8 +116,7 @@ class ProcFiles:
     reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
     a read opens and closes. An instance is for one thread."""
 
-    kept = 0  # files kept open by all instances (a subclass may keep its own count)
-    keep_max = KEEP_MAX
+    kept = 0  # files kept open by all instances
 
     def __init__(self):
         self._fds: dict[str, int] = {}
@@ -125,10 +124,9 @@ class ProcFiles:
     def read(self, path: str, size: int = 4096) -> bytes:
         """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
         fd = self._fds.get(path)
-        cls = type(self)
-        if fd is None and cls.kept < cls.keep_max:
+        if fd is None and ProcFiles.kept < KEEP_MAX:
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            cls.kept += 1
+            ProcFiles.kept += 1
         if fd is not None:
             try:
                 data = os.pread(fd, size, 0)
@@ -142,7 +140,7 @@ class ProcFiles:
         fd = self._fds.pop(path, None)
         if fd is not None:
             os.close(fd)
-            type(self).kept -= 1
+            ProcFiles.kept -= 1
 
     def keep_only(self, paths: set[str]) -> None:
         for path in [p for p in self._fds if p not in paths]:
@@ -206,6 +204,7 @@ class TreeSampler:
             sched = PROC and read is None
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
+        self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
@@ -247,9 +246,9 @@ class TreeSampler:
 
     def _read_waits(self, stats: dict[int, Stat], now: float):
         """(pid -> (ran, waited) ns, note, throttled share) for this tick; Nones when off."""
-        if self._sched is None:
+        if self._sched is None or not self.cpu_wait:
             return None, None, None
-        waits = self._sched.read({pid: (st.start, st.threads) for pid, st in stats.items()})
+        waits = self._sched.read({pid: (st.start, st.threads, st.cpu) for pid, st in stats.items()})
         return waits, self._sched.note, self._throttle.read(now)
 
     def close(self) -> None:
