@@ -15,10 +15,11 @@ and commit, snapshot build; "rest" is the tick minus the parts. Prints median (m
     .venv/bin/python benchmarks/engine_tick.py --cpu-wait --jobs 3 --ticks 100 --interval 0.5
 
 `--cpu-wait` prices the CPU-wait reading (collect/schedstat.py: every thread's schedstat and the
-cgroup's cpu.stat) instead: with the N found jobs, ticks alternate between the reading on and
-off (`TreeSampler.cpu_wait`), so both halves see the same load; prints both medians and their
-ratio (target: at most 1.10), the CPU time spent in the reading itself (timed by wrapping it),
-and the threads read per tick.
+cgroup's cpu.stat, read every `schedstat.READ_EVERY` ticks) instead: with the N found jobs,
+blocks of READ_EVERY ticks alternate between the reading on and off (`TreeSampler.cpu_wait`),
+so both halves see the same load; prints the median CPU per tick of each (a block's mean), their
+ratio (target: at most 1.10), and the CPU time spent in the reading itself (timed by wrapping
+it).
 """
 
 from __future__ import annotations
@@ -151,26 +152,28 @@ def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> N
     procs.TreeSampler._read_waits = timed(orig[0])
     found_mod.tree_wait = timed(schedstat.tree_wait)
     try:
-        for i in range(warmup + 2 * ticks):
-            t0 = time.monotonic()
+        every = schedstat.READ_EVERY  # ticks per reading: compare blocks of that many ticks
+        for i in range(warmup + 2 * ticks // every):
             reading = i % 2 == 0
-            for tree in getattr(eng.sampler.found, "_trees", {}).values():
-                tree.cpu_wait = reading
-            spent_in[0] = 0.0
-            c0 = time.thread_time()
-            eng.tick()
-            spent = time.thread_time() - c0
+            spent_in[0], spent = 0.0, 0.0
+            for _ in range(every):
+                t0 = time.monotonic()
+                for tree in getattr(eng.sampler.found, "_trees", {}).values():
+                    tree.cpu_wait = reading
+                c0 = time.thread_time()
+                eng.tick()
+                spent += time.thread_time() - c0
+                time.sleep(max(0.0, interval - (time.monotonic() - t0)))
             if i >= warmup:
-                (on if reading else off).append(spent)
+                (on if reading else off).append(spent / every)  # per tick
                 if reading:
-                    inside.append(spent_in[0])
-            time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+                    inside.append(spent_in[0] / every)
     finally:
         procs.TreeSampler._read_waits, found_mod.tree_wait = orig
     jobs = eng.snapshot.jobs
     print(f"\n{n_jobs} jobs started, {len(jobs)} found ({sum(len(j.pids) for j in jobs)} "
           f"processes, {sum(j.threads or 0 for j in jobs)} threads), {ticks} ticks each at "
-          f"{interval:g} s")
+          f"{interval:g} s, read every {schedstat.READ_EVERY} ticks")
     print(f"  tick with CPU wait    {fmt(on)}")
     print(f"  tick without          {fmt(off)}")
     print(f"  ratio of the medians  {statistics.median(on) / statistics.median(off):.3f}")

@@ -142,15 +142,20 @@ def test_tree_sampler_reads_real_threads_that_come_and_go():
     for t in ts_:
         t.start()
     tree = TreeSampler(os.getpid())
+    every = schedstat.READ_EVERY
     try:
-        assert tree.sample(children_map()).waits == {}
+        first = tree.sample(children_map()).waits
+        assert first == {}  # the first reading starts the deltas
+        for _ in range(every - 1):  # read every READ_EVERY ticks: the last reading between
+            assert tree.sample(children_map()).waits is first
         stop.set()
         for t in ts_:
             t.join()
         sum(range(200000))  # some run time of our own
         s = tree.sample(children_map())
         assert os.getpid() in s.waits and s.waits[os.getpid()][0] > 0 and s.wait_note is None
-        s = tree.sample(children_map())  # the exited threads are gone: no error
+        for _ in range(every):  # the exited threads are gone: no error
+            s = tree.sample(children_map())
         assert os.getpid() in s.waits
         cw = tree_wait(s, os.getpid())
         assert cw.fraction is None or 0.0 <= cw.fraction <= 1.0

@@ -33,6 +33,9 @@ from typing import Callable
 from gputop_dl.collect.procs import ProcFiles, read_proc
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+# the tree sampler reads the threads every this many ticks and shows the last reading between:
+# at ~2.5 µs a thread, every tick cost 10-15 % of a loaded 2-core box's tick (docs/benchmarks.md)
+READ_EVERY = 2
 KERNEL_NOTE = "CPU wait: not available (kernel: no /proc/PID/task/TID/schedstat)"
 MIN_RUNNABLE_NS = 0  # a group with no runnable time in the interval has no share (None)
 
