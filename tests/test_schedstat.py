@@ -144,19 +144,18 @@ def test_tree_sampler_reads_real_threads_that_come_and_go():
     tree = TreeSampler(os.getpid())
     every = schedstat.READ_EVERY
     try:
-        first = tree.sample(children_map()).waits
-        assert first == {}  # the first reading starts the deltas
-        for _ in range(every - 1):  # read every READ_EVERY ticks: the last reading between
-            assert tree.sample(children_map()).waits is first
+        assert tree.sample(children_map()).waits == {}  # the first reading starts the deltas
         stop.set()
         for t in ts_:
             t.join()
         sum(range(200000))  # some run time of our own
-        s = tree.sample(children_map())
+        s = tree.sample(children_map())  # read again at once (`--once` samples twice)
         assert os.getpid() in s.waits and s.waits[os.getpid()][0] > 0 and s.wait_note is None
-        for _ in range(every):  # the exited threads are gone: no error
-            s = tree.sample(children_map())
-        assert os.getpid() in s.waits
+        first = s.waits
+        for _ in range(every - 1):  # then every READ_EVERY ticks: the last reading between
+            assert tree.sample(children_map()).waits is first
+        s = tree.sample(children_map())  # the exited threads are gone: no error
+        assert os.getpid() in s.waits and s.waits is not first
         cw = tree_wait(s, os.getpid())
         assert cw.fraction is None or 0.0 <= cw.fraction <= 1.0
     finally:

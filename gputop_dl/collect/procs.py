@@ -205,7 +205,7 @@ class TreeSampler:
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
-        self._waits_tick = 0
+        self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: tuple = (None, None, None)
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
@@ -249,14 +249,16 @@ class TreeSampler:
     def _read_waits(self, stats: dict[int, Stat], now: float):
         """(pid -> (ran, waited) ns, note, throttled share); Nones when off. Read every
         `schedstat.READ_EVERY` ticks (the figures of the last reading in between), which keeps
-        the reading within 10 % of the tick's cost (docs/benchmarks.md)."""
+        the reading within 10 % of the tick's cost (docs/benchmarks.md); every tick until a
+        reading has figures."""
         if self._sched is None or not self.cpu_wait:
             return None, None, None
-        tick, self._waits_tick = self._waits_tick, self._waits_tick + 1
-        if tick % schedstat.READ_EVERY:
+        if self._waits_skip > 0 and self._waits_last[0]:  # (until the first figures: read
+            self._waits_skip -= 1  # each tick, so that `--once`'s second sample has them)
             return self._waits_last
         waits = self._sched.read({pid: (st.start, st.threads, st.cpu) for pid, st in stats.items()})
         self._waits_last = (waits, self._sched.note, self._throttle.read(now))
+        self._waits_skip = schedstat.READ_EVERY - 1
         return self._waits_last
 
     def close(self) -> None:
