@@ -403,9 +403,10 @@ def parse_chrometrace(text: str, interval_s: float) -> dict[str, list[str]]:
     of `interval_s`}.
 
     The trace has the sample times: a frame's begin and end events at the samples where the
-    stack changed. Each stack counts for the samples its time spans (at least one), so the
-    sequence keeps real time even where py-spy fell behind and then sampled fast to catch up,
-    which a plain sample order (speedscope) would stretch."""
+    stack changed. Each stack counts for the grid points its time spans (a stack shorter than
+    the grid's step may get none, as with an exact sampler), so the sequence keeps real time
+    even where py-spy fell behind and then sampled fast to catch up, which a plain sample
+    order (speedscope) would stretch."""
     doc = json.loads(text)
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     stacks: dict[object, list[str]] = {}
@@ -441,9 +442,14 @@ def parse_chrometrace(text: str, interval_s: float) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for tid, pts in points.items():
         seq: list[str] = []
-        for (t0, stack), (t1, _) in zip(pts, pts[1:]):
-            if stack is not None:
-                seq.extend([stack] * max(1, round((t1 - t0) / interval_s)))
+        if pts:
+            origin = pts[0][0]
+            for (t0, stack), (t1, _) in zip(pts, pts[1:]):
+                # the grid points of [t0, t1): what a sampler at exactly `interval_s` would
+                # have taken (rounded on the running time, so no bias piles up)
+                n = round((t1 - origin) / interval_s) - round((t0 - origin) / interval_s)
+                if stack is not None and n > 0:
+                    seq.extend([stack] * n)
         out[str(tid)] = seq
     return out
 
