@@ -398,79 +398,15 @@ def parse_speedscope(text: str) -> dict[str, list[str]]:
     return out
 
 
-def parse_chrometrace(text: str, interval_s: float) -> dict[str, list[str]]:
-    """py-spy `--format chrometrace` -> {thread: folded stacks (root first) on a uniform grid
-    of `interval_s`}.
-
-    The trace has the sample times: a frame's begin and end events at the samples where the
-    stack changed. Each stack counts for the grid points its time spans (a stack shorter than
-    the grid's step may get none, as with an exact sampler), so the sequence keeps real time
-    even where py-spy fell behind and then sampled fast to catch up, which a plain sample
-    order (speedscope) would stretch."""
-    doc = json.loads(text)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    stacks: dict[object, list[str]] = {}
-    points: dict[object, list[tuple[float, str | None]]] = {}
-    ts_prev: float | None = None
-    touched: set = set()
-
-    def flush(ts: float) -> None:
-        for tid in touched:
-            st = stacks.get(tid) or []
-            points.setdefault(tid, []).append((ts, ";".join(st) if st else None))
-        touched.clear()
-
-    for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") not in ("B", "E"):
-            continue
-        ts = float(ev.get("ts", 0)) / 1e6
-        if ts_prev is not None and ts != ts_prev:
-            flush(ts_prev)
-        ts_prev = ts
-        tid = (ev.get("pid"), ev.get("tid"))
-        touched.add(tid)
-        st = stacks.setdefault(tid, [])
-        if ev["ph"] == "B":
-            args = ev.get("args") or {}
-            path, line = args.get("filename") or "", args.get("line")
-            name = str(ev.get("name", "?"))
-            st.append(f"{name} ({path}:{line})" if path else name)
-        elif st:
-            st.pop()
-    if ts_prev is not None:
-        flush(ts_prev)
-    out: dict[str, list[str]] = {}
-    for tid, pts in points.items():
-        seq: list[str] = []
-        if pts:
-            origin = pts[0][0]
-            for (t0, stack), (t1, _) in zip(pts, pts[1:]):
-                # the grid points of [t0, t1): what a sampler at exactly `interval_s` would
-                # have taken (rounded on the running time, so no bias piles up)
-                n = round((t1 - origin) / interval_s) - round((t0 - origin) / interval_s)
-                if stack is not None and n > 0:
-                    seq.extend([stack] * n)
-        out[str(tid)] = seq
-    return out
-
-
-def parse_burst(text: str, interval_s: float) -> dict[str, list[str]]:
-    """A burst's output file, chrometrace (sample times kept) or speedscope (sample order)."""
-    doc_is_speedscope = text.lstrip().startswith("{") and '"profiles"' in text[:2000]
-    if doc_is_speedscope:
-        return parse_speedscope(text)
-    return parse_chrometrace(text, interval_s)
-
-
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
                  exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
     """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None)."""
-    text, err, cpu = _run_pyspy(pid, duration_s, rate, "chrometrace", ["--threads"], exe)
+    text, err, cpu = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
     if err is not None:
         return None, err
     try:
-        profiles = parse_burst(text or "", 1.0 / rate)
-    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        profiles = parse_speedscope(text or "")
+    except (ValueError, TypeError, AttributeError) as exc:
         return None, f"py-spy: unreadable output ({exc})"
     best = StallEstimate(0, 0)
     for seq in profiles.values():
