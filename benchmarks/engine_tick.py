@@ -11,6 +11,15 @@ After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, 
 timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
 discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), store writes
 and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
+
+    .venv/bin/python benchmarks/engine_tick.py --cpu-wait --jobs 3 --ticks 100 --interval 0.5
+
+`--cpu-wait` prices the CPU-wait reading (collect/schedstat.py: every thread's schedstat and the
+cgroup's cpu.stat, read every `schedstat.READ_EVERY` ticks) instead: with the N found jobs,
+blocks of READ_EVERY ticks alternate between the reading on and off (`TreeSampler.cpu_wait`),
+so both halves see the same load; prints the median CPU per tick of each (a block's mean), their
+ratio (target: at most 1.10), and the CPU time spent in the reading itself (timed by wrapping
+it).
 """
 
 from __future__ import annotations
@@ -121,6 +130,60 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     eng.recorder.close("finished", None)
 
 
+def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
+    """Plain ticks, alternately with and without the CPU-wait reading; both medians."""
+    from gputop_dl.collect import found as found_mod, procs, schedstat
+
+    eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))
+    on, off, inside = [], [], []
+    spent_in = [0.0]
+
+    def timed(fn):
+        def wrapper(*args, **kw):
+            c = time.thread_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                spent_in[0] += time.thread_time() - c
+        return wrapper
+
+    # the reading itself: every tree's schedstat and cpu.stat reads, and the per-job shares
+    orig = procs.TreeSampler._read_waits, found_mod.tree_wait
+    procs.TreeSampler._read_waits = timed(orig[0])
+    found_mod.tree_wait = timed(schedstat.tree_wait)
+    try:
+        every = schedstat.READ_EVERY  # ticks per reading: compare blocks of that many ticks
+        for i in range(warmup + 2 * ticks // every):
+            reading = i % 2 == 0
+            spent_in[0], spent = 0.0, 0.0
+            for _ in range(every):
+                t0 = time.monotonic()
+                for tree in getattr(eng.sampler.found, "_trees", {}).values():
+                    tree.cpu_wait = reading
+                c0 = time.thread_time()
+                eng.tick()
+                spent += time.thread_time() - c0
+                time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+            if i >= warmup:
+                (on if reading else off).append(spent / every)  # per tick
+                if reading:
+                    inside.append(spent_in[0] / every)
+    finally:
+        procs.TreeSampler._read_waits, found_mod.tree_wait = orig
+    jobs = eng.snapshot.jobs
+    print(f"\n{n_jobs} jobs started, {len(jobs)} found ({sum(len(j.pids) for j in jobs)} "
+          f"processes, {sum(j.threads or 0 for j in jobs)} threads), {ticks} ticks each at "
+          f"{interval:g} s, read every {schedstat.READ_EVERY} ticks")
+    print(f"  tick with CPU wait    {fmt(on)}")
+    print(f"  tick without          {fmt(off)}")
+    print(f"  ratio of the medians  {statistics.median(on) / statistics.median(off):.3f}")
+    print(f"  the reading itself    {fmt(inside)}  = "
+          f"{statistics.median(inside) / statistics.median(off):.1%} of the tick without")
+    print("  CPU wait of the jobs  " + ", ".join(
+        f"{j.cpu_wait_fraction if j.cpu_wait_fraction is not None else '-'}" for j in jobs))
+    eng.recorder.close("finished", None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=3, help="found jobs of the second run")
@@ -128,23 +191,38 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--only-jobs", action="store_true", help="skip the 0-job run")
+    ap.add_argument("--cpu-wait", action="store_true",
+                    help="price the CPU-wait reading: ticks with and without it, N jobs")
     args = ap.parse_args()
+    span = (args.warmup + 2 * args.ticks) * args.interval + 30
+    if args.cpu_wait:
+        with_jobs(args.jobs, span, lambda: measure_cpu_wait(args.jobs, args.ticks, args.warmup,
+                                                            args.interval))
+        return
     print(f"CPU per monitor tick (thread_time), {os.cpu_count()} CPUs; "
           f"{args.ticks} plain ticks, the same number instrumented")
     if not args.only_jobs:
         measure(0, args.ticks, args.warmup, args.interval)
     if args.jobs:
-        span = (args.warmup + 2 * args.ticks) * args.interval + 30
-        jobs = start_jobs(args.jobs, span)
-        try:
-            time.sleep(8.0)  # torch imported, workers forked
-            measure(args.jobs, args.ticks, args.warmup, args.interval)
-        finally:
-            for j in jobs:
-                j.terminate()
-            for j in jobs:
-                j.wait(10)
+        with_jobs(args.jobs, span, lambda: measure(args.jobs, args.ticks, args.warmup,
+                                                   args.interval))
 
+
+def with_jobs(n: int, span: float, run) -> None:
+    """Start `n` jobs for `span` seconds, give them 8 s to import torch, `run()`, stop them."""
+    jobs = start_jobs(n, span)
+    try:
+        time.sleep(8.0)  # torch imported, workers forked
+        run()
+    finally:
+        for j in jobs:
+            j.terminate()
+        for j in jobs:
+            try:
+                j.wait(10)
+            except subprocess.TimeoutExpired:  # a loaded machine: do not leave it running
+                j.kill()
+                j.wait()
 
 if __name__ == "__main__":
     main()

@@ -210,6 +210,11 @@ class JobSample:
     phases: StepPhases | None = None
     ranks: tuple[RankPhases, ...] = ()
     straggler: Straggler | None = None
+    # Phase shares of a found job (issue 22 item 5, branch cpuwait): py-spy main-thread samples
+    # per step phase ((phase, share 0..1), ...) in the order data, forward, backward, optimizer,
+    # other: sampled shares, not seconds; the samples behind them (None: not sampled)
+    phase_shares: tuple[tuple[str, float], ...] = ()
+    phase_shares_samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,8 @@ def _clean(d: dict) -> dict:
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
         out["procs"] = [p._asdict() for p in d["procs"]]
+    if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
+        out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}

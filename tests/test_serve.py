@@ -299,8 +299,10 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
     ddp = JobSample(name="ddp", pid=2, launched=True, step_time_s=0.2, rank_cpu_cores=((0, 1.0),),
                     distributed=Distributed(run_id="r", world_size=2, ranks=(
                         RankProc(rank=0, local_rank=0, pid=3),)))
+    cw = JobSample(name="cw", pid=4, launched=False, cpu_wait_fraction=0.4,  # CPU wait (issue 21)
+                   cpu_throttled_fraction=0.1)
     c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=four_gpus(), host=host,
-                    jobs=(LAUNCHED, FOUND, solo, ddp), verdict=VERDICT))
+                    jobs=(LAUNCHED, FOUND, solo, ddp, cw), verdict=VERDICT))
     have = set(render(c))
     with open(os.path.join(ROOT, "docs", "grafana", "gputop-dl.json")) as f:
         dash = json.load(f)

@@ -104,7 +104,9 @@ class FoundJobs:
                 slurm=ident.slurm, container=ident.container, launched_by=ident.launched_by,
                 identity_note=ident.note,
                 procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu),
-                **wait_fields(tree_wait(ts, f.pid, dist))))
+                **wait_fields(tree_wait(ts, f.pid, dist)),
+                phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
+                phase_shares_samples=res.phase_samples if res else None))
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
@@ -130,8 +132,9 @@ class FoundJobs:
         ests, errors = pyspy.spy_all({(f.pid, f.start): f.target for f in self.found}, seconds, rate)
         for key, est in ests.items():
             if est.samples:
-                self._measured[key] = StallResult(est.fraction, est.samples, est.step_time_s,
-                                                  time.time())
+                self._measured[key] = StallResult(
+                    est.fraction, est.samples, est.step_time_s, time.time(),
+                    tuple((p, est.phases.get(p, 0)) for p in pyspy.PHASES) if est.phases else ())
         return errors
 
     def new_since_last(self) -> list[Found]:

@@ -118,8 +118,7 @@ class ProcFiles:
     reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
     a read opens and closes. An instance is for one thread."""
 
-    kept = 0  # files kept open by all instances (a subclass may keep its own count)
-    keep_max = KEEP_MAX
+    kept = 0  # files kept open by all instances
 
     def __init__(self):
         self._fds: dict[str, int] = {}
@@ -127,10 +126,9 @@ class ProcFiles:
     def read(self, path: str, size: int = 4096) -> bytes:
         """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
         fd = self._fds.get(path)
-        cls = type(self)
-        if fd is None and cls.kept < cls.keep_max:
+        if fd is None and ProcFiles.kept < KEEP_MAX:
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            cls.kept += 1
+            ProcFiles.kept += 1
         if fd is not None:
             try:
                 data = os.pread(fd, size, 0)
@@ -144,7 +142,7 @@ class ProcFiles:
         fd = self._fds.pop(path, None)
         if fd is not None:
             os.close(fd)
-            type(self).kept -= 1
+            ProcFiles.kept -= 1
 
     def keep_only(self, paths: set[str]) -> None:
         for path in [p for p in self._fds if p not in paths]:
@@ -208,6 +206,9 @@ class TreeSampler:
             sched = PROC and read is None
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
+        self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
+        self._waits_skip = 0  # ticks to hand on the last reading before the next one
+        self._waits_last: tuple = (None, None, None)
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
@@ -248,11 +249,19 @@ class TreeSampler:
                           waits=waits, wait_note=note, throttled=throttled)
 
     def _read_waits(self, stats: dict[int, Stat], now: float):
-        """(pid -> (ran, waited) ns, note, throttled share) for this tick; Nones when off."""
-        if self._sched is None:
+        """(pid -> (ran, waited) ns, note, throttled share); Nones when off. Read every
+        `schedstat.READ_EVERY` ticks (the figures of the last reading in between), which keeps
+        the reading within 10 % of the tick's cost (docs/benchmarks.md); every tick until a
+        reading has figures."""
+        if self._sched is None or not self.cpu_wait:
             return None, None, None
-        waits = self._sched.read({pid: (st.start, st.threads) for pid, st in stats.items()})
-        return waits, self._sched.note, self._throttle.read(now)
+        if self._waits_skip > 0 and self._waits_last[0]:  # (until the first figures: read
+            self._waits_skip -= 1  # each tick, so that `--once`'s second sample has them)
+            return self._waits_last
+        waits = self._sched.read({pid: (st.start, st.threads, st.cpu) for pid, st in stats.items()})
+        self._waits_last = (waits, self._sched.note, self._throttle.read(now))
+        self._waits_skip = schedstat.READ_EVERY - 1
+        return self._waits_last
 
     def stats(self) -> dict[int, Stat]:
         """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""

@@ -166,10 +166,55 @@ def classify(stack: str, pid: int | None = None) -> str | None:
     return "compute"
 
 
-class StallEstimate:
-    """Main-thread samples of one burst: data-wait fraction, counts, step time where honest."""
+# --- where the main thread's samples fall: the phases of a training step (issue 22 item 5) ----
 
-    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv")
+PHASES = ("data", "forward", "backward", "optimizer", "other")
+_MODULE = "torch/nn/modules/module.py"
+_CALL_FUNCS = ("_wrapped_call_impl", "_call_impl", "__call__")
+_BACKWARD_FILES = ("torch/_tensor.py", "torch/autograd/__init__.py")
+_BACKWARD_FUNCS = ("backward", "grad")
+_OPTIM = "torch/optim/"
+# frames of `Optimizer.step` in torch/optim/: the step itself and the wrappers around every
+# optimizer's step (hooks, no-grad); not its __init__, zero_grad or an LR scheduler
+_OPTIM_STEP_FUNCS = ("step", "wrapper", "_use_grad")
+
+
+def _step_phase(func: str, path: str) -> str | None:
+    """The step phase one frame opens: forward (`nn.Module.__call__`), backward
+    (`Tensor.backward`, `torch.autograd.backward` / `grad`), optimizer (an `Optimizer.step`,
+    its hooks wrapper included; not its __init__, `zero_grad` or an LR scheduler), or None."""
+    name = func.rsplit(".", 1)[-1]
+    if _MODULE in path and name in _CALL_FUNCS:
+        return "forward"
+    if name in _BACKWARD_FUNCS and any(f in path for f in _BACKWARD_FILES):
+        return "backward"
+    if _OPTIM in path and "lr_scheduler" not in path and name in _OPTIM_STEP_FUNCS:
+        return "optimizer"
+    return None
+
+
+def phase_of(stack: str, pid: int | None = None) -> str | None:
+    """One folded sample -> its step phase: "data" (as `classify`), else the OUTERMOST of
+    forward / backward / optimizer on the stack, else "other"; None for another thread. A
+    `zero_grad` on the stack, or an import above the phase's frame, is "other"."""
+    c = classify(stack, pid)
+    if c != "compute":
+        return c
+    _, _, rest = split_thread(stack)
+    for func, path in _frames(rest):
+        if func.rsplit(".", 1)[-1] == "zero_grad" or path.startswith("<frozen importlib"):
+            return "other"  # (an import of torch.optim is no optimizer step)
+        ph = _step_phase(func, path)
+        if ph is not None:
+            return ph
+    return "other"
+
+
+class StallEstimate:
+    """Main-thread samples of one burst: data-wait fraction, counts, step time where honest,
+    and the samples per step phase (`PHASES`)."""
+
+    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
@@ -177,6 +222,8 @@ class StallEstimate:
         self.step_time_s, self.cycles = step_time_s, cycles
         self.cv: float | None = None  # spread of the cycle lengths (stdev / mean)
         self.cpu_s = cpu_s  # what the burst cost py-spy itself (None: not known)
+        self.phases: dict[str, int] = {}  # phase -> main-thread samples (empty: not classified)
+        self.anchor: str | None = None  # the phase whose recurrences gave the step time
 
     @property
     def samples(self) -> int:
@@ -188,7 +235,15 @@ class StallEstimate:
 
     def __repr__(self) -> str:
         return (f"StallEstimate(fraction={self.fraction}, samples={self.samples}, "
-                f"step_time_s={self.step_time_s}, cycles={self.cycles})")
+                f"step_time_s={self.step_time_s}, cycles={self.cycles}, anchor={self.anchor})")
+
+
+def phase_shares(counts: dict[str, int]) -> tuple[tuple[str, float], ...]:
+    """Samples per phase -> ((phase, share of the samples), ...) in `PHASES` order; () for none."""
+    total = sum(counts.get(p, 0) for p in PHASES)
+    if not total:
+        return ()
+    return tuple((p, round(counts.get(p, 0) / total, 3)) for p in PHASES)
 
 
 def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
@@ -203,39 +258,72 @@ def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
     return StallEstimate(data, compute)
 
 
-MIN_CYCLES = 4  # complete compute -> data-wait cycles needed before a step time is reported
+MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time is reported
+# the phases whose recurrence marks a step, most telling first: one optimizer step per training
+# step (also with gradient accumulation); backward, data wait and forward once per micro-step;
+# backward and optimizer together, or forward and backward together, where each alone is too
+# short to be seen in every step
+ANCHORS: tuple[tuple[str, ...], ...] = (("optimizer",), ("backward",), ("data",),
+                                         ("backward", "optimizer"), ("forward",),
+                                         ("forward", "backward"))
 
 
-def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
-    """Time-ordered samples of one thread -> stall fraction, and a step time only when it can
-    be read off honestly: at least MIN_CYCLES compute -> data-wait transitions, and the
-    complete runs of either phase at least 2 samples long (a phase shorter than the sampling
-    interval could hide between two samples and merge two steps into one). One run in ten may
-    be a single sample when the runs are typically 3 or more samples long: that is py-spy's
-    timing jitter, not a hidden phase."""
-    labels = [c for c in (classify(s, pid) for s in seq) if c is not None]
-    est = StallEstimate(labels.count("data"), labels.count("compute"))
-    runs: list[list] = []  # [label, length]
-    for c in labels:
-        if runs and runs[-1][0] == c:
+def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float | None] | None:
+    """Time-ordered samples, True inside the anchor phase -> (median cycle s, cycles, cv), or
+    None unless the cycles can be read off honestly: at least MIN_CYCLES entries into the anchor
+    phase after another one, and the complete runs of either side at least 2 samples long (a
+    run shorter than the sampling interval could hide between two samples and merge two steps
+    into one). One run in ten may be a single sample when the runs are typically 3 or more
+    samples long: that is py-spy's timing jitter, not a hidden phase."""
+    runs: list[list] = []  # [in anchor, length]
+    for m in marks:
+        if runs and runs[-1][0] == m:
             runs[-1][1] += 1
         else:
-            runs.append([c, 1])
-    starts, pos = [], 0  # sample index where each data-wait run that follows compute begins
-    for i, (c, n) in enumerate(runs):
-        if c == "data" and i > 0:
+            runs.append([m, 1])
+    starts, pos = [], 0  # sample index where each anchor run that follows another one begins
+    for i, (m, n) in enumerate(runs):
+        if m and i > 0:
             starts.append(pos)
         pos += n
     inner = runs[1:-1]
     singles = sum(1 for _, n in inner if n < 2)
     steady = not singles or (singles <= len(inner) // 10
                              and statistics.median(n for _, n in inner) >= 3)
-    if len(starts) >= MIN_CYCLES + 1 and inner and steady:
-        lengths = [(b - a) * interval_s for a, b in zip(starts, starts[1:])]
-        est.cycles = len(lengths)
-        est.step_time_s = round(statistics.median(lengths), 4)  # robust to one jittered cycle
-        mean = statistics.fmean(lengths)
-        est.cv = round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None
+    if len(starts) < MIN_CYCLES + 1 or not inner or not steady:
+        return None
+    lengths = [(b - a) * interval_s for a, b in zip(starts, starts[1:])]
+    mean = statistics.fmean(lengths)
+    # the mean, not the median: py-spy's samples come unevenly on a busy machine (it catches
+    # up after falling behind), so single cycles scatter while their sum keeps the time
+    return (round(mean, 4), len(lengths),
+            round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None)
+
+
+def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
+    """Time-ordered samples of one thread -> stall fraction, samples per step phase, and a step
+    time only when it can be read off honestly: the cycle of the first phase in `ANCHORS`
+    whose recurrences pass `cycles_of` (an optimizer step, else backward, else the data wait,
+    else the forward); where optimizer steps were seen, another anchor counts only if it recurs
+    no more often than they do."""
+    labels = [c for c in (phase_of(s, pid) for s in seq) if c is not None]
+    data = labels.count("data")
+    est = StallEstimate(data, len(labels) - data)
+    est.phases = {p: labels.count(p) for p in PHASES}
+    # optimizer steps seen (runs of optimizer samples): another anchor must not recur more
+    # often, or it marks micro-steps (gradient accumulation) rather than steps
+    opt_runs = sum(1 for i, c in enumerate(labels)
+                   if c == "optimizer" and (i == 0 or labels[i - 1] != "optimizer"))
+    for anchor in ANCHORS:
+        if not all(est.phases.get(p) for p in anchor):
+            continue
+        got = cycles_of([c in anchor for c in labels], interval_s)
+        if got is not None and anchor != ("optimizer",) and opt_runs and got[1] > 1.25 * opt_runs:
+            continue
+        if got is not None:
+            est.step_time_s, est.cycles, est.cv = got
+            est.anchor = "+".join(anchor)
+            break
     return est
 
 

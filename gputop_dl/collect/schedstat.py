@@ -10,7 +10,7 @@ The files are readable for any user's process (mode 0444) and cost one `pread` a
     waits = reader.read({pid: (start, threads)}) # pid -> (ran ns, waited ns) since the last read
     cw = job_wait(waits, trainers={root, ranks}, note=reader.note, throttled=...)
 
-`SchedReader` keeps each thread's file open (`ThreadFiles`, its own budget of descriptors) and
+`SchedReader` keeps each thread's file open (its own budget of descriptors) and
 lists /proc/PID/task again only when the process's thread count (from /proc/PID/stat, read
 anyway) no longer matches the threads it knows, or a thread's read failed: a thread that
 vanished is dropped silently, and one that appeared counts from its second reading (its first
@@ -33,16 +33,11 @@ from typing import Callable
 from gputop_dl.collect.procs import ProcFiles, read_proc
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+# the tree sampler reads the threads every this many ticks and shows the last reading between:
+# at ~2.5 µs a thread, every tick cost 10-15 % of a loaded 2-core box's tick (docs/benchmarks.md)
+READ_EVERY = 2
 KERNEL_NOTE = "CPU wait: not available (kernel: no /proc/PID/task/TID/schedstat)"
 MIN_RUNNABLE_NS = 0  # a group with no runnable time in the interval has no share (None)
-
-
-class ThreadFiles(ProcFiles):
-    """`ProcFiles` for per-thread files, with a budget of open descriptors of its own (so the
-    threads of big jobs never take the process files' budget)."""
-
-    kept = 0
-    keep_max = 512
 
 
 def parse_schedstat(data: bytes) -> tuple[int, int] | None:
@@ -65,27 +60,44 @@ class CpuWait:
     note: str | None = None
 
 
+class _Threads:
+    """One process's threads as last listed: ids, how each is read (a kept descriptor, or its
+    path), and each one's last (ran, waited) totals (None: no reading yet)."""
+
+    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu")
+
+    def __init__(self, start: float):
+        self.start = start
+        self.tids: list[int] = []
+        self.handles: list[int | str] = []
+        self.last: list[tuple[int, int] | None] = []
+        self.idle: list[bool] = []  # neither ran nor waited between its last two readings
+        self.cpu: float | None = None  # the process's CPU seconds at the last read
+
+
 class SchedReader:
-    """The schedstat of one job tree's threads, across ticks; touched by one thread."""
+    """The schedstat of one job tree's threads, across ticks; touched by one thread.
+
+    Each thread's file is kept open (at most `KEEP_MAX` descriptors for all readers together;
+    past that a thread's file is opened and closed per read) and re-read with `pread`."""
+
+    kept = 0  # descriptors kept open by all readers
+    KEEP_MAX = 512
+    IDLE_EVERY = 4  # an idle thread is read every this many ticks (see `read`)
 
     def __init__(self, proc: str = "/proc", read: Callable[[str, int], bytes] | None = None,
                  listdir: Callable[[str], list[str]] = os.listdir):
+        """`read` (tests): read every file by path with it, keeping nothing open."""
         self.proc = proc
-        self._files = ThreadFiles()
-        self._read = read or self._files.read
+        self._read_path = read or read_proc
+        self._keep = read is None
         self._listdir = listdir
-        self._tids: dict[int, list[int]] = {}  # pid -> its thread ids, as last listed
-        self._last: dict[tuple[int, float, int], tuple[int, int]] = {}  # (pid, start, tid) -> totals
+        self._procs: dict[int, _Threads] = {}
         self.note: str | None = None  # why some or all of the job's CPU wait is unknown
         self.off = False  # the kernel has no schedstat: not looked for again
+        self._ticks = 0
 
-    def _list(self, pid: int) -> list[int] | None:
-        try:
-            return [int(t) for t in self._listdir(f"{self.proc}/{pid}/task") if t.isdigit()]
-        except OSError as exc:
-            self._fault(pid, exc)
-            return None
-
+    # --- one process's threads -------------------------------------------------------------
     def _fault(self, pid: int, exc: OSError) -> None:
         if exc.errno in (errno.EACCES, errno.EPERM):
             self.note = (f"CPU wait: not available for PID {pid} (another user's process, and "
@@ -95,81 +107,162 @@ class SchedReader:
                          f"in {self.proc}: another PID namespace?)")
         # ESRCH / ENOENT of a process that is gone: dropped silently
 
-    def read(self, procs: dict[int, tuple[float, int]]) -> dict[int, tuple[int, int]]:
-        """`procs`: pid -> (start time, thread count from /proc/PID/stat) of this tick's live
-        processes. Returns pid -> (ran ns, waited ns) since the last read, summed over the
-        threads seen both times; a process seen for the first time is absent."""
+    def _get(self, handle: int | str) -> bytes:
+        if type(handle) is int:
+            return os.pread(handle, 128, 0)
+        return self._read_path(handle, 256)
+
+    def _open(self, path: str) -> int | str:
+        """A kept descriptor for `path`, or the path itself (tests, or past the budget)."""
+        if self._keep and SchedReader.kept < self.KEEP_MAX:
+            fd = os.open(path, os.O_RDONLY)
+            SchedReader.kept += 1
+            return fd
+        return path
+
+    def _drop(self, handles) -> None:
+        for h in handles:
+            if type(h) is int:
+                os.close(h)
+                SchedReader.kept -= 1
+
+    def _list(self, pid: int, start: float, old: _Threads | None) -> _Threads | None:
+        """List the process's threads; keep what is known of those still there, open and read
+        the new ones (their first reading). None when it cannot be listed (note set where a
+        user would ask) or the kernel has no schedstat (`off`)."""
+        try:
+            tids = sorted(int(t) for t in self._listdir(f"{self.proc}/{pid}/task") if t.isdigit())
+        except OSError as exc:
+            self._fault(pid, exc)
+            if old is not None:
+                self._drop(old.handles)
+            return None
+        if old is not None and old.start != start:  # the PID is another process now
+            self._drop(old.handles)
+            old = None
+        known = (dict(zip(old.tids, zip(old.handles, old.last, old.idle))) if old is not None
+                 else {})
+        st = _Threads(start)
+        if old is not None:
+            st.cpu = old.cpu
+        for tid in tids:
+            idle = False
+            if tid in known:
+                h, last, idle = known.pop(tid)
+            else:
+                path = f"{self.proc}/{pid}/task/{tid}/schedstat"
+                try:
+                    h = self._open(path)
+                    last = parse_schedstat(self._get(h))
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT and tid == pid and os.path.isdir(
+                            f"{self.proc}/{pid}/task/{tid}"):
+                        self.off = True  # the thread is there, its schedstat is not
+                    elif exc.errno in (errno.EACCES, errno.EPERM):
+                        self._fault(pid, exc)
+                    if self.off:
+                        self._drop([h for h in st.handles])
+                        self._drop([h for h, _, _ in known.values()])
+                        return None
+                    continue  # exited since the listing
+            st.tids.append(tid)
+            st.handles.append(h)
+            st.last.append(last)
+            st.idle.append(idle)
+        self._drop([h for h, _, _ in known.values()])  # threads that exited
+        return st
+
+    def read(self, procs: dict[int, tuple]) -> dict[int, tuple[int, int]]:
+        """`procs`: pid -> (start time, thread count[, CPU seconds]) from /proc/PID/stat, of this
+        tick's live processes. Returns pid -> (ran ns, waited ns) since the last read, summed
+        over the threads read both times; a process seen for the first time is absent.
+
+        With the CPU seconds, a thread that neither ran nor waited between its last two
+        readings is read only every `IDLE_EVERY` ticks, unless the process used more CPU than
+        the threads read account for (then all are read): torch keeps many idle threads."""
         self.note = None
         if self.off:
             self.note = KERNEL_NOTE
             return {}
         out: dict[int, tuple[int, int]] = {}
-        seen: dict[tuple[int, float, int], tuple[int, int]] = {}
-        paths: set[str] = set()
-        for pid, (start, nthreads) in procs.items():
-            tids = self._tids.get(pid)
-            if tids is None or len(tids) != nthreads:
-                tids = self._list(pid)
-                if tids is None:
-                    self._tids.pop(pid, None)
+        tick = self._ticks = self._ticks + 1
+        for pid, entry in procs.items():
+            start, nthreads = entry[0], entry[1]
+            cpu = entry[2] if len(entry) > 2 else None
+            st = self._procs.get(pid)
+            if st is None or st.start != start or len(st.tids) != nthreads:
+                fresh = st is None or st.start != start
+                st = self._list(pid, start, st)
+                if st is None:
+                    self._procs.pop(pid, None)
+                    if self.off:
+                        return self._kernel_off()
                     continue
-                self._tids[pid] = tids
-            got = self._read_threads(pid, start, tids, seen, paths)
-            if got is None:  # the kernel has no schedstat
-                return {}
-            run, wait, counted, lost = got
-            if lost:  # a thread exited: list again now, and read the threads not read yet
-                again = self._list(pid) or []
-                self._tids[pid] = again
-                got = self._read_threads(pid, start, [t for t in again if t not in tids], seen,
-                                         paths)
-                if got is None:
-                    return {}
-                run, wait, counted = run + got[0], wait + got[1], counted or got[2]
+                self._procs[pid] = st
+                if fresh:
+                    st.cpu = cpu
+                    continue  # a new process: its first readings were just taken
+            skip = cpu is not None and st.cpu is not None
+            idx = [i for i, tid in enumerate(st.tids)
+                   if not (skip and st.idle[i] and (tid + tick) % self.IDLE_EVERY)]
+            run, wait, counted, lost = self._read_threads(st, idx)
+            if skip and len(idx) < len(st.tids) and (cpu - st.cpu) * 1e9 > run + 2e7:
+                # the process ran more than the threads read: one of the idle ones woke
+                rest = sorted(set(range(len(st.tids))) - set(idx))
+                r2, w2, c2, l2 = self._read_threads(st, rest)
+                run, wait, counted, lost = run + r2, wait + w2, counted or c2, lost or l2
+            st.cpu = cpu
+            if lost:  # list again now: the gone are dropped, the new read for the first time
+                st = self._list(pid, start, st)
+                if st is None:
+                    self._procs.pop(pid, None)
+                    if self.off:
+                        return self._kernel_off()
+                else:
+                    self._procs[pid] = st
             if counted:
-                out[pid] = (run, wait)
-        for pid in [p for p in self._tids if p not in procs]:
-            del self._tids[pid]
-        if seen.keys() != self._last.keys():
-            self._files.keep_only(paths)
-        self._last = seen
+                out[pid] = (max(0, run), max(0, wait))
+        for pid in [p for p in self._procs if p not in procs]:
+            self._drop(self._procs.pop(pid).handles)
         return out
 
-    def _read_threads(self, pid: int, start: float, tids: list[int], seen: dict,
-                      paths: set[str]) -> tuple[int, int, bool, bool] | None:
-        """Read these threads of `pid` into `seen`: (ran ns, waited ns since the last read,
-        any delta, a thread gone); None when the kernel has no schedstat."""
+    def _read_threads(self, st: _Threads, idx: list[int]) -> tuple[int, int, bool, bool]:
+        """Read these threads of `st`: (ran ns, waited ns since their last readings, any
+        delta, a thread gone)."""
         run = wait = 0
         counted = lost = False
-        for tid in tids:
-            path = f"{self.proc}/{pid}/task/{tid}/schedstat"
+        get, pread, handles, last, idle = self._get, os.pread, st.handles, st.last, st.idle
+        for i in idx:
+            h = handles[i]
             try:
-                totals = parse_schedstat(self._read(path, 256))
-            except OSError as exc:
-                if exc.errno == errno.ENOENT and tid == pid and os.path.exists(
-                        f"{self.proc}/{pid}/task/{tid}"):
-                    self.off = True  # the thread is there, its schedstat is not
-                    self.note = KERNEL_NOTE
-                    self._files.close()
-                    return None
-                if exc.errno in (errno.EACCES, errno.EPERM):
-                    self._fault(pid, exc)
-                lost = True  # exited mid-read
+                data = pread(h, 128, 0) if type(h) is int else get(h)
+                sp = data.split(None, 2)
+                now = (int(sp[0]), int(sp[1]))
+            except OSError:
+                lost = True  # the thread exited mid-read
                 continue
-            if totals is None:
+            except (ValueError, IndexError):
                 continue
-            key = (pid, start, tid)
-            seen[key] = totals
-            paths.add(path)
-            prev = self._last.get(key)
+            prev = last[i]
+            last[i] = now
             if prev is not None:
-                run += max(0, totals[0] - prev[0])
-                wait += max(0, totals[1] - prev[1])
+                run += now[0] - prev[0]
+                wait += now[1] - prev[1]
                 counted = True
+                idle[i] = now == prev
         return run, wait, counted, lost
 
+    def _kernel_off(self) -> dict:
+        self.note = KERNEL_NOTE
+        self.close()
+        return {}
+
     def close(self) -> None:
-        self._files.close()
+        for st in self._procs.values():
+            self._drop(st.handles)
+        self._procs.clear()
+
+    __del__ = close
 
 
 def _share(run: int, wait: int) -> float | None:

@@ -41,6 +41,13 @@ class StallResult:
     samples: int
     step_time_s: float | None
     t: float  # wall time the burst ended
+    phases: tuple[tuple[str, int], ...] = ()  # main-thread samples per step phase (pyspy.PHASES)
+
+    @property
+    def phase_samples(self) -> int | None:
+        """The samples behind the phase shares (None: no phase was classified)."""
+        n = sum(c for _, c in self.phases)
+        return n or None
 
 
 class StallSampler:
@@ -62,7 +69,7 @@ class StallSampler:
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
-        self._bursts: dict[Hashable, deque] = {}  # key -> (clock, data, compute, step time)
+        self._bursts: dict[Hashable, deque] = {}  # key -> (clock, wall, data, compute, step time, phases)
         self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
         self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)
@@ -93,7 +100,8 @@ class StallSampler:
             if err is None and est is not None:
                 if est.samples:
                     q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
-                    q.append((self.clock(), time.time(), est.data, est.compute, est.step_time_s))
+                    q.append((self.clock(), time.time(), est.data, est.compute, est.step_time_s,
+                              dict(getattr(est, "phases", None) or {})))
                 if not self.denied:
                     self.note = None
                 return
@@ -151,7 +159,9 @@ class StallSampler:
             use = [b for b in q if b[0] >= oldest] or [q[-1]]
         data = sum(b[2] for b in use)
         n = data + sum(b[3] for b in use)
-        return StallResult(round(data / n, 3) if n else None, n, use[-1][4], use[-1][1])
+        phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
+        return StallResult(round(data / n, 3) if n else None, n, use[-1][4], use[-1][1],
+                           tuple((p, c) for p, c in phases.items()) if any(phases.values()) else ())
 
     def join(self, timeout: float | None = None) -> None:
         t = self._thread

@@ -91,6 +91,31 @@ _JOB_GAUGES = (
 )
 
 
+# CPU wait (issue 21, branch cpuwait): per job, the share of its threads' runnable time spent
+# waiting for a CPU, for all its threads and for its trainer and loader-worker processes apart,
+# and the share of the interval its cgroup's CPU quota throttled it
+CPU_WAIT_THREADS = (("all", "cpu_wait_fraction"), ("trainer", "cpu_wait_trainer"),
+                    ("workers", "cpu_wait_workers"))
+
+
+def _cpu_wait(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
+    wait = _gauge("job_cpu_wait_ratio", "Share of the job's threads' runnable time spent waiting "
+                  "for a CPU (run-queue delay, /proc schedstat), 0..1; threads: all, trainer "
+                  "(its trainer or rank processes) or workers (its data-loader workers)",
+                  JOB_LABELS + ["threads"])
+    thr = _gauge("job_cpu_throttled_ratio", "Share of the interval the job's cgroup was "
+                 "throttled by its CPU quota (cpu.stat), 0..1", JOB_LABELS)
+    for j, k in zip(jobs, keys):
+        for threads, attr in CPU_WAIT_THREADS:
+            v = getattr(j, attr, None)
+            if v is not None:
+                wait.add_metric(k + [threads], float(v))
+        if getattr(j, "cpu_throttled_fraction", None) is not None:
+            thr.add_metric(k, float(j.cpu_throttled_fraction))
+    yield wait
+    yield thr
+
+
 def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
     """`HOST:PORT`, `:PORT`, `PORT`, `HOST` or `[IPv6]:PORT` -> (host, port); raises UsageError.
     HOST is an IP address or `localhost`; an empty host means 127.0.0.1; port 0 = any free."""
@@ -250,6 +275,7 @@ class SnapshotCollector(Collector):
                 stall.add_metric(k + [j.stall_source or ""], float(j.stall_fraction))
         yield stall
         yield from self._phases(jobs, keys)
+        yield from _cpu_wait(jobs, keys)
 
     # --- step phases (issue 22, docs/phases.md) ----------------------------------------------
     def _phases(self, jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:

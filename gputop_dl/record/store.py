@@ -74,6 +74,14 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("steps", "ph_backward", "REAL"), ("steps", "ph_optimizer", "REAL"),
     ("steps", "rank", "INTEGER"), ("steps", "ph_cuda", "INTEGER"),
 )
+# job_samples columns added after schema 2 that `add_job_sample` writes straight from a
+# `JobSample` attribute: (column, attribute); each feature adds its own block
+JOB_SAMPLE_ADDED: tuple[tuple[str, str], ...] = ()
+# CPU wait (issue 21, branch cpuwait): shares 0..1 of the last interval
+CPU_WAIT_COLUMNS = (("cpu_wait", "cpu_wait_fraction"), ("cpu_wait_trainer", "cpu_wait_trainer"),
+                    ("cpu_wait_workers", "cpu_wait_workers"), ("cpu_throttled", "cpu_throttled_fraction"))
+JOB_SAMPLE_ADDED += CPU_WAIT_COLUMNS
+ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in CPU_WAIT_COLUMNS)
 
 SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
                 " owner_host, environment, verdict, spec")
@@ -333,10 +341,14 @@ class Store:
               g.sm_clock_mhz, ",".join(g.throttle_reasons) or None, g.error) for g in gpus])
 
     def add_job_sample(self, sid: str, t: float, j, phase: str | None) -> None:
+        cols = "".join(f", {c}" for c, _ in JOB_SAMPLE_ADDED)
         self.db.execute(
-            "INSERT OR REPLACE INTO job_samples VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO job_samples (jk, t, phase, cpu_cores, rss, nprocs, gpu_mem,"
+            f" stall, step_time, samples_per_s{cols}) VALUES"
+            f" (?,?,?,?,?,?,?,?,?,?{',?' * len(JOB_SAMPLE_ADDED)})",
             (self._jk(sid, j.name, create=True), t, phase, j.cpu_cores, j.rss, len(j.pids),
-             j.gpu_mem, j.stall_fraction, j.step_time_s, j.samples_per_s))
+             j.gpu_mem, j.stall_fraction, j.step_time_s, j.samples_per_s,
+             *(getattr(j, a, None) for _, a in JOB_SAMPLE_ADDED)))
 
     def save_baseline(self, fingerprint: str, sid: str, job: str, data: dict) -> None:
         self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
@@ -434,6 +446,33 @@ class Store:
                 " samples_per_s FROM job_samples WHERE jk=?", (jk,))]
         out.sort(key=lambda r: r[0])
         return out
+
+    # CPU wait (issue 21, branch cpuwait) ------------------------------------------------------
+    def job_cpu_wait(self, sid: str, job: str) -> list[tuple]:
+        """(t, cpu_wait, trainer, workers, throttled) of a job's samples, in time order; [] for a
+        database recorded before CPU wait was (no such columns)."""
+        if not self.has_column("job_samples", "cpu_wait"):
+            return []
+        jk = self._jk(sid, job)
+        if jk is None:
+            return []
+        return self.db.execute(
+            "SELECT t, cpu_wait, cpu_wait_trainer, cpu_wait_workers, cpu_throttled FROM job_samples"
+            " WHERE jk=? ORDER BY t", (jk,)).fetchall()
+
+    def job_cpu_wait_means(self, sid: str, job: str) -> tuple | None:
+        """(mean cpu_wait, trainer, workers, throttled, max cpu_wait, samples with a figure) of a
+        job's samples; None for a database without the columns or a job with no figure."""
+        if not self.has_column("job_samples", "cpu_wait"):
+            return None
+        jk = self._jk(sid, job)
+        if jk is None:
+            return None
+        r = self.db.execute(
+            "SELECT AVG(cpu_wait), AVG(cpu_wait_trainer), AVG(cpu_wait_workers),"
+            " AVG(cpu_throttled), MAX(cpu_wait), COUNT(cpu_wait) FROM job_samples WHERE jk=?",
+            (jk,)).fetchone()
+        return None if r is None or not r[5] else tuple(r)
 
     # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
     def sample_span(self, sid: str) -> tuple[float, float, int] | None:

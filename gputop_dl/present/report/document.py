@@ -149,6 +149,17 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
     return series, counts
 
 
+def _cpu_wait(store: Store, sid: str, job: str) -> dict | None:
+    """CPU wait (issue 21): the job's mean shares over its samples that have one (`mean`, `max`,
+    `trainer`, `workers`, `throttled`, `samples`); null when none was recorded."""
+    m = store.job_cpu_wait_means(sid, job)
+    if m is None:
+        return None
+    mean, trainer, workers, throttled, top, n = m
+    return {"mean": _r(mean), "max": _r(top), "trainer": _r(trainer), "workers": _r(workers),
+            "throttled": _r(throttled), "samples": n}
+
+
 def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
     """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
     row = store.session(sid)
@@ -187,6 +198,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
             epochs_planned=r.epochs_planned, batch_size=r.batch_size,
             solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
                               if r.median_epoch_s and r.slowdown else None))
+        j["cpu_wait"] = _cpu_wait(store, sid, r.name)
         jobs.append(j)
 
     queue = _queue(store, sid, jobs)

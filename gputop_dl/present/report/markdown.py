@@ -487,6 +487,30 @@ def _prediction_lines(p: dict | None, jobs: list[dict]) -> list[str]:
     return out
 
 
+def _cpu_wait_section(jobs: list[dict]) -> str | None:
+    """CPU wait (issue 21): per job, the mean share of its threads' runnable time spent waiting
+    for a CPU, over the samples that have one; None when no job has any."""
+    rows = []
+    for j in jobs:
+        cw = j.get("cpu_wait")
+        if not cw:
+            continue
+        rows.append([md_cell(j["name"]), pct(cw.get("mean")), pct(cw.get("max")),
+                     pct(cw.get("trainer")), pct(cw.get("workers")), pct(cw.get("throttled")),
+                     str(cw.get("samples") or 0)])
+    if not rows:
+        return None
+    return "\n".join([
+        "## CPU wait", "",
+        table(["job", "CPU wait (mean)", "max", "trainer", "loader workers", "quota throttled",
+               "samples"], rows, "lrrrrrr"), "",
+        "- CPU wait = time the job's threads were runnable but waited for a CPU (run-queue "
+        "delay, /proc/PID/task/TID/schedstat) over their runnable time, per sampling interval, "
+        "averaged over the samples; trainer = the trainer (rank) processes' threads, loader "
+        "workers = the other processes' threads; quota throttled = share of the interval the "
+        "job's cgroup was throttled by its CPU quota (– without a quota)."])
+
+
 def render_markdown(data: dict) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
@@ -508,7 +532,7 @@ def render_markdown(data: dict) -> str:
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
              _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
-             _results_section(data), phases_section(data["jobs"]), _queue_section(data),
+             _results_section(data), phases_section(data["jobs"]), _cpu_wait_section(data["jobs"]), _queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "

@@ -12,7 +12,9 @@ and the wall time it was measured at:
 - per tick: `job/cpu_cores`, `job/rss_bytes`, `job/gpu_memory_bytes`, and `gpu/util`,
   `gpu/memory_used_bytes` of the job's GPUs (mean over them); a job gputop-dl did not launch
   has no step events, so its ticks also give `step/time_s`, `step/samples_per_s` and
-  `step/data_stall` where py-spy measured them, and the global step is the tick's index.
+  `step/data_stall` where py-spy measured them, and the global step is the tick's index;
+- per tick, where recorded: `job/cpu_wait` (share of the job's threads' runnable time spent
+  waiting for a CPU), `job/cpu_wait_trainer`, `job/cpu_wait_workers`, `job/cpu_throttled`.
 
 The writer is TensorBoard's own `EventFileWriter` (the one `torch.utils.tensorboard` uses),
 from the `tensorboard` package: the export needs no torch. tensorboardX was the other
@@ -155,3 +157,26 @@ def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None
             run.scalar("gpu/util", sum(utils) / len(utils), at, t)
         if mems:
             run.scalar("gpu/memory_used_bytes", sum(mems), at, t)
+    _write_cpu_wait(run, store, sid, name, samples, step_times)
+
+
+# CPU wait (issue 21, branch cpuwait): per tick, where it was recorded
+CPU_WAIT_TAGS = ("job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers",
+                 "job/cpu_throttled")
+
+
+def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[tuple],
+                    step_times: list[float]) -> None:
+    """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, at
+    the same global steps as the tick's other scalars."""
+    waits = {r[0]: r[1:] for r in store.job_cpu_wait(sid, name)}
+    if not waits:
+        return
+    for k, row in enumerate(samples, 1):
+        t = row[0]
+        vals = waits.get(t)
+        if vals is None:
+            continue
+        at = bisect.bisect_right(step_times, t) if step_times else k
+        for tag, v in zip(CPU_WAIT_TAGS, vals):
+            run.scalar(tag, v, at, t)
