@@ -51,8 +51,10 @@ COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("command", "command", 12, False),
 )
 COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
-# narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay
-DROP_ORDER = ("eta", "batch", "slurm", "device", "command", "elapsed", "user", "slowdown",
+# narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay.
+# A launch's own jobs (one user, no Slurm) keep their device and batch before who and how
+# long; found jobs have no device or batch (hidden empty), so they keep user and time.
+DROP_ORDER = ("eta", "slurm", "command", "elapsed", "user", "batch", "device", "slowdown",
               "gpumem", "rss", "progress", "sps", "cpuwait")
 # left out while no job has a value in them (the table's subtitle says what would fill them)
 HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
