@@ -38,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 SIZE = (160, 50)
+DEMO_DIR = "/srv/demo/train"  # where the monitor shot's scripts run (removed after)
 
 
 def to_png(svg_path: str) -> str | None:
@@ -78,13 +79,17 @@ async def wait_until(pilot, cond, timeout: float, step: float = 0.2) -> bool:
 
 
 def start_jobs_to_find():
-    """Three plain PyTorch scripts started outside gputop-dl, as a user's own trainings, each
-    needing about 1.8 cores alone (tests/external/calibrated.py, two loader workers): on a
-    2-core box they are only concurrent, and the monitor's live verdict says so."""
+    """Three plain PyTorch scripts started outside gputop-dl, as a user's own trainings from a
+    terminal (`python calibrated.py ...` in tests/external, the venv's python first on PATH),
+    each needing about 1.8 cores alone (two loader workers): on a 2-core box they are only
+    concurrent, and the monitor's live verdict says so."""
     from tests.fakes.by_hand import HEAVY, ByHand
 
     scripts = ByHand()
-    scripts.start(HEAVY, 3)
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    os.makedirs(DEMO_DIR, exist_ok=True)  # a user's folder, not this checkout's path
+    shutil.copy(os.path.join(ROOT, "tests", "external", "calibrated.py"), DEMO_DIR)
+    scripts.start(HEAVY, 3, cwd=DEMO_DIR, env=env, program=["python", "calibrated.py"])
     return scripts
 
 
@@ -116,7 +121,7 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
                                  and engine.snapshot.verdict is not None
                                  and sum(1 for j in engine.snapshot.jobs
                                          if j.slowdown_source == "estimated") >= 3, 60)
-                await pilot.pause(8)  # a few more ticks: the rows' sparklines fill in
+                await pilot.pause(12)  # more ticks: the rows' sparklines fill in
             await pilot.pause(0.3)
             save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
             if scripts:  # the details of the first job, with its process tree
@@ -129,6 +134,7 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
     finally:
         if scripts:
             scripts.stop()
+            shutil.rmtree(os.path.dirname(DEMO_DIR), ignore_errors=True)
 
 
 async def shot_trio(out: str, at_s: float) -> None:

@@ -266,3 +266,30 @@ def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
     third = plan.rows(engine, launched)
     assert (third[0].slowdown, third[0].slowdown_source) == (1.5, "measured")
     assert third[1].slowdown_source == "estimated"  # one slowdown per job, with its source
+
+
+def test_a_launch_banner_shows_the_live_verdict_until_the_measured_one_has_its_steps():
+    from types import SimpleNamespace
+
+    from gputop_dl.engine.launch_plan import LaunchPlan
+    from gputop_dl.workload import SessionSpec, Workload
+
+    spec = SessionSpec(name="pair", path="pair.toml", baseline="measure",
+                       workloads=(Workload(name="a"), Workload(name="b")))
+    plan = LaunchPlan(spec)
+    engine = SimpleNamespace(runs={"a": None, "b": None})
+    plan._machine = SimpleNamespace(host=TWO, gpu_processes=(), gpus=(), time=1.0)
+    launched = [replace(job("a", 10, f=0.6), launched=True, phase="co-run"),
+                replace(job("b", 20, f=0.6), launched=True, phase="co-run")]
+    plan.verdict = {"kind": "insufficient-data", "jobs": []}
+    for _ in range(2):
+        plan.rows(engine, launched)
+    live = plan.shown_verdict()
+    assert live is not None and live["kind"] == "cpu-bound"
+    assert str(live["evidence"]["method"]).startswith("passive")  # the banner says "live estimate"
+    assert plan.verdict["kind"] == "insufficient-data"  # what is recorded stays the measured one
+    plan.verdict = {"kind": "parallel", "jobs": []}  # measured, with its steps: it wins
+    assert plan.shown_verdict()["kind"] == "parallel"
+    plan.verdict = {"kind": "insufficient-data", "jobs": []}
+    plan.rows(engine, [replace(j, status="done") for j in launched])  # none runs together now
+    assert plan.shown_verdict()["kind"] == "insufficient-data"

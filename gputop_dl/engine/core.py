@@ -255,7 +255,7 @@ class Engine:
             self._said_failure = True
             self.say(f"warning: {rec.failure}")
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
-                        jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.verdict,
+                        jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.shown_verdict(),
                         notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,
                         session_id=rec.session_id, queue=plan.queue_state())
         self.snapshot = snap

@@ -59,6 +59,7 @@ class LaunchPlan(Plan):
         self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
         self.passive = PassiveJudge()  # the live estimate, until the slowdowns are measured
+        self.live_verdict: dict | None = None  # its verdict, shown until the measured one is
         self._machine = None  # the co-run's latest machine sample
 
     def run(self, engine) -> str:
@@ -109,10 +110,22 @@ class LaunchPlan(Plan):
         Not while the probe has a job paused: its neighbours' waits would read low."""
         m = self._machine
         corun = [j for j in jobs if j.phase == "co-run" and j.status == "running"]
+        if not corun:  # nothing runs together (yet, or any more): no live verdict to show
+            self.live_verdict = None
         if m is None or not corun or (self.probe is not None and self.probe.current):
             return jobs
-        _, est = self.passive.verdict(corun, m.host, m.gpu_processes, m.gpus, m.time)
+        live, est = self.passive.verdict(corun, m.host, m.gpu_processes, m.gpus, m.time)
+        self.live_verdict = live.to_json() if live is not None else None
         return annotate(jobs, est)
+
+    def shown_verdict(self) -> dict | None:
+        """The measured verdict once it has the co-run steps it needs; until then the live
+        estimate from the jobs' waits (marked as such in its evidence), so the banner and the
+        rows tell one story. Only the measured verdict is recorded."""
+        v = self.verdict
+        if (v is None or v.get("kind") == "insufficient-data") and self.live_verdict is not None:
+            return self.live_verdict
+        return v
 
     def taken(self, engine) -> set[str]:
         return set(engine.runs) | {w.name for w in self.spec.workloads}

@@ -34,6 +34,10 @@ class Plan(ABC):
     stall_found = False  # py-spy bursts on found jobs (only the monitor: a co-run is not disturbed)
     verdict: dict | None = None
 
+    def shown_verdict(self) -> dict | None:
+        """The verdict the live view shows this tick (the recorded one is `verdict`)."""
+        return self.verdict
+
     @abstractmethod
     def run(self, engine) -> str:
         """Drive the session (in the engine thread); return its final state."""

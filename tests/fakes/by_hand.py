@@ -41,12 +41,17 @@ class ByHand:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, args: list[str], n: int) -> set[int]:
-        cmd = " ".join(shlex.quote(a) for a in [sys.executable, CALIBRATED, "--steps", "0", *args])
+    def start(self, args: list[str], n: int, *, cwd: str | None = None,
+              env: dict[str, str] | None = None, program: list[str] | None = None) -> set[int]:
+        """`n` copies of the calibrated script (`program`: how a terminal would name it, run
+        in `cwd`), started through `sh -c`; their PIDs once each is training."""
+        argv = (program or [sys.executable, CALIBRATED]) + ["--steps", "0", *args]
+        cmd = " ".join(shlex.quote(a) for a in argv)
         mine = []
         for _ in range(n):
             p = subprocess.Popen(["sh", "-c", cmd + "; exit 0"], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd,
+                                 env=env)
             self.procs.append(p)
             mine.append(p)
         scripts: list[int] = []
