@@ -40,7 +40,7 @@ def jobs_table(snap: Snapshot) -> Table:
     cols = (("job", "left", JOB_WIDTH), ("status", "left", 13), ("device", "left", 6),
             ("epoch · step", "right", 12), ("step", "right", 7), ("samples/s", "right", 9),
             ("data-wait", "right", 9), ("CPU wait", "right", 8), ("CPU cores", "right", 9),
-            ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 8),
+            ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 10),
             ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8),
             ("launched by", "left", 30))
     rows = []
