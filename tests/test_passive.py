@@ -245,7 +245,9 @@ def test_once_judges_one_snapshot_from_its_one_reading():
     assert empty.verdict is None
 
 
-def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
+def launch_pair():
+    """A launch plan of two co-run jobs on the 2-core host, both waiting for a CPU: (plan,
+    engine, their rows)."""
     from types import SimpleNamespace
 
     from gputop_dl.engine.launch_plan import LaunchPlan
@@ -258,6 +260,11 @@ def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
     plan._machine = SimpleNamespace(host=TWO, gpu_processes=(), gpus=(), time=1.0)
     launched = [replace(job("a", 10, f=0.6), launched=True, phase="co-run"),
                 replace(job("b", 20, f=0.6), launched=True, phase="co-run")]
+    return plan, engine, launched
+
+
+def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
+    plan, engine, launched = launch_pair()
     first = plan.rows(engine, launched)
     assert [j.slowdown for j in first] == [None, None]  # one reading: not yet
     second = plan.rows(engine, launched)  # the first co-run ticks: the estimate
@@ -269,18 +276,7 @@ def test_a_launch_shows_the_estimate_until_the_measured_slowdown_replaces_it():
 
 
 def test_a_launch_banner_shows_the_live_verdict_until_the_measured_one_has_its_steps():
-    from types import SimpleNamespace
-
-    from gputop_dl.engine.launch_plan import LaunchPlan
-    from gputop_dl.workload import SessionSpec, Workload
-
-    spec = SessionSpec(name="pair", path="pair.toml", baseline="measure",
-                       workloads=(Workload(name="a"), Workload(name="b")))
-    plan = LaunchPlan(spec)
-    engine = SimpleNamespace(runs={"a": None, "b": None})
-    plan._machine = SimpleNamespace(host=TWO, gpu_processes=(), gpus=(), time=1.0)
-    launched = [replace(job("a", 10, f=0.6), launched=True, phase="co-run"),
-                replace(job("b", 20, f=0.6), launched=True, phase="co-run")]
+    plan, engine, launched = launch_pair()
     plan.verdict = {"kind": "insufficient-data", "jobs": []}
     for _ in range(2):
         plan.rows(engine, launched)
