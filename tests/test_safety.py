@@ -302,3 +302,17 @@ def test_a_tui_in_the_background_of_its_terminal_says_so(monkeypatch):
     monkeypatch.setattr(os, "tcgetpgrp", lambda fd: os.getpgrp())
     assert not terminal.background_terminal()
     terminal.require_foreground("add --headless")
+
+
+def test_a_signal_as_the_session_finishes_by_itself_still_exits_130():
+    """The fault matrix's race: TERM arrives while the engine is finishing on its own (every job
+    ended, the session recorded finished); the summary then ran to its end and exited 0."""
+    from types import SimpleNamespace
+
+    from gputop_dl.engine.core import Engine
+
+    done = SimpleNamespace(error=None, state="finished", signalled=False, runs={},
+                           recorder=SimpleNamespace(failure=None))
+    assert Engine.exit_code(done) == 0
+    done.signalled = True  # what stop_on_signals' handler sets
+    assert Engine.exit_code(done) == 130

@@ -52,6 +52,9 @@ class Engine:
         self._subs: list[Callable[[Snapshot], None]] = []
         self._cmds: queue.Queue = queue.Queue()
         self._stop = threading.Event()
+        # INT, TERM or HUP reached gputop-dl (runner/engines.py stop_on_signals): exit 130 even
+        # when it came as the session was finishing by itself (the jobs had all ended)
+        self.signalled = False
         self._said_failure = False
         self._thread: threading.Thread | None = None
 
@@ -93,7 +96,7 @@ class Engine:
         short, 130 if interrupted."""
         if self.error is not None:
             return 1
-        if self.state == "interrupted":
+        if self.state == "interrupted" or self.signalled:
             return 130
         failed = any(r.status == "failed" for r in self.runs.values())
         return 1 if failed or self.recorder.failure else 0

@@ -175,6 +175,7 @@ def stop_on_signals(engine: Engine) -> None:
         raise KeyboardInterrupt
 
     def handler(signum, _frame):
+        engine.signalled = True
         if not engine.running:
             cut_short()
         engine.request_stop("interrupted")
