@@ -372,6 +372,15 @@ def test_tui_details_show_the_phase_bars_and_mark_the_late_rank():
     assert len(solo_bar) == 48 and solo_bar.count("█") < 48 // 3
     lines = phase_lines(JobSample(name="x", pid=1, launched=False))
     assert "not measured" in lines[-1].plain
+    # a found job that py-spy sampled: its shares, said to be shares, not per-step times
+    found = JobSample(name="y", pid=2, launched=False, phase_shares_samples=200,
+                      phase_shares=(("data", 0.5), ("forward", 0.25), ("backward", 0.125),
+                                    ("optimizer", 0.125), ("other", 0.0)))
+    text = "\n".join(line.plain for line in phase_lines(found))
+    assert "not measured" not in text
+    assert "data 50 %" in text and "optimizer 12 %" in text and "200 samples" in text
+    bar = [line.plain for line in phase_lines(found) if line.plain.startswith("  share")][0]
+    assert bar.count("█") == 48 and "not per-step means" in text
 
 
 # --- nproc on a one-node command job ---------------------------------------------------------

@@ -41,11 +41,30 @@ def stacked_bar(p: StepPhases, scale: float, width: int = WIDTH) -> Content:
                             ("░" * (width - cells), "$text-muted"))
 
 
+def share_lines(j: JobSample) -> list[Content]:
+    """A found job's phases as py-spy sampled them: each phase's share of the trainer's main-thread
+    samples, one bar of the full width; no per-step times (those need the hook)."""
+    shares = dict(j.phase_shares)
+    n = {k: round(WIDTH * shares.get(k, 0.0)) for k in STYLES}
+    n["other"] = max(0, n["other"] + WIDTH - sum(n.values()))  # rounding lands in "other"
+    bar = Content.assemble(*[("█" * n[k], STYLES[k]) for k in STYLES if n[k]])
+    legend = [Content.assemble(("■ ", STYLES[k]), f"{k} {shares[k] * 100:.0f} %")
+              for k in STYLES if k in shares]
+    samples = j.phase_shares_samples
+    return [Content.assemble(("  share", "bold"), " ", bar),
+            Content("  ") + Content("  ").join(legend),
+            Content.styled(f"  sampled by py-spy ({DASH if samples is None else samples} samples of "
+                           "the trainer's main thread): shares of its time, not per-step means; "
+                           "a copy to the GPU counts as other here", "$text-muted")]
+
+
 def phase_lines(j: JobSample) -> list[Content]:
     """The job's step phases, solo against now, and, for a distributed job, its ranks with the
     straggler marked."""
     out = [Content(""), Content.styled("step phases (mean per step)", "bold $text-accent")]
     p = j.phases
+    if p is None and j.phase_shares:
+        return out + share_lines(j)
     if p is None:
         out.append(Content.styled("  not measured (no step phases from this job: a found job, "
                                   "or its script has no DataLoader the hook sees)", "$text-muted"))
