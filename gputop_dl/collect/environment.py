@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-from importlib import metadata
 
 import psutil
 
@@ -22,6 +21,8 @@ def cpu_model() -> str | None:
 
 
 def package_version(name: str) -> str | None:
+    from importlib import metadata  # here: ~10 ms of imports, not on the monitor's start-up
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -46,7 +46,7 @@ class Engine:
         self.snapshot: Snapshot | None = None
         self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
         self.procs: list[JobProcess] = []  # every job started, ended and forgotten ones too
-        self.env = environment(sampler.nvml)
+        self._env: dict | None = None
         self.log: deque[tuple[float, str]] = deque(maxlen=50)  # recent messages, oldest first
         self.error: BaseException | None = None
         self._subs: list[Callable[[Snapshot], None]] = []
@@ -59,6 +59,14 @@ class Engine:
         self._thread: threading.Thread | None = None
 
     # --- what other threads read --------------------------------------------------------------
+    @property
+    def env(self) -> dict:
+        """The environment table (collect/environment.py), read on first use: a session records
+        it, the first frame does not wait for it (package versions cost ~15 ms)."""
+        if self._env is None:
+            self._env = environment(self.sampler.nvml)
+        return self._env
+
     @property
     def spec(self):
         return self.plan.spec

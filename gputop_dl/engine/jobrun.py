@@ -21,7 +21,6 @@ from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
-from gputop_dl.config import memory_cap_of
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import Workload
@@ -31,6 +30,8 @@ class JobRun:
     """A launched job's live state; touched only by the engine thread."""
 
     def __init__(self, w: Workload, proc: JobProcess, phase: str, solo: dict | None = None):
+        from gputop_dl.config import memory_cap_of  # here: not on the monitor's start-up
+
         self.w, self.proc, self.phase = w, proc, phase
         self.solo = solo  # the job's solo baseline (step time, stall, CPU), if one was measured
         self.config = w.to_dict(redact=True)

@@ -18,7 +18,7 @@ from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
-from gputop_dl.engine import Engine, LaunchPlan, MonitorPlan, Recorder
+from gputop_dl.engine import Engine, MonitorPlan, Recorder
 from gputop_dl.record.store import Store
 from gputop_dl.workload import SessionSpec
 
@@ -75,6 +75,8 @@ def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
                   store_path: str | None = None, record: bool = True) -> Engine:
     """`gputop-dl launch`: the workloads of `spec`; jobs found running are shown, never
     py-spied (the co-run being measured is not disturbed) and not recorded."""
+    from gputop_dl.engine.launch_plan import LaunchPlan  # here: not on the monitor's start-up
+
     plan = LaunchPlan(spec, command)
     return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=plan.stall_found)),
                   recorder=Recorder(store_path, enabled=record), interval=spec.interval)
