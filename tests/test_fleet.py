@@ -18,9 +18,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_dl.analyse.distributed import group_distributed
-from gputop_dl.collect.fleet import (FleetPoller, Node, load_node_file,
-                                     nodes_from_prometheus, parse_node, parse_nodes, read_fleet,
-                                     read_node, resolve_nodes, text_samples)
+from gputop_dl.collect.fleet import (Node, load_node_file, nodes_from_prometheus, parse_node,
+                                     parse_nodes, read_fleet, read_node, resolve_nodes,
+                                     text_samples)
+from gputop_dl.collect.fleet_poll import FleetPoller
 from gputop_dl.collect.host import HostSample
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector

@@ -2,7 +2,8 @@
 
 import sqlite3
 
-from gputop_dl.record.store import SCHEMA_VERSION, Store, pack_per_cpu, unpack_per_cpu
+from gputop_dl.record.schema import SCHEMA_VERSION
+from gputop_dl.record.store import Store, pack_per_cpu, unpack_per_cpu
 from gputop_dl.snapshot import HostSample
 
 

@@ -2,7 +2,7 @@
 
 Pure: it takes the nodes `collect/fleet.py` built from each node's metrics (duck-typed here, as
 `NodeLike`: analyse never imports collect) and returns the rows the fleet view and
-`--nodes --once --json` show under `distributed`. `collect/fleet.FleetPoller` gets it handed in
+`--nodes --once --json` show under `distributed`. `collect/fleet_poll.FleetPoller` gets it handed in
 by `runner/remote.py`.
 """
 

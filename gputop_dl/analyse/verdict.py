@@ -28,9 +28,10 @@ step-time spread and step counts of the co-run window and the solo baselines (St
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict
+from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict, VerdictKind
 
 __all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
 
@@ -140,12 +141,12 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     or over too few steps: the verdict says so and advises a re-run; where that spread does not
     already enter the confidence (`slowdown_confidence`), the confidence is halved."""
     v = _judge(jobs, host, need_steps)
-    noisy = [j for j in jobs if j.solo_cv is not None and j.solo_cv > NOISY_CV]
+    noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]
     if noisy and v.kind not in ("insufficient-data", "no-baseline"):
-        v = v.with_evidence(noisy_baselines={j.name: round(j.solo_cv, 3) for j in noisy})
+        v = v.with_evidence(noisy_baselines={j.name: round(cv, 3) for j, cv in noisy})
         v = v.with_lines(
-            "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {j.solo_cv:.2f}"
-                                                for j in noisy)
+            "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {cv:.2f}"
+                                                for j, cv in noisy)
             + f" (> {NOISY_CV:.2f}): the machine was busy while it ran, or the baseline was "
             "too short, so the slowdowns are uncertain")
         v = v.replace(recommendations=v.recommendations + (
@@ -153,7 +154,7 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
             if baseline_mode == "probe" else
             "measure the baselines again on a quieter machine or with more baseline_steps "
             "(baseline = \"measure\"; \"cache\" would reuse these)",))
-        if any(side_probability(j) is None for j in noisy):  # else the spread is counted
+        if any(side_probability(j) is None for j, _ in noisy):  # else the spread is counted
             v = v.replace(confidence=round(v.confidence / 2, 2))
     return v
 
@@ -181,7 +182,8 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     }
     lines = []
     slow = [j.slowdown for j in jobs]
-    have = [j for j in jobs if j.slowdown is not None]
+    measured = [(j, s) for j in jobs if (s := j.slowdown) is not None]  # (job, its slowdown)
+    have = [j for j, _ in measured]
     need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
     starved = [j for j in jobs if j.solo_cpu_cores is not None and j.cpu_cores
                and j.solo_cpu_cores > j.cpu_cores * SLOW]
@@ -209,7 +211,7 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     stp = sum(1.0 / s for s in slow if s)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(have), 3),
                     antt=round(sum(s for s in slow if s) / len(have), 3),
-                    slowdowns={j.name: round(j.slowdown, 3) for j in have})
+                    slowdowns={j.name: round(s, 3) for j, s in measured})
     lines.append(f"STP {stp:.2f} for {len(have)} jobs (parallel efficiency {stp / len(have):.2f}); "
                  f"slowdowns " + ", ".join(f"{j.name} {j.slowdown:.2f}×" for j in have))
     need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
@@ -233,12 +235,12 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
             lines.append(f"hottest data-loader frames of {job}: " + ", ".join(
                 f"{f} {p:.0%}" for f, p in frames[:3]))
 
-    slowed = [j for j in have if j.slowdown > SLOW]
+    slowed = [j for j, s in measured if s > SLOW]
     confidence = slowdown_confidence(slowed or have, any_of=bool(slowed), fallback=confidence)
     if not slowed:
         recs = [f"headroom: the jobs used {evidence['co_cpu_cores']:.1f} of {host.cpus} cores"]
         return _verdict("parallel", f"every job ran within {SLOW - 1:.0%} of its solo speed "
-                        f"(worst {max(j.slowdown for j in have):.2f}×)", evidence, lines, recs,
+                        f"(worst {max(s for _, s in measured):.2f}×)", evidence, lines, recs,
                         confidence, jobs)
     slowed_shared = [j for j in slowed if any(j.name in v for v in shared.values())]
     on_cpu = all(j.on_cpu for j in jobs)
@@ -271,13 +273,15 @@ def side_probability(j: JobEvidence) -> float | None:
     z = |ln s - ln SLOW| / SE(ln s), with SE from the step-time spreads and step counts of the
     co-run window and the solo baseline (x 1.25: the figures are medians), and Student's t
     with min(n) - 1 degrees of freedom. None when a spread or a count is unknown."""
-    if None in (j.slowdown, j.cv, j.solo_cv, j.solo_steps) or j.steps < 2 or j.solo_steps < 2:
+    s, cv, solo_cv, solo_steps = j.slowdown, j.cv, j.solo_cv, j.solo_steps
+    if s is None or cv is None or solo_cv is None or solo_steps is None \
+            or j.steps < 2 or solo_steps < 2:
         return None
-    se = 1.25 * math.sqrt(j.cv ** 2 / j.steps + j.solo_cv ** 2 / j.solo_steps)
-    z = abs(math.log(j.slowdown) - math.log(SLOW))
+    se = 1.25 * math.sqrt(cv ** 2 / j.steps + solo_cv ** 2 / solo_steps)
+    z = abs(math.log(s) - math.log(SLOW))
     if se <= 0:
         return 1.0
-    return student_t_cdf(z / se, min(j.steps, j.solo_steps) - 1)
+    return student_t_cdf(z / se, min(j.steps, solo_steps) - 1)
 
 
 def slowdown_confidence(jobs: list[JobEvidence], any_of: bool, fallback: float) -> float:
@@ -327,7 +331,9 @@ def _betainc(a: float, b: float, x: float) -> float:
     return front * h / a
 
 
-def _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines, confidence) -> Verdict:
+def _cpu_bound(jobs: list[JobEvidence], host: HostEvidence, need: float, have_need: bool,
+               rose: list[JobEvidence], on_cpu: bool, evidence: dict, lines: list[str],
+               confidence: float) -> Verdict:
     cpus = host.cpus
     if on_cpu:
         reason = (f"the jobs train on the CPU, so model compute and input pipeline share "
@@ -372,7 +378,9 @@ def at_most(fit: int, cpus: int) -> str:
     return f"run at most {max(fit, 1)} of these jobs at once on {cpus} cores, or queue the rest"
 
 
-def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> Verdict:
+def _gpu_contended(slowed_shared: list[JobEvidence], shared: dict[int, list[str]],
+                   evidence: dict, lines: list[str], confidence: float,
+                   jobs: list[JobEvidence]) -> Verdict:
     pairs = "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items())
     reason = (f"{', '.join(j.name for j in slowed_shared)} share a GPU ({pairs}) and queue for "
               "it; their data-wait did not rise")
@@ -381,7 +389,9 @@ def _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs) -> 
     return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
 
 
-def _verdict(kind, reason, evidence, lines, recs, confidence, jobs=()) -> Verdict:
+def _verdict(kind: VerdictKind, reason: str, evidence: dict, lines: Sequence[str],
+             recs: Sequence[str], confidence: float,
+             jobs: Sequence[JobEvidence] = ()) -> Verdict:
     per_job = []
     for j in jobs:
         s, m = j.slowdown, j.mean_slowdown

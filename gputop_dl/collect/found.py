@@ -24,8 +24,8 @@ import time
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
+from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
-from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu

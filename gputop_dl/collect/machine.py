@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
-from gputop_dl.collect.nvml import GpuUse
 from gputop_dl.collect.procs import children_map
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
 

@@ -16,14 +16,15 @@ total, power limit), bound functions and NVML constants are looked up once at in
 NVML reports as not supported is never asked for again; throttle-reason bitmasks are decoded once
 per distinct mask; PCIe throughput (two ~20 ms calls on real hardware) is read at most every
 `PCIE_INTERVAL_S` per device, staggered across devices, and cached in between.
+
+Summing `processes()` per PID for the job rows is `collect/gpu_use.py`'s `GpuUse`.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
@@ -129,7 +130,7 @@ class Nvml:
     """NVML, with every failure turned into a value. See the module docstring.
 
     Arguments:
-      module:   a pynvml-like module or object (tests inject `tests.fake_pynvml.FakePynvml`).
+      module:   a pynvml-like module or object (tests inject `tests.fakes.nvml.FakePynvml`).
                 Default: `import pynvml` at construction.
       importer: zero-argument callable returning the module, used when `module` is None
                 (tests pass one that raises ImportError to exercise "no-library").
@@ -563,33 +564,3 @@ class Nvml:
             for pid in stale:
                 del pid_util[pid]
         return pid_util
-
-
-@dataclass(frozen=True)
-class GpuUse:
-    """NVML's per-process figures of one tick, summed per PID (a PID may use several GPUs)."""
-
-    mem: dict[int, int | None] = field(default_factory=dict)  # every PID listed; None: unknown
-    sm: dict[int, float] = field(default_factory=dict)
-    gpus: dict[int, set[int]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, procs: Iterable[GpuProcess]) -> GpuUse:
-        use = cls()
-        for p in procs:
-            if p.mem_used is not None:
-                use.mem[p.pid] = (use.mem.get(p.pid) or 0) + p.mem_used
-            else:
-                use.mem.setdefault(p.pid, None)
-            if p.sm_util is not None:
-                use.sm[p.pid] = use.sm.get(p.pid, 0.0) + p.sm_util
-            use.gpus.setdefault(p.pid, set()).add(p.gpu_index)
-        return use
-
-    def of_pids(self, pids: Iterable[int]) -> tuple[int | None, float | None, list[int]]:
-        """(GPU memory, SM utilisation, GPU indices) of a process tree; None where unknown."""
-        pids = list(pids)
-        mems = [self.mem[p] for p in pids if self.mem.get(p) is not None]
-        sms = [self.sm[p] for p in pids if p in self.sm]
-        gpus = sorted({i for p in pids for i in self.gpus.get(p, ())})
-        return (sum(mems) if mems else None), (sum(sms) if sms else None), gpus

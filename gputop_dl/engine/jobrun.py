@@ -16,7 +16,7 @@ import time
 from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
 from gputop_dl.channel import EventReader
-from gputop_dl.collect.nvml import GpuUse
+from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu

@@ -1,0 +1,198 @@
+"""The session database on disk: its tables, the columns added since, and opening a file.
+
+`open_readonly` reads what is there and sets up nothing; `open_for_writing` keeps a damaged or
+other-schema file aside (record/recovery.py), creates the tables, adds the columns added since
+schema 2 and scrubs the secrets an older gputop-dl stored, once. The reads and writes on an open
+database are `record/store.py`'s `Store`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sqlite3
+import sys
+import urllib.parse
+
+from gputop_dl.record.paths import StoreError, private
+from gputop_dl.record.recovery import damage, move_corrupt_aside, moved_aside
+from gputop_dl.workload import redact_env
+
+SCHEMA_VERSION = 2
+
+# Why this shape (docs/architecture.md, "Session store"): a 24-hour, 8-GPU, 10-job session
+# writes ~2.5 M rows. Rows name their session and job by small integer keys (`sk`, `jk`), not
+# by the 22-character session id and job name; the per-tick sample tables are WITHOUT ROWID,
+# clustered on their natural key, so they need no second index; step events, 95 % of all
+# events, are a numeric table instead of JSON text; per-core CPU is one byte per core.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS sessions (
+    sk INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, name TEXT, file TEXT, command TEXT,
+    kind TEXT, started REAL, ended REAL, state TEXT, heartbeat REAL, owner_pid INTEGER,
+    owner_host TEXT, environment TEXT, verdict TEXT, spec TEXT);
+CREATE TABLE IF NOT EXISTS jobs (
+    jk INTEGER PRIMARY KEY, session_id TEXT NOT NULL, name TEXT NOT NULL, launched INTEGER,
+    config TEXT, status TEXT, failure TEXT, device TEXT, pid INTEGER, started REAL, ended REAL,
+    info TEXT, UNIQUE (session_id, name));
+CREATE TABLE IF NOT EXISTS events (jk INTEGER, phase TEXT, t REAL, ev TEXT, data TEXT);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (jk, ev);
+CREATE TABLE IF NOT EXISTS steps (
+    jk INTEGER, phase TEXT, t REAL, epoch INTEGER, step INTEGER, t_data REAL, t_step REAL,
+    samples INTEGER);
+CREATE INDEX IF NOT EXISTS steps_by_job ON steps (jk, phase);
+CREATE TABLE IF NOT EXISTS baselines (
+    fingerprint TEXT PRIMARY KEY, created REAL, session_id TEXT, job TEXT, data TEXT);
+CREATE TABLE IF NOT EXISTS host_samples (
+    sk INTEGER, t REAL, cpu_busy REAL, load1 REAL, psi_some10 REAL, throttled REAL,
+    mem_used INTEGER, per_cpu BLOB, PRIMARY KEY (sk, t)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gpu_samples (
+    sk INTEGER, t REAL, gpu INTEGER, util REAL, mem_used INTEGER, mem_total INTEGER,
+    temp_c REAL, power_w REAL, sm_clock INTEGER, throttle TEXT, error TEXT,
+    PRIMARY KEY (sk, t, gpu)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_samples (
+    jk INTEGER, t REAL, phase TEXT, cpu_cores REAL, rss INTEGER, nprocs INTEGER,
+    gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL,
+    PRIMARY KEY (jk, t)) WITHOUT ROWID;
+"""
+# Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
+# by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
+# a new figure never costs the user their recorded sessions. Readers ask `has_column` first.
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # step phases (issue 22, docs/phases.md): seconds in the step, NULL = not seen; the rank in
+    # a distributed run; ph_cuda 1 when the GPU phases are CUDA-event times
+    ("steps", "ph_h2d", "REAL"), ("steps", "ph_forward", "REAL"),
+    ("steps", "ph_backward", "REAL"), ("steps", "ph_optimizer", "REAL"),
+    ("steps", "rank", "INTEGER"), ("steps", "ph_cuda", "INTEGER"),
+)
+# job_samples columns added after schema 2 that `add_job_sample` writes straight from a
+# `JobSample` attribute: (column, attribute); each feature adds its own block
+JOB_SAMPLE_ADDED: tuple[tuple[str, str], ...] = ()
+# CPU wait (issue 21, branch cpuwait): shares 0..1 of the last interval
+CPU_WAIT_COLUMNS = (("cpu_wait", "cpu_wait_fraction"), ("cpu_wait_trainer", "cpu_wait_trainer"),
+                    ("cpu_wait_workers", "cpu_wait_workers"), ("cpu_throttled", "cpu_throttled_fraction"))
+JOB_SAMPLE_ADDED += CPU_WAIT_COLUMNS
+ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in CPU_WAIT_COLUMNS)
+
+
+def dumps(obj) -> str | None:
+    """A value as a JSON column's text (None stays NULL)."""
+    return None if obj is None else json.dumps(obj, separators=(",", ":"))
+
+
+def loads(text):
+    """A JSON column's text as the value (NULL reads None)."""
+    return None if text is None else json.loads(text)
+
+
+def open_readonly(path: str) -> sqlite3.Connection:
+    """A read-only connection: no WAL switch, no schema set-up, no file created. Without
+    write access to the folder and no -shm file to share, SQLite needs `immutable` to read."""
+    if not os.path.exists(path):
+        raise StoreError(f"{path}: no session database")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    why = damage(path)
+    if why:
+        raise StoreError(f"{path}: not a readable session database ({why}); the next "
+                         "`gputop-dl launch` keeps it aside and starts a new one")
+    for extra in ("", "&immutable=1"):
+        db = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=10.0)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "unable to open" in str(exc) and not extra:
+                continue
+            if "no such table" in str(exc):
+                raise StoreError(f"{path}: not a gputop-dl session database") from None
+            raise StoreError(f"{path}: cannot read the session database ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise StoreError(f"{path}: not a readable session database ({exc}); the next "
+                             "`gputop-dl launch` keeps it aside and starts a new one") from None
+        if row is not None and row[0] != str(SCHEMA_VERSION):
+            db.close()
+            raise StoreError(f"{path} was written by another gputop-dl (schema {row[0]}); the "
+                             "next `gputop-dl launch` keeps it aside and starts a new one")
+        return db
+    raise AssertionError("unreachable")
+
+
+def open_for_writing(path: str) -> sqlite3.Connection:
+    """A connection that writes: a damaged database or one of another schema kept aside first,
+    a new one created 0600, WAL, the tables and the columns added since set up, the secrets
+    scrubbed once."""
+    why = damage(path)
+    if why:
+        move_corrupt_aside(path, why)
+    old = moved_aside(path, SCHEMA_VERSION)
+    if old:
+        sys.stderr.write(f"gputop-dl: {path} was written by an older gputop-dl "
+                         f"(schema differs); kept as {old}, starting a new one\n")
+    if not os.path.exists(path):  # 0600; SQLite gives its -wal and -shm the same
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for suffix in ("", "-wal", "-shm"):  # an older gputop-dl left them 0644
+        private(path + suffix)
+    db = sqlite3.connect(path, timeout=10.0)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(SCHEMA)
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        _add_columns(db)
+        db.commit()
+        if db.execute("SELECT 1 FROM meta WHERE key='env_redacted'").fetchone() is None:
+            _scrub_secrets(db, os.path.dirname(path))
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Give a schema-2 database the columns added since (ADDED_COLUMNS), NULL in old rows."""
+    for table, column, kind in ADDED_COLUMNS:
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def redacted_spec(spec):
+    """A session's spec as read: its workloads' `env` values redacted, whatever wrote it (an
+    older gputop-dl stored them in clear)."""
+    if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
+        return dict(spec, workloads=[redact_env(w) for w in spec["workloads"]])
+    return spec
+
+
+def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
+    """Once per database: the `env` values that an older gputop-dl kept in clear (jobs' configs,
+    sessions' specs, the jobs' spec files beside the database) replaced by REDACTED, with
+    SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
+    db.execute("PRAGMA secure_delete=ON")
+    for table, col, fix in (("jobs", "config", redact_env), ("sessions", "spec", redacted_spec)):
+        rows = db.execute(f"SELECT rowid, {col} FROM {table} WHERE {col} LIKE '%\"env\"%'").fetchall()
+        for rowid, text in rows:
+            try:
+                old = json.loads(text)
+            except ValueError:
+                continue
+            new = fix(old)
+            if new is not old:
+                db.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (dumps(new), rowid))
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('env_redacted', '1')")
+    db.commit()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA secure_delete=OFF")
+    for spec in glob.glob(os.path.join(data, "sessions", "*", "*.json")):
+        try:
+            with open(spec, encoding="utf-8") as f:
+                old = json.load(f)
+            new = redact_env(old)
+            if new is not old:
+                with open(spec, "r+", encoding="utf-8") as f:  # in place: the old bytes go
+                    f.write(json.dumps(new).ljust(os.path.getsize(spec)))
+                    f.truncate()
+        except (OSError, ValueError):
+            continue
