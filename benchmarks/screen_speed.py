@@ -8,6 +8,8 @@
    real content on screen (polled every 10 ms): `gputop-dl` (the host panel's "of N CPUs", drawn
    only from a snapshot), a bare Textual app (one Static; "bare textual ready") and `top -d 1`
    ("load average"). The three alternate within each round. Target: gputop-dl ≤ 1.3× the bare app.
+   Then gputop-dl again with 3 found jobs running, until their rows are on screen. This
+   checkout's bytecode is compiled first, as an install does (`--no-compile`: not).
 2. CPU with N found jobs: `gputop-dl --stall-budget 0` (py-spy off) and `top -d 1`, both running
    at once in their own tmux panes over the same window, each its own process's CPU seconds /
    wall: % of one core. With 3 jobs (target: gputop-dl ≤ 1.2× top) and with 12 (target: the
@@ -143,12 +145,21 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="first-screen rounds (default 5)")
     ap.add_argument("--seconds", type=float, default=30.0, help="CPU window (default 30)")
     ap.add_argument("--jobs", default="3,12", help="found jobs for the CPU cases (default 3,12)")
+    ap.add_argument("--no-compile", dest="compile", action="store_false",
+                    help="do not compile this checkout's bytecode first (measures a start that "
+                         "compiles every module, as with PYTHONDONTWRITEBYTECODE=1)")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("tmux not installed: nothing measured")
         return 0
     home = tempfile.mkdtemp(prefix="gdl-speed-")
     print(f"machine: {psutil.cpu_count()} CPUs; load average before: {load()}")
+    if args.compile:
+        # as a pip or pipx install does (and an editable one on its first run, unless
+        # PYTHONDONTWRITEBYTECODE is set): without it every start compiles the sources again
+        subprocess.run([PY, "-m", "compileall", "-q", os.path.join(ROOT, "gputop_dl")], check=True)
+    print(f"bytecode of this checkout: {'compiled first' if args.compile else 'as found'}; "
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     try:
         if args.only in (None, "first-screen"):
             cmds = commands(home)
@@ -167,6 +178,20 @@ def main() -> int:
             g, b = med(times["gputop-dl"]), med(times["bare textual"])
             if g and b:
                 print(f"   gputop-dl / bare textual: {g / b:.2f}×  (target ≤ 1.3×)")
+            # the same start with 3 found jobs running, until their rows are on screen (the
+            # first frame waits for the first tick, which reads every process once)
+            jobs = start_jobs(3, 600)
+            try:
+                wait_jobs_ready(jobs)
+                with_jobs = [t for t in (first_screen(cmds["gputop-dl"][0], r"stall_script\.py")
+                                         for _ in range(args.runs)) if t is not None]
+            finally:
+                for j in jobs:
+                    j.kill()
+                    j.wait()
+            if with_jobs:
+                print(f"   gputop-dl, 3 found jobs running, until their rows show: "
+                      f"{med(with_jobs):.3f}  ({min(with_jobs):.3f}–{max(with_jobs):.3f})")
         if args.only in (None, "cpu"):
             print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, both at once "
                   "(gputop-dl --stall-budget 0; top -d 1)")
