@@ -201,7 +201,7 @@ def main() -> int:
                 if "error" in r:
                     print(f"   {n} jobs: {r['error']}")
                     continue
-                print(f"   {n:>2} found jobs ({r['jobs_on_screen']} on screen): gputop-dl "
+                print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen): gputop-dl "
                       f"{r['gputop-dl']:.2f} %, top {r['top']:.2f} %, ratio "
                       f"{r['gputop-dl'] / r['top']:.2f}×" if r["top"] else "")
             ns = sorted(n for n in res if "error" not in res[n])

@@ -289,3 +289,16 @@ def test_a_launch_banner_shows_the_live_verdict_until_the_measured_one_has_its_s
     plan.verdict = {"kind": "insufficient-data", "jobs": []}
     plan.rows(engine, [replace(j, status="done") for j in launched])  # none runs together now
     assert plan.shown_verdict()["kind"] == "insufficient-data"
+
+
+def test_float_pstdev_agrees_with_the_exact_one():
+    import random
+    import statistics
+
+    from gputop_dl.analyse.passive import _pstdev
+
+    rng = random.Random(7)
+    for n in (2, 3, 10, 60):
+        xs = [rng.lognormvariate(0, 0.5) for _ in range(n)]
+        assert _pstdev(xs) == pytest.approx(statistics.pstdev(xs), rel=1e-12)
+    assert _pstdev([1.5, 1.5, 1.5]) == 0.0

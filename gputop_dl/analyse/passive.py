@@ -220,10 +220,17 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
                     last)
 
 
+def _pstdev(xs: list[float]) -> float:
+    """The population standard deviation in floats (statistics.pstdev works in exact fractions:
+    ~75 µs a call, once per job per tick)."""
+    mean = math.fsum(xs) / len(xs)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / len(xs))
+
+
 def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str | None) -> float:
     logs = [math.log(v) for v in vals]
     n = len(logs)
-    sd = statistics.pstdev(logs) if n > 1 else 0.25
+    sd = _pstdev(logs) if n > 1 else 0.25
     se = math.sqrt(sd ** 2 / n + MODEL_SE ** 2)  # the ticks' spread, and the model's own
     p = student_t_cdf(abs(math.log(s) - math.log(SLOW)) / se, max(1, n - 1))
     last = known[-1]
