@@ -98,6 +98,10 @@ def test_two_jobs_of_one_script_are_told_apart_by_what_differs():
     assert tell_apart(same, bob, [(a, ada)], names) == "scenario_job.py @bob"
     s1, s2 = Identity(user="ada", slurm=SlurmJob("1")), Identity(user="ada", slurm=SlurmJob("2"))
     assert tell_apart(same, s2, [(a, s1)], names) == "scenario_job.py slurm 2"
+    # one script started in two experiment folders: the folder; an unknown one tells nothing
+    run1, run2 = Identity(user="ada", cwd="/home/ada/exp/run1"), Identity(user="ada", cwd="/home/ada/exp/run2/")
+    assert tell_apart(same, run2, [(a, run1)], names) == "scenario_job.py in run2"
+    assert tell_apart(same, run2, [(a, ada)], names) == "scenario_job.py (12)"
     assert tell_apart(same, ada, [(a, ada)], names) == "scenario_job.py (12)"  # nothing differs
 
 

@@ -20,6 +20,7 @@ stays None.
 
 from __future__ import annotations
 
+import os
 import time
 
 from gputop_dl.collect import pyspy
@@ -156,7 +157,8 @@ def _args(f: Found) -> list[str]:
 def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple",
                names: set[str]) -> str:
     """A name for `f` whose base name another job has: its first argument (with the option it
-    belongs to) that the others lack, else its user, else its Slurm job, else its PID."""
+    belongs to) that the others lack, else its user, else its Slurm job, else its working
+    directory's last part (one script run in two experiment folders), else its PID."""
     mine = _args(f)
     theirs = [set(_args(g)) for g, _ in same]
     candidates = []
@@ -169,6 +171,10 @@ def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | 
         candidates.append(f"@{ident.user}")
     if ident.slurm and all(o.slurm is None or o.slurm.job_id != ident.slurm.job_id for _, o in same):
         candidates.append(f"slurm {ident.slurm.job_id}")
+    folder = os.path.basename(ident.cwd.rstrip("/")) if ident.cwd else ""
+    if folder and all(o.cwd is not None and os.path.basename(o.cwd.rstrip("/")) != folder
+                      for _, o in same):
+        candidates.append(f"in {folder}")
     for c in candidates:
         name = f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}"
         if name not in names:
