@@ -15,8 +15,10 @@ Shots (160×50):
                        there are, and its process tree (trainer, loader workers) with CPU, RSS, state
   launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
   launch_trio_light    light theme; launch_trio_done: the same run at its end, with its verdict
-  compare              `gputop-dl compare A B` of the two latest sessions in GPUTOP_DL_HOME (the
-                       monitor's and the trio's when run together; --home to pick a data dir)
+  compare              `gputop-dl compare A B` of the two latest sessions in GPUTOP_DL_HOME
+                       (--home to pick a data dir). The one in screenshots/: two headless
+                       launches of workloads/mobilenet_trio.toml, the second with
+                       transforms = "light" (did a lighter input pipeline help? barely)
 
 Sessions go to a temporary GPUTOP_DL_HOME unless --home is given. The PNGs need `rsvg-convert`
 (Debian: apt-get install librsvg2-bin); the SVGs are rewritten for it first (DejaVu Sans Mono

@@ -14,14 +14,14 @@ from gputop_dl.present.report.compare import COMPARISON_SCHEMA, compare_sessions
 from tests.fakes.reports import make_session, fresh_store
 
 
-def two_sessions(tmp_path, monkeypatch, second_names=None):
+def two_sessions(tmp_path, monkeypatch, second_names=None, second_config=None):
     home = tmp_path / "home"
     monkeypatch.setenv("GPUTOP_DL_HOME", str(home))
     from gputop_dl.record.store import default_db_path
 
     store = fresh_store(default_db_path())
     a = make_session(store, name="before")
-    b = make_session(store, name="after", job_names=second_names)
+    b = make_session(store, name="after", job_names=second_names, extra_config=second_config)
     store.close()
     return a, b
 
@@ -71,3 +71,46 @@ def test_sessions_json_for_scripts(tmp_path, monkeypatch, capsys):
     assert doc["schema"] == "gputop-dl.sessions/1"
     assert {s["id"] for s in doc["sessions"]} == {a, b}
     assert os.path.exists(tmp_path / "home")
+
+
+def test_step_phases_are_a_table_of_means_with_the_change(tmp_path, monkeypatch):
+    a, b = two_sessions(tmp_path, monkeypatch)
+    doc = compare_sessions(a, b)
+    bs32 = next(j for j in doc["jobs"] if j["name"] == "bs32")
+    bs32["a"]["phases"] = {"data_s": 0.0117, "h2d_s": 1.26e-05, "forward_s": 0.197,
+                           "backward_s": 0.275, "optimizer_s": 0.0057, "other_s": 0.0032}
+    bs32["b"]["phases"] = {"data_s": 0.0056, "h2d_s": 1.06e-05, "forward_s": 0.208,
+                           "backward_s": 0.238, "optimizer_s": 0.0050, "other_s": 0.0052}
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(comparison_table(doc))
+    out = console.file.getvalue()
+    assert "{" not in out and "data_s" not in out  # no raw dict
+    row = [line for line in out.splitlines() if line.startswith("│ bs32") and "→" in line][-1]
+    assert "12 ms → 5.6 ms" in row and "13 µs → 11 µs" in row and "197 ms → 208 ms" in row
+    assert "×0.48" in out and "×1.06" in out
+
+
+def test_what_changed_between_the_sessions_is_said_per_setting(tmp_path, monkeypatch):
+    a, b = two_sessions(tmp_path, monkeypatch, second_config={"num_workers": 1})
+    doc = compare_sessions(a, b)
+    changes = {j["name"]: j["config_changes"] for j in doc["jobs"]}
+    assert set(changes) == {"bs32", "bs64", "bs128"}
+    # the fixture's third job (it fails at start) keeps its settings
+    assert changes == {"bs32": {"num_workers": [4, 1]}, "bs64": {"num_workers": [4, 1]},
+                       "bs128": {}}
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(comparison_table(doc))
+    out = console.file.getvalue()
+    line = [x for x in out.splitlines() if x.startswith("changed: num_workers")]
+    assert line == ["changed: num_workers: 4 → 1 (bs32, bs64)"], out
+    # the same settings are said to be the same; a found job (no settings) says nothing
+    a2, b2 = two_sessions(tmp_path / "2", monkeypatch)
+    doc2 = compare_sessions(a2, b2)
+    assert all(j["config_changes"] == {} for j in doc2["jobs"])
+    console = Console(width=200, file=io.StringIO(), color_system=None)
+    console.print(comparison_table(doc2))
+    assert "settings: the same in A and B for bs32, bs64, bs128" in console.file.getvalue()
+    from gputop_dl.present.report.compare import _config_changes, _what_changed
+
+    assert _config_changes(None, {"x": 1}) is None
+    assert _what_changed([{"name": "t.py", "config_changes": None}]) is None

@@ -50,11 +50,39 @@ def _change(a: dict | None, b: dict | None) -> dict:
     return out
 
 
+def _config_changes(a: dict | None, b: dict | None) -> dict | None:
+    """The job's recorded settings (the workload, redacted) that differ: key -> [A, B]; None
+    where either session recorded none (a found job)."""
+    if not a or not b:
+        return None
+    return {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b))
+            if k != "name" and a.get(k) != b.get(k)}
+
+
+def _what_changed(jobs: list[dict]) -> str | None:
+    """One line per distinct change of settings, with the jobs it applies to; a line saying the
+    settings are the same; or None where no job in both sessions has recorded settings."""
+    known = [j for j in jobs if j.get("config_changes") is not None]
+    if not known:
+        return None
+    groups: dict[str, list[str]] = {}
+    for j in known:
+        for k, (x, y) in j["config_changes"].items():
+            groups.setdefault(f"{k}: {_setting(x)} → {_setting(y)}", []).append(j["name"])
+    if not groups:
+        return "settings: the same in A and B for " + ", ".join(j["name"] for j in known)
+    return "\n".join(f"changed: {change} ({', '.join(names)})" for change, names in groups.items())
+
+
+def _setting(v: object) -> str:
+    return DASH if v is None else str(v)
+
+
 def _session(store, sid: str) -> dict:
     row = store.session(sid)
     v = row.verdict or None
     ended = row.ended if row.ended is not None else None
-    return {"id": sid, "name": row.name, "started": row.started,
+    return {"id": sid, "name": row.name, "file": row.file, "started": row.started,
             "duration_s": None if ended is None else max(0.0, ended - row.started),
             "state": row.state,
             "verdict": None if not v else {"kind": v.get("kind"), "title": v.get("title"),
@@ -74,6 +102,8 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
         ja = {r.name: r for r in summarize(store, sa).jobs}
         jb = {r.name: r for r in summarize(store, sb).jobs}
         docs = [_session(store, sa), _session(store, sb)]
+        ca = {j["name"]: j["config"] for j in store.jobs(sa)}
+        cb = {j["name"]: j["config"] for j in store.jobs(sb)}
     finally:
         store.close()
     names = list(ja) + [n for n in jb if n not in ja]
@@ -81,12 +111,53 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
     for n in names:
         fa = _figures(ja[n]) if n in ja else None
         fb = _figures(jb[n]) if n in jb else None
-        jobs.append({"name": n, "a": fa, "b": fb, "change": _change(fa, fb)})
+        jobs.append({"name": n, "a": fa, "b": fb, "change": _change(fa, fb),
+                     "config_changes": _config_changes(ca.get(n), cb.get(n))})
     common = sum(1 for n in names if n in ja and n in jb)
     return {"schema": COMPARISON_SCHEMA, "a": docs[0], "b": docs[1], "jobs": jobs,
             "common_jobs": common,
             "note": None if common else "the two sessions have no job in common (by name): "
                                         "each is shown on its own"}
+
+
+PHASE_KEYS = ("data", "h2d", "forward", "backward", "optimizer", "other")
+
+
+def _phase_table(jobs: list[dict]):
+    """Mean seconds per step of each phase, A → B and B / A, for the jobs with phases in A or B."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from gputop_dl.text.safe import clean
+
+    def phase(side: dict | None, k: str) -> float | None:
+        v = ((side or {}).get("phases") or {}).get(f"{k}_s")
+        return v if isinstance(v, (int, float)) else None
+
+    keys = [k for k in PHASE_KEYS if any(phase(j[s], k) is not None for j in jobs for s in "ab")]
+    t = Table(header_style="bold", title="step phases, mean per step: A → B (change)",
+              title_justify="left")
+    t.add_column("job", no_wrap=True)
+    for k in keys:
+        t.add_column(k, justify="right", no_wrap=True)
+    for j in jobs:
+        cells = []
+        for k in keys:
+            x, y = phase(j["a"], k), phase(j["b"], k)
+            change = DASH if x is None or y is None or x <= 0 else f"×{y / x:.2f}"
+            cells.append(f"{_phase_secs(x)} → {_phase_secs(y)}\n{change}")
+        t.add_row(Text(clean(j["name"])), *cells)
+    return t
+
+
+def _phase_secs(v: float | None) -> str:
+    """A phase's mean: under 1 ms in µs, under 10 ms with a decimal (a copy to the GPU on the CPU
+    is a few µs)."""
+    if v is None:
+        return DASH
+    if v < 0.001:
+        return f"{v * 1e6:.0f} µs"
+    return f"{v * 1000:.1f} ms" if v < 0.01 else secs(v)
 
 
 def _change_text(key: str, v: float | None) -> str:
@@ -138,21 +209,18 @@ def comparison_table(doc: dict):
             y = fmts[k]((j["b"] or {}).get(k)) if j["b"] else "not in B"
             cells.append(f"{x} → {y}\n{_change_text(k, j['change'][k])}")
         t.add_row(Text(clean(j["name"])), *cells)
-    phases = [(j["name"], side, (j[side] or {}).get("phases")) for j in doc["jobs"] for side in ("a", "b")
-              if (j[side] or {}).get("phases")]
-    parts = [head, t]
+    phased = [j for j in doc["jobs"] if (j["a"] or {}).get("phases") or (j["b"] or {}).get("phases")]
+    parts = [head]
+    changed = _what_changed(doc["jobs"])
+    if changed:
+        parts.append(Text(clean(changed)))
+    parts.append(t)
     if not doc["jobs"]:
         parts.append(Text("neither session has a job", style="yellow"))
     if doc["note"]:
         parts.append(Text(doc["note"], style="yellow"))
-    if phases:
-        p = Table(header_style="bold", title="step phases (where recorded)", title_justify="left")
-        p.add_column("job")
-        p.add_column("session")
-        p.add_column("phases")
-        for name, side, ph in phases:
-            p.add_row(Text(clean(name)), side.upper(), Text(clean(str(ph))))
-        parts.append(p)
+    if phased:
+        parts.append(_phase_table(phased))
     if not shown and doc["jobs"]:
         parts.append(Text("no step, data-wait, CPU-wait, slowdown or epoch figure was recorded in "
                           "either session", style="yellow"))
