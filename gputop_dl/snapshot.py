@@ -53,6 +53,9 @@ class HostSample:
     load1: float | None = None
     load5: float | None = None
     load15: float | None = None
+    # threads runnable at the reading (/proc/stat procs_running, less the reader): unlike the
+    # load average, not a minute's moving average; the live verdict averages it over its window
+    runnable: int | None = None
     cpu_pressure_some10: float | None = None  # 0..1, /proc/pressure/cpu "some avg10"
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None

@@ -69,6 +69,42 @@ def test_waits_caused_by_load_from_outside_the_jobs_are_not_theirs():
     assert P.set_share(0.5, 0.5, 4.0) == 0.0 and P.set_share(0.5, 0.5, None) == 1.0
 
 
+def test_the_runnable_threads_replace_the_lagging_load_average_once_known():
+    pair = [job("a", 10, f=0.6, cores=0.2), job("b", 20, f=0.6, cores=0.2)]
+    # outside load that just started: 9 more threads runnable now, the load average still low
+    started = replace(TWO, load1=1.0, runnable=10)
+    judge = PassiveJudge()
+    v, est = run(judge, P.RUNNABLE_MIN - 1, lambda t: pair, host=started)
+    assert v.kind == "cpu-bound" and judge.runnable() is None  # too few readings: load1
+    v, est = run(judge, 1, lambda t: pair, host=started)
+    assert judge.runnable() == 10 and est["a"].last.set_share < 0.1
+    # each job's estimate is the median of its last WINDOW ticks: it turns within a few ticks,
+    # where the load average would take a minute
+    v, est = run(judge, P.WINDOW // 2, lambda t: pair, host=started)
+    assert v.kind == "parallel", v.reason
+    assert v.evidence["runnable_mean"] == 10
+    outside = [x for x in v.to_json()["evidence_lines"] if x.startswith("load from outside")]
+    assert outside and "(host: 10.0 threads runnable, mean of the last 5 readings)" in outside[0]
+    # outside load that just stopped: the load average still high, only the pair runnable
+    stopped = replace(TWO, load1=10.0, runnable=1)
+    v, est = run(PassiveJudge(), P.RUNNABLE_MIN + P.WINDOW, lambda t: pair, host=stopped)
+    assert v.kind == "cpu-bound" and est["a"].last.set_share == 1.0
+    # the mean is over the last RUNNABLE_WINDOW readings
+    judge = PassiveJudge()
+    run(judge, P.RUNNABLE_WINDOW, lambda t: pair, host=started)
+    run(judge, P.RUNNABLE_WINDOW // 2, lambda t: pair, host=stopped)
+    assert judge.runnable() == pytest.approx((10 + 1) / 2)
+
+
+def test_procs_running_is_read_from_proc_stat():
+    from gputop_dl.collect.host import parse_procs_running
+
+    stat = (b"cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5 0\nctxt 9\n"
+            b"btime 1\nprocesses 77\nprocs_running 3\nprocs_blocked 0\n")
+    assert parse_procs_running(stat) == 3
+    assert parse_procs_running(b"cpu  1 2 3\nprocesses 7\n") is None
+
+
 def test_light_pair_reads_parallel():
     jobs = [job("a", 10, f=0.02, cores=0.05), job("b", 20, f=0.03, cores=0.05)]
     v, est = run(PassiveJudge(), 3, lambda t: jobs, host=CALM)

@@ -39,9 +39,15 @@ from gputop_dl.analyse.verdict import (SLOW, HostEvidence, JobEvidence, at_most,
                                        judge, student_t_cdf)
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
+from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
 MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
+# the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
+# in place of the load average (a minute's moving average, which lags a load that starts or
+# stops) once RUNNABLE_MIN of them are known
+RUNNABLE_WINDOW = 10
+RUNNABLE_MIN = 3
 GPU_BUSY = 0.8  # summed SM share of a shared GPU above which its jobs queue for it
 MAX_WAIT = 0.95  # a wait share is clipped here (1 / (1 - f) would run away)
 MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
@@ -154,10 +160,12 @@ def gpu_estimates(shares: dict[str, dict[int, float]],
 
 def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                    gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
-                   t: float = 0.0) -> dict[str, Tick]:
-    """Each job's estimate at this tick (pure: from one tick's samples)."""
+                   t: float = 0.0, runnable: float | None = None) -> dict[str, Tick]:
+    """Each job's estimate at this tick (pure: from one tick's samples). `runnable`: the host's
+    runnable threads, averaged by the caller; else its 1-minute load average."""
     cpus = host.cpus if host is not None else 1
-    runnable = host.load1 if host is not None else None
+    if runnable is None:
+        runnable = host.load1 if host is not None else None
     shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
     gpu = gpu_estimates(shares, gpus)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
@@ -250,12 +258,21 @@ class PassiveJudge:
     window: int = WINDOW
     min_ticks: int = MIN_TICKS
     _hist: dict[tuple[str, int | None], deque] = field(default_factory=dict)
+    _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
+
+    def runnable(self) -> float | None:
+        """The host's mean runnable threads over the last ticks (None: too few readings)."""
+        if len(self._runnable) < RUNNABLE_MIN:
+            return None
+        return sum(self._runnable) / len(self._runnable)
 
     def update(self, jobs: Sequence[JobSample], host: HostSample | None,
                gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
                t: float = 0.0) -> dict[str, Estimate]:
         """Add this tick; each job's smoothed estimate (jobs gone are forgotten)."""
-        ticks = tick_estimates(jobs, host, gprocs, gpus, t)
+        if host is not None and host.runnable is not None:
+            self._runnable.append(host.runnable)
+        ticks = tick_estimates(jobs, host, gprocs, gpus, t, runnable=self.runnable())
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
             del self._hist[key]
@@ -273,11 +290,20 @@ class PassiveJudge:
         est = self.update(jobs, host, gprocs, gpus, t)
         if not jobs:
             return None, est
-        return judge_passive(list(est.values()), host), est
+        return judge_passive(list(est.values()), host, runnable=self.runnable(),
+                             runnable_ticks=len(self._runnable)), est
 
 
-def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
-    """The set's verdict from its jobs' estimates (see the module docstring)."""
+def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
+    if runnable is not None:
+        return f"host: {runnable:.1f} threads runnable, mean of the last {ticks} readings"
+    return f"host load {num(load1, '.1f')}"
+
+
+def judge_passive(est: Sequence[Estimate], host: HostSample | None,
+                  runnable: float | None = None, runnable_ticks: int = 0) -> Verdict:
+    """The set's verdict from its jobs' estimates (see the module docstring); `runnable`: the
+    host's mean runnable threads over `runnable_ticks` ticks, when the judge had them."""
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -290,6 +316,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
                           "no baseline, no job paused",
                 "cpus": cpus, "cpu_signals": signals, "host_busy": hev.busy,
                 "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
+                "runnable_mean": None if runnable is None else round(runnable, 2),
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
                 "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
@@ -324,7 +351,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None) -> Verdict:
     if outside:
         lines.append("load from outside these jobs: of what " + ", ".join(
             f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
-            + f" (host load {hev.load1:.1f}); alone, the rest would still be there")
+            + f" ({_host_load(hev.load1, runnable, runnable_ticks)}); alone, the rest would "
+              "still be there")
     want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
     evidence["cpu_demand_cores"] = round(want, 2)
     if not slowed:

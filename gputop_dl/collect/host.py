@@ -31,6 +31,18 @@ def parse_cpu_times(data: bytes) -> list[list[float]]:
     return out
 
 
+def parse_procs_running(data: bytes) -> int | None:
+    """The threads runnable right now (running or in a run queue) from /proc/stat's
+    `procs_running` line; None when it is missing."""
+    at = data.find(b"\nprocs_running ")
+    if at < 0:
+        return None
+    try:
+        return int(data[at + 15:data.index(b"\n", at + 1)])
+    except ValueError:
+        return None
+
+
 def busy_percent(t1: list[float], t2: list[float]) -> float:
     """One CPU's busy percent between two `parse_cpu_times` rows: psutil.cpu_percent's arithmetic
     (negative deltas count as 0, guest time is already in user time, idle and iowait are idle)."""
@@ -114,6 +126,7 @@ class HostSampler:
 
     def __init__(self):
         self._files = ProcFiles()  # kept open: one system call a read
+        self._running: int | None = None  # procs_running of the latest /proc/stat read
         self.cpus = allowed_cpus()
         try:
             self._affinity = sorted(os.sched_getaffinity(0))
@@ -129,7 +142,9 @@ class HostSampler:
         self._t = time.monotonic()
 
     def _cpu_times(self) -> list[list[float]]:
-        return parse_cpu_times(self._files.read("/proc/stat", 1 << 16))
+        data = self._files.read("/proc/stat", 1 << 16)
+        self._running = parse_procs_running(data)
+        return parse_cpu_times(data)
 
     def _per_cpu_percent(self) -> list[float]:
         if not PROC:
@@ -167,5 +182,7 @@ class HostSampler:
         return HostSample(
             cpus=self.cpus, cpu_busy=None if busy is None else round(busy, 4), per_cpu=per_cpu,
             load1=l1, load5=l5, load15=l15,
+            # the reading thread itself is running as it reads: not part of the demand
+            runnable=None if self._running is None or not PROC else max(0, self._running - 1),
             cpu_pressure_some10=read_psi_some10(read=self._files.read) if self._psi else None,
             cgroup_throttled_frac=throttled, mem_used=used, mem_total=total)
