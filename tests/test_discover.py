@@ -563,7 +563,11 @@ def test_found_job_stall_real_launch():
     print(f"\nscript stall {in_windows:.3f} in the sampled windows ({truth['stall']:.3f} over its "
           f"run), py-spy {job.stall_fraction:.3f} ({job.stall_samples} samples), "
           f"{time.monotonic() - t0:.1f} s")
-    assert abs(job.stall_fraction - in_windows) <= 0.05
+    # the sampled share's own error: ~600 samples of a 40 % stall have a binomial standard
+    # error of 2 points, more where successive samples of one step are correlated; 5 points
+    # failed once in a loaded full-suite run at 5.5 (2.7 SE). 3.5 SE, at least 5 points.
+    se = (in_windows * (1 - in_windows) / max(1, job.stall_samples)) ** 0.5
+    assert abs(job.stall_fraction - in_windows) <= max(0.05, 3.5 * se)
     assert abs(job.stall_fraction - truth["stall"]) <= 0.08
 
 
