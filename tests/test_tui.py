@@ -750,3 +750,19 @@ async def test_d_in_a_launch_points_to_its_own_verdict():
         await pilot.press("d")
         await pilot.pause()
         assert not isinstance(app.screen, VerdictScreen)
+
+
+@aio
+async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
+    from gputop_dl.present.tui.key_bar import KeyBar
+
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        bar = app.query_one(KeyBar)
+        text = bar.render().plain
+        assert text.startswith(" ⏎ Details  q Quit  ? Help  v Verdict") and text.endswith("▏^p palette ")
+        assert len(text) == SIZE[0]
+        x0 = next(x for x, _x1, key in bar._spans if key == "question_mark")
+        await pilot.click(KeyBar, offset=(x0 + 1, 0))
+        assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))

@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Footer
 
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
@@ -26,6 +25,7 @@ from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
 from gputop_dl.present.tui.history_panel import HistoryPanel
 from gputop_dl.present.tui.host_panel import HostPanel
 from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, table_rows
+from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
 from gputop_dl.present.tui.queue_panel import QueuePanel
@@ -110,7 +110,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
                 yield HistoryPanel(interval=interval, id="history", classes="panel")
                 yield QueuePanel(id="queue", classes="panel")
                 yield LogPanel(id="log", classes="panel")
-            yield Footer()
+            yield KeyBar()
 
     def on_load(self) -> None:
         # start sampling before the screen is built, so the first tick overlaps start-up

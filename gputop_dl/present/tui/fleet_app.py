@@ -19,11 +19,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Footer
 
 from gputop_dl.present.fleet import dist_cells, job_cells, node_cells, node_state
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
+from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Row
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
@@ -123,7 +123,7 @@ class FleetApp(LiveApp):
         yield NodesTable(id="nodes")
         yield DistributedTable(id="distributed")
         yield FleetJobsTable(id="fleet-jobs")
-        yield Footer()
+        yield KeyBar()
 
     def on_load(self) -> None:
         self.source.subscribe(lambda snap: self._receive(0, snap))
