@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gputop_dl.sched.model import Job, Machine  # noqa: E402
-from gputop_dl.sched.policies import POLICIES, Policy  # noqa: E402
+from gputop_dl.sched import POLICIES  # noqa: E402
+from gputop_dl.sched.policies import Policy  # noqa: E402
 from gputop_dl.sched.simulate import JobKind, poisson_jobs, simulate  # noqa: E402
 
 KINDS = [JobKind(Job("mobilenet-bs32", duration_s=3.0, gpus=1, cpu_cores=3.0, gpu_util=0.7), 4),

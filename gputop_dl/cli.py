@@ -189,7 +189,7 @@ def add_sched_parsers(sub) -> None:
                     "newest one that measured it, or SESSION) instead of the trace's")
     sp.add_argument("--no-calibrate", action="store_true", help="use the file's interference "
                     "figures (or the defaults), not this machine's recorded co-runs")
-    from gputop_dl.sched.policies import POLICIES
+    from gputop_dl.sched import POLICIES
 
     qp = sub.add_parser("queue", help="run the workloads of a TOML file as a job queue",
                         description="The workloads of FILE become jobs that arrive over time "
@@ -210,7 +210,7 @@ def add_sched_parsers(sub) -> None:
 
 
 def parse_policies(text: str) -> list[str]:
-    from gputop_dl.sched.policies import POLICIES
+    from gputop_dl.sched import POLICIES
 
     names = [s.strip() for s in text.split(",") if s.strip()]
     bad = [n for n in names if n not in POLICIES]
@@ -279,8 +279,6 @@ def add_lab_parsers(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gputop_dl.config import ConfigError
-
     args = build_parser().parse_args(argv)
     try:
         if args.json and not args.once:
@@ -379,11 +377,20 @@ def main(argv: list[str] | None = None) -> int:
         budget = None if args.stall_budget is None else args.stall_budget / 100
         return runner.run_monitor(interval=1.0 if args.interval is None else args.interval, stall_budget=budget,
                                   metrics=args.metrics, readonly=args.readonly)
-    except (ConfigError, UsageError) as exc:
+    except Exception as exc:
+        if not (isinstance(exc, UsageError) or is_config_error(exc)):
+            raise
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def is_config_error(exc: BaseException) -> bool:
+    """A bad input file (tomlcheck.ConfigError), without importing the workload-file parser
+    on every start: only a command that imported it can raise one."""
+    tomlcheck = sys.modules.get("gputop_dl.tomlcheck")
+    return tomlcheck is not None and isinstance(exc, tomlcheck.ConfigError)
 
 
 LAB_COMMANDS = {"models": "cmd_models", "sweep": "cmd_sweep", "profile": "cmd_profile"}

@@ -18,7 +18,7 @@ from typing import Any
 
 from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
-from gputop_dl.sched.policies import POLICIES
+from gputop_dl.sched import POLICIES
 from gputop_dl.tomlcheck import MAX_NAME, ConfigError, read_toml  # noqa: F401 (re-exported)
 from gputop_dl.tomlcheck import (Bad as _Bad, Lines as _Lines, as_bool as _as_bool, as_float as _as_float,
                                  as_int as _as_int, as_name as _as_name, as_str as _as_str, check as _check,

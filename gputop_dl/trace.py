@@ -16,7 +16,7 @@ from typing import Any
 
 from gputop_dl.config import usable_cpus
 from gputop_dl.sched.model import GIB, Job, Machine
-from gputop_dl.sched.policies import POLICIES
+from gputop_dl.sched import POLICIES
 from gputop_dl.sched.simulate import JobKind
 from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, as_bool, as_float, as_int, as_name, as_str, check, \
     did_you_mean, list_of, read_toml, show

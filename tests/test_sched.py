@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gputop_dl.sched.model import Job, JobQueue, Machine, Running
-from gputop_dl.sched.policies import POLICIES, Policy, decide
+from gputop_dl.sched import POLICIES
+from gputop_dl.sched.policies import Policy, decide
 
 
 def queue_of(policy: Policy, *jobs: Job) -> JobQueue:

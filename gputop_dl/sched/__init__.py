@@ -5,3 +5,6 @@
 `simulate.py` the discrete-event simulator; `trace.py` the trace file loader. Nothing here
 imports the engine, torch or textual.
 """
+
+POLICIES = ("fifo", "fifo-backfill", "sjf", "priority", "lyapunov")  # policies.py decides; here
+# so that the command line lists them without importing the scheduler

@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gputop_dl.sched import POLICIES
 from gputop_dl.sched.model import Decision, Job, JobQueue, Machine, Running, Start
 
-POLICIES = ("fifo", "fifo-backfill", "sjf", "priority", "lyapunov")
 BACKFILL_DEPTH = 200  # jobs a backfill pass looks at past the blocked head (like Slurm's bf_max_job_test)
 EPS = 1e-9
 

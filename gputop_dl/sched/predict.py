@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from gputop_dl.sched.model import Job, Machine, Running
-from gputop_dl.sched.policies import POLICIES, Policy
+from gputop_dl.sched import POLICIES
+from gputop_dl.sched.policies import Policy
 from gputop_dl.sched.simulate import arrive_and_start, simulate, slowdowns
 
 STARTUP_S = 0.01  # a process's start beyond its expected duration
