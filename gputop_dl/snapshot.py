@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
+# `gpu_status` of the monitor's first frame (runner/deferred.py): only the host was read yet;
+# never recorded, served or printed
+GPU_STATUS_STARTING = "starting"
 
 
 @dataclass(frozen=True)

@@ -479,3 +479,9 @@ def _owner_gone(pid: int | None, host: str | None, heartbeat: float | None) -> b
         except PermissionError:
             return False
     return heartbeat is None or time.time() - heartbeat >= STALE_S
+
+
+def check_store(path: str | None = None) -> None:
+    """Before an engine starts: the data directory and the database can be written (a damaged
+    database is moved aside here, with its line); else StoreError, one line, exit 2."""
+    Store(path).close()

@@ -19,7 +19,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
-from gputop_dl.record.store import Store
+from gputop_dl.record.store import check_store  # noqa: F401 (runner's API)
 from gputop_dl.workload import SessionSpec
 
 
@@ -137,12 +137,6 @@ def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = No
     engine.start()
     engine.join()
     return engine
-
-
-def check_store(path: str | None = None) -> None:
-    """Before an engine starts: the data directory and the database can be written (a damaged
-    database is moved aside here, with its line); else StoreError, one line, exit 2."""
-    Store(path).close()
 
 
 SIGNAL_DEADLINE_S = 1.3  # after a signal, the summary or an export gets this long at most

@@ -1,4 +1,4 @@
-"""The live modes: a launch or a queue (TUI or headless), diagnose, the monitor and `--once`.
+"""The live modes: a launch or a queue (TUI or headless), diagnose and `--once`.
 
 Each `run_*` builds its engine (runner.engines), hands it to a presenter, and prints the one
 post-run summary; presenters only render what they are given.
@@ -13,12 +13,11 @@ import sys
 from gputop_dl.analyse import passive
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
-from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
-from gputop_dl.runner.engines import (Launcher, check_store, diagnose_engine, launch_engine,
-                                      monitor_engine, open_spec, queue_engine,
+from gputop_dl.runner.engines import (check_store, diagnose_engine, launch_engine,
+                                      open_spec, queue_engine,
                                       stop_on_signals)
 from gputop_dl.runner.records import export_for_tui, run_export_tensorboard
 from gputop_dl.runner.remote import start_metrics
@@ -250,38 +249,6 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
         if engine.session_id:
             out.print(f"session {engine.session_id} ({engine.state})", markup=False)
     return exit_code(engine)
-
-
-def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
-                metrics: str | None = None, readonly: bool = False) -> int:
-    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
-    (HOST:PORT) the monitor's snapshots are served on /metrics while it runs."""
-    require_foreground("run it in the foreground or with `timeout --foreground`; "
-                       "`gputop-dl --once` prints one snapshot")
-    from gputop_dl.present.tui.app import GputopApp
-
-    check_store()
-    nvml = Nvml()
-    engine = monitor_engine(nvml, interval=max(0.1, interval),
-                            stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
-    if metrics:  # served until this process exits
-        start_metrics(engine, metrics, "monitor")
-    app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), handle_signals=True,
-                    exporter=export_for_tui, readonly=readonly,
-                    diagnoser=lambda seconds=20.0, probe=True, progress=None: diagnose_for_tui(
-                        nvml, seconds, probe=probe and not readonly, progress=progress))
-    try:
-        app.run()
-    finally:
-        for src in app.sources:
-            src.request_stop("interrupted")
-        for src in app.sources:
-            src.join(JOIN_TIMEOUT_S)
-    for i, src in enumerate(app.sources):
-        if src.session_id:  # the launches, and the monitor's own once it saw a training job
-            print(f"session {src.session_id} ({src.state})"
-                  + (": the training jobs this monitor saw" if i == 0 else ""))
-    return 1 if engine.error is not None else 0
 
 
 def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:

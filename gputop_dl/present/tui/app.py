@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.screen import Screen
 
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
@@ -33,7 +34,7 @@ from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
-from gputop_dl.snapshot import Snapshot
+from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
 from gputop_dl.text.safe import clean, escape
 
 BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
@@ -112,6 +113,12 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
                 yield LogPanel(id="log", classes="panel")
             yield KeyBar()
 
+    def get_default_screen(self) -> Screen:
+        """The main screen, with the classes the first snapshot most likely sets (no GPU rows
+        until NVML is read; in the monitor, no launched job): each class change after the
+        first styling restyles every widget, three times on the first frame otherwise."""
+        return Screen(id="_default", classes="-no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
+
     def on_load(self) -> None:
         # start sampling before the screen is built, so the first tick overlaps start-up
         for i, src in enumerate(self.sources):
@@ -172,7 +179,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             main = self.screen_stack[0]
             if main.has_class("-no-gpu") != (not primary.gpus):
                 main.set_class(not primary.gpus, "-no-gpu")
-            if not primary.gpus:  # one line says why, instead of a panel a third of the screen high
+            if primary.gpu_status == GPU_STATUS_STARTING:  # the first frame: the host alone
+                self.gpuline.set(Content.styled("GPUs: reading NVML…", "$text-muted"))
+            elif not primary.gpus:  # one line says why, instead of a panel a third of the screen high
                 self.gpuline.set(Content.styled(clean(gpu_status_line(primary, detail)), "$text-warning"))
             height = max(gpu_panel.lines_needed() if primary.gpus else 0, host_panel.lines_needed()) + 2
             if gpu_panel.styles.height is None or gpu_panel.styles.height.value != height:
@@ -185,6 +194,14 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.renders += 1
         if self.first_render_at is None:
             self.first_render_at = time.perf_counter()
+            self.call_after_refresh(self._first_frame_shown)
+
+    def _first_frame_shown(self) -> None:
+        """Tell the sources that wait for it (runner/deferred.py) that a frame is on screen."""
+        for src in self.sources:
+            shown = source_attr(src, "first_frame")
+            if shown is not None:
+                shown()
 
     def job_rows(self) -> list[JobRow]:
         return table_rows(self.latest, self.palette, self.trends)
@@ -197,6 +214,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         n_proc = len(rows) - n_jobs
         if n_jobs:
             sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
+        elif self.primary is not None and self.primary.gpu_status == GPU_STATUS_STARTING:
+            sub = "looking for training jobs…"
         else:
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
@@ -239,6 +258,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         if self.mode == "monitor" and li is None and self.primary is not None:
             n = len({p.pid for p in self.primary.gpu_processes})
             extra = f"{n} GPU process(es)" + (" · l: launch workloads" if self.launcher else "")
+            if self.primary.gpu_status == GPU_STATUS_STARTING:
+                extra = "reading GPUs and processes…"
         if self.diagnosing:
             extra = self.diagnose_progress()
         if self.stopping:

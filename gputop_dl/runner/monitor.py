@@ -1,0 +1,97 @@
+"""`gputop-dl`, the live monitor: its first frame first, then the engine (runner/deferred.py).
+
+Before the app runs, only what must fail as one line and exit 2 is done here: the terminal is
+ours, the data directory can be written. The collectors, NVML and the engine are imported and
+built by the `DeferredSource` after the first frame is on screen; the launcher (`l`), the
+diagnosis (`d`) and the export (`e`) import theirs when used.
+"""
+
+from __future__ import annotations
+
+from gputop_dl.runner.deferred import DeferredSource, host_preview
+from gputop_dl.runner.terminal import require_foreground
+
+JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+
+
+class LazyLauncher:
+    """The `l` screen's launcher (runner.engines.Launcher), imported on its first use."""
+
+    def __init__(self) -> None:
+        self._launcher = None
+
+    def _get(self):
+        if self._launcher is None:
+            from gputop_dl.collect.nvml import Nvml
+            from gputop_dl.runner.engines import Launcher
+
+            self._launcher = Launcher(Nvml())
+        return self._launcher
+
+    def load(self, path: str, only: list[str] | None = None):
+        return self._get().load(path, only=only)
+
+    def start(self, spec):
+        return self._get().start(spec)
+
+
+def export(session_id: str, path: str, store_path: str | None = None) -> str:
+    """The `e` key (runner.records.export_for_tui)."""
+    from gputop_dl.runner.records import export_for_tui
+
+    return export_for_tui(session_id, path, store_path=store_path)
+
+
+def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
+                metrics: str | None = None, readonly: bool = False) -> int:
+    """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
+    (HOST:PORT) the monitor's snapshots are served on /metrics while it runs (the engine is
+    then built before the first frame, so that a port in use is one line and exit 2)."""
+    require_foreground("run it in the foreground or with `timeout --foreground`; "
+                       "`gputop-dl --once` prints one snapshot")
+    from gputop_dl.record.store import check_store
+
+    check_store()
+    from gputop_dl.present.tui.app import GputopApp
+
+    def build():
+        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.collect.stall import STALL_BUDGET
+        from gputop_dl.runner.engines import monitor_engine
+
+        return monitor_engine(Nvml(), interval=max(0.1, interval),
+                              stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
+
+    def diagnose(seconds: float = 20.0, probe: bool = True, progress=None) -> dict:
+        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.runner.live import diagnose_for_tui
+
+        return diagnose_for_tui(Nvml(), seconds, probe=probe and not readonly, progress=progress)
+
+    preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
+    source = DeferredSource(build, interval=max(0.1, interval), preview=lambda: preview)
+    if metrics:  # served until this process exits
+        from gputop_dl.runner.remote import start_metrics
+
+        engine = build()
+        start_metrics(engine, metrics, "monitor")
+        source = DeferredSource(lambda: engine, interval=engine.interval, preview=None)
+    app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
+                    exporter=export, readonly=readonly, diagnoser=diagnose)
+    try:
+        app.run()
+    finally:
+        for src in app.sources:
+            src.request_stop("interrupted")
+        for src in app.sources:
+            src.join(JOIN_TIMEOUT_S)
+    for i, src in enumerate(app.sources):
+        if src.session_id:  # the launches, and the monitor's own once it saw a training job
+            print(f"session {src.session_id} ({src.state})"
+                  + (": the training jobs this monitor saw" if i == 0 else ""))
+    if source.error is not None:
+        from gputop_dl.text.safe import clean
+
+        print(clean(f"gputop-dl: the monitor stopped: {source.error}"))
+        return 1
+    return 0
