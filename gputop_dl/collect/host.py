@@ -12,9 +12,7 @@ import os
 import time
 from typing import Callable
 
-import psutil
-
-from gputop_dl.collect.procs import _TICK, PROC, ProcFiles, read_proc
+from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 from gputop_dl.snapshot import HostSample
 
 PSI_CPU = "/proc/pressure/cpu"
@@ -135,6 +133,8 @@ class HostSampler:
         if PROC:  # the start of the first tick's CPU delta
             self._times = self._cpu_times()
         else:
+            import psutil  # no /proc: psutil's reading (imported here: not on Linux's path)
+
             psutil.cpu_percent(percpu=True)
         self._thr = read_cgroup_throttled_usec(read=self._files.read)
         self._cgroup = self._thr is not None  # no cgroup v2 cpu.stat: not looked for again
@@ -148,7 +148,9 @@ class HostSampler:
 
     def _per_cpu_percent(self) -> list[float]:
         if not PROC:
-            return psutil.cpu_percent(percpu=True)
+            import psutil
+
+            return list(psutil.cpu_percent(percpu=True))
         times = self._cpu_times()
         per = [busy_percent(a, b) for a, b in zip(self._times, times)]
         self._times = times
@@ -158,6 +160,8 @@ class HostSampler:
         """(used, total) bytes."""
         mem = parse_meminfo(self._files.read("/proc/meminfo")) if PROC else None
         if mem is None:
+            import psutil
+
             vm = psutil.virtual_memory()
             mem = vm.total - vm.available, vm.total
         return mem

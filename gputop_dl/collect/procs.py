@@ -18,9 +18,11 @@ from typing import Callable, NamedTuple
 
 import psutil
 
-PROC = os.path.exists("/proc/self/stat")  # Linux: read /proc directly (here and in host.py)
+from gputop_dl.collect import schedstat
+from gputop_dl.collect.procfs import _TICK, KEEP_MAX, PROC, ProcFiles, read_proc  # noqa: F401
+
 if PROC:
-    _BOOT, _TICK, _PAGE = psutil.boot_time(), os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    _BOOT, _PAGE = psutil.boot_time(), os.sysconf("SC_PAGE_SIZE")
 
 
 GONE_STATES = (b"Z", b"X")  # zombie (exited, not yet reaped) and dead
@@ -88,70 +90,6 @@ def parse_stat(data: bytes) -> Stat | None:
                     state=f[0].decode("ascii", "replace"))
     except (IndexError, ValueError):
         return None
-
-
-def read_proc(path: str, size: int = 4096) -> bytes:
-    """A /proc (or /sys) file, in one read when it is shorter than `size`. OSError when missing.
-
-    Cheaper than `open()`: no buffered or text layer around the three system calls."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        data = os.read(fd, size)
-        if len(data) == size:  # longer than that: read the rest
-            parts = [data]
-            while part := os.read(fd, size):
-                parts.append(part)
-            data = b"".join(parts)
-        return data
-    finally:
-        os.close(fd)
-
-
-KEEP_MAX = 256  # files all `ProcFiles` together keep open: far below the usual limit of 1024
-
-
-class ProcFiles:
-    """/proc files kept open and re-read with `pread` at offset 0, which makes the kernel write
-    them anew: one system call a read instead of three (open, read, close), half the CPU.
-
-    A kept file whose process has exited fails its read (ESRCH); it is then read by path, which
-    reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
-    a read opens and closes. An instance is for one thread."""
-
-    kept = 0  # files kept open by all instances
-
-    def __init__(self):
-        self._fds: dict[str, int] = {}
-
-    def read(self, path: str, size: int = 4096) -> bytes:
-        """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
-        fd = self._fds.get(path)
-        if fd is None and ProcFiles.kept < KEEP_MAX:
-            fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            ProcFiles.kept += 1
-        if fd is not None:
-            try:
-                data = os.pread(fd, size, 0)
-                if len(data) < size:
-                    return data
-            except OSError:  # exited (or unreadable now): the path may name another process
-                self.forget(path)
-        return read_proc(path, size)
-
-    def forget(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-            ProcFiles.kept -= 1
-
-    def keep_only(self, paths: set[str]) -> None:
-        for path in [p for p in self._fds if p not in paths]:
-            self.forget(path)
-
-    def close(self) -> None:
-        self.keep_only(set())
-
-    __del__ = close  # the owner was dropped without closing
 
 
 def read_stat(pid: int, read: Callable[[str], bytes] = read_proc) -> Stat | None:
@@ -273,6 +211,3 @@ class TreeSampler:
         if self._sched is not None:
             self._sched.close()
             self._throttle.close()
-
-
-from gputop_dl.collect import schedstat  # noqa: E402 - below ProcFiles, which it builds on

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from gputop_dl.collect.procs import ProcFiles, read_proc
+from gputop_dl.collect.procfs import ProcFiles, read_proc
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # the tree sampler reads the threads every this many ticks and shows the last reading between:

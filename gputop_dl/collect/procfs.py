@@ -1,0 +1,76 @@
+"""/proc files read cheaply: one read by path, or kept open and re-read with `pread`.
+
+Apart from procs.py (the process trees) so that reading the host (host.py) needs neither psutil
+nor the process sampler: the monitor's first frame reads the host before anything else.
+"""
+
+from __future__ import annotations
+
+import os
+
+PROC = os.path.exists("/proc/self/stat")  # Linux: read /proc directly (procs.py, host.py)
+_TICK = os.sysconf("SC_CLK_TCK") if PROC else 100  # clock ticks per second of /proc's CPU times
+
+
+def read_proc(path: str, size: int = 4096) -> bytes:
+    """A /proc (or /sys) file, in one read when it is shorter than `size`. OSError when missing.
+
+    Cheaper than `open()`: no buffered or text layer around the three system calls."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, size)
+        if len(data) == size:  # longer than that: read the rest
+            parts = [data]
+            while part := os.read(fd, size):
+                parts.append(part)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
+KEEP_MAX = 256  # files all `ProcFiles` together keep open: far below the usual limit of 1024
+
+
+class ProcFiles:
+    """/proc files kept open and re-read with `pread` at offset 0, which makes the kernel write
+    them anew: one system call a read instead of three (open, read, close), half the CPU.
+
+    A kept file whose process has exited fails its read (ESRCH); it is then read by path, which
+    reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
+    a read opens and closes. An instance is for one thread."""
+
+    kept = 0  # files kept open by all instances
+
+    def __init__(self):
+        self._fds: dict[str, int] = {}
+
+    def read(self, path: str, size: int = 4096) -> bytes:
+        """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
+        fd = self._fds.get(path)
+        if fd is None and ProcFiles.kept < KEEP_MAX:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY)
+            ProcFiles.kept += 1
+        if fd is not None:
+            try:
+                data = os.pread(fd, size, 0)
+                if len(data) < size:
+                    return data
+            except OSError:  # exited (or unreadable now): the path may name another process
+                self.forget(path)
+        return read_proc(path, size)
+
+    def forget(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+            ProcFiles.kept -= 1
+
+    def keep_only(self, paths: set[str]) -> None:
+        for path in [p for p in self._fds if p not in paths]:
+            self.forget(path)
+
+    def close(self) -> None:
+        self.keep_only(set())
+
+    __del__ = close  # the owner was dropped without closing
