@@ -35,7 +35,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from gputop_dl.analyse.verdict import (SLOW, HostEvidence, JobEvidence, at_most, fit_at_once,
+from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
                                        judge, student_t_cdf)
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot

@@ -31,11 +31,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict, VerdictKind
 
 __all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
 
-SLOW = 1.10  # s_i above this: the job was slowed
 STALL_RISE = 0.05  # stall fraction rise (absolute) that counts
 BUSY = 0.90  # host busy fraction of allowed cores
 PSI = 0.10  # /proc/pressure/cpu some avg10
@@ -43,7 +43,6 @@ LOAD_PER_CORE = 1.0
 THROTTLED = 0.05
 MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
-MEAN_APART = 0.10  # the mean-step ratio is shown beside the median's when 10 % or more apart
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 
 @dataclass(frozen=True)

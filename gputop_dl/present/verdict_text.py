@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from gputop_dl.analyse.verdict import MEAN_APART, SLOW
+from gputop_dl.analyse.thresholds import MEAN_APART, SLOW
 from gputop_dl.text.fmt import DASH
 
 SEVERE = 1.5  # a slowdown above this is shown as bad (between SLOW and this: a warning)
