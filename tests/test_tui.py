@@ -55,6 +55,11 @@ async def feed(pilot, src: FakeSource, *snaps) -> None:
     for s in snaps:
         src.emit(s)
         await pilot.pause()
+    # the first frame shows the header and the host; the rest of the layout follows it
+    for _ in range(100):
+        if not pilot.app.screen_stack[0].has_class("-starting"):
+            break
+        await pilot.pause()
 
 
 def order(table: JobsTable) -> list[str]:

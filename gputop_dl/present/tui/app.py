@@ -116,8 +116,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
     def get_default_screen(self) -> Screen:
         """The main screen, with the classes the first snapshot most likely sets (no GPU rows
         until NVML is read; in the monitor, no launched job): each class change after the
-        first styling restyles every widget, three times on the first frame otherwise."""
-        return Screen(id="_default", classes="-no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
+        first styling restyles every widget, three times on the first frame otherwise.
+        `-starting` keeps the jobs table and the bottom row out of the first frame (the header
+        and the host panel, from the first snapshot); they follow in the next one."""
+        return Screen(id="_default", classes="-starting -no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
 
     def on_load(self) -> None:
         # start sampling before the screen is built, so the first tick overlaps start-up
@@ -197,7 +199,11 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             self.call_after_refresh(self._first_frame_shown)
 
     def _first_frame_shown(self) -> None:
-        """Tell the sources that wait for it (runner/deferred.py) that a frame is on screen."""
+        """The first frame is on screen: draw the rest of the layout, and tell the sources that
+        wait for it (runner/deferred.py)."""
+        self.screen_stack[0].remove_class("-starting")
+        if self.focused is None:
+            self.table.focus()
         for src in self.sources:
             shown = source_attr(src, "first_frame")
             if shown is not None:
