@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import textwrap
 import time
 
@@ -704,3 +705,28 @@ def test_corun_host_means_weight_buckets_by_samples_and_take_edge_buckets():
              "cpu_busy_max": None}
     assert corun_host_means(series, counts, None, 1000.0) == empty
     assert corun_host_means(None, [], (0.0, 1.0), 0.0) == empty
+
+
+def test_the_console_summary_step_is_the_median_and_says_so(store):
+    """A few long steps move the mean, not the median: the summary's column is the median, and
+    its header and caption say so (an earlier header called it the mean)."""
+    from rich.console import Console
+
+    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.present.headless import summary_table
+
+    sid = fx.make_session(store)
+    name = store.jobs(sid)[0]["name"]
+    steps = store.events(sid, job=name, ev="step", phase="co-run")
+    t = steps[-1]["t"]
+    store.add_events(sid, name, "co-run", [
+        {"ev": "step", "t": t + 5.0 * (i + 1), "epoch": 3, "step": i + 1, "t_data": 0.0,
+         "t_step": 5.0, "samples": 32} for i in range(3)])
+    times = [s["t_step"] for s in store.events(sid, job=name, ev="step", phase="co-run")[3:]]
+    job = summarize(store, sid).jobs[0]
+    assert job.step_time_s == statistics.median(times) != pytest.approx(statistics.fmean(times))
+    con = Console(width=220, record=True)
+    con.print(summary_table([job]))
+    text = con.export_text()
+    assert "median step" in text and "mean step" not in text
+    assert fmt.secs(statistics.median(times)) in text

@@ -145,10 +145,10 @@ class Headless:
 
 def summary_table(results) -> Table:
     t = Table(title="Summary (co-run)", header_style="bold", title_justify="left",
-              caption="mean step: over the job's co-run steps after warm-up; slowdown: the "
+              caption="median step: of all the job's co-run steps after warm-up; slowdown: the "
                       "verdict's, its median step while all jobs ran / its solo step",
               caption_justify="left")
-    for col in ("job", "status", "device", "epochs", "median epoch", "mean step", "samples/s",
+    for col in ("job", "status", "device", "epochs", "median epoch", "median step", "samples/s",
                 "data-wait", "CPU cores", "peak mem", "solo step", "slowdown"):
         t.add_column(col, justify="left" if col in ("job", "status", "device") else "right")
     for r in results:
