@@ -8,6 +8,8 @@ diagnosis (`d`) and the export (`e`) import theirs when used.
 
 from __future__ import annotations
 
+import functools
+
 from gputop_dl.runner.deferred import DeferredSource, host_preview
 from gputop_dl.runner.terminal import require_foreground
 
@@ -42,6 +44,15 @@ def export(session_id: str, path: str, store_path: str | None = None) -> str:
     return export_for_tui(session_id, path, store_path=store_path)
 
 
+def diagnose(seconds: float = 20.0, probe: bool = True, progress=None, *,
+             readonly: bool = False) -> dict:
+    """The `d` key (runner.live.diagnose_for_tui); read-only: observed, never probed."""
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.runner.live import diagnose_for_tui
+
+    return diagnose_for_tui(Nvml(), seconds, probe=probe and not readonly, progress=progress)
+
+
 def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
                 metrics: str | None = None, readonly: bool = False) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
@@ -62,12 +73,6 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
         return monitor_engine(Nvml(), interval=max(0.1, interval),
                               stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
 
-    def diagnose(seconds: float = 20.0, probe: bool = True, progress=None) -> dict:
-        from gputop_dl.collect.nvml import Nvml
-        from gputop_dl.runner.live import diagnose_for_tui
-
-        return diagnose_for_tui(Nvml(), seconds, probe=probe and not readonly, progress=progress)
-
     preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
     source = DeferredSource(build, interval=max(0.1, interval), preview=lambda: preview)
     if metrics:  # served until this process exits
@@ -77,7 +82,8 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
         start_metrics(engine, metrics, "monitor")
         source = DeferredSource(lambda: engine, interval=engine.interval, preview=None)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
-                    exporter=export, readonly=readonly, diagnoser=diagnose)
+                    exporter=export, readonly=readonly,
+                    diagnoser=functools.partial(diagnose, readonly=readonly))
     try:
         app.run()
     finally:
