@@ -239,3 +239,16 @@ def test_name_native_thread_shows_in_proc():
     t.start()
     t.join()
     assert seen == {"ok": True, "comm": "gdl-a-very-long"}  # the kernel keeps 15 bytes
+
+
+def test_pyspy_charges_a_stdlib_helper_to_its_caller():
+    """A FakeData worker on a CUDA build without a GPU: torch.manual_seed queues its CUDA
+    seeding with traceback.format_stack(); the sample is charged to torch's caller, not to
+    traceback.py, and an __init__.py is named with its package."""
+    stack = ("_worker_loop (torch/utils/data/_utils/worker.py:300);"
+             "fetch (torch/utils/data/_utils/fetch.py:52);"
+             "FakeData.__getitem__ (torchvision/datasets/fakedata.py:55);"
+             "manual_seed (torch/random.py:46);manual_seed_all (torch/cuda/random.py:128);"
+             "_lazy_call (torch/cuda/__init__.py:551);format_stack (traceback.py:213);"
+             "StackSummary.format_frame_summary (traceback.py:450);getline (linecache.py:26)")
+    assert pyspy.attribute(stack) == "_lazy_call (cuda/__init__.py)"

@@ -28,6 +28,9 @@ _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
 PLUMBING_FILES = ("torch/utils/data", "multiprocessing/", "threading.py", "<frozen",
                   "torch/nn/modules/module.py", "queue.py", "selectors.py", "socket.py")
 IDLE = "idle (waiting for work)"
+# the standard library's helpers a sample may end in: their caller says what the time is for
+# (e.g. torch.manual_seed without CUDA queues its CUDA seeding with traceback.format_stack())
+HELPER_FILES = ("traceback.py", "linecache.py", "tokenize.py")
 
 
 def _frames(stack: str) -> list[tuple[str, str]]:
@@ -53,12 +56,21 @@ def attribute(stack: str) -> str | None:
         if f.endswith("Compose.__call__"):
             below = [fr for fr in frames[i + 1:] if not _plumbing(fr)]
             if below:
-                return f"{below[0][0]} ({os.path.basename(below[0][1])})"
+                return f"{below[0][0]} ({_short_file(below[0][1])})"
     useful = [fr for fr in frames if not _plumbing(fr)]
     if not useful:
         return IDLE
-    f, path = useful[-1]
-    return f"{f} ({os.path.basename(path)})"
+    callers = [fr for fr in useful if not fr[1].endswith(HELPER_FILES)]
+    f, path = (callers or useful)[-1]
+    return f"{f} ({_short_file(path)})"
+
+
+def _short_file(path: str) -> str:
+    """The file's name, with its package for an `__init__.py` (`cuda/__init__.py`)."""
+    name = os.path.basename(path)
+    if name == "__init__.py":
+        return f"{os.path.basename(os.path.dirname(path))}/{name}"
+    return name
 
 
 def pyspy_path() -> str | None:
