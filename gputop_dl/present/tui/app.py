@@ -201,8 +201,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
     def _first_frame_shown(self) -> None:
         """The first frame is on screen: draw the rest of the layout, and tell the sources that
         wait for it (runner/deferred.py)."""
-        self.screen_stack[0].remove_class("-starting")
-        if self.focused is None:
+        main = self.screen_stack[0]
+        main.remove_class("-starting")
+        if self.screen is main and self.focused is None:  # not under a key's modal screen
             self.table.focus()
         for src in self.sources:
             shown = source_attr(src, "first_frame")
