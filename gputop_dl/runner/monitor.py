@@ -80,7 +80,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
 
         engine = build()
         start_metrics(engine, metrics, "monitor")
-        source = DeferredSource(lambda: engine, interval=engine.interval, preview=None)
+        source = DeferredSource(lambda: engine, interval=engine.interval, preview=lambda: preview)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
                     exporter=export, readonly=readonly,
                     diagnoser=functools.partial(diagnose, readonly=readonly))
