@@ -61,7 +61,7 @@ def test_host_preview_reads_the_host_and_says_it_is_starting():
 def test_preview_first_then_the_engine_once_the_frame_is_shown(monkeypatch):
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)  # only first_frame() lets it go on
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview)
+    src = DeferredSource(build, interval=1.0, preview=preview())
     got, first = collect(src)
     src.start()
     assert first.wait(WAIT)
@@ -100,7 +100,7 @@ def test_an_app_that_never_says_gets_its_engine_after_the_wait(monkeypatch):
 def test_a_stop_before_the_first_frame_builds_nothing(monkeypatch):
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview)
+    src = DeferredSource(build, interval=1.0, preview=preview())
     _, first = collect(src)
     src.start()
     assert first.wait(WAIT)
@@ -131,7 +131,7 @@ def test_the_app_shows_the_preview_then_lets_the_engine_start(monkeypatch):
 
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview)
+    src = DeferredSource(build, interval=1.0, preview=preview())
 
     async def run() -> None:
         app = GputopApp(src, clock=FixedClock(T0), mode="monitor")

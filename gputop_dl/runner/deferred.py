@@ -2,12 +2,12 @@
 
 `gputop-dl`'s first frame used to wait for the engine: its imports (collectors, recorder, the
 live judge), NVML's start and a first tick that reads every process. `DeferredSource` is what
-the app gets instead. In its own thread it reads the host once (a `preview`: real CPU count,
-memory and load, with `gpu_status` STARTING, so the screen says GPUs and jobs are being read
-rather than that there are none), waits until the app says that frame is on screen
-(`first_frame()`, or FIRST_FRAME_WAIT_S at most, for apps that never say), then builds the
-engine, hands it the app's subscribers and starts it. From then on every call goes to the
-engine. A stop requested before the engine exists means it is never built.
+the app gets instead. In its own thread it hands the app one reading of the host (a `preview`,
+taken by the caller: real CPU count, memory and load, with `gpu_status` STARTING, so the screen
+says GPUs and jobs are being read rather than that there are none), waits until the app says
+that frame is on screen (`first_frame()`, or FIRST_FRAME_WAIT_S at most, for apps that never
+say), then builds the engine, hands it the app's subscribers and starts it. From then on every
+call goes to the engine. A stop requested before the engine exists means it is never built.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class DeferredSource:
     """The Engine's thread-facing API (present/tui/source.py), the engine built on first frame."""
 
     def __init__(self, build: Callable[[], Any], *, interval: float,
-                 preview: Callable[[], Snapshot] | None = host_preview):
+                 preview: Snapshot | None = None):
         self.interval = interval
         self._build = build
         self._preview = preview
@@ -122,10 +122,7 @@ class DeferredSource:
 
     def _main(self) -> None:
         if self._preview is not None:
-            try:
-                self._emit(self._preview())
-            except Exception:  # the preview is a courtesy: the engine's first tick reads it all
-                pass
+            self._emit(self._preview)
         self._shown.wait(FIRST_FRAME_WAIT_S)
         with self._lock:
             if self._stopped is not None:

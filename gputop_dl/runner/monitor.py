@@ -74,13 +74,13 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
                               stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
 
     preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
-    source = DeferredSource(build, interval=max(0.1, interval), preview=lambda: preview)
+    source = DeferredSource(build, interval=max(0.1, interval), preview=preview)
     if metrics:  # served until this process exits
         from gputop_dl.runner.remote import start_metrics
 
         engine = build()
         start_metrics(engine, metrics, "monitor")
-        source = DeferredSource(lambda: engine, interval=engine.interval, preview=lambda: preview)
+        source = DeferredSource(lambda: engine, interval=engine.interval, preview=preview)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
                     exporter=export, readonly=readonly,
                     diagnoser=functools.partial(diagnose, readonly=readonly))
