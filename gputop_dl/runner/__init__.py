@@ -7,12 +7,13 @@ queue, diagnose, --once), `remote` (serve, the fleet), `records` (export, sessio
 `simulate`. Each name is imported from its module on first use, so that the monitor's start
 imports none of the others.
 """
+# ruff: noqa: F401 - the names below are re-exported, each imported on first use
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names, for type checkers and readers; __getattr__ imports them
     from gputop_dl.runner.engines import (Launcher, check_store, diagnose_engine, launch_engine,
                                           monitor_engine, open_spec, queue_engine, run_file)
     from gputop_dl.runner.live import (diagnose_for_tui, exit_code, print_queue, print_summary,
@@ -24,41 +25,30 @@ if TYPE_CHECKING:
     from gputop_dl.runner.remote import run_fleet_once, run_fleet_tui, run_serve, start_metrics
     from gputop_dl.runner.simulate import calibrated_alpha, run_simulate
 
-_MODULE = {
-    **dict.fromkeys(["Launcher", "check_store", "diagnose_engine", "launch_engine",
-                     "monitor_engine", "open_spec", "queue_engine", "run_file"], "engines"),
-    **dict.fromkeys(["diagnose_for_tui", "exit_code", "print_queue", "print_summary",
-                     "run_diagnose", "run_headless", "run_launch", "run_launch_tui", "run_once",
-                     "run_queue"], "live"),
-    "run_monitor": "monitor",
-    **dict.fromkeys(["export_for_tui", "run_compare", "run_export", "run_export_tensorboard",
-                     "run_sessions"], "records"),
-    **dict.fromkeys(["run_fleet_once", "run_fleet_tui", "run_serve", "start_metrics"], "remote"),
-    **dict.fromkeys(["calibrated_alpha", "run_simulate"], "simulate"),
-}
-__all__ = ["Launcher", "calibrated_alpha", "check_store", "diagnose_engine", "diagnose_for_tui",
-           "exit_code", "export_for_tui", "launch_engine", "monitor_engine", "open_spec",
-           "print_queue", "print_summary", "queue_engine", "run_compare", "run_diagnose",
-           "run_export", "run_export_tensorboard", "run_file", "run_fleet_once", "run_fleet_tui",
-           "run_headless", "run_launch", "run_launch_tui", "run_monitor", "run_once",
-           "run_queue", "run_serve", "run_sessions", "run_simulate", "start_metrics"]
+_ENGINES = ["Launcher", "check_store", "diagnose_engine", "launch_engine", "monitor_engine",
+            "open_spec", "queue_engine", "run_file"]
+_LIVE = ["diagnose_for_tui", "exit_code", "print_queue", "print_summary", "run_diagnose",
+         "run_headless", "run_launch", "run_launch_tui", "run_once", "run_queue"]
+_MONITOR = ["run_monitor"]
+_RECORDS = ["export_for_tui", "run_compare", "run_export", "run_export_tensorboard", "run_sessions"]
+_REMOTE = ["run_fleet_once", "run_fleet_tui", "run_serve", "start_metrics"]
+_SIMULATE = ["calibrated_alpha", "run_simulate"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     # plain imports, one per module, so that the import contracts see them
-    if module == "engines":
+    if name in _ENGINES:
         from gputop_dl.runner import engines as m
-    elif module == "live":
+    elif name in _LIVE:
         from gputop_dl.runner import live as m
-    elif module == "monitor":
+    elif name in _MONITOR:
         from gputop_dl.runner import monitor as m
-    elif module == "records":
+    elif name in _RECORDS:
         from gputop_dl.runner import records as m
-    elif module == "remote":
+    elif name in _REMOTE:
         from gputop_dl.runner import remote as m
-    else:
+    elif name in _SIMULATE:
         from gputop_dl.runner import simulate as m
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(m, name)
