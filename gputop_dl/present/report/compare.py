@@ -12,6 +12,7 @@ null; sessions with no job in common say so and are shown anyway. Contract: docs
 
 from __future__ import annotations
 
+from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.export import open_store, resolve_session
@@ -120,9 +121,6 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
                                         "each is shown on its own"}
 
 
-PHASE_KEYS = ("data", "h2d", "forward", "backward", "optimizer", "other")
-
-
 def _phase_table(jobs: list[dict]):
     """Mean seconds per step of each phase, A → B and B / A, for the jobs with phases in A or B."""
     from rich.table import Table
@@ -134,7 +132,7 @@ def _phase_table(jobs: list[dict]):
         v = ((side or {}).get("phases") or {}).get(f"{k}_s")
         return v if isinstance(v, (int, float)) else None
 
-    keys = [k for k in PHASE_KEYS if any(phase(j[s], k) is not None for j in jobs for s in "ab")]
+    keys = [k for k in PARTS if any(phase(j[s], k) is not None for j in jobs for s in "ab")]
     t = Table(header_style="bold", title="step phases, mean per step: A → B (change)",
               title_justify="left")
     t.add_column("job", no_wrap=True)

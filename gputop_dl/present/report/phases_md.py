@@ -3,11 +3,10 @@ chart per job (docs/phases.md). From a `session_json` dict's jobs."""
 
 from __future__ import annotations
 
+from gputop_dl.analyse.phases import PARTS
 from gputop_dl.present.report import mermaid
 from gputop_dl.text.fmt import DASH
 from gputop_dl.text.markdown import md_cell, table
-
-PARTS = ("data", "h2d", "forward", "backward", "optimizer", "other")
 
 
 def _ms(v) -> str:
