@@ -105,6 +105,29 @@ def test_two_jobs_of_one_script_are_told_apart_by_what_differs():
     assert tell_apart(same, ada, [(a, ada)], names) == "scenario_job.py (12)"  # nothing differs
 
 
+def test_the_sampler_keeps_a_jobs_names_while_the_same_jobs_share_its_base_name(monkeypatch):
+    """FoundJobs works the candidates out once, not every tick, and again when the jobs that
+    share the name change; which one is free is still decided each tick."""
+    from gputop_dl.collect import found as found_mod
+
+    a = found(10, "python", "scenario_job.py", "--batch", "64")
+    b = found(11, "python", "scenario_job.py", "--batch", "128")
+    c = found(12, "python", "scenario_job.py", "--batch", "32")
+    ada = Identity(user="ada")
+    jobs = found_mod.FoundJobs(stall=False)
+    calls = []
+    real = found_mod.apart_names
+    monkeypatch.setattr(found_mod, "apart_names", lambda *args: calls.append(args[0].pid) or real(*args))
+    names = {"scenario_job.py"}
+    for _ in range(3):
+        assert jobs._apart((11, 1), b, ada, [(a, ada)], names) == "scenario_job.py --batch 128"
+    assert calls == [11]
+    taken = names | {"scenario_job.py --batch 128"}  # its first choice taken: the next one
+    assert jobs._apart((11, 1), b, ada, [(a, ada)], taken) == "scenario_job.py (11)"
+    assert jobs._apart((11, 1), b, ada, [(a, ada), (c, ada)], names) == "scenario_job.py --batch 128"
+    assert calls == [11, 11]  # another job shares the name now: worked out again
+
+
 def test_identity_in_the_once_json_contract():
     j = JobSample(name="t.py", pid=1, launched=False, user="ada", elapsed_s=65.0,
                   slurm=SlurmJob("4711", "ada", "gpu", "ml-lab"), container="docker 0123456789ab")

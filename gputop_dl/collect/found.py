@@ -49,6 +49,8 @@ class FoundJobs:
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
         self._idents: dict[tuple[int, int], Identity] = {}  # read once per root
+        # root -> (the roots sharing its base name before it, the names to tell it apart)
+        self._apart_names: dict[tuple[int, int], tuple[tuple, list[str]]] = {}
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
         self.seen: set[tuple[int, int]] = set()
@@ -86,7 +88,7 @@ class FoundJobs:
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
             dist = self._ranks[key].read(f.pid, cmap)
             ident = self._idents[key]
-            name = f.name if f.name not in names else tell_apart(f, ident, named.get(f.name, ()), names)
+            name = f.name if f.name not in names else self._apart(key, f, ident, named.get(f.name, []), names)
             names.add(name)
             named.setdefault(f.name, []).append((f, ident))
             command = self.disc.describe(f)
@@ -112,6 +114,7 @@ class FoundJobs:
             self._trees.pop(key).close()
             del self._ranks[key]
             del self._idents[key]
+            self._apart_names.pop(key, None)
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
         if self.stall is not None:
@@ -126,6 +129,16 @@ class FoundJobs:
         if self.off_note and found:
             notes.append(self.off_note)
         return jobs, notes
+
+    def _apart(self, key: tuple[int, int], f: Found, ident: Identity,
+               same: list[tuple[Found, Identity]], names: set[str]) -> str:
+        """`tell_apart`, its candidates kept from the last tick while the same jobs share the
+        name (every tick for hours otherwise, each job against each other)."""
+        others = tuple((g.pid, g.start) for g, _ in same)
+        kept = self._apart_names.get(key)
+        if kept is None or kept[0] != others:
+            kept = self._apart_names[key] = (others, apart_names(f, ident, same))
+        return first_free(kept[1], names)
 
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
@@ -159,6 +172,12 @@ def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | 
     """A name for `f` whose base name another job has: its first argument (with the option it
     belongs to) that the others lack, else its user, else its Slurm job, else its working
     directory's last part (one script run in two experiment folders), else its PID."""
+    return first_free(apart_names(f, ident, same), names)
+
+
+def apart_names(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple") -> list[str]:
+    """The names `tell_apart` chooses from, in its order, the PID last; they depend on the jobs
+    only, so a sampler keeps them while the same jobs share the base name."""
     mine = _args(f)
     theirs = [set(_args(g)) for g, _ in same]
     candidates = []
@@ -175,8 +194,10 @@ def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | 
     if folder and all(o.cwd is not None and os.path.basename(o.cwd.rstrip("/")) != folder
                       for _, o in same):
         candidates.append(f"in {folder}")
-    for c in candidates:
-        name = f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}"
-        if name not in names:
-            return name
-    return f"{f.name} ({f.pid})"
+    return [f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}" for c in candidates] \
+        + [f"{f.name} ({f.pid})"]
+
+
+def first_free(candidates: list[str], names: set[str]) -> str:
+    """The first candidate no other job of this tick has taken; the last one (the PID) else."""
+    return next((c for c in candidates if c not in names), candidates[-1])
