@@ -118,6 +118,13 @@ def start_launch(tmp_path) -> tuple[Tmux, str, object]:
     return tmux, str(home), status
 
 
+def wait_file(path, timeout: float) -> None:
+    """Until the shell in the pane has written `path` (gputop-dl's exit status), or `timeout`."""
+    end = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.2)
+
+
 def processes_using(path: str) -> list[int]:
     """Processes with `path` in their command line (gputop-dl and its trainers for this test)."""
     out = []
@@ -158,9 +165,7 @@ def test_launch_in_tmux_shows_jobs_and_quits_cleanly(tmp_path):
         text = tmux.wait_for(r"Stop them and quit\?", timeout=10)
         assert "2 launched job(s) still running: alpha, beta" in text
         tmux.keys("y")
-        end = time.monotonic() + 40
-        while not status.exists() and time.monotonic() < end:
-            time.sleep(0.2)
+        wait_file(status, 40)
         assert status.exists(), tmux.screen()
         assert status.read_text().strip() == "130"  # interrupted by the user
         after = tmux.screen()
@@ -216,9 +221,7 @@ def test_monitor_in_tmux_draws_the_host_first_then_finds_a_job(tmp_path):
         text = tmux.wait_for(r"\bQuit\b", timeout=10)  # the key bar: the whole layout is drawn
         assert "reading NVML" not in text and "looking for training jobs" not in text
         tmux.keys("q")
-        end = time.monotonic() + 30
-        while not status.exists() and time.monotonic() < end:
-            time.sleep(0.2)
+        wait_file(status, 30)
         assert status.exists(), tmux.screen()
         assert status.read_text().strip() == "0"
         assert re.search(r"session \S+ \(\w+\): the training jobs this monitor saw", tmux.screen())
