@@ -193,10 +193,27 @@ def test_rank_reader_finds_the_ranks_under_the_agent_not_their_workers_and_cache
     assert RankReader(read_env).read(99, {}) is None  # a vanished root
 
 
+def test_a_process_caught_inside_exec_is_read_again():
+    from gputop_dl.collect import ranks
+
+    reads = iter([ranks.NOT_YET, {"rank": 0, "local_rank": 0, "world_size": 2}])
+    r = RankReader(lambda pid: next(reads))
+    assert r.read(10, {}) is None  # its environment read empty: not kept as "no rank"
+    d = r.read(10, {})
+    assert d is not None and d.ranks[0].pid == 10 and d.world_size == 2
+
+
 def test_rank_reader_reads_real_processes(tmp_path):
     env = dict(os.environ, RANK="5", LOCAL_RANK="1", WORLD_SIZE="8", TORCHELASTIC_RUN_ID="x")
     p = subprocess.Popen(["sleep", "30"], env=env)
     try:
+        # Popen can return while the child is still inside execve, its environment not yet in
+        # place (it reads empty): wait for it, as a tick would read it again
+        end = time.monotonic() + 30
+        with open(f"/proc/{p.pid}/environ", "rb") as f:
+            while not f.read() and time.monotonic() < end:
+                f.seek(0)
+                time.sleep(0.01)
         d = RankReader().read(os.getpid(), {os.getpid(): [p.pid]})
         assert d.ranks == (RankProc(5, 1, p.pid, None),) and d.world_size == 8
     finally:

@@ -6,8 +6,9 @@ TORCHELASTIC_RUN_ID (`channel.RANK_ENV`). `RankReader` reads them from `/proc/PI
 (psutil's `Process.environ()`) for the processes of one job's tree, walking down from the
 job's root: the first process on a path that has RANK is a rank, and its descendants (its
 data-loader workers, which inherit RANK) are not read at all. A process's environment does not
-change after exec, so each PID is read once and kept while it is in the tree; a process that
-denies access or vanished is unknown (never an error), and its subtree is searched further.
+change after exec, so each PID is read once and kept while it is in the tree (one whose
+environment reads empty, caught inside execve, is read again); a process that denies access
+or vanished is unknown (never an error), and its subtree is searched further.
 
 The same reader serves launched jobs (`engine/jobrun.py`) and found jobs (`collect/found.py`):
 one reader per job, so each keeps only its own tree's PIDs.
@@ -24,12 +25,20 @@ from gputop_dl.snapshot import Distributed, RankProc
 __all__ = ["RankReader", "distributed_of", "rank_cpu"]
 
 
+# `_read_env` of a process whose environment reads empty: one caught inside execve (its new
+# environment is not in place yet), or one started with none; read again on the next tick
+NOT_YET: dict = {}
+
+
 def _read_env(pid: int) -> dict | None:
-    """The rank variables of `pid` (`channel.rank_info`), {} when it has none, None when unknown."""
+    """The rank variables of `pid` (`channel.rank_info`), {} when it has none, None when unknown,
+    NOT_YET when its environment reads empty."""
     try:
         env = psutil.Process(pid).environ()
     except (psutil.Error, OSError):  # gone, not ours to read, or a zombie
         return None
+    if not env:
+        return NOT_YET
     return rank_info({k: env[k] for k in RANK_ENV if k in env})
 
 
@@ -42,7 +51,10 @@ class RankReader:
 
     def _info(self, pid: int) -> dict | None:
         if pid not in self._cache:
-            self._cache[pid] = self._read_env(pid)
+            info = self._read_env(pid)
+            if info is NOT_YET:
+                return None  # not kept: its environment may be there on the next read
+            self._cache[pid] = info
         return self._cache[pid]
 
     def read(self, root: int, cmap: dict[int, list[int]] | None = None) -> Distributed | None:
