@@ -171,7 +171,8 @@ def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | 
                names: set[str]) -> str:
     """A name for `f` whose base name another job has: its first argument (with the option it
     belongs to) that the others lack, else its user, else its Slurm job, else its working
-    directory's last part (one script run in two experiment folders), else its PID."""
+    directory's last part (one script run in two experiment folders), else its start time (two
+    copies of one command, started by hand), else its PID."""
     return first_free(apart_names(f, ident, same), names)
 
 
@@ -194,8 +195,16 @@ def apart_names(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] |
     if folder and all(o.cwd is not None and os.path.basename(o.cwd.rstrip("/")) != folder
                       for _, o in same):
         candidates.append(f"in {folder}")
+    started = _clock(ident.started)
+    if started and all(_clock(o.started) != started for _, o in same):
+        candidates.append(f"started {started}")
     return [f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}" for c in candidates] \
         + [f"{f.name} ({f.pid})"]
+
+
+def _clock(started: float | None) -> str | None:
+    """A start time as the local wall clock to the second (None: not known)."""
+    return None if started is None else time.strftime("%H:%M:%S", time.localtime(started))
 
 
 def first_free(candidates: list[str], names: set[str]) -> str:
