@@ -12,11 +12,15 @@
    its whole layout is drawn (the key bar, the last part to come). Then gputop-dl again with 3
    found jobs running, until their rows are on screen. This
    checkout's bytecode is compiled first, as an install does (`--no-compile`: not).
-2. CPU with N found jobs: `gputop-dl --stall-budget 0` (py-spy off) and `top -d 1`, both running
-   at once in their own tmux panes over the same window, each its own process's CPU seconds /
-   wall: % of one core. With 3 jobs (target: gputop-dl ≤ 1.2× top) and with 12 (target: the
-   cost grows ≤ 1.2× from 3 to 12). Jobs: light plain PyTorch loops outside gputop-dl (a trainer
-   and 2 loader workers each, a batch every 400 ms: 3 processes per job).
+2. CPU with N found jobs: `gputop-dl --stall-budget 0` (py-spy off), the Textual repaint floor
+   (FLOOR below: gputop-dl's layout in bare Textual, changing as many lines a second as
+   gputop-dl's pane does with N jobs, with no engine and no data) and `top -d 1`, the three
+   running at once in their own tmux panes over the same window, each its own process's CPU
+   seconds / wall: % of one core. With 3 jobs (target: gputop-dl ≤ 1.2× top) and with 12
+   (target: the cost grows ≤ 1.2× from 3 to 12). The floor shows how much of the cost is
+   Textual's for what is shown, and so what part gputop-dl can act on. Jobs: light plain
+   PyTorch loops outside gputop-dl (a trainer and 2 loader workers each, a batch every 400 ms:
+   3 processes per job).
 
 Ratios are taken within one run, so the load of a shared box hits both sides alike; the load
 average is printed before and after. Needs tmux.
@@ -44,6 +48,72 @@ from benchmarks.tui import PY, Tmux, find_proc, own_cpu  # noqa: E402
 BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "class Bare(App):\n    def compose(self):\n        yield Static('bare textual ready')\n"
         "Bare().run()\n")
+# The repaint floor: gputop-dl's layout skeleton in Textual, with no engine and no data. With N
+# jobs it changes, each second, 3 lines of a host panel, N rows of a table and N rows of a
+# history panel: the 2N+3 lines that gputop-dl's pane changes (the run counts them, to check).
+# Each line is repainted alone (`refresh(Region)`), the cheapest partial update Textual offers,
+# and the one gputop-dl's panels use (present/tui/base.py). Its CPU is what Textual costs to
+# show those changes; whatever gputop-dl spends above it is gputop-dl's own.
+FLOOR = """\
+import sys
+from rich.segment import Segment
+from textual.app import App
+from textual.containers import Horizontal
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Static
+
+
+class Lines(Widget):
+    DEFAULT_CSS = "Lines { border: round $primary; height: auto; }"
+
+    def __init__(self, n, changing, **kw):
+        super().__init__(**kw)
+        self.lines, self.changing = ["line %d" % i for i in range(n)], changing
+
+    def get_content_height(self, container, viewport, width):
+        return len(self.lines)
+
+    def render_line(self, y):
+        text = self.lines[y] if y < len(self.lines) else ""
+        return Strip([Segment(text)]).adjust_cell_length(self.size.width)
+
+    def change(self, tick):
+        for y in range(self.changing):
+            self.lines[y] = "row %d value %d" % (y, tick)
+            self.refresh(Region(0, y, self.size.width, 1))
+
+
+class Floor(App):
+    CSS = "#bottom { height: 1fr; } #bottom Lines { height: 1fr; width: 1fr; }"
+
+    def __init__(self, jobs):
+        super().__init__()
+        self.jobs, self.tick = jobs, 0
+
+    def compose(self):
+        n = self.jobs
+        self.panels = [Lines(6, 3), Lines(n, n), Lines(30, n)]  # host, jobs, history
+        yield Static("floor ready\\nbanner\\nreason\\nnote")
+        yield self.panels[0]
+        yield self.panels[1]
+        with Horizontal(id="bottom"):
+            yield self.panels[2]
+            yield Lines(30, 0)  # the log: unchanged
+        yield Static(" Quit  Help")
+
+    def on_mount(self):
+        self.set_interval(1.0, self.step)
+
+    def step(self):
+        self.tick += 1
+        for panel in self.panels:
+            panel.change(self.tick)
+
+
+Floor(int(sys.argv[1])).run()
+"""
 SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
 WHOLE = r"\bQuit\b"  # gputop-dl's key bar: the last part of its layout to be drawn (app.py)
 
@@ -104,28 +174,44 @@ def wait_jobs_ready(jobs: list[subprocess.Popen], timeout: float = 120.0) -> Non
 
 
 def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
+    """% of one core of gputop-dl, the repaint floor and top, measured over the same window, and
+    how many lines of gputop-dl's pane change per second (median of the window's seconds)."""
     cmds = commands(home)
+    floor = os.path.join(home, "floor_textual.py")
+    with open(floor, "w") as f:
+        f.write(FLOOR)
+    cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} {n_jobs}",
+                             r"floor ready")
     jobs = start_jobs(n_jobs, seconds + 180)
     panes: dict[str, Tmux] = {}
     try:
         wait_jobs_ready(jobs)
         procs = {}
-        for name in ("gputop-dl", "top"):
+        for name in ("gputop-dl", "textual floor", "top"):
             tmux = panes[name] = Tmux()
             tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmds[name][0])
         time.sleep(1.0)
         for name, tmux in panes.items():
             pane_pid = int(tmux("list-panes", "-t", "b", "-F", "#{pane_pid}").split()[0])
-            procs[name] = find_proc(pane_pid, (lambda part: part == "gputop_dl") if name == "gputop-dl"
-                                    else (lambda part: os.path.basename(part) == "top"))
+            procs[name] = find_proc(pane_pid, {
+                "gputop-dl": lambda part: part == "gputop_dl",
+                "textual floor": lambda part: part == floor,
+                "top": lambda part: os.path.basename(part) == "top"}[name])
         if any(p is None for p in procs.values()):
             return {"error": f"not found: {[k for k, p in procs.items() if p is None]}"}
         time.sleep(6.0)  # past start-up and the first full /proc pass
         c0 = {k: own_cpu(p) for k, p in procs.items()}
         w0 = time.monotonic()
-        time.sleep(seconds)
+        changed, last = [], None
+        while time.monotonic() - w0 < seconds:
+            screen = panes["gputop-dl"]("capture-pane", "-p", "-t", "b").splitlines()
+            if last is not None:
+                changed.append(sum(a != b for a, b in zip(screen, last)))
+            last = screen
+            time.sleep(1.0)
         wall = time.monotonic() - w0
-        out = {k: 100 * (own_cpu(p) - c0[k]) / wall for k, p in procs.items()}
+        out: dict = {k: 100 * (own_cpu(p) - c0[k]) / wall for k, p in procs.items()}
+        out["lines_changed"] = statistics.median(changed) if changed else None
         screen = panes["gputop-dl"]("capture-pane", "-p", "-t", "b")
         out["jobs_on_screen"] = screen.count("stall_script.py")
         return out
@@ -212,22 +298,31 @@ def main() -> int:
                 print(f"   gputop-dl, 3 found jobs running, until their rows show: "
                       f"{med(with_jobs):.3f}  ({min(with_jobs):.3f}–{max(with_jobs):.3f})")
         if args.only in (None, "cpu"):
-            print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, both at once "
-                  "(gputop-dl --stall-budget 0; top -d 1)")
+            print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, the three at once "
+                  "(gputop-dl --stall-budget 0; the textual repaint floor; top -d 1)")
             res = {}
             for n in [int(x) for x in args.jobs.split(",")]:
                 r = res[n] = cpu_side_by_side(n, args.seconds, home)
                 if "error" in r:
                     print(f"   {n} jobs: {r['error']}")
                     continue
-                print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen): gputop-dl "
-                      f"{r['gputop-dl']:.2f} %, top {r['top']:.2f} %, ratio "
-                      f"{r['gputop-dl'] / r['top']:.2f}×" if r["top"] else "")
+                fl = r["textual floor"]
+                print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen; "
+                      f"{r['lines_changed']:g} of gputop-dl's lines change a second, the floor "
+                      f"changes {2 * n + 3}):\n"
+                      f"      gputop-dl {r['gputop-dl']:.2f} %, textual floor {fl:.2f} %, "
+                      f"top {r['top']:.2f} %")
+                if r["top"] and fl:
+                    print(f"      gputop-dl / top {r['gputop-dl'] / r['top']:.2f}× (target ≤ 1.2×); "
+                          f"floor / top {fl / r['top']:.2f}×; gputop-dl / floor "
+                          f"{r['gputop-dl'] / fl:.2f}× (its own part: "
+                          f"{r['gputop-dl'] - fl:.2f} % of a core)")
             ns = sorted(n for n in res if "error" not in res[n])
             if len(ns) >= 2 and res[ns[0]]["gputop-dl"]:
                 lo, hi = res[ns[0]], res[ns[-1]]
                 print(f"   growth {ns[0]} → {ns[-1]} jobs: gputop-dl ×{hi['gputop-dl'] / lo['gputop-dl']:.2f} "
-                      f"(target ≤ 1.2×), top ×{hi['top'] / lo['top']:.2f}")
+                      f"(target ≤ 1.2×), textual floor ×{hi['textual floor'] / lo['textual floor']:.2f}, "
+                      f"top ×{hi['top'] / lo['top']:.2f}")
     finally:
         shutil.rmtree(home, ignore_errors=True)
     print(f"\nload average after: {load()}")
