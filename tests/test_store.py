@@ -56,3 +56,34 @@ def test_per_cpu_is_one_byte_per_core(tmp_path):
     st.add_host_sample(sid, 10.0, HostSample(cpus=4, cpu_busy=0.5, per_cpu=(0.25, 0.5, 0.75, 1.0)))
     assert st.per_cpu_samples(sid) == [(10.0, (0.25, 0.5, 0.75, 1.0))]
     assert st.host_samples(sid)[0][:2] == (10.0, 0.5)
+
+
+def test_a_found_jobs_samples_are_kept_under_the_name_it_was_recorded_by(tmp_path):
+    """The monitor records each found job under one name for its life: a later job of an ended
+    job's name gets "name (PID)", and a live name that changes as other copies come and go (the
+    tell-apart names) does not move its samples to another job."""
+    from gputop_dl.engine.recorder import Recorder
+    from gputop_dl.snapshot import JobSample
+
+    def job(name, pid, cores):
+        return JobSample(name=name, pid=pid, launched=False, pids=(pid,), status="running",
+                         cpu_cores=cores)
+
+    rec = Recorder(str(tmp_path / "s.db"))
+    assert rec.open_monitor("gputop-dl", {}, 1.0)
+    sid = rec.session_id
+    rec.found(1.0, (job("train.py", 10, 1.0),))
+    rec.found(2.0, (job("train.py", 10, 1.0), job("train.py started 09:30:12", 20, 2.0)))
+    rec.found(3.0, (job("train.py", 20, 2.0),))  # 10 ended: 20 now shows the plain name
+    rec.found(4.0, ())
+    rec.found(5.0, (job("train.py", 30, 3.0),))  # a later job of an ended job's name
+    rec.close("finished", None)
+    st = Store(str(tmp_path / "s.db"))
+    names = [j["name"] for j in st.jobs(sid)]
+    assert names == ["train.py", "train.py started 09:30:12", "train.py (30)"]
+    by_job: dict[str, list] = {}
+    for t, name, _phase, cores, *_ in st.job_samples(sid):
+        by_job.setdefault(name, []).append((t, cores))
+    assert by_job == {"train.py": [(1.0, 1.0), (2.0, 1.0)],
+                      "train.py started 09:30:12": [(2.0, 2.0), (3.0, 2.0)],
+                      "train.py (30)": [(5.0, 3.0)]}

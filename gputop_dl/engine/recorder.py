@@ -230,7 +230,7 @@ class Recorder:
                                   info={"command": j.command,
                                         "distributed": d.to_json() if d else None})
                 seen[j.pid] = (name, j.device, j.distributed)
-                st.add_job_sample(sid, now, j, "monitor")
+                st.add_job_sample(sid, now, j, "monitor", name=name)
             for pid, (name, *_) in self._found_live.items():
                 if pid not in seen:  # gone since the last tick
                     st.upsert_job(sid, name, launched=False, config=None, status="ended",

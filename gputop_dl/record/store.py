@@ -215,13 +215,16 @@ class Store:
             [(sk, t, g.index, g.util, g.mem_used, g.mem_total, g.temp_c, g.power_w,
               g.sm_clock_mhz, ",".join(g.throttle_reasons) or None, g.error) for g in gpus])
 
-    def add_job_sample(self, sid: str, t: float, j, phase: str | None) -> None:
+    def add_job_sample(self, sid: str, t: float, j, phase: str | None,
+                       name: str | None = None) -> None:
+        """One tick of job `j`, kept under `name` (default: `j.name`): the name the job's row
+        was recorded by, where the live name can change (found jobs)."""
         cols = "".join(f", {c}" for c, _ in JOB_SAMPLE_ADDED)
         self.db.execute(
             "INSERT OR REPLACE INTO job_samples (jk, t, phase, cpu_cores, rss, nprocs, gpu_mem,"
             f" stall, step_time, samples_per_s{cols}) VALUES"
             f" (?,?,?,?,?,?,?,?,?,?{',?' * len(JOB_SAMPLE_ADDED)})",
-            (self._jk(sid, j.name, create=True), t, phase, j.cpu_cores, j.rss, len(j.pids),
+            (self._jk(sid, name or j.name, create=True), t, phase, j.cpu_cores, j.rss, len(j.pids),
              j.gpu_mem, j.stall_fraction, j.step_time_s, j.samples_per_s,
              *(getattr(j, a, None) for _, a in JOB_SAMPLE_ADDED)))
 
