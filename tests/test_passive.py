@@ -338,3 +338,21 @@ def test_float_pstdev_agrees_with_the_exact_one():
         xs = [rng.lognormvariate(0, 0.5) for _ in range(n)]
         assert _pstdev(xs) == pytest.approx(statistics.pstdev(xs), rel=1e-12)
     assert _pstdev([1.5, 1.5, 1.5]) == 0.0
+
+
+def test_evolve_copies_a_snapshot_as_replace_does_and_refuses_unknown_fields():
+    """snapshot.evolve, the per-tick copy of a JobSample that annotate() makes."""
+    import dataclasses
+
+    import pytest
+
+    from gputop_dl.snapshot import evolve
+
+    j = JobSample(name="a", pid=1, launched=False, pids=(1, 2), status="running", cpu_cores=1.5)
+    e = evolve(j, slowdown=1.4, slowdown_source="estimated")
+    assert e == dataclasses.replace(j, slowdown=1.4, slowdown_source="estimated")
+    assert j.slowdown is None and e is not j  # the original is untouched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.slowdown = 2.0  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no field slowdwn"):
+        evolve(j, slowdwn=1.4)

@@ -39,7 +39,7 @@ from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
                                        judge, student_t_cdf)
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
@@ -413,8 +413,8 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
     for j in jobs:
         e = est.get(j.name)
         if j.slowdown is None and e is not None and e.slowdown is not None:
-            j = dataclasses.replace(j, slowdown=e.slowdown, slowdown_source="estimated",
-                                    slowdown_confidence=e.confidence)
+            j = evolve(j, slowdown=e.slowdown, slowdown_source="estimated",
+                       slowdown_confidence=e.confidence)
         out.append(j)
     return out
 

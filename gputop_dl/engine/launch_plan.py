@@ -16,7 +16,6 @@ Phases, in the engine thread:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -32,7 +31,7 @@ from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.probe import Probe
 from gputop_dl.record.store import create_private, session_work_dir
-from gputop_dl.snapshot import JobSample
+from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
@@ -88,10 +87,10 @@ class LaunchPlan(Plan):
         cur = self.probe.current if self.probe else None
         paused = set(cur.paused) if cur else set()
         measured = "probe" if self.spec.baseline == "probe" else "measured"
-        jobs = [dataclasses.replace(j, slowdown=slow.get(j.name),
-                                    slowdown_source=measured if slow.get(j.name) else None,
-                                    status="paused" if j.name in paused and j.status == "running"
-                                    else j.status)
+        jobs = [evolve(j, slowdown=slow.get(j.name),
+                       slowdown_source=measured if slow.get(j.name) else None,
+                       status="paused" if j.name in paused and j.status == "running"
+                       else j.status)
                 if j.phase == "co-run" else j for j in launched]
         jobs = self._estimate(jobs)
         for w in self.spec.workloads:
