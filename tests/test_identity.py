@@ -106,7 +106,7 @@ def test_two_jobs_of_one_script_are_told_apart_by_what_differs():
     # two copies of one command started by hand: the second's start time; within one second, PID
     t0 = time.mktime((2026, 11, 24, 9, 30, 5, 0, 0, -1))
     first, second = Identity(user="ada", started=t0), Identity(user="ada", started=t0 + 7)
-    assert tell_apart(same, second, [(a, first)], names) == "scenario_job.py started 09:30:12"
+    assert tell_apart(same, second, [(a, first)], names) == "scenario_job.py 09:30:12"
     assert tell_apart(same, Identity(user="ada", started=t0 + 0.4), [(a, first)], names) \
         == "scenario_job.py (12)"
 

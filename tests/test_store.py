@@ -73,17 +73,17 @@ def test_a_found_jobs_samples_are_kept_under_the_name_it_was_recorded_by(tmp_pat
     assert rec.open_monitor("gputop-dl", {}, 1.0)
     sid = rec.session_id
     rec.found(1.0, (job("train.py", 10, 1.0),))
-    rec.found(2.0, (job("train.py", 10, 1.0), job("train.py started 09:30:12", 20, 2.0)))
+    rec.found(2.0, (job("train.py", 10, 1.0), job("train.py 09:30:12", 20, 2.0)))
     rec.found(3.0, (job("train.py", 20, 2.0),))  # 10 ended: 20 now shows the plain name
     rec.found(4.0, ())
     rec.found(5.0, (job("train.py", 30, 3.0),))  # a later job of an ended job's name
     rec.close("finished", None)
     st = Store(str(tmp_path / "s.db"))
     names = [j["name"] for j in st.jobs(sid)]
-    assert names == ["train.py", "train.py started 09:30:12", "train.py (30)"]
+    assert names == ["train.py", "train.py 09:30:12", "train.py (30)"]
     by_job: dict[str, list] = {}
     for t, name, _phase, cores, *_ in st.job_samples(sid):
         by_job.setdefault(name, []).append((t, cores))
     assert by_job == {"train.py": [(1.0, 1.0), (2.0, 1.0)],
-                      "train.py started 09:30:12": [(2.0, 2.0), (3.0, 2.0)],
+                      "train.py 09:30:12": [(2.0, 2.0), (3.0, 2.0)],
                       "train.py (30)": [(5.0, 3.0)]}

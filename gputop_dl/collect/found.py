@@ -197,7 +197,7 @@ def apart_names(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] |
         candidates.append(f"in {folder}")
     started = _clock(ident.started)
     if started and all(_clock(o.started) != started for _, o in same):
-        candidates.append(f"started {started}")
+        candidates.append(started)  # "train.py 09:30:12": short enough for the job column
     return [f"{f.name} {c if len(c) <= 24 else c[:23] + '…'}" for c in candidates] \
         + [f"{f.name} ({f.pid})"]
 
