@@ -677,6 +677,26 @@ def test_history_strip_fixed_scale_newest_right():
     assert bar(0.5, 10) == ("█" * 5, "░" * 5) and bar(None, 4) == ("", "····")
 
 
+def test_settled_history_changes_once_per_bucket():
+    """The history panel's charts and means (history_panel.py): the open bucket is drawn only
+    until the first bucket closes; then chart and mean change when a bucket closes, not with
+    every sample; the mean is over the kept window, and unknown samples do not count."""
+    h = History(span=20)  # at width 10: buckets of 2 samples
+    h.push(0.2)
+    assert h.settled_strip(10).strip() == block(0.2) and h.settled_mean() == 0.2  # first bucket open
+    h.push(None)  # closes the first bucket: 0.2 and an unknown
+    assert h.settled_strip(10) == " " * 9 + block(0.2) and h.settled_mean() == 0.2
+    h.push(1.0)  # a bucket opens: neither chart nor mean moves
+    assert h.settled_strip(10) == " " * 9 + block(0.2) and h.settled_mean() == 0.2
+    h.push(1.0)  # and closes
+    assert h.settled_strip(10) == " " * 8 + block(0.2) + block(1.0)
+    assert h.settled_mean() == pytest.approx(0.7333, abs=1e-3) and h.known == 3
+    for _ in range(20):  # the window moves on: the old samples leave it
+        h.push(0.5)
+    assert h.known == 20 and h.settled_mean() == pytest.approx(0.5)
+    assert h.settled_strip(10) == block(0.5) * 10
+
+
 def test_history_buckets_and_is_cheap():
     h = History(span=600)
     for i in range(600):

@@ -51,19 +51,27 @@ def bar(frac: float | None, width: int, fill: str = "█", empty: str = "░") -
 class History:
     """The last `span` samples of a 0..1 series, rendered as a block strip at a given width."""
 
-    __slots__ = ("span", "raw", "_width", "_bucket", "_chars", "_acc", "_n", "_known")
+    __slots__ = ("span", "raw", "known", "_width", "_bucket", "_chars", "_acc", "_n", "_known",
+                 "_closed", "_mean")
 
     def __init__(self, span: int = 600):
         self.span = max(1, span)
         self.raw: deque[float | None] = deque(maxlen=self.span)
+        self.known = 0  # samples in `raw` that are not None
         self._width = 0
         self._bucket = 1
         self._chars: deque[str] = deque()
         self._acc = 0.0  # sum of known values in the open bucket
         self._n = 0  # samples in the open bucket
         self._known = 0  # known values in the open bucket
+        self._closed = 0  # buckets closed since the last re-bucketing
+        self._mean: tuple[int, float | None] = (-1, None)  # (buckets closed, mean) of `settled_mean`
 
     def push(self, v: float | None) -> None:
+        if len(self.raw) == self.span and self.raw[0] is not None:
+            self.known -= 1  # the oldest sample leaves the window
+        if v is not None:
+            self.known += 1
         self.raw.append(v)
         if self._width:
             self._add(v)
@@ -76,6 +84,7 @@ class History:
         if self._n >= self._bucket:
             self._chars.append(self._open_char())
             self._acc, self._n, self._known = 0.0, 0, 0
+            self._closed += 1
 
     def _open_char(self) -> str:
         return block(self._acc / self._known) if self._known else UNKNOWN
@@ -84,7 +93,8 @@ class History:
         self._width = width
         self._bucket = max(1, math.ceil(self.span / width))
         self._chars = deque(maxlen=width)
-        self._acc, self._n, self._known = 0.0, 0, 0
+        self._acc, self._n, self._known, self._closed = 0.0, 0, 0, 0
+        self._mean = (-1, None)
         for v in self.raw:
             self._add(v)
 
@@ -99,6 +109,25 @@ class History:
             s += self._open_char()
         s = s[-width:]
         return " " * (width - len(s)) + s
+
+    def settled_strip(self, width: int) -> str:
+        """`strip()` without the open bucket once a bucket has closed: a long chart that changes
+        once per bucket, not with every sample (the open bucket is drawn until then)."""
+        s = self.strip(width)
+        if not self._n or not self._closed:
+            return s
+        s = "".join(self._chars)[-width:]
+        return " " * (width - len(s)) + s
+
+    def settled_mean(self) -> float | None:
+        """The mean of the known samples kept, taken again only when a bucket closes (every
+        sample until one has): the figure beside `settled_strip`. None when none is known.
+        Call `strip()` or `settled_strip()` first, which sets the buckets."""
+        if self._closed and self._mean[0] == self._closed:
+            return self._mean[1]
+        mean = sum(v for v in self.raw if v is not None) / self.known if self.known else None
+        self._mean = (self._closed, mean)
+        return mean
 
     @property
     def seconds_per_char(self) -> int:

@@ -3,6 +3,9 @@ sparklines side by side (the monitor's bottom row when no launched job has epoch
 
 One `History` (charts.py: 0..1 series, bucketed to the width) per job and figure, pushed once per
 snapshot; CPU is scaled by the host's CPUs. Drawn as a `LinePanel`: only changed lines repaint.
+Each chart shows its closed buckets and, beside it, the window's mean, both taken again when a
+bucket closes (every few seconds): the live figures are the jobs table's, and a history row
+that changed every second would cost a repaint per job per tick (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ from __future__ import annotations
 from gputop_dl.present.tui.base import LinePanel, Line, set_border
 from gputop_dl.present.tui.charts import History, fit
 from gputop_dl.snapshot import Snapshot
-from gputop_dl.text.fmt import DASH, num, pct
+from gputop_dl.text.fmt import num, pct
 from gputop_dl.text.safe import clean
 
 SPAN = 300  # samples kept per series (5 minutes at 1 Hz)
-NAME_W = 22
+NAME_W = 26  # as the jobs table's job column
 FIGURES = (("CPU", "cpu"), ("data-wait", "stall"), ("CPU wait", "cpuwait"))
 
 
@@ -28,7 +31,6 @@ class HistoryPanel(LinePanel):
         self.border_title = "history"
         self.interval = interval
         self.series: dict[str, tuple[History, History, History]] = {}
-        self.last: dict[str, tuple] = {}  # job -> its latest figures (text)
         self._cpus = 1
 
     def push(self, snap: Snapshot) -> None:
@@ -43,10 +45,8 @@ class HistoryPanel(LinePanel):
             h[0].push(None if j.cpu_cores is None else min(1.0, j.cpu_cores / self._cpus))
             h[1].push(j.stall_fraction)
             h[2].push(j.cpu_wait_fraction)
-            self.last[j.name] = (num(j.cpu_cores, ".2f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction))
         for name in [n for n in self.series if n not in seen]:
             del self.series[name]
-            del self.last[name]
         self.redraw()
 
     def redraw(self) -> None:
@@ -54,22 +54,35 @@ class HistoryPanel(LinePanel):
         if not self.series:
             self.set_lines([(("no job found yet", "$text-muted"),)])
             return
-        shown = [i for i in range(len(FIGURES))  # a figure no job has is left out
-                 if any(figs[i] != DASH for figs in self.last.values())] or [0]
-        col = max(8, (width - NAME_W - 1) // len(shown) - 1)
+        # the figures some job has a sample of (a figure none has would be a blank chart); the
+        # charts are drawn first, as they set the buckets that `every` and the means use
+        known = [i for i in range(len(FIGURES))
+                 if any(h[i].known for h in self.series.values())] or [0]
+        col = max(8, (width - NAME_W - 1) // len(known) - 1)
         spark_w = max(4, col - 6)
+        charts = {name: [hist[i].settled_strip(spark_w) for i in known] for name, hist in self.series.items()}
+        figs = {name: self._means(hist, known) for name, hist in self.series.items()}
         minutes = SPAN * self.interval / 60
-        set_border(self, subtitle=f"last {minutes:.0f} min · CPU of {self._cpus} CPUs, waits 0–100 %")
+        every = next(iter(self.series.values()))[known[0]].seconds_per_char * self.interval
+        set_border(self, subtitle=f"last {minutes:.0f} min, a bar per {every:g} s · figures: the mean · "
+                                  f"CPU of {self._cpus} CPUs, waits 0–100 %")
         head: Line = ((fit("", NAME_W) + " ", ""),
-                      *((fit(FIGURES[i][0], col) + " ", "bold") for i in shown))
+                      *((fit(FIGURES[i][0], col) + " ", "bold") for i in known))
         lines: list[Line] = [head]
-        for name, hist in self.series.items():
-            figs = self.last[name]
+        for name in self.series:
             line: list = [(fit(clean(name), NAME_W) + " ", "bold")]
-            for i in shown:
-                line += [(hist[i].strip(spark_w), "$accent on $boost"), (f"{figs[i]:>5} ", "")]
+            for chart, fig in zip(charts[name], figs[name]):
+                line += [(chart, "$accent on $boost"), (f"{fig:>5} ", "")]
             lines.append(tuple(line))
         self.set_lines(lines)
+
+    def _means(self, hist: tuple[History, History, History], shown: list[int]) -> list[str]:
+        """Each shown figure's mean over the window, as text ("–" when none is known)."""
+        out = []
+        for i in shown:
+            m = hist[i].settled_mean()
+            out.append(num(None if m is None else m * self._cpus, ".2f") if i == 0 else pct(m))
+        return out
 
     def on_resize(self) -> None:
         super().on_resize()
