@@ -48,12 +48,14 @@ from benchmarks.tui import PY, Tmux, find_proc, own_cpu  # noqa: E402
 BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "class Bare(App):\n    def compose(self):\n        yield Static('bare textual ready')\n"
         "Bare().run()\n")
-# The repaint floor: gputop-dl's layout skeleton in Textual, with no engine and no data. With N
-# jobs it changes, each second, 3 lines of a host panel, N rows of a table and N rows of a
-# history panel: the 2N+3 lines that gputop-dl's pane changes (the run counts them, to check).
-# Each line is repainted alone (`refresh(Region)`), the cheapest partial update Textual offers,
-# and the one gputop-dl's panels use (present/tui/base.py). Its CPU is what Textual costs to
-# show those changes; whatever gputop-dl spends above it is gputop-dl's own.
+# The repaint floor: gputop-dl's layout in bare Textual, with no engine and no data. With N
+# jobs it changes, each second, 3 lines of a host panel and N rows of a table, and every
+# HISTORY_EVERY seconds N rows of a history panel: as gputop-dl's pane changes (its history
+# charts move once per bucket: 12 s at 160 columns with two figures; the run counts the lines
+# that change each second, to check). Each line is repainted alone (`refresh(Region)`), the cheapest partial
+# update Textual offers, and the one gputop-dl's panels use (present/tui/base.py). Its CPU is
+# what Textual costs to show those changes; whatever gputop-dl spends above it is its own.
+HISTORY_EVERY = 12
 FLOOR = """\
 import sys
 from rich.segment import Segment
@@ -79,7 +81,9 @@ class Lines(Widget):
         text = self.lines[y] if y < len(self.lines) else ""
         return Strip([Segment(text)]).adjust_cell_length(self.size.width)
 
-    def change(self, tick):
+    def change(self, tick, every=1):
+        if tick % every:
+            return
         for y in range(self.changing):
             self.lines[y] = "row %d value %d" % (y, tick)
             self.refresh(Region(0, y, self.size.width, 1))
@@ -88,9 +92,9 @@ class Lines(Widget):
 class Floor(App):
     CSS = "#bottom { height: 1fr; } #bottom Lines { height: 1fr; width: 1fr; }"
 
-    def __init__(self, jobs):
+    def __init__(self, jobs, history_every):
         super().__init__()
-        self.jobs, self.tick = jobs, 0
+        self.jobs, self.every, self.tick = jobs, history_every, 0
 
     def compose(self):
         n = self.jobs
@@ -108,11 +112,13 @@ class Floor(App):
 
     def step(self):
         self.tick += 1
-        for panel in self.panels:
-            panel.change(self.tick)
+        host, table, history = self.panels
+        host.change(self.tick)
+        table.change(self.tick)
+        history.change(self.tick, self.every)
 
 
-Floor(int(sys.argv[1])).run()
+Floor(int(sys.argv[1]), int(sys.argv[2])).run()
 """
 SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
 WHOLE = r"\bQuit\b"  # gputop-dl's key bar: the last part of its layout to be drawn (app.py)
@@ -180,7 +186,7 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
     floor = os.path.join(home, "floor_textual.py")
     with open(floor, "w") as f:
         f.write(FLOOR)
-    cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} {n_jobs}",
+    cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} {n_jobs} {HISTORY_EVERY}",
                              r"floor ready")
     jobs = start_jobs(n_jobs, seconds + 180)
     panes: dict[str, Tmux] = {}
@@ -309,7 +315,7 @@ def main() -> int:
                 fl = r["textual floor"]
                 print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen; "
                       f"{r['lines_changed']:g} of gputop-dl's lines change a second, the floor "
-                      f"changes {2 * n + 3}):\n"
+                      f"changes {n + 3}, and {n} more every {HISTORY_EVERY} s):\n"
                       f"      gputop-dl {r['gputop-dl']:.2f} %, textual floor {fl:.2f} %, "
                       f"top {r['top']:.2f} %")
                 if r["top"] and fl:
