@@ -84,14 +84,16 @@ def start_jobs_to_find():
     """Three plain PyTorch scripts started outside gputop-dl, as a user's own trainings from a
     terminal (`python calibrated.py ...` in tests/external, the venv's python first on PATH),
     each needing about 1.8 cores alone (two loader workers): on a 2-core box they are only
-    concurrent, and the monitor's live verdict says so."""
+    concurrent, and the monitor's live verdict says so. One after the other, as by hand: the
+    copies are told apart by their start times."""
     from tests.fakes.by_hand import HEAVY, ByHand
 
     scripts = ByHand()
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     os.makedirs(DEMO_DIR, exist_ok=True)  # a user's folder, not this checkout's path
     shutil.copy(os.path.join(ROOT, "tests", "external", "calibrated.py"), DEMO_DIR)
-    scripts.start(HEAVY, 3, cwd=DEMO_DIR, env=env, program=["python", "calibrated.py"])
+    for _ in range(3):
+        scripts.start(HEAVY, 1, cwd=DEMO_DIR, env=env, program=["python", "calibrated.py"])
     return scripts
 
 
