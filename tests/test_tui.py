@@ -137,6 +137,29 @@ async def test_gpu_history_is_fixed_scale_and_grows():
 
 
 @aio
+async def test_history_goes_on_when_a_found_job_is_renamed():
+    """A found job's name changes when another copy of its script ends ("train.py 09:30:12"
+    becomes "train.py"): its history row keeps its own samples under the new name, and does
+    not take over the ended copy's."""
+    from gputop_dl.present.tui.history_panel import HistoryPanel
+    from gputop_dl.snapshot import JobSample
+
+    def found(*named):
+        return tuple(JobSample(name=n, pid=pid, launched=False, pids=(pid,), status="running",
+                               cpu_cores=1.0, cpu_wait_fraction=wait) for n, pid, wait in named)
+
+    app, src = new_app(mode="monitor", session_id=None, live=())
+    async with app.run_test(size=SIZE) as pilot:
+        for t in range(3):
+            await feed(pilot, src, monitor_snapshot(t, jobs=found(("train.py", 10, 0.9),
+                                                                  ("train.py 09:30:12", 20, 0.25))))
+        await feed(pilot, src, monitor_snapshot(3, jobs=found(("train.py", 20, 0.25))))
+        rows = app.query_one(HistoryPanel).plain().splitlines()[1:]
+        assert len(rows) == 1 and rows[0].startswith("train.py ")
+        assert rows[0].rstrip().endswith("25%")  # pid 20's 4 samples, not pid 10's 90 %
+
+
+@aio
 async def test_rows_update_in_place_and_cursor_keeps_its_row():
     app, src = new_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -30,23 +30,29 @@ class HistoryPanel(LinePanel):
         super().__init__(**kw)
         self.border_title = "history"
         self.interval = interval
-        self.series: dict[str, tuple[History, History, History]] = {}
+        # by the job's PID (its name where it has none): a found job's name changes as copies of
+        # its script come and go (collect/found.py), and its history goes on under the new name
+        self.series: dict[int | str, tuple[History, History, History]] = {}
+        self.names: dict[int | str, str] = {}
         self._cpus = 1
 
     def push(self, snap: Snapshot) -> None:
         """A new snapshot of the primary source: one value per job and figure."""
         self._cpus = max(1, snap.host.cpus) if snap.host is not None else 1
-        seen = set()
+        seen: set[int | str] = set()
         for j in snap.jobs:
-            seen.add(j.name)
-            h = self.series.get(j.name)
+            key = j.pid if j.pid is not None else j.name
+            seen.add(key)
+            self.names[key] = j.name
+            h = self.series.get(key)
             if h is None:
-                h = self.series[j.name] = (History(SPAN), History(SPAN), History(SPAN))
+                h = self.series[key] = (History(SPAN), History(SPAN), History(SPAN))
             h[0].push(None if j.cpu_cores is None else min(1.0, j.cpu_cores / self._cpus))
             h[1].push(j.stall_fraction)
             h[2].push(j.cpu_wait_fraction)
-        for name in [n for n in self.series if n not in seen]:
-            del self.series[name]
+        for key in [k for k in self.series if k not in seen]:
+            del self.series[key]
+            del self.names[key]
         self.redraw()
 
     def redraw(self) -> None:
@@ -60,8 +66,8 @@ class HistoryPanel(LinePanel):
                  if any(h[i].known for h in self.series.values())] or [0]
         col = max(8, (width - NAME_W - 1) // len(known) - 1)
         spark_w = max(4, col - 6)
-        charts = {name: [hist[i].settled_strip(spark_w) for i in known] for name, hist in self.series.items()}
-        figs = {name: self._means(hist, known) for name, hist in self.series.items()}
+        charts = {key: [hist[i].settled_strip(spark_w) for i in known] for key, hist in self.series.items()}
+        figs = {key: self._means(hist, known) for key, hist in self.series.items()}
         minutes = SPAN * self.interval / 60
         every = next(iter(self.series.values()))[known[0]].seconds_per_char * self.interval
         set_border(self, subtitle=f"last {minutes:.0f} min, a bar per {every:g} s · figures: the mean · "
@@ -69,9 +75,9 @@ class HistoryPanel(LinePanel):
         head: Line = ((fit("", NAME_W) + " ", ""),
                       *((fit(FIGURES[i][0], col) + " ", "bold") for i in known))
         lines: list[Line] = [head]
-        for name in self.series:
-            line: list = [(fit(clean(name), NAME_W) + " ", "bold")]
-            for chart, fig in zip(charts[name], figs[name]):
+        for key in self.series:
+            line: list = [(fit(clean(self.names[key]), NAME_W) + " ", "bold")]
+            for chart, fig in zip(charts[key], figs[key]):
                 line += [(chart, "$accent on $boost"), (f"{fig:>5} ", "")]
             lines.append(tuple(line))
         self.set_lines(lines)
