@@ -39,15 +39,16 @@ def test_unlaunched_jobs_render_with_dashes_for_unknowns():
             await pilot.pause()
             table = app.query_one(JobsTable)
             keys = table.order()
-            assert keys == ["job:0:train.py", "job:0:torchrun ddp.py"]  # GPU pid 5201 is in a job
-            row = {c: table.cell("job:0:train.py", c).text.strip() for c in
+            # found jobs' rows are keyed by PID (jobs_table.job_key); GPU pid 5201 is in a job
+            assert keys == [f"job:0:found:{fresh.pid}", "job:0:found:5200"]
+            row = {c: table.cell(f"job:0:found:{fresh.pid}", c).text.strip() for c in
                    ("job", "status", "device", "batch", "progress", "eta", "step", "sps", "stall",
                     "cpu", "rss", "gpumem", "slowdown")}
             assert row["job"] == "train.py" and row["status"] == "running"  # no ● mark
             assert {row[c] for c in ("device", "batch", "eta", "step", "sps", "stall", "cpu", "rss",
                                      "gpumem", "slowdown")} == {DASH}
-            assert table.cell("job:0:torchrun ddp.py", "stall").text.strip() == "42%"
-            assert table.cell("job:0:torchrun ddp.py", "gpumem").text.strip() == "5.0 GiB"
+            assert table.cell("job:0:found:5200", "stall").text.strip() == "42%"
+            assert table.cell("job:0:found:5200", "gpumem").text.strip() == "5.0 GiB"
             await pilot.press("enter")
             await pilot.pause()
             assert isinstance(app.screen, JobDetailScreen)

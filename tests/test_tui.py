@@ -139,8 +139,8 @@ async def test_gpu_history_is_fixed_scale_and_grows():
 @aio
 async def test_history_goes_on_when_a_found_job_is_renamed():
     """A found job's name changes when another copy of its script ends ("train.py 09:30:12"
-    becomes "train.py"): its history row keeps its own samples under the new name, and does
-    not take over the ended copy's."""
+    becomes "train.py"): its history row and its table row keep its own samples under the new
+    name, and do not take over the ended copy's."""
     from gputop_dl.present.tui.history_panel import HistoryPanel
     from gputop_dl.snapshot import JobSample
 
@@ -157,6 +157,10 @@ async def test_history_goes_on_when_a_found_job_is_renamed():
         rows = app.query_one(HistoryPanel).plain().splitlines()[1:]
         assert len(rows) == 1 and rows[0].startswith("train.py ")
         assert rows[0].rstrip().endswith("25%")  # pid 20's 4 samples, not pid 10's 90 %
+        # the jobs table's row is the same row: its key, its sparkline's values, the cursor
+        table = app.query_one(JobsTable)
+        assert order(table) == ["job:0:found:20"] and cell(table, "job:0:found:20", "job") == "  train.py"
+        assert len(app.trends.by_key["job:0:found:20"][2]) == 4
 
 
 @aio

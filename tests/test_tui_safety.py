@@ -147,9 +147,9 @@ def test_identity_columns_empty_columns_hidden_and_a_table_as_high_as_its_rows()
         assert not {"step", "slowdown", "progress", "batch", "eta"} & set(cols)  # no job has them
         assert "step: launched jobs" in table.border_subtitle
         assert table.size.height == 1 + 2 and table.outer_size.height == 5  # no empty lines
-        key = f"job:0:{other.name}"
+        key = f"job:0:found:{other.pid}"  # found jobs' rows are keyed by PID (jobs_table.job_key)
         assert table.cell(key, "command").text.startswith("launched by session 20261124-101500-ab12")
-        assert table.cell(f"job:0:{slurm.name}", "elapsed").text == "1:15"
+        assert table.cell(f"job:0:found:{slurm.pid}", "elapsed").text == "1:15"
         assert app.screen.has_class("-no-gpu") and app.query_one("#gpuline").size.height == 1
         await pilot.press("enter")
         assert isinstance(app.screen, JobDetailScreen)

@@ -25,7 +25,7 @@ from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
 from gputop_dl.present.tui.history_panel import HistoryPanel
 from gputop_dl.present.tui.host_panel import HostPanel
-from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, table_rows
+from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, job_key, table_rows
 from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
@@ -152,9 +152,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         for i, s in snaps.items():
             self.first_time.setdefault(i, s.time)
             for j in s.jobs:
-                self.trends.push(f"job:{i}:{j.name}", j)
+                self.trends.push(job_key(i, j), j)
         self.latest.update(snaps)
-        self.trends.keep_only({f"job:{i}:{j.name}" for i, s in self.latest.items() for j in s.jobs})
+        self.trends.keep_only({job_key(i, j) for i, s in self.latest.items() for j in s.jobs})
         self.render_snapshots(set(snaps))
 
     # --- rendering -----------------------------------------------------------------------------

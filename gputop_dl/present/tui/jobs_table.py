@@ -140,9 +140,18 @@ def command_text(j: JobSample) -> str:
     return cmd or DASH
 
 
+def job_key(source: int, j: JobSample) -> str:
+    """A job's row key: a launched job's name; a found job's PID, as its name changes when
+    copies of its script come and go (collect/found.py), and its row, cursor and sparklines
+    stay with it."""
+    if not j.launched and j.pid is not None:
+        return f"job:{source}:found:{j.pid}"
+    return f"job:{source}:{j.name}"
+
+
 def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = None) -> JobRow:
     name = clean(f"{LAUNCHED_MARK} {j.name}" if j.launched else f"  {j.name}")
-    key = f"job:{source}:{j.name}"
+    key = job_key(source, j)
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
     cw = j.cpu_wait_fraction
     cw_style = p.err if (cw or 0) >= 0.5 else p.warn if (cw or 0) >= 0.2 else p.plain
