@@ -12,7 +12,7 @@ import pytest
 
 from gputop_dl.channel import EventReader, EventWriter
 from gputop_dl.collect import host as host_mod
-from gputop_dl.collect import procs, pyspy
+from gputop_dl.collect import procfs, procs, pyspy
 from gputop_dl.collect.procs import Stat, TreeSampler, parse_stat, psutil_stat, read_stat
 
 
@@ -110,13 +110,13 @@ def test_stat_readers_agree_and_a_zombie_root_is_gone():
 
 
 def test_kept_proc_files_read_afresh_and_let_go_of_an_exited_process():
-    files, kept = procs.ProcFiles(), procs.ProcFiles.kept
+    files, kept = procfs.ProcFiles(), procfs.ProcFiles.kept
     own = f"/proc/{os.getpid()}/stat"
     before = parse_stat(files.read(own)).cpu
     t = time.process_time()
     while time.process_time() - t < 0.05:
         pass
-    assert parse_stat(files.read(own)).cpu > before and procs.ProcFiles.kept == kept + 1
+    assert parse_stat(files.read(own)).cpu > before and procfs.ProcFiles.kept == kept + 1
     p = subprocess.Popen(["sleep", "30"])
     path = f"/proc/{p.pid}/stat"
     assert parse_stat(files.read(path)).start == read_stat(p.pid).start
@@ -124,9 +124,9 @@ def test_kept_proc_files_read_afresh_and_let_go_of_an_exited_process():
     p.wait()
     with pytest.raises(OSError):  # reaped: neither the kept file nor the path reads
         files.read(path)
-    assert procs.ProcFiles.kept == kept + 1  # its file was closed
+    assert procfs.ProcFiles.kept == kept + 1  # its file was closed
     files.close()
-    assert procs.ProcFiles.kept == kept
+    assert procfs.ProcFiles.kept == kept
 
 
 def test_psi_and_cgroup_parsers(tmp_path):
@@ -184,14 +184,14 @@ def test_proc_readers_compute_what_psutil_computes(tmp_path, monkeypatch):
 
 
 def test_proc_readers_agree_with_psutil_on_this_machine():
-    times = host_mod.parse_cpu_times(procs.read_proc("/proc/stat", 1 << 16))
+    times = host_mod.parse_cpu_times(procfs.read_proc("/proc/stat", 1 << 16))
     for mine, ps in zip(times, psutil.cpu_times(percpu=True), strict=True):
         assert all(abs(a - b) < 0.5 for a, b in zip(mine, ps, strict=True))
-    used, total = host_mod.parse_meminfo(procs.read_proc("/proc/meminfo"))
+    used, total = host_mod.parse_meminfo(procfs.read_proc("/proc/meminfo"))
     vm = psutil.virtual_memory()
     assert total == vm.total and abs(used - (vm.total - vm.available)) < 0.02 * total
     with open(f"/proc/{os.getpid()}/cmdline", "rb") as f:  # longer than one read
-        assert procs.read_proc(f"/proc/{os.getpid()}/cmdline", 8) == f.read()
+        assert procfs.read_proc(f"/proc/{os.getpid()}/cmdline", 8) == f.read()
 
 
 RAW = (

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from gputop_dl.collect import schedstat
-from gputop_dl.collect.procs import PROC, TreeSampler, children_map, read_proc
+from gputop_dl.collect.procfs import PROC, read_proc
+from gputop_dl.collect.procs import TreeSampler, children_map
 from gputop_dl.collect.schedstat import (KERNEL_NOTE, CgroupThrottle, SchedReader, job_wait,
                                          parse_schedstat, quota_cgroup, tree_wait)
 from gputop_dl.snapshot import Distributed, JobSample, RankProc, Snapshot

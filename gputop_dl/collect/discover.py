@@ -37,7 +37,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from gputop_dl.collect.procs import GONE_STATES, ProcFiles, stat_fields
+from gputop_dl.collect.procfs import ProcFiles
+from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]

@@ -1,7 +1,7 @@
 """Host sampler: per-core CPU, load, CPU pressure (PSI), cgroup throttling, memory, from /proc.
 
 A tick reads /proc/stat, /proc/meminfo and /proc/pressure/cpu directly, one `pread` each of a
-file kept open (`procs.ProcFiles`); psutil's `cpu_percent` and `virtual_memory` cost more than
+file kept open (`procfs.ProcFiles`); psutil's `cpu_percent` and `virtual_memory` cost more than
 twice the CPU. The figures are computed exactly as psutil computes them, and psutil stays the fallback
 where there is no /proc.
 """

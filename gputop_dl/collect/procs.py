@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 import psutil
 
 from gputop_dl.collect import schedstat
-from gputop_dl.collect.procfs import _TICK, KEEP_MAX, PROC, ProcFiles, read_proc  # noqa: F401
+from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 
 if PROC:
     _BOOT, _PAGE = psutil.boot_time(), os.sysconf("SC_PAGE_SIZE")
