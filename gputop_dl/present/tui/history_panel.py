@@ -30,10 +30,10 @@ class HistoryPanel(LinePanel):
         super().__init__(**kw)
         self.border_title = "history"
         self.interval = interval
-        # by the job's PID (its name where it has none): a found job's name changes as copies of
-        # its script come and go (collect/found.py), and its history goes on under the new name
-        self.series: dict[int | str, tuple[History, History, History]] = {}
-        self.names: dict[int | str, str] = {}
+        # by the job's PID (its name where it has none): its latest name and its figures' series.
+        # A found job's name changes as copies of its script come and go (collect/found.py), and
+        # its history goes on under the new name
+        self.series: dict[int | str, tuple[str, tuple[History, History, History]]] = {}
         self._cpus = 1
 
     def push(self, snap: Snapshot) -> None:
@@ -43,16 +43,13 @@ class HistoryPanel(LinePanel):
         for j in snap.jobs:
             key = j.pid if j.pid is not None else j.name
             seen.add(key)
-            self.names[key] = j.name
-            h = self.series.get(key)
-            if h is None:
-                h = self.series[key] = (History(SPAN), History(SPAN), History(SPAN))
+            h = self.series[key][1] if key in self.series else (History(SPAN), History(SPAN), History(SPAN))
+            self.series[key] = (j.name, h)
             h[0].push(None if j.cpu_cores is None else min(1.0, j.cpu_cores / self._cpus))
             h[1].push(j.stall_fraction)
             h[2].push(j.cpu_wait_fraction)
         for key in [k for k in self.series if k not in seen]:
             del self.series[key]
-            del self.names[key]
         self.redraw()
 
     def redraw(self) -> None:
@@ -60,35 +57,31 @@ class HistoryPanel(LinePanel):
         if not self.series:
             self.set_lines([(("no job found yet", "$text-muted"),)])
             return
-        # the figures some job has a sample of (a figure none has would be a blank chart); the
-        # charts are drawn first, as they set the buckets that `every` and the means use
+        # the figures some job has a sample of (a figure none has would be a blank chart)
         known = [i for i in range(len(FIGURES))
-                 if any(h[i].known for h in self.series.values())] or [0]
+                 if any(h[i].known for _, h in self.series.values())] or [0]
         col = max(8, (width - NAME_W - 1) // len(known) - 1)
         spark_w = max(4, col - 6)
-        charts = {key: [hist[i].settled_strip(spark_w) for i in known] for key, hist in self.series.items()}
-        figs = {key: self._means(hist, known) for key, hist in self.series.items()}
-        minutes = SPAN * self.interval / 60
-        every = next(iter(self.series.values()))[known[0]].seconds_per_char * self.interval
-        set_border(self, subtitle=f"last {minutes:.0f} min, a bar per {every:g} s · figures: the mean · "
-                                  f"CPU of {self._cpus} CPUs, waits 0–100 %")
         head: Line = ((fit("", NAME_W) + " ", ""),
                       *((fit(FIGURES[i][0], col) + " ", "bold") for i in known))
         lines: list[Line] = [head]
-        for key in self.series:
-            line: list = [(fit(clean(self.names[key]), NAME_W) + " ", "bold")]
-            for chart, fig in zip(charts[key], figs[key]):
-                line += [(chart, "$accent on $boost"), (f"{fig:>5} ", "")]
+        for name, hist in self.series.values():
+            line: list = [(fit(clean(name), NAME_W) + " ", "bold")]
+            for i in known:
+                chart = hist[i].settled_strip(spark_w)  # first: it sets the buckets the mean uses
+                line += [(chart, "$accent on $boost"), (f"{self._mean_text(hist[i], i):>5} ", "")]
             lines.append(tuple(line))
+        every = hist[known[0]].seconds_per_char * self.interval  # the charts set their buckets
+        set_border(self, subtitle=f"last {SPAN * self.interval / 60:.0f} min, a bar per {every:g} s"
+                                  f" · figures: the mean · CPU of {self._cpus} CPUs, waits 0–100 %")
         self.set_lines(lines)
 
-    def _means(self, hist: tuple[History, History, History], shown: list[int]) -> list[str]:
-        """Each shown figure's mean over the window, as text ("–" when none is known)."""
-        out = []
-        for i in shown:
-            m = hist[i].settled_mean()
-            out.append(num(None if m is None else m * self._cpus, ".2f") if i == 0 else pct(m))
-        return out
+    def _mean_text(self, h: History, figure: int) -> str:
+        """A figure's mean over the window, as text ("–" when none is known)."""
+        m = h.settled_mean()
+        if figure == 0:  # CPU: kept as a share of the host's CPUs, shown in cores
+            return num(None if m is None else m * self._cpus, ".2f")
+        return pct(m)
 
     def on_resize(self) -> None:
         super().on_resize()
