@@ -49,13 +49,13 @@ BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "class Bare(App):\n    def compose(self):\n        yield Static('bare textual ready')\n"
         "Bare().run()\n")
 # The repaint floor: gputop-dl's layout in bare Textual, with no engine and no data. With N
-# jobs it changes, each second, 3 lines of a host panel and N rows of a table, and every
-# HISTORY_EVERY seconds N rows of a history panel: as gputop-dl's pane changes (its history
-# charts move once per bucket: 12 s at 160 columns with two figures; the run counts the lines
+# jobs it changes, each second, 3 lines of a host panel and N rows of a table, and N rows of a
+# history panel once per bucket of gputop-dl's history charts (read from its subtitle, "a bar per
+# 12 s" at 160 columns with two figures): as gputop-dl's pane changes (the run counts the lines
 # that change each second, to check). Each line is repainted alone (`refresh(Region)`), the cheapest partial
 # update Textual offers, and the one gputop-dl's panels use (present/tui/base.py). Its CPU is
 # what Textual costs to show those changes; whatever gputop-dl spends above it is its own.
-HISTORY_EVERY = 12
+BUCKET = re.compile(r"a bar per (\d+) s")  # gputop-dl's history subtitle (history_panel.py)
 FLOOR = """\
 import sys
 from rich.segment import Segment
@@ -186,14 +186,28 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
     floor = os.path.join(home, "floor_textual.py")
     with open(floor, "w") as f:
         f.write(FLOOR)
-    cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} {n_jobs} {HISTORY_EVERY}",
-                             r"floor ready")
     jobs = start_jobs(n_jobs, seconds + 180)
     panes: dict[str, Tmux] = {}
     try:
         wait_jobs_ready(jobs)
         procs = {}
-        for name in ("gputop-dl", "textual floor", "top"):
+        tmux = panes["gputop-dl"] = Tmux()
+        tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmds["gputop-dl"][0])
+        # the floor's history moves as gputop-dl's does: its bucket, once steady for 3 s (it
+        # narrows when the CPU wait's first reading adds a chart)
+        every, seen, t0 = None, [], time.monotonic()
+        while time.monotonic() - t0 < 40:
+            m = BUCKET.search(tmux("capture-pane", "-p", "-t", "b"))
+            seen.append(int(m.group(1)) if m else None)
+            if time.monotonic() - t0 > 5 and seen[-1] and seen[-6:] == [seen[-1]] * 6:
+                every = seen[-1]
+                break
+            time.sleep(0.5)
+        if every is None:
+            return {"error": "gputop-dl's history panel showed no steady bucket within 40 s"}
+        cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} "
+                                 f"{n_jobs} {every}", r"floor ready")
+        for name in ("textual floor", "top"):
             tmux = panes[name] = Tmux()
             tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmds[name][0])
         time.sleep(1.0)
@@ -218,6 +232,7 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
         wall = time.monotonic() - w0
         out: dict = {k: 100 * (own_cpu(p) - c0[k]) / wall for k, p in procs.items()}
         out["lines_changed"] = statistics.median(changed) if changed else None
+        out["history_every"] = every
         screen = panes["gputop-dl"]("capture-pane", "-p", "-t", "b")
         out["jobs_on_screen"] = screen.count("stall_script.py")
         return out
@@ -315,7 +330,7 @@ def main() -> int:
                 fl = r["textual floor"]
                 print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen; "
                       f"{r['lines_changed']:g} of gputop-dl's lines change a second, the floor "
-                      f"changes {n + 3}, and {n} more every {HISTORY_EVERY} s):\n"
+                      f"changes {n + 3}, and {n} more every {r['history_every']} s):\n"
                       f"      gputop-dl {r['gputop-dl']:.2f} %, textual floor {fl:.2f} %, "
                       f"top {r['top']:.2f} %")
                 if r["top"] and fl:
