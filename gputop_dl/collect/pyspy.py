@@ -312,6 +312,17 @@ def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float |
             round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None)
 
 
+def pooled_step_time(bursts) -> float | None:
+    """One step time from several bursts' `StallEstimate`s (or (step s, cycles) pairs): their
+    cycles' mean, each burst weighted by the cycles it read (None: no burst read one). One
+    burst's 4-7 cycles of a 0.3 s step scatter by up to ±50 %, as py-spy's samples come unevenly;
+    their pool keeps the time, as `cycles_of` keeps it within a burst."""
+    pairs = [(b.step_time_s, b.cycles) if isinstance(b, StallEstimate) else b for b in bursts]
+    pairs = [(s, c) for s, c in pairs if s is not None and c]
+    cycles = sum(c for _, c in pairs)
+    return round(sum(s * c for s, c in pairs) / cycles, 4) if cycles else None
+
+
 def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
     """Time-ordered samples of one thread -> stall fraction, samples per step phase, and a step
     time only when it can be read off honestly: the cycle of the first phase in `ANCHORS`

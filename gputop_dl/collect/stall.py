@@ -69,7 +69,8 @@ class StallSampler:
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
-        self._bursts: dict[Hashable, deque] = {}  # key -> (clock, wall, data, compute, step time, phases)
+        # key -> (clock, wall, data, compute, (step time, cycles), phases) of its recent bursts
+        self._bursts: dict[Hashable, deque] = {}
         self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
         self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)
@@ -100,7 +101,8 @@ class StallSampler:
             if err is None and est is not None:
                 if est.samples:
                     q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
-                    q.append((self.clock(), time.time(), est.data, est.compute, est.step_time_s,
+                    q.append((self.clock(), time.time(), est.data, est.compute,
+                              (est.step_time_s, est.cycles),
                               dict(getattr(est, "phases", None) or {})))
                 if not self.denied:
                     self.note = None
@@ -160,7 +162,8 @@ class StallSampler:
         data = sum(b[2] for b in use)
         n = data + sum(b[3] for b in use)
         phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
-        return StallResult(round(data / n, 3) if n else None, n, use[-1][4], use[-1][1],
+        step = pyspy.pooled_step_time(b[4] for b in use)
+        return StallResult(round(data / n, 3) if n else None, n, step, use[-1][1],
                            tuple((p, c) for p, c in phases.items()) if any(phases.values()) else ())
 
     def join(self, timeout: float | None = None) -> None:
