@@ -163,6 +163,30 @@ def test_readings_change_between_ticks():
     assert s.util == 1.0 and s.mem_used == 79 * GiB
 
 
+def test_memory_used_leaves_out_the_drivers_reservation():
+    """Seen on an H100 (driver 580): idle, the v1 call said 480 MiB used where nvidia-smi said
+    0; with a job, 2031 MiB against nvidia-smi's 1551. The v2 call keeps `reserved` apart."""
+    MiB = 1 << 20
+    fake = FakePynvml(gpus=1)
+    g = fake.gpus[0]
+    g.mem_used, g.mem_reserved, g.mem_total = 1551 * MiB, 480 * MiB, 81559 * MiB
+    s = Nvml(module=fake).sample()[0]
+    assert s.mem_used == 1551 * MiB and s.mem_total == 81559 * MiB
+    assert fake.calls["nvmlDeviceGetMemoryInfo_v2"] == 1
+
+
+def test_memory_falls_back_to_v1_where_v2_is_missing():
+    MiB = 1 << 20
+    fake = FakePynvml(gpus=1)
+    g = fake.gpus[0]
+    g.mem_used, g.mem_reserved = 1551 * MiB, 480 * MiB
+    g.unsupported.add("memory_v2")  # an old driver: the v2 entry point is not there
+    nv = Nvml(module=fake)
+    assert nv.sample()[0].mem_used == 2031 * MiB  # v1 is all there is: reservation included
+    nv.sample()
+    assert fake.calls["nvmlDeviceGetMemoryInfo_v2"] == 1  # not asked again once unsupported
+
+
 def test_throttle_reason_names():
     fake = FakePynvml(gpus=1)
     nv = Nvml(module=fake)

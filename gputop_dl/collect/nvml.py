@@ -22,6 +22,7 @@ Summing `processes()` per PID for the job rows is `collect/gpu_use.py`'s `GpuUse
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from typing import Any, Callable
@@ -79,6 +80,7 @@ _F_PCIE = 1 << 6
 _F_PROCS = 1 << 7
 _F_GPROCS = 1 << 8
 _F_PUTIL = 1 << 9
+_F_MEM_V2 = 1 << 10
 
 
 class _NeverRaised(Exception):
@@ -243,6 +245,11 @@ class Nvml:
         # Bound functions, looked up once. A missing function means the field is always None.
         f = lambda name: getattr(m, name, None)  # noqa: E731
         self._fn_mem = f("nvmlDeviceGetMemoryInfo")
+        # v2 keeps the driver's reservation out of `used`, as nvidia-smi does (the v1 call
+        # counts it: 480 MiB "used" on an idle H100 with driver 580); v1 where v2 is missing
+        v2 = getattr(m, "nvmlMemory_v2", None)
+        self._fn_mem_v2 = (None if self._fn_mem is None or v2 is None
+                           else functools.partial(self._fn_mem, version=v2))
         self._fn_util = f("nvmlDeviceGetUtilizationRates")
         self._fn_temp = f("nvmlDeviceGetTemperature")
         self._fn_power = f("nvmlDeviceGetPowerUsage")
@@ -421,7 +428,9 @@ class Nvml:
         try:
             mem_used = None
             mem_total = d.mem_total
-            mem = read(d, _F_MEM, self._fn_mem, h)
+            mem = read(d, _F_MEM_V2, self._fn_mem_v2, h)
+            if mem is None:
+                mem = read(d, _F_MEM, self._fn_mem, h)
             if mem is not None:
                 mem_used = int(mem.used)
                 mem_total = int(mem.total)

@@ -111,7 +111,10 @@ class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
     mem_total: int = 80 * GiB  # bytes
-    mem_used: int = 10 * GiB  # bytes
+    mem_used: int = 10 * GiB  # bytes, as nvidia-smi shows them (processes' memory)
+    # the driver's own reservation: the v1 memory call counts it as used, v2 apart (on an
+    # idle H100 with driver 580: 480 MiB, which nvidia-smi does not show as used)
+    mem_reserved: int = 0
     util: int = 50  # percent
     mem_util: int = 20  # percent
     temp_c: int = 60
@@ -167,6 +170,7 @@ class FakePynvml:
     NVML_CLOCK_SM = 1
     NVML_PCIE_UTIL_TX_BYTES = 0
     NVML_PCIE_UTIL_RX_BYTES = 1
+    nvmlMemory_v2 = 0x02000028  # sizeof(c_nvmlMemory_v2_t) | 2 << 24, as nvidia-ml-py has it
 
     nvmlClocksThrottleReasonGpuIdle = 0x1
     nvmlClocksThrottleReasonApplicationsClocksSetting = 0x2
@@ -285,8 +289,22 @@ class FakePynvml:
 
     # --- per-tick readings ---
     def nvmlDeviceGetMemoryInfo(self, h: _Handle, version=None):
+        """v1 (no version): `used` includes the driver's reservation; v2: apart, as `reserved`
+        (field key "memory_v2" makes only the v2 call unsupported, as on an old driver)."""
+        if version:
+            if version != self.nvmlMemory_v2:
+                raise nvml_error(self.NVML_ERROR_INVALID_ARGUMENT)
+            g = self._gpu(h, "memory_v2", "nvmlDeviceGetMemoryInfo_v2")
+            if "memory" in g.raise_in:
+                raise g.raise_in["memory"]
+            if "memory" in g.unsupported:
+                raise nvml_error(self.NVML_ERROR_NOT_SUPPORTED)
+            free = g.mem_total - g.mem_used - g.mem_reserved
+            return SimpleNamespace(version=version, total=g.mem_total, reserved=g.mem_reserved,
+                                   used=g.mem_used, free=free)
         g = self._gpu(h, "memory", "nvmlDeviceGetMemoryInfo")
-        return SimpleNamespace(total=g.mem_total, used=g.mem_used, free=g.mem_total - g.mem_used)
+        used = g.mem_used + g.mem_reserved
+        return SimpleNamespace(total=g.mem_total, used=used, free=g.mem_total - used)
 
     def nvmlDeviceGetUtilizationRates(self, h: _Handle):
         g = self._gpu(h, "utilization", "nvmlDeviceGetUtilizationRates")
