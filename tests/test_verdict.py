@@ -91,6 +91,21 @@ def test_shared_gpu_with_stall_rise_and_saturated_cpu_is_cpu_bound():
     assert judge(jobs, CALM)["kind"] == "gpu-contended"
 
 
+def test_shared_gpu_with_stall_rise_and_calm_cpu_does_not_say_the_wait_stayed():
+    """Seen on an H100: the heavy trio on one GPU, data-wait 1% -> 57-70%, host 79% busy.
+    The verdict said "their data-wait did not rise": the reason must say it rose."""
+    jobs = [job("bs32", 1.69, stall=0.57, solo_stall=0.01, gpus=(0,)),
+            job("bs64", 2.09, stall=0.70, solo_stall=0.01, gpus=(0,))]
+    v = judge(jobs, HostEvidence(cpus=16, busy=0.79, psi_some10=0.0, load1=12.0))
+    assert v["kind"] == "gpu-contended"
+    assert "did not rise" not in v["reason"]
+    assert "data-wait of bs32, bs64 rose too" in v["reason"] and "79% of 16 cores" in v["reason"]
+    assert any("loaders' CPU wait" in r for r in v["recommendations"])
+    quiet = judge([job("a", 1.4, stall=0.02, solo_stall=0.03), job("b", 1.4, stall=0.02,
+                                                                  solo_stall=0.03)], CALM)
+    assert quiet["reason"].endswith("their data-wait did not rise")
+
+
 def test_cpu_training_jobs_do_not_share_a_gpu():
     jobs = [job("a", 1.8, gpus=(0,), device="cpu"), job("b", 1.8, gpus=(0,), device="cpu")]
     v = judge(jobs, HostEvidence(cpus=2, busy=1.0))

@@ -250,7 +250,8 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
         return _cpu_bound(jobs, host, need, have_need, rose, on_cpu, evidence, lines,
                           confidence)
     if slowed_shared:
-        return _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs)
+        return _gpu_contended(slowed_shared, shared, evidence, lines, confidence, jobs,
+                              rose=[j for j in rose if j in slowed_shared], host=host)
     gpu_bits = [f"GPU {g}: util {_pct(u)}" + (f", throttle {', '.join(host.gpu_throttle[g])}"
                                              if host.gpu_throttle.get(g) else "")
                 for g, u in sorted(host.gpu_util.items())]
@@ -379,12 +380,26 @@ def at_most(fit: int, cpus: int) -> str:
 
 def _gpu_contended(slowed_shared: list[JobEvidence], shared: dict[int, list[str]],
                    evidence: dict, lines: list[str], confidence: float,
-                   jobs: list[JobEvidence]) -> Verdict:
+                   jobs: list[JobEvidence], rose: Sequence[JobEvidence] = (),
+                   host: HostEvidence | None = None) -> Verdict:
+    """`rose`: slowed jobs whose data-wait rose too, although no CPU signal fired (seen on an
+    H100: the heavy trio on one GPU, data-wait 1% -> 57-70%, host 79% busy). The GPU is named
+    first, the input pipeline second, and the reason says which it was."""
     pairs = "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items())
     reason = (f"{', '.join(j.name for j in slowed_shared)} share a GPU ({pairs}) and queue for "
-              "it; their data-wait did not rise")
+              "it; ")
     recs = ["place these jobs on separate GPUs, or run them one after another "
             f"(sequential time ≈ sum of solo times; co-run STP {evidence['stp']:.2f})"]
+    if rose:
+        busy = (f"{host.busy:.0%} of {host.cpus} cores busy" if host is not None
+                and host.busy is not None else "no CPU signal")
+        reason += (f"the data-wait of {', '.join(j.name for j in rose)} rose too, with the CPU "
+                   f"not saturated ({busy}): the input pipeline is a second suspect")
+        recs.append("watch the loaders' CPU wait and cores live (gputop-dl) while the jobs "
+                    "share the GPU; if they wait for CPUs, lighten the transforms or cut "
+                    "num_workers")
+    else:
+        reason += "their data-wait did not rise"
     return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
 
 
