@@ -61,7 +61,7 @@ class Workload:
     # calibrated synthetic workload (dataset = "synthetic" / model = "synthetic")
     sample_cpu_ms: float = 0.0  # CPU work per sample in the dataset (in the loader)
     sample_io_ms: float = 0.0  # waiting per sample in the dataset (I/O-like, uses no CPU)
-    step_device_ms: float = 0.0  # device work per step (waited on CPU, a busy kernel on CUDA)
+    step_device_ms: float = 0.0  # device work per step (waited on CPU, matrix products that fill the GPU on CUDA)
     step_cpu_ms: float = 0.0  # CPU work per step in the trainer's main thread
     # any program, measured from outside
     command: tuple[str, ...] | None = None

@@ -4,7 +4,8 @@
   thread's own CPU clock, so on a saturated CPU it takes longer in wall time, as real
   augmentation would) plus `sample_io_ms` of waiting (I/O-like: a known stall at any load).
 - `SyntheticModel`: a tiny linear model; each step adds `step_device_ms` of device work
-  (on CUDA a busy kernel; on the CPU an emulated device: a wait that holds a per-GPU lock, so
+  (on CUDA matrix products that fill every SM, counted out to take that long alone; on the
+  CPU an emulated device: a wait that holds a per-GPU lock, so
   two jobs placed on the same GPU index queue for it just as they would on a real shared GPU)
   and `step_cpu_ms` of CPU work in the trainer's main thread.
 """
@@ -54,32 +55,73 @@ class SyntheticDataset(torch.utils.data.Dataset):
 
 
 class EmulatedDevice:
-    """Device work of a set duration: a CUDA busy kernel, or on the CPU a wait holding a GPU lock."""
+    """Device work of a set duration: counted matrix products on CUDA, or on the CPU a wait holding a GPU lock."""
 
     def __init__(self, device: torch.device, gpu_index: int | None, lock_dir: str | None):
         self.device = device
         self._lock_path = None
         if device.type == "cpu" and gpu_index is not None and lock_dir:
             self._lock_path = os.path.join(lock_dir, f"emulated-gpu-{gpu_index}.lock")
-        self._cycles_per_ms = None
+        self._cache_dir = lock_dir
+        self._ms_per_mm: float | None = None
+        self._mm: tuple[torch.Tensor, ...] | None = None
 
     def _calibrate_cuda(self) -> float:
+        """Milliseconds of one busy matrix product on this GPU when it runs alone.
+
+        Not torch.cuda._sleep: that spin counts clock cycles, which go on while another
+        process's kernels hold the GPU, so two jobs' spins overlap (seen on an H100: the
+        shared-GPU pair ran at 1.08x, not 2x). A product of two 4096x4096 fp16 matrices fills
+        every SM, so jobs that share a GPU queue for it. The fastest of several short bursts
+        is taken: a job that starts beside another still finds a moment alone. A calibration
+        file per GPU (in the session's work dir) lets the co-run reuse the solo run's figure."""
+        cache = None
+        if self._cache_dir:
+            uuid = str(getattr(torch.cuda.get_device_properties(self.device), "uuid", "gpu"))
+            cache = os.path.join(self._cache_dir, f"matmul-ms-{uuid}.txt")
+            try:
+                with open(cache, encoding="ascii") as f:
+                    return float(f.read())
+            except (OSError, ValueError):
+                pass
+        n = 4096
+        a = torch.randn(n, n, device=self.device, dtype=torch.float16)
+        b = torch.randn(n, n, device=self.device, dtype=torch.float16)
+        out = torch.empty(n, n, device=self.device, dtype=torch.float16)
+        self._mm = (a, b, out)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        cycles = 1_000_000
-        torch.cuda._sleep(cycles)  # warm-up
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        return cycles / max(start.elapsed_time(end), 1e-3)
+        for _ in range(5):  # warm-up: cuBLAS picks its kernel
+            torch.mm(a, b, out=out)
+        best = float("inf")
+        for _ in range(20):
+            start.record()
+            for _ in range(4):
+                torch.mm(a, b, out=out)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 4)
+        best = max(best, 1e-3)
+        if cache:
+            try:
+                with open(cache, "w", encoding="ascii") as f:
+                    f.write(repr(best))
+            except OSError:
+                pass
+        return best
 
     def work(self, ms: float) -> None:
         if ms <= 0:
             return
         if self.device.type == "cuda":
-            if self._cycles_per_ms is None:
-                self._cycles_per_ms = self._calibrate_cuda()
-            torch.cuda._sleep(int(ms * self._cycles_per_ms))
+            if self._ms_per_mm is None:
+                self._ms_per_mm = self._calibrate_cuda()
+            if self._mm is None:
+                n = 4096
+                self._mm = tuple(torch.randn(n, n, device=self.device, dtype=torch.float16)
+                                 for _ in range(3))
+            a, b, out = self._mm
+            for _ in range(max(1, round(ms / self._ms_per_mm))):
+                torch.mm(a, b, out=out)
             return
         if self._lock_path is None:
             time.sleep(ms / 1000.0)
