@@ -433,6 +433,7 @@ def test_real_launch_the_builtin_trainer_reports_its_phases(tmp_path):
     assert m["data_s"] >= 0.006  # 4 samples x 2 ms of I/O-like wait
     js = run.sample(GpuUse())
     assert js.phases is not None and js.phases.steps == 28 and js.phases.cls is not None
+    assert run.seen_gpus == set()  # NVML saw none of its processes
 
 
 class Series:

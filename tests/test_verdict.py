@@ -266,3 +266,33 @@ def test_a_mean_step_ratio_apart_from_the_medians_is_shown_beside_it():
     assert "(2.00×; mean step 3.00×)" in job_line(ja)
     assert jb["mean_slowdown"] == 2.05 and "mean step" not in job_line(jb)
     assert job("c").mean_slowdown is None  # an older baseline without a mean: unknown
+
+
+class _Run:
+    """A co-run job as gather() reads it (engine/jobrun.py's JobRun has these fields)."""
+
+    def __init__(self, name, step_s, solo_s, config, seen_gpus):
+        self.name, self.config, self.seen_gpus = name, config, seen_gpus
+        self.info, self.device, self.cpu, self.ended = {}, "cuda:0", [], None
+        self.steps = [dict(t=1.0 + i * step_s, t_step=step_s, t_data=0.005, samples=8)
+                      for i in range(40)]
+        self.solo = {"step_time_s": solo_s, "stall_fraction": 0.1, "cpu_cores": 1.0,
+                     "cv": 0.02, "steps": 40}
+
+
+def test_command_jobs_seen_on_one_gpu_share_it():
+    """Seen on an H100: two `command` jobs (no `gpus` in the file) on GPU 0, each 1.42x
+    slower, were judged "slowed on separate devices". NVML saw both on GPU 0."""
+    from gputop_dl.analyse.evidence import gather
+
+    cmd = {"command": ["python3", "train.py"], "warmup_steps": 2}
+    runs = [_Run("plain", 0.092, 0.065, cmd, {0}), _Run("plain2", 0.093, 0.065, cmd, {0})]
+    jobs, host = gather(runs, [], [], 16, now=100.0)
+    assert [j.gpus for j in jobs] == [(0,), (0,)]
+    v = judge(jobs, CALM)
+    assert v["kind"] == "gpu-contended" and v["evidence"]["shared_gpus"] == {"0": ["plain", "plain2"]}
+    apart = [_Run("plain", 0.092, 0.065, cmd, {0}), _Run("plain2", 0.093, 0.065, cmd, {1})]
+    assert judge(gather(apart, [], [], 16, now=100.0)[0], CALM)["kind"] == "other"
+    declared = [_Run("a", 0.092, 0.065, dict(cmd, gpus=[1]), {0}),
+                _Run("b", 0.093, 0.065, dict(cmd, gpus=[2]), {0})]
+    assert [j.gpus for j in gather(declared, [], [], 16, now=100.0)[0]] == [(1,), (2,)]

@@ -56,6 +56,7 @@ class JobSeries(Protocol):
     cpu: list[tuple[float, float]]  # (t, cores)
     ended: float | None
     solo: dict | None  # baseline stats: step_time_s, stall_fraction, cpu_cores
+    seen_gpus: set[int]  # NVML indexes its processes were seen on (a command job declares none)
 
 
 def overlap_window(jobs: list[JobSeries], now: float) -> tuple[float, float] | None:
@@ -98,7 +99,9 @@ def gather(jobs: list[JobSeries], host_series: list[HostPoint], gpu_series: list
                      and _outside(s["t"] - s["t_step"], s["t"], exclude)]
             cpu = [v for t, v in j.cpu if win[0] <= t <= win[1] and _outside(t, t, exclude)]
         st = step_stats(steps, warmup=0, window=0)
-        gpus = tuple(c.get("gpus") or ())
+        # the GPUs the file gave it, else those NVML saw its processes on (two command jobs
+        # on one GPU were once judged "slowed on separate devices": seen on an H100)
+        gpus = tuple(c.get("gpus") or ()) or tuple(sorted(j.seen_gpus))
         emulated = c.get("model") == "synthetic" and float(c.get("step_device_ms") or 0) > 0
         solo = j.solo or {}
         transforms = c.get("transforms")

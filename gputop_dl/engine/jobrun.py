@@ -53,6 +53,8 @@ class JobRun:
         self.distributed = None  # its ranks on this node (kept after the job ended)
         self.rank_cpu: tuple[tuple[int, float], ...] = ()
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
+        # the GPUs (NVML indexes) its processes were seen on: a command job declares none
+        self.seen_gpus: set[int] = set()
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
         # identity (issue 23): who and what, once; the process tree from the tick's PPID map
@@ -168,7 +170,8 @@ class JobRun:
         st = step_stats(self.steps, warmup=w.warmup_steps)
         ts = self.tree_sample
         pids = ts.pids if ts else ()
-        mem, sm, _ = gpu.of_pids(pids)
+        mem, sm, on = gpu.of_pids(pids)
+        self.seen_gpus.update(on)
         last = self.steps[-1] if self.steps else None
         cmd = w.is_command  # a command job's numbers come from the start-up hook, or nowhere
         spe = self.info.get("steps_per_epoch") or (None if cmd else w.steps_per_epoch)
