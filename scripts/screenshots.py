@@ -2,7 +2,7 @@
 """Render README screenshots of the TUI with the real engine: SVG from Textual, PNG via rsvg-convert.
 
     .venv/bin/python scripts/screenshots.py                 # everything (about 2-3 minutes on 2 cores)
-    .venv/bin/python scripts/screenshots.py --only monitor  # one of: monitor, fake-gpus, trio, compare
+    .venv/bin/python scripts/screenshots.py --only monitor  # one of: monitor, fake-gpus, trio, compare, gpu
     .venv/bin/python scripts/screenshots.py --out DIR       # default: screenshots/
 
 Shots (160×50):
@@ -13,6 +13,8 @@ Shots (160×50):
                        the GPU panel on a machine without GPUs
   monitor_details      the first found job's details: who, command, cwd, Slurm/container where
                        there are, and its process tree (trainer, loader workers) with CPU, RSS, state
+  monitor_gpu          (--only gpu, a real GPU only) two copies of tests/external/gpu_plain.py
+                       started by hand on GPU 0: found, and the live verdict GPU-contended
   launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
   launch_trio_light    light theme; launch_trio_done: the same run at its end, with its verdict
   compare              `gputop-dl compare A B` of the two latest sessions in GPUTOP_DL_HOME
@@ -80,6 +82,18 @@ async def wait_until(pilot, cond, timeout: float, step: float = 0.2) -> bool:
     return cond()
 
 
+def start_gpu_jobs(out: str):
+    """Two copies of tests/external/gpu_plain.py on GPU 0, started by hand (a real GPU only):
+    they share its SMs, so the live verdict should call them GPU-contended."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    os.makedirs(DEMO_DIR, exist_ok=True)
+    shutil.copy(os.path.join(ROOT, "tests", "external", "gpu_plain.py"), DEMO_DIR)
+    return [subprocess.Popen(["python", "gpu_plain.py", "--seconds", "120", "--data-ms", "5"],
+                             cwd=DEMO_DIR, env=env,
+                             stdout=open(os.path.join(out, f"gpu_job_{i}.out"), "w"))
+            for i in range(2)]
+
+
 def start_jobs_to_find():
     """Three plain PyTorch scripts started outside gputop-dl, as a user's own trainings from a
     terminal (`python calibrated.py ...` in tests/external, the venv's python first on PATH),
@@ -95,6 +109,52 @@ def start_jobs_to_find():
     for _ in range(3):
         scripts.start(HEAVY, 1, cwd=DEMO_DIR, env=env, program=["python", "calibrated.py"])
     return scripts
+
+
+async def shot_details(app, pilot, out: str, name: str) -> None:
+    """The details of the first job in the table, with its process tree."""
+    app.table.move_cursor(-len(app.table.order()))
+    await pilot.press("enter")
+    await pilot.pause(0.3)
+    save(app, out, name)
+    await pilot.press("escape")
+
+
+async def shot_gpu_monitor(out: str) -> None:
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.present.tui.app import GputopApp
+    from gputop_dl.runner import Launcher, export_for_tui, monitor_engine
+
+    nvml = Nvml()
+    procs = start_gpu_jobs(out)
+    try:
+        engine = monitor_engine(nvml)
+        app = GputopApp(engine, mode="monitor", launcher=Launcher(nvml), exporter=export_for_tui)
+        outs = [os.path.join(out, f"gpu_job_{i}.out") for i in range(2)]
+
+        def training() -> bool:  # each script has printed a step report
+            return all(os.path.exists(f) and '"step"' in open(f).read() for f in outs)
+
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, training, 90)
+            await pilot.pause(8)  # ticks of both jobs training
+            await wait_until(pilot, lambda: engine.snapshot is not None
+                             and engine.snapshot.verdict is not None
+                             and sum(1 for j in engine.snapshot.jobs
+                                     if j.slowdown_source == "estimated") >= 2, 90)
+            await pilot.pause(15)  # more ticks: the GPU history fills in
+            snap = engine.snapshot
+            print(f"  live verdict at {time.time():.1f}: {(snap.verdict or {}).get('kind')}; "
+                  + ", ".join(f"{j.name} {j.slowdown} ({j.slowdown_source})" for j in snap.jobs))
+            save(app, out, "monitor_gpu")
+            await shot_details(app, pilot, out, "monitor_gpu_details")
+            await app.stop_and_exit()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        shutil.rmtree(os.path.dirname(DEMO_DIR), ignore_errors=True)
 
 
 async def shot_monitor(out: str, fake_gpus: bool) -> None:
@@ -128,12 +188,8 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
                 await pilot.pause(12)  # more ticks: the rows' sparklines fill in
             await pilot.pause(0.3)
             save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
-            if scripts:  # the details of the first job, with its process tree
-                app.table.move_cursor(-len(app.table.order()))
-                await pilot.press("enter")
-                await pilot.pause(0.3)
-                save(app, out, "monitor_details")
-                await pilot.press("escape")
+            if scripts:
+                await shot_details(app, pilot, out, "monitor_details")
             await app.stop_and_exit()
     finally:
         if scripts:
@@ -202,7 +258,7 @@ def shot_compare(out: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "screenshots"))
-    ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio", "compare"))
+    ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio", "compare", "gpu"))
     ap.add_argument("--at", type=float, default=40.0, help="seconds into the trio run for the mid-run shot")
     ap.add_argument("--home", help="GPUTOP_DL_HOME for the recorded session (default: a temp dir)")
     args = ap.parse_args()
@@ -213,6 +269,9 @@ def main() -> int:
     if args.only in (None, "monitor"):
         print("monitor (this machine)")
         asyncio.run(shot_monitor(args.out, fake_gpus=False))
+    if args.only == "gpu":  # a real GPU only: not part of the default set
+        print("monitor with two GPU jobs (this machine's GPU)")
+        asyncio.run(shot_gpu_monitor(args.out))
     if args.only in (None, "fake-gpus"):
         print("monitor (fake NVML, 4 GPUs)")
         asyncio.run(shot_monitor(args.out, fake_gpus=True))
