@@ -6,7 +6,9 @@ from dataclasses import replace
 import pytest
 
 from gputop_dl.analyse import passive as P
-from gputop_dl.analyse.passive import PassiveJudge, cpu_speedup, gpu_estimates, judge_passive
+from gputop_dl.analyse.cpu_wait_model import cpu_speedup
+from gputop_dl.analyse.gpu_share import gpu_estimates
+from gputop_dl.analyse.passive import PassiveJudge, judge_passive
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 

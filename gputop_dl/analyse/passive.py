@@ -22,8 +22,9 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
 One noisy tick does not flip it: each job's estimate is the median of its last WINDOW ticks,
 and a verdict needs MIN_TICKS of them. A job whose CPU wait is unknown (a kernel without
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
-has one, the verdict falls back to the host's CPU signals (`no-baseline`). The model and its
-blind spots: docs/verdict.md.
+has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
+in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py; this module combines them.
+The model and its blind spots: docs/verdict.md.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
                                        judge, student_t_cdf)
@@ -49,8 +52,6 @@ MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
 # stops) once RUNNABLE_MIN of them are known
 RUNNABLE_WINDOW = 10
 RUNNABLE_MIN = 3
-GPU_BUSY = 0.8  # summed SM share of a shared GPU above which its jobs queue for it
-MAX_WAIT = 0.95  # a wait share is clipped here (1 / (1 - f) would run away)
 MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
 STALL_GATE = 0.05  # a GPU job's data stall below this: its loader keeps up; workers' wait is off the path
 
@@ -75,88 +76,6 @@ class Tick:
     def slowdown(self) -> float | None:
         vals = [v for v in (self.cpu, self.gpu) if v is not None]
         return max(vals) if vals else None
-
-
-def _clip(f: float) -> float:
-    return min(max(f, 0.0), MAX_WAIT)
-
-
-def demand(f: float | None, cores: float | None) -> float | None:
-    """The cores' worth of time a job's threads were runnable: c / (1 - f)."""
-    if f is None or cores is None:
-        return None
-    return cores / (1.0 - _clip(f))
-
-
-def set_share(d_i: float | None, set_demand: float, runnable: float | None) -> float:
-    """The share of job i's competitors for a CPU that are the other judged jobs, not load
-    from outside them (which would still be there with the job alone): the others' demand over
-    everything else runnable on the host (its load average less the job itself). 1 when the
-    host's runnable count is unknown (every wait is put down to the jobs)."""
-    if d_i is None or runnable is None:
-        return 1.0
-    others = max(0.0, set_demand - d_i)
-    rest = max(others, runnable - d_i)
-    return others / rest if rest > 0 else 1.0
-
-
-def cpu_speedup(f: float | None, cores: float | None, cpus: int,
-                share: float = 1.0) -> float | None:
-    """How much faster a job's CPU work would run alone (at least 1; None: wait unknown).
-
-    Its threads were runnable D = c / (1 - f) cores' worth of the time, over n = round(D)
-    threads (at least one), each runnable b = min(1, D / n) of the wall time and waiting f of
-    that: each lost f * b of the wall time, which alone it would not. So s = 1 / (1 - f * b),
-    at most cpus / c (alone it still has only the cores allowed). A thread that sleeps most of
-    the time (b small) loses little however long its few runs wait."""
-    if f is None:
-        return None
-    f = _clip(f)
-    b = 1.0  # cores unknown: as if its threads were always runnable
-    if cores is not None:  # 0 cores: it ran (and so waited) for no time worth counting
-        demand = cores / (1.0 - f)
-        b = min(1.0, demand / max(1, round(demand)))
-    s = 1.0 / (1.0 - _clip(f * b * share))
-    if cores is not None and cores > 0 and cpus:
-        s = min(s, max(1.0, cpus / cores))
-    return max(1.0, s)
-
-
-def gpu_shares(job: JobSample, gprocs: Sequence[GpuProcess]) -> dict[int, float]:
-    """GPU index -> the job's SM share on it (NVML per-process samples of its processes)."""
-    pids = set(job.pids) | ({job.pid} if job.pid is not None else set())
-    out: dict[int, float] = {}
-    for p in gprocs:
-        if p.pid in pids:
-            out[p.gpu_index] = out.get(p.gpu_index, 0.0) + (p.sm_util or 0.0)
-    return out
-
-
-def gpu_estimates(shares: dict[str, dict[int, float]],
-                  gpus: Sequence[GpuSample] = ()) -> dict[str, tuple[float, float]]:
-    """job -> (s_gpu, others' share) for jobs on a GPU that another job uses too and that is
-    busy (their SM shares, or NVML's device utilisation, sum to GPU_BUSY or more)."""
-    util = {g.index: g.util for g in gpus if g.util is not None}
-    users: dict[int, dict[str, float]] = {}
-    for name, per in shares.items():
-        for g, u in per.items():
-            users.setdefault(g, {})[name] = u
-    out: dict[str, tuple[float, float]] = {}
-    for g, jobs in users.items():
-        if len(jobs) < 2:
-            continue
-        total = max(sum(jobs.values()), util.get(g) or 0.0)
-        if total < GPU_BUSY:
-            continue
-        for name, u in jobs.items():
-            others = min(total - u, MAX_WAIT) if total > u else 0.0
-            s = 1.0 / (1.0 - others)
-            if u > 0:
-                s = min(s, total / u)
-            s = max(1.0, s)
-            if s > out.get(name, (0.0, 0.0))[0]:
-                out[name] = (s, round(others, 3))
-    return out
 
 
 def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
@@ -185,7 +104,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
             fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
             crit = fw if stall >= STALL_GATE else 0.0
             s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
-                        1.0 / (1.0 - _clip(stall)))
+                        1.0 / (1.0 - clip_wait(stall)))
             s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
         else:
             s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
