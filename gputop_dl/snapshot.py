@@ -62,6 +62,8 @@ class HostSample:
     # load average, not a minute's moving average; the live verdict averages it over its window
     runnable: int | None = None
     cpu_pressure_some10: float | None = None  # 0..1, /proc/pressure/cpu "some avg10"
+    io_pressure_some10: float | None = None  # 0..1, /proc/pressure/io "some avg10"
+    memory_pressure_some10: float | None = None  # 0..1, /proc/pressure/memory "some avg10"
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None
     mem_total: int | None = None
@@ -200,6 +202,18 @@ class JobSample:
     cpu_wait_workers: float | None = None
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
+    # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
+    # read in all (page-cache hits too); whether it waited on I/O this tick (a process in D,
+    # none running); major faults/s; delayacct's blocked share (None: delay accounting off);
+    # the filesystem its open files are on (st_dev and "vda (/, ext4)"); why unknown
+    io_read_bytes_per_s: int | None = None
+    io_rchar_bytes_per_s: int | None = None
+    io_blocked: bool | None = None
+    major_faults_per_s: float | None = None
+    io_blkio_share: float | None = None
+    io_device: int | None = None
+    io_device_label: str | None = None
+    io_note: str | None = None
     # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None

@@ -38,6 +38,7 @@ from typing import Sequence
 
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
+from gputop_dl.analyse.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
                                        judge, student_t_cdf)
@@ -71,6 +72,13 @@ class Tick:
     stall_known: bool
     set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
     note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
+    stall: float | None = None  # its data stall, where known
+    # disk (analyse/io_share.py): waited on I/O this tick (a process in D, none running); the
+    # fetch speed-up alone R / r_i (None: not on a busy device another job reads from too)
+    io_blocked: bool | None = None
+    io_ratio: float | None = None
+    io_read_bps: int | None = None
+    io_device: str | None = None
 
     @property
     def slowdown(self) -> float | None:
@@ -88,6 +96,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
         runnable = host.load1 if host is not None else None
     shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
     gpu = gpu_estimates(shares, gpus)
+    ratios = io_ratios(jobs, host)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
     set_demand = sum(d for d in demands.values() if d is not None)
     out = {}
@@ -113,7 +122,9 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
                            cpu_cores=j.cpu_cores, on_cpu=not on_gpu,
                            stall_known=stall is not None, set_share=share,
-                           note=None if f is not None else j.cpu_wait_note)
+                           note=None if f is not None else j.cpu_wait_note, stall=stall,
+                           io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
+                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label)
     return out
 
 
@@ -124,10 +135,12 @@ class Estimate:
     name: str
     slowdown: float | None
     confidence: float | None
-    cause: str | None  # "cpu" | "gpu" | None (not slowed, or unknown)
+    cause: str | None  # "cpu" | "gpu" | "io" | None (not slowed, or unknown)
     ticks: int
     last: Tick
     why: str | None = None
+    io: float | None = None  # s_io over the window (None: not on a shared busy device)
+    io_wait: float | None = None  # share of the window it waited on I/O
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
@@ -143,9 +156,30 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
     s = statistics.median(vals)
     cpu = statistics.median([k.cpu or 1.0 for k in known])
     gpu = statistics.median([k.gpu or 1.0 for k in known])
-    cause = None if s <= SLOW else ("cpu" if cpu >= gpu else "gpu")
-    return Estimate(name, round(s, 3), _confidence(vals, s, known, cause), cause, len(known),
-                    last)
+    s_io, w_io = io_window(ticks)
+    if s_io is not None and s_io > s:
+        s = s_io
+    cause = None if s <= SLOW else ("io" if s_io is not None and s_io >= max(cpu, gpu, s)
+                                    else "cpu" if cpu >= gpu else "gpu")
+    conf = _confidence([s_io] * len(vals) if cause == "io" and s_io else vals, s, known, cause)
+    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io)
+
+
+def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
+    """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O, at most its
+    data stall where known) and, where it read from a busy device another job reads from in at
+    least half of them, the slowdown that sharing costs it (analyse/io_share.py)."""
+    seen = [k for k in ticks if k.io_blocked is not None]
+    if not seen:
+        return None, None
+    w = sum(1 for k in seen if k.io_blocked) / len(seen)
+    stalls = [k.stall for k in ticks if k.stall is not None]
+    if stalls:
+        w = min(w, statistics.median(stalls))
+    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
+    if len(ratios) * 2 < len(ticks):
+        return None, round(w, 3)
+    return round(io_slowdown(w, statistics.median(ratios)), 3), round(w, 3)
 
 
 def _pstdev(xs: list[float]) -> float:
@@ -162,7 +196,9 @@ def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str |
     se = math.sqrt(sd ** 2 / n + MODEL_SE ** 2)  # the ticks' spread, and the model's own
     p = student_t_cdf(abs(math.log(s) - math.log(SLOW)) / se, max(1, n - 1))
     last = known[-1]
-    if cause == "gpu":
+    if cause == "io":
+        model = 0.8  # its wait is sampled once a tick; the device's share is measured
+    elif cause == "gpu":
         model = 0.6  # NVML's per-process shares say little of how a job's kernels queue
     elif last.on_cpu or last.stall_known:
         model = 0.9
@@ -232,8 +268,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     signals = hev.cpu_signals()
     judged = [e for e in est if e.slowdown is not None]
     rows = tuple(_job_verdict(e) for e in est)
-    evidence = {"method": "passive: CPU wait (schedstat) and NVML per-process GPU shares; "
-                          "no baseline, no job paused",
+    evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares and "
+                          "disk reads (/proc/PID/io, D state, PSI io); no baseline, no job "
+                          "paused",
+                "io_pressure_some10": host.io_pressure_some10 if host else None,
+                "io_wait": {e.name: e.io_wait for e in est},
+                "io_read_bytes_per_s": {e.name: e.last.io_read_bps for e in est},
                 "cpus": cpus, "cpu_signals": signals, "host_busy": hev.busy,
                 "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
                 "runnable_mean": None if runnable is None else round(runnable, 2),
@@ -258,11 +298,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     slowed = [e for e in judged if _s(e) > SLOW]
     cpu_slowed = [e for e in slowed if e.cause == "cpu"]
     gpu_slowed = [e for e in slowed if e.cause == "gpu"]
+    io_slowed = [e for e in slowed if e.cause == "io"]
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
     lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
-             + f" (STP {stp:.2f} of {len(judged)}), from each job's CPU wait; nothing paused"]
+             + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk); nothing paused"]
     if unknown:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
@@ -285,6 +326,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
+    if io_slowed and (not cpu_slowed or max(map(_s, io_slowed)) >= max(map(_s, cpu_slowed))):
+        return _io_bound(io_slowed, cpu_slowed, host, evidence, lines, conf, rows)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
         recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
@@ -297,7 +340,9 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
                        reason=f"the critical path of {names} waits for a CPU: the jobs need "
-                              f"more cores than the {cpus} allowed (estimated live, nothing paused)")
+                              f"more cores than the {cpus} allowed"
+                              + (f"; {_io_reason(io_slowed, host)}" if io_slowed else "")
+                              + " (estimated live, nothing paused)")
     names = ", ".join(f"{e.name} (others hold its GPU {e.last.gpu_wait or 0:.0%})"
                       for e in gpu_slowed)
     return Verdict(kind="gpu-contended", confidence=conf, evidence=evidence,
@@ -306,6 +351,39 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                           "samples; estimated live, nothing paused)",
                    recommendations=("place these jobs on separate GPUs, or run them one after "
                                     "another",))
+
+
+def _io_reason(io_slowed: Sequence[Estimate], host: HostSample | None) -> str:
+    devs = sorted({e.last.io_device for e in io_slowed if e.last.io_device})
+    where = " and ".join(devs) if devs else "one device"
+    names = ", ".join(f"{e.name} (waits {e.io_wait or 0:.0%})" for e in io_slowed)
+    total = sum(e.last.io_read_bps or 0 for e in io_slowed)
+    psi = host.io_pressure_some10 if host is not None else None
+    return (f"{names} wait on reads from {where}, which they share: {total / 1e6:.1f} MB/s "
+            f"together, host I/O pressure {num(psi, '.0%')}")
+
+
+def _io_bound(io_slowed: Sequence[Estimate], cpu_slowed: Sequence[Estimate],
+              host: HostSample | None, evidence: dict,
+              lines: list[str], conf: float, rows: tuple) -> Verdict:
+    """The disk is what the slowest jobs wait for (a CPU-starved job beside them is named too)."""
+    evidence["io_devices"] = {e.name: e.last.io_device for e in io_slowed}
+    lines.append("disk: " + "; ".join(
+        f"{e.name} reads {(e.last.io_read_bps or 0) / 1e6:.1f} MB/s from "
+        f"{e.last.io_device or 'an unnamed device'}, waits on I/O {e.io_wait or 0:.0%} of the "
+        f"time, alone {e.io or 1:.2f}× faster" for e in io_slowed))
+    reason = _io_reason(io_slowed, host)
+    if cpu_slowed:
+        names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
+        reason += f"; and the critical path of {names} waits for a CPU"
+    recs = ("copy the dataset to a faster local disk or into memory (it then reads from the "
+            "page cache), or read it through a cache every job shares",
+            "pre-decoded, larger shards read in order instead of many small random reads",
+            "run the jobs that read from this device one at a time, or stagger their epochs; "
+            "fewer loader workers reading at once")
+    return Verdict(kind="io-bound", confidence=conf, evidence=evidence,
+                   evidence_lines=tuple(lines), jobs=rows, recommendations=recs,
+                   reason=reason + " (estimated live, nothing paused)")
 
 
 def _s(e: Estimate) -> float:

@@ -1,6 +1,6 @@
-"""Host sampler: per-core CPU, load, CPU pressure (PSI), cgroup throttling, memory, from /proc.
+"""Host sampler: per-core CPU, load, pressure (PSI: CPU, I/O, memory), cgroup throttling, memory, from /proc.
 
-A tick reads /proc/stat, /proc/meminfo and /proc/pressure/cpu directly, one `pread` each of a
+A tick reads /proc/stat, /proc/meminfo and /proc/pressure/{cpu,io,memory} directly, one `pread` each of a
 file kept open (`procfs.ProcFiles`); psutil's `cpu_percent` and `virtual_memory` cost more than
 twice the CPU. The figures are computed exactly as psutil computes them, and psutil stays the fallback
 where there is no /proc.
@@ -16,6 +16,8 @@ from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 from gputop_dl.snapshot import HostSample
 
 PSI_CPU = "/proc/pressure/cpu"
+PSI_IO = "/proc/pressure/io"
+PSI_MEMORY = "/proc/pressure/memory"
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -69,7 +71,8 @@ def parse_meminfo(data: bytes) -> tuple[int, int] | None:
 
 
 def read_psi_some10(path: str = PSI_CPU, read: Callable[[str], bytes] = read_proc) -> float | None:
-    """`/proc/pressure/cpu` "some avg10" as a fraction, or None where the kernel has no PSI."""
+    """A PSI file's "some avg10" (`/proc/pressure/cpu` unless told) as a fraction, or None
+    where the kernel has no PSI."""
     try:
         for line in read(path).split(b"\n"):
             if line.startswith(b"some"):
@@ -189,4 +192,7 @@ class HostSampler:
             # the reading thread itself is running as it reads: not part of the demand
             runnable=None if self._running is None or not PROC else max(0, self._running - 1),
             cpu_pressure_some10=read_psi_some10(read=self._files.read) if self._psi else None,
+            io_pressure_some10=read_psi_some10(PSI_IO, read=self._files.read) if self._psi else None,
+            memory_pressure_some10=(read_psi_some10(PSI_MEMORY, read=self._files.read)
+                                    if self._psi else None),
             cgroup_throttled_frac=throttled, mem_used=used, mem_total=total)

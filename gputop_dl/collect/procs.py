@@ -19,6 +19,7 @@ from typing import Callable, NamedTuple
 import psutil
 
 from gputop_dl.collect import schedstat
+from gputop_dl.collect.diskio import DiskIO, DiskReader
 from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 
 if PROC:
@@ -77,17 +78,20 @@ class Stat(NamedTuple):
     threads: int
     start: float  # creation time, seconds since the epoch: another value, another process
     state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
+    majflt: int = 0  # major page faults so far (field 12)
+    blkio: int = 0  # delayacct_blkio_ticks (field 42; 0 when kernel.task_delayacct is off)
 
 
 def parse_stat(data: bytes) -> Stat | None:
     """A /proc/PID/stat line; None for a zombie (or dead) process or a malformed line."""
-    f = stat_fields(data, 22)  # the fields up to rss, then the rest
+    f = stat_fields(data, 40)  # the fields up to delayacct_blkio_ticks, then the rest
     try:
         if f[0] in GONE_STATES:
             return None
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
                     threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK,
-                    state=f[0].decode("ascii", "replace"))
+                    state=f[0].decode("ascii", "replace"), majflt=int(f[9]),
+                    blkio=int(f[39]) if len(f) > 39 else 0)
     except (IndexError, ValueError):
         return None
 
@@ -126,6 +130,7 @@ class TreeSample:
     waits: dict[int, tuple[int, int]] | None = None
     wait_note: str | None = None
     throttled: float | None = None
+    io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
 
 
 class TreeSampler:
@@ -144,6 +149,7 @@ class TreeSampler:
             sched = PROC and read is None
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
+        self._disk = DiskReader() if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: tuple = (None, None, None)
@@ -180,11 +186,12 @@ class TreeSampler:
                     by_pid[pid] = st.cpu / interval
             cores = round(sum(by_pid.values()), 3)
         waits, note, throttled = self._read_waits(stats, now)
+        io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         self._last, self._t = stats, now
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
                           threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
-                          waits=waits, wait_note=note, throttled=throttled)
+                          waits=waits, wait_note=note, throttled=throttled, io=io)
 
     def _read_waits(self, stats: dict[int, Stat], now: float):
         """(pid -> (ran, waited) ns, note, throttled share); Nones when off. Read every
@@ -211,3 +218,5 @@ class TreeSampler:
         if self._sched is not None:
             self._sched.close()
             self._throttle.close()
+        if self._disk is not None:
+            self._disk.close()

@@ -21,6 +21,7 @@ KIND_LABEL = {
     "parallel": "TRULY PARALLEL",
     "cpu-bound": "CONCURRENT · CPU-BOUND",
     "gpu-contended": "CONCURRENT · GPU-CONTENDED",
+    "io-bound": "CONCURRENT · I/O-BOUND",
     "other": "CONCURRENT · OTHER",
     "insufficient-data": "NOT ENOUGH DATA",
     "no-baseline": "NO BASELINE",
@@ -49,7 +50,7 @@ TONES = ("-good", "-bad", "-neutral")
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
-    if kind in ("cpu-bound", "gpu-contended", "other"):
+    if kind in ("cpu-bound", "gpu-contended", "io-bound", "other"):
         return "-bad"
     return "-neutral"
 

@@ -1,0 +1,210 @@
+"""Disk I/O of a job: what its processes read from storage, whether they sleep on it, and where.
+
+Per process of the job's tree, each tick (the tree sampler calls `DiskReader.read`):
+
+- `/proc/PID/io`: `read_bytes` is what came from the storage layer, `rchar` every byte read
+  (page-cache hits too). It needs the right to trace the process (same user, or root): another
+  user's process gives the note "disk I/O: not readable (other user)", never a guess;
+- the process's state, from the `/proc/PID/stat` the sampler reads anyway: `D` is an
+  uninterruptible sleep, mostly on block I/O. A tick on which some process of the job is in `D`
+  and none is running (`R`) is a tick the job waited on I/O: its loader reads, nothing else
+  moves. Sampled once a tick, so the share is a count over the live verdict's window;
+- major page faults (stat field 12: reads of mmap'd files and swap-ins) per second;
+- `delayacct_blkio_ticks` (field 42): time blocked on block I/O, exact, but only where
+  `kernel.task_delayacct` is 1 (off by default since Linux 5.14; then "unknown", never 0);
+- the filesystem the job reads from: the device of the regular files its processes hold open
+  (`/proc/PID/fd`, every `FILES_EVERY` ticks), named from `/proc/self/mountinfo`.
+
+Faults never raise: a process gone between two reads is dropped, an unreadable file is a note.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
+
+DELAYACCT = "/proc/sys/kernel/task_delayacct"
+FILES_EVERY = 5  # ticks between two looks at a job's open files
+NOT_READABLE = "disk I/O: not readable (another user's process)"
+# where a job's open files live but are not its data: the interpreter, devices, the kernel's
+SKIP_PREFIXES = ("/dev/", "/proc/", "/sys/", "/usr/lib/", "/usr/share/", "/etc/")
+
+
+def parse_io(data: bytes) -> tuple[int, int] | None:
+    """/proc/PID/io -> (rchar, read_bytes); None for a malformed file."""
+    vals = {}
+    for line in data.split(b"\n"):
+        key, _, val = line.partition(b":")
+        if key in (b"rchar", b"read_bytes"):
+            try:
+                vals[key] = int(val)
+            except ValueError:
+                return None
+    if len(vals) != 2:
+        return None
+    return vals[b"rchar"], vals[b"read_bytes"]
+
+
+def delayacct_on(path: str = DELAYACCT, read: Callable[[str], bytes] = read_proc) -> bool:
+    try:
+        return read(path).strip() == b"1"
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One filesystem from /proc/self/mountinfo."""
+
+    dev: int  # st_dev
+    point: str
+    fstype: str
+    source: str  # "/dev/vda", "server:/export", "tmpfs"
+
+    @property
+    def label(self) -> str:
+        """"vda (/, ext4)"; a network source as it is ("nas:/data (/mnt/data, nfs4)")."""
+        src = os.path.basename(self.source) if self.source.startswith("/dev/") else self.source
+        return f"{src} ({self.point}, {self.fstype})"
+
+
+def parse_mountinfo(data: bytes) -> dict[int, Mount]:
+    """st_dev -> the mount (the last one listed for a device wins: it is the one on top)."""
+    out: dict[int, Mount] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        left, sep, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if not sep or len(f) < 5 or len(r) < 2:
+            continue
+        try:
+            major, minor = (int(x) for x in f[2].split(":"))
+        except ValueError:
+            continue
+        point = f[4].replace("\\040", " ")
+        out[os.makedev(major, minor)] = Mount(os.makedev(major, minor), point, r[0], r[1])
+    return out
+
+
+@dataclass(frozen=True)
+class DiskIO:
+    """A job's disk I/O over one interval (None: unknown; `note` says why)."""
+
+    read_bps: float | None = None  # bytes/s from storage (read_bytes)
+    rchar_bps: float | None = None  # bytes/s read, page-cache hits included
+    blocked: bool | None = None  # this tick: a process in D and none running
+    majflt_ps: float | None = None  # major faults per second
+    blkio_share: float | None = None  # delayacct: processes' time blocked on I/O / wall time
+    device: int | None = None  # st_dev of the filesystem its open files are on
+    device_label: str | None = None  # "vda (/, ext4)"
+    note: str | None = None
+
+
+class DiskReader:
+    """The disk I/O of one job tree across ticks; touched by one thread."""
+
+    def __init__(self, proc: str = "/proc", read: Callable[[str], bytes] | None = None,
+                 listdir: Callable[[str], list[str]] = os.listdir,
+                 statf: Callable[[str], os.stat_result] = os.stat):
+        self.proc = proc
+        self._files = ProcFiles()
+        self._read = read or self._files.read
+        self._listdir, self._stat = listdir, statf
+        self._last: dict[int, tuple[float, int, int, int, int]] = {}  # pid -> (start, rchar, rb, majflt, blkio)
+        self._t: float | None = None
+        self._delayacct = delayacct_on(read=read or read_proc)
+        self._ticks = 0
+        self._device: int | None = None
+        self._mounts: dict[int, Mount] | None = None
+
+    def read(self, stats: dict, now: float) -> DiskIO:
+        """`stats`: pid -> procs.Stat of this tick's live processes of the tree."""
+        note = None
+        cur: dict[int, tuple[float, int, int, int, int]] = {}
+        for pid, st in stats.items():
+            try:
+                io = parse_io(self._read(f"{self.proc}/{pid}/io"))
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    note = NOT_READABLE
+                io = None
+            if io is None:
+                continue
+            cur[pid] = (st.start, io[0], io[1], st.majflt, st.blkio)
+        self._files.keep_only({f"{self.proc}/{pid}/io" for pid in cur})
+        states = [st.state for st in stats.values()]
+        blocked = "D" in states and "R" not in states
+        last, t_last = self._last, self._t
+        self._last, self._t = cur, now
+        self._ticks += 1
+        if self._ticks % FILES_EVERY == 1 or self._device is None and self._ticks % 2 == 1:
+            self._device = self._open_device(stats) or self._device
+        label = None
+        if self._device is not None:
+            if self._mounts is None:
+                try:
+                    self._mounts = parse_mountinfo(read_proc(f"{self.proc}/self/mountinfo", 65536))
+                except OSError:
+                    self._mounts = {}
+            m = self._mounts.get(self._device)
+            label = m.label if m else f"device {os.major(self._device)}:{os.minor(self._device)}"
+        if t_last is None or now <= t_last:
+            return DiskIO(blocked=blocked, device=self._device, device_label=label, note=note)
+        dt = now - t_last
+        rchar = rb = flt = blk = 0
+        counted = False
+        for pid, (start, rc, r, mf, bk) in cur.items():
+            prev = last.get(pid)
+            if prev is None or prev[0] != start:
+                continue  # a new process: its totals are its first reading
+            rchar += rc - prev[1]
+            rb += r - prev[2]
+            flt += mf - prev[3]
+            blk += bk - prev[4]
+            counted = True
+        if not counted:
+            return DiskIO(blocked=blocked, device=self._device, device_label=label, note=note)
+        return DiskIO(read_bps=max(0, rb) / dt, rchar_bps=max(0, rchar) / dt, blocked=blocked,
+                      majflt_ps=max(0, flt) / dt,
+                      blkio_share=(max(0, blk) / _TICK / dt) if self._delayacct else None,
+                      device=self._device, device_label=label, note=note)
+
+    def _open_device(self, stats: dict) -> int | None:
+        """The st_dev most of the tree's open regular files are on (its data, most likely)."""
+        devs: Counter[int] = Counter()
+        for pid in stats:
+            folder = f"{self.proc}/{pid}/fd"
+            try:
+                fds = self._listdir(folder)
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(f"{folder}/{fd}")
+                    if not target.startswith("/") or target.startswith(SKIP_PREFIXES):
+                        continue
+                    st = self._stat(f"{folder}/{fd}")
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    devs[st.st_dev] += 1
+        return devs.most_common(1)[0][0] if devs else None
+
+    def close(self) -> None:
+        self._files.close()
+
+
+def io_fields(ts) -> dict:
+    """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone)."""
+    d = getattr(ts, "io", None) or DiskIO()
+    return {"io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
+            "io_rchar_bytes_per_s": None if d.rchar_bps is None else round(d.rchar_bps),
+            "io_blocked": d.blocked, "major_faults_per_s":
+                None if d.majflt_ps is None else round(d.majflt_ps, 2),
+            "io_blkio_share": None if d.blkio_share is None else round(d.blkio_share, 4),
+            "io_device": d.device, "io_device_label": d.device_label, "io_note": d.note}

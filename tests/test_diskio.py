@@ -1,0 +1,165 @@
+"""Disk I/O (issue 32): the collector on a fake /proc, the disk-sharing model, and the live
+verdict's `io-bound` kind on hand-made samples (no process, no clock)."""
+
+import errno
+import os
+
+import pytest
+
+from gputop_dl.analyse.io_share import IO_BUSY, io_ratios, io_slowdown
+from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.collect.diskio import (NOT_READABLE, DiskReader, io_fields, parse_io,
+                                      parse_mountinfo)
+from gputop_dl.collect.procs import Stat
+from gputop_dl.snapshot import HostSample, JobSample
+
+MB = 1_000_000
+
+
+def test_parse_io_takes_rchar_and_read_bytes():
+    data = (b"rchar: 5000\nwchar: 1\nsyscr: 2\nsyscw: 3\nread_bytes: 4096\nwrite_bytes: 0\n"
+            b"cancelled_write_bytes: 0\n")
+    assert parse_io(data) == (5000, 4096)
+    assert parse_io(b"rchar: x\nread_bytes: 1\n") is None
+    assert parse_io(b"") is None
+
+
+def test_mountinfo_names_the_device_the_way_a_user_knows_it():
+    data = (b"22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+            b"40 22 0:52 / /mnt/my data rw - nfs4 nas:/export rw\n"
+            b"garbage line\n")
+    m = parse_mountinfo(data.replace(b"my data", b"my\\040data"))
+    assert m[os.makedev(254, 0)].label == "vda (/, ext4)"
+    assert m[os.makedev(0, 52)].label == "nas:/export (/mnt/my data, nfs4)"
+    assert len(m) == 2
+
+
+class FakeProc:
+    """A /proc tree in a folder: each process's io file and open files, and mountinfo."""
+
+    def __init__(self, root, data_file):
+        self.root, self.data = root, data_file
+        dev = os.stat(data_file).st_dev
+        (root / "self").mkdir(parents=True)
+        (root / "self" / "mountinfo").write_text(
+            f"22 1 {os.major(dev)}:{os.minor(dev)} / /data rw - xfs /dev/nvme1n1 rw\n")
+
+    def set(self, pid, rchar, read_bytes, open_data=True):
+        d = self.root / str(pid)
+        (d / "fd").mkdir(parents=True, exist_ok=True)
+        (d / "io").write_text(f"rchar: {rchar}\nread_bytes: {read_bytes}\n")
+        link = d / "fd" / "3"
+        if open_data and not link.exists():
+            link.symlink_to(self.data)
+
+
+def stat(state, majflt=0, start=100.0):
+    return Stat(cpu=0.0, rss=0, threads=1, start=start, state=state, majflt=majflt)
+
+
+def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
+    data = tmp_path / "shard-000.bin"
+    data.write_bytes(b"x" * 4096)
+    fake = FakeProc(tmp_path / "proc", data)
+    fake.set(10, 1000, 0, open_data=False)  # the trainer: no data file open
+    fake.set(11, 1000, 0)  # its loader worker reads the shard
+    reader = DiskReader(proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
+    first = reader.read({10: stat("S"), 11: stat("D")}, now=1.0)
+    assert first.read_bps is None and first.blocked is True  # no delta yet; waits on I/O
+    assert first.device_label == "nvme1n1 (/data, xfs)"
+    fake.set(10, 1000 + 500, 0)
+    fake.set(11, 1000 + 4 * MB, 2 * MB)
+    second = reader.read({10: stat("S"), 11: stat("D", majflt=6)}, now=3.0)
+    assert second.read_bps == pytest.approx(1 * MB)  # 2 MB from storage over 2 s
+    assert second.rchar_bps == pytest.approx((4 * MB + 500) / 2)
+    assert second.majflt_ps == pytest.approx(3.0)
+    assert second.blkio_share is None  # delay accounting off here: unknown, not 0
+    busy = reader.read({10: stat("R"), 11: stat("D")}, now=4.0)
+    assert busy.blocked is False  # the trainer runs while the worker reads: off the path
+    fields = io_fields(type("TS", (), {"io": second})())
+    assert fields["io_read_bytes_per_s"] == 1 * MB and fields["io_blocked"] is True
+    assert fields["io_device_label"] == "nvme1n1 (/data, xfs)"
+    assert io_fields(None)["io_read_bytes_per_s"] is None
+
+
+def test_reader_says_when_another_users_io_is_hidden(tmp_path):
+    def denied(path, *a):
+        raise PermissionError(errno.EACCES, "denied", path)
+
+    reader = DiskReader(proc=str(tmp_path), read=denied, listdir=lambda p: [])
+    d = reader.read({5: stat("D")}, now=1.0)
+    assert d.note == NOT_READABLE and d.read_bps is None
+    assert reader.read({5: stat("D")}, now=2.0).read_bps is None  # never guessed
+
+
+# --- the model -------------------------------------------------------------------------------
+PRESSED = HostSample(cpus=2, cpu_busy=0.1, cpu_pressure_some10=0.0, load1=0.3,
+                     io_pressure_some10=0.45)
+CALM = HostSample(cpus=2, cpu_busy=0.1, cpu_pressure_some10=0.0, load1=0.3,
+                  io_pressure_some10=0.0)
+
+
+def reader_job(name, pid, rate, dev=64768, blocked=True, f=0.0, cores=0.02, **kw):
+    return JobSample(name=name, pid=pid, launched=False, pids=(pid, pid + 1), cpu_cores=cores,
+                     cpu_wait_fraction=f, io_read_bytes_per_s=rate, io_device=dev,
+                     io_device_label="vda (/, ext4)", io_blocked=blocked, **kw)
+
+
+def test_ratios_only_for_readers_sharing_a_pressed_device():
+    a, b = reader_job("a", 1, 2 * MB), reader_job("b", 3, 1 * MB)
+    assert io_ratios([a, b], PRESSED) == {"a": 1.5, "b": 3.0}
+    assert io_ratios([a, b], CALM) == {}  # the device has headroom: alone, no faster
+    other_disk = reader_job("b", 3, 1 * MB, dev=1)
+    assert io_ratios([a, other_disk], PRESSED) == {}
+    page_cache = reader_job("b", 3, 0)  # reads from memory: shares no device
+    assert io_ratios([a, page_cache], PRESSED) == {}
+    assert IO_BUSY == 0.10
+
+
+def test_io_slowdown_is_the_fetch_share_of_the_wait():
+    assert io_slowdown(0.95, 2.0) == pytest.approx(1 / (1 - 0.475))
+    assert io_slowdown(0.0, 2.0) == 1.0  # never waits: the sharing costs it nothing
+    assert io_slowdown(0.5, 1.0) == 1.0  # the only reader
+
+
+def run(jobs_at, host, ticks=4, **kw):
+    judge = PassiveJudge()
+    v = est = None
+    for t in range(ticks):
+        v, est = judge.verdict(jobs_at(t), host, t=float(t), **kw)
+    return v, est
+
+
+def test_two_jobs_on_one_slow_disk_are_io_bound_not_parallel():
+    """Issue 32's reproduction: two scripts on one slow disk, 97 % of each step waiting on
+    data, the CPU idle: each about 2x slower. Before: "truly parallel", 1.00x."""
+    v, est = run(lambda t: [reader_job("a", 1, 2.1 * MB, stall_fraction=0.97),
+                            reader_job("b", 3, 2.0 * MB, stall_fraction=0.97)], PRESSED)
+    assert v.kind == "io-bound", v.reason
+    assert est["a"].slowdown == pytest.approx(1 / (1 - 0.95 * (1 - 2.1 / 4.1)), rel=0.01)
+    assert 1.8 <= est["b"].slowdown <= 2.0 and est["b"].cause == "io"
+    assert "vda (/, ext4)" in v.reason and "4.1 MB/s together" in v.reason
+    assert any("faster local disk" in r for r in v.recommendations)
+    assert v.evidence["io_wait"] == {"a": 0.97, "b": 0.97}  # the stall caps the blocked share
+    calm, _ = run(lambda t: [reader_job("a", 1, 2.1 * MB), reader_job("b", 3, 2.0 * MB)], CALM)
+    assert calm.kind == "parallel"  # the same reads with headroom on the device
+
+
+def test_the_wait_is_the_share_of_ticks_blocked_on_io():
+    # blocked on 2 of 4 ticks: half its time waits, and half of that is the other job's
+    v, est = run(lambda t: [reader_job("a", 1, 1 * MB, blocked=t % 2 == 0),
+                            reader_job("b", 3, 1 * MB)], PRESSED)
+    assert est["a"].io_wait == 0.5 and est["a"].slowdown == pytest.approx(1 / (1 - 0.25), abs=0.001)
+
+
+@pytest.mark.parametrize("cpu_wait, kind", [(0.3, "io-bound"), (0.5, "cpu-bound")])
+def test_a_cpu_starved_job_beside_two_disk_bound_ones_is_named_too(cpu_wait, kind):
+    """The mixed case names both causes; the kind is the one that costs the most."""
+    starved = JobSample(name="prep", pid=9, launched=False, pids=(9,), cpu_cores=0.5,
+                        cpu_wait_fraction=cpu_wait)
+    host = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.6, io_pressure_some10=0.45)
+    v, est = run(lambda t: [reader_job("a", 1, 2 * MB), reader_job("b", 3, 2 * MB), starved],
+                 host)
+    assert v.kind == kind and est["prep"].cause == "cpu" and est["a"].cause == "io"
+    assert "prep (waits" in v.reason and "waits for a CPU" in v.reason
+    assert "wait on reads from vda (/, ext4)" in v.reason
