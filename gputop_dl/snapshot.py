@@ -214,6 +214,11 @@ class JobSample:
     io_device: int | None = None
     io_device_label: str | None = None
     io_note: str | None = None
+    # what the live verdict finds its critical path waits on ("cpu" | "gpu" | "disk"; None: not
+    # slowed, or unknown), and the share of its time it waited on I/O over the verdict's window
+    waits_on: str | None = None
+    io_wait_fraction: float | None = None
+    gpu_wait_fraction: float | None = None  # the others' share of a busy GPU it shares
     # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
@@ -288,6 +293,9 @@ def _clean(d: dict) -> dict:
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}
+        # what it waits on, each a share 0..1 (issue 32); memory is not judged yet: null
+        out["waits"] = {"cpu": out.get("cpu_wait_fraction"), "io": out.get("io_wait_fraction"),
+                        "memory": None, "gpu": out.get("gpu_wait_fraction")}
     return out
 
 

@@ -140,7 +140,11 @@ def test_two_jobs_on_one_slow_disk_are_io_bound_not_parallel():
     assert 1.8 <= est["b"].slowdown <= 2.0 and est["b"].cause == "io"
     assert "vda (/, ext4)" in v.reason and "4.1 MB/s together" in v.reason
     assert any("faster local disk" in r for r in v.recommendations)
-    assert v.evidence["io_wait"] == {"a": 0.97, "b": 0.97}  # the stall caps the blocked share
+    assert v.evidence["io_wait"] == {"a": 1.0, "b": 1.0}  # on the CPU: the states say it
+    on_gpu, _ = run(lambda t: [reader_job("a", 1, 2.1 * MB, stall_fraction=0.97, device="cuda:0"),
+                               reader_job("b", 3, 2.0 * MB, stall_fraction=0.97, device="cuda:0")],
+                    PRESSED)
+    assert on_gpu.evidence["io_wait"] == {"a": 0.97, "b": 0.97}  # on a GPU: at most the stall
     calm, _ = run(lambda t: [reader_job("a", 1, 2.1 * MB), reader_job("b", 3, 2.0 * MB)], CALM)
     assert calm.kind == "parallel"  # the same reads with headroom on the device
 

@@ -47,6 +47,7 @@ from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Sna
 from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
+WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk"}  # an estimate's cause, as a row shows it
 MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
@@ -166,15 +167,18 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
 
 
 def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
-    """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O, at most its
-    data stall where known) and, where it read from a busy device another job reads from in at
+    """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O; on a GPU at
+    most its data stall, where known) and, where it read from a busy device another job reads from in at
     least half of them, the slowdown that sharing costs it (analyse/io_share.py)."""
     seen = [k for k in ticks if k.io_blocked is not None]
     if not seen:
         return None, None
     w = sum(1 for k in seen if k.io_blocked) / len(seen)
     stalls = [k.stall for k in ticks if k.stall is not None]
-    if stalls:
+    if stalls and not ticks[-1].on_cpu:
+        # on a GPU, a trainer asleep in a CUDA wait while its workers read looks blocked on
+        # I/O too: only its data stall can be I/O wait. On the CPU the states say it (py-spy's
+        # stall of a job that waits on a throttled disk was seen at 59 % beside 100 % blocked)
         w = min(w, statistics.median(stalls))
     ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
     if len(ratios) * 2 < len(ticks):
@@ -412,6 +416,9 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
         if j.slowdown is None and e is not None and e.slowdown is not None:
             j = evolve(j, slowdown=e.slowdown, slowdown_source="estimated",
                        slowdown_confidence=e.confidence)
+        if e is not None:
+            j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
+                       gpu_wait_fraction=e.last.gpu_wait)
         out.append(j)
     return out
 

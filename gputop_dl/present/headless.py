@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
@@ -40,6 +40,7 @@ def jobs_table(snap: Snapshot) -> Table:
     cols = (("job", "left", JOB_WIDTH), ("status", "left", 13), ("device", "left", 6),
             ("epoch · step", "right", 12), ("step", "right", 7), ("samples/s", "right", 9),
             ("data-wait", "right", 9), ("CPU wait", "right", 8), ("CPU cores", "right", 9),
+            ("disk read", "right", 10), ("waits on", "left", 8),
             ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 10),
             ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8),
             ("launched by", "left", 30))
@@ -49,7 +50,8 @@ def jobs_table(snap: Snapshot) -> Table:
         rows.append((j.name, status, j.device or DASH,
                      progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
                      num(j.samples_per_s, ".1f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction),
-                     num(j.cpu_cores, ".2f"), size(j.rss), size(j.gpu_mem),
+                     num(j.cpu_cores, ".2f"), rate(j.io_read_bytes_per_s), j.waits_on or DASH,
+                     size(j.rss), size(j.gpu_mem),
                      slowdown_text(j.slowdown, j.slowdown_source), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
                      f"session {j.launched_by}" if j.launched_by else DASH))
     keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
@@ -70,6 +72,8 @@ def host_line(snap: Snapshot) -> Text:
     parts = [f"host: {h.cpus} CPUs {pct(h.cpu_busy)} busy", f"load {num(h.load1, '.1f')}"]
     if h.cpu_pressure_some10 is not None:
         parts.append(f"CPU pressure {pct(h.cpu_pressure_some10)}")
+    if h.io_pressure_some10 is not None:
+        parts.append(f"I/O pressure {pct(h.io_pressure_some10)}")
     if snap.gpus:
         parts.append("GPUs: " + "  ".join(
             f"{g.index}:{pct(g.util)} {size(g.mem_used)}" for g in snap.gpus))

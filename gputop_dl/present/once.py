@@ -17,7 +17,9 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
     if h is not None:
         console.print(f"[bold]host[/]: {h.cpus} CPUs, {pct(h.cpu_busy)} busy, load "
                       f"{num(h.load1, '.2f')}, CPU pressure {pct(h.cpu_pressure_some10)}, "
-                      f"memory {size(h.mem_used)} / {size(h.mem_total)}")
+                      + (f"I/O pressure {pct(h.io_pressure_some10)}, "
+                         if h.io_pressure_some10 is not None else "")
+                      + f"memory {size(h.mem_used)} / {size(h.mem_total)}")
     if not snap.gpus:
         console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:

@@ -63,6 +63,9 @@ _HOST_GAUGES = (
     (m.HOST_CPU_BUSY, "Host CPU busy over the allowed CPUs, 0..1", "cpu_busy"),
     (m.HOST_CPU_PRESSURE_SOME, "CPU pressure (PSI) 'some' avg10, 0..1",
      "cpu_pressure_some10"),
+    (m.HOST_IO_PRESSURE_SOME, "I/O pressure (PSI) 'some' avg10, 0..1", "io_pressure_some10"),
+    (m.HOST_MEMORY_PRESSURE_SOME, "Memory pressure (PSI) 'some' avg10, 0..1",
+     "memory_pressure_some10"),
     (m.HOST_CGROUP_THROTTLED, "Share of the interval the cgroup was CPU-throttled, 0..1",
      "cgroup_throttled_frac"),
     (m.HOST_LOAD1, "Load average over 1 minute", "load1"),
@@ -88,6 +91,12 @@ _JOB_GAUGES = (
     (m.JOB_STEP_IN_EPOCH, "Step within the current epoch", "step"),
     (m.JOB_ETA, "Estimated time to the end of training", "eta_s"),
     (m.JOB_SLOWDOWN, "Step time together / step time alone (1 = no slowdown)", "slowdown"),
+    (m.JOB_IO_READ, "Bytes per second the job's processes read from storage (/proc/PID/io "
+     "read_bytes; page-cache hits not counted)", "io_read_bytes_per_s"),
+    (m.JOB_IO_WAIT, "Share of the live verdict's window the job waited on I/O (a process in D "
+     "state, none running), 0..1", "io_wait_fraction"),
+    (m.JOB_MAJOR_FAULTS, "Major page faults per second of the job's processes",
+     "major_faults_per_s"),
 )
 
 

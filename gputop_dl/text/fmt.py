@@ -27,6 +27,13 @@ def size(n: int | float | None) -> str:
 GiB = 1024**3
 
 
+def rate(bps: int | float | None) -> str:
+    """Bytes per second as MB/s (disk and link rates are quoted in decimal units)."""
+    if bps is None:
+        return DASH
+    return f"{bps / 1e6:.1f} MB/s" if bps >= 1e5 or bps == 0 else f"{bps / 1e3:.0f} kB/s"
+
+
 def gib(n: int | float | None, digits: int = 1) -> str:
     """Bytes as GiB with `digits` decimals ("1.5 GiB"), for a figure that stays in GiB."""
     return DASH if n is None else f"{n / GiB:.{digits}f} GiB"

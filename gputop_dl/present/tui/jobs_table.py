@@ -20,7 +20,7 @@ from rich.style import Style
 from gputop_dl.present.tui.charts import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
-from gputop_dl.text.fmt import DASH, duration, num, pct, progress, secs, size
+from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
 
@@ -44,6 +44,8 @@ COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("stall", "data-wait", 13, True),
     ("cpuwait", "CPU wait", 13, True),
     ("cpu", "CPU", 5, True),
+    ("disk", "disk read", 10, True),
+    ("waitson", "waits on", 8, False),
     ("rss", "RSS", 9, True),
     ("gpumem", "GPU mem", 9, True),
     ("slowdown", "slowdown", 11, True),
@@ -54,11 +56,11 @@ COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
 # narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay.
 # A launch's own jobs (one user, no Slurm) keep their device and batch before who and how
 # long; found jobs have no device or batch (hidden empty), so they keep user and time.
-DROP_ORDER = ("eta", "slurm", "command", "elapsed", "user", "batch", "device", "slowdown",
-              "gpumem", "rss", "progress", "sps", "cpuwait")
+DROP_ORDER = ("eta", "slurm", "command", "elapsed", "user", "batch", "device", "disk",
+              "slowdown", "gpumem", "rss", "progress", "sps", "waitson", "cpuwait")
 # left out while no job has a value in them (the table's subtitle says what would fill them)
 HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
-              "cpuwait", "gpumem", "slowdown", "slurm", "command")
+              "cpuwait", "disk", "waitson", "gpumem", "slowdown", "slurm", "command")
 FILLED_BY = {  # what would fill a hidden column, said once under the table
     "step": "step: launched jobs, or py-spy on found ones (--stall-budget)",
     "stall": "data-wait: launched jobs, or py-spy (--stall-budget)",
@@ -173,6 +175,8 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
         Cell(_with_spark(sp_stall, pct(j.stall_fraction)), stall_style),
         Cell(_with_spark(sp_cw, pct(cw)), cw_style),
         Cell(num(j.cpu_cores, ".2f")),
+        Cell(rate(j.io_read_bytes_per_s)),
+        Cell(j.waits_on or DASH, p.err if j.waits_on else p.plain),
         Cell(size(j.rss)),
         Cell(size(j.gpu_mem)),
         Cell(slowdown_text(j.slowdown, j.slowdown_source), sd_style),
@@ -196,7 +200,7 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> JobRow:
     status = "GPU process" + (f" · SM {sm * 100:.0f}%" if sm is not None else "")
     dash = Cell(DASH, p.muted)
     cells = (Cell(f"  pid {pid}"), dash, Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash,
-             dash, dash, dash, dash, dash, Cell(size(mem)), dash, dash, dash)
+             dash, dash, dash, dash, dash, dash, dash, Cell(size(mem)), dash, dash, dash)
     return JobRow(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
                   name=f"pid {pid}")
 
