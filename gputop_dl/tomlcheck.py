@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 Converter = Callable[[str, Any], Any]
@@ -189,21 +190,108 @@ class Lines:
         return line
 
 
-def read_toml(spath: str, what: str) -> tuple[str, dict]:
-    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable)."""
-    try:
-        text = Path(spath).read_bytes().decode("utf-8")
+MAX_FILE = 8 << 20  # bytes of an input file (4,096 workloads with long commands fit in 1 MiB)
+MAX_DEPTH = 32  # nesting of arrays, inline tables and dotted keys (tomllib recurses per level)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_bounded(spath: str, what: str, limit: int = MAX_FILE) -> bytes:
+    """The bytes of the regular file at `spath`, at most `limit`: a device, FIFO, socket or
+    directory is refused by its type before a byte is read (`/dev/zero` would never end, a FIFO
+    would block), a larger file by its size (ConfigError)."""
+    expected = f"a readable TOML {what} file"
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        fd = os.open(spath, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
                           reason="missing") from None
     except OSError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
                           reason="unreadable") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+            raise ConfigError(spath, f"is {kind}, not a regular file", expected=f"a TOML {what} file "
+                              "(nothing was read from it)", reason="unreadable")
+        if st.st_size > limit:
+            raise ConfigError(spath, f"the file is {st.st_size} bytes", expected=f"at most {limit >> 20} "
+                              f"MiB ({limit} bytes) for a TOML {what} file", reason="unreadable")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
+                          reason="unreadable") from None
+    finally:
+        os.close(fd)
+    if size > limit:  # it grew while read
+        raise ConfigError(spath, f"the file is more than {limit} bytes", expected=f"at most "
+                          f"{limit >> 20} MiB for a TOML {what} file", reason="unreadable")
+    return b"".join(chunks)
+
+
+# what can open or close a nesting level, or hide brackets: strings (multi-line first) and comments
+_TOKENS = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\''
+                     r"|#[^\n]*|[\[\]{}]", re.S)
+
+
+def bracket_depth(text: str, stop: int = MAX_DEPTH) -> int:
+    """The deepest nesting of [ and { outside strings and comments (a table header counts too),
+    scanned without recursion; stops counting once past `stop`. Never less than tomllib's
+    recursion for the same text (an unclosed string's brackets are counted)."""
+    if (n := text.count("[") + text.count("{")) <= stop:
+        return n  # cannot be deeper (fast path: every ordinary file)
+    depth = deepest = 0
+    for m in _TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > stop:
+                    break
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def value_depth(obj: Any, stop: int = MAX_DEPTH) -> int:
+    """The nesting of a parsed TOML value (dotted keys `a.b.c = 1` nest without brackets),
+    walked without recursion; stops once past `stop`."""
+    deepest, todo = 0, [(obj, 0)]
+    while todo:
+        v, d = todo.pop()
+        if d > deepest:
+            deepest = d
+            if deepest > stop:
+                break
+        if isinstance(v, dict):
+            todo += [(x, d + 1) for x in v.values()]
+        elif isinstance(v, list):
+            todo += [(x, d + 1) for x in v]
+    return deepest
+
+
+def read_toml(spath: str, what: str) -> tuple[str, dict]:
+    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable,
+    not a regular file, over MAX_FILE bytes or nested deeper than MAX_DEPTH)."""
+    try:
+        text = read_bounded(spath, what).decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file",
                           reason="invalid") from None
+    too_deep = ConfigError(spath, f"nested more than {MAX_DEPTH} levels deep (arrays, inline "
+                           "tables or dotted keys)", expected=f"at most {MAX_DEPTH} levels",
+                           reason="invalid")
+    if bracket_depth(text) > MAX_DEPTH:  # before tomllib, which would recurse to the end
+        raise too_deep
     try:
-        return text, tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
@@ -211,6 +299,11 @@ def read_toml(spath: str, what: str) -> tuple[str, dict]:
             raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2]),
                               reason="invalid") from None
         raise ConfigError(spath, f"invalid TOML: {msg}", reason="invalid") from None
+    except RecursionError:  # a nesting the scan did not see (it should): the same line
+        raise too_deep from None
+    if value_depth(data) > MAX_DEPTH:
+        raise too_deep
+    return text, data
 
 
 class TableChecker:
