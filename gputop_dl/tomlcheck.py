@@ -77,18 +77,36 @@ def did_you_mean(word: str, choices: Sequence[str], n: int = 1) -> str | None:
 
 # ---- converters: (key, raw TOML value) -> value, or raise Bad -----------------------------------
 
+MAX_STRING = 1 << 16  # characters in any one string (a command's argument, a path, ...)
+MAX_ITEMS = 4096  # items in any one list
+MAX_INT = (1 << 63) - 1  # what SQLite stores as an integer (tomllib reads any size)
+
+
 def as_str(key: str, v: Any) -> str:
     if not isinstance(v, str):
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "a string")
     if not v.strip():
         raise Bad(f"{key} is empty", "a non-empty string")
+    if len(v) > MAX_STRING:
+        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_STRING}")
     return v
 
 
 def as_int(key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "an integer")
+    if abs(v) > MAX_INT:
+        raise Bad(f"{key} = {show(v)} does not fit in 64 bits", f"an integer from -{MAX_INT} to {MAX_INT}")
     return v
+
+
+def at_most(conv: Converter, most: float, what: str = "") -> Converter:
+    """`conv`, then at most `most` (`what` names the unit: " seconds")."""
+    def bounded(key: str, v: Any) -> Any:
+        if (v := conv(key, v)) > most:
+            raise Bad(f"{key} = {show(v)}", f"at most {int(most) if most == int(most) else most}{what}")
+        return v
+    return bounded
 
 
 def as_float(key: str, v: Any) -> float:
@@ -110,6 +128,8 @@ def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple:
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", expected)
     if not v:
         raise Bad(f"{key} = [] is empty", expected)
+    if len(v) > MAX_ITEMS:
+        raise Bad(f"{key} has {len(v)} items", f"at most {MAX_ITEMS}")
     out = []
     for i, item in enumerate(v):
         try:
@@ -129,6 +149,13 @@ def choice(options: Sequence[str]) -> Converter:
 
 
 MAX_NAME = 200  # characters in a name (it names files: <name>.log, ...)
+
+
+def as_title(key: str, v: Any) -> str:
+    """A free-text name (a session's, a trace's): any characters, at most MAX_NAME of them."""
+    if isinstance(v, str) and len(v) > MAX_NAME:
+        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
+    return as_str(key, v)
 
 
 def as_name(key: str, v: Any) -> str:

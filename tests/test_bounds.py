@@ -91,3 +91,70 @@ def test_launch_of_a_deep_file_is_exit_2_and_one_line(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "nested more than" in p.stderr
+
+
+# ---- values: counts, lengths, durations ----------------------------------------------------
+
+def workload_file(tmp_path, session: str = "", job: str = "") -> str:
+    name = "" if "name =" in session else 'name = "s"\n'
+    command = "" if "command =" in job else 'command = ["true"]\n'
+    return write(tmp_path, "w.toml", f'[session]\n{name}baseline = "none"\n{session}\n'
+                 f'[[workload]]\nname = "a"\n{command}{job}\n')
+
+
+@pytest.mark.parametrize("key", ["nproc", "threads", "num_workers"])
+def test_processes_and_threads_are_bounded_by_the_cores(tmp_path, monkeypatch, key):
+    monkeypatch.setattr("gputop_dl.config.usable_cpus", lambda: 2)
+    msg = one_line_error(workload_file(tmp_path, job=f"{key} = 100000"))
+    assert f"key '{key}'" in msg and f"{key} = 100000 is more than 4 per usable core (2 here)" in msg
+    assert "at most 8 (or [session] oversubscribe = N, now 4, up to 64)" in msg
+    spec = load_session(workload_file(tmp_path, job=f"{key} = 8"), gpu_count=0)
+    assert getattr(spec.workloads[0], key) == 8
+
+
+def test_oversubscribe_raises_the_bound_up_to_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr("gputop_dl.config.usable_cpus", lambda: 2)
+    path = workload_file(tmp_path, "oversubscribe = 8", "num_workers = 16")
+    assert load_session(path, gpu_count=0).workloads[0].num_workers == 16
+    msg = one_line_error(workload_file(tmp_path, "oversubscribe = 8", "num_workers = 17"))
+    assert "at most 16 ([session] oversubscribe = 8, up to 64)" in msg
+    assert "expected nproc, threads and num_workers per usable core, 1 to 64" in one_line_error(
+        workload_file(tmp_path, "oversubscribe = 65"))
+
+
+@pytest.mark.parametrize("session, job, words", [
+    ('name = "' + "n" * 5_000_000 + '"', "", "[session] key 'name' (line 3): name has 5000000 characters, "
+     "expected at most 200"),
+    ("", "gpus = [" + ", ".join(map(str, range(100_000))) + "]", "gpus lists 100000 GPUs, expected at most 64"),
+    ("", "gpus = [0, 100]", "has the index 100, expected GPU indexes from 0 to 63"),
+    ("", "priority = 99999999999999999999999", "does not fit in 64 bits"),
+    ("", "arrival = 1e12", "expected at most 31622400 seconds (a year)"),
+    ("", "duration_s = 1e12", "expected at most 31622400 seconds (a year)"),
+    ("baseline_timeout_s = 1e12", "", "expected at most 31622400 seconds (a year)"),
+    ("", "nnodes = 100000", "nnodes = 100000, expected at most 4096"),
+    ("slots = 100000", "", "slots = 100000, expected at most 4096"),
+    ("", 'cwd = "' + "d/" * 3000 + '"', "cwd has 6000 characters, expected a path of at most 4096"),
+    ("", 'env = {A = "1"}\ncommand = ["echo", "' + "x" * 70_000 + '"]', "command[1] has 70000 characters"),
+    ("", 'command = ["echo", ' + ", ".join(['"' + "x" * 60_000 + '"'] * 3) + "]",
+     "command holds 180008 bytes, expected at most 131072 bytes in all"),
+])
+def test_lengths_counts_and_durations_are_bounded(tmp_path, session, job, words):
+    assert words in one_line_error(workload_file(tmp_path, session, job))
+
+
+def test_a_trace_is_bounded_too(tmp_path):
+    from gputop_dl.errors import UsageError
+    from gputop_dl.trace import MAX_SIMULATED, load_trace, with_overrides
+
+    body = '[trace]\n{}\n[machine]\ngpus = 2\n[[workload]]\nname = "a"\nduration_s = 10\n'
+    for line, words in (("jobs = 10000000", "jobs = 10000000, expected at most 1000000"),
+                        ("seeds = 5000", "seeds = 5000, expected at most 1000"),
+                        ("rates = [" + ", ".join(["1"] * 100) + "]", "rates has 100 rates, expected at most 64"),
+                        ('name = "' + "t" * 300 + '"', "name has 300 characters")):
+        with pytest.raises(ConfigError, match=words.replace("[", r"\[")):
+            load_trace(write(tmp_path, "t.toml", body.format(line)))
+    trace = load_trace(write(tmp_path, "t.toml", body.format("")))
+    with pytest.raises(UsageError, match=f"simulated jobs, expected at most {MAX_SIMULATED}"):
+        with_overrides(trace, jobs=1_000_000, seeds=10)
+    with pytest.raises(UsageError, match="--seeds 5000: expected 1 to 1000"):
+        with_overrides(trace, seeds=5000)
