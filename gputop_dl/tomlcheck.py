@@ -164,6 +164,9 @@ def as_name(key: str, v: Any) -> str:
                   "a name matching [A-Za-z0-9_.-]+")
     if len(v) > MAX_NAME:
         raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
+    if v in (".", ".."):  # it names files and folders: <name>.log, a TensorBoard run <name>/
+        raise Bad(f"{key} = {show(v)} names a folder itself, not a file of its own",
+                  "a name with a letter, digit, '_' or '-', or more than two dots")
     return v
 
 

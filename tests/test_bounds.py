@@ -158,3 +158,12 @@ def test_a_trace_is_bounded_too(tmp_path):
         with_overrides(trace, jobs=1_000_000, seeds=10)
     with pytest.raises(UsageError, match="--seeds 5000: expected 1 to 1000"):
         with_overrides(trace, seeds=5000)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_the_names_dot_and_dot_dot_are_refused(tmp_path, name):
+    path = write(tmp_path, "w.toml", OK.replace('name = "a"', f'name = "{name}"'))
+    msg = one_line_error(path)
+    assert f"[[workload]] #1 key 'name' (line 5): name = \"{name}\" names a folder itself" in msg
+    ok = load_session(write(tmp_path, "w.toml", OK.replace('name = "a"', 'name = "..."')), gpu_count=0)
+    assert ok.workloads[0].name == "..."
