@@ -20,8 +20,9 @@ from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
 from gputop_dl.sched import POLICIES
 from gputop_dl.tomlcheck import MAX_NAME, ConfigError, read_toml  # noqa: F401 (re-exported)
-from gputop_dl.tomlcheck import (Bad as _Bad, Lines as _Lines, as_bool as _as_bool, as_float as _as_float,
-                                 as_int as _as_int, as_name as _as_name, as_str as _as_str, check as _check,
+from gputop_dl.tomlcheck import (MAX_STRING, Bad as _Bad, Lines as _Lines, as_bool as _as_bool,
+                                 as_float as _as_float, as_int as _as_int, as_name as _as_name, as_str as _as_str,
+                                 as_title as _as_title, at_most as _at_most, check as _check,
                                  choice as _choice, did_you_mean as _did_you_mean, kind_of as _kind,
                                  list_of as _list_of, show as _show)
 from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS, SessionSpec, Workload
@@ -34,6 +35,13 @@ __all__ = ["ConfigError", "load_session"]
 MAX_ENV = 128 << 10  # bytes of a workload's `env` in total (execve's limit is near 2 MiB)
 MAX_WORKLOADS = 4096  # [[workload]] tables in one file: each is a process started at once
 MAX_BATCH = 1 << 20  # samples in one batch of the built-in trainer (a sane bound)
+MAX_ARGV = 128 << 10  # bytes of a command's arguments in total (as MAX_ENV)
+MAX_PATH = 4096  # characters in a path (root, cwd): the kernel's PATH_MAX
+MAX_GPUS = 64  # GPU indexes in one `gpus` list, and the largest index + 1
+MAX_NODES = 4096  # nodes of one job across nodes
+MAX_SECONDS = 366 * 86400  # any duration or arrival time: a year
+PER_CORE = 4  # nproc, threads and num_workers: at most this many per usable core ...
+MAX_PER_CORE = 64  # ... unless [session] oversubscribe says more, up to this
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
           "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
           "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
@@ -122,10 +130,14 @@ def _as_transforms(key: str, v: Any) -> str | tuple[str, ...]:
 
 
 def _as_gpus(key: str, v: Any) -> tuple[int, ...]:
+    if isinstance(v, list) and len(v) > MAX_GPUS:
+        raise _Bad(f"{key} lists {len(v)} GPUs", f"at most {MAX_GPUS}")
     gpus = () if v == [] else _list_of(key, v, _as_int, "a list of GPU indexes like [0, 1]")  # [] = no GPU
     for g in gpus:
         if g < 0:
             raise _Bad(f"{key} = {_show(v)} has a negative index", "GPU indexes 0 or more")
+        if g >= MAX_GPUS:
+            raise _Bad(f"{key} = {_show(v)} has the index {g}", f"GPU indexes from 0 to {MAX_GPUS - 1}")
         if gpus.count(g) > 1:
             raise _Bad(f"{key} = {_show(v)} lists GPU {g} twice", "distinct GPU indexes")
     return gpus
@@ -134,7 +146,8 @@ def _as_gpus(key: str, v: Any) -> tuple[int, ...]:
 def _as_command(key: str, v: Any) -> str | tuple[str, ...]:
     if isinstance(v, str):  # only valid with shell = true; checked after the merge
         return _as_str(key, v)
-    argv = _list_of(key, v, lambda k, s: s if isinstance(s, str) else _as_str(k, s),  # "" args are fine
+    argv = _list_of(key, v, lambda k, s: s if isinstance(s, str) and len(s) <= MAX_STRING
+                    else _as_str(k, s),  # "" args are fine
                     'a non-empty list of strings like ["python", "train.py"]')
     _as_str(f"{key}[0]", argv[0])
     return argv
@@ -163,33 +176,45 @@ _POS = _check(_as_int, lambda v: v > 0, "a positive integer")
 _NONNEG = _check(_as_int, lambda v: v >= 0, "an integer 0 or more")
 _MS = _check(_as_float, lambda v: v >= 0, "milliseconds 0 or more")
 
+
+def _as_path(key: str, v: Any) -> str:
+    if len(_as_str(key, v)) > MAX_PATH:
+        raise _Bad(f"{key} has {len(v)} characters", f"a path of at most {MAX_PATH}")
+    return v
+
+
+def _secs(ok: Callable[[float], bool], expected: str) -> Callable[[str, Any], float]:
+    return _at_most(_check(_as_float, ok, expected), MAX_SECONDS, " seconds (a year)")
+
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "name": _as_name, "model": _as_model, "dataset": _choice(DATASETS), "root": _as_str,
+    "name": _as_name, "model": _as_model, "dataset": _choice(DATASETS), "root": _as_path,
     "dataset_size": _POS, "source_size": _POS, "input_size": _POS,  # >= 16 checked against the model
     "num_classes": _check(_as_int, lambda v: v >= 1, "at least 1 class"), "batch_size": _POS,
     "num_workers": _NONNEG, "transforms": _as_transforms, "epochs": _POS, "steps_per_epoch": _POS,
     "warmup_steps": _NONNEG, "optimizer": _choice(OPTIMIZERS),
     "lr": _check(_as_float, lambda v: v > 0, "a positive learning rate"), "gpus": _as_gpus_or_count,
     "nproc": _POS, "threads": _POS, "seed": _NONNEG,
-    "nnodes": _POS, "rdzv_endpoint": _as_endpoint, "rdzv_id": _as_name,
+    "nnodes": _at_most(_POS, MAX_NODES), "rdzv_endpoint": _as_endpoint, "rdzv_id": _as_name,
     "sample_cpu_ms": _MS, "sample_io_ms": _MS, "step_device_ms": _MS, "step_cpu_ms": _MS,
-    "command": _as_command, "cwd": _as_str, "env": _as_env, "shell": _as_bool,
+    "command": _as_command, "cwd": _as_path, "env": _as_env, "shell": _as_bool,
     "memory_limit": _as_memory,
     # a job of `gputop-dl queue`
-    "arrival": _check(_as_float, lambda v: v >= 0, "seconds after the queue's start, 0 or more"),
+    "arrival": _secs(lambda v: v >= 0, "seconds after the queue's start, 0 or more"),
     "priority": _as_int,
-    "duration_s": _check(_as_float, lambda v: v > 0, "the expected solo run time in seconds, more than 0"),
+    "duration_s": _secs(lambda v: v > 0, "the expected solo run time in seconds, more than 0"),
     "gpu_count": _check(_as_int, lambda v: v >= 1, "a GPU count of 1 or more (the same as gpus = N)"),
 }
 SESSION_FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "name": _as_str,
+    "name": _as_title,
     "interval": _check(_as_float, lambda v: 0.1 <= v <= 60, "seconds between samples, from 0.1 to 60"),
     "baseline": _choice(BASELINES), "baseline_steps": _POS,
-    "baseline_timeout_s": _check(_as_float, lambda v: v > 0, "seconds, more than 0"),
+    "baseline_timeout_s": _secs(lambda v: v > 0, "seconds, more than 0"),
     "probe_s": _check(_as_float, lambda v: 0.5 <= v <= 60, "seconds alone per job, 0.5 to 60"),
     # `gputop-dl queue`
-    "policy": _choice(POLICIES), "slots": _POS, "cpu_aware": _as_bool,
-    "ageing_s": _check(_as_float, lambda v: v > 0, "seconds of waiting worth one priority level, more than 0"),
+    "policy": _choice(POLICIES), "slots": _at_most(_POS, MAX_WORKLOADS), "cpu_aware": _as_bool,
+    "ageing_s": _secs(lambda v: v > 0, "seconds of waiting worth one priority level, more than 0"),
+    "oversubscribe": _check(_as_int, lambda v: 1 <= v <= MAX_PER_CORE,
+                            f"nproc, threads and num_workers per usable core, 1 to {MAX_PER_CORE}"),
     "v": _check(_as_float, lambda v: v >= 0, "a number 0 or more"),
 }
 _DEFAULT_FIELDS = {k: v for k, v in FIELDS.items() if k != "name"}
@@ -199,6 +224,7 @@ _TOP = ("session", "defaults", "workload")
 class _Loader:
     def __init__(self, path: str, text: str, gpu_count: int):
         self.path, self.gpu_count = path, gpu_count
+        self.per_core, self.per_core_set = PER_CORE, False  # [session] oversubscribe
         self.slots, self.slots_set = gpu_count or usable_cpus(), False  # what a queue may hand out
         self.lines = _Lines(text)
         self.text = text
@@ -307,6 +333,10 @@ class _Loader:
         if w.multinode and w.rdzv_id is None:
             paths["rdzv_id"] = default_rdzv_id(w.name, self.text)
         self._sizes(w, fail)
+        self._per_core(w, fail)
+        argv_size = sum(len(a.encode()) + 1 for a in command or ())
+        if argv_size > MAX_ARGV:
+            raise fail("command", f"command holds {argv_size} bytes", f"at most {MAX_ARGV} bytes in all")
         env_size = sum(len(k) + len(v) + 2 for k, v in w.env.items())
         if env_size > MAX_ENV:
             raise fail("env", f"env holds {env_size} bytes", f"at most {MAX_ENV} bytes in all")
@@ -330,6 +360,19 @@ class _Loader:
                                "GPU index 0" if n == 1 else f"GPU indexes 0 to {n - 1}")
         return w.with_(command=command, **paths)
 
+
+    def _per_core(self, w: Workload, fail: Callable[..., ConfigError]) -> None:
+        """Processes and threads a job starts, against this machine: `nproc = 100000` once had
+        torchrun fork ranks until the load of a 2-core box reached 50."""
+        cores = usable_cpus()
+        most = cores * self.per_core
+        for key in ("nproc", "threads", "num_workers"):
+            n = getattr(w, key)
+            if n is not None and n > most:
+                now = (f"[session] oversubscribe = {self.per_core}" if self.per_core_set
+                       else f"or [session] oversubscribe = N, now {self.per_core}")
+                raise fail(key, f"{key} = {n} is more than {self.per_core} per usable core "
+                           f"({cores} here)", f"at most {most} ({now}, up to {MAX_PER_CORE})")
 
     @staticmethod
     def _sizes(w: Workload, fail: Callable[..., ConfigError]) -> None:
@@ -417,6 +460,8 @@ def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequen
             raise ConfigError(spath, what, where="top level", line=line,
                               expected=None if hint else "only [session], [defaults] and [[workload]]", hint=hint)
     session = ld.table(("session",), data.get("session", {}), SESSION_FIELDS)
+    if "oversubscribe" in session:
+        ld.per_core, ld.per_core_set = session.pop("oversubscribe"), True
     if not gpu_count and "slots" in session:
         ld.slots, ld.slots_set = session["slots"], True
     defaults = ld.table(("defaults",), data.get("defaults", {}), _DEFAULT_FIELDS, extra=("cpu_fallback",))

@@ -427,11 +427,18 @@ def _reap_adopted(jobs: list[JobProcess], children: list[int] | None) -> None:
         del _CHILDREN[pid]
 
 
-def describe_exit(code: int, stopped_by_us: bool) -> str:
-    """Human cause for a non-zero exit with no 'failed' event."""
+def describe_exit(code: int, stopped_by_us: bool, oom: bool | None = None) -> str:
+    """Human cause for a non-zero exit with no 'failed' event. `oom`: whether the kernel's
+    OOM-kill counters rose over the job's life (collect/oomkill.py; None: unreadable). A
+    SIGKILL is blamed on the OOM killer only when the kernel says so."""
     if code < 0:
         sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         if -code == signal.SIGKILL and not stopped_by_us:
-            return f"killed by {sig} (often the host OOM killer: check `dmesg`)"
+            if oom:
+                return f"killed by {sig} by the kernel's OOM killer (its oom_kill count rose while the job ran)"
+            if oom is False:
+                return f"killed by {sig} (sent by another process)"
+            return f"killed by {sig} (sent by another process, or the OOM killer: its counters " \
+                   "could not be read; check `dmesg`)"
         return f"killed by {sig}"
     return f"exited with code {code}"

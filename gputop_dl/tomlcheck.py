@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 Converter = Callable[[str, Any], Any]
@@ -76,18 +77,36 @@ def did_you_mean(word: str, choices: Sequence[str], n: int = 1) -> str | None:
 
 # ---- converters: (key, raw TOML value) -> value, or raise Bad -----------------------------------
 
+MAX_STRING = 1 << 16  # characters in any one string (a command's argument, a path, ...)
+MAX_ITEMS = 4096  # items in any one list
+MAX_INT = (1 << 63) - 1  # what SQLite stores as an integer (tomllib reads any size)
+
+
 def as_str(key: str, v: Any) -> str:
     if not isinstance(v, str):
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "a string")
     if not v.strip():
         raise Bad(f"{key} is empty", "a non-empty string")
+    if len(v) > MAX_STRING:
+        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_STRING}")
     return v
 
 
 def as_int(key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", "an integer")
+    if abs(v) > MAX_INT:
+        raise Bad(f"{key} = {show(v)} does not fit in 64 bits", f"an integer from -{MAX_INT} to {MAX_INT}")
     return v
+
+
+def at_most(conv: Converter, most: float, what: str = "") -> Converter:
+    """`conv`, then at most `most` (`what` names the unit: " seconds")."""
+    def bounded(key: str, v: Any) -> Any:
+        if (v := conv(key, v)) > most:
+            raise Bad(f"{key} = {show(v)}", f"at most {int(most) if most == int(most) else most}{what}")
+        return v
+    return bounded
 
 
 def as_float(key: str, v: Any) -> float:
@@ -109,6 +128,8 @@ def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple:
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", expected)
     if not v:
         raise Bad(f"{key} = [] is empty", expected)
+    if len(v) > MAX_ITEMS:
+        raise Bad(f"{key} has {len(v)} items", f"at most {MAX_ITEMS}")
     out = []
     for i, item in enumerate(v):
         try:
@@ -130,12 +151,22 @@ def choice(options: Sequence[str]) -> Converter:
 MAX_NAME = 200  # characters in a name (it names files: <name>.log, ...)
 
 
+def as_title(key: str, v: Any) -> str:
+    """A free-text name (a session's, a trace's): any characters, at most MAX_NAME of them."""
+    if isinstance(v, str) and len(v) > MAX_NAME:
+        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
+    return as_str(key, v)
+
+
 def as_name(key: str, v: Any) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", as_str(key, v)):
         raise Bad(f"{key} = {show(v)} has characters other than letters, digits, '_', '.', '-'",
                   "a name matching [A-Za-z0-9_.-]+")
     if len(v) > MAX_NAME:
         raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
+    if v in (".", ".."):  # it names files and folders: <name>.log, a TensorBoard run <name>/
+        raise Bad(f"{key} = {show(v)} names a folder itself, not a file of its own",
+                  "a name with a letter, digit, '_' or '-', or more than two dots")
     return v
 
 
@@ -189,21 +220,108 @@ class Lines:
         return line
 
 
-def read_toml(spath: str, what: str) -> tuple[str, dict]:
-    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable)."""
-    try:
-        text = Path(spath).read_bytes().decode("utf-8")
+MAX_FILE = 8 << 20  # bytes of an input file (4,096 workloads with long commands fit in 1 MiB)
+MAX_DEPTH = 32  # nesting of arrays, inline tables and dotted keys (tomllib recurses per level)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_bounded(spath: str, what: str, limit: int = MAX_FILE) -> bytes:
+    """The bytes of the regular file at `spath`, at most `limit`: a device, FIFO, socket or
+    directory is refused by its type before a byte is read (`/dev/zero` would never end, a FIFO
+    would block), a larger file by its size (ConfigError)."""
+    expected = f"a readable TOML {what} file"
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        fd = os.open(spath, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
                           reason="missing") from None
     except OSError as e:
-        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=f"a readable TOML {what} file",
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
                           reason="unreadable") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+            raise ConfigError(spath, f"is {kind}, not a regular file", expected=f"a TOML {what} file "
+                              "(nothing was read from it)", reason="unreadable")
+        if st.st_size > limit:
+            raise ConfigError(spath, f"the file is {st.st_size} bytes", expected=f"at most {limit >> 20} "
+                              f"MiB ({limit} bytes) for a TOML {what} file", reason="unreadable")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ConfigError(spath, f"cannot read the file: {e.strerror or e}", expected=expected,
+                          reason="unreadable") from None
+    finally:
+        os.close(fd)
+    if size > limit:  # it grew while read
+        raise ConfigError(spath, f"the file is more than {limit} bytes", expected=f"at most "
+                          f"{limit >> 20} MiB for a TOML {what} file", reason="unreadable")
+    return b"".join(chunks)
+
+
+# what can open or close a nesting level, or hide brackets: strings (multi-line first) and comments
+_TOKENS = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\''
+                     r"|#[^\n]*|[\[\]{}]", re.S)
+
+
+def bracket_depth(text: str, stop: int = MAX_DEPTH) -> int:
+    """The deepest nesting of [ and { outside strings and comments (a table header counts too),
+    scanned without recursion; stops counting once past `stop`. Never less than tomllib's
+    recursion for the same text (an unclosed string's brackets are counted)."""
+    if (n := text.count("[") + text.count("{")) <= stop:
+        return n  # cannot be deeper (fast path: every ordinary file)
+    depth = deepest = 0
+    for m in _TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > stop:
+                    break
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def value_depth(obj: Any, stop: int = MAX_DEPTH) -> int:
+    """The nesting of a parsed TOML value (dotted keys `a.b.c = 1` nest without brackets),
+    walked without recursion; stops once past `stop`."""
+    deepest, todo = 0, [(obj, 0)]
+    while todo:
+        v, d = todo.pop()
+        if d > deepest:
+            deepest = d
+            if deepest > stop:
+                break
+        if isinstance(v, dict):
+            todo += [(x, d + 1) for x in v.values()]
+        elif isinstance(v, list):
+            todo += [(x, d + 1) for x in v]
+    return deepest
+
+
+def read_toml(spath: str, what: str) -> tuple[str, dict]:
+    """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable,
+    not a regular file, over MAX_FILE bytes or nested deeper than MAX_DEPTH)."""
+    try:
+        text = read_bounded(spath, what).decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(spath, f"not UTF-8 text (byte {e.start})", expected="a UTF-8 TOML file",
                           reason="invalid") from None
+    too_deep = ConfigError(spath, f"nested more than {MAX_DEPTH} levels deep (arrays, inline "
+                           "tables or dotted keys)", expected=f"at most {MAX_DEPTH} levels",
+                           reason="invalid")
+    if bracket_depth(text) > MAX_DEPTH:  # before tomllib, which would recurse to the end
+        raise too_deep
     try:
-        return text, tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", msg)
@@ -211,6 +329,11 @@ def read_toml(spath: str, what: str) -> tuple[str, dict]:
             raise ConfigError(spath, f"invalid TOML: {msg[:m.start()]}", line=int(m[1]), column=int(m[2]),
                               reason="invalid") from None
         raise ConfigError(spath, f"invalid TOML: {msg}", reason="invalid") from None
+    except RecursionError:  # a nesting the scan did not see (it should): the same line
+        raise too_deep from None
+    if value_depth(data) > MAX_DEPTH:
+        raise too_deep
+    return text, data
 
 
 class TableChecker:

@@ -18,11 +18,18 @@ from gputop_dl.config import usable_cpus
 from gputop_dl.sched.model import GIB, Job, Machine
 from gputop_dl.sched import POLICIES
 from gputop_dl.sched.simulate import JobKind
-from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, as_bool, as_float, as_int, as_name, as_str, check, \
-    did_you_mean, list_of, read_toml, show
+from gputop_dl.errors import UsageError
+from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, as_bool, as_float, as_int, as_name, as_str, as_title, \
+    at_most, check, did_you_mean, list_of, read_toml, show
 
 DEFAULT_RATES = (0.25, 0.5, 1.0, 2.0)
 DEFAULT_POLICIES = ("fifo", "sjf", "priority", "lyapunov")
+MAX_JOBS = 1_000_000  # jobs per simulated run
+MAX_SEEDS = 1000
+MAX_RATES = 64
+MAX_SIMULATED = 5_000_000  # policies x rates x seeds x jobs: about 2 minutes on one core
+MAX_MACHINE = 4096  # GPUs (or slots) of the simulated machine
+MAX_YEAR = 366 * 86400.0  # seconds: any duration or arrival
 
 
 def _as_policy(key: str, v: Any) -> str:
@@ -35,19 +42,28 @@ _POS = check(as_int, lambda v: v > 0, "a positive integer")
 _POS_F = check(as_float, lambda v: v > 0, "a number > 0")
 _NONNEG_F = check(as_float, lambda v: v >= 0, "a number 0 or more")
 _NONNEG = check(as_int, lambda v: v >= 0, "an integer 0 or more")
+_SECS = at_most(_POS_F, MAX_YEAR, " seconds (a year)")
+
+
+def _as_rates(key: str, v: Any) -> tuple[float, ...]:
+    rates = list_of(key, v, _POS_F, "a list of arrival rates per second > 0, e.g. [0.5, 1]")
+    if len(rates) > MAX_RATES:
+        raise Bad(f"{key} has {len(rates)} rates", f"at most {MAX_RATES}")
+    return rates
 
 TRACE_FIELDS = {
-    "name": as_str, "jobs": _POS, "seeds": _POS,
-    "rates": lambda k, v: list_of(k, v, _POS_F, "a list of arrival rates per second > 0, e.g. [0.5, 1]"),
+    "name": as_title, "jobs": at_most(_POS, MAX_JOBS), "seeds": at_most(_POS, MAX_SEEDS),
+    "rates": lambda k, v: _as_rates(k, v),
     "policies": lambda k, v: list_of(k, v, _as_policy, "a list of policies, e.g. [\"fifo\", \"sjf\"]"),
     "cpu_aware": as_bool, "cpu_interference": _NONNEG_F, "gpu_share": _POS_F, "ageing_s": _POS_F, "v": _NONNEG_F,
 }
-MACHINE_FIELDS = {"gpus": _POS, "cpus": _POS_F, "jobs_per_gpu": _POS, "gpu_mem_gb": _NONNEG_F}
+MACHINE_FIELDS = {"gpus": at_most(_POS, MAX_MACHINE), "cpus": at_most(_POS_F, MAX_MACHINE * 64),
+                  "jobs_per_gpu": at_most(_POS, 64), "gpu_mem_gb": _NONNEG_F}
 JOB_FIELDS = {
-    "name": as_name, "share": _POS_F, "duration_s": _POS_F, "steps": _POS, "step_time_s": _POS_F,
+    "name": as_name, "share": _POS_F, "duration_s": _SECS, "steps": _POS, "step_time_s": _SECS,
     "gpus": _NONNEG, "cpu_cores": _NONNEG_F, "gpu_mem_gb": _NONNEG_F,
     "gpu_util": check(as_float, lambda v: 0 <= v <= 1, "a fraction from 0 to 1"),
-    "priority": as_int, "class": as_name, "arrival": _NONNEG_F,
+    "priority": as_int, "class": as_name, "arrival": at_most(_NONNEG_F, MAX_YEAR, " seconds (a year)"),
 }
 _TOP = ("trace", "machine", "workload")
 
@@ -153,5 +169,18 @@ def _kind(ld: TableChecker, tid: tuple, w: dict, machine: Machine) -> JobKind:
 
 
 def with_overrides(trace: Trace, **changes) -> Trace:
-    """The trace with command-line settings (None = keep the file's)."""
-    return replace(trace, **{k: v for k, v in changes.items() if v is not None})
+    """The trace with command-line settings (None = keep the file's); UsageError (one line)
+    past a bound: --jobs, --seeds, --rates, or all the runs together (policies x rates x seeds
+    x jobs) more than MAX_SIMULATED simulated jobs."""
+    for key, most in (("jobs", MAX_JOBS), ("seeds", MAX_SEEDS)):
+        if changes.get(key) is not None and not 1 <= changes[key] <= most:
+            raise UsageError(f"--{key} {changes[key]}: expected 1 to {most}")
+    if changes.get("rates") is not None and len(changes["rates"]) > MAX_RATES:
+        raise UsageError(f"--rates: {len(changes['rates'])} rates, expected at most {MAX_RATES}")
+    t = replace(trace, **{k: v for k, v in changes.items() if v is not None})
+    runs = len(t.policies) * len(t.rates) * t.seeds
+    if runs * t.jobs > MAX_SIMULATED:
+        raise UsageError(f"{t.path}: {len(t.policies)} policies x {len(t.rates)} rates x {t.seeds} seeds "
+                         f"x {t.jobs} jobs = {runs * t.jobs} simulated jobs, expected at most "
+                         f"{MAX_SIMULATED} (fewer --jobs, --seeds or --rates)")
+    return t

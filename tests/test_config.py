@@ -54,7 +54,7 @@ def test_missing_file(tmp_path):
 
 
 def test_unreadable_file_is_a_directory(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read the file: Is a directory"):
+    with pytest.raises(ConfigError, match="is a directory, not a regular file"):
         load_session(tmp_path, gpu_count=None)
 
 

@@ -141,3 +141,20 @@ def test_launch_tensorboard_into_a_file_is_exit_2_before_anything_runs(tmp_path,
     toml.write_text('[[workload]]\nname = "a"\ncommand = ["sleep", "30"]\n')
     assert main(["launch", str(toml), "--headless", "--tensorboard", str(f)]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_jobs_whose_names_clean_to_one_folder_keep_their_own_runs(tmp_path):
+    """A session recorded before `.` and `..` were refused (or found jobs named `a b` and
+    `a_b`): each job still gets a run of its own, never one run holding two jobs."""
+    from gputop_dl.present.report.tensorboard import export_tensorboard
+
+    store = Store(default_db_path())
+    sid = store.create_session("s", file=None, command="t", kind="launch", environment={})
+    for name in (".", "..", "a b", "a_b"):
+        store.upsert_job(sid, name, launched=True, config={}, status="done")
+        store.add_events(sid, name, "co-run", [{"ev": "step", "t": 2.0, "epoch": 0, "step": 0,
+                                                "t_data": 0.0, "t_step": 0.1, "samples": 4}])
+    store.commit()
+    runs = export_tensorboard(store, sid, str(tmp_path / "tb"))
+    store.close()
+    assert sorted(os.path.basename(p) for p, _ in runs) == ["a_b", "a_b-2", "job", "job-2"]

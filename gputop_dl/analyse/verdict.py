@@ -132,14 +132,17 @@ def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
 
 
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure",
-          need_steps: int = MIN_STEPS) -> Verdict:
+          need_steps: int = MIN_STEPS, final: bool = False) -> Verdict:
     """The verdict (`Verdict.to_json()`: docs/contracts.md, "The verdict object"), with
     evidence and recommendations.
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
     or over too few steps: the verdict says so and advises a re-run; where that spread does not
-    already enter the confidence (`slowdown_confidence`), the confidence is halved."""
-    v = _judge(jobs, host, need_steps)
+    already enter the confidence (`slowdown_confidence`), the confidence is halved. `final`:
+    the session has ended, so the verdict says what was seen, never "so far"."""
+    v = _judge(jobs, host, need_steps, final)
+    if final and v.kind == "insufficient-data":
+        v = v.replace(title="not enough data")  # the session ended: no "yet"
     noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]
     if noisy and v.kind not in ("insufficient-data", "no-baseline"):
         v = v.with_evidence(noisy_baselines={j.name: round(cv, 3) for j, cv in noisy})
@@ -158,13 +161,17 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     return v
 
 
-def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS) -> Verdict:
+def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS,
+           final: bool = False) -> Verdict:
     if not jobs:
-        return _verdict("insufficient-data", "no launched job has run yet", {}, [], [], 0.0)
+        return _verdict("insufficient-data", "no launched job ran" if final else
+                        "no launched job has run yet", {}, [], [], 0.0)
     short = [j.name for j in jobs if j.steps < need_steps]
     if short:
         blind = [j.name for j in jobs if j.steps == 0 and j.source == "hook"]
-        reason = f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}"
+        reason = (f"fewer than {MIN_STEPS} co-run steps for {', '.join(short)} in the whole "
+                  "session" if final else
+                  f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}")
         if blind:
             reason += (f"; the start-up hook has seen no DataLoader steps of {', '.join(blind)} "
                        "(a script that does not iterate a torch DataLoader cannot be timed)")
@@ -211,8 +218,12 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(have), 3),
                     antt=round(sum(s for s in slow if s) / len(have), 3),
                     slowdowns={j.name: round(s, 3) for j, s in measured})
-    lines.append(f"STP {stp:.2f} for {len(have)} jobs (parallel efficiency {stp / len(have):.2f}); "
-                 f"slowdowns " + ", ".join(f"{j.name} {j.slowdown:.2f}×" for j in have))
+    if len(jobs) > 1:
+        lines.append(f"STP {stp:.2f} for {len(have)} jobs (parallel efficiency {stp / len(have):.2f}); "
+                     f"slowdowns " + ", ".join(f"{j.name} {j.slowdown:.2f}×" for j in have))
+    else:  # one job ran: no co-run, so no system throughput
+        lines.append(f"one job ran, alone: {have[0].name} {have[0].slowdown:.2f}× its solo step "
+                     "time (no other job beside it: no co-run, no STP)")
     need = sum(j.solo_cpu_cores or 0.0 for j in jobs)
     have_need = any(j.solo_cpu_cores is not None for j in jobs)
     if have_need:

@@ -17,6 +17,7 @@ from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.gpu_use import GpuUse
+from gputop_dl.collect.oomkill import oom_killed, read_counts
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
@@ -38,6 +39,8 @@ class JobRun:
         self.config = w.to_dict(redact=True)
         self.reader = EventReader(proc.events_path)
         self.tree = TreeSampler(proc.pid) if proc.pid is not None else None  # None: not started
+        # the kernel's OOM-kill counters at the start: a SIGKILL is blamed on it only if they rose
+        self.oom_before = read_counts(proc.pid) if proc.pid is not None else None
         self.steps: list[dict] = []
         self.rank_steps: dict[int, list[dict]] = {}  # every rank's latest steps (docs/phases.md)
         self.epochs: list[dict] = []
@@ -113,7 +116,7 @@ class JobRun:
                 else:
                     self.status = "failed"
                     if self.failure is None:
-                        self.failure = describe_exit(code, False)
+                        self.failure = describe_exit(code, False, self._oom_killed(code))
                 self.tree_sample, self.rank_cpu = None, ()
                 if self.tree is not None:
                     self.tree.close()
@@ -131,6 +134,13 @@ class JobRun:
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
         return evs
+
+    def _oom_killed(self, code: int) -> bool | None:
+        """Whether the OOM counters rose since the start (read only for a SIGKILL)."""
+        if code != -9 or self.oom_before is None:
+            return None
+        after = read_counts(None, where=self.oom_before.cgroup_file)
+        return oom_killed(self.oom_before, after)
 
     @property
     def alive(self) -> bool:

@@ -32,7 +32,7 @@ from gputop_dl.engine.plan import Plan
 from gputop_dl.engine.probe import Probe
 from gputop_dl.record.store import create_private, session_work_dir
 from gputop_dl.snapshot import JobSample, evolve
-from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict import HostEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
@@ -48,6 +48,7 @@ class LaunchPlan(Plan):
         self.command = command
         self.solo: dict[str, dict] = {}  # job name -> baseline stats
         self.no_solo: dict[str, str] = {}  # job name -> why it has no baseline
+        self.failed_solo: dict[str, str] = {}  # job name -> how it failed alone: not restarted
         self._probe_off = False  # baseline = probe beside a job across nodes: no probe at all
         self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
         self.verdict: dict | None = None
@@ -190,7 +191,11 @@ class LaunchPlan(Plan):
                 engine.say(f"{w.name} solo: step {base['step_time_s']:.3f} s, "
                            f"stall {base['stall_fraction']:.0%}"
                            + (f" ({base['note']})" if base.get("note") else ""))
-            engine.forget_run(w.name)
+            run = engine.runs.get(w.name)
+            if run is not None and run.status == "failed" and not engine.stopping:
+                self.failed_solo[w.name] = run.failure or "failed"  # kept: its row says so
+            else:
+                engine.forget_run(w.name)
 
     def _spans_nodes(self, engine, w: Workload) -> bool:
         """A job across nodes gets no solo baseline, measured or probed: alone would need every
@@ -251,14 +256,20 @@ class LaunchPlan(Plan):
 
     def _corun(self, engine) -> None:
         engine.phase = "co-run"
-        names = ", ".join(w.name for w in self.spec.workloads)
+        for name, why in self.failed_solo.items():
+            engine.say(f"{name}: failed alone ({why}): not started again for the co-run")
+        workloads = [w for w in self.spec.workloads if w.name not in self.failed_solo]
+        names = ", ".join(w.name for w in workloads)
+        if not workloads:
+            self._none_ran(engine)
+            return
         engine.say(f"co-run: starting {names}")
         # Start barrier: the built-in trainers build their model and data, say "started", and
         # wait for this file, so the co-run's first steps really run together (a job whose
         # imports took 5 s longer would otherwise run its first steps alone).
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
         t0 = time.time()
-        for w in self.spec.workloads:
+        for w in workloads:
             if engine.stopping:  # a signal while starting many jobs: start no more
                 break
             engine.start_run(w, "co-run", self.spec.cuda, go_file=None if w.is_command else go,
@@ -273,6 +284,16 @@ class LaunchPlan(Plan):
 
         engine.loop(done)
         self._update_verdict(engine, time.time(), final=True)
+
+    def _none_ran(self, engine) -> None:
+        """Every job failed its solo baseline: no co-run, and the verdict says why."""
+        fails = "; ".join(f"{n}: {why}" for n, why in self.failed_solo.items())
+        engine.say(f"co-run: none started, every job failed alone ({fails})")
+        v = judge([], HostEvidence(cpus=engine.env.get("cpus") or 1), self.spec.baseline, final=True)
+        v = v.replace(reason="every job failed its solo baseline, so none was started for the "
+                      "co-run").with_evidence(failed_baseline=dict(self.failed_solo)).with_lines(fails)
+        self.verdict, self._frozen = v.to_json(), True
+        engine.recorder.verdict(self.verdict)
 
     # --- co-run evidence and verdict ---------------------------------------------------------
     def _spy(self, engine, name: str, pid: int) -> None:
@@ -338,11 +359,20 @@ class LaunchPlan(Plan):
         jobs, host = gather(runs, self._host_series, self._gpu_series,
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
-        v = judge(jobs, host, self.spec.baseline)
+        v = judge(jobs, host, self.spec.baseline, final=final)
         # step phases (issue 22): which phase grew, solo against the overlap window
         v = add_phase_evidence(v, runs, now)
         if died:
             v = not_judged(v, died)
+        if self.failed_solo:
+            v = v.with_evidence(failed_baseline=dict(self.failed_solo)).with_lines(
+                "; ".join(f"{n} failed its solo baseline ({why})" for n, why in self.failed_solo.items())
+                + ": not started again for the co-run")
+        if final and v.kind == "insufficient-data":  # what happened to each job, not "so far"
+            v = v.with_lines("how each job ended: " + "; ".join(
+                f"{r.name} {r.status}" + (f" ({r.failure})" if r.failure else "")
+                + f" after {len(r.steps)} co-run step{'s' if len(r.steps) != 1 else ''}"
+                for r in runs))
         if self.across:
             v = v.with_evidence(no_solo=dict(self.across)).with_lines(
                 "; ".join(f"{n}: {why}" for n, why in self.across.items())

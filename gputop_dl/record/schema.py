@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import sqlite3
+import stat
 import sys
 import urllib.parse
 
@@ -86,11 +87,37 @@ def loads(text):
     return None if text is None else json.loads(text)
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def check_file(path: str) -> os.stat_result | None:
+    """The database file's stat (None when there is none); StoreError, one line, for what no
+    SQLite database can be: a directory, a FIFO (opening it would block), a device, a socket,
+    or a path that cannot be looked at. Checked before any open."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be used as the session database ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise StoreError(f"{path}: is {kind}, not a session database file; move it away "
+                         "(a `gputop-dl launch` then starts a new database)")
+    return st
+
+
 def open_readonly(path: str) -> sqlite3.Connection:
     """A read-only connection: no WAL switch, no schema set-up, no file created. Without
     write access to the folder and no -shm file to share, SQLite needs `immutable` to read."""
-    if not os.path.exists(path):
+    st = check_file(path)
+    if st is None:
         raise StoreError(f"{path}: no session database")
+    if st.st_size == 0:
+        raise StoreError(f"{path}: an empty file (0 bytes), no session recorded in it; the next "
+                         "`gputop-dl launch` starts a new database there")
     uri = "file:" + urllib.parse.quote(os.path.abspath(path))
     why = damage(path)
     if why:
@@ -122,7 +149,13 @@ def open_readonly(path: str) -> sqlite3.Connection:
 def open_for_writing(path: str) -> sqlite3.Connection:
     """A connection that writes: a damaged database or one of another schema kept aside first,
     a new one created 0600, WAL, the tables and the columns added since set up, the secrets
-    scrubbed once."""
+    scrubbed once. A file this call created is removed again if the set-up fails (a full
+    disk, no write access): never a 0-byte database left behind."""
+    st = check_file(path)
+    if st is not None and not os.access(path, os.W_OK):
+        mode = stat.S_IMODE(st.st_mode)
+        raise StoreError(f"{path}: the session database is read-only (mode {mode:04o}); "
+                         "nothing can be recorded in it")
     why = damage(path)
     if why:
         move_corrupt_aside(path, why)
@@ -130,11 +163,22 @@ def open_for_writing(path: str) -> sqlite3.Connection:
     if old:
         sys.stderr.write(f"gputop-dl: {path} was written by an older gputop-dl "
                          f"(schema differs); kept as {old}, starting a new one\n")
-    if not os.path.exists(path):  # 0600; SQLite gives its -wal and -shm the same
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    created = not os.path.exists(path)
+    if created:  # 0600; SQLite gives its -wal and -shm the same
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:  # another gputop-dl created it just now
+            created = False
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot create the session database ({exc.strerror or exc})") from None
     for suffix in ("", "-wal", "-shm"):  # an older gputop-dl left them 0644
         private(path + suffix)
-    db = sqlite3.connect(path, timeout=10.0)
+    try:
+        db = sqlite3.connect(path, timeout=10.0)
+    except BaseException:
+        if created:
+            _remove_new(path)
+        raise
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -146,8 +190,30 @@ def open_for_writing(path: str) -> sqlite3.Connection:
             _scrub_secrets(db, os.path.dirname(path))
     except BaseException:
         db.close()
+        if created:
+            _remove_new(path)
         raise
     return db
+
+
+def _remove_new(path: str) -> None:
+    """Remove the database file this process just created (and its -wal, -shm) after its
+    set-up failed; only while it holds no table (never a database with data)."""
+    try:
+        db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True)
+        try:
+            tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name='sessions'").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        tables = 0 if os.path.getsize(path) == 0 else 1
+    if tables:
+        return
+    for suffix in ("-wal", "-shm", ""):
+        try:
+            os.unlink(path + suffix)
+        except OSError:
+            pass
 
 
 def _add_columns(db: sqlite3.Connection) -> None:

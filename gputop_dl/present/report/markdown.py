@@ -217,7 +217,7 @@ def _results_section(data: dict) -> str:
                          f"{smp['every']}th step ({smp['steps']:,} of {smp['of']:,} after "
                          "warm-up).")
     slow = [j["slowdown"] for j in jobs if j.get("slowdown")]
-    if slow and len(slow) == len(jobs):
+    if len(slow) > 1 and len(slow) == len(jobs):  # one job alone: no co-run, no STP
         stp = sum(1 / s for s in slow)
         notes.append(f"System throughput STP = Σ 1/slowdown = {stp:.2f} for {len(slow)} jobs "
                      f"(parallel efficiency {stp / len(slow):.2f}).")

@@ -58,8 +58,9 @@ def _gpu_indices(job: dict) -> list[int]:
     return []
 
 
-def _run_dir(out: str, sid: str, job: str, phase: str | None) -> str:
-    safe = re.sub(r"[^\w.()+-]+", "_", job).strip("._") or "job"
+def _run_dir(out: str, sid: str, job: str, phase: str | None, n: int = 1) -> str:
+    """The job's run folder; `n` > 1: the n-th job whose name cleans to the same folder."""
+    safe = (re.sub(r"[^\w.()+-]+", "_", job).strip("._") or "job") + (f"-{n}" if n > 1 else "")
     return os.path.join(out, sid, safe + PHASE_SUFFIX.get(phase or "", ""))
 
 
@@ -93,6 +94,7 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
     for t, g, util, mem, *_ in gpu_rows:
         by_t.setdefault(t, {})[g] = (util, mem)
     written = []
+    taken: dict[str, str] = {}  # run folder -> the job it is for: every job keeps its own
     for job in store.jobs(sid):
         name, gpus = job["name"], _gpu_indices(job)
         samples = store.job_samples(sid, name)  # (t, job, phase, cores, rss, nprocs, gmem, ...)
@@ -100,7 +102,11 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
         phases += [p for p in ("baseline", "co-run") if p not in phases
                    and store.step_count(sid, name, p)]
         for phase in phases:
-            run = _Run(_run_dir(out, sid, name, phase), api)
+            path, n = _run_dir(out, sid, name, phase), 1
+            while taken.setdefault(path, name) != name:  # "a b" and "a_b", or "." and ".."
+                n += 1
+                path = _run_dir(out, sid, name, phase, n)
+            run = _Run(path, api)
             try:
                 _write_phase(run, store, sid, name, phase, gpus,
                              [r for r in samples if r[2] == phase], by_t)
