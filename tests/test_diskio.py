@@ -66,7 +66,7 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     reader = DiskReader(proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
     first = reader.read({10: stat("S"), 11: stat("D")}, now=1.0)
     assert first.read_bps is None and first.blocked is True  # no delta yet; waits on I/O
-    assert first.device_label == "nvme1n1 (/data, xfs)"
+    assert first.device_label is None  # its files are looked at once it reads from storage
     fake.set(10, 1000 + 500, 0)
     fake.set(11, 1000 + 4 * MB, 2 * MB)
     second = reader.read({10: stat("S"), 11: stat("D", majflt=6)}, now=3.0)
@@ -74,8 +74,10 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     assert second.rchar_bps == pytest.approx((4 * MB + 500) / 2)
     assert second.majflt_ps == pytest.approx(3.0)
     assert second.blkio_share is None  # delay accounting off here: unknown, not 0
+    assert second.device_label == "nvme1n1 (/data, xfs)"
     busy = reader.read({10: stat("R"), 11: stat("D")}, now=4.0)
     assert busy.blocked is False  # the trainer runs while the worker reads: off the path
+    assert busy.read_bps == second.read_bps  # counters read every other tick: the last rates
     fields = io_fields(type("TS", (), {"io": second})())
     assert fields["io_read_bytes_per_s"] == 1 * MB and fields["io_blocked"] is True
     assert fields["io_device_label"] == "nvme1n1 (/data, xfs)"

@@ -13,13 +13,14 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
 - `delayacct_blkio_ticks` (field 42): time blocked on block I/O, exact, but only where
   `kernel.task_delayacct` is 1 (off by default since Linux 5.14; then "unknown", never 0);
 - the filesystem the job reads from: the device of the regular files its processes hold open
-  (`/proc/PID/fd`, every `FILES_EVERY` ticks), named from `/proc/self/mountinfo`.
+  (`/proc/PID/fd`, once it has read from storage), named from `/proc/self/mountinfo`.
 
 Faults never raise: a process gone between two reads is dropped, an unreadable file is a note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -30,7 +31,9 @@ from typing import Callable
 from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
 
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
-FILES_EVERY = 5  # ticks between two looks at a job's open files
+READ_EVERY = 2  # ticks between two readings of the byte counters (the states: every tick)
+FILES_EVERY = 5  # ticks between two looks at a job's open files, until a device is found
+FILES_RECHECK = 30  # ... and after
 NOT_READABLE = "disk I/O: not readable (another user's process)"
 # where a job's open files live but are not its data: the interpreter, devices, the kernel's
 SKIP_PREFIXES = ("/dev/", "/proc/", "/sys/", "/usr/lib/", "/usr/share/", "/etc/")
@@ -119,11 +122,27 @@ class DiskReader:
         self._t: float | None = None
         self._delayacct = delayacct_on(read=read or read_proc)
         self._ticks = 0
+        self._pids: set[int] = set()
+        self._io = DiskIO()
+        self._files_at = 0  # the tick of the next look at the open files
         self._device: int | None = None
+        self._label: str | None = None
         self._mounts: dict[int, Mount] | None = None
 
     def read(self, stats: dict, now: float) -> DiskIO:
-        """`stats`: pid -> procs.Stat of this tick's live processes of the tree."""
+        """`stats`: pid -> procs.Stat of this tick's live processes of the tree.
+
+        The states (from `stats`) are this tick's; the byte counters are read every
+        `READ_EVERY` ticks (the rates of the last reading in between), and the open files only
+        once the job has read from storage, every `FILES_EVERY` ticks until a device is found
+        and every `FILES_RECHECK` ticks after: within 10 % of the tick's cost with 12 jobs
+        (benchmarks/io_cost.py)."""
+        states = [st.state for st in stats.values()]
+        blocked = "D" in states and "R" not in states
+        self._ticks += 1
+        if self._t is not None and self._ticks % READ_EVERY and stats.keys() == self._pids:
+            return dataclasses.replace(self._io, blocked=blocked)
+        self._pids = set(stats)
         note = None
         cur: dict[int, tuple[float, int, int, int, int]] = {}
         for pid, st in stats.items():
@@ -136,25 +155,23 @@ class DiskReader:
             if io is None:
                 continue
             cur[pid] = (st.start, io[0], io[1], st.majflt, st.blkio)
-        self._files.keep_only({f"{self.proc}/{pid}/io" for pid in cur})
-        states = [st.state for st in stats.values()]
-        blocked = "D" in states and "R" not in states
+        if cur.keys() != self._last.keys():
+            self._files.keep_only({f"{self.proc}/{pid}/io" for pid in cur})
         last, t_last = self._last, self._t
         self._last, self._t = cur, now
-        self._ticks += 1
-        if self._ticks % FILES_EVERY == 1 or self._device is None and self._ticks % 2 == 1:
+        io = self._rates(cur, last, t_last, now, blocked, note)
+        every = FILES_RECHECK if self._device is not None else FILES_EVERY
+        if (io.read_bps or self._device is not None) and self._ticks >= self._files_at:
+            self._files_at = self._ticks + every
             self._device = self._open_device(stats) or self._device
-        label = None
-        if self._device is not None:
-            if self._mounts is None:
-                try:
-                    self._mounts = parse_mountinfo(read_proc(f"{self.proc}/self/mountinfo", 65536))
-                except OSError:
-                    self._mounts = {}
-            m = self._mounts.get(self._device)
-            label = m.label if m else f"device {os.major(self._device)}:{os.minor(self._device)}"
+            self._label = self._device_label()
+        self._io = dataclasses.replace(io, device=self._device, device_label=self._label)
+        return self._io
+
+    def _rates(self, cur: dict, last: dict, t_last: float | None, now: float, blocked: bool,
+               note: str | None) -> DiskIO:
         if t_last is None or now <= t_last:
-            return DiskIO(blocked=blocked, device=self._device, device_label=label, note=note)
+            return DiskIO(blocked=blocked, note=note)
         dt = now - t_last
         rchar = rb = flt = blk = 0
         counted = False
@@ -168,11 +185,22 @@ class DiskReader:
             blk += bk - prev[4]
             counted = True
         if not counted:
-            return DiskIO(blocked=blocked, device=self._device, device_label=label, note=note)
+            return DiskIO(blocked=blocked, note=note)
         return DiskIO(read_bps=max(0, rb) / dt, rchar_bps=max(0, rchar) / dt, blocked=blocked,
                       majflt_ps=max(0, flt) / dt,
                       blkio_share=(max(0, blk) / _TICK / dt) if self._delayacct else None,
-                      device=self._device, device_label=label, note=note)
+                      note=note)
+
+    def _device_label(self) -> str | None:
+        if self._device is None:
+            return None
+        if self._mounts is None:
+            try:
+                self._mounts = parse_mountinfo(read_proc(f"{self.proc}/self/mountinfo", 65536))
+            except OSError:
+                self._mounts = {}
+        m = self._mounts.get(self._device)
+        return m.label if m else f"device {os.major(self._device)}:{os.minor(self._device)}"
 
     def _open_device(self, stats: dict) -> int | None:
         """The st_dev most of the tree's open regular files are on (its data, most likely)."""
