@@ -13,7 +13,7 @@ from gputop_dl import channel
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import run_file
-from gputop_dl.hook import SITE_DIR, dlhook
+from gputop_dl.hook import SITE_DIR, dlhook, report
 from gputop_dl.launch import build_env
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.workload import Workload
@@ -25,7 +25,7 @@ def _no_phase_patches_in_this_process(monkeypatch):
     """The hooks these tests build in-process would patch the real torch that other test
     modules of this worker imported (the step phases, at a main loader's first iteration) and
     leave it patched; the phases are tested in test_phases.py, which undoes its patches."""
-    monkeypatch.setattr(dlhook, "_torch", lambda: None)
+    monkeypatch.setattr(report, "torch_module", lambda: None)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_PLAIN = os.path.join(HERE, "external", "train_plain.py")
