@@ -6,7 +6,8 @@ come by relative import and gputop_dl/channel.py by file path (`report.load_chan
 never imports torch: a meta-path finder (`postimport`) waits for the script to import
 `torch.utils.data.dataloader` and patches it (`loaderpatch`) right after that module has run;
 the main loader's iterations become steps and epochs (`tracker`), timed per phase
-(`stepclock`). Every failure inside the hook is swallowed and reported once as a `note` event
+(`stepclock`); a framework that drives the loader its own way (Lightning) gets one small
+module beside them (`fw_*.py`). Every failure inside the hook is swallowed and reported once as a `note` event
 (`report.Reporter.error`): the user's script must never break.
 """
 
@@ -16,6 +17,7 @@ import atexit
 import os
 import sys
 
+from . import fw_lightning
 from . import report as rp
 from .loaderpatch import patch_dataloader
 from .postimport import PostImportFinder
@@ -28,6 +30,7 @@ __all__ = ["ENV_EVENTS", "ENV_ROOT", "Hook", "PostImportFinder", "Reporter", "Tr
 ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS (a test checks)
 ENV_ROOT = "GPUTOP_DL_HOOK_ROOT"  # set by the job's first Python process; its children see it
 TARGET = "torch.utils.data.dataloader"
+FRAMEWORKS = (fw_lightning,)  # each: TARGETS (module names) and patch(module, tracker, report)
 
 
 class Hook:
@@ -67,6 +70,12 @@ class Hook:
             patch_dataloader(module, self.tracker, self.report)
         except Exception as exc:
             self.report.error("patching the DataLoader", exc)
+
+    def on_framework(self, fw, module) -> None:
+        try:
+            fw.patch(module, self.tracker, self.report)
+        except Exception as exc:
+            self.report.error(f"adapting to {module.__name__}", exc)
 
     def excepthook(self, etype, value, tb):
         try:
@@ -128,6 +137,14 @@ def install(environ=None) -> Hook | None:
             hook.on_import(mod)
         else:
             sys.meta_path.insert(0, PostImportFinder(TARGET, hook.on_import))
+        for fw in FRAMEWORKS:  # a framework's trainer: patched once the script imports it
+            for name in fw.TARGETS:
+                mod = sys.modules.get(name)
+                if mod is not None:
+                    hook.on_framework(fw, mod)
+                else:
+                    sys.meta_path.insert(0, PostImportFinder(
+                        name, lambda m, fw=fw: hook.on_framework(fw, m)))
         sys.excepthook = hook.excepthook
         atexit.register(hook.at_exit)
     except Exception as exc:

@@ -49,9 +49,16 @@ class Tracker:
         self.t_epoch = self.t_prev = 0.0
         self.pause: float | None = None  # when another loader started during this epoch
         self.started = False
+        # set by a framework's module (fw_*.py): whether a loader iterated now may be the main
+        # loader (Lightning: not one iterated without grad, i.e. in an evaluation loop), and
+        # the run's plan, {"epochs", "steps_per_epoch"}, from the loader and its length
+        self.may_be_main = None
+        self.plan = None
 
     def on_iter(self, loader, it, now: float) -> None:
         if self.main is None:
+            if self.may_be_main is not None and not self.may_be_main(loader):
+                return
             self.main = loader
             self._started(loader)
             if self.on_main is not None:
@@ -113,6 +120,14 @@ class Tracker:
                              time_s=round(now - self.t_epoch, 4), steps=self.step,
                              samples=self.samples, loss=None, peak_mem=rp.peak_mem())
 
+    def end_epoch(self, now: float) -> None:
+        """A framework says that its training epoch ended, although it may not have exhausted
+        the main iterator (Lightning stops at the loader's known length, or at
+        `limit_train_batches`). The epoch ends at `now`, or where another loader (its
+        validation) started after the last batch."""
+        if self.open:
+            self.on_stop(self.it, self.pause if self.pause is not None else now)
+
     def _started(self, loader) -> None:
         if self.report.steps_only:
             self.started = True
@@ -121,6 +136,7 @@ class Tracker:
             spe = len(loader)
         except Exception:  # an IterableDataset without __len__
             spe = None
+        plan = self.plan(loader, spe) if self.plan is not None else {}
         torch = rp.torch_module()
         self.started = True
         self.report.emit("started", flush=True, pid=os.getpid(), device=rp.device_name(),
@@ -128,4 +144,4 @@ class Tracker:
                          torch=getattr(torch, "__version__", None),
                          model=None, params=None, batch_size=getattr(loader, "batch_size", None),
                          num_workers=getattr(loader, "num_workers", None),
-                         epochs=None, steps_per_epoch=spe)
+                         epochs=plan.get("epochs"), steps_per_epoch=plan.get("steps_per_epoch", spe))
