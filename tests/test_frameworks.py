@@ -20,6 +20,7 @@ from tests.conftest import write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIGHTNING = os.path.join(HERE, "external", "lightning_tiny.py")
+HF = os.path.join(HERE, "external", "hf_tiny.py")
 
 
 def launch(tmp_path, argv):
@@ -110,3 +111,38 @@ print(json.dumps({"steps": step}))
     assert "no epochs" in row and " 0 " not in row.split("│")[4]
     md = render_markdown(session_json(Store(), eng.session_id))
     assert "| no epochs |" in md
+
+
+def test_real_hf_trainer_with_accumulation_counts_epochs_steps_and_phases(tmp_path):
+    """`transformers.Trainer` (a one-layer GPT-2 from a config, random tokens), 2 epochs of 12
+    batches, gradients accumulated over 2 (the Trainer fetches both batches before computing):
+    epochs and steps exact, the step within 10 % of the script's own, and each phase at least
+    its sleep and at most 3 ms more (the tiny model's own compute)."""
+    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
+    pytest.importorskip("accelerate", reason="accelerate (the Trainer needs it) is not installed")
+    eng, run, own = launch(tmp_path, [sys.executable, HF, "--accumulate", "2"])
+    assert own["epochs"] == 2 and own["batches"] == [12, 12] and own["global_step"] == 12
+    assert [e["steps"] for e in run.epochs] == own["batches"]
+    assert [(s["epoch"], s["step"]) for s in run.steps] == [
+        (e, i) for e in (1, 2) for i in range(1, 13)]
+    assert run.info["steps_per_epoch"] == 12
+    steady = [s for s in run.steps if s["step"] > 1]
+    step = statistics.fmean(s["t_step"] for s in steady)
+    assert step == pytest.approx(own["step_ms"] / 1000, rel=0.10), (step, own)
+    for k in ("forward", "backward", "optimizer"):
+        got = statistics.fmean(s["ph"].get(k, 0.0) for s in steady)
+        want = own[f"{k}_ms"] / 1000
+        assert 0.9 * want <= got <= want + 0.003, (k, got, want)
+
+
+@pytest.mark.xfail(strict=True, reason="accelerate's DataLoaderShard fetches one batch ahead: "
+                   "the hook counts 9 steps where the Trainer stopped after 8 (not fixed yet)")
+def test_real_hf_trainer_stopped_by_max_steps_says_no_epochs(tmp_path):
+    """`max_steps = 8` of a 12-batch epoch: the Trainer's callback says one epoch ended (it
+    calls `on_epoch_end` when it stops), but no epoch was completed: 8 steps, no epochs."""
+    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
+    pytest.importorskip("accelerate", reason="accelerate (the Trainer needs it) is not installed")
+    eng, run, own = launch(tmp_path, [sys.executable, HF, "--max-steps", "8"])
+    assert own["global_step"] == 8 and own["batches"] == [8]
+    assert [(s["epoch"], s["step"]) for s in run.steps] == [(1, i) for i in range(1, 9)]
+    assert run.epochs == []
