@@ -78,15 +78,11 @@ def run(hooked: bool, seconds: float, batch: int, events: str) -> dict:
 
 def per_step_us(events: str) -> float:
     """What the hook adds to one `next(loader)`: min over passes, patched vs not, in-process."""
-    import importlib.util
-
     import torch
     import torch.utils.data.dataloader as dl
 
-    spec = importlib.util.spec_from_file_location(
-        "_gputop_dl_hook", os.path.join(os.path.dirname(SITE_DIR), "dlhook.py"))
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    from gputop_dl.hook import dlhook as hook
+
     loader = dl.DataLoader(torch.utils.data.TensorDataset(torch.randn(16 * 2000, 4)), batch_size=16)
 
     def one_pass() -> float:
@@ -112,8 +108,6 @@ def per_step_us(events: str) -> float:
 def phases_overhead(step_ms: float = 10.0, passes: int = 9, steps: int = 30,
                     width: int = 256, batch: int | None = None) -> dict:
     """Plain vs hooked step time of the same loop in this process (see the module doc)."""
-    import importlib.util
-
     import torch
     import torch.utils.data.dataloader as dl
     from torch import nn
@@ -151,10 +145,7 @@ def phases_overhead(step_ms: float = 10.0, passes: int = 9, steps: int = 30,
             t = one_pass(make_loader(batch))
             batch = max(1, int(batch * step_ms / 1000 / t))
     loader = make_loader(batch)
-    spec = importlib.util.spec_from_file_location(
-        "_gputop_dl_hook", os.path.join(os.path.dirname(SITE_DIR), "dlhook.py"))
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    from gputop_dl.hook import dlhook as hook
     orig = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
     rep = hook.Reporter(tempfile.mktemp(suffix=".jsonl"), True)
     tracker = hook.Tracker(rep)

@@ -4,15 +4,22 @@ only its own scripts (`pids`), so no other test's process is ever paused."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 
+import types
+
 import pytest
+from rich.console import Console
 
 from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.pyspy import StallEstimate
 from gputop_dl.engine import diagnose_plan
+from gputop_dl.present.diagnosis import diagnosis_table
+from gputop_dl.snapshot import HostSample, JobSample
 from gputop_dl.record.store import Store
 from gputop_dl.runner import diagnose_engine
 
@@ -31,6 +38,45 @@ def diagnose(pids, **kw):
     eng.start()
     eng.join()
     return eng
+
+
+def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
+    """Without the probe a job's `slowdown` is the live estimate (source "estimated") and its
+    `cpu_wait_fraction` the mean over the observe phase, as `--once --json` has them; with the
+    probe, a job timed together and alone has the probe's ratio (source "probe")."""
+    host = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
+    engine = types.SimpleNamespace(recorder=types.SimpleNamespace(is_open=False))
+
+    def observed(probe, waits=(0.6, 0.7, 0.65)):
+        plan = diagnose_plan.DiagnosePlan(seconds=6, probe=probe)
+        for t, f in enumerate(waits):
+            jobs = [JobSample(name=n, pid=pid, launched=False, pids=(pid, pid + 1),
+                              cpu_cores=0.66, cpu_wait_fraction=f) for n, pid in (("a", 10), ("b", 20))]
+            machine = types.SimpleNamespace(host=host, gpus=(), found=jobs, gpu_processes=())
+            plan.after_tick(engine, float(t), machine)
+        together = {10: StallEstimate(1, 99, 0.2, 10), 20: StallEstimate(1, 99, None)}
+        for pid in (10, 20):
+            plan.jobs[pid]["together"] = together[pid]
+        plan._observing = False
+        plan.estimate, plan.estimates = plan._estimate(together)
+        return plan
+
+    plan = observed(probe=False)
+    jobs = {j["name"]: j for j in plan.result()["jobs"]}
+    for j in jobs.values():
+        assert j["slowdown"] is not None and j["slowdown"] > 1.5, j
+        assert j["slowdown"] == j["estimated_slowdown"] and j["slowdown_source"] == "estimated"
+        assert j["cpu_wait_fraction"] == pytest.approx(0.65)
+    shown = Console(width=200, record=True, file=io.StringIO())
+    shown.print(diagnosis_table(plan.result()))
+    table = shown.export_text()
+    assert "× est" in table and "65%" in table
+    plan = observed(probe=True)
+    plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.1, 10)  # b's step time was never read
+    jobs = {j["name"]: j for j in plan.result()["jobs"]}
+    assert (jobs["a"]["slowdown"], jobs["a"]["slowdown_source"]) == (2.0, "probe")
+    assert jobs["b"]["slowdown_source"] == "estimated"
+    assert jobs["b"]["slowdown"] == jobs["b"]["estimated_slowdown"]
 
 
 def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
@@ -57,7 +103,7 @@ def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(by_hand):
     v, res = eng.verdict, eng.plan.result()
     assert v is not None and {j["pid"] for j in res["jobs"]} == pids
     for j in res["jobs"]:
-        if j["slowdown"] is not None:  # py-spy read both step times (~0.1 s), within its
+        if j["slowdown_source"] == "probe":  # py-spy read both step times (~0.1 s), within its
             # precision on a busy box; the slowdown is their ratio
             assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4
             assert 0.1 * 0.7 < j["step_time_s"] < 0.1 * 1.4
@@ -80,8 +126,12 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
     # work swamps, what they wait for is mostly that load, and the estimate says so
     v = eng.verdict
     assert "nothing paused" in v["reason"], v["reason"]
-    assert all(j["slowdown"] is None for j in res["jobs"])
     assert {j["slowdown_source"] for j in v["jobs"]} == {"estimated"}
+    # the jobs carry the verdict's slowdown and their CPU wait, as `--once --json` does
+    est = {j["name"]: j["slowdown"] for j in v["jobs"]}
+    for j in res["jobs"]:
+        assert j["slowdown"] == est[j["name"]] and j["slowdown_source"] == "estimated"
+        assert j["cpu_wait_fraction"] is not None and 0 <= j["cpu_wait_fraction"] <= 1
     # others' work (another test beside this one, under `-n 2`): by the load average, which
     # lags, or by the judge's own reading of the runnable threads (`set_share`: the part of what
     # a job waits behind that is the other job); then the estimate must say it saw that load
@@ -118,7 +168,7 @@ def test_real_diagnose_cli_json_contract(by_hand):
     assert {"kind", "title", "reason", "confidence", "evidence", "jobs"} <= doc["verdict"].keys()
     for j in doc["jobs"]:
         assert {"pid", "pids", "name", "cpu_cores", "stall_fraction", "solo_step_time_s",
-                "step_time_s", "slowdown"} <= j.keys()
+                "step_time_s", "slowdown", "slowdown_source", "cpu_wait_fraction"} <= j.keys()
         assert j["pid"] in pids and j["pid"] in j["pids"]
     assert "probe:" in out.stderr  # progress goes to stderr, JSON alone on stdout
 

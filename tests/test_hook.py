@@ -13,7 +13,7 @@ from gputop_dl import channel
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import run_file
-from gputop_dl.hook import SITE_DIR, dlhook
+from gputop_dl.hook import SITE_DIR, dlhook, fw_lightning, report
 from gputop_dl.launch import build_env
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.workload import Workload
@@ -25,7 +25,7 @@ def _no_phase_patches_in_this_process(monkeypatch):
     """The hooks these tests build in-process would patch the real torch that other test
     modules of this worker imported (the step phases, at a main loader's first iteration) and
     leave it patched; the phases are tested in test_phases.py, which undoes its patches."""
-    monkeypatch.setattr(dlhook, "_torch", lambda: None)
+    monkeypatch.setattr(report, "torch_module", lambda: None)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_PLAIN = os.path.join(HERE, "external", "train_plain.py")
@@ -126,6 +126,56 @@ def test_tracker_an_abandoned_pass_is_no_epoch_and_unknown_samples_stay_unknown(
     tr.on_stop(it2, 1.4)  # StopIteration again: still one epoch
     assert [(s["epoch"], s["step"], s["samples"]) for s in kinds(w, "step")] == [(1, 1, None), (1, 1, None)]
     assert [(e["epoch"], e["steps"], e["samples"]) for e in kinds(w, "epoch")] == [(1, 1, None)]
+
+
+def test_tracker_under_a_framework_main_loader_epoch_end_and_plan():
+    """What a framework's module (fw_lightning) tells the tracker: a loader iterated in an
+    evaluation loop is never the main one; the framework ends the epoch although the main
+    iterator was never exhausted, at the last training batch's end when validation followed."""
+    rep, w = reporter()
+    tr = dlhook.Tracker(rep)
+    grad = {"on": False}
+    tr.may_be_main = lambda loader: grad["on"]
+    tr.plan = lambda loader, n: fw_lightning.plan(
+        types.SimpleNamespace(limit_train_batches=3, max_epochs=2, max_steps=-1), n)
+    train, val, sanity = [0] * 8, [0] * 2, object()
+    tr.on_iter(val, sanity, 0.0)  # the sanity check, without grad: not the main loader
+    tr.on_batch(sanity, Batch(2), 0.0, 0.1)
+    grad["on"] = True
+    t = 1.0
+    for _ in range(2):
+        it = object()
+        tr.on_iter(train, it, t)
+        for _ in range(3):
+            tr.on_batch(it, Batch(2), t, t + 0.1)
+            t += 0.4
+        with_val = object()
+        tr.on_iter(val, with_val, t + 0.2)  # validation after the last batch's compute
+        tr.end_epoch(t + 5.0)  # the framework's epoch end, after its validation
+        t += 10
+    assert [(s["epoch"], s["step"]) for s in kinds(w, "step")] == [
+        (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]
+    epochs = kinds(w, "epoch")
+    assert [(e["epoch"], e["steps"]) for e in epochs] == [(1, 3), (2, 3)]
+    assert epochs[0]["time_s"] == pytest.approx(1.2 + 0.2)  # ends where validation began
+    started = kinds(w, "started")
+    assert len(started) == 1 and (started[0]["epochs"], started[0]["steps_per_epoch"]) == (2, 3)
+    tr.end_epoch(t)  # no pass open: nothing
+    assert len(kinds(w, "epoch")) == 2
+
+
+def test_lightning_plan_follows_its_batch_limits():
+    def trainer(limit=1.0, epochs=2, max_steps=-1):
+        return types.SimpleNamespace(limit_train_batches=limit, max_epochs=epochs,
+                                     max_steps=max_steps)
+
+    assert fw_lightning.plan(trainer(), 40) == {"epochs": 2, "steps_per_epoch": 40}
+    assert fw_lightning.plan(trainer(20), 40)["steps_per_epoch"] == 20
+    assert fw_lightning.plan(trainer(0.25), 40)["steps_per_epoch"] == 10
+    assert fw_lightning.plan(trainer(20), None)["steps_per_epoch"] == 20  # no length
+    assert fw_lightning.plan(trainer(), None)["steps_per_epoch"] is None
+    assert fw_lightning.plan(trainer(max_steps=100), 40)["epochs"] is None  # may stop first
+    assert fw_lightning.plan(trainer(epochs=-1), 40)["epochs"] is None  # no epoch limit
 
 
 def fake_dataloader_module():

@@ -152,6 +152,83 @@ def test_patches_time_each_phase_and_keep_the_users_hooks():
     assert not getattr(torch.Tensor.to, "_gputop_dl", False)
 
 
+def _ticking_model(t):
+    """A model whose forward moves the clock `t` by 10 ms, and whose backward by 20 ms."""
+
+    class Back(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            t.t += 0.02
+            return g
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            t.t += 0.01
+            return Back.apply(self.fc(x))
+
+    return Net()
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "sgd-positional", "sgd-keyword"])
+def test_an_optimizer_closure_is_forward_and_backward_and_only_the_rest_is_optimizer(optimizer):
+    """LBFGS (and Lightning's automatic optimization) run forward and backward inside the
+    closure handed to `optimizer.step`: those are forward and backward; the rest of `step`
+    (here 5 ms per step, plus LBFGS's own work, none on this clock) is optimizer."""
+    t = Tick()
+    sc = StepClock(clock=t)
+    model = _ticking_model(t)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    if optimizer == "lbfgs":
+        base = torch.optim.LBFGS
+        kw = dict(lr=0.1, max_iter=3)
+    else:
+        base = torch.optim.SGD
+        kw = dict(lr=0.1)
+
+    class Slow(base):
+        def step(self, closure=None):
+            t.t += 0.005
+            return super().step(closure)
+
+    opt = Slow(model.parameters(), **kw)
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    undo = stepclock.patch_torch(torch, sc)
+    try:
+        for _ in range(2):
+            calls.clear()
+            if optimizer == "sgd-positional":
+                out = opt.step(closure)
+            else:
+                out = opt.step(closure=closure)
+            assert isinstance(out, torch.Tensor)  # the closure's loss comes back
+            ph, _ = sc.take()
+            n = len(calls)
+            assert n >= 1 and (optimizer == "lbfgs" or n == 1)
+            assert ph["forward"] == pytest.approx(0.01 * n)
+            assert ph["backward"] == pytest.approx(0.02 * n)
+            assert ph["optimizer"] == pytest.approx(0.005)
+            assert sc.active is None
+    finally:
+        for u in undo:
+            u()
+
+
 def test_a_compiled_model_is_timed_as_one_forward():
     sc = StepClock()
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))

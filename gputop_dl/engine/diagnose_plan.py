@@ -86,6 +86,8 @@ class DiagnosePlan(Plan):
             rec.update(pids=list(j.pids), command=j.command, device=j.device, gpu_mem=j.gpu_mem)
             if j.cpu_cores is not None and not rec.get("frozen"):
                 rec["cpu"].append(j.cpu_cores)
+            if j.cpu_wait_fraction is not None and not rec.get("frozen"):
+                rec.setdefault("cpu_wait", []).append(j.cpu_wait_fraction)
         if self._observing:
             mine = self._mine(machine.found)
             self._observed.append((now, mine, machine.host, machine.gpu_processes, machine.gpus))
@@ -273,6 +275,13 @@ class DiagnosePlan(Plan):
             tog, alone = j.get("together"), j.get("alone")
             step = tog.step_time_s if tog else None
             solo = alone.step_time_s if alone else None
+            # one slowdown, as in `--once --json`: the probe's where it timed the job both
+            # together and alone, else the live estimate's (analyse/passive.py)
+            slowdown, source = (round(step / solo, 3), "probe") if step and solo else (None, None)
+            est = _est(self.estimates, j["name"], "slowdown")
+            if slowdown is None and est is not None:
+                slowdown, source = est, "estimated"
+            waits = j.get("cpu_wait") or []
             jobs.append({
                 "pid": j["pid"], "pids": j.get("pids") or [], "name": j["name"],
                 "command": j.get("command"), "device": j.get("device"),
@@ -281,9 +290,10 @@ class DiagnosePlan(Plan):
                 "stall_fraction": round(tog.fraction, 3) if tog and tog.samples else None,
                 "solo_stall_fraction": round(alone.fraction, 3) if alone and alone.samples else None,
                 "step_time_s": step, "solo_step_time_s": solo,
-                "slowdown": round(step / solo, 3) if step and solo else None,
+                "slowdown": slowdown, "slowdown_source": source,
+                "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
                 "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
-                "estimated_slowdown": _est(self.estimates, j["name"], "slowdown"),
+                "estimated_slowdown": est,
                 "estimate_confidence": _est(self.estimates, j["name"], "confidence")})
         return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
                 "notes": list(self.notes_)}

@@ -2,9 +2,13 @@
 
 `site/` holds only `sitecustomize.py`; the launcher prepends that folder to the job's
 PYTHONPATH, so every Python process of the job runs it at start-up. It chains any other
-sitecustomize, and only when GPUTOP_DL_EVENTS is set loads `dlhook.py` (by file path: the
-target interpreter may not have gputop_dl installed), which patches torch's DataLoader lazily,
-when the script imports it. Nothing here imports torch.
+sitecustomize, and only when GPUTOP_DL_EVENTS is set loads this folder as a private package
+(by file path: the target interpreter may not have gputop_dl installed) and runs
+`dlhook.install()`, which patches torch's DataLoader lazily, when the script imports it.
+Modules: `dlhook` (entry, the Hook), `report` (events, torch facts), `tracker` (steps and
+epochs), `loaderpatch` (the DataLoader patch), `postimport` (the lazy import finder),
+`stepclock` (the phase clock). They import nothing of gputop_dl outside this folder (channel.py
+comes by path), and nothing here imports torch.
 """
 
 import os

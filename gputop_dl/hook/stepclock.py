@@ -14,10 +14,12 @@ in that interval is billed to that step:
   called at top level counts as forward);
 - backward: `Tensor.backward` / `torch.autograd.backward`;
 - optimizer: between the global optimizer-step pre- and post-hooks (every optimizer: a GAN's
-  two steps add up; with gradient accumulation only every k-th step has one);
+  two steps add up; with gradient accumulation only every k-th step has one), less the time in
+  a closure handed to `step`: the closure runs outside any phase, so its forward and backward
+  are forward and backward (LBFGS, Lightning's automatic optimization);
 - other: the rest (the caller: t_step minus the parts).
 Phases do not nest: the outermost one wins (a forward recomputed inside backward by activation
-checkpointing is backward; an LBFGS closure is optimizer). A phase never entered in a step is
+checkpointing is backward), except an optimizer closure (above). A phase never entered in a step is
 absent from its record, so an inference loop has no backward and no optimizer (null, not 0).
 
 On the CPU the times are host time. On CUDA (once CUDA is initialised) each phase also records a
@@ -182,6 +184,39 @@ def _is_compiling(torch):
     return f if f is not None else (lambda: False)
 
 
+def closure_outside(sc: StepClock, closure):
+    """`closure` run outside the optimizer phase: an optimizer's step that calls the closure
+    (LBFGS, Lightning's automatic optimization) bills the forward and backward inside it to
+    forward and backward, and only the rest of `step` to optimizer."""
+
+    def run_closure(*args, **kwargs):
+        inside = sc.active == "optimizer"
+        if inside:
+            sc.leave("optimizer")
+        try:
+            return closure(*args, **kwargs)
+        finally:
+            if inside:
+                sc.enter("optimizer")
+
+    run_closure._gputop_dl = True  # type: ignore[attr-defined]
+    return run_closure
+
+
+def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict):
+    """The global optimizer-step pre-hook: the optimizer phase starts (unless another phase is
+    running); a closure handed to `step` (the hook's `args` start with the optimizer) is
+    replaced by one that runs outside the optimizer phase (`closure_outside`)."""
+    if not sc.enter("optimizer"):
+        return None
+    closure = kwargs.get("closure")
+    if callable(closure) and not getattr(closure, "_gputop_dl", False):
+        return args, {**kwargs, "closure": closure_outside(sc, closure)}
+    if len(args) > 1 and callable(args[1]) and not getattr(args[1], "_gputop_dl", False):
+        return (args[0], closure_outside(sc, args[1]), *args[2:]), kwargs
+    return None
+
+
 def patch_torch(torch, sc: StepClock) -> list:
     """Patch Module.__call__, Tensor.to/.cuda, Tensor.backward, autograd.backward and add the
     global optimizer-step hooks, all billing to `sc`. Returns undo callables. The user's own
@@ -216,8 +251,7 @@ def patch_torch(torch, sc: StepClock) -> list:
         wrap(torch.Tensor, "backward", "backward")
         wrap(torch.autograd, "backward", "backward")
         opt = importlib.import_module("torch.optim.optimizer")  # torch is imported already
-        pre = opt.register_optimizer_step_pre_hook(
-            lambda o, a, k: (sc.enter("optimizer"), None)[1])
+        pre = opt.register_optimizer_step_pre_hook(lambda o, a, k: optimizer_pre_hook(sc, a, k))
         undo.append(pre.remove)
         post = opt.register_optimizer_step_post_hook(lambda o, a, k: sc.leave("optimizer"))
         undo.append(post.remove)

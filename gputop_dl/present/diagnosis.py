@@ -4,22 +4,26 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from gputop_dl.present.verdict_text import slowdown_text
 from gputop_dl.text.fmt import DASH, num, pct, secs
 from gputop_dl.text.safe import text
 
 
 def diagnosis_table(result: dict) -> Table:
-    """One row per job: CPU together and alone, stall together and alone, step times, the
-    probe's slowdown and the live estimate beside it (with its confidence)."""
+    """One row per job: CPU together and alone, its CPU wait, stall together and alone, step
+    times, its one slowdown with its source (the probe's, else the live estimate) and the live
+    estimate beside it (with its confidence)."""
     t = Table(title="Diagnosis (jobs found running)", title_justify="left")
-    for col in ("job", "pid", "CPU cores", "alone", "data-wait", "alone", "step", "alone",
+    for col in ("job", "pid", "CPU cores", "alone", "CPU wait", "data-wait", "alone", "step", "alone",
                 "slowdown", "estimated", "measured alone"):
         t.add_column(col, justify="left" if col in ("job", "measured alone") else "right")
     for j in result.get("jobs", []):
         t.add_row(text(j["name"]), str(j["pid"]), num(j["cpu_cores"], ".2f"),
-                  num(j["solo_cpu_cores"], ".2f"), pct(j["stall_fraction"]),
+                  num(j["solo_cpu_cores"], ".2f"), pct(j.get("cpu_wait_fraction")),
+                  pct(j["stall_fraction"]),
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
-                  secs(j["solo_step_time_s"]), num(j["slowdown"], ".2f", "×"),
+                  secs(j["solo_step_time_s"]),
+                  slowdown_text(j["slowdown"], j.get("slowdown_source")),
                   num(j.get("estimated_slowdown"), ".2f", "×")
                   + (f" ({j['estimate_confidence']:.0%})"
                      if j.get("estimate_confidence") is not None else ""),

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size
+from gputop_dl.text.fmt import DASH, duration, epochs_done, num, pct, progress, rate, secs, size
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
@@ -158,7 +158,8 @@ def summary_table(results) -> Table:
     for r in results:
         status = r.status if not r.failure else f"{r.status}: {r.failure}"
         mem, _ = r.peak_mem()  # the figure the export shows too
-        cells = (r.name, status, r.device or DASH, str(len(r.epochs)), secs(r.median_epoch_s),
+        cells = (r.name, status, r.device or DASH, epochs_done(len(r.epochs), steps=r.steps),
+                 secs(r.median_epoch_s),
                  secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
                  num(r.cpu_cores, ".2f"), size(mem),
                  secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))

@@ -57,6 +57,14 @@ def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int |
     return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"
 
 
+def epochs_done(done: int, planned: int | None = None, steps: int | None = None) -> str:
+    """A job's epochs ended: "3", "3/5"; "no epochs" for one that ran steps but ended no
+    epoch (step-based training, an endless loader, a loop that breaks out), never "0"."""
+    if not done and steps:
+        return "no epochs"
+    return f"{done}/{planned}" if planned else str(done)
+
+
 def dash(v: object) -> str:
     """A value as text, unknown (None) as "–"."""
     return DASH if v is None else str(v)

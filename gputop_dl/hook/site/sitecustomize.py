@@ -2,8 +2,9 @@
 
 gputop-dl prepends this folder to a command workload's PYTHONPATH. First the sitecustomize
 that this file shadows (the user's or the distribution's, further along sys.path) still runs.
-Then, only when GPUTOP_DL_EVENTS is set, `../dlhook.py` is loaded by file path and installs a
-lazy DataLoader patch; torch is never imported here. Nothing in this file may raise.
+Then, only when GPUTOP_DL_EVENTS is set, the hook folder (`..`) is loaded by file path as the
+private package `_gputop_dl_hook`, and its `dlhook.install()` sets a lazy DataLoader patch;
+torch is never imported here. Nothing in this file may raise.
 """
 
 import os
@@ -44,14 +45,17 @@ def _warn(exc):
 def _hook():
     if not os.environ.get("GPUTOP_DL_EVENTS") or os.environ.get("GPUTOP_DL_HOOK") == "0":
         return
+    import importlib
     import importlib.util
 
+    # the hook folder as a private package: its modules import each other relatively
+    folder = os.path.dirname(_HERE)
     spec = importlib.util.spec_from_file_location(
-        "_gputop_dl_hook", os.path.join(os.path.dirname(_HERE), "dlhook.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["_gputop_dl_hook"] = mod
-    spec.loader.exec_module(mod)
-    mod.install()
+        "_gputop_dl_hook", os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules["_gputop_dl_hook"] = pkg
+    spec.loader.exec_module(pkg)
+    importlib.import_module("_gputop_dl_hook.dlhook").install()
 
 
 for _step in (_chain, _hook):

@@ -15,7 +15,7 @@ import time
 from gputop_dl.present.report import mermaid
 from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.present.report.queue_md import queue_section
-from gputop_dl.text.fmt import DASH, num, pct, rank_list, secs, size
+from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
 from gputop_dl.present.verdict_text import job_line
 
@@ -183,7 +183,7 @@ def _results_section(data: dict) -> str:
     for j in jobs:
         planned = j.get("epochs_planned")
         done = len(j.get("epochs") or [])
-        epochs = f"{done}/{planned}" if planned else str(done)
+        epochs = epochs_done(done, planned, j.get("steps"))
         if not j.get("launched", True) and not done:
             epochs = DASH  # a process found running: its epochs are not visible from outside
         mem = j.get("peak_mem")
