@@ -73,7 +73,7 @@ def main() -> None:
         nprocs = len(with_io[0].sample().pids)
         print(f"jobs: {args.jobs} x {nprocs} processes; {args.ticks} ticks x {args.rounds} rounds each")
         for key in ("without", "with"):
-            print(f"tick without the disk reading: " if key == "without" else
+            print("tick without the disk reading: " if key == "without" else
                   "tick with the disk reading:    ", end="")
             print(f"median {statistics.median(cost[key]) * 1e3:.2f} ms CPU (rounds: "
                   + ", ".join(f"{x * 1e3:.2f}" for x in cost[key]) + ")")
