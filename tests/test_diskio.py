@@ -169,3 +169,44 @@ def test_a_cpu_starved_job_beside_two_disk_bound_ones_is_named_too(cpu_wait, kin
     assert v.kind == kind and est["prep"].cause == "cpu" and est["a"].cause == "io"
     assert "prep (waits" in v.reason and "waits for a CPU" in v.reason
     assert "wait on reads from vda (/, ext4)" in v.reason
+
+
+# --- every output -------------------------------------------------------------------------
+def test_store_export_markdown_and_serve_carry_the_disk(tmp_path):
+    import time
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.present.report.markdown import render_markdown
+    from gputop_dl.record.store import Store
+    from gputop_dl.snapshot import Snapshot
+
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("monitor", file=None, command="gputop-dl", kind="monitor",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    store.upsert_job(sid, "reader.py", launched=False, config=None, status="running")
+    t0 = time.time() - 10
+    for i, rate in enumerate((1 * MB, 2 * MB, 3 * MB)):
+        j = reader_job("reader.py", 7, rate, io_wait_fraction=0.9, major_faults_per_s=2.0)
+        store.add_job_sample(sid, t0 + i, j, None)
+    store.commit()
+    doc = session_json(store, sid)
+    assert doc["jobs"][0]["disk"] == {"read_bytes_per_s": 2 * MB, "max_read_bytes_per_s": 3 * MB,
+                                      "io_wait": 0.9, "major_faults_per_s": 2.0, "samples": 3}
+    md = render_markdown(doc)
+    assert "## Disk I/O" in md and "| reader.py | 2.0 MB/s | 3.0 MB/s | 90% | 2.0 | 3 |" in md
+    store.close()
+
+    c = SnapshotCollector(hostname="node1")
+    job = reader_job("reader.py", 7, 2 * MB, io_wait_fraction=0.9, major_faults_per_s=2.0)
+    c.feed(Snapshot(time=time.time(), gpu_status="ok", host=PRESSED, jobs=(job,)))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {s.name: s.value for fam in text_string_to_metric_families(generate_latest(reg).decode())
+           for s in fam.samples}
+    assert got["gputop_dl_job_io_read_bytes_per_second"] == 2 * MB
+    assert got["gputop_dl_job_io_wait_ratio"] == 0.9
+    assert got["gputop_dl_host_io_pressure_some_ratio"] == 0.45

@@ -352,6 +352,20 @@ class Store:
             (jk,)).fetchone()
         return None if r is None or not r[5] else tuple(r)
 
+    def job_disk_means(self, sid: str, job: str) -> tuple | None:
+        """(mean io_read, max io_read, mean io_wait, mean major_faults, samples with a read
+        figure) of a job's samples (issue 32); None for a database without the columns or a
+        job with no figure."""
+        if not self.has_column("job_samples", "io_read"):
+            return None
+        jk = self._jk(sid, job)
+        if jk is None:
+            return None
+        r = self.db.execute(
+            "SELECT AVG(io_read), MAX(io_read), AVG(io_wait), AVG(major_faults), COUNT(io_read)"
+            " FROM job_samples WHERE jk=?", (jk,)).fetchone()
+        return None if r is None or not r[4] else tuple(r)
+
     # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
     def sample_span(self, sid: str) -> tuple[float, float, int] | None:
         """(first t, last t, count) of the session's host samples (one per tick), or None."""

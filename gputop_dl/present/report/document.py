@@ -160,6 +160,17 @@ def _cpu_wait(store: Store, sid: str, job: str) -> dict | None:
             "throttled": _r(throttled), "samples": n}
 
 
+def _disk(store: Store, sid: str, job: str) -> dict | None:
+    """Disk I/O (issue 32): the job's mean and peak bytes/s from storage, its mean I/O wait
+    share and major faults/s over its samples; null when none was recorded."""
+    m = store.job_disk_means(sid, job)
+    if m is None:
+        return None
+    read, top, wait, faults, n = m
+    return {"read_bytes_per_s": _r(read, 0), "max_read_bytes_per_s": _r(top, 0),
+            "io_wait": _r(wait), "major_faults_per_s": _r(faults, 2), "samples": n}
+
+
 def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
     """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
     row = store.session(sid)
@@ -199,6 +210,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
             solo_epoch_s_est=(_r(r.median_epoch_s / r.slowdown, 3)
                               if r.median_epoch_s and r.slowdown else None))
         j["cpu_wait"] = _cpu_wait(store, sid, r.name)
+        j["disk"] = _disk(store, sid, r.name)
         jobs.append(j)
 
     queue = _queue(store, sid, jobs)

@@ -15,7 +15,7 @@ import time
 from gputop_dl.present.report import mermaid
 from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.present.report.queue_md import queue_section
-from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, secs, size
+from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, rate, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
 from gputop_dl.present.verdict_text import job_line
 
@@ -456,6 +456,28 @@ def _cpu_wait_section(jobs: list[dict]) -> str | None:
         "job's cgroup was throttled by its CPU quota (– without a quota)."])
 
 
+def _disk_section(jobs: list[dict]) -> str | None:
+    """Disk I/O (issue 32): per job, what it read from storage and how long it waited on it;
+    None when no job read anything from storage."""
+    rows = []
+    for j in jobs:
+        d = j.get("disk")
+        if not d or not (d.get("max_read_bytes_per_s") or d.get("io_wait")):
+            continue
+        rows.append([md_cell(j["name"]), rate(d.get("read_bytes_per_s")),
+                     rate(d.get("max_read_bytes_per_s")), pct(d.get("io_wait")),
+                     num(d.get("major_faults_per_s"), ".1f"), str(d.get("samples") or 0)])
+    if not rows:
+        return None
+    return "\n".join([
+        "## Disk I/O", "",
+        table(["job", "read from storage (mean)", "peak", "waited on I/O", "major faults/s",
+               "samples"], rows, "lrrrrr"), "",
+        "- Read from storage = /proc/PID/io read_bytes of the job's processes per second "
+        "(page-cache hits are not counted); waited on I/O = the share of the live verdict's "
+        "window on which a process of the job was in D state and none was running (docs/verdict.md)."])
+
+
 def render_markdown(data: dict) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
@@ -477,7 +499,8 @@ def render_markdown(data: dict) -> str:
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
              _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
-             _results_section(data), phases_section(data["jobs"]), _cpu_wait_section(data["jobs"]), queue_section(data),
+             _results_section(data), phases_section(data["jobs"]), _cpu_wait_section(data["jobs"]), _disk_section(data["jobs"]),
+             queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "
