@@ -114,3 +114,25 @@ def test_what_changed_between_the_sessions_is_said_per_setting(tmp_path, monkeyp
 
     assert _config_changes(None, {"x": 1}) is None
     assert _what_changed([{"name": "t.py", "config_changes": None}]) is None
+
+
+def test_cpu_wait_and_disk_are_compared_from_the_recorded_samples(tmp_path, monkeypatch):
+    """compare read the CPU wait from the job summaries, which never had it (always "–"); it
+    and the disk figures (issue 32) come from the recorded samples."""
+    monkeypatch.setenv("GPUTOP_DL_HOME", str(tmp_path / "home"))
+    from gputop_dl.record.store import default_db_path
+
+    store = fresh_store(default_db_path())
+    a = make_session(store, name="before", sample_extra=dict(
+        cpu_wait_fraction=0.2, io_read_bytes_per_s=1_000_000, io_wait_fraction=0.4))
+    b = make_session(store, name="after", sample_extra=dict(
+        cpu_wait_fraction=0.5, io_read_bytes_per_s=2_000_000, io_wait_fraction=0.9))
+    store.close()
+    bs32 = next(j for j in compare_sessions(a, b)["jobs"] if j["name"] == "bs32")
+    assert bs32["a"]["cpu_wait_fraction"] == 0.2 and bs32["b"]["io_read_bytes_per_s"] == 2_000_000
+    assert bs32["change"]["cpu_wait_fraction"] == 0.3 and bs32["change"]["io_read_bytes_per_s"] == 2.0
+    assert bs32["change"]["io_wait_fraction"] == 0.5
+    console = Console(width=240, file=io.StringIO(), color_system=None)
+    console.print(comparison_table(compare_sessions(a, b)))
+    out = console.file.getvalue()
+    assert "disk read" in out and "I/O wait" in out and "+30 pts" in out

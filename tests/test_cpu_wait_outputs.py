@@ -102,7 +102,31 @@ def test_tensorboard_has_the_cpu_wait_scalars(tmp_path):
     tags = set(acc.Tags()["scalars"])
     assert {"job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers"} <= tags
     assert "job/cpu_throttled" not in tags  # never known: never written
+    assert "job/io_read_bytes_per_s" not in tags  # no disk figure recorded: none written
     assert [round(e.value, 3) for e in acc.Scalars("job/cpu_wait")] == [0.3, 0.4, 0.5, 0.6]
+    store.close()
+
+
+def test_tensorboard_has_the_disk_scalars(tmp_path):
+    acc_mod = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
+                                  reason="the tensorboard package (test extra) reads the files back")
+    from gputop_dl.present.report.tensorboard import export_tensorboard
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("monitor", file=None, command="gputop-dl", kind="monitor",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    store.upsert_job(sid, "reader.py", launched=False, config=None, status="running")
+    t0 = time.time() - 10
+    for i in range(3):
+        store.add_job_sample(sid, t0 + i, JobSample(
+            name="reader.py", pid=7, launched=False, pids=(7,), cpu_cores=0.01,
+            io_read_bytes_per_s=1_000_000 * (i + 1), io_wait_fraction=0.9), None)
+    store.commit()
+    written = export_tensorboard(store, sid, str(tmp_path / "tb"))
+    acc = acc_mod.EventAccumulator(written[0][0], size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("job/io_read_bytes_per_s")] == [1e6, 2e6, 3e6]
+    assert [round(e.value, 3) for e in acc.Scalars("job/io_wait")] == [0.9, 0.9, 0.9]
+    assert "job/major_faults_per_s" not in set(acc.Tags()["scalars"])
     store.close()
 
 

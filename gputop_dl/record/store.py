@@ -352,6 +352,18 @@ class Store:
             (jk,)).fetchone()
         return None if r is None or not r[5] else tuple(r)
 
+    def job_disk(self, sid: str, job: str) -> list[tuple]:
+        """(t, io_read, io_wait, major_faults) of a job's samples, in time order (issue 32); []
+        for a database recorded before the disk was (no such columns)."""
+        if not self.has_column("job_samples", "io_read"):
+            return []
+        jk = self._jk(sid, job)
+        if jk is None:
+            return []
+        return self.db.execute(
+            "SELECT t, io_read, io_wait, major_faults FROM job_samples WHERE jk=? ORDER BY t",
+            (jk,)).fetchall()
+
     def job_disk_means(self, sid: str, job: str) -> tuple | None:
         """(mean io_read, max io_read, mean io_wait, mean major_faults, samples with a read
         figure) of a job's samples (issue 32); None for a database without the columns or a

@@ -1,7 +1,8 @@
 """A plain PyTorch training script whose data comes from a disk; it does NOT import gputop_dl.
 Ground truth for the I/O-bound verdict. Each sample is `--block-kib` KiB read at a random
 aligned offset of `--file` with O_DIRECT (the page cache cannot hide the disk: each read goes
-to the device), in the DataLoader's `--workers` worker processes (0: the main process reads);
+to the device; `--buffered`: through the page cache, so a file that fits in memory is read from
+the disk once), in the DataLoader's `--workers` worker processes (0: the main process reads);
 each step then waits `--compute-ms` (a stand-in for device compute, no CPU). Two copies on one
 slow disk (or in one cgroup whose reads are throttled) share its bandwidth: each runs about
 twice as slow as alone, while the CPU stays idle.
@@ -23,8 +24,8 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class DiskBlocks(Dataset):
-    def __init__(self, path, block):
-        self.path, self.block = path, block
+    def __init__(self, path, block, buffered=False):
+        self.path, self.block, self.buffered = path, block, buffered
         self.blocks = os.path.getsize(path) // block
         self.fd = None
 
@@ -33,7 +34,7 @@ class DiskBlocks(Dataset):
 
     def __getitem__(self, i):
         if self.fd is None:  # opened in the process that reads (a worker, or the main one)
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECT)
+            self.fd = os.open(self.path, os.O_RDONLY | (0 if self.buffered else os.O_DIRECT))
             self.buf = mmap.mmap(-1, self.block)  # page-aligned, as O_DIRECT needs
             self.rng = random.Random(os.getpid())
         off = self.rng.randrange(self.blocks) * self.block
@@ -46,6 +47,8 @@ def main():
     ap.add_argument("--file", required=True)
     ap.add_argument("--make", type=int, default=0, metavar="SIZE_MIB")
     ap.add_argument("--block-kib", type=int, default=128)
+    ap.add_argument("--buffered", action="store_true",
+                    help="read through the page cache (no O_DIRECT): a file that fits stays cached")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--compute-ms", type=float, default=5.0)
@@ -60,7 +63,7 @@ def main():
                 f.write(os.urandom(1 << 20))
         return 0
     torch.set_num_threads(1)
-    data = DiskBlocks(args.file, args.block_kib << 10)
+    data = DiskBlocks(args.file, args.block_kib << 10, args.buffered)
     loader = DataLoader(data, batch_size=args.batch, num_workers=args.workers)
     times, t_end = [], time.monotonic() + args.seconds
     t0 = time.monotonic()

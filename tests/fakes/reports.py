@@ -81,8 +81,9 @@ def make_session(store: Store, *, name: str = "mobilenet trio", gpu: bool = True
                  job_names: tuple[str, str, str] | None = None, failure: str | None = None,
                  stderr_tail: list[str] | None = None, command: str | None = None,
                  ticks: int = 90, verdict: dict | None = VERDICT, state: str | None = "finished",
-                 extra_config: dict | None = None) -> str:
-    """Record the fixture session; returns its id. `state=None` leaves it "running"."""
+                 extra_config: dict | None = None, sample_extra: dict | None = None) -> str:
+    """Record the fixture session; returns its id. `state=None` leaves it "running".
+    `sample_extra`: more `JobSample` fields of every job sample (CPU wait, disk I/O)."""
     names = job_names or (JOBS[0][0], JOBS[1][0], FAILED[0])
     sid = store.create_session(
         name, file="workloads/mobilenet_trio.toml",
@@ -147,7 +148,7 @@ def make_session(store: Store, *, name: str = "mobilenet trio", gpu: bool = True
             store.add_job_sample(sid, t, JobSample(
                 name=jn, pid=100, launched=True, pids=(100, 101, 102), cpu_cores=cores,
                 rss=3 * GIB, gpu_mem=gmem if i == ticks // 2 else GIB, stall_fraction=0.3,
-                step_time_s=t_step, samples_per_s=10.0), phase)
+                step_time_s=t_step, samples_per_s=10.0, **(sample_extra or {})), phase)
         store.heartbeat(sid, t)
     store.commit()
     if state is not None:

@@ -16,22 +16,31 @@ from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.export import open_store, resolve_session
-from gputop_dl.text.fmt import DASH, num, pct, secs
+from gputop_dl.text.fmt import DASH, num, pct, rate, secs
 
 COMPARISON_SCHEMA = "gputop-dl.comparison/1"
 # figure -> how B is compared with A: "ratio" (B / A) or "points" (B − A, shares 0..1)
 FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fraction", "points"),
-           ("cpu_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
+           ("cpu_wait_fraction", "points"), ("io_read_bytes_per_s", "ratio"),
+           ("io_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
            ("cpu_cores", "ratio"))
 
 
-def _figures(r: JobResult) -> dict:
+def _waits(store, sid: str, name: str) -> dict:
+    """A job's mean CPU wait and disk figures over its recorded samples (None: not recorded)."""
+    cw = store.job_cpu_wait_means(sid, name)
+    disk = store.job_disk_means(sid, name)
+    return {"cpu_wait_fraction": None if cw is None else round(cw[0], 4),
+            "io_read_bytes_per_s": None if disk is None or disk[0] is None else round(disk[0]),
+            "io_wait_fraction": None if disk is None or disk[2] is None else round(disk[2], 4)}
+
+
+def _figures(r: JobResult, waits: dict) -> dict:
     phases = getattr(r, "phases", None)  # recorded by sessions with step phases (issue 22)
     if phases is not None and hasattr(phases, "to_json"):
         phases = phases.to_json()
     return {"step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,
-            "stall_fraction": r.stall_fraction,
-            "cpu_wait_fraction": getattr(r, "cpu_wait_fraction", None),
+            "stall_fraction": r.stall_fraction, **waits,
             "slowdown": r.slowdown, "median_epoch_s": r.median_epoch_s, "cpu_cores": r.cpu_cores,
             "epochs": len(r.epochs), "steps": r.steps, "status": r.status,
             "launched": r.launched, "phases": phases or None}
@@ -105,13 +114,15 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
         docs = [_session(store, sa), _session(store, sb)]
         ca = {j["name"]: j["config"] for j in store.jobs(sa)}
         cb = {j["name"]: j["config"] for j in store.jobs(sb)}
+        wa = {n: _waits(store, sa, n) for n in ja}
+        wb = {n: _waits(store, sb, n) for n in jb}
     finally:
         store.close()
     names = list(ja) + [n for n in jb if n not in ja]
     jobs = []
     for n in names:
-        fa = _figures(ja[n]) if n in ja else None
-        fb = _figures(jb[n]) if n in jb else None
+        fa = _figures(ja[n], wa[n]) if n in ja else None
+        fb = _figures(jb[n], wb[n]) if n in jb else None
         jobs.append({"name": n, "a": fa, "b": fb, "change": _change(fa, fb),
                      "config_changes": _config_changes(ca.get(n), cb.get(n))})
     common = sum(1 for n in names if n in ja and n in jb)
@@ -190,10 +201,12 @@ def comparison_table(doc: dict):
     t = Table(header_style="bold", title="per job: A → B (change)", title_justify="left")
     t.add_column("job", no_wrap=True)
     labels = {"step_time_s": "step", "samples_per_s": "samples/s", "stall_fraction": "data-wait",
-              "cpu_wait_fraction": "CPU wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
+              "cpu_wait_fraction": "CPU wait", "io_read_bytes_per_s": "disk read",
+              "io_wait_fraction": "I/O wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
               "cpu_cores": "CPU cores"}
     fmts = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
-            "cpu_wait_fraction": pct, "slowdown": lambda v: num(v, ".2f", "×"),
+            "cpu_wait_fraction": pct, "io_read_bytes_per_s": rate, "io_wait_fraction": pct,
+            "slowdown": lambda v: num(v, ".2f", "×"),
             "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
     shown = [k for k, _ in FIGURES
              if any((j["a"] or {}).get(k) is not None or (j["b"] or {}).get(k) is not None

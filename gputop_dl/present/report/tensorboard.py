@@ -14,7 +14,9 @@ and the wall time it was measured at:
   has no step events, so its ticks also give `step/time_s`, `step/samples_per_s` and
   `step/data_stall` where py-spy measured them, and the global step is the tick's index;
 - per tick, where recorded: `job/cpu_wait` (share of the job's threads' runnable time spent
-  waiting for a CPU), `job/cpu_wait_trainer`, `job/cpu_wait_workers`, `job/cpu_throttled`.
+  waiting for a CPU), `job/cpu_wait_trainer`, `job/cpu_wait_workers`, `job/cpu_throttled`;
+  `job/io_read_bytes_per_s` (from storage), `job/io_wait` (share of the live verdict's window
+  blocked on I/O) and `job/major_faults_per_s` (issue 32).
 
 The writer is TensorBoard's own `EventFileWriter` (the one `torch.utils.tensorboard` uses),
 from the `tensorboard` package: the export needs no torch. tensorboardX was the other
@@ -171,11 +173,21 @@ CPU_WAIT_TAGS = ("job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers",
                  "job/cpu_throttled")
 
 
+DISK_TAGS = ("job/io_read_bytes_per_s", "job/io_wait", "job/major_faults_per_s")
+
+
 def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[tuple],
                     step_times: list[float]) -> None:
-    """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, at
-    the same global steps as the tick's other scalars."""
-    waits = {r[0]: r[1:] for r in store.job_cpu_wait(sid, name)}
+    """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, and
+    the disk scalars (DISK_TAGS), at the same global steps as the tick's other scalars."""
+    _write_per_tick(run, CPU_WAIT_TAGS, {r[0]: r[1:] for r in store.job_cpu_wait(sid, name)},
+                    samples, step_times)
+    _write_per_tick(run, DISK_TAGS, {r[0]: r[1:] for r in store.job_disk(sid, name)},
+                    samples, step_times)
+
+
+def _write_per_tick(run: _Run, tags: tuple[str, ...], waits: dict, samples: list[tuple],
+                    step_times: list[float]) -> None:
     if not waits:
         return
     for k, row in enumerate(samples, 1):
@@ -184,5 +196,5 @@ def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[
         if vals is None:
             continue
         at = bisect.bisect_right(step_times, t) if step_times else k
-        for tag, v in zip(CPU_WAIT_TAGS, vals):
+        for tag, v in zip(tags, vals):
             run.scalar(tag, v, at, t)
