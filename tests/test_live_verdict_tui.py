@@ -37,3 +37,41 @@ def test_monitor_banner_shows_the_live_verdict_and_the_estimates():
     banner = asyncio.run(go())
     assert "CPU-BOUND" in banner and "live estimate, nothing paused" in banner
     assert "waits for a CPU" in banner
+
+
+def test_v_opens_the_verdict_the_header_shows_and_follows_it():
+    """Issue 35: the header said CONCURRENT · CPU-BOUND while `v` answered "no verdict yet
+    (phase: monitor only)". The dialog now shows the monitor's live verdict and follows it."""
+    from gputop_dl.present.tui.screens import VerdictScreen
+
+    snap = monitor_snapshot()
+    judge = PassiveJudge()
+    starved = [found("train_a.py", 501, 0.66), found("train_b.py", 502, 0.66)]
+    for t in range(3):
+        v1, est = judge.verdict(starved, snap.host, t=float(t))
+    first = monitor_snapshot(jobs=tuple(annotate(starved, est)), verdict=v1.to_json())
+    calm = [found("train_a.py", 501, 0.0), found("train_b.py", 502, 0.0)]
+    for t in range(3, 9):
+        v2, est = judge.verdict(calm, snap.host, t=float(t))
+    later = monitor_snapshot(jobs=tuple(annotate(calm, est)), verdict=v2.to_json())
+    assert v1.kind == "cpu-bound" and v2.kind == "parallel"
+
+    async def go():
+        app, src = monitor_app()
+        async with app.run_test(size=(160, 50)) as pilot:
+            src.emit(first)
+            await pilot.pause()
+            await pilot.press("v")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, VerdictScreen)
+            before = str(screen.query_one("#body").render())
+            src.emit(later)
+            await pilot.pause()
+            screen.refresh_verdict()  # what its 1-second timer does
+            await pilot.pause()
+            return before, str(screen.query_one("#body").render())
+
+    before, after = asyncio.run(go())
+    assert "concurrent: CPU-bound" in before and "waits for a CPU" in before
+    assert "truly parallel" in after and "Recommendations" in after

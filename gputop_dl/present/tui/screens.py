@@ -145,9 +145,22 @@ class VerdictScreen(_InfoScreen):
     TITLE_TEXT = "verdict"
     BINDINGS = [Binding("escape,q,v", "close", "Close")]
 
-    def __init__(self, verdict: dict):
+    def __init__(self, verdict: dict, follow: Callable[[], dict | None] | None = None):
+        """`follow`: where the header's verdict is read; the dialog follows it as it changes
+        (the live verdict moves every tick), once a second."""
         super().__init__()
         self.verdict = verdict
+        self._follow = follow
+
+    def on_mount(self) -> None:
+        if self._follow is not None:
+            self.set_interval(1.0, self.refresh_verdict)
+
+    def refresh_verdict(self) -> None:
+        v = self._follow() if self._follow is not None else None
+        if v and v != self.verdict:
+            self.verdict = v
+            self.query_one("#body", Static).update(self.body())
 
     def body(self) -> Content:
         v = self.verdict

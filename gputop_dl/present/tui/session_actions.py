@@ -113,10 +113,12 @@ class SessionActions:
         self.push_screen(VerdictScreen(result["verdict"]))
 
     def current_verdict(self) -> dict | None:
+        """The verdict the header shows: the launch's, else a diagnosis of the found jobs, else
+        the monitor's live verdict of the jobs it sees (the same choice as the banner's)."""
         li = self.launch_index()
-        if li is None and self.diagnosis:
-            return self.diagnosis.get("verdict")
-        snap = self.latest.get(li) if li is not None else None
+        if li is None and self.diagnosis and self.diagnosis.get("verdict"):
+            return self.diagnosis["verdict"]
+        snap = self.latest.get(li) if li is not None else self.primary
         return snap.verdict if snap is not None else None
 
     def action_verdict(self) -> None:
@@ -126,9 +128,11 @@ class SessionActions:
         if not v:
             li = self.launch_index()
             phase = self.latest[li].phase if li is not None else None
-            self.notify(f"no verdict yet (phase: {phase or 'monitor only'})", timeout=3)
+            what = (f"phase: {phase}" if phase else
+                    "no training job seen yet" if li is None else "starting")
+            self.notify(f"no verdict yet ({what})", timeout=3)
             return
-        self.push_screen(VerdictScreen(v))
+        self.push_screen(VerdictScreen(v, follow=self.current_verdict))
 
     def export_target(self) -> str | None:
         li = self.launch_index()
