@@ -203,12 +203,12 @@ class JobSample:
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
-    # read in all (page-cache hits too); whether it waited on I/O this tick (a process in D,
-    # none running); major faults/s; delayacct's blocked share (None: delay accounting off);
-    # the filesystem its open files are on (st_dev and "vda (/, ext4)"); why unknown
+    # read in all (page-cache hits too); the share of the looks since the last tick on which it
+    # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share
+    # (None: delay accounting off); the filesystem its open files are on (st_dev and "vda (/, ext4)"); why unknown
     io_read_bytes_per_s: int | None = None
     io_rchar_bytes_per_s: int | None = None
-    io_blocked: bool | None = None
+    io_blocked: float | None = None
     major_faults_per_s: float | None = None
     io_blkio_share: float | None = None
     io_device: int | None = None

@@ -65,7 +65,7 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     fake.set(11, 1000, 0)  # its loader worker reads the shard
     reader = DiskReader(proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
     first = reader.read({10: stat("S"), 11: stat("D")}, now=1.0)
-    assert first.read_bps is None and first.blocked is True  # no delta yet; waits on I/O
+    assert first.read_bps is None and first.blocked == 1.0  # no delta yet; waits on I/O
     assert first.device_label is None  # its files are looked at once it reads from storage
     fake.set(10, 1000 + 500, 0)
     fake.set(11, 1000 + 4 * MB, 2 * MB)
@@ -76,12 +76,27 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     assert second.blkio_share is None  # delay accounting off here: unknown, not 0
     assert second.device_label == "nvme1n1 (/data, xfs)"
     busy = reader.read({10: stat("R"), 11: stat("D")}, now=4.0)
-    assert busy.blocked is False  # the trainer runs while the worker reads: off the path
+    assert busy.blocked == 0.0  # the trainer runs while the worker reads: off the path
     assert busy.read_bps == second.read_bps  # counters read every other tick: the last rates
     fields = io_fields(type("TS", (), {"io": second})())
-    assert fields["io_read_bytes_per_s"] == 1 * MB and fields["io_blocked"] is True
+    assert fields["io_read_bytes_per_s"] == 1 * MB and fields["io_blocked"] == 1.0
     assert fields["io_device_label"] == "nvme1n1 (/data, xfs)"
     assert io_fields(None)["io_read_bytes_per_s"] is None
+
+
+def test_looks_between_ticks_make_the_blocked_share(tmp_path):
+    """`--once` judges one interval: one look at the states would say 0 or 1; ten say more."""
+    (tmp_path / "5").mkdir()
+    stat_file = tmp_path / "5" / "stat"
+    reader = DiskReader(proc=str(tmp_path), read=lambda p, *a: open(p, "rb").read(),
+                        listdir=lambda p: [])
+    (tmp_path / "5" / "io").write_text("rchar: 0\nread_bytes: 0\n")
+    reader.read({5: stat("D")}, now=1.0)
+    for state in "DDDRSSD":  # looks between the ticks: 4 blocked, 1 running, 2 asleep
+        stat_file.write_text(f"5 (python) {state} 1 2 3\n")
+        reader.peek()
+    d = reader.read({5: stat("D")}, now=2.0)  # the tick's own look: blocked
+    assert d.blocked == pytest.approx(5 / 8)
 
 
 def test_reader_says_when_another_users_io_is_hidden(tmp_path):
@@ -101,7 +116,7 @@ CALM = HostSample(cpus=2, cpu_busy=0.1, cpu_pressure_some10=0.0, load1=0.3,
                   io_pressure_some10=0.0)
 
 
-def reader_job(name, pid, rate, dev=64768, blocked=True, f=0.0, cores=0.02, **kw):
+def reader_job(name, pid, rate, dev=64768, blocked=1.0, f=0.0, cores=0.02, **kw):
     return JobSample(name=name, pid=pid, launched=False, pids=(pid, pid + 1), cpu_cores=cores,
                      cpu_wait_fraction=f, io_read_bytes_per_s=rate, io_device=dev,
                      io_device_label="vda (/, ext4)", io_blocked=blocked, **kw)
@@ -153,7 +168,7 @@ def test_two_jobs_on_one_slow_disk_are_io_bound_not_parallel():
 
 def test_the_wait_is_the_share_of_ticks_blocked_on_io():
     # blocked on 2 of 4 ticks: half its time waits, and half of that is the other job's
-    v, est = run(lambda t: [reader_job("a", 1, 1 * MB, blocked=t % 2 == 0),
+    v, est = run(lambda t: [reader_job("a", 1, 1 * MB, blocked=float(t % 2 == 0)),
                             reader_job("b", 3, 1 * MB)], PRESSED)
     assert est["a"].io_wait == 0.5 and est["a"].slowdown == pytest.approx(1 / (1 - 0.25), abs=0.001)
 

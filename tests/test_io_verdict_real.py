@@ -71,10 +71,12 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
             f.write(f"{_disk_of(data)} {RATE}\n")
         solo = _reports(_start(cg, data, "--steps", "14", "--report-every", "0"))[-1]
         procs = [_start(cg, data, "--seconds", "20", "--report-every", "2") for _ in range(2)]
-        # wait for the event: each script has reported steps taken together
+        # wait for the event: each script has reported 3 times (6 steps) together, so that
+        # the host's I/O pressure (a 10 s average) has risen with them
         for p in procs:
-            line = p.stdout.readline()
-            assert line.startswith("{"), line
+            for _ in range(3):
+                line = p.stdout.readline()
+                assert line.startswith("{"), line
         env = dict(os.environ, PYTHONPATH=ROOT)
         once = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                               capture_output=True, text=True, timeout=60, env=env)

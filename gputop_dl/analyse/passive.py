@@ -74,9 +74,9 @@ class Tick:
     set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
     note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
     stall: float | None = None  # its data stall, where known
-    # disk (analyse/io_share.py): waited on I/O this tick (a process in D, none running); the
+    # disk (analyse/io_share.py): the share of looks this tick blocked on I/O (D, none running); the
     # fetch speed-up alone R / r_i (None: not on a busy device another job reads from too)
-    io_blocked: bool | None = None
+    io_blocked: float | None = None
     io_ratio: float | None = None
     io_read_bps: int | None = None
     io_device: str | None = None
@@ -173,7 +173,7 @@ def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
     seen = [k for k in ticks if k.io_blocked is not None]
     if not seen:
         return None, None
-    w = sum(1 for k in seen if k.io_blocked) / len(seen)
+    w = sum(k.io_blocked or 0.0 for k in seen) / len(seen)
     stalls = [k.stall for k in ticks if k.stall is not None]
     if stalls and not ticks[-1].on_cpu:
         # on a GPU, a trainer asleep in a CUDA wait while its workers read looks blocked on

@@ -8,7 +8,7 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
 - the process's state, from the `/proc/PID/stat` the sampler reads anyway: `D` is an
   uninterruptible sleep, mostly on block I/O. A tick on which some process of the job is in `D`
   and none is running (`R`) is a tick the job waited on I/O: its loader reads, nothing else
-  moves. Sampled once a tick, so the share is a count over the live verdict's window;
+  moves. Looked at once a tick (and by `peek` between ticks), so the share is a count of looks;
 - major page faults (stat field 12: reads of mmap'd files and swap-ins) per second;
 - `delayacct_blkio_ticks` (field 42): time blocked on block I/O, exact, but only where
   `kernel.task_delayacct` is 1 (off by default since Linux 5.14; then "unknown", never 0);
@@ -100,7 +100,8 @@ class DiskIO:
 
     read_bps: float | None = None  # bytes/s from storage (read_bytes)
     rchar_bps: float | None = None  # bytes/s read, page-cache hits included
-    blocked: bool | None = None  # this tick: a process in D and none running
+    # share of the looks since the last tick on which a process was in D and none running
+    blocked: float | None = None
     majflt_ps: float | None = None  # major faults per second
     blkio_share: float | None = None  # delayacct: processes' time blocked on I/O / wall time
     device: int | None = None  # st_dev of the filesystem its open files are on
@@ -123,6 +124,7 @@ class DiskReader:
         self._delayacct = delayacct_on(read=read or read_proc)
         self._ticks = 0
         self._pids: set[int] = set()
+        self._looked = self._hits = 0  # looks at the states between ticks (`peek`), and blocked
         self._io = DiskIO()
         self._files_at = 0  # the tick of the next look at the open files
         self._device: int | None = None
@@ -137,8 +139,9 @@ class DiskReader:
         once the job has read from storage, every `FILES_EVERY` ticks until a device is found
         and every `FILES_RECHECK` ticks after: within 10 % of the tick's cost with 12 jobs
         (benchmarks/io_cost.py)."""
-        states = [st.state for st in stats.values()]
-        blocked = "D" in states and "R" not in states
+        looked, hits = self._looked + 1, self._hits + _blocked(st.state for st in stats.values())
+        self._looked = self._hits = 0
+        blocked = hits / looked
         self._ticks += 1
         if self._t is not None and self._ticks % READ_EVERY and stats.keys() == self._pids:
             return dataclasses.replace(self._io, blocked=blocked)
@@ -168,7 +171,21 @@ class DiskReader:
         self._io = dataclasses.replace(io, device=self._device, device_label=self._label)
         return self._io
 
-    def _rates(self, cur: dict, last: dict, t_last: float | None, now: float, blocked: bool,
+    def peek(self, proc: str | None = None) -> None:
+        """One more look at the states of the processes of the last reading, between two ticks
+        (`--once` looks ten times in its second): the blocked share counts every look."""
+        states = []
+        for pid in self._pids:
+            try:
+                data = read_proc(f"{proc or self.proc}/{pid}/stat", 1024)
+            except OSError:
+                continue
+            states.append(data[data.rfind(b")") + 2:data.rfind(b")") + 3].decode("ascii", "replace"))
+        if states:
+            self._looked += 1
+            self._hits += _blocked(states)
+
+    def _rates(self, cur: dict, last: dict, t_last: float | None, now: float, blocked: float,
                note: str | None) -> DiskIO:
         if t_last is None or now <= t_last:
             return DiskIO(blocked=blocked, note=note)
@@ -227,12 +244,18 @@ class DiskReader:
         self._files.close()
 
 
+def _blocked(states) -> int:
+    """1 when some process is in D (uninterruptible, mostly block I/O) and none is running."""
+    s = list(states)
+    return int("D" in s and "R" not in s)
+
+
 def io_fields(ts) -> dict:
     """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone)."""
     d = getattr(ts, "io", None) or DiskIO()
     return {"io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
             "io_rchar_bytes_per_s": None if d.rchar_bps is None else round(d.rchar_bps),
-            "io_blocked": d.blocked, "major_faults_per_s":
+            "io_blocked": None if d.blocked is None else round(d.blocked, 3), "major_faults_per_s":
                 None if d.majflt_ps is None else round(d.majflt_ps, 2),
             "io_blkio_share": None if d.blkio_share is None else round(d.blkio_share, 4),
             "io_device": d.device, "io_device_label": d.device_label, "io_note": d.note}

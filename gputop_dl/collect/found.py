@@ -141,6 +141,11 @@ class FoundJobs:
             kept = self._apart_names[key] = (others, apart_names(f, ident, same))
         return first_free(kept[1], names)
 
+    def peek_io(self) -> None:
+        """One more look at each found job's process states (collect/diskio.py `peek`)."""
+        for tree in self._trees.values():
+            tree.peek_io()
+
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
         and wait; the next `sample()` reports these figures. Returns py-spy's errors."""

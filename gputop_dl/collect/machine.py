@@ -84,6 +84,9 @@ class MachineSampler:
         return self.found.measure_stall(seconds)
 
 
+PEEKS = 9  # looks at the jobs' states between `--once`'s two samples (the second is the tenth)
+
+
 def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
                   found: FoundJobs | None = None) -> Snapshot:
     """`gputop-dl --once`: host, GPUs and the training jobs running here, in one Snapshot; CPU
@@ -101,6 +104,12 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     t0 = time.monotonic()
     first = sampler.sample()  # first look: starts the CPU-time deltas
     errors = sampler.measure_stall(stall_s)
+    # ten looks at the jobs' process states in the second: a job's share of time blocked on
+    # I/O from one look would be 0 or 1 (collect/diskio.py)
+    for k in range(1, PEEKS + 1):
+        time.sleep(max(0.0, t0 + settle_s * k / (PEEKS + 1) - time.monotonic()))
+        if sampler.found is not None:
+            sampler.found.peek_io()
     time.sleep(max(0.0, settle_s - (time.monotonic() - t0)))
     m = sampler.sample()
     notes = [] if nvml.status == "ok" else [nvml.status_detail]
