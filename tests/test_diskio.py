@@ -63,7 +63,7 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     fake = FakeProc(tmp_path / "proc", data)
     fake.set(10, 1000, 0, open_data=False)  # the trainer: no data file open
     fake.set(11, 1000, 0)  # its loader worker reads the shard
-    reader = DiskReader(proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
+    reader = DiskReader(10, proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
     first = reader.read({10: stat("S"), 11: stat("D")}, now=1.0)
     assert first.read_bps is None and first.blocked == 1.0  # no delta yet; waits on I/O
     assert first.device_label is None  # its files are looked at once it reads from storage
@@ -77,6 +77,9 @@ def test_reader_gives_rates_the_wait_and_the_device(tmp_path):
     assert second.device_label == "nvme1n1 (/data, xfs)"
     busy = reader.read({10: stat("R"), 11: stat("D")}, now=4.0)
     assert busy.blocked == 0.0  # the trainer runs while the worker reads: off the path
+    fake.set(12, 0, 0)
+    other = reader.read({10: stat("S"), 11: stat("D"), 12: stat("R")}, now=5.0)
+    assert other.blocked == 1.0  # a second worker decodes: the trainer still waits on the read
     assert busy.read_bps == second.read_bps  # counters read every other tick: the last rates
     fields = io_fields(type("TS", (), {"io": second})())
     assert fields["io_read_bytes_per_s"] == 1 * MB and fields["io_blocked"] == 1.0

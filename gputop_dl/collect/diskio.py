@@ -6,9 +6,9 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
   (page-cache hits too). It needs the right to trace the process (same user, or root): another
   user's process gives the note "disk I/O: not readable (other user)", never a guess;
 - the process's state, from the `/proc/PID/stat` the sampler reads anyway: `D` is an
-  uninterruptible sleep, mostly on block I/O. A tick on which some process of the job is in `D`
-  and none is running (`R`) is a tick the job waited on I/O: its loader reads, nothing else
-  moves. Looked at once a tick (and by `peek` between ticks), so the share is a count of looks;
+  uninterruptible sleep, mostly on block I/O. A look at which some process of the job is in `D`
+  and its trainer (the root) is not running (`R`) is a look at a job waiting on I/O: its
+  loader reads, and the trainer waits for it. Looked at once a tick (and by `peek` between ticks), so the share is a count of looks;
 - major page faults (stat field 12: reads of mmap'd files and swap-ins) per second;
 - `delayacct_blkio_ticks` (field 42): time blocked on block I/O, exact, but only where
   `kernel.task_delayacct` is 1 (off by default since Linux 5.14; then "unknown", never 0);
@@ -112,10 +112,11 @@ class DiskIO:
 class DiskReader:
     """The disk I/O of one job tree across ticks; touched by one thread."""
 
-    def __init__(self, proc: str = "/proc", read: Callable[[str], bytes] | None = None,
+    def __init__(self, root: int | None = None, proc: str = "/proc",
+                 read: Callable[[str], bytes] | None = None,
                  listdir: Callable[[str], list[str]] = os.listdir,
                  statf: Callable[[str], os.stat_result] = os.stat):
-        self.proc = proc
+        self.root, self.proc = root, proc
         self._files = ProcFiles()
         self._read = read or self._files.read
         self._listdir, self._stat = listdir, statf
@@ -139,7 +140,8 @@ class DiskReader:
         once the job has read from storage, every `FILES_EVERY` ticks until a device is found
         and every `FILES_RECHECK` ticks after: within 10 % of the tick's cost with 12 jobs
         (benchmarks/io_cost.py)."""
-        looked, hits = self._looked + 1, self._hits + _blocked(st.state for st in stats.values())
+        looked = self._looked + 1
+        hits = self._hits + _blocked({pid: st.state for pid, st in stats.items()}, self.root)
         self._looked = self._hits = 0
         blocked = hits / looked
         self._ticks += 1
@@ -174,16 +176,17 @@ class DiskReader:
     def peek(self, proc: str | None = None) -> None:
         """One more look at the states of the processes of the last reading, between two ticks
         (`--once` looks ten times in its second): the blocked share counts every look."""
-        states = []
+        states = {}
         for pid in self._pids:
             try:
                 data = read_proc(f"{proc or self.proc}/{pid}/stat", 1024)
             except OSError:
                 continue
-            states.append(data[data.rfind(b")") + 2:data.rfind(b")") + 3].decode("ascii", "replace"))
+            at = data.rfind(b")") + 2
+            states[pid] = data[at:at + 1].decode("ascii", "replace")
         if states:
             self._looked += 1
-            self._hits += _blocked(states)
+            self._hits += _blocked(states, self.root)
 
     def _rates(self, cur: dict, last: dict, t_last: float | None, now: float, blocked: float,
                note: str | None) -> DiskIO:
@@ -244,10 +247,17 @@ class DiskReader:
         self._files.close()
 
 
-def _blocked(states) -> int:
-    """1 when some process is in D (uninterruptible, mostly block I/O) and none is running."""
-    s = list(states)
-    return int("D" in s and "R" not in s)
+def _blocked(states: dict[int, str], root: int | None) -> int:
+    """1 when the job waits on I/O at this look: a process is in D (uninterruptible, mostly
+    block I/O) and its trainer (the root) is not running. A trainer that runs while its loader
+    workers read has the read off its critical path; a worker that runs beside another one in
+    D (decoding, or waiting for a CPU on a busy box) does not make the trainer's wait shorter.
+    Without a known root (tests): no process may be running."""
+    if "D" not in states.values():
+        return 0
+    if root is not None and root in states:
+        return int(states[root] != "R")
+    return int("R" not in states.values())
 
 
 def io_fields(ts) -> dict:

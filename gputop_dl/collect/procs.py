@@ -149,7 +149,7 @@ class TreeSampler:
             sched = PROC and read is None
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
-        self._disk = DiskReader() if sched else None
+        self._disk = DiskReader(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: tuple = (None, None, None)
