@@ -142,3 +142,21 @@ def test_cpulist_round_trip_and_garbage():
 
 def test_mask_words_to_cpus():
     assert mask_words_to_cpus([0b101, 1 << 63]) == {0, 2, 127}
+
+
+def test_once_gpu_table_shows_clock_throttle_and_pcie():
+    import io
+
+    from rich.console import Console
+
+    from gputop_dl.present.once import print_once
+    from gputop_dl.snapshot import Snapshot
+
+    g = gpu(throttle=(("power", 0.34),), pcie_link_gen=3, pcie_link_width=8,
+            pcie_rx_bytes_per_s=1_200_000_000, pcie_tx_bytes_per_s=300_000_000)
+    buf = io.StringIO()
+    print_once(Snapshot(time=1.0, gpu_status="ok", gpus=(g,)),
+               Console(file=buf, width=250, color_system=None))
+    out = buf.getvalue()
+    assert "1410 / 1980 MHz throttled: power 34%" in out
+    assert "Gen3 x8 (max Gen5 x16) rx 1.2 tx 0.3 GB/s" in out

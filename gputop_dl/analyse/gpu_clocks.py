@@ -59,12 +59,14 @@ def throttled(g: GpuSample, min_share: float = THROTTLE_SHOWN) -> list[tuple[str
     return sorted(out, key=lambda kv: -kv[1])
 
 
-def throttle_text(g: GpuSample, limit: int = 2) -> str:
-    """"throttled: power 34%, thermal 5%" ("" when no reason held the clocks down)."""
+def throttle_text(g: GpuSample, limit: int = 2, short: bool = False) -> str:
+    """"throttled: power 34%, thermal 5%" ("" when no reason held the clocks down); `short`:
+    "power 34%" (under a heading that says what it is)."""
     t = throttled(g)
     if not t:
         return ""
-    return "throttled: " + ", ".join(f"{name} {share:.0%}" for name, share in t[:limit])
+    return ("" if short else "throttled: ") + ", ".join(f"{name} {share:.0%}"
+                                                        for name, share in t[:limit])
 
 
 def link_text(gen: int | None, width: int | None) -> str:
