@@ -679,8 +679,9 @@ class Nvml:
                 new[label] = (int(vt.violationTime), ts, 64)
         old = d.ctr_last
         shares: list[tuple[str, float | None]] = []
+        have = set(new).union(d.violations, d.fields.values())
         for label in THROTTLE_LABELS:
-            if label in new or label in d.violations or label in d.fields.values():
+            if label in have:
                 shares.append((label, _rate(old.get(label), new.get(label), 1e-9)))
         d.throttle = tuple(shares)
         for label in ("pcie_tx", "pcie_rx"):
