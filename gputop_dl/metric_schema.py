@@ -77,6 +77,13 @@ GPU_SM_CLOCK = "gpu_sm_clock_hertz"
 GPU_PCIE_TX = "gpu_pcie_tx_bytes_per_second"
 GPU_PCIE_RX = "gpu_pcie_rx_bytes_per_second"
 GPU_THROTTLE_REASON = "gpu_throttle_reason"
+# GPU clocks and PCIe (issue 32): NVML's cumulative counters as a share of the last interval
+GPU_THROTTLED = "gpu_throttled_ratio"  # with REASON
+GPU_SM_CLOCK_MAX = "gpu_sm_clock_max_hertz"
+GPU_PCIE_LINK_GEN = "gpu_pcie_link_generation"
+GPU_PCIE_LINK_GEN_MAX = "gpu_pcie_link_generation_max"
+GPU_PCIE_LINK_WIDTH = "gpu_pcie_link_width"
+GPU_PCIE_LINK_WIDTH_MAX = "gpu_pcie_link_width_max"
 
 HOST_CPUS = "host_cpus"
 HOST_CPU_BUSY = "host_cpu_busy_ratio"

@@ -33,9 +33,30 @@ class GpuSample:
     power_limit_w: float | None = None
     sm_clock_mhz: int | None = None
     throttle_reasons: tuple[str, ...] = ()
-    pcie_tx_kbs: int | None = None
+    pcie_tx_kbs: int | None = None  # NVML's 20 ms point sample (nvmlDeviceGetPcieThroughput)
     pcie_rx_kbs: int | None = None
     error: str | None = None  # set when the GPU was lost / errored this tick
+    # GPU clocks and PCIe (issue 32 items 3 and 4, collect/nvml.py): the highest SM clock; the
+    # share of the last counter interval (a few seconds) NVML's cumulative violation counters
+    # say the clocks were held down, per reason ((reason, share 0..1 or None), ...; () = no
+    # counter on this GPU); PCIe bytes/s from NVML's cumulative byte counters (else the point
+    # sample); the link's generation and width now and at most
+    sm_clock_max_mhz: int | None = None
+    throttle: tuple[tuple[str, float | None], ...] = ()
+    pcie_tx_bytes_per_s: int | None = None
+    pcie_rx_bytes_per_s: int | None = None
+    pcie_link_gen: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_width_max: int | None = None
+    # NUMA: the CPUs near this GPU (nvmlDeviceGetCpuAffinity, cpulist "0-31"; None: unknown)
+    # and its NUMA node (None: NVML does not say)
+    cpu_affinity: str | None = None
+    numa_node: int | None = None
+
+    def throttle_shares(self) -> dict[str, float | None]:
+        """The throttled share per reason (empty: no counter on this GPU)."""
+        return dict(self.throttle)
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,9 @@ class GpuProcess:
     pid: int
     mem_used: int | None = None  # bytes
     sm_util: float | None = None  # 0..1
+    # the CPUs the process may run on (sched_getaffinity, cpulist "0-31"; None: not read),
+    # filled by collect/affinity.py, not NVML
+    cpus_allowed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -269,7 +293,7 @@ class Snapshot:
             "schema": SNAPSHOT_SCHEMA,
             "time": self.time,
             "gpu_status": self.gpu_status,
-            "gpus": [_clean(asdict(g)) for g in self.gpus],
+            "gpus": [_gpu_json(g) for g in self.gpus],
             "host": _clean(asdict(self.host)) if self.host else None,
             "jobs": [_clean(asdict(j)) for j in self.jobs],
             "gpu_processes": [asdict(p) for p in self.gpu_processes],
@@ -279,6 +303,16 @@ class Snapshot:
             "phase": self.phase,
             "session_id": self.session_id,
         }
+
+
+def _gpu_json(g: GpuSample) -> dict:
+    """A GPU's object: every field, with `throttle` an object (null: no counter) and `pcie` one."""
+    out = _clean(asdict(g))
+    out["throttle"] = dict(g.throttle) or None
+    out["pcie"] = {"rx_bytes_per_s": g.pcie_rx_bytes_per_s, "tx_bytes_per_s": g.pcie_tx_bytes_per_s,
+                   "link_gen": g.pcie_link_gen, "link_gen_max": g.pcie_link_gen_max,
+                   "link_width": g.pcie_link_width, "link_width_max": g.pcie_link_width_max}
+    return out
 
 
 def _clean(d: dict) -> dict:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gputop_dl.collect.nvml import PCIE_INTERVAL_S, Nvml
+from gputop_dl.collect.nvml import PCIE_INTERVAL_S, THROTTLE_LABELS, Nvml
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml, missing_pynvml
@@ -146,6 +146,12 @@ def test_two_gpu_sample_values_and_units():
         pcie_tx_kbs=123_456,
         pcie_rx_kbs=654_321,
         error=None,
+        sm_clock_max_mhz=1980,
+        throttle=tuple((r, None) for r in THROTTLE_LABELS),  # a first reading: no delta yet
+        pcie_tx_bytes_per_s=123_456 * 1024,  # the point sample until the counters have a delta
+        pcie_rx_bytes_per_s=654_321 * 1024,
+        pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16, pcie_link_width_max=16,
+        cpu_affinity="0-15", numa_node=0,
     )
     assert s1.index == 1 and s1.error is None
     assert s1.util == 0.5 and s1.mem_used == 10 * GiB and s1.power_w == 300.0

@@ -19,7 +19,7 @@ from gputop_dl.cli import main
 from gputop_dl.collect.nvml import REASON_LABELS, Nvml
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
-from gputop_dl.snapshot import Distributed, HostSample, JobSample, RankProc, Snapshot
+from gputop_dl.snapshot import Distributed, GpuSample, HostSample, JobSample, RankProc, Snapshot
 
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml
 from tests.fakes.procs import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
@@ -312,3 +312,24 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
     assert {"gputop_dl_job_rank_info", "gputop_dl_job_rank_cpu_cores"} <= used
     with open(os.path.join(ROOT, "docs", "prometheus.yml")) as f:
         assert f":{DEFAULT_PORT}" in f.read()
+
+
+def test_gpu_clocks_and_pcie_metrics():
+    """Issue 32: throttled share per reason, SM clock max, PCIe link now and max, PCIe bytes/s."""
+    g = GpuSample(index=0, name="H100", uuid="GPU-x", util=0.9, sm_clock_max_mhz=1980,
+                  throttle=(("power", 0.34), ("thermal", 0.0), ("reliability", None)),
+                  pcie_tx_bytes_per_s=3_000_000, pcie_rx_bytes_per_s=12_000_000, pcie_link_gen=3,
+                  pcie_link_gen_max=5, pcie_link_width=8, pcie_link_width_max=16)
+    c = SnapshotCollector(hostname="n")
+    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=(g, GpuSample(index=1, error="GPU is lost"))))
+    m = render(c)
+    assert one(m, "gputop_dl_gpu_throttled_ratio", gpu="0", reason="power") == 0.34
+    assert one(m, "gputop_dl_gpu_throttled_ratio", gpu="0", reason="thermal") == 0.0
+    assert {lab["reason"] for lab, _ in m["gputop_dl_gpu_throttled_ratio"]} == {"power", "thermal"}
+    assert one(m, "gputop_dl_gpu_sm_clock_max_hertz", gpu="0") == 1980e6
+    assert one(m, "gputop_dl_gpu_pcie_link_generation", gpu="0") == 3
+    assert one(m, "gputop_dl_gpu_pcie_link_generation_max", gpu="0") == 5
+    assert one(m, "gputop_dl_gpu_pcie_link_width", gpu="0") == 8
+    assert one(m, "gputop_dl_gpu_pcie_link_width_max", gpu="0") == 16
+    assert one(m, "gputop_dl_gpu_pcie_rx_bytes_per_second", gpu="0") == 12_000_000
+    assert one(m, "gputop_dl_gpu_pcie_tx_bytes_per_second", gpu="0") == 3_000_000

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.thresholds import SLOW
@@ -250,8 +251,10 @@ class PassiveJudge:
         est = self.update(jobs, host, gprocs, gpus, t)
         if not jobs:
             return None, est
-        return judge_passive(list(est.values()), host, runnable=self.runnable(),
-                             runnable_ticks=len(self._runnable)), est
+        v = judge_passive(list(est.values()), host, runnable=self.runnable(),
+                          runnable_ticks=len(self._runnable))
+        # GPU clocks, PCIe link, NUMA (issue 32): evidence lines and fixes, the kind unchanged
+        return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:

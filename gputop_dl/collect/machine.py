@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.affinity import CpuAffinity
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
@@ -45,10 +46,12 @@ class MachineSample:
 class MachineSampler:
     """Samples host + NVML + found jobs; touched only by the thread that ticks."""
 
-    def __init__(self, nvml, *, found: FoundJobs | None = None, host: HostSampler | None = None):
+    def __init__(self, nvml, *, found: FoundJobs | None = None, host: HostSampler | None = None,
+                 affinity: CpuAffinity | None = None):
         self.nvml = nvml
         self.host = host or HostSampler()
         self.found = found
+        self.affinity = affinity or CpuAffinity()  # the GPU processes' CPUs (the NUMA check)
 
     def sample(self, exclude: set[int] | frozenset[int] = frozenset(),
                taken: set[str] | frozenset[str] = frozenset(), cmap: bool = False) -> MachineSample:
@@ -58,7 +61,7 @@ class MachineSampler:
         now = time.time()
         host = self.host.sample()
         gpus = self.nvml.sample()
-        gprocs = self.nvml.processes()
+        gprocs = self.affinity.annotate(self.nvml.processes())
         use = GpuUse.of(gprocs)
         found, notes, log, ppids = (), (), [], None
         if self.found is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from gputop_dl.analyse.gpu_clocks import pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH, num, pct, size
-from gputop_dl.snapshot import Snapshot
+from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import escape, text
 
@@ -24,12 +25,13 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
         console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:
         t = Table(header_style="bold")
-        for c in ("GPU", "name", "util", "memory", "temp", "power"):
+        for c in ("GPU", "name", "util", "memory", "temp", "power", "SM clock", "PCIe"):
             t.add_column(c)
         for g in snap.gpus:
             t.add_row(str(g.index), text(g.name or DASH), pct(g.util),
                       f"{size(g.mem_used)} / {size(g.mem_total)}", num(g.temp_c, ".0f", " °C"),
-                      num(g.power_w, ".0f", " W") if not g.error else text(g.error))
+                      num(g.power_w, ".0f", " W") if not g.error else text(g.error),
+                      _clock_cell(g), escape(pcie_text(g)) or DASH)
         console.print(t)
     if snap.gpu_processes:
         t = Table(title="GPU processes", header_style="bold", title_justify="left")
@@ -49,3 +51,12 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
             console.print(line)
     for note in (snap.notes if snap.gpus else snap.notes[1:]):  # [0]: the GPU line said it
         console.print(f"[dim]note: {escape(note)}[/]")
+
+
+def _clock_cell(g: GpuSample) -> str:
+    """"1410 / 1980 MHz", and what held it down ("throttled: power 34%") where anything did."""
+    if g.sm_clock_mhz is None:
+        return DASH
+    out = f"{g.sm_clock_mhz}" + (f" / {g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "") + " MHz"
+    held = throttle_text(g)
+    return out + (f" [yellow]{escape(held)}[/]" if held else "")

@@ -53,8 +53,15 @@ _GPU_GAUGES = (
     (m.GPU_POWER, "GPU board power draw", "power_w", 1.0),
     (m.GPU_POWER_LIMIT, "GPU enforced power limit", "power_limit_w", 1.0),
     (m.GPU_SM_CLOCK, "GPU SM clock", "sm_clock_mhz", 1e6),
-    (m.GPU_PCIE_TX, "GPU PCIe transmit throughput", "pcie_tx_kbs", 1024.0),
-    (m.GPU_PCIE_RX, "GPU PCIe receive throughput", "pcie_rx_kbs", 1024.0),
+    (m.GPU_PCIE_TX, "GPU PCIe transmit throughput (NVML's cumulative byte counters over the "
+     "last interval; else its 20 ms point sample)", "pcie_tx_bytes_per_s", 1.0),
+    (m.GPU_PCIE_RX, "GPU PCIe receive throughput (as the transmit one)", "pcie_rx_bytes_per_s", 1.0),
+    (m.GPU_SM_CLOCK_MAX, "GPU SM clock's maximum", "sm_clock_max_mhz", 1e6),
+    (m.GPU_PCIE_LINK_GEN, "GPU PCIe link generation now (idle GPUs drop to 1)", "pcie_link_gen", 1.0),
+    (m.GPU_PCIE_LINK_GEN_MAX, "GPU PCIe link generation at most (this GPU in this slot)",
+     "pcie_link_gen_max", 1.0),
+    (m.GPU_PCIE_LINK_WIDTH, "GPU PCIe link width now (lanes)", "pcie_link_width", 1.0),
+    (m.GPU_PCIE_LINK_WIDTH_MAX, "GPU PCIe link width at most (lanes)", "pcie_link_width_max", 1.0),
 )
 
 # (metric suffix, help, HostSample attribute)
@@ -224,6 +231,16 @@ class SnapshotCollector(Collector):
             for r in dict.fromkeys(self.reasons + g.throttle_reasons):
                 reasons.add_metric(keys[g.index] + [r], 1.0 if r in g.throttle_reasons else 0.0)
         yield reasons
+        held = _gauge(m.GPU_THROTTLED, "Share of the last counter interval (a few seconds) the "
+                      "GPU's clocks were held down by this reason, 0..1 (NVML's cumulative "
+                      "violation counters)", GPU_LABELS + [m.REASON])
+        for g in gpus:
+            if g.error:
+                continue
+            for r, v in g.throttle:
+                if v is not None:
+                    held.add_metric(keys[g.index] + [r], float(v))
+        yield held
 
     def _host(self, snap: Snapshot) -> Iterator[Metric]:
         host = snap.host

@@ -15,10 +15,19 @@ Build one and hand it to `gputop_dl.collect.nvml.Nvml(module=...)`:
     FakePynvml(init_error=FakePynvml.NVML_ERROR_LIBRARY_NOT_FOUND)   # libnvidia-ml.so.1 missing
     FakePynvml(init_error=FakePynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     FakePynvml(event_reasons=False)                    # old pynvml: only ...ThrottleReasons
+    FakePynvml(field_ids=False)                        # a pynvml that names no counter field id
+    fake.gpus[0].counters["power"] += 2_000_000_000    # 2 s more held down by the power cap (ns)
+    fake.gpus[0].pcie_tx_bytes += 5 << 20              # cumulative PCIe bytes (32-bit, wraps)
+    fake.gpus[0].unsupported.add("field:hw_thermal")   # that field id answers NOT_SUPPORTED
+    fake.clock = clk                                   # timestamps (field values, violations)
     missing_pynvml()                                   # an importer that raises ImportError
 
 Field keys (for `unsupported` / `raise_in`): name, uuid, memory, utilization, temperature, power,
-power_limit, sm_clock, clock_reasons, pcie, processes, graphics_processes, process_util.
+power_limit, sm_clock, clock_reasons, pcie, processes, graphics_processes, process_util,
+sm_clock_max, field_values (the whole call), field:<counter> (one field: power, thermal,
+sync_boost, board_limit, low_util, reliability, sw_thermal, hw_thermal, hw_power_brake, pcie_tx,
+pcie_rx), violation:<reason> (nvmlDeviceGetViolationStatus for one policy), link_gen,
+link_width, link_gen_max, link_width_max, cpu_affinity, numa_node.
 `fake.calls` counts calls per pynvml function name. The fake is self-contained: it does not need
 the real pynvml. Readings are plain attributes on `FakeGpu`; change them between ticks.
 """
@@ -124,6 +133,21 @@ class FakeGpu:
     clock_reasons: int = 0  # bitmask, nvmlClocksEventReason*
     pcie_tx_kbs: int = 1000  # KB/s
     pcie_rx_kbs: int = 2000  # KB/s
+    # GPU clocks and PCIe (issue 32): cumulative counters in NVML's units (ns held down per
+    # reason; bytes, 32-bit like driver 580's, so they wrap at 4 GiB), the link, the CPUs near it
+    sm_clock_max_mhz: int = 1980
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("power", "thermal", "sync_boost", "board_limit", "low_util", "reliability",
+         "sw_thermal", "hw_thermal", "hw_power_brake"), 0))
+    pcie_tx_bytes: int = 0
+    pcie_rx_bytes: int = 0
+    pcie_counter_bits: int = 32
+    link_gen: int = 5
+    link_gen_max: int = 5
+    link_width: int = 16
+    link_width_max: int = 16
+    cpus_near: tuple[int, ...] = tuple(range(16))  # nvmlDeviceGetCpuAffinity's bits
+    numa_node: int = 0
     processes: list[FakeProcess] = field(default_factory=list)  # compute
     graphics_processes: list[FakeProcess] = field(default_factory=list)
     util_samples: list[SimpleNamespace] = field(default_factory=list)
@@ -170,6 +194,15 @@ class FakePynvml:
     NVML_CLOCK_SM = 1
     NVML_PCIE_UTIL_TX_BYTES = 0
     NVML_PCIE_UTIL_RX_BYTES = 1
+    NVML_VALUE_TYPE_DOUBLE = 0
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+    NVML_PERF_POLICY_POWER = 0
+    NVML_PERF_POLICY_THERMAL = 1
+    NVML_PERF_POLICY_SYNC_BOOST = 2
+    NVML_PERF_POLICY_BOARD_LIMIT = 3
+    NVML_PERF_POLICY_LOW_UTILIZATION = 4
+    NVML_PERF_POLICY_RELIABILITY = 5
     nvmlMemory_v2 = 0x02000028  # sizeof(c_nvmlMemory_v2_t) | 2 << 24, as nvidia-ml-py has it
 
     nvmlClocksThrottleReasonGpuIdle = 0x1
@@ -197,6 +230,7 @@ class FakePynvml:
         driver_version: str = "550.54.15",
         cuda_version: int = 12040,
         event_reasons: bool = True,
+        field_ids: bool = True,
     ):
         if isinstance(gpus, int):
             gpus = [
@@ -210,6 +244,10 @@ class FakePynvml:
         self.init_calls = 0
         self.shutdown_calls = 0
         self.calls: Counter[str] = Counter()
+        self.clock = time.time  # timestamps of field values and violation times
+        if field_ids:  # nvidia-ml-py's names and ids (its thermal ids: 269-271)
+            for name, fid in _FIELD_IDS.items():
+                setattr(self, name, fid)
         self._handles = [_Handle(i) for i in range(len(self.gpus))]
         if event_reasons:
             for suffix in (
@@ -331,6 +369,64 @@ class FakePynvml:
         g = self._gpu(h, "pcie", "nvmlDeviceGetPcieThroughput")
         return g.pcie_tx_kbs if counter == self.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kbs
 
+    # --- GPU clocks, PCIe and NUMA (issue 32) ---
+    def nvmlDeviceGetMaxClockInfo(self, h: _Handle, clock_type: int) -> int:
+        return self._gpu(h, "sm_clock_max", "nvmlDeviceGetMaxClockInfo").sm_clock_max_mhz
+
+    def nvmlDeviceGetFieldValues(self, h: _Handle, field_ids):
+        """One nvmlFieldValue_t-like object per id, each with its own nvmlReturn."""
+        g = self._gpu(h, "field_values", "nvmlDeviceGetFieldValues")
+        ts = int(self.clock() * 1e6)
+        out = []
+        for fid in field_ids:
+            label = _FIELD_LABELS.get(fid)
+            ret, vtype, val = self.NVML_SUCCESS, self.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 0
+            if label is None or f"field:{label}" in g.unsupported:
+                ret = self.NVML_ERROR_NOT_SUPPORTED
+            elif label in ("pcie_tx", "pcie_rx"):
+                raw = g.pcie_tx_bytes if label == "pcie_tx" else g.pcie_rx_bytes
+                val = raw % (1 << g.pcie_counter_bits)
+                if g.pcie_counter_bits == 32:
+                    vtype = self.NVML_VALUE_TYPE_UNSIGNED_INT
+            else:
+                val = g.counters.get(label, 0)
+            value = SimpleNamespace(dVal=float(val), uiVal=val, ulVal=val, ullVal=val, sllVal=val,
+                                    siVal=val, usVal=val)
+            out.append(SimpleNamespace(fieldId=fid, scopeId=0, timestamp=ts, latencyUsec=0,
+                                       valueType=vtype, nvmlReturn=ret, value=value))
+        return out
+
+    def nvmlDeviceGetViolationStatus(self, h: _Handle, policy: int):
+        label = _POLICY_LABELS.get(policy, "?")
+        g = self._gpu(h, f"violation:{label}", "nvmlDeviceGetViolationStatus")
+        if label not in g.counters:
+            raise nvml_error(self.NVML_ERROR_INVALID_ARGUMENT)
+        return SimpleNamespace(referenceTime=int(self.clock() * 1e6), violationTime=g.counters[label])
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: _Handle) -> int:
+        return self._gpu(h, "link_gen", "nvmlDeviceGetCurrPcieLinkGeneration").link_gen
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: _Handle) -> int:
+        return self._gpu(h, "link_width", "nvmlDeviceGetCurrPcieLinkWidth").link_width
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: _Handle) -> int:
+        return self._gpu(h, "link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration").link_gen_max
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: _Handle) -> int:
+        return self._gpu(h, "link_width_max", "nvmlDeviceGetMaxPcieLinkWidth").link_width_max
+
+    def nvmlDeviceGetCpuAffinity(self, h: _Handle, cpu_set_size: int):
+        """An array of `cpu_set_size` 64-bit words, CPU 0 in bit 0 of word 0."""
+        g = self._gpu(h, "cpu_affinity", "nvmlDeviceGetCpuAffinity")
+        words = [0] * cpu_set_size
+        for c in g.cpus_near:
+            if c // 64 < cpu_set_size:
+                words[c // 64] |= 1 << (c % 64)
+        return words
+
+    def nvmlDeviceGetNumaNodeId(self, h: _Handle) -> int:
+        return self._gpu(h, "numa_node", "nvmlDeviceGetNumaNodeId").numa_node
+
     # --- processes ---
     @staticmethod
     def _proc_objs(procs: list[FakeProcess]) -> list[SimpleNamespace]:
@@ -358,6 +454,29 @@ class FakePynvml:
         if not out:
             raise nvml_error(self.NVML_ERROR_NOT_FOUND)
         return out
+
+
+# nvidia-ml-py's field ids (SW_POWER_CAP and SYNC_BOOST are the POWER and SYNC_BOOST policies')
+_FIELD_IDS = {
+    "NVML_FI_DEV_PERF_POLICY_POWER": 74,
+    "NVML_FI_DEV_PERF_POLICY_THERMAL": 75,
+    "NVML_FI_DEV_PERF_POLICY_SYNC_BOOST": 76,
+    "NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT": 77,
+    "NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION": 78,
+    "NVML_FI_DEV_PERF_POLICY_RELIABILITY": 79,
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP": 74,
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST": 76,
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN": 269,
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN": 270,
+    "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN": 271,
+    "NVML_FI_DEV_PCIE_COUNT_TX_BYTES": 197,
+    "NVML_FI_DEV_PCIE_COUNT_RX_BYTES": 198,
+}
+_FIELD_LABELS = {74: "power", 75: "thermal", 76: "sync_boost", 77: "board_limit", 78: "low_util",
+                 79: "reliability", 269: "sw_thermal", 270: "hw_thermal", 271: "hw_power_brake",
+                 197: "pcie_tx", 198: "pcie_rx"}
+_POLICY_LABELS = {0: "power", 1: "thermal", 2: "sync_boost", 3: "board_limit", 4: "low_util",
+                  5: "reliability"}
 
 
 def missing_pynvml():

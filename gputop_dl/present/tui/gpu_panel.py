@@ -1,4 +1,5 @@
-"""GPU panel: one row per GPU (utilisation and memory bars, temperature, power, 10-minute history).
+"""GPU panel: one row per GPU (utilisation and memory bars, temperature, power, PCIe link and
+rates, what held its clocks down, 10-minute history).
 
 With no NVIDIA GPU (no library, no driver, no devices) the panel shows one line saying why,
 taken from the snapshot's notes or the NVML status detail. Bars and the history strip are on a
@@ -7,6 +8,7 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 
 from __future__ import annotations
 
+from gputop_dl.analyse.gpu_clocks import link_below_max, pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
@@ -25,6 +27,8 @@ STATUS_TEXT = {
 NAME_W = 18
 BAR_W = 10
 FIXED_W = 3 + (NAME_W + 2) + (BAR_W + 7) + (BAR_W + 15) + 6 + 7  # everything but the history
+PCIE_W = 18  # at most, for "G5x16 ↓12.3 ↑0.45"; the column is as wide as its widest cell
+THROTTLE_W = 32  # at most, for "throttled: power 34%, thermal 5%"; none: no column
 
 
 def gpu_status_line(snap: Snapshot, detail: str | None = None) -> str:
@@ -102,16 +106,45 @@ class GpuPanel(LinePanel):
             return [((gpu_status_line(snap, self._detail), "bold $text-warning"),),
                     (("No GPU rows to show: workloads launched here train on the CPU.", "$text-muted"),)]
         width = self.content_size.width or 110
-        hist_w = max(8, min(60, width - FIXED_W))
+        ok = [g for g in snap.gpus if not g.error]
+        self._layout(ok, width - FIXED_W - 8)
+        extra = (self._pcie_w + 2 if self._pcie_w else 0) + (self._thr_w + 2 if self._thr_w else 0)
+        hist_w = max(8, min(60, width - FIXED_W - extra))
         set_border(self, subtitle=f"util history: last {HISTORY_S / 60:.0f} min, 0–100 %")
         head = ((f"{'#':>2} {fit('name', NAME_W)}  {fit('util', BAR_W + 5)}  "
-                 f"{fit('memory', BAR_W + 14)}  {'temp':>4} {'power':>5}  util history", "$text-muted"),)
+                 f"{fit('memory', BAR_W + 14)}  {'temp':>4} {'power':>5}  "
+                 + (f"{fit('PCIe GB/s', self._pcie_w)}  " if self._pcie_w else "")
+                 + (f"{fit(self._thr_head, self._thr_w)}  " if self._thr_w else "")
+                 + "util history", "$text-muted"),)
         return [head] + [self._row(g, hist_w) for g in snap.gpus]
+
+    _pcie_w = 0
+    _thr_w = 0
+    _thr_limit = 2
+    _thr_short = False
+    _thr_head = "clocks"
+
+    def _layout(self, ok: list[GpuSample], room: int) -> None:
+        """The widths of the PCIe and throttle columns in `room` cells (the history keeps 8):
+        what held the clocks down first (the long words, else "power 34%" under "throttled"),
+        then the PCIe link and rates where room is left; a column nothing needs is left out."""
+        self._pcie_w = self._thr_w = 0
+        for limit, short, head in ((2, False, "clocks"), (1, False, "clocks"), (1, True, "throttled")):
+            w = min(THROTTLE_W, max((len(throttle_text(g, limit, short)) for g in ok), default=0))
+            if w and max(w, len(head)) + 2 <= room:
+                self._thr_w, self._thr_limit, self._thr_short, self._thr_head = (
+                    max(w, len(head)), limit, short, head)
+                room -= self._thr_w + 2
+                break
+        w = min(PCIE_W, max((len(pcie_text(g, compact=True)) for g in ok), default=0))
+        if w and max(w, 9) + 2 <= room:
+            self._pcie_w = max(w, 9)
 
     def _row(self, g: GpuSample, hist_w: int) -> Line:
         parts: list[tuple[str, str] | str] = [f"{g.index:>2} ", (fit(clean(short_name(g.name)), NAME_W), "bold"), "  "]
+        extra = (self._pcie_w + 2 if self._pcie_w else 0) + (self._thr_w + 2 if self._thr_w else 0)
         if g.error:
-            parts.append((fit(clean(f"lost: {g.error}"), FIXED_W - 3 - NAME_W - 2), "$text-error"))
+            parts.append((fit(clean(f"lost: {g.error}"), FIXED_W - 3 - NAME_W - 2 + extra), "$text-error"))
         else:
             fill, empty = bar(g.util, BAR_W)
             util = DASH if g.util is None else f"{g.util * 100:.0f}%"
@@ -126,6 +159,12 @@ class GpuPanel(LinePanel):
             power = DASH if g.power_w is None else f"{g.power_w:.0f}W"
             pfrac = g.power_w / g.power_limit_w if g.power_w is not None and g.power_limit_w else None
             parts += [(f" {power:>5}", text_level(pfrac, 0.9, 0.98)), "  "]
+            if self._pcie_w:
+                style = "$text-warning" if link_below_max(g) else "$text-muted"
+                parts += [(fit(pcie_text(g, compact=True), self._pcie_w), style), "  "]
+            if self._thr_w:
+                held = throttle_text(g, self._thr_limit, self._thr_short)
+                parts += [(fit(held, self._thr_w), "$text-warning"), "  "]
         h = self.histories.get(g.index)
         parts.append((h.strip(hist_w) if h else " " * hist_w, "$accent on $boost"))
         return tuple(parts)
