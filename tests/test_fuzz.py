@@ -457,6 +457,9 @@ def damaged(draw, data: bytes) -> bytes:
     page = 4096
     for _ in range(draw(st.integers(1, 4))):
         op = draw(st.sampled_from(["bytes", "page", "truncate", "append"]))
+        if not buf:
+            buf += draw(st.binary(max_size=64))
+            continue
         if op == "bytes":
             at = draw(st.one_of(st.integers(0, 100), st.integers(0, len(buf) - 1)))
             for i, b in enumerate(draw(st.binary(min_size=1, max_size=8))):
@@ -788,3 +791,26 @@ def test_a_rank_variable_that_is_no_ascii_number_is_left_out(value):
     reader (found jobs are read from /proc/PID/environ) and in the job's own hook."""
     assert rank_info({"RANK": value, "LOCAL_RANK": "1", "WORLD_SIZE": "-2"}) == {"local_rank": 1,
                                                                                 "world_size": -2}
+
+
+@pytest.mark.parametrize("where", ["[machine]", "[[workload]]"])
+def test_a_gpu_memory_too_large_for_64_bits_is_one_line(scratch, where):
+    """Found by the long run: `gpu_mem_gb = 1e308` in a trace: 1e308 GiB is no integer
+    (OverflowError: cannot convert float infinity to integer), a traceback in `simulate`."""
+    text = TRACE_FILES[0].decode()
+    text = (text.replace("gpu_mem_gb = 80", "gpu_mem_gb = 1e308") if where == "[machine]"
+            else text.replace("gpu_mem_gb = 6", "gpu_mem_gb = 1e308"))
+    path = write_bytes(scratch, "t.toml", text.encode())
+    with pytest.raises(ConfigError, match=r"gpu_mem_gb = 1e\+308.*at most 1048576"):
+        load_trace(path)
+
+
+def test_compare_on_a_database_damaged_past_its_header_is_one_line(real_db, gdl_home, tmp_path):
+    """Found by the long run: a page damaged past the header made `compare` raise
+    sqlite3.DatabaseError ("database disk image is malformed"); `export` already said so in
+    one line."""
+    buf = bytearray(real_db[0])
+    buf[4096 * 3:4096 * 4] = b"\xff" * 4096  # the page of the sessions table
+    (gdl_home / "sessions.db").write_bytes(bytes(buf))
+    code, _o, err = run_cli(["compare", real_db[1][:8], "zz"])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
