@@ -814,3 +814,20 @@ def test_compare_on_a_database_damaged_past_its_header_is_one_line(real_db, gdl_
     (gdl_home / "sessions.db").write_bytes(bytes(buf))
     code, _o, err = run_cli(["compare", real_db[1][:8], "zz"])
     assert code == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_prometheus_url_with_an_unclosed_ipv6_bracket_is_one_line():
+    """Found by the long run: `--prometheus http://[::1` raised ValueError ("Invalid IPv6
+    URL") out of urlsplit, a traceback."""
+    code, _o, err = run_cli(["--prometheus", "http://[::1", "--once"])
+    assert code == 2 and "expected the server's URL" in err and len(err.strip().splitlines()) == 1
+
+
+def test_text_that_is_no_utf8_in_a_damaged_database_is_read_not_raised(real_db, gdl_home):
+    """Found by the long run: a damaged byte inside a TEXT value raised UnicodeDecodeError
+    out of `sessions` (and the other readers); text is now read with U+FFFD."""
+    good = real_db[0]
+    at = good.index(b"samplesjob_samples")  # in sqlite_master: a table's name, as text
+    (gdl_home / "sessions.db").write_bytes(good[:at] + b"\x80" + good[at + 1:])
+    code, _o, err = run_cli(["sessions"])
+    check_run(code, err, (0, 2))

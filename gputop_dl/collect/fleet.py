@@ -301,11 +301,11 @@ class PrometheusError(Exception):
 
 def check_prometheus_url(url: str) -> str:
     """`--prometheus URL`: http(s)://HOST[:PORT][/prefix], without a query; UsageError if not."""
-    u = urllib.parse.urlsplit(url.strip())
     try:
+        u = urllib.parse.urlsplit(url.strip())
         port_ok = u.port is None or 0 < u.port < 65536
-    except ValueError:
-        port_ok = False
+    except ValueError:  # "Invalid IPv6 URL" (http://[::1), a port that is no number
+        u, port_ok = urllib.parse.urlsplit(""), False
     if u.scheme not in ("http", "https") or not u.hostname or not port_ok or u.query or u.fragment:
         raise UsageError(f"--prometheus {url!r}: expected the server's URL, e.g. "
                          "http://prometheus:9090")

@@ -109,6 +109,12 @@ def check_file(path: str) -> os.stat_result | None:
     return st
 
 
+def lenient_text(raw: bytes) -> str:
+    """A TEXT value as read: bytes a damaged page made invalid UTF-8 are shown as U+FFFD, never
+    a UnicodeDecodeError out of a query (found by the fuzzer, tests/test_fuzz.py)."""
+    return raw.decode("utf-8", "replace")
+
+
 def open_readonly(path: str) -> sqlite3.Connection:
     """A read-only connection: no WAL switch, no schema set-up, no file created. Without
     write access to the folder and no -shm file to share, SQLite needs `immutable` to read."""
@@ -125,6 +131,7 @@ def open_readonly(path: str) -> sqlite3.Connection:
                          "`gputop-dl launch` keeps it aside and starts a new one")
     for extra in ("", "&immutable=1"):
         db = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=10.0)
+        db.text_factory = lenient_text
         try:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.OperationalError as exc:
@@ -134,7 +141,7 @@ def open_readonly(path: str) -> sqlite3.Connection:
             if "no such table" in str(exc):
                 raise StoreError(f"{path}: not a gputop-dl session database") from None
             raise StoreError(f"{path}: cannot read the session database ({exc})") from None
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             db.close()
             raise StoreError(f"{path}: not a readable session database ({exc}); the next "
                              "`gputop-dl launch` keeps it aside and starts a new one") from None
@@ -175,6 +182,7 @@ def open_for_writing(path: str) -> sqlite3.Connection:
         private(path + suffix)
     try:
         db = sqlite3.connect(path, timeout=10.0)
+        db.text_factory = lenient_text
     except BaseException:
         if created:
             _remove_new(path)

@@ -77,7 +77,7 @@ class Store:
         else:
             try:
                 self.db = open_for_writing(self.path)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
                 if not is_corrupt(exc):
                     raise StoreError(f"{self.path}: cannot open the session database ({exc})") from None
                 move_corrupt_aside(self.path, str(exc))

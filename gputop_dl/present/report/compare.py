@@ -107,7 +107,7 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
         docs = [_session(store, sa), _session(store, sb)]
         ca = {j["name"]: j["config"] for j in store.jobs(sa)}
         cb = {j["name"]: j["config"] for j in store.jobs(sb)}
-    except sqlite3.DatabaseError as exc:  # a damaged page found while reading (as export)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged page found while reading (as export)
         raise ExportUsageError(f"{store.path}: cannot read the session database ({exc})") from None
     finally:
         store.close()

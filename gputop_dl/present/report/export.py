@@ -80,7 +80,7 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
             data = session_json(store, sid)
             text = (render_markdown(data) if fmt == "md"
                     else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
-    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged page found while reading
         raise ExportUsageError(f"{store.path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
