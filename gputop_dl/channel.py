@@ -63,7 +63,7 @@ def rank_info(environ: Mapping[str, str]) -> dict:
             continue
         if key == "run_id":
             out[key] = v
-        elif v.strip().lstrip("-").isdigit():
+        elif (n := v.strip().removeprefix("-")).isascii() and n.isdigit():  # not '²'
             out[key] = int(v)
     return out
 

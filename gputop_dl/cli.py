@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write TensorBoard event files into the folder DIR instead: one run per "
                     "job (step time, samples/s, data stall, loss, epoch time, CPU, GPU util and "
                     "memory); needs the tensorboard package")
+    ep.add_argument("--shared", action="store_true",
+                    help="write OUT readable by others as your umask allows (usually 0644); "
+                    "default: private to you (0600), since a report holds each job's command "
+                    "line (secret-looking arguments and env values are redacted either way)")
     ep.add_argument("--session", metavar="ID", help="session id or a unique prefix of it "
                     "(default: the latest; see `gputop-dl sessions`)")
     ssp = sub.add_parser("sessions", help="list recorded sessions", description="List recorded "
@@ -342,7 +346,10 @@ def main(argv: list[str] | None = None) -> int:
                 jobs=args.jobs, as_json=args.sim_json, out=args.out,
                 calibrate=False if args.no_calibrate else args.calibrate)
         if args.cmd == "export":
-            return runner.run_export(args.session, args.out, tensorboard=args.tensorboard)
+            if args.shared and args.tensorboard:
+                raise UsageError("--shared goes with a .md or .json report, not --tensorboard")
+            return runner.run_export(args.session, args.out, tensorboard=args.tensorboard,
+                                     shared=args.shared)
         if args.cmd == "sessions":
             return runner.run_sessions(as_json=args.sessions_json)
         if args.cmd == "compare":

@@ -29,6 +29,7 @@ MAX_SEEDS = 1000
 MAX_RATES = 64
 MAX_SIMULATED = 5_000_000  # policies x rates x seeds x jobs: about 2 minutes on one core
 MAX_MACHINE = 4096  # GPUs (or slots) of the simulated machine
+MAX_GPU_MEM_GB = 1 << 20  # a GPU's memory (and a job's need) in GB: finite, as bytes in 64 bits
 MAX_YEAR = 366 * 86400.0  # seconds: any duration or arrival
 
 
@@ -58,10 +59,10 @@ TRACE_FIELDS = {
     "cpu_aware": as_bool, "cpu_interference": _NONNEG_F, "gpu_share": _POS_F, "ageing_s": _POS_F, "v": _NONNEG_F,
 }
 MACHINE_FIELDS = {"gpus": at_most(_POS, MAX_MACHINE), "cpus": at_most(_POS_F, MAX_MACHINE * 64),
-                  "jobs_per_gpu": at_most(_POS, 64), "gpu_mem_gb": _NONNEG_F}
+                  "jobs_per_gpu": at_most(_POS, 64), "gpu_mem_gb": at_most(_NONNEG_F, MAX_GPU_MEM_GB)}
 JOB_FIELDS = {
     "name": as_name, "share": _POS_F, "duration_s": _SECS, "steps": _POS, "step_time_s": _SECS,
-    "gpus": _NONNEG, "cpu_cores": _NONNEG_F, "gpu_mem_gb": _NONNEG_F,
+    "gpus": _NONNEG, "cpu_cores": _NONNEG_F, "gpu_mem_gb": at_most(_NONNEG_F, MAX_GPU_MEM_GB),
     "gpu_util": check(as_float, lambda v: 0 <= v <= 1, "a fraction from 0 to 1"),
     "priority": as_int, "class": as_name, "arrival": at_most(_NONNEG_F, MAX_YEAR, " seconds (a year)"),
 }

@@ -7,6 +7,8 @@ child process as a file.
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, overload
 
@@ -14,20 +16,101 @@ TRANSFORM_PRESETS = ("light", "heavy")
 DATASETS = ("fake", "imagefolder", "synthetic")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 BASELINES = ("measure", "cache", "probe", "none")
-REDACTED = "<redacted>"  # an env value, wherever gputop-dl records or shows it
+REDACTED = "<redacted>"  # a secret (an env value, a secret-looking argument) wherever shown
+
+# The one rule for what is a secret in a job's settings (issue 37), used wherever gputop-dl
+# records, exports, serves or shows a command: every `env` value, and in a command line the
+# value of an option or a NAME=VALUE whose name has one of these words (split at - and _:
+# --password, --api-key, --hf_token, HF_TOKEN=..., AWS_SECRET_ACCESS_KEY=...; not --keep or
+# --monkey), and the password of a URL (scheme://user:PASSWORD@host).
+SECRET_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "token", "secret",
+                          "key", "apikey", "credential", "credentials", "auth"})
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)([^\s/@]+)@")
+_ASSIGN = re.compile(r"(-{0,2})([A-Za-z_][A-Za-z0-9_.-]*)=(.*)", re.S)
+
+
+def secret_name(name: str) -> bool:
+    """Whether an option or variable name names a secret (`--api-key`, `HF_TOKEN`)."""
+    return any(w in SECRET_WORDS for w in re.split(r"[-_.]+", name.strip("-").lower()))
+
+
+def _redact_arg(arg: str) -> str:
+    if re.search(r"\s", arg):  # a command line in one argument (sh -c "...", python -c)
+        return redact_line(arg) or arg
+    m = _ASSIGN.fullmatch(arg)
+    if m and secret_name(m.group(2)) and m.group(3):
+        return f"{m.group(1)}{m.group(2)}={REDACTED}"
+    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", arg)
+
+
+def _flag_before_value(arg: str) -> bool:
+    """`--token` (its value is the next argument)."""
+    return arg.startswith("-") and "=" not in arg and secret_name(arg)
+
+
+def redact_args(args: list[str] | tuple[str, ...]) -> list[str]:
+    """A command's arguments with what looks like a secret replaced by REDACTED (an argument
+    that holds spaces is read as a command line: `sh -c "... --token X"`)."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if i and _flag_before_value(str(args[i - 1])) and not str(a).startswith("--"):
+            out.append(REDACTED)
+        else:
+            out.append(_redact_arg(str(a)))
+    return out
+
+
+def redact_line(line: str | None) -> str | None:
+    """A command line as one string (a shell command, `gputop-dl launch ...`, a found
+    process's command line) by the same rule, its spacing kept; a quoted value is redacted
+    to its closing quote."""
+    if not line:
+        return line
+    parts = re.split(r"(\s+)", line)  # words at even indexes, the spaces between at odd
+    words = parts[::2]
+    new = redact_args(words)
+    out, quote = [new[0]], None
+    for i in range(1, len(words)):
+        if quote is not None:  # the rest of a quoted value that was redacted
+            if words[i].endswith(quote):
+                quote = None
+            continue
+        out += [parts[2 * i - 1], new[i]]
+        if new[i] != words[i]:
+            value = words[i].split("=", 1)[1] if new[i].endswith("=" + REDACTED) else words[i]
+            if value[:1] in ("'", '"') and not (len(value) > 1 and value.endswith(value[0])):
+                quote = value[0]
+    return "".join(out)
+
+
+def command_line(args: list[str] | tuple[str, ...]) -> str:
+    """Arguments as one shell-quoted line, a redacted value left unquoted (`--token=<redacted>`)."""
+    def one(a: str) -> str:
+        plain = a.replace(REDACTED, "x")
+        return a if REDACTED in a and shlex.quote(plain) == plain else shlex.quote(a)
+    return " ".join(one(str(a)) for a in args)
 
 
 @overload
-def redact_env(config: dict) -> dict: ...
+def redact_secrets(config: dict) -> dict: ...
 @overload
-def redact_env(config: None) -> None: ...
-def redact_env(config: dict | None) -> dict | None:
-    """A workload's plain data with its `env` values replaced by REDACTED, keys kept (a copy
-    when there is something to hide)."""
-    env = config.get("env") if isinstance(config, dict) else None
-    if config is None or not isinstance(env, dict) or all(v == REDACTED for v in env.values()):
+def redact_secrets(config: None) -> None: ...
+def redact_secrets(config: dict | None) -> dict | None:
+    """A workload's plain data with its `env` values replaced by REDACTED (keys kept) and the
+    secret-looking arguments of its `command` too (a copy when there is something to hide)."""
+    if not isinstance(config, dict):
         return config
-    return dict(config, env=dict.fromkeys(env, REDACTED))
+    out = config
+    env = config.get("env")
+    if isinstance(env, dict) and any(v != REDACTED for v in env.values()):
+        out = dict(out, env=dict.fromkeys(env, REDACTED))
+    cmd = config.get("command")
+    if isinstance(cmd, (list, tuple)) and all(isinstance(a, str) for a in cmd):
+        new = ([redact_line(a) or "" for a in cmd] if config.get("shell") and len(cmd) == 1
+               else redact_args(cmd))
+        if new != list(cmd):
+            out = dict(out, command=new)
+    return out
 
 
 @dataclass(frozen=True)
@@ -87,7 +170,7 @@ class Workload:
         for k, v in d.items():
             if isinstance(v, tuple):
                 d[k] = list(v)
-        return redact_env(d) if redact else d
+        return redact_secrets(d) if redact else d
 
     @classmethod
     def from_dict(cls, d: dict) -> Workload:

@@ -1,4 +1,4 @@
-"""The fault matrix of issues 16 and 27, run for real: each hostile case through the CLI.
+"""The fault matrix of issues 16, 27 and 37, run for real: each hostile case through the CLI.
 
     python scripts/fault_matrix.py [WORDS...]   # only the cases whose title has a word
 
@@ -629,6 +629,80 @@ def case_tui_background(d: str, home: str) -> tuple[bool | None, str]:
                 if ok else f"got {text[:120]!r}")
 
 
+# --- issue 37: hostile input, round three ---------------------------------------------------
+
+def case_dev_zero(d: str, home: str) -> tuple[bool, str]:
+    """`launch /dev/zero`: refused by its type before a byte is read; RSS stays small."""
+    import resource
+    t0 = time.monotonic()
+    r = gdl(home, "launch", "/dev/zero", "--headless", timeout=30)
+    took = time.monotonic() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
+    return one_line(r) and "character device" in r.stderr, \
+        f"exit {r.returncode} after {took:.2f} s, one line; largest child RSS so far {rss} MiB"
+
+
+def case_nproc(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["true"]\nnproc = 100000')])
+    r = gdl(home, "launch", path, "--headless")
+    return one_line(r) and "nproc" in r.stderr, r.stderr.strip()[len("gputop-dl: error: "):][:110]
+
+
+def case_deep_toml(d: str, home: str) -> tuple[bool, str]:
+    path = os.path.join(d, "deep.toml")
+    with open(path, "w") as f:
+        f.write("x = " + "[" * 1200 + "]" * 1200 + "\n")
+    runs = {c: gdl(home, c, path, *(["--headless"] if c != "simulate" else []))
+            for c in ("launch", "queue", "simulate")}
+    ok = all(one_line(p) and "nested more than" in p.stderr for p in runs.values())
+    return ok, ", ".join(f"{c}: exit {p.returncode}" for c, p in runs.items()) + \
+        f", one line each ({len(open(path).read())} bytes, 1,200 deep)"
+
+
+def case_db_directory(d: str, home: str) -> tuple[bool, str]:
+    os.makedirs(os.path.join(home, "sessions.db"))
+    path = workload(d, [("a", 'command = ["true"]')])
+    runs = {c[0]: gdl(home, *c) for c in (["sessions"], ["export", os.path.join(d, "r.md")],
+                                          ["compare", "a", "b"], ["launch", path, "--headless"])}
+    ok = all(one_line(p) and "is a directory" in p.stderr for p in runs.values())
+    return ok, ", ".join(f"{c}: exit {p.returncode}" for c, p in runs.items()) + ", one line each"
+
+
+def case_huge_session_name(d: str, home: str) -> tuple[bool, str]:
+    path = workload(d, [("a", 'command = ["true"]')], session='name = "%s"' % ("n" * 5_000_000))
+    r = gdl(home, "launch", path, "--headless")
+    stored = os.path.exists(os.path.join(home, "sessions.db"))
+    return one_line(r) and "name" in r.stderr and not stored, \
+        f"exit {r.returncode}, one line of {len(r.stderr)} characters, nothing stored"
+
+
+def case_secret_args(d: str, home: str) -> tuple[bool, str]:
+    """--password=, --token, *_SECRET=, user:password@ in a job's arguments: the job gets
+    them; not in the data dir, either export or `sessions`; exports 0600, --shared 0644."""
+    secret = "pw_" + "Xk7" * 8
+    show = 'import sys; print("reversed", sys.argv[-1][::-1])'
+    path = workload(d, [("a", f'command = ["{PY}", "-c", {json.dumps(show)}, "--url", '
+                         f'"https://ada:{secret}@h/x", "--password={secret}", "--token", "{secret}"]'),
+                        ("b", f'shell = true\ncommand = "true MY_SECRET={secret} --key {secret}"')])
+    gdl(home, "launch", path, "--headless")
+    leaked, got, modes = False, False, {}
+    for out, extra in (("r.json", []), ("r.md", []), ("s.md", ["--shared"])):
+        gdl(home, "export", os.path.join(d, out), *extra)
+        leaked |= secret in open(os.path.join(d, out)).read()
+        modes[out] = f"{os.stat(os.path.join(d, out)).st_mode & 0o777:04o}"
+    leaked |= secret in gdl(home, "sessions").stdout
+    for root, _, files in os.walk(home):
+        for n in files:
+            data = open(os.path.join(root, n), "rb").read()
+            leaked |= secret.encode() in data
+            got |= secret[::-1].encode() in data
+    cmd = {j["name"]: j["command"] for j in json.load(open(os.path.join(d, "r.json")))["jobs"]}
+    ok = (not leaked and got and modes == {"r.json": "0600", "r.md": "0600", "s.md": "0644"}
+          and all(c and "<redacted>" in c for c in cmd.values()))
+    return ok, (f"the job got them; none in the data dir, the exports or `sessions`; modes {modes}; "
+                f"export command of b: {cmd.get('b')!r}")
+
+
 CASES = [
     ("kill -9 of gputop-dl (shell, background &, a script's own child)", case_kill9),
     ("SIGINT during a launch", case_sigint),
@@ -661,6 +735,12 @@ CASES = [
     ("diagnose --help on --seconds", case_help_seconds),
     ("a data dir on a read-only file system", case_read_only_fs),
     ("the TUI under plain timeout (no foreground)", case_tui_background),
+    ("launch /dev/zero", case_dev_zero),
+    ("nproc = 100000 in a command workload", case_nproc),
+    ("a TOML nested 1,200 deep in launch, queue and simulate", case_deep_toml),
+    ("sessions.db is a directory in every command", case_db_directory),
+    ("a 5 MB session name", case_huge_session_name),
+    ("secrets in a job's arguments", case_secret_args),
 ]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.phases import PARTS, mean_phases, phase_class
+from gputop_dl.workload import command_line
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,15 @@ class JobResult:
         }
 
 
+
+def command_of(cfg: dict) -> str | None:
+    """A launched `command` workload's command line (its config, redacted as stored); None for
+    the built-in trainer."""
+    cmd = cfg.get("command")
+    if not isinstance(cmd, list) or not cmd:
+        return None
+    return cmd[0] if cfg.get("shell") and len(cmd) == 1 else command_line(cmd)
+
 def _six(phases: dict | None) -> dict | None:
     """The six phase keys of a baseline's solo_phases (without its step count)."""
     return {f"{p}_s": phases.get(f"{p}_s") for p in PARTS} if phases else None
@@ -181,7 +191,8 @@ def _job_result(store: Any, sid: str, job: dict, slowdowns: dict[str, float | No
         fwd_flops=started[0].get("fwd_flops") if started else None,
         reported={k: v for k, v in (started[0] if started else {}).items()
                   if k not in ("t", "ev", "job", "phase")},
-        launched=phase == "co-run", command=None if phase == "co-run" else info.get("command"),
+        launched=phase == "co-run",
+        command=command_of(cfg) if phase == "co-run" else info.get("command"),
         distributed=info.get("distributed"),
         phases=mean_phases(store.phase_rows(sid, name, phase, offset=warmup, every=every))
         if usable and hasattr(store, "phase_rows") else None,

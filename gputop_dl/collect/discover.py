@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from gputop_dl.collect.procfs import ProcFiles
 from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
+from gputop_dl.workload import redact_line
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
@@ -420,4 +421,5 @@ class Discoverer:
 
 @functools.lru_cache(maxsize=256)  # a job's command line is asked for every tick
 def _shell_line(cmdline: tuple[str, ...]) -> str:
-    return shlex.join(cmdline)
+    """The command line as shown, stored and served: secret-looking arguments redacted."""
+    return redact_line(shlex.join(cmdline)) or ""

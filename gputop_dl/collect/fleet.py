@@ -80,7 +80,7 @@ def _host_port(item: str) -> str | None:
     if not sep:
         host, port = item, str(DEFAULT_PORT)
     bracketed = host.startswith("[") and host.endswith("]")  # [::1]:9402
-    if not host or any(c in host for c in "/ ?#@") or not port.isdigit() \
+    if not host or any(c in host for c in "/ ?#@") or not _digits(port) \
             or (not bracketed and any(c in host for c in ":[]")) \
             or not 0 < int(port) < 65536:
         return None
@@ -175,8 +175,13 @@ def parse_node(address: str, text: str, now: float | None = None) -> Node:
     return build_node(address, samples, now)
 
 
+def _digits(v) -> bool:
+    """ASCII digits only: str.isdigit() is also true of '²', which int() refuses."""
+    return isinstance(v, str) and v.isascii() and v.isdigit()
+
+
 def _int(v) -> int | None:
-    return int(v) if isinstance(v, str) and v.isdigit() else None
+    return int(v) if _digits(v) else None
 
 
 def build_node(address: str, samples: list[Sample], now: float | None = None) -> Node:
@@ -239,7 +244,7 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
         age_s=None if ts is None else max(0.0, (now or time.time()) - ts),
         cpus=one(m.full(m.HOST_CPUS)), cpu_busy=one(m.full(m.HOST_CPU_BUSY)),
         load1=one(m.full(m.HOST_LOAD1)),
-        gpus=sorted(gpus.values(), key=lambda g: int(g["index"]) if str(g["index"]).isdigit() else 0),
+        gpus=sorted(gpus.values(), key=lambda g: _int(g["index"]) or 0),
         jobs=[NodeJob(name=n, pid=_int(p), **v)
               for (n, p), v in sorted(jobs.items(), key=lambda kv: str(kv[0]))],
         verdict=verdict[0][1].get(m.KIND) if verdict else None,
@@ -296,11 +301,11 @@ class PrometheusError(Exception):
 
 def check_prometheus_url(url: str) -> str:
     """`--prometheus URL`: http(s)://HOST[:PORT][/prefix], without a query; UsageError if not."""
-    u = urllib.parse.urlsplit(url.strip())
     try:
+        u = urllib.parse.urlsplit(url.strip())
         port_ok = u.port is None or 0 < u.port < 65536
-    except ValueError:
-        port_ok = False
+    except ValueError:  # "Invalid IPv6 URL" (http://[::1), a port that is no number
+        u, port_ok = urllib.parse.urlsplit(""), False
     if u.scheme not in ("http", "https") or not u.hostname or not port_ok or u.query or u.fragment:
         raise UsageError(f"--prometheus {url!r}: expected the server's URL, e.g. "
                          "http://prometheus:9090")

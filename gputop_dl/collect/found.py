@@ -34,6 +34,7 @@ from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample
+from gputop_dl.workload import redact_args
 
 
 class FoundJobs:
@@ -166,7 +167,7 @@ class FoundJobs:
 
 def _args(f: Found) -> list[str]:
     """The arguments after the job's script or module (all of them after the program else)."""
-    args = list(f.cmdline[1:])
+    args = redact_args(f.cmdline[1:])  # a name is shown and served: no secret in it
     for i, a in enumerate(args):
         if a.endswith(".py") or (i and args[i - 1] == "-m"):
             return args[i + 1:]

@@ -27,7 +27,10 @@ def parse_cpu_times(data: bytes) -> list[list[float]]:
     for line in data.split(b"\n")[1:]:  # the first line is all CPUs together
         if not line.startswith(b"cpu"):
             break
-        out.append([int(v) / _TICK for v in line.split()[1:11]])
+        try:
+            out.append([int(v) / _TICK for v in line.split()[1:11]])
+        except ValueError:  # not the kernel's /proc/stat: no per-CPU figure this tick
+            return []
     return out
 
 

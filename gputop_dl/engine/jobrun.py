@@ -25,7 +25,7 @@ from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
-from gputop_dl.workload import Workload
+from gputop_dl.workload import Workload, redact_line
 
 
 class JobRun:
@@ -63,7 +63,7 @@ class JobRun:
         self._tail_t = 0.0  # last live refresh of a command job's log tail
         # identity (issue 23): who and what, once; the process tree from the tick's PPID map
         self._user = _user()
-        self._cmdline = shlex.join(proc.argv) if getattr(proc, "argv", None) else None
+        self._cmdline = redact_line(shlex.join(proc.argv)) if getattr(proc, "argv", None) else None
         self._cwd = w.cwd or os.getcwd()
         self._cmap: dict[int, list[int]] | None = None
         if proc.pid is None:  # never started (launch.NotStarted): ended from the first, so no

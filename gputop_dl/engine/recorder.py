@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from gputop_dl.analyse.phases import ranks_json
 from gputop_dl.record.store import Store, StoreError, session_work_dir
 from gputop_dl.snapshot import JobSample
-from gputop_dl.workload import SessionSpec, Workload
+from gputop_dl.workload import SessionSpec, Workload, redact_args
 
 
 class Recorder:
@@ -139,7 +139,7 @@ class Recorder:
             if self._store is not None:
                 self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(redact=True),
                                        status="starting", pid=pid, started=started,
-                                       info={"phase": phase, "argv": argv})
+                                       info={"phase": phase, "argv": redact_args(argv or ())})
 
     def job_status(self, w: Workload, status: str) -> None:
         """A job row's status without a run (a queued job that never started)."""
@@ -169,7 +169,7 @@ class Recorder:
                 st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
                               failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
                               info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
-                                    "solo": run.solo, "argv": run.proc.argv,
+                                    "solo": run.solo, "argv": redact_args(run.proc.argv or ()),
                                     "distributed": dist.to_json() if dist else None,
                                     # every rank's phases and the late one (docs/phases.md),
                                     # as of the row's last change (the job's end)

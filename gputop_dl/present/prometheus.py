@@ -145,11 +145,11 @@ def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]
         port_s = rest[1:]
     elif t.count(":") == 1:
         host, port_s = t.split(":")
-    elif t.isdigit():
+    elif t.isascii() and t.isdigit():
         host, port_s = "", t
     host = host or DEFAULT_HOST
     if port_s:
-        if not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
+        if not (port_s.isascii() and port_s.isdigit()) or not 0 <= int(port_s) <= 65535:
             raise UsageError(f"--listen {text!r}: port {port_s!r} is not a number from 0 to 65535")
         port = int(port_s)
     else:

@@ -45,7 +45,10 @@ def _keep_as(path: str, dest: str) -> None:
 
 
 def is_corrupt(exc: BaseException) -> bool:
-    """A SQLite error that says the file is damaged or no database (not locked, not full)."""
+    """A SQLite error that says the file is damaged or no database (not locked, not full); a
+    UnicodeDecodeError is SQLite's message about a damaged schema that is no UTF-8."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True
     return isinstance(exc, sqlite3.DatabaseError) and (
         getattr(exc, "sqlite_errorcode", None) in CORRUPT_CODES
         or "malformed" in str(exc) or "not a database" in str(exc))

@@ -18,7 +18,7 @@ import urllib.parse
 
 from gputop_dl.record.paths import StoreError, private
 from gputop_dl.record.recovery import damage, move_corrupt_aside, moved_aside
-from gputop_dl.workload import redact_env
+from gputop_dl.workload import redact_args, redact_line, redact_secrets
 
 SCHEMA_VERSION = 2
 
@@ -115,6 +115,12 @@ def check_file(path: str) -> os.stat_result | None:
     return st
 
 
+def lenient_text(raw: bytes) -> str:
+    """A TEXT value as read: bytes a damaged page made invalid UTF-8 are shown as U+FFFD, never
+    a UnicodeDecodeError out of a query (found by the fuzzer, tests/test_fuzz.py)."""
+    return raw.decode("utf-8", "replace")
+
+
 def open_readonly(path: str) -> sqlite3.Connection:
     """A read-only connection: no WAL switch, no schema set-up, no file created. Without
     write access to the folder and no -shm file to share, SQLite needs `immutable` to read."""
@@ -131,6 +137,7 @@ def open_readonly(path: str) -> sqlite3.Connection:
                          "`gputop-dl launch` keeps it aside and starts a new one")
     for extra in ("", "&immutable=1"):
         db = sqlite3.connect(f"{uri}?mode=ro{extra}", uri=True, timeout=10.0)
+        db.text_factory = lenient_text
         try:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.OperationalError as exc:
@@ -140,7 +147,7 @@ def open_readonly(path: str) -> sqlite3.Connection:
             if "no such table" in str(exc):
                 raise StoreError(f"{path}: not a gputop-dl session database") from None
             raise StoreError(f"{path}: cannot read the session database ({exc})") from None
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             db.close()
             raise StoreError(f"{path}: not a readable session database ({exc}); the next "
                              "`gputop-dl launch` keeps it aside and starts a new one") from None
@@ -181,6 +188,7 @@ def open_for_writing(path: str) -> sqlite3.Connection:
         private(path + suffix)
     try:
         db = sqlite3.connect(path, timeout=10.0)
+        db.text_factory = lenient_text
     except BaseException:
         if created:
             _remove_new(path)
@@ -192,7 +200,8 @@ def open_for_writing(path: str) -> sqlite3.Connection:
         db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         _add_columns(db)
         db.commit()
-        if db.execute("SELECT 1 FROM meta WHERE key='env_redacted'").fetchone() is None:
+        if db.execute("SELECT COUNT(*) FROM meta WHERE key IN ('env_redacted', 'args_redacted')"
+                      ).fetchone()[0] < 2:
             _scrub_secrets(db, os.path.dirname(path))
     except BaseException:
         db.close()
@@ -234,26 +243,47 @@ def redacted_spec(spec):
     """A session's spec as read: its workloads' `env` values redacted, whatever wrote it (an
     older gputop-dl stored them in clear)."""
     if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
-        return dict(spec, workloads=[redact_env(w) for w in spec["workloads"]])
+        return dict(spec, workloads=[redact_secrets(w) for w in spec["workloads"]])
     return spec
 
 
+def redacted_info(info) -> dict:
+    """A job's info as read: the command line of a found job and the argv of a launched one
+    redacted, whatever wrote them (`workload.redact_secrets`'s rule)."""
+    if not isinstance(info, dict):
+        return {}
+    out = info
+    if isinstance(info.get("command"), str) and redact_line(info["command"]) != info["command"]:
+        out = dict(out, command=redact_line(info["command"]))
+    argv = info.get("argv")
+    if isinstance(argv, list) and all(isinstance(a, str) for a in argv) and redact_args(argv) != argv:
+        out = dict(out, argv=redact_args(argv))
+    return out
+
+
 def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
-    """Once per database: the `env` values that an older gputop-dl kept in clear (jobs' configs,
-    sessions' specs, the jobs' spec files beside the database) replaced by REDACTED, with
-    SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
+    """Once per database: the `env` values and secret-looking arguments that an older
+    gputop-dl kept in clear (jobs' configs and infos, sessions' specs and command lines, the
+    jobs' spec files beside the database) replaced by REDACTED (`workload.redact_secrets`),
+    with SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
     db.execute("PRAGMA secure_delete=ON")
-    for table, col, fix in (("jobs", "config", redact_env), ("sessions", "spec", redacted_spec)):
-        rows = db.execute(f"SELECT rowid, {col} FROM {table} WHERE {col} LIKE '%\"env\"%'").fetchall()
+    for table, col, fix in (("jobs", "config", redact_secrets), ("sessions", "spec", redacted_spec),
+                            ("jobs", "info", redacted_info)):
+        rows = db.execute(f"SELECT rowid, {col} FROM {table} WHERE {col} LIKE '%\"env\"%'"
+                          f" OR {col} LIKE '%\"command\"%'").fetchall()
         for rowid, text in rows:
             try:
                 old = json.loads(text)
             except ValueError:
                 continue
             new = fix(old)
-            if new is not old:
+            if new is not old and new != old:
                 db.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (dumps(new), rowid))
+    for rowid, line in db.execute("SELECT rowid, command FROM sessions").fetchall():
+        if isinstance(line, str) and redact_line(line) != line:
+            db.execute("UPDATE sessions SET command=? WHERE rowid=?", (redact_line(line), rowid))
     db.execute("INSERT OR REPLACE INTO meta VALUES ('env_redacted', '1')")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('args_redacted', '1')")
     db.commit()
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.execute("PRAGMA secure_delete=OFF")
@@ -261,7 +291,7 @@ def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
         try:
             with open(spec, encoding="utf-8") as f:
                 old = json.load(f)
-            new = redact_env(old)
+            new = redact_secrets(old)
             if new is not old:
                 with open(spec, "r+", encoding="utf-8") as f:  # in place: the old bytes go
                     f.write(json.dumps(new).ljust(os.path.getsize(spec)))

@@ -23,8 +23,8 @@ from gputop_dl.record.paths import (  # noqa: F401
 from gputop_dl.record.recovery import (  # noqa: F401
     CORRUPT_CODES, damage, is_corrupt, move_corrupt_aside, moved_aside)
 from gputop_dl.record.schema import (
-    JOB_SAMPLE_ADDED, dumps, loads, open_for_writing, open_readonly, redacted_spec)
-from gputop_dl.workload import redact_env
+    JOB_SAMPLE_ADDED, dumps, loads, open_for_writing, open_readonly, redacted_info, redacted_spec)
+from gputop_dl.workload import redact_line, redact_secrets
 
 SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
                 " owner_host, environment, verdict, spec")
@@ -77,7 +77,7 @@ class Store:
         else:
             try:
                 self.db = open_for_writing(self.path)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
                 if not is_corrupt(exc):
                     raise StoreError(f"{self.path}: cannot open the session database ({exc})") from None
                 move_corrupt_aside(self.path, str(exc))
@@ -141,7 +141,7 @@ class Store:
         self.db.execute(
             "INSERT INTO sessions (id, name, file, command, kind, started, state, heartbeat,"
             " owner_pid, owner_host, environment, spec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (sid, name, file, command, kind, now, "running", now, os.getpid(),
+            (sid, name, file, redact_line(command), kind, now, "running", now, os.getpid(),
              socket.gethostname(), dumps(environment), dumps(spec)))
         self.db.commit()
         return sid
@@ -238,7 +238,7 @@ class Store:
          owner_host, env, verdict, spec) = r
         if state == "running" and _owner_gone(owner_pid, owner_host, heartbeat):
             state = "interrupted"
-        return SessionRow(sid, name, file, command, kind, started, ended, state, loads(env),
+        return SessionRow(sid, name, file, redact_line(command), kind, started, ended, state, loads(env),
                           loads(verdict), redacted_spec(loads(spec)))
 
     def sessions(self) -> list[SessionRow]:
@@ -262,9 +262,9 @@ class Store:
         out = []
         for name, launched, config, status, failure, device, pid, started, ended, info in cur:
             out.append({"name": name, "launched": bool(launched),
-                        "config": redact_env(loads(config)),  # also what older versions kept
+                        "config": redact_secrets(loads(config)),  # also what older versions kept
                         "status": status, "failure": failure, "device": device, "pid": pid,
-                        "started": started, "ended": ended, "info": loads(info) or {}})
+                        "started": started, "ended": ended, "info": redacted_info(loads(info))})
         return out
 
     def events(self, sid: str, job: str | None = None, ev: str | None = None,

@@ -15,7 +15,8 @@ def export_for_tui(session_id: str, path: str, store_path: str | None = None) ->
     return export_session(session_id, path, store_path=store_path)
 
 
-def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> int:
+def run_export(session_id: str | None, out: str, tensorboard: bool = False,
+               shared: bool = False) -> int:
     """`gputop-dl export OUT.md|OUT.json [--session ID]`; `export DIR --tensorboard`."""
     from gputop_dl.present.report import ExportError, export_session
 
@@ -23,7 +24,7 @@ def run_export(session_id: str | None, out: str, tensorboard: bool = False) -> i
     if tensorboard:
         return run_export_tensorboard(session_id, out)
     try:
-        path = export_session(session_id, out)
+        path = export_session(session_id, out, shared=shared)
     except ExportError as exc:
         print(f"gputop-dl: error: {exc}", file=sys.stderr)
         return exc.exit_code

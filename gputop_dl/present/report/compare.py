@@ -12,6 +12,8 @@ null; sessions with no job in common say so and are shown anyway. Contract: docs
 
 from __future__ import annotations
 
+import sqlite3
+
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
@@ -116,6 +118,8 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
         cb = {j["name"]: j["config"] for j in store.jobs(sb)}
         wa = {n: _waits(store, sa, n) for n in ja}
         wb = {n: _waits(store, sb, n) for n in jb}
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged page found while reading (as export)
+        raise ExportUsageError(f"{store.path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
     names = list(ja) + [n for n in jb if n not in ja]

@@ -57,8 +57,13 @@ def _resolve(store: Store, session_id: str | None) -> str:
 finite, open_store, resolve_session = _finite, _open_store, _resolve
 
 
-def export_session(session_id: str | None, path: str, store_path: str | None = None) -> str:
-    """Write session `session_id` (None: the latest) to `path` (.md or .json); returns the path."""
+def export_session(session_id: str | None, path: str, store_path: str | None = None,
+                   shared: bool = False) -> str:
+    """Write session `session_id` (None: the latest) to `path` (.md or .json); returns the path.
+
+    The file is private to its user (0600): a report holds each job's command line and
+    settings. `shared` (`export --shared`): outside the data directory, readable as the umask
+    lets a new file be (0644 with the usual umask 022); in the data directory always 0600."""
     fmt = FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise ExportUsageError(f"{path}: unknown report format, expected a .md or .json file name")
@@ -75,12 +80,13 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
             data = session_json(store, sid)
             text = (render_markdown(data) if fmt == "md"
                     else json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n")
-    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged page found while reading
         raise ExportUsageError(f"{store.path}: cannot read the session database ({exc})") from None
     finally:
         store.close()
     try:
-        write_atomic(path, text, mode=0o600 if _in_data_dir(path, store.path) else None)
+        private = not shared or _in_data_dir(path, store.path)
+        write_atomic(path, text, mode=0o600 if private else None)
     except OSError as exc:
         _write_failed(path, exc)
     return path

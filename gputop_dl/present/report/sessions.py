@@ -37,7 +37,7 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
                         "verdict_kind": v.get("kind") if v else None, "state": s.state,
                         "file": s.file})
         return out
-    except sqlite3.DatabaseError as exc:  # a damaged page found while reading
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged page found while reading
         raise StoreError(f"{path}: cannot read the session database ({exc})") from None
     finally:
         store.close()

@@ -19,6 +19,7 @@ from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.safe import clean, escape
 from gputop_dl.present.verdict_text import job_line
+from gputop_dl.workload import redact_secrets
 
 def modal_css(name: str, width: int = 100) -> str:
     """CSS for a centred dialog screen (DEFAULT_CSS is scoped to the class, so name it)."""
@@ -405,7 +406,8 @@ class LauncherScreen(ModalScreen[tuple[str, list[str]] | None]):
             return
         self.spec, self.path = spec, path
         for w in spec.workloads:
-            what = " ".join(w.command) if w.command else f"{w.model} bs{w.batch_size}"
+            what = (" ".join(redact_secrets(w.to_dict())["command"]) if w.command
+                    else f"{w.model} bs{w.batch_size}")
             gpus = ",".join(map(str, w.gpus)) if w.gpus else "–"
             wl.add_option((escape(f"{w.name:<14} {what} · gpus {gpus} · {w.epochs} epochs"), w.name, True))
         if spec.workloads:
