@@ -258,18 +258,22 @@ def test_the_exporter_answers_metrics_and_root_and_404_elsewhere():
         srv.stop()
 
 
-def test_an_export_into_the_data_dir_is_private_and_elsewhere_follows_the_umask(tmp_path, gdl_home):
+def test_an_export_is_private_and_elsewhere_follows_the_umask_only_when_shared(tmp_path, gdl_home):
+    """Issue 37: a report holds each job's command line, so it is 0600 wherever it is written;
+    `export --shared` leaves a file outside the data dir to the umask, never one inside it."""
     from gputop_dl.present.report import export_session
 
     store, sid = _session_with_jobs(2)
     store.end_session(sid, "finished")
     store.close()
-    inside = export_session(sid, str(gdl_home / "r.md"))
+    inside = export_session(sid, str(gdl_home / "r.md"), shared=True)
     outside = export_session(sid, str(tmp_path / "r.json"))
+    shared = export_session(sid, str(tmp_path / "s.json"), shared=True)
     umask = os.umask(0)
     os.umask(umask)
     assert os.stat(inside).st_mode & 0o777 == 0o600
-    assert os.stat(outside).st_mode & 0o777 == 0o666 & ~umask
+    assert os.stat(outside).st_mode & 0o777 == 0o600
+    assert os.stat(shared).st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_a_data_dir_on_a_read_only_file_system_is_called_read_only(gdl_home, monkeypatch):
