@@ -20,12 +20,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.test_io_verdict_real import BLKIO, SCRIPT, _disk_of, _reports, _why_not  # noqa: E402
+from tests.test_io_verdict_real import (BLKIO, SCRIPT, _disk_of, _reports, _start,  # noqa: E402
+                                        _why_not)
 
-
-def start(cg, data, *args):
-    cmd = f'echo $$ > {cg}/cgroup.procs && exec "{sys.executable}" "{SCRIPT}" --file "{data}" ' + " ".join(args)
-    return subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.PIPE, text=True)
+start = _start  # each copy started as from a shell, re-parented (see the test)
 
 
 def main() -> int:

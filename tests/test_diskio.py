@@ -100,6 +100,8 @@ def test_looks_between_ticks_make_the_blocked_share(tmp_path):
         reader.peek()
     d = reader.read({5: stat("D")}, now=2.0)  # the tick's own look: blocked
     assert d.blocked == pytest.approx(5 / 8)
+    reader.peek(only_reading=True)  # the monitor's looks skip a job that reads no storage
+    assert reader.read({5: stat("R")}, now=3.0).blocked == 0.0
 
 
 def test_reader_says_when_another_users_io_is_hidden(tmp_path):

@@ -173,9 +173,12 @@ class DiskReader:
         self._io = dataclasses.replace(io, device=self._device, device_label=self._label)
         return self._io
 
-    def peek(self, proc: str | None = None) -> None:
+    def peek(self, proc: str | None = None, only_reading: bool = False) -> None:
         """One more look at the states of the processes of the last reading, between two ticks
-        (`--once` looks ten times in its second): the blocked share counts every look."""
+        (`--once` looks ten times in its second; the monitor three times between its ticks, at
+        the jobs that read from storage: `only_reading`): the blocked share counts every look."""
+        if only_reading and not self._io.read_bps:
+            return
         states = {}
         for pid in self._pids:
             try:

@@ -142,10 +142,10 @@ class FoundJobs:
             kept = self._apart_names[key] = (others, apart_names(f, ident, same))
         return first_free(kept[1], names)
 
-    def peek_io(self) -> None:
+    def peek_io(self, only_reading: bool = False) -> None:
         """One more look at each found job's process states (collect/diskio.py `peek`)."""
         for tree in self._trees.values():
-            tree.peek_io()
+            tree.peek_io(only_reading)
 
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,

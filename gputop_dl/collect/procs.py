@@ -208,10 +208,10 @@ class TreeSampler:
         self._waits_skip = schedstat.READ_EVERY - 1
         return self._waits_last
 
-    def peek_io(self) -> None:
+    def peek_io(self, only_reading: bool = False) -> None:
         """One more look at the processes' states for the disk's blocked share (between ticks)."""
         if self._disk is not None and self.cpu_wait:
-            self._disk.peek()
+            self._disk.peek(only_reading=only_reading)
 
     def stats(self) -> dict[int, Stat]:
         """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""

@@ -31,6 +31,8 @@ from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import Workload
 
 
+PEEKS = 4  # looks at reading jobs' states a tick: the tick's own and 3 between
+
 class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
 
@@ -145,7 +147,22 @@ class Engine:
             if delay < 0:  # fell behind: book the next tick a full interval after this one
                 next_t = time.monotonic()
                 delay = 0.0
-            self._stop.wait(delay)
+            # looks at the states of found jobs that read from storage, between the ticks: their
+            # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py)
+            for k in range(1, PEEKS):
+                at = next_t - self.interval * (1 - k / PEEKS)
+                if self._stop.wait(max(0.0, at - time.monotonic())):
+                    return
+                self._peek()
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def _peek(self) -> None:
+        found = getattr(self.sampler, "found", None)
+        if found is not None:
+            try:
+                found.peek_io(only_reading=True)
+            except Exception:  # noqa: BLE001 - a look is never worth a failed tick
+                pass
 
     def start_run(self, w: Workload, phase: str, cuda: bool, *, tag: str = "",
                   go_file: str | None = None, solo: dict | None = None) -> JobRun:
