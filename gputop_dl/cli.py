@@ -28,6 +28,7 @@ examples:
   gputop-dl export tb/ --tensorboard                ... as TensorBoard event files (tensorboard --logdir tb)
   gputop-dl sessions [--json]                       list recorded sessions
   gputop-dl compare A B [--json]                    two sessions side by side, per job
+  gputop-dl schema NAME | --list                    the JSON Schema of a JSON output
   gputop-dl models resnet50 vgg16                   parameters and forward GMac
   gputop-dl sweep --model resnet34 --batch 16,32,64 memory and time per batch size, the knee
   gputop-dl profile --model resnet18 --batch 32     top-10 operators and a Chrome trace
@@ -105,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "sessions, newest first: id, name, start, duration, jobs, verdict, state.")
     ssp.add_argument("--json", dest="sessions_json", action="store_true",
                      help="as JSON (schema gputop-dl.sessions/1), for scripts")
+    scp = sub.add_parser("schema", help="print the JSON Schema of a JSON output, for your own tools",
+                         description="Print the JSON Schema (draft 2020-12) of one of gputop-dl's "
+                         "JSON outputs (docs/contracts.md); --list names them.")
+    scp.add_argument("schema_name", nargs="?", metavar="NAME",
+                     help="snapshot (--once --json), diagnosis, comparison, simulation, session "
+                     "(export), sessions, fleet, sweep, verdict")
+    scp.add_argument("--list", dest="schema_list", action="store_true", help="the names, one a line")
     cp = sub.add_parser("compare", help="two recorded sessions side by side (did my fix work?)",
                         description="Two recorded sessions side by side: per job (by name) step "
                         "time, samples/s, data wait, CPU wait, slowdown, epoch time and the step "
@@ -352,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                                      shared=args.shared)
         if args.cmd == "sessions":
             return runner.run_sessions(as_json=args.sessions_json)
+        if args.cmd == "schema":
+            return runner.run_schema(args.schema_name, list_names=args.schema_list)
         if args.cmd == "compare":
             return runner.run_compare(args.a, args.b, as_json=args.compare_json)
         if args.cmd == "diagnose":

@@ -66,3 +66,23 @@ def heavy_lock(request, tmp_path_factory):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def schema_checked(monkeypatch):
+    """Every snapshot, verdict and diagnosis a test builds is checked against its shipped
+    schema as it is made (tests/schema_check.py): an output field added without its schema
+    fails the test that first builds it."""
+    from gputop_dl.analyse.verdict_types import Verdict
+    from gputop_dl.engine.diagnose_plan import DiagnosePlan
+    from gputop_dl.snapshot import Snapshot
+    from tests.schema_check import check
+
+    def checked(method, name=None):
+        def wrapper(self, *args, **kwargs):
+            return check(method(self, *args, **kwargs), name)
+        return wrapper
+
+    monkeypatch.setattr(Snapshot, "to_json", checked(Snapshot.to_json))
+    monkeypatch.setattr(Verdict, "to_json", checked(Verdict.to_json, "verdict"))
+    monkeypatch.setattr(DiagnosePlan, "result", checked(DiagnosePlan.result))

@@ -12,6 +12,7 @@ from rich.console import Console
 from gputop_dl import cli
 from gputop_dl.present.report.compare import COMPARISON_SCHEMA, compare_sessions, comparison_table
 from tests.fakes.reports import make_session, fresh_store
+from tests.schema_check import check
 
 
 def two_sessions(tmp_path, monkeypatch, second_names=None, second_config=None):
@@ -48,7 +49,7 @@ def test_no_job_in_common_is_said_and_both_are_shown(tmp_path, monkeypatch, caps
     out = capsys.readouterr().out
     assert "no job in common" in out and "bs32" in out and "x1" in out and "not in B" in out
     assert cli.main(["compare", a, b, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = check(json.loads(capsys.readouterr().out))
     assert doc["common_jobs"] == 0 and {j["name"] for j in doc["jobs"]} >= {"bs32", "x1"}
     x1 = next(j for j in doc["jobs"] if j["name"] == "x1")
     assert x1["a"] is None and x1["b"]["step_time_s"] is not None
@@ -67,7 +68,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 def test_sessions_json_for_scripts(tmp_path, monkeypatch, capsys):
     a, b = two_sessions(tmp_path, monkeypatch)
     assert cli.main(["sessions", "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = check(json.loads(capsys.readouterr().out))
     assert doc["schema"] == "gputop-dl.sessions/1"
     assert {s["id"] for s in doc["sessions"]} == {a, b}
     assert os.path.exists(tmp_path / "home")

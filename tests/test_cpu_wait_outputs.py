@@ -16,6 +16,7 @@ from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.store import Store
 from gputop_dl.snapshot import JobSample, Snapshot
+from tests.schema_check import check
 
 JOB = JobSample(name="train.py", pid=777, launched=False, pids=(777, 778), cpu_cores=1.5,
                 cpu_wait_fraction=0.45, cpu_wait_trainer=0.2, cpu_wait_workers=0.6,
@@ -61,7 +62,7 @@ def test_store_exports_and_markdown_carry_cpu_wait(tmp_path):
     rows = store.job_cpu_wait(sid, "train.py")
     assert [r[1] for r in rows] == pytest.approx([0.3, 0.4, 0.5, 0.6])
     assert rows[0][2:] == (0.2, 0.6, None)
-    doc = session_json(store, sid)
+    doc = check(session_json(store, sid))
     cw = doc["jobs"][0]["cpu_wait"]
     assert cw == {"mean": 0.45, "max": 0.6, "trainer": 0.2, "workers": 0.6, "throttled": None,
                   "samples": 4}
@@ -82,7 +83,7 @@ def test_a_database_from_before_cpu_wait_reads_as_not_recorded(tmp_path):
     db.close()
     ro = Store(path, readonly=True)
     assert ro.job_cpu_wait(sid, "train.py") == [] and ro.job_cpu_wait_means(sid, "train.py") is None
-    doc = session_json(ro, sid)
+    doc = check(session_json(ro, sid))
     assert doc["jobs"][0]["cpu_wait"] is None and "## CPU wait" not in render_markdown(doc)
     ro.close()
     rw = Store(path)  # opened to write: the columns are added, old rows read NULL

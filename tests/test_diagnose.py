@@ -24,6 +24,7 @@ from gputop_dl.record.store import Store
 from gputop_dl.runner import diagnose_engine
 
 from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped
+from tests.schema_check import check
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def test_real_diagnose_cli_json_contract(by_hand):
                           "--json", "--pid", ",".join(map(str, pids))],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = check(json.loads(out.stdout))
     assert doc["schema"] == "gputop-dl.diagnosis/1" and doc["session"]
     assert {"kind", "title", "reason", "confidence", "evidence", "jobs"} <= doc["verdict"].keys()
     for j in doc["jobs"]:

@@ -24,6 +24,7 @@ from gputop_dl.collect.stall import StallSampler
 
 from tests.fakes.nvml import FakeProcess, FakePynvml
 from tests.fakes.procs import BASH_MAPS, GPU_MAPS, PY_MAPS, TORCH_MAPS, Clock, FakeProc
+from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STALL_SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
@@ -639,7 +640,7 @@ def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     job = Store().jobs(sid)[0]
     assert job["name"] == "me_train.py" and not job["launched"] and job["status"] == "ended"
     assert job["info"]["command"] == "python me_train.py --lr 0.1" and job["device"] == "gpu0"
-    data = json.loads(open(export_session(sid, str(tmp_path / "m.json"))).read())
+    data = check(json.loads(open(export_session(sid, str(tmp_path / "m.json"))).read()))
     (j,) = data["jobs"]
     assert j["launched"] is False and j["stall_fraction"] == 0.25 and j["cpu_cores"] is not None
     assert j["peak_gpu_mem"] == 2 * GiB

@@ -12,6 +12,7 @@ from gputop_dl.collect.diskio import (NOT_READABLE, DiskReader, io_fields, parse
                                       parse_mountinfo)
 from gputop_dl.collect.procs import Stat
 from gputop_dl.snapshot import HostSample, JobSample
+from tests.schema_check import check
 
 MB = 1_000_000
 
@@ -213,7 +214,7 @@ def test_store_export_markdown_and_serve_carry_the_disk(tmp_path):
         j = reader_job("reader.py", 7, rate, io_wait_fraction=0.9, major_faults_per_s=2.0)
         store.add_job_sample(sid, t0 + i, j, None)
     store.commit()
-    doc = session_json(store, sid)
+    doc = check(session_json(store, sid))
     assert doc["jobs"][0]["disk"] == {"read_bytes_per_s": 2 * MB, "max_read_bytes_per_s": 3 * MB,
                                       "io_wait": 0.9, "major_faults_per_s": 2.0, "samples": 3}
     md = render_markdown(doc)

@@ -14,6 +14,7 @@ from gputop_dl import watchdog
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import launch_engine, open_spec, run_file
 from tests.conftest import write
+from tests.schema_check import check
 
 # a job whose own child runs under it, and whose grandchild daemon (own session, its parent
 # gone) is re-parented: they write their PIDs to files so the test can look for them
@@ -428,7 +429,7 @@ def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_
         assert cli_main(["export", str(tmp_path / out)]) == 0
         text = (tmp_path / out).read_text()
         assert secret not in text and "HF_TOKEN" in text
-    doc = _json.loads((tmp_path / "r.json").read_text())
+    doc = check(_json.loads((tmp_path / "r.json").read_text()))
     assert doc["jobs"][0]["config"]["env"] == {"HF_TOKEN": "<redacted>"}
 
 
@@ -582,7 +583,7 @@ def test_env_values_an_older_version_stored_in_clear_are_redacted_when_read(tmp_
     for out in ("old.json", "old.md"):
         assert cli_main(["export", str(tmp_path / out)]) == 0
         assert secret not in (tmp_path / out).read_text()
-    doc = json.loads((tmp_path / "old.json").read_text())
+    doc = check(json.loads((tmp_path / "old.json").read_text()))
     assert doc["jobs"][0]["config"]["env"] == {"HF_TOKEN": "<redacted>", "A": "<redacted>"}
 
 

@@ -27,6 +27,7 @@ from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.snapshot import Snapshot
 from tests.fakes.samples import FOUND, LAUNCHED, VERDICT, four_gpus
+from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +86,7 @@ def test_end_to_end_fleet_of_three_serves_one_killed():
         out = subprocess.run([sys.executable, "-m", "gputop_dl", "--nodes", nodes, "--once",
                               "--json"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        doc = json.loads(out.stdout)
+        doc = check(json.loads(out.stdout))
         assert doc["schema"] == "gputop-dl.fleet/1"
         ok = [n["ok"] for n in doc["nodes"]]
         assert ok == [True, False, True]
@@ -317,7 +318,7 @@ def test_end_to_end_prometheus_api_built_from_real_serves():
         try:
             out = cli("--prometheus", prom.url + "/", "--once", "--json")
             assert out.returncode == 0, out.stderr
-            doc = json.loads(out.stdout)
+            doc = check(json.loads(out.stdout))
             assert doc["schema"] == "gputop-dl.fleet/1" and doc["source"] == prom.url
             by = {n["address"]: n for n in doc["nodes"]}
             assert [by[p.address]["ok"] for p in procs] == [True, True]

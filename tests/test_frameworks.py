@@ -17,6 +17,7 @@ from rich.console import Console
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import run_file
 from tests.conftest import write
+from tests.schema_check import check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIGHTNING = os.path.join(HERE, "external", "lightning_tiny.py")
@@ -109,7 +110,7 @@ print(json.dumps({"steps": step}))
     con.print(summary_table([job]))
     row = next(line for line in con.export_text().splitlines() if line.startswith("│ job"))
     assert "no epochs" in row and " 0 " not in row.split("│")[4]
-    md = render_markdown(session_json(Store(), eng.session_id))
+    md = render_markdown(check(session_json(Store(), eng.session_id)))
     assert "| no epochs |" in md
 
 

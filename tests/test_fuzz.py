@@ -622,7 +622,7 @@ def argv_lists(draw) -> list[str]:
     subs = next(a for a in parser._actions if a.option_strings == [] and a.dest == "cmd").choices
     argv = [x for o in draw(st.lists(st.one_of(*top_opts), max_size=2)) for x in o]
     name = draw(st.sampled_from([None, "launch", "queue", "export", "sessions", "compare",
-                                 "diagnose", "serve", "simulate"]))
+                                 "diagnose", "serve", "simulate", "schema"]))
     if name:
         opts, pos = _arguments(subs[name])
         argv.append(name)

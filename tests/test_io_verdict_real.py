@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "external", "disk_reader.py")
@@ -114,14 +115,14 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
         once = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                               capture_output=True, text=True, timeout=60, env=env)
         assert once.returncode == 0, once.stderr
-        snap = json.loads(once.stdout)
+        snap = check(json.loads(once.stdout))
         # the live judge over several ticks (diagnose observes ~6 s): the figures to check;
         # --once judges one second, whose read rates scatter by a quarter on a busy box
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
                                "--json", "--seconds", "10"],
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
-        found = json.loads(diag.stdout)
+        found = check(json.loads(diag.stdout))
         own = [_reports(p)[-1] for p in procs]
     finally:
         for p in procs:

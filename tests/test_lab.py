@@ -9,6 +9,7 @@ import pytest
 
 from gputop_dl.lab import sweep, sweepfit
 from gputop_dl.lab.sweep_worker_protocol import ENV_FAKE_OOM, RESULT_KEY
+from tests.schema_check import check
 
 # Background §2: resnet34, 224×224, Titan Xp: (batch, peak GPU MiB, epoch time s).
 RESNET34 = [(16, 1259, 29.1), (32, 1539, 16.7), (64, 2047, 12.3), (128, 3233, 11.4),
@@ -177,7 +178,7 @@ def test_real_launch_sweep_on_cpu_with_an_injected_oom(tmp_path, monkeypatch, ca
     assert "α =" in md2 and "| 16 | skipped |" in md2
     js = tmp_path / "again.json"
     assert main(["export", str(js)]) == 0
-    data = json.loads(js.read_text())
+    data = check(json.loads(js.read_text()))
     assert data["schema"] == "gputop-dl.sweep/1" and [r["status"] for r in data["rows"]] == \
         ["ok", "ok", "oom", "skipped"]
 

@@ -13,6 +13,7 @@ import pytest
 from gputop_dl.analyse import phases as ap
 from gputop_dl.hook import stepclock
 from gputop_dl.hook.stepclock import CudaResolver, StepClock
+from tests.schema_check import check
 
 torch = pytest.importorskip("torch")
 
@@ -321,7 +322,7 @@ def test_real_launch_calibrated_phases_are_within_10_percent_or_3_ms(tmp_path):
     from gputop_dl.present.report.document import session_json
     from gputop_dl.record.store import Store
 
-    job = next(j for j in session_json(Store(), eng.session_id)["jobs"] if j["name"] == "job")
+    job = next(j for j in check(session_json(Store(), eng.session_id))["jobs"] if j["name"] == "job")
     assert set(job["phases"]) == {"data_s", "h2d_s", "forward_s", "backward_s", "optimizer_s",
                                   "other_s"}
     assert job["phases"]["backward_s"] == pytest.approx(m["backward_s"], rel=0.05)

@@ -15,6 +15,7 @@ from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.store import Store
 from gputop_dl.sched.predict import predict_queue
+from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {"policy": "fifo", "slots": 1, "unit": "slot", "cpus": 2.0, "cpu_aware": False,
@@ -138,7 +139,7 @@ def test_after_a_real_queue_run_the_prediction_is_within_15_percent(tmp_path):
     exp = subprocess.run([sys.executable, "-m", "gputop_dl", "export", str(out)], env=env,
                          capture_output=True, text=True, timeout=120)
     assert exp.returncode == 0, exp.stderr
-    q = json.loads(out.read_text())["queue"]
+    q = check(json.loads(out.read_text()))["queue"]
     p = q["prediction"]
     print("real vs predicted JCT:", {n: (j["real_jct_s"], j["jct_s"]) for n, j in p["jobs"].items()},
           f"MAE {p['jct_mae']:.1%}")

@@ -29,6 +29,7 @@ from gputop_dl.record.store import Store
 from gputop_dl.text import fmt
 from gputop_dl.text.markdown import fence, md_cell, write_atomic
 from tests.fakes import reports as fx
+from tests.schema_check import check
 
 MD = MarkdownIt("commonmark").enable("table")
 
@@ -254,7 +255,7 @@ def test_downsample_helper():
 
 def test_json_has_the_contract_fields(fixture_report):
     sid, data, _ = fixture_report
-    data = json.loads(json.dumps(data))  # plain JSON
+    data = check(json.loads(json.dumps(data)))  # plain JSON
     assert data["schema"] == "gputop-dl.session/1"
     assert data["id"] == sid and data["name"] == "mobilenet trio" and data["state"] == "finished"
     env = data["environment"]
@@ -295,7 +296,7 @@ def test_export_json_and_md_carry_the_same_session(store, tmp_path):
     db = str(tmp_path / "sessions.db")
     pj = export_session(None, str(tmp_path / "r.json"), db)
     pm = export_session(sid[:17], str(tmp_path / "r.md"), db)
-    data = json.loads(open(pj, encoding="utf-8").read())
+    data = check(json.loads(open(pj, encoding="utf-8").read()))
     assert data["id"] == sid
     assert open(pm, encoding="utf-8").read() == render_markdown(data)
 
@@ -305,7 +306,7 @@ def test_json_export_is_strict_json(store, tmp_path):
     fx.make_session(store, verdict=verdict, name="naïve × run")
     out = export_session(None, str(tmp_path / "r.json"), str(tmp_path / "sessions.db"))
     raw = open(out, encoding="utf-8").read()
-    data = json.loads(raw, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    data = check(json.loads(raw, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")))
     assert data["verdict"]["evidence"] == {"stp": None, "efficiency": None}
     assert "naïve × run" in raw
 
@@ -559,7 +560,7 @@ def test_end_to_end_launch_then_export(home, capsys):
     capsys.readouterr()
     assert cli.main(["export", str(home / "r.json")]) == 0
     assert cli.main(["export", str(home / "r.md")]) == 0
-    data = json.loads((home / "r.json").read_text())
+    data = check(json.loads((home / "r.json").read_text()))
     text = (home / "r.md").read_text()
     assert data["name"] == "e2e synthetic" and data["state"] == "finished"
     (job,) = data["jobs"]

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 import pytest
 
 from gputop_dl.record.store import Store
+from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol")
@@ -206,7 +207,7 @@ def test_sbatch_scripts_run_on_a_real_slurm_and_the_monitor_shows_their_job_ids(
         def both_seen():
             snap = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"], env=env,
                                   capture_output=True, text=True, timeout=120)
-            jobs = json.loads(snap.stdout)["jobs"] if snap.returncode == 0 else []
+            jobs = check(json.loads(snap.stdout))["jobs"] if snap.returncode == 0 else []
             seen = {slurm_job_of(j["pid"]): j for j in jobs if j.get("pid")}
             return seen if set(ids.values()) <= set(seen) else None
         seen = _wait("both Slurm jobs in gputop-dl --once --json", both_seen, 120, 0.5)

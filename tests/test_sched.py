@@ -7,6 +7,7 @@ import pytest
 from gputop_dl.sched.model import Job, JobQueue, Machine, Running
 from gputop_dl.sched import POLICIES
 from gputop_dl.sched.policies import Policy, decide
+from tests.schema_check import check
 
 
 def queue_of(policy: Policy, *jobs: Job) -> JobQueue:
@@ -312,7 +313,7 @@ def test_simulation_json_and_markdown_from_real_results():
     kinds = [JobKind(Job("long", duration_s=100)), JobKind(Job("short", duration_s=10), 3.0)]
     results = [r.to_json() for r in sweep([Policy("fifo"), Policy("sjf")], kinds, Machine(gpus=2, cpus=8),
                                           rates=[0.01, 0.05], seeds=[1, 2], n_jobs=200)]
-    doc = json.loads(json.dumps(simulation_json({"name": "t"}, results)))
+    doc = check(json.loads(json.dumps(simulation_json({"name": "t"}, results))))
     assert doc["schema"] == SIMULATION_SCHEMA == "gputop-dl.simulation/1"
     assert len(doc["results"]) == 2 * 2 * 2
     for row in doc["results"]:

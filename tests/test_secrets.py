@@ -16,6 +16,7 @@ from gputop_dl.collect.found import tell_apart
 from gputop_dl.collect.identity import Identity
 from gputop_dl.workload import REDACTED, redact_args, redact_line, redact_secrets
 from tests.conftest import write
+from tests.schema_check import check
 
 SECRET = "s3cr3t" + "Qz" * 6
 
@@ -106,7 +107,7 @@ def test_no_secret_argument_in_the_store_or_an_export_and_the_command_is_filled(
         assert [line for line in text.splitlines() if SECRET in line] == []
         assert "redacted" in text  # (escaped in Markdown: &lt;redacted&gt;)
         assert stat.S_IMODE(os.stat(out / name).st_mode) == 0o600
-    jobs = {j["name"]: j for j in json.loads((out / "r.json").read_text())["jobs"]}
+    jobs = {j["name"]: j for j in check(json.loads((out / "r.json").read_text()))["jobs"]}
     assert jobs["a"]["command"].endswith(f"--password {REDACTED}")
     assert jobs["b"]["command"] == f"true HF_TOKEN={REDACTED} https://u:{REDACTED}@h/x"
     capsys.readouterr()

@@ -12,6 +12,7 @@ import pytest
 from gputop_dl.cli import main
 from gputop_dl.config import ConfigError
 from gputop_dl.trace import load_trace
+from tests.schema_check import check
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 EXAMPLE = os.path.join(ROOT, "workloads", "queue_trace.toml")
@@ -60,7 +61,7 @@ def test_json_contract_and_markdown_report(tmp_path, capsys):
     out = tmp_path / "report.md"
     assert main(["simulate", trace, "--policies", "fifo,sjf", "--rates", "0.01,0.02", "--json",
                  "--out", str(out)]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = check(json.loads(capsys.readouterr().out))
     assert doc["schema"] == "gputop-dl.simulation/1"
     assert {(r["policy"], r["rate"], r["seed"]) for r in doc["results"]} == \
         {(p, r, s) for p in ("fifo", "sjf") for r in (0.01, 0.02) for s in (1, 2)}
@@ -77,7 +78,7 @@ def test_a_listed_trace_is_replayed_as_listed(tmp_path, capsys):
 [[workload]]\nname = "s1"\nduration_s = 10\narrival = 1\n
 [[workload]]\nname = "s2"\nduration_s = 10\narrival = 2\n"""
     assert main(["simulate", write(tmp_path, listed), "--policies", "fifo,sjf", "--json"]) == 0
-    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    rows = {r["policy"]: r for r in check(json.loads(capsys.readouterr().out))["results"]}
     assert rows["fifo"]["rate"] is None and rows["fifo"]["seed"] is None
     assert rows["fifo"]["mean_jct_s"] == pytest.approx((100 + 109 + 118) / 3)
     assert rows["sjf"]["mean_jct_s"] == pytest.approx((100 + 109 + 118) / 3)  # long was alone first
@@ -189,4 +190,4 @@ def test_simulate_calibrate_takes_alpha_from_the_newest_recorded_co_run(tmp_path
                  "--jobs", "50"]) == 0
     out = capsys.readouterr()
     assert f"cpu_interference = 2, from session {sid}" in out.err
-    assert json.loads(out.out)["setup"]["cpu_interference"] == 2.0
+    assert check(json.loads(out.out))["setup"]["cpu_interference"] == 2.0

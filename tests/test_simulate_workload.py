@@ -9,6 +9,7 @@ import pytest
 
 from gputop_dl.cli import main
 from gputop_dl.record.store import Store
+from tests.schema_check import check
 
 PY = json.dumps(sys.executable)
 
@@ -31,7 +32,7 @@ def test_simulate_runs_the_queue_file_and_sjf_beats_fifo_on_a_long_job_first_que
     path = queue_file(tmp_path, LONG_FIRST)
     assert main(["simulate", path, "--json", "--policies", "fifo,sjf"]) == 0
     out = capsys.readouterr()
-    doc = json.loads(out.out)
+    doc = check(json.loads(out.out))
     res = {r["policy"]: r for r in doc["results"]}
     assert {r["rate"] for r in doc["results"]} == {None}  # the listed arrivals, replayed once
     assert all(r["jobs"] == 4 for r in doc["results"])
@@ -48,7 +49,7 @@ def test_simulate_the_queue_file_with_rates_draws_poisson_arrivals(tmp_path, cap
     path = queue_file(tmp_path, LONG_FIRST, slots=2)
     assert main(["simulate", path, "--json", "--policies", "fifo", "--rates", "0.1", "--jobs", "40",
                  "--seeds", "2"]) == 0
-    rows = json.loads(capsys.readouterr().out)["results"]
+    rows = check(json.loads(capsys.readouterr().out))["results"]
     assert [(r["rate"], r["seed"], r["jobs"]) for r in rows] == [(0.1, 1, 40), (0.1, 2, 40)]
 
 
@@ -83,7 +84,7 @@ def test_a_built_in_job_takes_its_duration_and_cpu_need_from_its_cached_solo_pro
     assert main(["simulate", str(path), "--json"]) == 0
     out = capsys.readouterr()
     assert "job syn: 1.0 s from 20 steps x solo 0.050 s; CPU 1.5 cores from cached solo baseline" in out.err
-    doc = json.loads(out.out)
+    doc = check(json.loads(out.out))
     assert doc["setup"]["cpu_aware"] is True  # a cached CPU need turns admission on, as in `queue`
     assert all(r["mean_jct_s"] == pytest.approx(1.0) for r in doc["results"])
 
@@ -125,12 +126,12 @@ def test_simulate_is_calibrated_by_default_from_recorded_co_runs_cpu_and_shared_
     out = capsys.readouterr()
     assert f"cpu_interference = 2, from session {cpu_sid}" in out.err
     assert f"gpu_share = 1.15, from session {gpu_sid}: 2 jobs on GPU 0, median slowdown 2.30" in out.err
-    setup = json.loads(out.out)["setup"]
+    setup = check(json.loads(out.out))["setup"]
     assert (setup["cpu_interference"], setup["gpu_share"]) == (2.0, 1.15)
     assert main(["simulate", str(trace), "--json", "--no-calibrate"]) == 0
     out = capsys.readouterr()
     assert "cpu_interference = 1, the file's or the default (--no-calibrate)" in out.err
-    assert json.loads(out.out)["setup"]["gpu_share"] == 1.0
+    assert check(json.loads(out.out))["setup"]["gpu_share"] == 1.0
 
 
 def test_the_shared_gpu_factor_scales_the_time_slice_slowdown():

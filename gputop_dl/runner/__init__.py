@@ -3,7 +3,7 @@
 The only package that builds engines (`engines`). `cli.py` parses arguments and calls one
 `run_*` function; presenters only render what they are given. One module per kind of mode:
 `monitor` (plain `gputop-dl`: its first frame before the engine, `deferred`), `live` (launch,
-queue, diagnose, --once), `remote` (serve, the fleet), `records` (export, sessions, compare),
+queue, diagnose, --once), `remote` (serve, the fleet), `records` (export, sessions, compare, schema),
 `simulate`. Each name is imported from its module on first use, so that the monitor's start
 imports none of the others.
 """
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the names, for type checkers and readers; __getattr__ impor
                                        run_once, run_queue)
     from gputop_dl.runner.monitor import run_monitor
     from gputop_dl.runner.records import (export_for_tui, run_compare, run_export,
-                                          run_export_tensorboard, run_sessions)
+                                          run_export_tensorboard, run_schema, run_sessions)
     from gputop_dl.runner.remote import run_fleet_once, run_fleet_tui, run_serve, start_metrics
     from gputop_dl.runner.simulate import calibrated_alpha, run_simulate
 
@@ -30,7 +30,8 @@ _ENGINES = ["Launcher", "check_store", "diagnose_engine", "launch_engine", "moni
 _LIVE = ["diagnose_for_tui", "exit_code", "print_queue", "print_summary", "run_diagnose",
          "run_headless", "run_launch", "run_launch_tui", "run_once", "run_queue"]
 _MONITOR = ["run_monitor"]
-_RECORDS = ["export_for_tui", "run_compare", "run_export", "run_export_tensorboard", "run_sessions"]
+_RECORDS = ["export_for_tui", "run_compare", "run_export", "run_export_tensorboard", "run_schema",
+            "run_sessions"]
 _REMOTE = ["run_fleet_once", "run_fleet_tui", "run_serve", "start_metrics"]
 _SIMULATE = ["calibrated_alpha", "run_simulate"]
 

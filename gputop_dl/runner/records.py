@@ -1,4 +1,4 @@
-"""The recorded sessions: export (Markdown, JSON, TensorBoard) and the listing."""
+"""The recorded sessions: export (Markdown, JSON, TensorBoard), the listing, and the JSON outputs' schemas."""
 
 from __future__ import annotations
 
@@ -99,4 +99,28 @@ def run_compare(a: str, b: str, as_json: bool = False) -> int:
         print(json.dumps(finite(doc), indent=1))
     else:
         console().print(comparison_table(doc))
+    return 0
+
+
+def run_schema(name: str | None, list_names: bool = False) -> int:
+    """`gputop-dl schema NAME`: the JSON Schema of one JSON output, as JSON; `schema --list`:
+    the names and what each describes. No name, or one not shipped: a UsageError (exit 2)
+    naming them."""
+    import json
+
+    from gputop_dl import schemas
+    from gputop_dl.errors import UsageError
+
+    names = schemas.names()
+    if list_names:
+        if name is not None:
+            raise UsageError("schema: give NAME or --list, not both")
+        for n in names:
+            print(f"{n:<11} {schemas.raw(n).get('title', '')}")
+        return 0
+    key = name.removeprefix("gputop-dl.").split("/", 1)[0] if name else None
+    if key not in names:
+        what = f"unknown schema {name!r}" if name else "give a NAME"
+        raise UsageError(f"schema: {what}; one of {', '.join(names)}")
+    print(json.dumps(schemas.load(key), indent=1, ensure_ascii=False))
     return 0
