@@ -141,10 +141,11 @@ def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple:
 
 def choice(options: Sequence[str]) -> Converter:
     def conv(key: str, v: Any) -> str:
-        if as_str(key, v) not in options:
+        s = as_str(key, v)
+        if s not in options:
             raise Bad(f"{key} = {show(v)} is not supported", "one of " + ", ".join(map(show, options)),
                       did_you_mean(v, options))
-        return v
+        return s
     return conv
 
 
@@ -159,15 +160,16 @@ def as_title(key: str, v: Any) -> str:
 
 
 def as_name(key: str, v: Any) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", as_str(key, v)):
+    name = as_str(key, v)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise Bad(f"{key} = {show(v)} has characters other than letters, digits, '_', '.', '-'",
                   "a name matching [A-Za-z0-9_.-]+")
-    if len(v) > MAX_NAME:
-        raise Bad(f"{key} has {len(v)} characters", f"at most {MAX_NAME}")
-    if v in (".", ".."):  # it names files and folders: <name>.log, a TensorBoard run <name>/
+    if len(name) > MAX_NAME:
+        raise Bad(f"{key} has {len(name)} characters", f"at most {MAX_NAME}")
+    if name in (".", ".."):  # it names files and folders: <name>.log, a TensorBoard run <name>/
         raise Bad(f"{key} = {show(v)} names a folder itself, not a file of its own",
                   "a name with a letter, digit, '_' or '-', or more than two dots")
-    return v
+    return name
 
 
 def check(conv: Converter, ok: Callable[[Any], bool], expected: str) -> Converter:

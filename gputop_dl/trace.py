@@ -34,9 +34,10 @@ MAX_YEAR = 366 * 86400.0  # seconds: any duration or arrival
 
 
 def _as_policy(key: str, v: Any) -> str:
-    if as_str(key, v) not in POLICIES:
+    name = as_str(key, v)
+    if name not in POLICIES:
         raise Bad(f"unknown policy {show(v)}", "one of " + ", ".join(POLICIES), did_you_mean(v, POLICIES))
-    return v
+    return name
 
 
 _POS = check(as_int, lambda v: v > 0, "a positive integer")
@@ -169,7 +170,7 @@ def _kind(ld: TableChecker, tid: tuple, w: dict, machine: Machine) -> JobKind:
     return JobKind(job, w.get("share", 1.0))
 
 
-def with_overrides(trace: Trace, **changes) -> Trace:
+def with_overrides(trace: Trace, **changes: Any) -> Trace:
     """The trace with command-line settings (None = keep the file's); UsageError (one line)
     past a bound: --jobs, --seeds, --rates, or all the runs together (policies x rates x seeds
     x jobs) more than MAX_SIMULATED simulated jobs."""

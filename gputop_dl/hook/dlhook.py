@@ -16,6 +16,8 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from collections.abc import Callable, MutableMapping
+from types import ModuleType, TracebackType
 
 from . import fw_lightning
 from . import report as rp
@@ -65,19 +67,20 @@ class Hook:
         except Exception as exc:
             self.report.error("timing the step phases", exc)
 
-    def on_import(self, module) -> None:
+    def on_import(self, module: ModuleType) -> None:
         try:
             patch_dataloader(module, self.tracker, self.report)
         except Exception as exc:
             self.report.error("patching the DataLoader", exc)
 
-    def on_framework(self, fw, module) -> None:
+    def on_framework(self, fw: ModuleType, module: ModuleType) -> None:
         try:
             fw.patch(module, self.tracker, self.report)
         except Exception as exc:
             self.report.error(f"adapting to {module.__name__}", exc)
 
-    def excepthook(self, etype, value, tb):
+    def excepthook(self, etype: type[BaseException], value: BaseException,
+                   tb: TracebackType | None) -> None:
         try:
             self._on_exception(value)
         except Exception:
@@ -106,7 +109,12 @@ class Hook:
             pass
 
 
-def install(environ=None) -> Hook | None:
+def _on_framework(hook: Hook, fw: ModuleType) -> Callable[[ModuleType], None]:
+    """What the finder calls once `fw`'s trainer module ran (one per framework)."""
+    return lambda module: hook.on_framework(fw, module)
+
+
+def install(environ: MutableMapping[str, str] | None = None) -> Hook | None:
     """Set the hook up in this process if gputop-dl launched it; else do nothing. The node's
     first rank (`channel.reports_here`) reports everything; every other rank only its steps
     ("rank_step" events, for the per-rank table and the straggler)."""
@@ -143,8 +151,7 @@ def install(environ=None) -> Hook | None:
                 if mod is not None:
                     hook.on_framework(fw, mod)
                 else:
-                    sys.meta_path.insert(0, PostImportFinder(
-                        name, lambda m, fw=fw: hook.on_framework(fw, m)))
+                    sys.meta_path.insert(0, PostImportFinder(name, _on_framework(hook, fw)))
         sys.excepthook = hook.excepthook
         atexit.register(hook.at_exit)
     except Exception as exc:

@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import sys
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from . import report as rp
+
+if TYPE_CHECKING:
+    from .tracker import Tracker
 
 TARGETS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 
 
-def plan(trainer, n: int | None) -> dict:
+def plan(trainer: Any, n: int | None) -> dict:  # Lightning's Trainer, never imported here
     """{"epochs", "steps_per_epoch"} of a fit: `n` batches in the loader (None: no length)."""
     lim = getattr(trainer, "limit_train_batches", 1.0)
     spe = n
@@ -41,7 +46,7 @@ def plan(trainer, n: int | None) -> dict:
     return {"epochs": epochs, "steps_per_epoch": spe}
 
 
-def patch(module, tracker, report) -> None:
+def patch(module: ModuleType, tracker: Tracker, report: rp.Reporter) -> None:
     """Wrap `Trainer.fit` of the just-imported trainer module: each fit gets the callback and
     the tracker the rules above."""
     trainer_cls = module.Trainer
@@ -53,7 +58,7 @@ def patch(module, tracker, report) -> None:
     class GputopDlEpochs(base):  # type: ignore[misc, valid-type]
         """Ends the hook's epoch where Lightning's training epoch ends."""
 
-        def on_train_epoch_end(self, trainer, pl_module):
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             try:
                 tracker.end_epoch(time.perf_counter())
             except Exception as exc:
@@ -61,7 +66,7 @@ def patch(module, tracker, report) -> None:
 
     orig_fit = trainer_cls.fit
 
-    def fit(self, *args, **kwargs):
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             torch = rp.torch_module()
             tracker.may_be_main = lambda loader: torch is None or torch.is_grad_enabled()

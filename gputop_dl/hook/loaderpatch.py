@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .report import Reporter
+    from .tracker import Tracker
 
 
-def patch_dataloader(mod, tracker, report) -> None:
+def patch_dataloader(mod: ModuleType, tracker: Tracker, report: Reporter) -> None:
     """Wrap DataLoader.__iter__ and _BaseDataLoaderIter.__next__ of the just-imported module."""
     loader_cls, iter_cls = mod.DataLoader, mod._BaseDataLoaderIter
     if getattr(iter_cls.__next__, "_gputop_dl", False):
@@ -13,7 +19,7 @@ def patch_dataloader(mod, tracker, report) -> None:
     orig_iter, orig_next = loader_cls.__iter__, iter_cls.__next__
     clock = time.perf_counter
 
-    def __iter__(self):
+    def __iter__(self: Any) -> Any:  # a DataLoader and its iterator: torch's, untyped here
         it = orig_iter(self)
         try:
             tracker.on_iter(self, it, clock())
@@ -21,16 +27,17 @@ def patch_dataloader(mod, tracker, report) -> None:
             report.error("DataLoader.__iter__", exc)
         return it
 
-    def __next__(self):
+    def __next__(self: Any) -> Any:
         t0 = clock()
-        sc = tracker.clock  # the phase clock: a transform module run here is data, not forward
-        mark = sc is not None and sc.active is None
-        if mark:
+        # the phase clock, unless a phase is under way: a transform module run here is data,
+        # not forward
+        sc = tracker.clock if tracker.clock is not None and tracker.clock.active is None else None
+        if sc is not None:
             sc.active = "data"
         try:
             batch = orig_next(self)
         except StopIteration:
-            if mark:
+            if sc is not None:
                 sc.active = None
             try:
                 tracker.on_stop(self, clock())
@@ -38,11 +45,11 @@ def patch_dataloader(mod, tracker, report) -> None:
                 report.error("end of epoch", exc)
             raise
         except BaseException:
-            if mark:
+            if sc is not None:
                 sc.active = None
             raise
         t1 = clock()
-        if mark:
+        if sc is not None:
             sc.active = None
         try:
             tracker.on_batch(self, batch, t0, t1)
@@ -50,7 +57,8 @@ def patch_dataloader(mod, tracker, report) -> None:
             report.error("step", exc)
         return batch
 
-    for new, old in ((__iter__, orig_iter), (__next__, orig_next)):
+    pairs: tuple[tuple[Any, Any], ...] = ((__iter__, orig_iter), (__next__, orig_next))
+    for new, old in pairs:  # functions given attributes: Any
         new.__name__, new.__qualname__ = old.__name__, old.__qualname__
         new.__doc__, new.__wrapped__, new._gputop_dl = old.__doc__, old, True
     loader_cls.__iter__ = __iter__

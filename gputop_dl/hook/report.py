@@ -11,41 +11,44 @@ import importlib.util
 import os
 import sys
 import threading
+from types import ModuleType
+from typing import Any
 
 CHANNEL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "channel.py")
 
 
-def _load(name: str, path: str):
+def _load(name: str, path: str) -> ModuleType:
     mod = sys.modules.get(name)
     if mod is None:
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path  # a .py file: always a spec
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         sys.modules[name] = mod
     return mod
 
 
-def load_channel():
+def load_channel() -> ModuleType:
     """gputop_dl/channel.py as a private module, whether or not gputop_dl is importable."""
     return _load("_gputop_dl_channel", CHANNEL_PY)
 
 
-def torch_module():
+def torch_module() -> ModuleType | None:
     return sys.modules.get("torch")  # already imported when any of this runs; never import it
 
 
 class Reporter:
     """Lazily opened event writer of this process; notes the first hook error, then stays quiet."""
 
-    def __init__(self, path: str | None, root: bool, writer=None, steps_only: bool = False):
+    def __init__(self, path: str | None, root: bool, writer: Any = None, steps_only: bool = False):
         self.path, self.root = path, root
         self.steps_only = steps_only  # a rank that is not its node's first: only "rank_step"
         self.pid = os.getpid()
-        self._w = writer
+        self._w = writer  # channel.EventWriter (loaded by path: Any), or a test's stand-in
         self.noted = False
         self._lock = threading.Lock()  # the CUDA phase sampler emits steps from its thread
 
-    def emit(self, ev: str, flush: bool = False, **data) -> None:
+    def emit(self, ev: str, flush: bool = False, **data: object) -> None:
         if os.getpid() != self.pid:  # a forked child (loader worker) must not write our events
             return
         if self.steps_only:
@@ -104,5 +107,5 @@ def classify(exc: BaseException) -> str:
     if (isinstance(oom, type) and isinstance(exc, oom)) or "CUDA out of memory" in str(exc):
         return "cuda-oom"
     if isinstance(exc, MemoryError) or "DefaultCPUAllocator: can't allocate" in str(exc):
-        return load_channel().host_memory_cause()
+        return str(load_channel().host_memory_cause())
     return "exception"

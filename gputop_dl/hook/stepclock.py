@@ -35,21 +35,27 @@ import collections
 import importlib
 import threading
 import time
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
 
+# torch's objects (the module, its CUDA events, the user's closures) are handed in, never
+# imported here: they are Any
 PHASES = ("h2d", "forward", "backward", "optimizer")
 
 
 class StepClock:
     """Accumulates the current step's phase times (host seconds, plus CUDA event pairs)."""
 
-    def __init__(self, clock=time.perf_counter, event_factory=None):
+    def __init__(self, clock: Callable[[], float] = time.perf_counter,
+                 event_factory: Callable[[], Any] | None = None):
         self.clock = clock
         self.active: str | None = None
         self.t0 = 0.0
         self.acc: dict[str, float] = {}
         self.event_factory = event_factory  # set: CUDA mode (torch.cuda.Event-like objects)
         self.pairs: list = []  # this step's (phase, start event, end event)
-        self._start = None
+        self._start: Any = None  # the open phase's start event
         self._pool: list = []
 
     def enter(self, phase: str) -> bool:
@@ -70,7 +76,7 @@ class StepClock:
         dt = self.clock() - self.t0
         self.active = None
         self.acc[phase] = self.acc.get(phase, 0.0) + dt
-        if self._start is not None:
+        if self._start is not None and self.event_factory is not None:
             ev = self._pool.pop() if self._pool else self.event_factory()
             ev.record()
             self.pairs.append((phase, self._start, ev))
@@ -85,7 +91,7 @@ class StepClock:
             self.active, self._start = None, None
         return acc, pairs
 
-    def recycle(self, events) -> None:
+    def recycle(self, events: Iterable[Any]) -> None:
         if len(self._pool) < 64:
             self._pool.extend(events)
 
@@ -99,14 +105,15 @@ class CudaResolver:
 
     `poll()` runs in the sampler thread (or a test): it never waits on the GPU."""
 
-    def __init__(self, sink, clock_: StepClock, max_age_s: float = 10.0, now=time.monotonic):
+    def __init__(self, sink: Callable[[dict], None], clock_: StepClock, max_age_s: float = 10.0,
+                 now: Callable[[], float] = time.monotonic):
         self.sink, self.clock_ = sink, clock_
         self.max_age_s, self.now = max_age_s, now
         self.pending: collections.deque = collections.deque()
         self.dropped = 0
         self.lock = threading.Lock()
         self._polling = threading.Lock()  # one poll at a time (the sampler, or the caller)
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     def put(self, record: dict, pairs: list) -> None:
@@ -149,15 +156,15 @@ class CudaResolver:
         if self._thread is not None:
             return
 
-        def loop():
+        def loop() -> None:
             while not self._stop.wait(every_s):
                 try:
                     self.poll()
                 except Exception:
                     pass
 
-        self._thread = threading.Thread(target=loop, name="gputop-dl-phases", daemon=True)
-        self._thread.start()
+        self._thread = thread = threading.Thread(target=loop, name="gputop-dl-phases", daemon=True)
+        thread.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -169,7 +176,7 @@ class CudaResolver:
             pass
 
 
-def cuda_event_factory(torch):
+def cuda_event_factory(torch: ModuleType) -> Callable[[], Any] | None:
     """torch.cuda.Event with timing, or None when CUDA is not initialised (host time then)."""
     try:
         if torch.cuda.is_initialized():
@@ -179,17 +186,17 @@ def cuda_event_factory(torch):
     return None
 
 
-def _is_compiling(torch):
-    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+def _is_compiling(torch: ModuleType) -> Callable[[], bool]:
+    f: Callable[[], bool] | None = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     return f if f is not None else (lambda: False)
 
 
-def closure_outside(sc: StepClock, closure):
+def closure_outside(sc: StepClock, closure: Callable[..., Any]) -> Callable[..., Any]:
     """`closure` run outside the optimizer phase: an optimizer's step that calls the closure
     (LBFGS, Lightning's automatic optimization) bills the forward and backward inside it to
     forward and backward, and only the rest of `step` to optimizer."""
 
-    def run_closure(*args, **kwargs):
+    def run_closure(*args: Any, **kwargs: Any) -> Any:
         inside = sc.active == "optimizer"
         if inside:
             sc.leave("optimizer")
@@ -203,7 +210,7 @@ def closure_outside(sc: StepClock, closure):
     return run_closure
 
 
-def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict):
+def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
     """The global optimizer-step pre-hook: the optimizer phase starts (unless another phase is
     running); a closure handed to `step` (the hook's `args` start with the optimizer) is
     replaced by one that runs outside the optimizer phase (`closure_outside`)."""
@@ -217,19 +224,19 @@ def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict):
     return None
 
 
-def patch_torch(torch, sc: StepClock) -> list:
+def patch_torch(torch: ModuleType, sc: StepClock) -> list:
     """Patch Module.__call__, Tensor.to/.cuda, Tensor.backward, autograd.backward and add the
     global optimizer-step hooks, all billing to `sc`. Returns undo callables. The user's own
     module and optimizer hooks still run (inside our timing)."""
     undo: list = []
     compiling = _is_compiling(torch)
 
-    def wrap(owner, attr, phase):
+    def wrap(owner: Any, attr: str, phase: str) -> None:
         orig = getattr(owner, attr)
         if getattr(orig, "_gputop_dl", False):
             return
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if sc.active is not None or compiling():  # nested (most calls), or traced
                 return orig(*args, **kwargs)
             sc.enter(phase)
@@ -240,7 +247,8 @@ def patch_torch(torch, sc: StepClock) -> list:
 
         wrapper.__name__ = getattr(orig, "__name__", attr)
         wrapper.__qualname__ = getattr(orig, "__qualname__", attr)
-        wrapper.__doc__, wrapper.__wrapped__, wrapper._gputop_dl = orig.__doc__, orig, True
+        marked: Any = wrapper  # a function given attributes
+        marked.__doc__, marked.__wrapped__, marked._gputop_dl = orig.__doc__, orig, True
         setattr(owner, attr, wrapper)
         undo.append(lambda: setattr(owner, attr, orig))
 

@@ -12,11 +12,18 @@ Definitions (the same as the built-in trainer's, see gputop_dl/channel.py):
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import report as rp
 
+if TYPE_CHECKING:  # (the job's Python may be older than gputop-dl's: no aliases at run time)
+    from .stepclock import CudaResolver, StepClock
 
-def batch_len(batch, depth: int = 0) -> int | None:
+    Phases = tuple[dict[str, float], list]  # StepClock.take(): seconds per phase, CUDA event pairs
+
+
+def batch_len(batch: object, depth: int = 0) -> int | None:
     """Length of the batch's first tensor (tensor, list/tuple or dict of them), else None."""
     shape = getattr(batch, "shape", None)
     if shape is not None:
@@ -32,16 +39,17 @@ def batch_len(batch, depth: int = 0) -> int | None:
 class Tracker:
     """Turns main-loader iteration into step/epoch events; pure (times come from the caller)."""
 
-    def __init__(self, report, world_size: int = 1, rank: int | None = None):
+    def __init__(self, report: rp.Reporter, world_size: int = 1, rank: int | None = None):
         self.report = report
         self.world = world_size
         self.rank = rank  # in a distributed run: every step record names its rank
-        self.clock = None  # the phase clock (stepclock.StepClock), once torch is patched
-        self.resolver = None  # CUDA steps wait here for their events (stepclock.CudaResolver)
-        self.held = None  # the phases before another loader paused this step
-        self.on_main = None  # called once with the main loader (patches torch for the phases)
-        self.main = None  # the main training loader
-        self.it = None  # its current epoch iterator
+        self.clock: StepClock | None = None  # the phase clock, once torch is patched
+        self.resolver: CudaResolver | None = None  # CUDA steps wait here for their events
+        self.held: Phases | None = None  # the phases before another loader paused this step
+        # called once with the main loader (patches torch for the phases)
+        self.on_main: Callable[[], None] | None = None
+        self.main: Any = None  # the main training loader (torch's DataLoader: Any here)
+        self.it: Any = None  # its current epoch iterator
         self.open = False  # a pass of the main loader is under way
         self.done = 0  # completed passes
         self.step = 0
@@ -52,10 +60,10 @@ class Tracker:
         # set by a framework's module (fw_*.py): whether a loader iterated now may be the main
         # loader (Lightning: not one iterated without grad, i.e. in an evaluation loop), and
         # the run's plan, {"epochs", "steps_per_epoch"}, from the loader and its length
-        self.may_be_main = None
-        self.plan = None
+        self.may_be_main: Callable[[Any], bool] | None = None
+        self.plan: Callable[[Any, int | None], dict] | None = None
 
-    def on_iter(self, loader, it, now: float) -> None:
+    def on_iter(self, loader: Any, it: Any, now: float) -> None:
         if self.main is None:
             if self.may_be_main is not None and not self.may_be_main(loader):
                 return
@@ -74,12 +82,12 @@ class Tracker:
         self.pause, self.held = None, None
         self._take_phases()
 
-    def _take_phases(self):
+    def _take_phases(self) -> Phases:
         if self.clock is None:
             return {}, []
         return self.clock.take()
 
-    def on_batch(self, it, batch, t0: float, t1: float) -> None:
+    def on_batch(self, it: Any, batch: object, t0: float, t1: float) -> None:
         if it is not self.it or not self.open:
             if self.open and self.pause is None:
                 self.pause = t0
@@ -99,7 +107,7 @@ class Tracker:
         if n is not None:
             n *= self.world
         self.samples = None if n is None or self.samples is None else self.samples + n
-        rec = dict(epoch=self.done + 1, step=self.step, t_data=round(t_data, 6),
+        rec: dict[str, Any] = dict(epoch=self.done + 1, step=self.step, t_data=round(t_data, 6),
                    t_step=round(t_step, 6), samples=n)
         if self.clock is not None:
             rec["ph"] = {k: round(v, 6) for k, v in ph.items()}
@@ -110,7 +118,7 @@ class Tracker:
         else:
             self.report.emit("step", **rec)
 
-    def on_stop(self, it, now: float) -> None:
+    def on_stop(self, it: Any, now: float) -> None:
         if it is not self.it or not self.open:
             return
         self.open = False
@@ -128,7 +136,7 @@ class Tracker:
         if self.open:
             self.on_stop(self.it, self.pause if self.pause is not None else now)
 
-    def _started(self, loader) -> None:
+    def _started(self, loader: Any) -> None:
         if self.report.steps_only:
             self.started = True
             return

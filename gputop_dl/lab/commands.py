@@ -7,12 +7,17 @@ that needs it, and `sweep` runs each batch size in a worker process.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gputop_dl.errors import UsageError
 from gputop_dl.text.console import console as text_console
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.nvml import Nvml
 
 
 def check_model(name: str) -> str:
@@ -29,7 +34,7 @@ def check_model(name: str) -> str:
                      "model name such as resnet50")
 
 
-def check_positive(**values) -> None:
+def check_positive(**values: int) -> None:
     for key, v in values.items():
         if v is None or v < 1:
             raise UsageError(f"--{key.replace('_', '-')} {v}: expected a positive integer")
@@ -46,7 +51,7 @@ def parse_batches(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _cuda_or_reason(gpu: int):
+def _cuda_or_reason(gpu: int) -> tuple[Nvml, str, str | None]:
     """(Nvml, "cuda" | "cpu", why the CPU); a --gpu past the GPUs is a usage error."""
     from gputop_dl.collect.nvml import Nvml
 
@@ -59,7 +64,7 @@ def _cuda_or_reason(gpu: int):
     return nvml, "cpu", nvml.status_detail
 
 
-def cmd_models(args) -> int:
+def cmd_models(args: argparse.Namespace) -> int:
     names = [check_model(n) for n in args.names]
     check_positive(input_size=args.input_size)
     from gputop_dl.lab.cost import DEFAULT_MODELS, model_cost, rich_table
@@ -73,7 +78,7 @@ def cmd_models(args) -> int:
     return 1 if any(c.error for c in costs) else 0
 
 
-def cmd_sweep(args) -> int:
+def cmd_sweep(args: argparse.Namespace) -> int:
     from gputop_dl.collect.environment import environment
     from gputop_dl.lab import sweep, sweep_report
     from gputop_dl.text.markdown import write_atomic
@@ -147,7 +152,7 @@ def cmd_sweep(args) -> int:
     return 1 if any(r["status"] == "error" for r in res.rows) else 0
 
 
-def cmd_profile(args) -> int:
+def cmd_profile(args: argparse.Namespace) -> int:
     model = check_model(args.model)
     check_positive(batch=args.batch, steps=args.steps, input_size=args.input_size)
     if args.warmup < 0:

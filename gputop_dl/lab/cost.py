@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torchvision
 from torch.utils.flop_counter import FlopCounterMode
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # Background §3 (224×224, one image, forward): model -> (GMac, params in millions).
 REFERENCE: dict[str, tuple[float, float]] = {
@@ -53,13 +57,14 @@ class ModelCost:
                 "reference": {"gmac": ref[0], "params_m": ref[1]} if ref else None}
 
 
-def build(name: str, input_size: int = 224):
+def build(name: str, input_size: int = 224) -> torch.nn.Module:
     kw = dict(_AS_SHIPPED.get(name, {}))
     if name.startswith("vit_"):
         kw["image_size"] = input_size
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torchvision.models.get_model(name, weights=None, **kw)
+        model: torch.nn.Module = torchvision.models.get_model(name, weights=None, **kw)
+    return model
 
 
 def _count(name: str, input_size: int, device: str) -> tuple[int, float]:
@@ -86,7 +91,7 @@ def model_cost(name: str, input_size: int = 224) -> ModelCost:
     return ModelCost(name, input_size, error=err[:200] if err else "failed")
 
 
-def rich_table(costs: list[ModelCost]):
+def rich_table(costs: list[ModelCost]) -> Table:
     from rich.table import Table
     from rich.text import Text
 

@@ -14,7 +14,9 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -23,12 +25,15 @@ from gputop_dl.text.fmt import num
 from gputop_dl.text.markdown import md_cell, table, write_atomic
 from gputop_dl.lab.sweep_worker import Sweeper
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 TOP = 10
 _KINETO_LOG = re.compile(r"^(STAGE|USDT|INFO|WARNING|ERROR):\d{4}-\d\d-\d\d .*\.cpp:\d+\] ")
 
 
 @contextlib.contextmanager
-def quiet_kineto():
+def quiet_kineto() -> Iterator[None]:
     """Drop the profiler library's own log lines (written by C++ straight to fd 2, e.g.
     "ERROR: gpuGetDeviceCount failed" on a CPU-only machine); other stderr output is kept."""
     sys.stderr.flush()
@@ -72,7 +77,7 @@ class ProfileResult:
     started: float = field(default_factory=time.time)
 
     def total(self, attr: str) -> float:
-        return sum(getattr(o, attr) for o in self.ops)
+        return float(sum(getattr(o, attr) for o in self.ops))
 
     def top(self, attr: str, n: int = TOP) -> list[OpRow]:
         ops = [o for o in self.ops if getattr(o, attr) > 0]
@@ -128,7 +133,7 @@ def tables(res: ProfileResult) -> list[tuple[str, list[str], list[list[str]]]]:
     return out
 
 
-def rich_tables(res: ProfileResult):
+def rich_tables(res: ProfileResult) -> Iterator[Table]:
     from rich.table import Table
     from rich.text import Text
 

@@ -13,10 +13,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from gputop_dl.lab import sweepfit
 from gputop_dl.lab.sweep_worker_protocol import RESULT_KEY
+
+if TYPE_CHECKING:
+    from gputop_dl.record.store import Store
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,8 @@ def run_batch(spec: SweepSpec, batch: int) -> dict:
     return res
 
 
-def run_sweep(spec: SweepSpec, on_row=None, store=None, session_id: str | None = None
+def run_sweep(spec: SweepSpec, on_row: Callable[[dict], object] | None = None,
+              store: Store | None = None, session_id: str | None = None
               ) -> SweepResult:
     """Run the batches in increasing order; `on_row(row)` after each; record in `store`."""
     started, load0 = time.time(), _load1()
@@ -139,7 +145,7 @@ def _load1() -> float:
 _JOB_STATUS = {"ok": "done", "oom": "failed", "error": "failed", "skipped": "skipped"}
 
 
-def open_session(store, spec: SweepSpec, command: str, environment: dict) -> str:
+def open_session(store: Store, spec: SweepSpec, command: str, environment: dict) -> str:
     d = asdict(spec)
     d.pop("env")
     return store.create_session(f"sweep {spec.model}", file=None, command=command, kind="sweep",
@@ -147,7 +153,7 @@ def open_session(store, spec: SweepSpec, command: str, environment: dict) -> str
                                 spec={"sweep": d, "cuda": spec.device == "cuda"})
 
 
-def record_row(store, sid: str, spec: SweepSpec, row: dict) -> None:
+def record_row(store: Store, sid: str, spec: SweepSpec, row: dict) -> None:
     name = f"bs{row['batch']}"
     failure = {"oom": "cuda-oom" if spec.device == "cuda" else "host-oom",
                "error": "exception"}.get(row["status"])
@@ -166,7 +172,7 @@ def record_row(store, sid: str, spec: SweepSpec, row: dict) -> None:
     store.commit()
 
 
-def close_session(store, res: SweepResult, state: str = "finished") -> None:
+def close_session(store: Store, res: SweepResult, state: str = "finished") -> None:
     if res.knee is not None:
         title = f"knee at batch {res.knee.batch}"
     else:
@@ -174,13 +180,15 @@ def close_session(store, res: SweepResult, state: str = "finished") -> None:
     verdict = {"kind": "sweep", "title": title,
                "knee": asdict(res.knee) if res.knee else None,
                "fit": asdict(res.fit) if res.fit else None}
+    assert res.session_id is not None, "close_session: the sweep was not recorded"
     store.end_session(res.session_id, state, verdict)
 
 
-def result_from_store(store, sid: str) -> SweepResult:
+def result_from_store(store: Store, sid: str) -> SweepResult:
     """A recorded sweep read back (for `gputop-dl export`): the rows as the workers reported
     them, with growth, fit and knee computed again by the same rules."""
     row = store.session(sid)
+    assert row is not None  # the caller resolved it
     d = dict((row.spec or {}).get("sweep") or {})
     d["batches"] = tuple(d.get("batches") or ())
     spec = SweepSpec(**{k: v for k, v in d.items() if k in SweepSpec.__dataclass_fields__})

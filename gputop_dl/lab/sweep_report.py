@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
 
 from gputop_dl.text.markdown import md_cell, table
 from gputop_dl.text.fmt import DASH, secs, size
+
+if TYPE_CHECKING:
+    from gputop_dl.lab.sweep import SweepResult
 
 MEM_LABEL = {"cuda-allocated": "peak mem (CUDA allocated)", "host-rss-delta": "peak RSS − start"}
 
@@ -25,11 +29,11 @@ def _status(r: dict) -> str:
 
 
 def mem_label(rows: list[dict]) -> str:
-    kinds = {r.get("mem_kind") for r in rows if r.get("status") == "ok"} - {None}
+    kinds = {str(r["mem_kind"]) for r in rows if r.get("status") == "ok" and r.get("mem_kind") is not None}
     return MEM_LABEL.get(kinds.pop(), "peak mem") if len(kinds) == 1 else "peak mem"
 
 
-def row_cells(r: dict, res) -> list[str]:
+def row_cells(r: dict, res: SweepResult) -> list[str]:
     knee = res.knee is not None and res.knee.batch == r["batch"]
     ok = r["status"] == "ok"
     fit = f"{res.fit.predict(r['batch']) * 1000:.1f} ms" if res.fit and ok else DASH
@@ -48,13 +52,13 @@ def row_cells(r: dict, res) -> list[str]:
             secs(r.get("epoch_s")), _signed_pct(r.get("time_change")), note]
 
 
-def header(res) -> list[str]:
+def header(res: SweepResult) -> list[str]:
     return ["batch", "status", mem_label(res.rows), "mem growth", "step (median)", "CPU/step",
             "fit step",
             "samples/s", f"epoch ({res.spec.dataset_size})", "time change", "note"]
 
 
-def fit_line(res) -> str:
+def fit_line(res: SweepResult) -> str:
     f = res.fit
     if f is None:
         return "fit: needs two batch sizes that ran"
@@ -63,7 +67,7 @@ def fit_line(res) -> str:
             f"ms/sample (R² {r2}, max error {f.max_rel_err * 100:.1f} % over {f.n} rows)")
 
 
-def knee_line(res) -> str:
+def knee_line(res: SweepResult) -> str:
     k = res.knee
     if k is None:
         ran = [r["batch"] for r in res.rows if r["status"] == "ok"]
@@ -80,7 +84,7 @@ def knee_line(res) -> str:
     return f"knee: batch {k.batch}: going to {k.next_batch} {mem} while {t}"
 
 
-def rich_table(res) -> Table:
+def rich_table(res: SweepResult) -> Table:
     spec = res.spec
     t = Table(title=f"sweep · {spec.model} · {spec.input_size}×{spec.input_size} · {spec.device}",
               title_justify="left")
@@ -92,7 +96,7 @@ def rich_table(res) -> Table:
     return t
 
 
-def markdown(res, command: str, environment: dict | None = None) -> str:
+def markdown(res: SweepResult, command: str, environment: dict | None = None) -> str:
     spec, env = res.spec, environment or {}
     dev = spec.device if spec.device == "cuda" else "cpu"
     devices = sorted({r["device"] for r in res.rows if r.get("device")})

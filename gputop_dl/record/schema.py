@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import sys
 import urllib.parse
+from typing import Any
 
 from gputop_dl.record.paths import StoreError, private
 from gputop_dl.record.recovery import damage, move_corrupt_aside, moved_aside
@@ -83,13 +84,14 @@ JOB_SAMPLE_ADDED += DISK_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
 
 
-def dumps(obj) -> str | None:
+def dumps(obj: object) -> str | None:
     """A value as a JSON column's text (None stays NULL)."""
     return None if obj is None else json.dumps(obj, separators=(",", ":"))
 
 
-def loads(text):
-    """A JSON column's text as the value (NULL reads None)."""
+def loads(text: str | bytes | None) -> Any:
+    """A JSON column's text as the value (NULL reads None); Any: whatever JSON was stored,
+    which the reader checks (older versions wrote other shapes)."""
     return None if text is None else json.loads(text)
 
 
@@ -239,7 +241,7 @@ def _add_columns(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
-def redacted_spec(spec):
+def redacted_spec(spec: Any) -> Any:
     """A session's spec as read: its workloads' `env` values redacted, whatever wrote it (an
     older gputop-dl stored them in clear)."""
     if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
@@ -247,7 +249,7 @@ def redacted_spec(spec):
     return spec
 
 
-def redacted_info(info) -> dict:
+def redacted_info(info: object) -> dict:
     """A job's info as read: the command line of a found job and the argv of a launched one
     redacted, whatever wrote them (`workload.redact_secrets`'s rule)."""
     if not isinstance(info, dict):

@@ -14,7 +14,9 @@ import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 # The data directory and corruption recovery live in their own modules; their public names
 # are re-exported here, where the rest of gputop-dl imports them from.
@@ -24,6 +26,7 @@ from gputop_dl.record.recovery import (  # noqa: F401
     CORRUPT_CODES, damage, is_corrupt, move_corrupt_aside, moved_aside)
 from gputop_dl.record.schema import (
     JOB_SAMPLE_ADDED, dumps, loads, open_for_writing, open_readonly, redacted_info, redacted_spec)
+from gputop_dl.snapshot import GpuSample, HostSample, JobSample
 from gputop_dl.workload import redact_line, redact_secrets
 
 SESSION_COLS = ("id, name, file, command, kind, started, ended, state, heartbeat, owner_pid,"
@@ -39,7 +42,7 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def pack_per_cpu(per_cpu) -> bytes:
+def pack_per_cpu(per_cpu: Iterable[float]) -> bytes:
     """Per-core busy fractions (0..1) as one byte per core, in whole percent."""
     return bytes(max(0, min(100, round(v * 100))) for v in per_cpu)
 
@@ -176,7 +179,7 @@ class Store:
     def add_events(self, sid: str, job: str, phase: str, events: list[dict]) -> None:
         jk = self._jk(sid, job, create=True)
         steps, rows = [], []
-        phased = []  # steps with phases (issue 22)
+        phased: list[tuple[Any, ...]] = []  # steps with phases (issue 22)
         for e in events:
             if e.get("ev") == "rank_step":  # every rank's steps are a live view, not recorded
                 continue
@@ -203,19 +206,19 @@ class Store:
         if rows:
             self.db.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
 
-    def add_host_sample(self, sid: str, t: float, h) -> None:
+    def add_host_sample(self, sid: str, t: float, h: HostSample) -> None:
         self.db.execute("INSERT OR REPLACE INTO host_samples VALUES (?,?,?,?,?,?,?,?)",
                         (self._sk(sid), t, h.cpu_busy, h.load1, h.cpu_pressure_some10,
                          h.cgroup_throttled_frac, h.mem_used, pack_per_cpu(h.per_cpu)))
 
-    def add_gpu_samples(self, sid: str, t: float, gpus) -> None:
+    def add_gpu_samples(self, sid: str, t: float, gpus: Iterable[GpuSample]) -> None:
         sk = self._sk(sid)
         self.db.executemany(
             "INSERT OR REPLACE INTO gpu_samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [(sk, t, g.index, g.util, g.mem_used, g.mem_total, g.temp_c, g.power_w,
               g.sm_clock_mhz, ",".join(g.throttle_reasons) or None, g.error) for g in gpus])
 
-    def add_job_sample(self, sid: str, t: float, j, phase: str | None,
+    def add_job_sample(self, sid: str, t: float, j: JobSample, phase: str | None,
                        name: str | None = None) -> None:
         """One tick of job `j`, kept under `name` (default: `j.name`): the name the job's row
         was recorded by, where the live name can change (found jobs)."""
@@ -233,7 +236,7 @@ class Store:
                         (fingerprint, time.time(), sid, job, dumps(data)))
 
     # --- reading -------------------------------------------------------------------------
-    def _row(self, r) -> SessionRow:
+    def _row(self, r: tuple[Any, ...]) -> SessionRow:
         (sid, name, file, command, kind, started, ended, state, heartbeat, owner_pid,
          owner_host, env, verdict, spec) = r
         if state == "running" and _owner_gone(owner_pid, owner_host, heartbeat):
@@ -277,7 +280,7 @@ class Store:
         out: list[tuple] = []
         if ev in (None, "step"):
             q = f"SELECT rowid, jk, phase, t, {', '.join(STEP_FIELDS)} FROM steps WHERE jk IN ({marks})"
-            args = list(names)
+            args: list[object] = list(names)
             if phase is not None:
                 q += " AND phase=?"
                 args.append(phase)
@@ -287,7 +290,7 @@ class Store:
                 out.append((t, 0, rowid, d))
         # the other events (and a step event with unexpected fields, kept whole)
         q = f"SELECT rowid, jk, phase, t, ev, data FROM events WHERE jk IN ({marks})"
-        args = list(names)
+        args = list[object](names)
         for col, val in (("ev", ev), ("phase", phase)):
             if val is not None:
                 q += f" AND {col}=?"
@@ -426,15 +429,16 @@ class Store:
                          t_from: float | None = None) -> tuple:
         """(mean cpu_cores over samples at t >= t_from, max rss, max gpu_mem, mean stall) of a
         job's samples in `phase` (unknown values skipped; None where none is known)."""
-        return self.db.execute(
+        row: tuple = self.db.execute(
             "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem), AVG(stall)"
             " FROM job_samples WHERE jk=? AND phase=?",
             (-1e300 if t_from is None else t_from, self._jk(sid, job), phase)).fetchone()
+        return row
 
     def step_count(self, sid: str, job: str, phase: str) -> int:
         """Number of the job's step events in `phase`."""
-        return self.db.execute("SELECT COUNT(*) FROM steps WHERE jk=? AND phase=?",
-                               (self._jk(sid, job), phase)).fetchone()[0]
+        return int(self.db.execute("SELECT COUNT(*) FROM steps WHERE jk=? AND phase=?",
+                                   (self._jk(sid, job), phase)).fetchone()[0])
 
     def step_rows(self, sid: str, job: str, phase: str, offset: int = 0,
                   every: int = 1) -> list[tuple]:

@@ -13,12 +13,19 @@ null; sessions with no job in common say so and are shown anyway. Contract: docs
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.export import open_store, resolve_session
+from gputop_dl.record.store import Store
 from gputop_dl.text.fmt import DASH, num, pct, rate, secs
+
+if TYPE_CHECKING:
+    from rich.console import Group, RenderableType
+    from rich.table import Table
 
 COMPARISON_SCHEMA = "gputop-dl.comparison/1"
 # figure -> how B is compared with A: "ratio" (B / A) or "points" (B − A, shares 0..1)
@@ -28,7 +35,7 @@ FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fractio
            ("cpu_cores", "ratio"))
 
 
-def _waits(store, sid: str, name: str) -> dict:
+def _waits(store: Store, sid: str, name: str) -> dict:
     """A job's mean CPU wait and disk figures over its recorded samples (None: not recorded)."""
     cw = store.job_cpu_wait_means(sid, name)
     disk = store.job_disk_means(sid, name)
@@ -90,8 +97,9 @@ def _setting(v: object) -> str:
     return DASH if v is None else str(v)
 
 
-def _session(store, sid: str) -> dict:
+def _session(store: Store, sid: str) -> dict:
     row = store.session(sid)
+    assert row is not None  # resolved by the caller
     v = row.verdict or None
     ended = row.ended if row.ended is not None else None
     return {"id": sid, "name": row.name, "file": row.file, "started": row.started,
@@ -136,7 +144,7 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
                                         "each is shown on its own"}
 
 
-def _phase_table(jobs: list[dict]):
+def _phase_table(jobs: list[dict]) -> Table:
     """Mean seconds per step of each phase, A → B and B / A, for the jobs with phases in A or B."""
     from rich.table import Table
     from rich.text import Text
@@ -181,7 +189,7 @@ def _change_text(key: str, v: float | None) -> str:
     return f"×{v:.2f}"
 
 
-def comparison_table(doc: dict):
+def comparison_table(doc: dict) -> Group:
     """A Rich renderable: the two verdicts, then per job the figures of A and B and the change."""
     from rich.console import Group
     from rich.table import Table
@@ -208,7 +216,7 @@ def comparison_table(doc: dict):
               "cpu_wait_fraction": "CPU wait", "io_read_bytes_per_s": "disk read",
               "io_wait_fraction": "I/O wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
               "cpu_cores": "CPU cores"}
-    fmts = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
+    fmts: dict[str, Callable[[float | None], str]] = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
             "cpu_wait_fraction": pct, "io_read_bytes_per_s": rate, "io_wait_fraction": pct,
             "slowdown": lambda v: num(v, ".2f", "×"),
             "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
@@ -225,7 +233,7 @@ def comparison_table(doc: dict):
             cells.append(f"{x} → {y}\n{_change_text(k, j['change'][k])}")
         t.add_row(Text(clean(j["name"])), *cells)
     phased = [j for j in doc["jobs"] if (j["a"] or {}).get("phases") or (j["b"] or {}).get("phases")]
-    parts = [head]
+    parts: list[RenderableType] = [head]
     changed = _what_changed(doc["jobs"])
     if changed:
         parts.append(Text(clean(changed)))

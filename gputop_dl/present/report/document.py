@@ -53,6 +53,7 @@ def _prediction(store: Store, sid: str, q: dict) -> dict | None:
     from gputop_dl.sched.predict import predict_queue
 
     row = store.session(sid)
+    assert row is not None  # the caller read it
     settings = dict((row.spec or {}).get("queue") or {})
     verdicts = [(r.id, r.verdict) for r in store.sessions() if r.started <= row.started]  # as known then
     alpha, share = newest(verdicts, cpu_alpha), newest(verdicts, gpu_share)
@@ -67,7 +68,8 @@ def _prediction(store: Store, sid: str, q: dict) -> dict | None:
     return {k: _r(v, 4) if not isinstance(v, dict) else v for k, v in p.items()}
 
 
-def _r(x, digits: int = 4):
+def _r(x: object, digits: int = 4) -> object:
+    """A figure rounded to `digits` (NaN and infinities: None); anything else as it is."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
         return x
     if isinstance(x, float) and not math.isfinite(x):
@@ -109,10 +111,10 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
 
     ev_host, ev_gpu, ev_job = every(1), every(n_gpus), every(n_jobs)
 
-    def grid():
+    def grid() -> list[object]:
         return [None] * k
 
-    def idx(b):
+    def idx(b: float) -> int:
         return min(max(int(b), 0), k - 1)
 
     host = {"cpu_busy": grid(), "load1": grid(), "psi_some10": grid(), "throttled": grid(),

@@ -7,17 +7,19 @@ import json
 import math
 import os
 import sqlite3
+from typing import NoReturn
 
 from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.errors import ExportError, ExportUsageError
 from gputop_dl.present.report.markdown import render_markdown
-from gputop_dl.record.store import Store, default_db_path
+from gputop_dl.record.paths import default_db_path
+from gputop_dl.record.store import SessionRow, Store
 from gputop_dl.text.markdown import write_atomic
 
 FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}
 
 
-def _finite(obj):
+def _finite(obj: object) -> object:
     """NaN and infinities (invalid JSON) become null."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -74,6 +76,7 @@ def export_session(session_id: str | None, path: str, store_path: str | None = N
     try:
         sid = _resolve(store, session_id)
         row = store.session(sid)
+        assert row is not None  # resolved just now
         if row.kind == "sweep":
             text = _sweep_text(store, sid, row, fmt)
         else:
@@ -99,7 +102,7 @@ def _in_data_dir(path: str, db_path: str) -> bool:
     return os.path.commonpath([top, os.path.realpath(os.path.abspath(path))]) == top
 
 
-def _write_failed(path: str, exc: OSError):
+def _write_failed(path: str, exc: OSError) -> NoReturn:
     """The path given cannot be written: a folder there, no permission, a read-only file system
     is the user's to change (exit 2); a full disk or an I/O error is a failure (exit 1)."""
     why = f"cannot write {path}: {exc.strerror or exc}"
@@ -109,7 +112,7 @@ def _write_failed(path: str, exc: OSError):
     raise ExportError(why) from exc
 
 
-def _sweep_text(store: Store, sid: str, row, fmt: str) -> str:
+def _sweep_text(store: Store, sid: str, row: SessionRow, fmt: str) -> str:
     """A recorded `gputop-dl sweep`: the same report the sweep wrote (no torch imported)."""
     from gputop_dl.lab import sweep, sweep_report
 

@@ -83,7 +83,7 @@ def _env_section(env: dict) -> str:
     return "## Environment\n\n" + table(["item", "value"], rows)
 
 
-def _transforms(t) -> str:
+def _transforms(t: object) -> str:
     if t is None:
         return DASH
     if isinstance(t, (list, tuple)):
@@ -113,7 +113,8 @@ def _devices(j: dict) -> str:
 
 
 def _workloads_section(jobs: list[dict]) -> str:
-    rows, fallback = [], set()
+    rows: list[list[str]] = []
+    fallback: set[str] = set()
     for j in jobs:
         cfg = j.get("config") or {}
         fallback.update(cfg.get("cpu_fallback_applied") or [])
@@ -282,7 +283,7 @@ def _solo_section(jobs: list[dict], baseline: str | None) -> str:
                           "step CV", "source", "device"], rows, "lrrrrrrll")
 
 
-def _fmt_evidence(v) -> str:
+def _fmt_evidence(v: object) -> str:
     if isinstance(v, bool) or v is None:
         return md_cell(v)
     if isinstance(v, float):
@@ -294,7 +295,7 @@ def _fmt_evidence(v) -> str:
     return md_cell(v)
 
 
-def _plain(x) -> str:
+def _plain(x: object) -> str:
     if isinstance(x, float):
         return f"{x:.3g}"
     if isinstance(x, (dict, list)):

@@ -58,7 +58,7 @@ def _n(x: float) -> str:
 def _nice_max(x: float) -> float:
     if x <= 0:
         return 1.0
-    mag = 10 ** math.floor(math.log10(x))
+    mag: float = 10.0 ** math.floor(math.log10(x))
     for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if x <= m * mag:
             return m * mag

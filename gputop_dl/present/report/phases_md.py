@@ -9,7 +9,7 @@ from gputop_dl.text.fmt import DASH
 from gputop_dl.text.markdown import md_cell, table
 
 
-def _ms(v) -> str:
+def _ms(v: float | None) -> str:
     return DASH if v is None else f"{v * 1000:.1f}"
 
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 from gputop_dl.present.report.markdown import when
-from gputop_dl.record.store import Store, StoreError, default_db_path
+from gputop_dl.record.paths import StoreError, default_db_path
+from gputop_dl.record.store import Store
 from gputop_dl.text.fmt import DASH, secs
 from gputop_dl.text.safe import text
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+    from rich.table import Table
 
 
 def list_sessions(store_path: str | None = None) -> list[dict]:
@@ -43,14 +49,14 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
         store.close()
 
 
-def sessions_table(rows: list[dict]):
+def sessions_table(rows: list[dict]) -> Table:
     """The `gputop-dl sessions` table (Rich)."""
     from rich.table import Table
 
+    justify: dict[str, JustifyMethod] = {"duration": "right", "jobs": "right"}
     t = Table(header_style="bold", title="Recorded sessions (newest first)", title_justify="left")
-    for col, just in (("id", "left"), ("name", "left"), ("start", "left"), ("duration", "right"),
-                      ("jobs", "right"), ("verdict", "left"), ("state", "left")):
-        t.add_column(col, justify=just, no_wrap=col in ("id", "start"))
+    for col in ("id", "name", "start", "duration", "jobs", "verdict", "state"):
+        t.add_column(col, justify=justify.get(col, "left"), no_wrap=col in ("id", "start"))
     style = {"finished": "green", "interrupted": "yellow", "running": "cyan"}
     for r in rows:
         t.add_row(text(r["id"]), text(r["name"]), when(r["started"], "%Y-%m-%d %H:%M"),

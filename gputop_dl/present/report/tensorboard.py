@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from typing import Any
 
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.record.store import Store
@@ -38,7 +39,8 @@ INSTALL_HINT = ("--tensorboard needs the tensorboard package: pip install 'gputo
 PHASE_SUFFIX = {"baseline": ".solo"}  # other phases: the job's own name
 
 
-def _writer_api():
+def _writer_api() -> tuple[Any, Any, Any]:
+    """TensorBoard's event writer and protobuf modules (untyped: tensorboard ships no types)."""
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -69,14 +71,14 @@ def _run_dir(out: str, sid: str, job: str, phase: str | None, n: int = 1) -> str
 class _Run:
     """One event file: scalars at (global step, wall time)."""
 
-    def __init__(self, path: str, api):
+    def __init__(self, path: str, api: tuple[Any, Any, Any]):
         writer_cls, self._event_pb2, self._summary_pb2 = api
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.count = 0
         self._w = writer_cls(path, max_queue_size=1000, flush_secs=3600)
 
-    def scalar(self, tag: str, value, step: int, wall: float) -> None:
+    def scalar(self, tag: str, value: float | None, step: int, wall: float) -> None:
         if value is None:
             return
         summary = self._summary_pb2.Summary(value=[self._summary_pb2.Summary.Value(
