@@ -68,11 +68,50 @@ def heavy_lock(request, tmp_path_factory):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _check_wherever_imported(module: str, name: str, document=lambda out: out) -> None:
+    """Replace function `name` of `module`, and every binding of it in gputop_dl's modules
+    imported so far, by one that checks its output against its schema. Done here, before the
+    test modules import it, so that their own `from ... import name` gets the checking one."""
+    import functools
+    import importlib
+
+    from tests.schema_check import check
+
+    orig = getattr(importlib.import_module(module), name)
+
+    @functools.wraps(orig)
+    def checked(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        check(document(out))
+        return out
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("gputop_dl") and getattr(mod, name, None) is orig:
+            setattr(mod, name, checked)
+
+
+def _as_exported(doc):
+    """The session document as `export OUT.json` writes it (NaN and infinities: null)."""
+    from gputop_dl.present.report.export import _finite
+
+    return _finite(doc)
+
+
+# every export, comparison, session list, simulation and fleet document any test builds
+_check_wherever_imported("gputop_dl.present.report.document", "session_json", _as_exported)
+_check_wherever_imported("gputop_dl.present.report.compare", "compare_sessions")
+_check_wherever_imported("gputop_dl.present.report.sessions", "list_sessions",
+                         lambda rows: {"schema": "gputop-dl.sessions/1", "sessions": rows})
+_check_wherever_imported("gputop_dl.present.report.simulation", "simulation_json")
+_check_wherever_imported("gputop_dl.runner.remote", "fleet_json")
+
+
 @pytest.fixture(autouse=True)
 def schema_checked(monkeypatch):
     """Every snapshot, verdict and diagnosis a test builds is checked against its shipped
     schema as it is made (tests/schema_check.py): an output field added without its schema
-    fails the test that first builds it."""
+    fails the test that first builds it. (The functions above are replaced once, for the
+    whole run; these methods per test.)"""
     from gputop_dl.analyse.verdict_types import Verdict
     from gputop_dl.engine.diagnose_plan import DiagnosePlan
     from gputop_dl.snapshot import Snapshot
