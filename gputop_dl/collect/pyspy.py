@@ -9,6 +9,7 @@ the process gone) come back as a message, never an exception.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import re
@@ -208,25 +209,37 @@ def _step_phase(func: str, path: str) -> str | None:
 def phase_of(stack: str, pid: int | None = None) -> str | None:
     """One folded sample -> its step phase: "data" (as `classify`), else the OUTERMOST of
     forward / backward / optimizer on the stack, else "other"; None for another thread. A
-    `zero_grad` on the stack, or an import above the phase's frame, is "other"."""
+    forward or backward inside an optimizer step (its closure: Lightning calls
+    `optimizer.step(closure)`, which runs them) is forward or backward. A `zero_grad` on the
+    stack, or an import above the phase's frame, is "other"."""
     c = classify(stack, pid)
     if c != "compute":
         return c
     _, _, rest = split_thread(stack)
+    outer = None
     for func, path in _frames(rest):
         if func.rsplit(".", 1)[-1] == "zero_grad" or path.startswith("<frozen importlib"):
-            return "other"  # (an import of torch.optim is no optimizer step)
+            return outer or "other"  # (an import of torch.optim is no optimizer step)
         ph = _step_phase(func, path)
-        if ph is not None:
+        if ph is None:
+            continue
+        if outer is None:
+            outer = ph
+            if ph != "optimizer":
+                return ph
+        elif ph != "optimizer":
+            # the optimizer's closure (Lightning's automatic optimization, LBFGS): the forward
+            # and backward it runs are theirs, not the optimizer's
             return ph
-    return "other"
+    return outer or "other"
 
 
 class StallEstimate:
     """Main-thread samples of one burst: data-wait fraction, counts, step time where honest,
     and the samples per step phase (`PHASES`)."""
 
-    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor")
+    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor",
+                 "why")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
@@ -236,6 +249,7 @@ class StallEstimate:
         self.cpu_s = cpu_s  # what the burst cost py-spy itself (None: not known)
         self.phases: dict[str, int] = {}  # phase -> main-thread samples (empty: not classified)
         self.anchor: str | None = None  # the phase whose recurrences gave the step time
+        self.why: str | None = None  # why the step time is unknown (None: read, or not tried)
 
     @property
     def samples(self) -> int:
@@ -350,6 +364,85 @@ def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = Non
     return est
 
 
+ANCHOR_RUN = 1.5  # the anchor's runs (in and out of it) must last this many sample intervals (median)
+MAX_MERGED = 0.25  # of a burst's cycles, at most this share may hold a step that hid a phase
+ACCUMULATION = 1.75  # an anchor recurring this much more often than optimizer steps marks micro-steps
+
+
+def timed_cycles(runs: list[tuple[bool, float, float]],
+                 interval_s: float) -> tuple[float, int, float | None, str | None]:
+    """Timed runs (in the anchor phase?, start s, end s) -> (mean step s, steps, cv, None), or
+    (nan, 0, None, why) where no step time can be read honestly.
+
+    Each entry into the anchor phase after another one starts a step; the times are the
+    samples' own (py-spy's chrometrace), so a sampler that falls behind and catches up does not
+    bend them. A phase shorter than the gap between two samples can hide in a step, which then
+    reads as two: a cycle k times the median cycle counts as k steps; if more than MAX_MERGED of
+    them needed that, or the anchor's runs typically last less than ANCHOR_RUN sample intervals,
+    the phase is too short to mark steps and no time is read."""
+    starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
+    if len(starts) < MIN_CYCLES + 1:
+        return math.nan, 0, None, (f"fewer than {MIN_CYCLES} steps seen (a step longer than "
+                                   f"a quarter of the burst, or no phase that recurs)")
+    inner = runs[1:-1]
+    on = [t1 - t0 for m, t0, t1 in inner if m]
+    off = [t1 - t0 for m, t0, t1 in inner if not m]
+    if not on or not off or min(statistics.median(on), statistics.median(off)) < ANCHOR_RUN * interval_s:
+        return math.nan, 0, None, "its step phases are too short for py-spy's sampling interval"
+    lengths = [b - a for a, b in zip(starts, starts[1:])]
+    mid = statistics.median(lengths)
+    ks = [max(1, round(x / mid)) for x in lengths]
+    if sum(1 for k in ks if k > 1) > MAX_MERGED * len(ks):
+        return math.nan, 0, None, "py-spy's samples missed a step phase too often to count steps"
+    per = [x / k for x, k in zip(lengths, ks)]
+    mean = statistics.fmean(per)
+    return (round(sum(lengths) / sum(ks), 4), sum(ks),
+            round(statistics.pstdev(per) / mean, 3) if mean > 0 else None, None)
+
+
+def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
+                        pid: int | None = None) -> StallEstimate:
+    """One thread's timed stack changes (`parse_chrometrace`) -> stall fraction and phases by
+    the time spent in each (as sample counts at `rate`), and the step time where one anchor
+    (`ANCHORS` order) passes `timed_cycles`; else `why` says why it is unknown."""
+    runs: list[list] = []  # [phase, start, end]
+    for (t, stack), (t2, _) in zip(timeline, timeline[1:]):
+        ph = phase_of(stack, pid) if stack else None
+        if ph is None:
+            continue
+        if runs and runs[-1][0] == ph and abs(runs[-1][2] - t) < 1e-9:
+            runs[-1][2] = t2
+        else:
+            runs.append([ph, t, t2])
+    spent = {p: sum(r[2] - r[1] for r in runs if r[0] == p) for p in PHASES}
+    phases = {p: int(round(v * rate)) for p, v in spent.items()}
+    est = StallEstimate(phases["data"], sum(phases.values()) - phases["data"])
+    est.phases = phases
+    opt_runs = sum(1 for r in runs if r[0] == "optimizer")
+    why = "no step phase (data wait, forward, backward, optimizer) was seen"
+    est.why = None
+    for anchor in ANCHORS:
+        if not all(spent.get(p) for p in anchor):
+            continue
+        merged: list[tuple[bool, float, float]] = []
+        for ph, t0, t1 in runs:
+            m = ph in anchor
+            if merged and merged[-1][0] == m:
+                merged[-1] = (m, merged[-1][1], t1)
+            else:
+                merged.append((m, t0, t1))
+        step, n, cv, note = timed_cycles(merged, 1.0 / rate)
+        if note is None and anchor != ("optimizer",) and opt_runs and n > ACCUMULATION * opt_runs:
+            note = "its data, forward or backward recur more often than its optimizer steps"
+        if note is None:
+            est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
+            est.why = None
+            return est
+        est.why = est.why or note  # the first anchor tried says it best
+    est.why = est.why or why
+    return est
+
+
 def is_permission_error(err: str | None) -> bool:
     e = (err or "").lower()
     return "permission" in e or "ptrace" in e or "operation not permitted" in e
@@ -421,14 +514,68 @@ def parse_speedscope(text: str) -> dict[str, list[str]]:
     return out
 
 
+def parse_chrometrace(text: str) -> dict[str, list[tuple[float, str]]]:
+    """py-spy `--format chrometrace` -> {thread: [(seconds, folded stack root first), ...]}.
+
+    The trace has a begin and an end event per frame as the stack changes, each stamped with
+    the time of the sample that saw it (µs): each entry is one change, its stack held until the
+    next; the last entry (an empty stack) marks the end of the thread's last sample."""
+    doc = json.loads(text)
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    stacks: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
+    out: dict[int, list[tuple[float, str]]] = {}
+    last: dict[int, float] = {}
+
+    def flush(tid: int) -> None:
+        st = stacks.get(tid, [])
+        seq = out.setdefault(tid, [])
+        entry = (last[tid], ";".join(st))
+        if seq and seq[-1][0] == entry[0]:
+            seq[-1] = entry
+        else:
+            seq.append(entry)
+
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") not in ("B", "E"):
+            continue
+        tid, ts = ev.get("tid"), ev.get("ts")
+        if not isinstance(tid, int) or not isinstance(ts, (int, float)):
+            continue
+        t = ts / 1e6
+        if tid in last and last[tid] != t:
+            flush(tid)
+        last[tid] = t
+        args = ev.get("args") or {}
+        name, path, line = str(ev.get("name", "?")), args.get("filename") or "", args.get("line")
+        frame = f"{name} ({path}:{line})" if path else name
+        st = stacks.setdefault(tid, [])
+        if ev["ph"] == "B":
+            if not st:
+                names.setdefault(tid, name)
+            st.append(frame)
+        elif st:
+            st.pop()
+    for tid in last:
+        flush(tid)
+    return {names.get(tid, str(tid)): seq for tid, seq in out.items()}
+
+
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
                  exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
-    """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None)."""
-    text, err, cpu = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
+    """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None).
+
+    py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
+    time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
+    is read as samples `1 / rate` apart (`stall_from_sequence`)."""
+    text, err, cpu = _run_pyspy(pid, duration_s, rate, "chrometrace", ["--threads"], exe)
     if err is not None:
         return None, err
     try:
-        profiles = parse_speedscope(text or "")
+        doc = json.loads(text or "")
+        speedscope = isinstance(doc, dict) and "profiles" in doc
+        timed = {} if speedscope else parse_chrometrace(text or "")
+        profiles = parse_speedscope(text or "") if speedscope else {}
     except (ValueError, TypeError, AttributeError) as exc:
         return None, f"py-spy: unreadable output ({exc})"
     best = StallEstimate(0, 0)
@@ -438,6 +585,13 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
         est = stall_from_sequence(seq, 1.0 / rate, pid)
         if est.samples > best.samples:
             best = est  # only the main thread's profile classifies any sample
+    for line in timed.values():
+        stacks = [st for _t, st in line if st]
+        if not stacks or not is_main_thread(stacks[0], pid):
+            continue
+        est = stall_from_timeline(line, rate, pid)
+        if est.samples > best.samples:
+            best = est
     best.cpu_s = cpu
     return best, None
 
