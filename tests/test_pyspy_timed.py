@@ -138,3 +138,16 @@ def test_the_reason_reaches_the_snapshot_json():
     j = JobSample(name="a.py", pid=1, launched=False, step_time_note=res.step_note)
     out = Snapshot(time=0.0, gpu_status="ok", jobs=(j,)).to_json()["jobs"][0]
     assert out["step_time_s"] is None and "too short" in out["step_time_note"]
+
+
+def test_the_job_details_show_the_step_time_or_why_not():
+    pytest.importorskip("textual")
+    from gputop_dl.present.tui.screens import job_detail_lines
+
+    why = "its step phases are too short for py-spy's sampling interval"
+    text = str(job_detail_lines(JobSample(name="a.py", pid=1, launched=False, step_time_note=why),
+                                None))
+    assert f"step time –: {why}" in text
+    text = str(job_detail_lines(JobSample(name="a.py", pid=1, launched=False, step_time_s=0.154),
+                                None))
+    assert "154 ms" in text and "step time –" not in text
