@@ -97,3 +97,4 @@ def test_monitor_banner_says_one_job_runs_alone():
     text, good = asyncio.run(go())
     assert "ONE JOB · ALONE" in text and "TRULY PARALLEL" not in text and not good
     assert "train_a.py runs alone" in text
+    assert "a second job like it fits beside it" in text

@@ -70,4 +70,15 @@ def alone_verdict(name: str, *, cpus: int, cores: float | None, cpu_wait: float 
                    evidence={**evidence, **figures, "alone": name},
                    evidence_lines=(*lines, f"{name}: {waits}; CPU {num(cores, '.2f')} cores"),
                    recommendations=tuple(recs), jobs=jobs,
-                   reason=f"{name} {ALONE_REASON}; its own waits: {waits} ({measured})")
+                   reason=f"{name} {ALONE_REASON}; its own waits: {waits}; "
+                          f"{_second_short(figures, cpus)} ({measured})")
+
+
+def _second_short(figures: dict, cpus: int) -> str:
+    """The header's words on a second job: "a second like it fits (it wants ≈ 0.6 of 2 cores)"."""
+    d, fits = figures["cpu_demand_cores"], figures["second_job_fits"]
+    if d is None:
+        return "what a second job would meet: unknown (its CPU not measured yet)"
+    verb = ("fits beside it" if fits else "would make them wait for a CPU" if fits is False
+            else "may fit (its wait for a CPU unknown)")
+    return f"a second job like it {verb} (it wants ≈ {d:.1f} of {cpus} cores)"
