@@ -9,9 +9,7 @@ the process gone) come back as a message, never an exception.
 from __future__ import annotations
 
 import json
-import math
 import os
-import statistics
 import re
 import shutil
 import subprocess
@@ -22,6 +20,8 @@ import time
 from collections import Counter
 from typing import Hashable
 
+from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
+from gputop_dl.collect.step_cycles import ACCUMULATION, cycles_of, timed_cycles
 from gputop_dl.threadname import name_native_thread
 
 _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
@@ -81,16 +81,6 @@ def pyspy_path() -> str | None:
     if os.path.isfile(cand) and os.access(cand, os.X_OK):
         return cand
     return shutil.which("py-spy")
-
-
-def parse_raw(text: str) -> Counter:
-    """py-spy `--format raw` (folded stacks: 'f1;f2;f3 COUNT') -> Counter of stacks."""
-    stacks: Counter = Counter()
-    for line in text.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            stacks[stack] += int(count)
-    return stacks
 
 
 def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
@@ -284,7 +274,6 @@ def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
     return StallEstimate(data, compute)
 
 
-MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time is reported
 # the phases whose recurrence marks a step, most telling first: one optimizer step per training
 # step (also with gradient accumulation); backward, data wait and forward once per micro-step;
 # backward and optimizer together, or forward and backward together, where each alone is too
@@ -292,38 +281,6 @@ MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time 
 ANCHORS: tuple[tuple[str, ...], ...] = (("optimizer",), ("backward",), ("data",),
                                          ("backward", "optimizer"), ("forward",),
                                          ("forward", "backward"))
-
-
-def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float | None] | None:
-    """Time-ordered samples, True inside the anchor phase -> (median cycle s, cycles, cv), or
-    None unless the cycles can be read off honestly: at least MIN_CYCLES entries into the anchor
-    phase after another one, and the complete runs of either side at least 2 samples long (a
-    run shorter than the sampling interval could hide between two samples and merge two steps
-    into one). One run in ten may be a single sample when the runs are typically 3 or more
-    samples long: that is py-spy's timing jitter, not a hidden phase."""
-    runs: list[list] = []  # [in anchor, length]
-    for m in marks:
-        if runs and runs[-1][0] == m:
-            runs[-1][1] += 1
-        else:
-            runs.append([m, 1])
-    starts, pos = [], 0  # sample index where each anchor run that follows another one begins
-    for i, (m, n) in enumerate(runs):
-        if m and i > 0:
-            starts.append(pos)
-        pos += n
-    inner = runs[1:-1]
-    singles = sum(1 for _, n in inner if n < 2)
-    steady = not singles or (singles <= len(inner) // 10
-                             and statistics.median(n for _, n in inner) >= 3)
-    if len(starts) < MIN_CYCLES + 1 or not inner or not steady:
-        return None
-    lengths = [(b - a) * interval_s for a, b in zip(starts, starts[1:])]
-    mean = statistics.fmean(lengths)
-    # the mean, not the median: py-spy's samples come unevenly on a busy machine (it catches
-    # up after falling behind), so single cycles scatter while their sum keeps the time
-    return (round(mean, 4), len(lengths),
-            round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None)
 
 
 def pooled_step_time(bursts) -> float | None:
@@ -362,42 +319,6 @@ def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = Non
             est.anchor = "+".join(anchor)
             break
     return est
-
-
-ANCHOR_RUN = 1.5  # the anchor's runs (in and out of it) must last this many sample intervals (median)
-MAX_MERGED = 0.25  # of a burst's cycles, at most this share may hold a step that hid a phase
-ACCUMULATION = 1.75  # an anchor recurring this much more often than optimizer steps marks micro-steps
-
-
-def timed_cycles(runs: list[tuple[bool, float, float]],
-                 interval_s: float) -> tuple[float, int, float | None, str | None]:
-    """Timed runs (in the anchor phase?, start s, end s) -> (mean step s, steps, cv, None), or
-    (nan, 0, None, why) where no step time can be read honestly.
-
-    Each entry into the anchor phase after another one starts a step; the times are the
-    samples' own (py-spy's chrometrace), so a sampler that falls behind and catches up does not
-    bend them. A phase shorter than the gap between two samples can hide in a step, which then
-    reads as two: a cycle k times the median cycle counts as k steps; if more than MAX_MERGED of
-    them needed that, or the anchor's runs typically last less than ANCHOR_RUN sample intervals,
-    the phase is too short to mark steps and no time is read."""
-    starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
-    if len(starts) < MIN_CYCLES + 1:
-        return math.nan, 0, None, (f"fewer than {MIN_CYCLES} steps seen (a step longer than "
-                                   f"a quarter of the burst, or no phase that recurs)")
-    inner = runs[1:-1]
-    on = [t1 - t0 for m, t0, t1 in inner if m]
-    off = [t1 - t0 for m, t0, t1 in inner if not m]
-    if not on or not off or min(statistics.median(on), statistics.median(off)) < ANCHOR_RUN * interval_s:
-        return math.nan, 0, None, "its step phases are too short for py-spy's sampling interval"
-    lengths = [b - a for a, b in zip(starts, starts[1:])]
-    mid = statistics.median(lengths)
-    ks = [max(1, round(x / mid)) for x in lengths]
-    if sum(1 for k in ks if k > 1) > MAX_MERGED * len(ks):
-        return math.nan, 0, None, "py-spy's samples missed a step phase too often to count steps"
-    per = [x / k for x, k in zip(lengths, ks)]
-    mean = statistics.fmean(per)
-    return (round(sum(lengths) / sum(ks), 4), sum(ks),
-            round(statistics.pstdev(per) / mean, 3) if mean > 0 else None, None)
 
 
 def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
@@ -495,70 +416,6 @@ def _reap(proc: subprocess.Popen, timeout: float) -> float | None:
             raise subprocess.TimeoutExpired(proc.args, timeout)
         time.sleep(delay)
         delay = min(2 * delay, 0.25)
-
-
-def parse_speedscope(text: str) -> dict[str, list[str]]:
-    """py-spy `--format speedscope` -> {profile name: time-ordered folded stacks (root first)}."""
-    doc = json.loads(text)
-    frames = doc.get("shared", {}).get("frames", [])
-    names = []
-    for fr in frames:
-        name, path, line = fr.get("name", "?"), fr.get("file") or "", fr.get("line")
-        names.append(f"{name} ({path}:{line})" if path else name)
-    out: dict[str, list[str]] = {}
-    for prof in doc.get("profiles", []):
-        seq = []
-        for sample in prof.get("samples", []):
-            seq.append(";".join(names[i] for i in sample if 0 <= i < len(names)))
-        out[str(prof.get("name", ""))] = seq
-    return out
-
-
-def parse_chrometrace(text: str) -> dict[str, list[tuple[float, str]]]:
-    """py-spy `--format chrometrace` -> {thread: [(seconds, folded stack root first), ...]}.
-
-    The trace has a begin and an end event per frame as the stack changes, each stamped with
-    the time of the sample that saw it (µs): each entry is one change, its stack held until the
-    next; the last entry (an empty stack) marks the end of the thread's last sample."""
-    doc = json.loads(text)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    stacks: dict[int, list[str]] = {}
-    names: dict[int, str] = {}
-    out: dict[int, list[tuple[float, str]]] = {}
-    last: dict[int, float] = {}
-
-    def flush(tid: int) -> None:
-        st = stacks.get(tid, [])
-        seq = out.setdefault(tid, [])
-        entry = (last[tid], ";".join(st))
-        if seq and seq[-1][0] == entry[0]:
-            seq[-1] = entry
-        else:
-            seq.append(entry)
-
-    for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") not in ("B", "E"):
-            continue
-        tid, ts = ev.get("tid"), ev.get("ts")
-        if not isinstance(tid, int) or not isinstance(ts, (int, float)):
-            continue
-        t = ts / 1e6
-        if tid in last and last[tid] != t:
-            flush(tid)
-        last[tid] = t
-        args = ev.get("args") or {}
-        name, path, line = str(ev.get("name", "?")), args.get("filename") or "", args.get("line")
-        frame = f"{name} ({path}:{line})" if path else name
-        st = stacks.setdefault(tid, [])
-        if ev["ph"] == "B":
-            if not st:
-                names.setdefault(tid, name)
-            st.append(frame)
-        elif st:
-            st.pop()
-    for tid in last:
-        flush(tid)
-    return {names.get(tid, str(tid)): seq for tid, seq in out.items()}
 
 
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
