@@ -394,3 +394,4 @@ def test_one_launched_job_is_alone_in_the_measured_verdict_too():
     v = judge([j], HostEvidence(cpus=2))
     assert v.kind == "alone" and "runs alone" in v.reason
     assert v.evidence["cpu_demand_cores"] == 0.8 and v.evidence["second_job_fits"] is None
+    assert "may fit beside it" in v.reason and "may fit beside it" in v.recommendations[0]

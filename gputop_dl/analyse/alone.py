@@ -41,14 +41,16 @@ def second_job(cores: float | None, cpu_wait: float | None, cpus: int) -> tuple[
     if d is None:
         return (f"what a second job would meet is unknown: its CPU use is not measured yet "
                 f"({cpus} cores here)"), {"cpu_demand_cores": None, "second_job_fits": None}
-    fits = 2 * d <= cpus
+    fits: bool | None = 2 * d <= cpus
+    if least and fits:
+        fits = None  # it may want more than it got
     want = (f"it used {d:.1f} of the {cpus} cores (its wait for a CPU unknown: it wants at "
             "least that)" if least else
             f"it wants ≈ {d:.1f} of the {cpus} cores (CPU time plus run-queue wait)")
-    words = want + ("; a second job like it " + (
-        f"fits beside it (the two want ≈ {2 * d:.1f})" if fits else
-        f"would make them wait for a CPU (the two want ≈ {2 * d:.1f})"))
-    return words, {"cpu_demand_cores": round(d, 2), "second_job_fits": fits if not least or not fits else None}
+    verb = ("fits beside it" if fits else "would make them wait for a CPU" if fits is False
+            else "may fit beside it")
+    words = f"{want}; a second job like it {verb} (the two want ≈ {2 * d:.1f})"
+    return words, {"cpu_demand_cores": round(d, 2), "second_job_fits": fits}
 
 
 def alone_verdict(name: str, *, cpus: int, cores: float | None, cpu_wait: float | None,
@@ -80,5 +82,5 @@ def _second_short(figures: dict, cpus: int) -> str:
     if d is None:
         return "what a second job would meet: unknown (its CPU not measured yet)"
     verb = ("fits beside it" if fits else "would make them wait for a CPU" if fits is False
-            else "may fit (its wait for a CPU unknown)")
+            else "may fit beside it (its wait for a CPU unknown)")
     return f"a second job like it {verb} (it wants ≈ {d:.1f} of {cpus} cores)"
