@@ -215,6 +215,8 @@ class JobSample:
     phase: str | None = None  # baseline | co-run (launched jobs only)
     stderr_tail: tuple[str, ...] = ()
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
+    # why a found job's step time is unknown though py-spy sampled it (docs/verdict.md)
+    step_time_note: str | None = None
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)

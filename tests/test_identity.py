@@ -201,3 +201,38 @@ def test_the_process_tree_comes_from_what_the_tick_read():
     out = Snapshot(time=0.0, gpu_status="ok", jobs=(j,)).to_json()["jobs"][0]["procs"]
     assert out[1] == {"pid": 11, "ppid": 10, "depth": 1, "role": "rank 0", "cpu_cores": 0.9,
                       "rss": 200, "state": "R", "gpu_mem": 5 << 30, "gpu_sm": 0.4}
+
+
+def test_jobs_whose_commands_differ_are_all_named_by_the_first_argument_that_differs():
+    """Issue 35 item 2: `--compute-ms 60` and `--compute-ms 50` (whose other values swap places)
+    were `scenario_job.py` and `scenario_job.py (8897)`; each is named by what differs, the first
+    one too, and only identical commands fall back to the start time, then the PID."""
+    from gputop_dl.collect.found import FoundJobs
+
+    a = found(10, "python", "scenario_job.py", "--compute-ms", "60", "--seconds", "50")
+    b = found(11, "python", "scenario_job.py", "--compute-ms", "50", "--seconds", "60")
+    c = found(12, "python", "scenario_job.py", "--compute-ms", "60", "--seconds", "50",
+              "--prep-ms", "2")
+    t0 = time.mktime((2026, 11, 24, 9, 30, 5, 0, 0, -1))
+    d = found(13, "python", "scenario_job.py", "--compute-ms", "50", "--seconds", "60")
+    e = found(14, "python", "scenario_job.py", "--compute-ms", "50", "--seconds", "60")
+    jobs = FoundJobs(stall=False)
+    for f, started in ((a, t0), (b, t0), (c, t0), (d, t0 + 7), (e, t0 + 7.4)):
+        jobs._idents[(f.pid, f.start)] = Identity(user="ada", started=started)
+    names = jobs.names([a, b, c])
+    assert names == {(10, 1): "scenario_job.py --compute-ms 60",
+                     (11, 1): "scenario_job.py --compute-ms 50",
+                     (12, 1): "scenario_job.py --prep-ms 2"}
+    # one alone keeps its base name; a launched job's name taken: told apart even so
+    assert jobs.names([a]) == {(10, 1): "scenario_job.py"}
+    # identical commands: the start time, then the PID
+    assert jobs.names([b, d]) == {(11, 1): "scenario_job.py 09:30:05",
+                                  (13, 1): "scenario_job.py 09:30:12"}
+    assert jobs.names([d, e]) == {(13, 1): "scenario_job.py (13)", (14, 1): "scenario_job.py (14)"}
+    # a path-valued argument is shown by its last part
+    p = found(20, "python", "scenario_job.py", "--out", "/tmp/run-a/log.txt")
+    q = found(21, "python", "scenario_job.py", "--out", "/tmp/run-b/log2.txt")
+    for f in (p, q):
+        jobs._idents[(f.pid, f.start)] = Identity(user="ada")
+    assert set(jobs.names([p, q]).values()) == {"scenario_job.py --out log.txt",
+                                                "scenario_job.py --out log2.txt"}

@@ -75,3 +75,26 @@ def test_v_opens_the_verdict_the_header_shows_and_follows_it():
     before, after = asyncio.run(go())
     assert "concurrent: CPU-bound" in before and "waits for a CPU" in before
     assert "truly parallel" in after and "Recommendations" in after
+
+
+def test_monitor_banner_says_one_job_runs_alone():
+    """Issue 40 item 1: one job found, nothing else training: no TRULY PARALLEL."""
+    jobs = [found("train_a.py", 501, 0.05)]
+    snap = monitor_snapshot()
+    judge = PassiveJudge()
+    for t in range(3):
+        v, est = judge.verdict(jobs, snap.host, t=float(t))
+    snap = monitor_snapshot(jobs=tuple(annotate(jobs, est)), verdict=v.to_json())
+
+    async def go():
+        app, src = monitor_app()
+        async with app.run_test(size=(160, 50)) as pilot:
+            src.emit(snap)
+            await pilot.pause()
+            banner = app.query_one("#banner")
+            return str(banner.render()), banner.has_class("-good")
+
+    text, good = asyncio.run(go())
+    assert "ONE JOB · ALONE" in text and "TRULY PARALLEL" not in text and not good
+    assert "train_a.py runs alone" in text
+    assert "a second job like it fits beside it" in text

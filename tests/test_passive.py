@@ -358,3 +358,40 @@ def test_evolve_copies_a_snapshot_as_replace_does_and_refuses_unknown_fields():
         e.slowdown = 2.0  # type: ignore[misc]
     with pytest.raises(TypeError, match="no field slowdwn"):
         evolve(j, slowdwn=1.4)
+
+
+def test_one_job_alone_is_not_called_parallel():
+    """Issue 40 item 1: a single script started by hand read `TRULY PARALLEL — no job waits for a
+    CPU or a shared GPU`. With one job the verdict says it runs alone, its own waits, and what a
+    second job like it would meet on this box's cores."""
+    light = job("a.py", 10, f=0.05, cores=0.6, stall_fraction=0.28)
+    v, _ = run(PassiveJudge(), 3, lambda t: [light], host=CALM)
+    assert v.kind == "alone" and v.title == "one job, alone"
+    assert "runs alone" in v.reason and "no job waits" not in v.reason and "truly" not in v.reason
+    assert "CPU wait 5%" in v.reason and "data wait 28%" in v.reason and "disk wait –" in v.reason
+    assert v.evidence["second_job_fits"] is True
+    assert v.evidence["cpu_demand_cores"] == pytest.approx(0.6 / 0.95, abs=0.01)
+    assert "fits beside it" in v.recommendations[0]
+    heavy = job("b.py", 20, f=0.1, cores=1.8)  # wants 2 of the 2 cores: a second would wait
+    v, _ = run(PassiveJudge(), 3, lambda t: [heavy], host=CALM)
+    assert v.kind == "alone" and v.evidence["second_job_fits"] is False
+    assert "would make them wait for a CPU" in v.recommendations[0]
+    # --once --json: the same verdict object (the contract's kinds: one added)
+    from gputop_dl.snapshot import Snapshot
+
+    data = P.once(Snapshot(time=1.0, gpu_status="no-driver", host=CALM, jobs=(light,))).to_json()
+    assert data["verdict"]["kind"] == "alone" and data["verdict"]["evidence"]["alone"] == "a.py"
+    # two jobs: judged as a set again
+    v, _ = run(PassiveJudge(), 3, lambda t: [light, replace(light, name="c.py", pid=30)], host=CALM)
+    assert v.kind == "parallel"
+
+
+def test_one_launched_job_is_alone_in_the_measured_verdict_too():
+    from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+
+    j = JobEvidence(name="bs32", device="cpu", gpus=(), steps=40, step_time_s=0.1, stall=0.1,
+                    cpu_cores=0.8, solo_step_time_s=0.1, solo_stall=0.1)
+    v = judge([j], HostEvidence(cpus=2))
+    assert v.kind == "alone" and "runs alone" in v.reason
+    assert v.evidence["cpu_demand_cores"] == 0.8 and v.evidence["second_job_fits"] is None
+    assert "may fit beside it" in v.reason and "may fit beside it" in v.recommendations[0]

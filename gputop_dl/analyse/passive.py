@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
@@ -323,6 +324,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
               "still be there")
     want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
     evidence["cpu_demand_cores"] = round(want, 2)
+    if len(est) == 1:  # nothing to be parallel with: its own waits, and what a second would meet
+        e = est[0]
+        return alone_verdict(e.name, cpus=cpus, cores=e.last.cpu_cores, cpu_wait=e.last.cpu_wait,
+                             stall=e.last.stall, io_wait=e.io_wait, evidence=evidence,
+                             lines=tuple(lines[1:]), jobs=rows,
+                             gpu=None if e.last.on_cpu else "its GPU")
     if not slowed:
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict, VerdictKind
 
 __all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
@@ -141,6 +142,13 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     already enter the confidence (`slowdown_confidence`), the confidence is halved. `final`:
     the session has ended, so the verdict says what was seen, never "so far"."""
     v = _judge(jobs, host, need_steps, final)
+    if len(jobs) == 1 and v.kind == "parallel":  # one job: nothing to be parallel with
+        j = jobs[0]
+        v = alone_verdict(j.name, cpus=host.cpus, cores=j.cpu_cores, cpu_wait=None,
+                          stall=j.stall, io_wait=None, evidence=v.evidence,
+                          lines=v.evidence_lines, jobs=v.jobs,
+                          gpu=None if j.on_cpu else f"GPU {','.join(map(str, j.gpus))}",
+                          measured=f"{v.reason}; measured").replace(confidence=v.confidence)
     if final and v.kind == "insufficient-data":
         v = v.replace(title="not enough data")  # the session ended: no "yet"
     noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]

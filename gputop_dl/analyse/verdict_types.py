@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "other",
-                      "insufficient-data", "no-baseline"]
+                      "insufficient-data", "no-baseline", "alone"]
 KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 SlowdownSource = Literal["measured", "probe", "estimated"]
 
@@ -25,6 +25,7 @@ TITLES: dict[VerdictKind, str] = {
     "other": "concurrent: other",
     "insufficient-data": "not enough data yet",
     "no-baseline": "no baseline",
+    "alone": "one job, alone",  # one training job seen: nothing to be parallel with (analyse/alone.py)
 }
 
 

@@ -51,7 +51,7 @@ class FoundJobs:
         self._trees: dict[tuple[int, int], TreeSampler] = {}
         self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
         self._idents: dict[tuple[int, int], Identity] = {}  # read once per root
-        # root -> (the roots sharing its base name before it, the names to tell it apart)
+        # root -> (the other roots sharing its base name, the names to tell it apart)
         self._apart_names: dict[tuple[int, int], tuple[tuple, list[str]]] = {}
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
@@ -71,17 +71,18 @@ class FoundJobs:
         cmap = self.disc.job_cmap
         keys = set()
         jobs: list[JobSample] = []
-        names = set(taken)
-        named: dict[str, list[tuple[Found, Identity]]] = {}  # base name -> the jobs given it
         now = time.time()
         for f in found:
             key = (f.pid, f.start)
-            keys.add(key)
-            tree = self._trees.get(key)
-            if tree is None:
-                tree = self._trees[key] = TreeSampler(f.pid)
+            if key not in self._trees:
+                self._trees[key] = TreeSampler(f.pid)
                 self._ranks[key] = RankReader()
                 self._idents[key] = read_identity(f.pid, f.start, self.disc.proc)
+        shown = self.names(found, taken)
+        for f in found:
+            key = (f.pid, f.start)
+            keys.add(key)
+            tree = self._trees[key]
             ts = tree.sample(cmap)
             if ts is None:  # vanished since the listing
                 continue
@@ -90,9 +91,7 @@ class FoundJobs:
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
             dist = self._ranks[key].read(f.pid, cmap)
             ident = self._idents[key]
-            name = f.name if f.name not in names else self._apart(key, f, ident, named.get(f.name, []), names)
-            names.add(name)
-            named.setdefault(f.name, []).append((f, ident))
+            name = shown[key]
             command = self.disc.describe(f)
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
@@ -102,6 +101,7 @@ class FoundJobs:
                 stall_source="py-spy" if res else None,
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
+                step_time_note=res.step_note if res else None,
                 gpu_mem=mem, gpu_sm=sm,
                 command=command, distributed=dist,
                 rank_cpu_cores=rank_cpu(dist, ts, cmap),
@@ -132,6 +132,23 @@ class FoundJobs:
             notes.append(self.off_note)
         return jobs, notes
 
+    def names(self, found: list[Found], taken: set[str] | frozenset[str] = frozenset()
+              ) -> dict[tuple[int, int], str]:
+        """Each job's name (by its key): its base name where it alone has it; where several
+        share one, each is named by what tells it apart from all the others (`tell_apart`),
+        not only from those named before it. `taken`: names in use already (launched jobs)."""
+        named: dict[str, list[tuple[Found, Identity]]] = {}
+        for f in found:
+            named.setdefault(f.name, []).append((f, self._idents[(f.pid, f.start)]))
+        names, out = set(taken), {}
+        for f in found:
+            key = (f.pid, f.start)
+            others = [(g, i) for g, i in named[f.name] if g is not f]
+            out[key] = (f.name if f.name not in names and not others
+                        else self._apart(key, f, self._idents[key], others, names))
+            names.add(out[key])
+        return out
+
     def _apart(self, key: tuple[int, int], f: Found, ident: Identity,
                same: list[tuple[Found, Identity]], names: set[str]) -> str:
         """`tell_apart`, its candidates kept from the last tick while the same jobs share the
@@ -155,7 +172,8 @@ class FoundJobs:
             if est.samples:
                 self._measured[key] = StallResult(
                     est.fraction, est.samples, est.step_time_s, time.time(),
-                    tuple((p, est.phases.get(p, 0)) for p in pyspy.PHASES) if est.phases else ())
+                    tuple((p, est.phases.get(p, 0)) for p in pyspy.PHASES) if est.phases else (),
+                    step_note=None if est.step_time_s is not None else est.why)
         return errors
 
     def new_since_last(self) -> list[Found]:
@@ -183,17 +201,35 @@ def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | 
     return first_free(apart_names(f, ident, same), names)
 
 
+def _items(args: list[str]) -> list[tuple[str, str]]:
+    """Arguments as (compared, shown) items: an option with its value (`--compute-ms 60`,
+    `--lr=0.1`), or one argument alone. A value that is a path is shown by its last part."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-") and "=" not in a and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            v = args[i + 1]
+            out.append((f"{a} {v}", f"{a} {os.path.basename(v.rstrip('/')) or v}"))
+            i += 2
+            continue
+        out.append((a, os.path.basename(a.rstrip("/")) or a if "/" in a else a))
+        i += 1
+    return out
+
+
 def apart_names(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple") -> list[str]:
     """The names `tell_apart` chooses from, in its order, the PID last; they depend on the jobs
-    only, so a sampler keeps them while the same jobs share the base name."""
-    mine = _args(f)
-    theirs = [set(_args(g)) for g, _ in same]
-    candidates = []
-    for i, a in enumerate(mine):
-        if theirs and all(a not in t for t in theirs):
-            prev = mine[i - 1] if i and mine[i - 1].startswith("-") and not a.startswith("-") else None
-            candidates.append(f"{prev} {a}" if prev else a)
-            break
+    only, so a sampler keeps them while the same jobs share the base name. First the first
+    argument (an option with its value) that no other job has, then each that some other job
+    lacks: jobs whose commands differ are named by what differs; only identical commands fall
+    to who, where and when."""
+    mine = _items(_args(f))
+    theirs = [{c for c, _ in _items(_args(g))} for g, _ in same]
+    candidates: list[str] = []
+    if theirs:
+        unique = [shown for c, shown in mine if all(c not in t for t in theirs)]
+        some = [shown for c, shown in mine if any(c not in t for t in theirs)]
+        candidates += list(dict.fromkeys(unique[:1] + some))
     if ident.user and all(ident.user != o.user for _, o in same):
         candidates.append(f"@{ident.user}")
     if ident.slurm and all(o.slurm is None or o.slurm.job_id != ident.slurm.job_id for _, o in same):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import re
 import shutil
 import subprocess
@@ -21,6 +20,8 @@ import time
 from collections import Counter
 from typing import Hashable
 
+from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
+from gputop_dl.collect.step_cycles import ACCUMULATION, cycles_of, timed_cycles
 from gputop_dl.threadname import name_native_thread
 
 _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^()]+?)(?::\d+)?\)$")
@@ -80,16 +81,6 @@ def pyspy_path() -> str | None:
     if os.path.isfile(cand) and os.access(cand, os.X_OK):
         return cand
     return shutil.which("py-spy")
-
-
-def parse_raw(text: str) -> Counter:
-    """py-spy `--format raw` (folded stacks: 'f1;f2;f3 COUNT') -> Counter of stacks."""
-    stacks: Counter = Counter()
-    for line in text.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            stacks[stack] += int(count)
-    return stacks
 
 
 def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
@@ -208,25 +199,37 @@ def _step_phase(func: str, path: str) -> str | None:
 def phase_of(stack: str, pid: int | None = None) -> str | None:
     """One folded sample -> its step phase: "data" (as `classify`), else the OUTERMOST of
     forward / backward / optimizer on the stack, else "other"; None for another thread. A
-    `zero_grad` on the stack, or an import above the phase's frame, is "other"."""
+    forward or backward inside an optimizer step (its closure: Lightning calls
+    `optimizer.step(closure)`, which runs them) is forward or backward. A `zero_grad` on the
+    stack, or an import above the phase's frame, is "other"."""
     c = classify(stack, pid)
     if c != "compute":
         return c
     _, _, rest = split_thread(stack)
+    outer = None
     for func, path in _frames(rest):
         if func.rsplit(".", 1)[-1] == "zero_grad" or path.startswith("<frozen importlib"):
-            return "other"  # (an import of torch.optim is no optimizer step)
+            return outer or "other"  # (an import of torch.optim is no optimizer step)
         ph = _step_phase(func, path)
-        if ph is not None:
+        if ph is None:
+            continue
+        if outer is None:
+            outer = ph
+            if ph != "optimizer":
+                return ph
+        elif ph != "optimizer":
+            # the optimizer's closure (Lightning's automatic optimization, LBFGS): the forward
+            # and backward it runs are theirs, not the optimizer's
             return ph
-    return "other"
+    return outer or "other"
 
 
 class StallEstimate:
     """Main-thread samples of one burst: data-wait fraction, counts, step time where honest,
     and the samples per step phase (`PHASES`)."""
 
-    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor")
+    __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor",
+                 "why")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
@@ -236,6 +239,7 @@ class StallEstimate:
         self.cpu_s = cpu_s  # what the burst cost py-spy itself (None: not known)
         self.phases: dict[str, int] = {}  # phase -> main-thread samples (empty: not classified)
         self.anchor: str | None = None  # the phase whose recurrences gave the step time
+        self.why: str | None = None  # why the step time is unknown (None: read, or not tried)
 
     @property
     def samples(self) -> int:
@@ -270,7 +274,6 @@ def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
     return StallEstimate(data, compute)
 
 
-MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time is reported
 # the phases whose recurrence marks a step, most telling first: one optimizer step per training
 # step (also with gradient accumulation); backward, data wait and forward once per micro-step;
 # backward and optimizer together, or forward and backward together, where each alone is too
@@ -278,38 +281,6 @@ MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time 
 ANCHORS: tuple[tuple[str, ...], ...] = (("optimizer",), ("backward",), ("data",),
                                          ("backward", "optimizer"), ("forward",),
                                          ("forward", "backward"))
-
-
-def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float | None] | None:
-    """Time-ordered samples, True inside the anchor phase -> (median cycle s, cycles, cv), or
-    None unless the cycles can be read off honestly: at least MIN_CYCLES entries into the anchor
-    phase after another one, and the complete runs of either side at least 2 samples long (a
-    run shorter than the sampling interval could hide between two samples and merge two steps
-    into one). One run in ten may be a single sample when the runs are typically 3 or more
-    samples long: that is py-spy's timing jitter, not a hidden phase."""
-    runs: list[list] = []  # [in anchor, length]
-    for m in marks:
-        if runs and runs[-1][0] == m:
-            runs[-1][1] += 1
-        else:
-            runs.append([m, 1])
-    starts, pos = [], 0  # sample index where each anchor run that follows another one begins
-    for i, (m, n) in enumerate(runs):
-        if m and i > 0:
-            starts.append(pos)
-        pos += n
-    inner = runs[1:-1]
-    singles = sum(1 for _, n in inner if n < 2)
-    steady = not singles or (singles <= len(inner) // 10
-                             and statistics.median(n for _, n in inner) >= 3)
-    if len(starts) < MIN_CYCLES + 1 or not inner or not steady:
-        return None
-    lengths = [(b - a) * interval_s for a, b in zip(starts, starts[1:])]
-    mean = statistics.fmean(lengths)
-    # the mean, not the median: py-spy's samples come unevenly on a busy machine (it catches
-    # up after falling behind), so single cycles scatter while their sum keeps the time
-    return (round(mean, 4), len(lengths),
-            round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None)
 
 
 def pooled_step_time(bursts) -> float | None:
@@ -347,6 +318,49 @@ def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = Non
             est.step_time_s, est.cycles, est.cv = got
             est.anchor = "+".join(anchor)
             break
+    return est
+
+
+def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
+                        pid: int | None = None) -> StallEstimate:
+    """One thread's timed stack changes (`parse_chrometrace`) -> stall fraction and phases by
+    the time spent in each (as sample counts at `rate`), and the step time where one anchor
+    (`ANCHORS` order) passes `timed_cycles`; else `why` says why it is unknown."""
+    runs: list[list] = []  # [phase, start, end]
+    for (t, stack), (t2, _) in zip(timeline, timeline[1:]):
+        ph = phase_of(stack, pid) if stack else None
+        if ph is None:
+            continue
+        if runs and runs[-1][0] == ph and abs(runs[-1][2] - t) < 1e-9:
+            runs[-1][2] = t2
+        else:
+            runs.append([ph, t, t2])
+    spent = {p: sum(r[2] - r[1] for r in runs if r[0] == p) for p in PHASES}
+    phases = {p: int(round(v * rate)) for p, v in spent.items()}
+    est = StallEstimate(phases["data"], sum(phases.values()) - phases["data"])
+    est.phases = phases
+    opt_runs = sum(1 for r in runs if r[0] == "optimizer")
+    why = "no step phase (data wait, forward, backward, optimizer) was seen"
+    est.why = None
+    for anchor in ANCHORS:
+        if not all(spent.get(p) for p in anchor):
+            continue
+        merged: list[tuple[bool, float, float]] = []
+        for ph, t0, t1 in runs:
+            m = ph in anchor
+            if merged and merged[-1][0] == m:
+                merged[-1] = (m, merged[-1][1], t1)
+            else:
+                merged.append((m, t0, t1))
+        step, n, cv, note = timed_cycles(merged, 1.0 / rate)
+        if note is None and anchor != ("optimizer",) and opt_runs and n > ACCUMULATION * opt_runs:
+            note = "its data, forward or backward recur more often than its optimizer steps"
+        if note is None:
+            est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
+            est.why = None
+            return est
+        est.why = est.why or note  # the first anchor tried says it best
+    est.why = est.why or why
     return est
 
 
@@ -404,31 +418,21 @@ def _reap(proc: subprocess.Popen, timeout: float) -> float | None:
         delay = min(2 * delay, 0.25)
 
 
-def parse_speedscope(text: str) -> dict[str, list[str]]:
-    """py-spy `--format speedscope` -> {profile name: time-ordered folded stacks (root first)}."""
-    doc = json.loads(text)
-    frames = doc.get("shared", {}).get("frames", [])
-    names = []
-    for fr in frames:
-        name, path, line = fr.get("name", "?"), fr.get("file") or "", fr.get("line")
-        names.append(f"{name} ({path}:{line})" if path else name)
-    out: dict[str, list[str]] = {}
-    for prof in doc.get("profiles", []):
-        seq = []
-        for sample in prof.get("samples", []):
-            seq.append(";".join(names[i] for i in sample if 0 <= i < len(names)))
-        out[str(prof.get("name", ""))] = seq
-    return out
-
-
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
                  exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
-    """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None)."""
-    text, err, cpu = _run_pyspy(pid, duration_s, rate, "speedscope", ["--threads"], exe)
+    """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None).
+
+    py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
+    time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
+    is read as samples `1 / rate` apart (`stall_from_sequence`)."""
+    text, err, cpu = _run_pyspy(pid, duration_s, rate, "chrometrace", ["--threads"], exe)
     if err is not None:
         return None, err
     try:
-        profiles = parse_speedscope(text or "")
+        doc = json.loads(text or "")
+        speedscope = isinstance(doc, dict) and "profiles" in doc
+        timed = {} if speedscope else parse_chrometrace(text or "")
+        profiles = parse_speedscope(text or "") if speedscope else {}
     except (ValueError, TypeError, AttributeError) as exc:
         return None, f"py-spy: unreadable output ({exc})"
     best = StallEstimate(0, 0)
@@ -438,6 +442,13 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
         est = stall_from_sequence(seq, 1.0 / rate, pid)
         if est.samples > best.samples:
             best = est  # only the main thread's profile classifies any sample
+    for line in timed.values():
+        stacks = [st for _t, st in line if st]
+        if not stacks or not is_main_thread(stacks[0], pid):
+            continue
+        est = stall_from_timeline(line, rate, pid)
+        if est.samples > best.samples:
+            best = est
     best.cpu_s = cpu
     return best, None
 

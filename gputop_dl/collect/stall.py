@@ -42,6 +42,7 @@ class StallResult:
     step_time_s: float | None
     t: float  # wall time the burst ended
     phases: tuple[tuple[str, int], ...] = ()  # main-thread samples per step phase (pyspy.PHASES)
+    step_note: str | None = None  # why `step_time_s` is None (the newest burst's reason)
 
     @property
     def phase_samples(self) -> int | None:
@@ -69,7 +70,7 @@ class StallSampler:
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
-        # key -> (clock, wall, data, compute, (step time, cycles), phases) of its recent bursts
+        # key -> (clock, wall, data, compute, (step time, cycles), phases, why no step time)
         self._bursts: dict[Hashable, deque] = {}
         self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
@@ -103,7 +104,8 @@ class StallSampler:
                     q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
                     q.append((self.clock(), time.time(), est.data, est.compute,
                               (est.step_time_s, est.cycles),
-                              dict(getattr(est, "phases", None) or {})))
+                              dict(getattr(est, "phases", None) or {}),
+                              getattr(est, "why", None)))
                 if not self.denied:
                     self.note = None
                 return
@@ -164,7 +166,8 @@ class StallSampler:
         phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
         step = pyspy.pooled_step_time(b[4] for b in use)
         return StallResult(round(data / n, 3) if n else None, n, step, use[-1][1],
-                           tuple((p, c) for p, c in phases.items()) if any(phases.values()) else ())
+                           tuple((p, c) for p, c in phases.items()) if any(phases.values()) else (),
+                           step_note=None if step is not None else use[-1][6])
 
     def join(self, timeout: float | None = None) -> None:
         t = self._thread

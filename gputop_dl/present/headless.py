@@ -14,6 +14,7 @@ from gputop_dl.text.fmt import DASH, duration, epochs_done, num, pct, progress, 
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
+from gputop_dl.present.job_columns import fit, ranked
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 JOB_WIDTH = 28  # the job column's width: a longer name is cut with …
@@ -33,35 +34,45 @@ def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) ->
     return out
 
 
-def jobs_table(snap: Snapshot) -> Table:
+def jobs_table(snap: Snapshot, width: int | None = None) -> Table:
     """The jobs as a Rich table; columns with nothing known for any job are left out, so a
     monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns. Widths are
-    fixed (the job's name is cut with …), so a long name never shifts the other columns."""
-    cols = (("job", "left", JOB_WIDTH), ("status", "left", 13), ("device", "left", 6),
-            ("epoch · step", "right", 12), ("step", "right", 7), ("samples/s", "right", 9),
-            ("data-wait", "right", 9), ("CPU wait", "right", 8), ("CPU cores", "right", 9),
-            ("disk read", "right", 10), ("waits on", "left", 8),
-            ("RSS", "right", 9), ("GPU mem", "right", 9), ("slowdown", "right", 10),
-            ("ETA", "right", 7), ("user", "left", 10), ("elapsed", "right", 8),
-            ("launched by", "left", 30))
+    fixed (the job's name is cut with …), so a long name never shifts the other columns. The
+    columns come in the order of present/job_columns.py's RANK; with `width` (the terminal's),
+    those that do not fit are left out from the end."""
+    cols = {"job": ("job", "left", JOB_WIDTH), "status": ("status", "left", 13),
+            "device": ("device", "left", 6), "progress": ("epoch · step", "right", 12),
+            "step": ("step", "right", 7), "sps": ("samples/s", "right", 9),
+            "stall": ("data-wait", "right", 9), "cpuwait": ("CPU wait", "right", 8),
+            "cpu": ("CPU cores", "right", 9), "disk": ("disk read", "right", 10),
+            "waitson": ("waits on", "left", 8), "rss": ("RSS", "right", 9),
+            "gpumem": ("GPU mem", "right", 9), "slowdown": ("slowdown", "right", 10),
+            "eta": ("ETA", "right", 7), "user": ("user", "left", 10),
+            "elapsed": ("elapsed", "right", 8), "command": ("launched by", "left", 30)}
     rows = []
     for j in snap.jobs:
         status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
-        rows.append((j.name, status, j.device or DASH,
-                     progress(j.epoch, j.epochs, j.step, j.steps_per_epoch), secs(j.step_time_s),
-                     num(j.samples_per_s, ".1f"), pct(j.stall_fraction), pct(j.cpu_wait_fraction),
-                     num(j.cpu_cores, ".2f"), rate(j.io_read_bytes_per_s), j.waits_on or DASH,
-                     size(j.rss), size(j.gpu_mem),
-                     slowdown_text(j.slowdown, j.slowdown_source), secs(j.eta_s), j.user or DASH, duration(j.elapsed_s),
-                     f"session {j.launched_by}" if j.launched_by else DASH))
-    keep = [i for i in range(len(cols)) if i < 2 or any(r[i] != DASH for r in rows)]
+        rows.append({"job": j.name, "status": status, "device": j.device or DASH,
+                     "progress": progress(j.epoch, j.epochs, j.step, j.steps_per_epoch),
+                     "step": secs(j.step_time_s), "sps": num(j.samples_per_s, ".1f"),
+                     "stall": pct(j.stall_fraction), "cpuwait": pct(j.cpu_wait_fraction),
+                     "cpu": num(j.cpu_cores, ".2f"), "disk": rate(j.io_read_bytes_per_s),
+                     "waitson": j.waits_on or DASH, "rss": size(j.rss), "gpumem": size(j.gpu_mem),
+                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source),
+                     "eta": secs(j.eta_s), "user": j.user or DASH,
+                     "elapsed": duration(j.elapsed_s),
+                     "command": f"session {j.launched_by}" if j.launched_by else DASH})
+    keep = [k for k in ranked(list(cols))
+            if k in ("job", "status") or any(r[k] != DASH for r in rows)]
+    if width is not None:  # two blanks between columns (Rich's padding, none at the edges)
+        keep = fit([(k, max(cols[k][2], len(cols[k][0])) + 2) for k in keep], width + 2)
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for i in keep:
-        label, justify, width = cols[i]
-        t.add_column(label, justify=justify, no_wrap=True, width=max(width, len(label)),
+    for k in keep:
+        label, justify, w = cols[k]
+        t.add_column(label, justify=justify, no_wrap=True, width=max(w, len(label)),
                      overflow="ellipsis")
     for r in rows:
-        t.add_row(*(text(r[i]) for i in keep))
+        t.add_row(*(text(r[k]) for k in keep))
     return t
 
 
@@ -132,7 +143,7 @@ class Headless:
                         continue
                     last = snap
                     self._print_log(snap, live.console.print)
-                    parts = [jobs_table(snap), host_line(snap)]
+                    parts = [jobs_table(snap, live.console.width), host_line(snap)]
                     if snap.verdict and snap.verdict["kind"] != "insufficient-data":
                         parts.append(verdict_lines(snap.verdict)[0])
                     live.update(Group(*parts), refresh=True)
@@ -172,7 +183,7 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
     if not verdict:
         return [Text("verdict: none recorded", style="dim")]
     style = {"parallel": "bold green", "cpu-bound": "bold red", "gpu-contended": "bold red",
-             "io-bound": "bold red",
+             "io-bound": "bold red", "alone": "bold cyan",
              "other": "bold yellow"}.get(verdict["kind"], "bold")
     out = [Text.assemble(("verdict: ", "bold"), (clean(verdict["title"]), style),
                          clean(f" — {verdict['reason']}"),

@@ -7,7 +7,8 @@ logging, no checkpoint. Known phase times, as sleeps the script times itself: th
 last stdout line as JSON: from a `TrainerCallback`, the epochs ended, the training batches per
 epoch (`on_step_end` counts optimizer steps: times the accumulation) and the mean time per batch
 (between `on_step_begin`s, after `--warmup`); `global_step` as the Trainer counts it; the mean
-ms per batch of each phase's sleeps.
+ms per batch of each phase's sleeps. With `--stamps FILE`, also each step's start in
+`time.monotonic()`, one a line, flushed as it goes.
 """
 
 import argparse
@@ -44,8 +45,9 @@ class Tokens(torch.utils.data.Dataset):
 
 
 class Truth(TrainerCallback):
-    def __init__(self):
+    def __init__(self, stamps=None):
         self.epochs, self.steps, self.gaps, self.last = 0, [0], [], None
+        self.stamps = open(stamps, "a", buffering=1) if stamps else None
 
     def on_epoch_begin(self, args, state, control, **kw):
         self.last = None
@@ -57,6 +59,8 @@ class Truth(TrainerCallback):
         if self.last is not None:
             self.gaps.append(now - self.last)
         self.last = now
+        if self.stamps:
+            self.stamps.write(f"{time.monotonic():.6f}\n")
 
     def on_step_end(self, args, state, control, **kw):
         self.steps[-1] += 1
@@ -73,12 +77,14 @@ def main():
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--stamps", default=None, metavar="FILE",
+                    help="append each step's start (time.monotonic()) to FILE")
     for k, v in (("data", 8.0), ("fwd", 6.0), ("bwd", 6.0), ("opt", 3.0)):
         ap.add_argument(f"--{k}-ms", type=float, default=v)
     a = ap.parse_args()
     torch.set_num_threads(1)
     cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2)
-    truth = Truth()
+    truth = Truth(a.stamps)
     model = GPT2LMHeadModel(cfg)
     model.register_forward_pre_hook(lambda m, i: sleep("forward", a.fwd_ms / 1000))
     model.transformer.h[0].register_full_backward_hook(

@@ -8,7 +8,9 @@ forward and backward inside the closure it passes to `optimizer.step` (automatic
 optimization); `--manual` steps by hand. A validation loader runs a sanity check before
 training and a validation pass at each epoch's end (`--val-every` for mid-epoch ones).
 
-Its own figures (the truth), on its last stdout line as JSON: from a callback, the epochs
+Its own figures (the truth), on its last stdout line as JSON (with `--stamps FILE`, also each
+training batch's start in `time.monotonic()`, one a line, flushed as it goes, so a reading
+taken while it runs can be checked against the steps of its own window): from a callback, the epochs
 ended, the training batches per epoch and the mean step (from one `on_train_batch_start` to the
 next, within an epoch, after `--warmup` steps); from the sleeps' own timers, the mean ms per
 training step of forward, backward and optimizer (the optimizer without its closure).
@@ -114,8 +116,9 @@ class Tiny(pl.LightningModule):
 class Truth(pl.Callback):
     """The script's own counters: epochs, training batches, the time between batch starts."""
 
-    def __init__(self):
+    def __init__(self, stamps=None):
         self.epochs, self.batches, self.gaps, self.last = 0, [], [], None
+        self.stamps = open(stamps, "a", buffering=1) if stamps else None
 
     def on_train_epoch_start(self, trainer, module):
         self.batches.append(0)
@@ -128,6 +131,8 @@ class Truth(pl.Callback):
         self.last = now
         self.batches[-1] += 1
         STATE["training"] = True
+        if self.stamps:
+            self.stamps.write(f"{time.monotonic():.6f}\n")
 
     def on_train_batch_end(self, trainer, module, outputs, batch, i):
         STATE["training"] = False
@@ -152,9 +157,11 @@ def main():
     ap.add_argument("--workers", type=int, default=0)  # training loader workers
     ap.add_argument("--manual", action="store_true")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--stamps", default=None, metavar="FILE",
+                    help="append each training batch's start (time.monotonic()) to FILE")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    truth = Truth()
+    truth = Truth(a.stamps)
     train = DataLoader(SleepyData(a.batches * a.batch, a.batch, a.data_ms), batch_size=a.batch,
                        num_workers=a.workers)
     val = DataLoader(SleepyData(3 * a.batch, a.batch, 0.0), batch_size=a.batch)

@@ -7,7 +7,8 @@ computes for `--compute-ms` (a spin of small matmuls until the time is up) or, w
 It measures its own stall = time inside `next(loader)` / total loop time, and prints it as
 JSON on its last line when it ends (after `--seconds`, or on SIGTERM/SIGINT); with
 `--log-steps` that line also has every step's (start, batch ready, end) in `time.monotonic()`,
-so a test can compute the true stall over exactly the windows py-spy sampled.
+so a test can compute the true stall over exactly the windows py-spy sampled. `--stamps FILE`
+appends each step's start (`time.monotonic()`) to FILE as it goes, one a line.
 """
 
 import argparse
@@ -44,7 +45,10 @@ def main() -> None:
     ap.add_argument("--num-workers", type=int, default=0)
     ap.add_argument("--log-steps", action="store_true",
                     help="also print every step's (start, batch ready, end) in time.monotonic()")
+    ap.add_argument("--stamps", default=None, metavar="FILE",
+                    help="append each step's start (time.monotonic()) to FILE as it goes")
     args = ap.parse_args()
+    stamps = open(args.stamps, "a", buffering=1) if args.stamps else None
     torch.set_num_threads(1)
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
@@ -62,6 +66,8 @@ def main() -> None:
     t_start = time.perf_counter()
     while not stop and time.perf_counter() < t_end:
         t0 = time.perf_counter()
+        if stamps:
+            stamps.write(f"{time.monotonic():.6f}\n")
         batch = next(it)
         t1 = time.perf_counter()
         if args.compute_iters:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rich.style import Style
 
+from gputop_dl.present.job_columns import RANK
 from gputop_dl.present.tui.charts import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
@@ -29,8 +30,8 @@ __all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Pa
 
 LAUNCHED_MARK = "●"
 
-# key, label, width, right-justified
-COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
+# key, label, width, right-justified; shown in the order of present/job_columns.py's RANK
+_COLUMNS: dict[str, tuple[str, str, int, bool]] = {c[0]: c for c in (
     ("job", "job", 26, False),
     ("user", "user", 8, False),
     ("status", "status", 14, False),
@@ -41,8 +42,8 @@ COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("elapsed", "time", 6, True),
     ("step", "step", 15, True),
     ("sps", "samples/s", 9, True),
-    ("stall", "data-wait", 13, True),
-    ("cpuwait", "CPU wait", 13, True),
+    ("stall", "data-wait", 11, True),
+    ("cpuwait", "CPU wait", 11, True),
     ("cpu", "CPU", 5, True),
     ("disk", "disk read", 10, True),
     ("waitson", "waits on", 8, False),
@@ -51,13 +52,11 @@ COLUMNS: tuple[tuple[str, str, int, bool], ...] = (
     ("slowdown", "slowdown", 11, True),
     ("slurm", "slurm", 8, False),
     ("command", "command", 12, False),
-)
+)}
+COLUMNS: tuple[tuple[str, str, int, bool], ...] = tuple(_COLUMNS[k] for k in RANK)
 COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
-# narrow terminals: columns left out first to last; job, status, step, data-wait and CPU stay.
-# A launch's own jobs (one user, no Slurm) keep their device and batch before who and how
-# long; found jobs have no device or batch (hidden empty), so they keep user and time.
-DROP_ORDER = ("eta", "slurm", "command", "elapsed", "user", "batch", "device", "disk",
-              "slowdown", "gpumem", "rss", "progress", "sps", "waitson", "cpuwait")
+# narrow terminals: columns left out from the end of the ranking (the job always stays)
+DROP_ORDER = tuple(reversed(RANK[1:]))
 # left out while no job has a value in them (the table's subtitle says what would fill them)
 HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
               "cpuwait", "disk", "waitson", "gpumem", "slowdown", "slurm", "command")
@@ -161,28 +160,29 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
     sd_style = p.tone(slowdown_tone(sd))
     sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
     step = secs(j.step_time_s) if j.step_time_s is not None else DASH
-    cells = (
-        Cell(name, p.bold),
-        Cell(clean(j.user or DASH), p.muted),
-        Cell(clean(status_text(j)), _status_style(j, p)),
-        Cell(clean(j.device or DASH)),
-        Cell(DASH if j.batch_size is None else str(j.batch_size)),
-        Cell(progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)),
-        Cell(secs(j.eta_s)),
-        Cell(duration(j.elapsed_s)),
-        Cell(_with_spark(sp_step if j.step_time_s is not None else "", step)),
-        Cell(_with_spark(sp_step if j.step_time_s is None else "", num(j.samples_per_s, ".1f"))),
-        Cell(_with_spark(sp_stall, pct(j.stall_fraction)), stall_style),
-        Cell(_with_spark(sp_cw, pct(cw)), cw_style),
-        Cell(num(j.cpu_cores, ".2f")),
-        Cell(rate(j.io_read_bytes_per_s)),
-        Cell(j.waits_on or DASH, p.err if j.waits_on else p.plain),
-        Cell(size(j.rss)),
-        Cell(size(j.gpu_mem)),
-        Cell(slowdown_text(j.slowdown, j.slowdown_source), sd_style),
-        Cell(clean(j.slurm.job_id) if j.slurm else DASH),
-        Cell(clean(command_text(j)), p.muted),
-    )
+    by_key = {
+        "job": Cell(name, p.bold),
+        "user": Cell(clean(j.user or DASH), p.muted),
+        "status": Cell(clean(status_text(j)), _status_style(j, p)),
+        "device": Cell(clean(j.device or DASH)),
+        "batch": Cell(DASH if j.batch_size is None else str(j.batch_size)),
+        "progress": Cell(progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)),
+        "eta": Cell(secs(j.eta_s)),
+        "elapsed": Cell(duration(j.elapsed_s)),
+        "step": Cell(_with_spark(sp_step if j.step_time_s is not None else "", step)),
+        "sps": Cell(_with_spark(sp_step if j.step_time_s is None else "", num(j.samples_per_s, ".1f"))),
+        "stall": Cell(_with_spark(sp_stall, pct(j.stall_fraction)), stall_style),
+        "cpuwait": Cell(_with_spark(sp_cw, pct(cw)), cw_style),
+        "cpu": Cell(num(j.cpu_cores, ".2f")),
+        "disk": Cell(rate(j.io_read_bytes_per_s)),
+        "waitson": Cell(j.waits_on or DASH, p.err if j.waits_on else p.plain),
+        "rss": Cell(size(j.rss)),
+        "gpumem": Cell(size(j.gpu_mem)),
+        "slowdown": Cell(slowdown_text(j.slowdown, j.slowdown_source), sd_style),
+        "slurm": Cell(clean(j.slurm.job_id) if j.slurm else DASH),
+        "command": Cell(clean(command_text(j)), p.muted),
+    }
+    cells = tuple(by_key[k] for k in COLUMN_KEYS)
     sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem if j.gpu_mem is not None else j.rss,
             "step": j.step_time_s}
     alive = j.status in ("running", "starting", "paused")
@@ -199,8 +199,9 @@ def process_row(pid: int, procs: list[GpuProcess], p: Palette) -> JobRow:
     device = "gpu" + ",".join(str(g) for g in gpus)
     status = "GPU process" + (f" · SM {sm * 100:.0f}%" if sm is not None else "")
     dash = Cell(DASH, p.muted)
-    cells = (Cell(f"  pid {pid}"), dash, Cell(status, p.muted), Cell(device), dash, dash, dash, dash, dash,
-             dash, dash, dash, dash, dash, dash, dash, Cell(size(mem)), dash, dash, dash)
+    known = {"job": Cell(f"  pid {pid}"), "status": Cell(status, p.muted), "device": Cell(device),
+             "gpumem": Cell(size(mem))}
+    cells = tuple(known.get(k, dash) for k in COLUMN_KEYS)
     return JobRow(f"pid:{pid}", cells, {"job": f"~pid {pid:>10}", "cpu": None, "gpumem": mem, "step": None},
                   name=f"pid {pid}")
 

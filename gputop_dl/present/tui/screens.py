@@ -224,7 +224,8 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
             ("device", j.device or DASH), ("model", j.model or DASH),
             ("batch", DASH if j.batch_size is None else str(j.batch_size)),
             ("progress", progress(j.epoch, j.epochs, j.step, j.steps_per_epoch) + f"  ETA {secs(j.eta_s)}"),
-            ("step", f"{secs(j.step_time_s)}  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"),
+            ("step", f"{secs(j.step_time_s)}  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"
+             + (f"  (step time {DASH}: {j.step_time_note})" if j.step_time_note else "")),
             ("throughput", f"{num(j.samples_per_s, '.1f')} samples/s"),
             ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")),
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
@@ -233,7 +234,8 @@ def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, 
         ]
         if not j.launched:  # a found job: what only a launch knows is left out, not shown as "–"
             known = {"device": j.device, "model": j.model, "batch": j.batch_size, "progress": j.epoch,
-                     "step": j.step_time_s if j.step_time_s is not None else j.slowdown,
+                     "step": j.step_time_s if j.step_time_s is not None else (
+                         j.slowdown if j.slowdown is not None else j.step_time_note),
                      "throughput": j.samples_per_s}
             rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]

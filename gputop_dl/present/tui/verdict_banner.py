@@ -25,6 +25,7 @@ KIND_LABEL = {
     "other": "CONCURRENT · OTHER",
     "insufficient-data": "NOT ENOUGH DATA",
     "no-baseline": "NO BASELINE",
+    "alone": "ONE JOB · ALONE",
 }
 
 PHASE_TEXT = {

@@ -1,0 +1,81 @@
+"""Issue 40 item 2: at 80 columns the jobs table keeps what a user needs to act (job, slowdown,
+waits on, CPU wait, data-wait, CPU, then the rest) and drops from the end; TUI and console."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+
+pytest.importorskip("textual")
+
+from rich.console import Console  # noqa: E402
+
+from gputop_dl.present.headless import jobs_table  # noqa: E402
+from gputop_dl.present.job_columns import RANK, fit, ranked  # noqa: E402
+from gputop_dl.present.tui.app import GputopApp  # noqa: E402
+from gputop_dl.present.tui.jobs_table import COLUMN_KEYS, JobsTable  # noqa: E402
+from gputop_dl.snapshot import JobSample, Snapshot  # noqa: E402
+
+from tests.fakes.source import T0, FakeSource, FixedClock, make_snapshot  # noqa: E402
+
+
+def found_jobs() -> tuple[JobSample, ...]:
+    """Two found jobs with every figure the ranking names known, and more besides."""
+    return tuple(JobSample(
+        name=n, pid=pid, launched=False, pids=(pid,), status="running", cpu_cores=c,
+        stall_fraction=0.31, stall_source="py-spy", step_time_s=0.154, cpu_wait_fraction=w,
+        waits_on="cpu", slowdown=s, slowdown_source="estimated", slowdown_confidence=0.8,
+        rss=2 ** 30, user="ada", elapsed_s=600.0, cmdline=f"python {n}",
+        io_read_bytes_per_s=1000) for n, pid, c, w, s in (("a.py", 101, 1.5, 0.42, 1.6),
+                                                           ("b.py", 102, 0.9, 0.3, 1.3)))
+
+
+def test_the_ranking_drops_from_the_end():
+    assert RANK[:6] == ("job", "slowdown", "waitson", "cpuwait", "stall", "cpu")
+    assert COLUMN_KEYS == RANK  # the TUI shows its columns in the ranking's order
+    assert ranked(["cpu", "job", "zzz", "slowdown"]) == ["job", "slowdown", "cpu", "zzz"]
+    cols = [("job", 10), ("slowdown", 5), ("waitson", 5), ("cpu", 5)]
+    assert fit(cols, 20) == ["job", "slowdown", "waitson"]
+    assert fit(cols, 3) == ["job"]  # the job always stays
+
+
+async def _shown(width: int) -> list[str]:
+    src = FakeSource(live=[], spec=None, session_id=None)
+    app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
+    async with app.run_test(size=(width, 24)) as pilot:
+        src.emit(make_snapshot(0, jobs=found_jobs(), gpu_processes=()))
+        for _ in range(100):
+            await pilot.pause()
+            table = app.query_one(JobsTable)
+            if table.row_count and not app.screen_stack[0].has_class("-starting"):
+                break
+        await pilot.pause()
+        return app.query_one(JobsTable).visible_columns()
+
+
+@pytest.mark.parametrize("width, want", [
+    (80, ["job", "slowdown", "waitson", "cpuwait", "stall"]),
+    (120, ["job", "slowdown", "waitson", "cpuwait", "stall", "cpu", "step", "status"]),
+])
+def test_tui_jobs_table_at_80_and_120_columns(width, want):
+    shown = asyncio.run(_shown(width))
+    assert shown == want if width == 80 else shown[:len(want)] == want
+
+
+def _header(width: int) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(jobs_table(Snapshot(time=0.0, gpu_status="ok", jobs=found_jobs()), width))
+    return console.file.getvalue().splitlines()[0]
+
+
+def test_once_table_at_80_and_120_columns_keeps_the_ranked_columns():
+    narrow, wide = _header(80), _header(120)
+    assert len(narrow) <= 80 and len(wide) <= 120
+    labels = ["job", "slowdown", "waits on", "CPU wait", "data-wait", "CPU cores"]
+    for head in (narrow, wide):
+        pos = [head.find(x) for x in labels if x in head]
+        assert pos == sorted(pos)  # in the ranking's order
+    assert all(x in narrow for x in labels[:5]) and "elapsed" not in narrow
+    assert all(x in wide for x in labels) and "step" in wide and "status" in wide
