@@ -154,7 +154,8 @@ def plan_lines(plan) -> list[str]:
                      "demand is within what this box has)")
     else:
         label = next(r.label for r in plan.resources if r.key == plan.binding)
-        lines.append(f"fit at once: {plan.fit} of {plan.asked} jobs at solo speed; the "
+        alone = " (one alone needs more than this box has)" if plan.fit == 0 else ""
+        lines.append(f"fit at once: {plan.fit} of {plan.asked} jobs at solo speed{alone}; the "
                      f"{label} run out first (binding resource)")
     return lines
 
