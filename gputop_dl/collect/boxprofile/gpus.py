@@ -8,6 +8,8 @@ theoretical peak is per direction: lanes x the generation's rate after line enco
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["LANE_GBPS", "link_peak_bps", "read_gpus"]
 
 # GB/s per lane and direction after encoding: 8b/10b for gen 1-2, 128b/130b for 3-5, FLIT for 6
@@ -25,7 +27,7 @@ def read_gpus(nvml) -> tuple[list[dict], str | None]:
     """(one dict per GPU, a note line or None)."""
     if nvml is None or nvml.status != "ok":
         detail = getattr(nvml, "status_detail", None) or "NVML is not available"
-        detail = detail.replace(" workloads train on the CPU.", "").strip()
+        detail = re.sub(r"[;,.]?\s*workloads train on the CPU\.?", "", detail).strip()
         return [], detail if detail.lower().startswith("no nvidia gpu") else f"no NVIDIA GPU: {detail}"
     samples = nvml.sample()
     if not samples:
