@@ -1,4 +1,4 @@
-"""Command line: the monitor, `--once`, `launch`, `queue`, `diagnose`, `serve`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`.
+"""Command line: the monitor, `--once`, `launch`, `queue`, `diagnose`, `serve`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`, `machine`, `plan`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
 (a job failed, an engine error), 130 when interrupted.
@@ -34,6 +34,8 @@ examples:
   gputop-dl profile --model resnet18 --batch 32     top-10 operators and a Chrome trace
   gputop-dl simulate workloads/queue_trace.toml     scheduling policies x arrival rates, simulated
   gputop-dl queue workloads/queue_sleepers.toml     the workloads as a job queue, started by a policy
+  gputop-dl machine [--quick] [--data DIR]          this box: cores, memory, disks, GPU links, measured
+  gputop-dl plan workloads/mobilenet_trio.toml      how many of these jobs fit at once, and why
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
 ~/.local/share/gputop-dl/sessions.db)."""
@@ -145,7 +147,34 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print the diagnosis as JSON (schema gputop-dl.diagnosis/1)")
     add_lab_parsers(sub)
     add_sched_parsers(sub)
+    add_machine_parsers(sub)
     return p
+
+
+def add_machine_parsers(sub) -> None:
+    """`machine` (what this box can give) and `plan` (how many of a file's jobs fit on it)."""
+    mp = sub.add_parser("machine", help="profile this box: CPUs, memory, disks, GPU links, measured",
+                        description="CPUs (cores, NUMA, cgroup quota), memory (and a measured copy "
+                        "rate), the storage under the dataset paths (measured 128 KiB reads, page "
+                        "cache bypassed with O_DIRECT where allowed), each GPU (PCIe link now and "
+                        "max, NUMA, measured host<->device copies through a torch worker, never on "
+                        "a GPU in use). Stored with the sessions (docs/machine.md).")
+    mp.add_argument("--json", action="store_true", dest="machine_json",
+                    help="print the profile as JSON (schema gputop-dl.machine/1)")
+    mp.add_argument("--quick", action="store_true", help="short measurements (about 2 s in all), "
+                    "no GPU copies")
+    mp.add_argument("--out", metavar="REPORT.md", dest="machine_out", help="also write Markdown")
+    mp.add_argument("--data", action="append", metavar="DIR", help="a dataset folder (or file) "
+                    "whose filesystem to measure; repeatable (default: the working directory)")
+    mp.add_argument("--show", action="store_true", help="print the newest stored profile, measure nothing")
+    pl = sub.add_parser("plan", help="how many of a workload file's jobs fit at once, and why",
+                        description="From each job's cached solo baseline (else an estimate from "
+                        "the file) and this box's stored machine profile (else a --quick one, "
+                        "measured now): how many of the jobs fit at once at solo speed, per "
+                        "resource (cores, memory, disk read rate, PCIe, GPU memory), and which "
+                        "resource runs out first.")
+    pl.add_argument("plan_file", metavar="FILE.toml")
+    pl.add_argument("--json", action="store_true", dest="plan_json", help="as JSON (gputop-dl.plan/1)")
 
 
 def add_serve_parser(sub) -> None:
@@ -358,6 +387,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--shared goes with a .md or .json report, not --tensorboard")
             return runner.run_export(args.session, args.out, tensorboard=args.tensorboard,
                                      shared=args.shared)
+        if args.cmd == "machine":
+            from gputop_dl.runner.machine import run_machine
+
+            return run_machine(args.data, quick=args.quick, as_json=args.machine_json,
+                               out=args.machine_out, show=args.show)
+        if args.cmd == "plan":
+            from gputop_dl.runner.machine import run_plan
+
+            return run_plan(args.plan_file, as_json=args.plan_json)
         if args.cmd == "sessions":
             return runner.run_sessions(as_json=args.sessions_json)
         if args.cmd == "schema":

@@ -57,7 +57,12 @@ CREATE TABLE IF NOT EXISTS job_samples (
     jk INTEGER, t REAL, phase TEXT, cpu_cores REAL, rss INTEGER, nprocs INTEGER,
     gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL,
     PRIMARY KEY (jk, t)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS machine_profiles (created REAL, host TEXT, quick INTEGER, data TEXT);
 """
+# Tables added after schema 2 are in SCHEMA with IF NOT EXISTS: a schema-2 database opened to
+# write gets them; a reader of one written before asks `Store.has_table` first.
+# machine_profiles (issue 34, `gputop-dl machine`): one row per profile, JSON of
+# gputop-dl.machine/1
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
 # a new figure never costs the user their recorded sessions. Readers ask `has_column` first.

@@ -129,6 +129,11 @@ class Store:
             self._columns[table] = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
         return column in self._columns[table]
 
+    def has_table(self, table: str) -> bool:
+        """Whether this database has the table (one written before it was added has not)."""
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                               (table,)).fetchone() is not None
+
     def close(self) -> None:
         self.db.close()
 
@@ -235,7 +240,23 @@ class Store:
         self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
                         (fingerprint, time.time(), sid, job, dumps(data)))
 
+    def save_machine(self, profile: dict) -> None:
+        """Keep a machine profile (gputop-dl.machine/1) and commit."""
+        self.db.execute("INSERT INTO machine_profiles VALUES (?,?,?,?)",
+                        (profile.get("created"), profile.get("host"), int(bool(profile.get("quick"))),
+                         dumps(profile)))
+        self.db.commit()
+
     # --- reading -------------------------------------------------------------------------
+    def latest_machine(self, host: str | None = None) -> dict | None:
+        """The newest stored machine profile (of `host` when given); None when there is none."""
+        if not self.has_table("machine_profiles"):
+            return None
+        where, args = ("WHERE host=?", (host,)) if host else ("", ())
+        r = self.db.execute(f"SELECT data FROM machine_profiles {where} ORDER BY created DESC"
+                            " LIMIT 1", args).fetchone()
+        return loads(r[0]) if r else None
+
     def _row(self, r: tuple[Any, ...]) -> SessionRow:
         (sid, name, file, command, kind, started, ended, state, heartbeat, owner_pid,
          owner_host, env, verdict, spec) = r
@@ -492,6 +513,23 @@ class Store:
         for sid, n in self.db.execute("SELECT session_id, COUNT(*) FROM jobs GROUP BY session_id"):
             if sid in out:
                 out[sid]["jobs"] = n
+        return out
+
+    def solo_profile(self, fingerprint: str) -> dict | None:
+        """A cached solo baseline with what its solo run's samples add: peak RSS, mean bytes/s
+        read from storage, peak GPU memory (None where not recorded); None: no baseline."""
+        r = self.db.execute("SELECT session_id, job, data FROM baselines WHERE fingerprint=?",
+                            (fingerprint,)).fetchone()
+        if r is None:
+            return None
+        out = dict(loads(r[2]) or {}, rss_peak=None, io_read=None, gpu_mem_peak=None)
+        jk = self._jk(r[0], r[1])
+        if jk is not None:
+            io = "AVG(io_read)" if self.has_column("job_samples", "io_read") else "NULL"
+            row = self.db.execute(f"SELECT MAX(rss), {io}, MAX(gpu_mem) FROM job_samples"
+                                  " WHERE jk=? AND phase='baseline'", (jk,)).fetchone()
+            if row:
+                out.update(rss_peak=row[0], io_read=row[1], gpu_mem_peak=row[2])
         return out
 
     def baseline(self, fingerprint: str) -> dict | None:

@@ -86,6 +86,11 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
     check_store()
+    from gputop_dl.runner.machine import launch_fit_warning
+
+    warn = launch_fit_warning(spec, nvml)
+    if warn:
+        print(f"gputop-dl: {warn}", file=sys.stderr)
     if tensorboard:
         from gputop_dl.present.report.export import check_tensorboard_target
 
