@@ -11,27 +11,31 @@ NUMA node. `--peer J`: also GPU I -> GPU J. The last stdout line is one JSON obj
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 
-def _timed(copy, repeats: int) -> float:
+def _timed(copy: Callable[[], Any], repeats: int) -> float:
     """Median seconds of `copy()` over `repeats` runs, after one untimed run."""
     copy()
     torch.cuda.synchronize()
-    times = []
+    times: list[float] = []
     for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # torch leaves Event's __init__ untyped
+        b = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         a.record()
         copy()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(times)
+        times.append(float(a.elapsed_time(b)) / 1e3)
+    return float(statistics.median(times))
 
 
 def measure(gpu: int, mib: int, repeats: int, peer: int | None) -> dict:
@@ -43,8 +47,8 @@ def measure(gpu: int, mib: int, repeats: int, peer: int | None) -> dict:
     for kind, pin in (("pinned", True), ("pageable", False)):
         h = torch.empty(n, dtype=torch.uint8, pin_memory=pin)
         h.fill_(1)
-        out[f"h2d_{kind}_bps"] = n / _timed(lambda h=h, pin=pin: d.copy_(h, non_blocking=pin), repeats)
-        out[f"d2h_{kind}_bps"] = n / _timed(lambda h=h, pin=pin: h.copy_(d, non_blocking=pin), repeats)
+        out[f"h2d_{kind}_bps"] = n / _timed(functools.partial(d.copy_, h, non_blocking=pin), repeats)
+        out[f"d2h_{kind}_bps"] = n / _timed(functools.partial(h.copy_, d, non_blocking=pin), repeats)
         del h
     if peer is not None:
         p = torch.empty(n, dtype=torch.uint8, device=torch.device("cuda", peer))
