@@ -16,6 +16,7 @@ from typing import Sequence
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
+from gputop_dl.analyse.memory_share import THRASH, domains, memory_shares, memory_slowdown
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import student_t_cdf
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
@@ -47,6 +48,11 @@ class Tick:
     io_ratio: float | None = None
     io_read_bps: int | None = None
     io_device: str | None = None
+    # memory (analyse/memory_share.py): the share of its domain's storage reads that re-read
+    # evicted pages (None: refaults unknown), whether another job reads in that domain, its name
+    mem_q: float | None = None
+    mem_shared: bool = False
+    mem_domain: str | None = None
 
     @property
     def slowdown(self) -> float | None:
@@ -65,6 +71,8 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
     shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
     gpu = gpu_estimates(shares, gpus)
     ratios = io_ratios(jobs, host)
+    mem = memory_shares(jobs, host)
+    doms = domains(jobs, host)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
     set_demand = sum(d for d in demands.values() if d is not None)
     out = {}
@@ -92,7 +100,9 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            stall_known=stall is not None, set_share=share,
                            note=None if f is not None else j.cpu_wait_note, stall=stall,
                            io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
-                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label)
+                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
+                           mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
+                           mem_domain=doms[j.name].name)
     return out
 
 
@@ -109,6 +119,9 @@ class Estimate:
     why: str | None = None
     io: float | None = None  # s_io over the window (None: not on a shared busy device)
     io_wait: float | None = None  # share of the window it waited on I/O
+    mem: float | None = None  # s_mem over the window (None: its data not re-read beside others)
+    mem_q: float | None = None  # the share of its reads that re-read evicted pages (window)
+    mem_wait: float | None = None  # the part of io_wait spent on those re-reads
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
@@ -125,12 +138,34 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
     cpu = statistics.median([k.cpu or 1.0 for k in known])
     gpu = statistics.median([k.gpu or 1.0 for k in known])
     s_io, w_io = io_window(ticks)
-    if s_io is not None and s_io > s:
-        s = s_io
-    cause = None if s <= SLOW else ("io" if s_io is not None and s_io >= max(cpu, gpu, s)
+    s_mem, q = memory_window(ticks, w_io)
+    s_data = s_mem if s_mem is not None else s_io
+    if s_data is not None and s_data > s:
+        s = s_data
+    data_cause = "memory" if s_mem is not None and q is not None and q >= THRASH else "io"
+    cause = None if s <= SLOW else (data_cause if s_data is not None and s_data >= max(cpu, gpu, s)
                                     else "cpu" if cpu >= gpu else "gpu")
-    conf = _confidence([s_io] * len(vals) if cause == "io" and s_io else vals, s, known, cause)
-    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io)
+    conf = _confidence([s_data] * len(vals) if cause in ("io", "memory") and s_data else vals, s,
+                       known, cause)
+    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io,
+                    mem=s_mem, mem_q=q,
+                    mem_wait=None if q is None or w_io is None else round(w_io * q, 3))
+
+
+def memory_window(ticks: Sequence[Tick], w: float | None) -> tuple[float | None, float | None]:
+    """(s_mem, q): the median re-read share of its reads over the window (None: unknown) and,
+    where another job read in its memory domain in at least half of the ticks, the slowdown
+    the lost page cache costs it (analyse/memory_share.py)."""
+    qs = [k.mem_q for k in ticks if k.mem_q is not None]
+    if not qs or w is None:
+        return None, None if not qs else round(statistics.median(qs), 3)
+    q = statistics.median(qs)
+    shared = [k for k in ticks if k.mem_shared and k.mem_q is not None]
+    if len(shared) * 2 < len(ticks) or q <= 0:
+        return None, round(q, 3)
+    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
+    ratio = statistics.median(ratios) if len(ratios) * 2 >= len(ticks) else None
+    return round(memory_slowdown(w, q, ratio), 3), round(q, 3)
 
 
 def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
@@ -169,6 +204,8 @@ def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str |
     last = known[-1]
     if cause == "io":
         model = 0.8  # its wait is sampled once a tick; the device's share is measured
+    elif cause == "memory":
+        model = 0.7  # as for I/O, and the re-read share is its domain's, not its own
     elif cause == "gpu":
         model = 0.6  # NVML's per-process shares say little of how a job's kernels queue
     elif last.on_cpu or last.stall_known:

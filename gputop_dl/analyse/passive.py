@@ -38,7 +38,8 @@ from typing import Sequence
 from gputop_dl.analyse.cpu_wait_model import demand
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import MIN_TICKS, Estimate, smooth, tick_estimates
-from gputop_dl.analyse.resource_verdict import io_bound, io_reason
+from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
+                                                memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
@@ -46,7 +47,7 @@ from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Sna
 from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
-WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk"}  # an estimate's cause, as a row shows it
+WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # an estimate's cause, as a row shows it
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
 # stops) once RUNNABLE_MIN of them are known
@@ -95,7 +96,8 @@ class PassiveJudge:
             return None, est
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
                           runnable_ticks=len(self._runnable))
-        # GPU clocks, PCIe link, NUMA (issue 32): evidence lines and fixes, the kind unchanged
+        # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
+        v = with_memory_lines(v, jobs, host)
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
@@ -117,11 +119,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     signals = hev.cpu_signals()
     judged = [e for e in est if e.slowdown is not None]
     rows = tuple(_job_verdict(e) for e in est)
-    evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares and "
-                          "disk reads (/proc/PID/io, D state, PSI io); no baseline, no job "
-                          "paused",
+    evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares, "
+                          "disk reads (/proc/PID/io, D state, PSI io) and page-cache refaults "
+                          "(vmstat, memory cgroup); no baseline, no job paused",
                 "io_pressure_some10": host.io_pressure_some10 if host else None,
                 "io_wait": {e.name: e.io_wait for e in est},
+                **memory_evidence(est, host),
                 "io_read_bytes_per_s": {e.name: e.last.io_read_bps for e in est},
                 "cpus": cpus, "cpu_signals": signals, "host_busy": hev.busy,
                 "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
@@ -148,11 +151,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     cpu_slowed = [e for e in slowed if e.cause == "cpu"]
     gpu_slowed = [e for e in slowed if e.cause == "gpu"]
     io_slowed = [e for e in slowed if e.cause == "io"]
+    mem_slowed = [e for e in slowed if e.cause == "memory"]
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
     lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
-             + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk); nothing paused"]
+             + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk, memory); nothing paused"]
     if unknown:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
@@ -169,14 +173,19 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows,
-                       reason=f"no job waits for a CPU or a shared GPU on its critical path "
+                       reason=f"no job waits for a CPU, a shared GPU, the disk or memory on its "
+                              f"critical path "
                               f"(worst estimate {max(_s(e) for e in judged):.2f}×; estimated "
                               "live, nothing paused)",
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
-    if io_slowed and (not cpu_slowed or max(map(_s, io_slowed)) >= max(map(_s, cpu_slowed))):
-        return io_bound(io_slowed, cpu_slowed, host, evidence, lines, conf, rows)
+    worst = {c: max(map(_s, g), default=0.0)
+             for c, g in (("memory", mem_slowed), ("io", io_slowed), ("cpu", cpu_slowed))}
+    if mem_slowed and worst["memory"] >= max(worst["io"], worst["cpu"]):
+        return memory_bound(mem_slowed, io_slowed + cpu_slowed, host, evidence, lines, conf, rows)
+    if io_slowed and worst["io"] >= worst["cpu"]:
+        return io_bound(io_slowed, cpu_slowed + mem_slowed, host, evidence, lines, conf, rows)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
         recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
@@ -191,6 +200,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        reason=f"the critical path of {names} waits for a CPU: the jobs need "
                               f"more cores than the {cpus} allowed"
                               + (f"; {io_reason(io_slowed, host)}" if io_slowed else "")
+                              + (f"; {memory_reason(mem_slowed, host)}" if mem_slowed else "")
                               + " (estimated live, nothing paused)")
     names = ", ".join(f"{e.name} (others hold its GPU {e.last.gpu_wait or 0:.0%})"
                       for e in gpu_slowed)
@@ -230,6 +240,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
                        slowdown_confidence=e.confidence)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
+                       memory_wait_fraction=e.mem_wait,
                        gpu_wait_fraction=e.last.gpu_wait)
         out.append(j)
     return out
