@@ -199,3 +199,48 @@ def test_no_refault_counter_anywhere_is_unknown_in_one_line():
     assert memory_lines(jobs, h) == [UNKNOWN]
     js = Snapshot(time=0.0, gpu_status="ok", jobs=tuple(jobs)).to_json()["jobs"][0]
     assert js["waits"]["memory"] is None and js["mem_events"] is None
+
+
+# --- every output -------------------------------------------------------------------------
+def test_store_export_markdown_tensorboard_and_serve_carry_memory(tmp_path):
+    import time
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.present.report.markdown import render_markdown
+    from gputop_dl.record.store import Store
+
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("monitor", file=None, command="gputop-dl", kind="monitor",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    store.upsert_job(sid, "reader.py", launched=False, config=None, status="running")
+    t0 = time.time() - 10
+    for i, refault in enumerate((1 * MB, 2 * MB, 3 * MB)):
+        j = job("reader.py", 7, 4 * MB, refault=refault, memory_wait_fraction=0.4)
+        store.add_job_sample(sid, t0 + i, j, None)
+    store.commit()
+    assert [r[1:] for r in store.job_memory(sid, "reader.py")] == [
+        (1 * MB, 0.4), (2 * MB, 0.4), (3 * MB, 0.4)]
+    doc = session_json(store, sid)
+    assert doc["jobs"][0]["memory"] == {"refault_bytes_per_s": 2 * MB,
+                                        "max_refault_bytes_per_s": 3 * MB, "memory_wait": 0.4,
+                                        "samples": 3}
+    md = render_markdown(doc)
+    assert "## Memory" in md and "| reader.py | 2.0 MB/s | 3.0 MB/s | 40% | 3 |" in md
+    store.close()
+
+    c = SnapshotCollector(hostname="node1")
+    j = job("reader.py", 7, 4 * MB, refault=2 * MB, memory_wait_fraction=0.4)
+    c.feed(Snapshot(time=time.time(), gpu_status="ok", host=host(refault=3 * MB, some=0.05,
+                                                                  full=0.01), jobs=(j,)))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {s.name: s.value for fam in text_string_to_metric_families(generate_latest(reg).decode())
+           for s in fam.samples}
+    assert got["gputop_dl_job_memory_wait_ratio"] == 0.4
+    assert got["gputop_dl_job_memory_refault_bytes_per_second"] == 2 * MB
+    assert got["gputop_dl_host_memory_refault_bytes_per_second"] == 3 * MB
+    assert got["gputop_dl_host_memory_pressure_full_ratio"] == 0.01

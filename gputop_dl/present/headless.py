@@ -74,6 +74,8 @@ def host_line(snap: Snapshot) -> Text:
         parts.append(f"CPU pressure {pct(h.cpu_pressure_some10)}")
     if h.io_pressure_some10 is not None:
         parts.append(f"I/O pressure {pct(h.io_pressure_some10)}")
+    if h.memory_pressure_some10 is not None:
+        parts.append(f"memory pressure {pct(h.memory_pressure_some10)}")
     if snap.gpus:
         parts.append("GPUs: " + "  ".join(
             f"{g.index}:{pct(g.util)} {size(g.mem_used)}" for g in snap.gpus))
