@@ -30,73 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from tests.test_io_verdict_real import BLKIO, SCRIPT, _disk_of  # noqa: E402
-
-MEMORY = "/sys/fs/cgroup/memory"
-
-
-def why_not(data_dir: str) -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to make cgroups"
-    if not os.path.exists(os.path.join(MEMORY, "memory.limit_in_bytes")):
-        return "needs the cgroup v1 memory controller (mounted at /sys/fs/cgroup/memory)"
-    if not os.path.exists(os.path.join(BLKIO, "blkio.throttle.read_bps_device")):
-        return "needs the cgroup v1 blkio controller with throttling"
-    if _disk_of(data_dir) is None:
-        return "the temporary directory is not on a block device"
-    return None
-
-
-def drop_cache(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-class Job:
-    """A copy of the script in both cgroups, started from a shell that exits (re-parented, as a
-    user's script started by hand is)."""
-
-    def __init__(self, cgs: list[str], data: str, seconds: float, workers: int):
-        join = "; ".join(f"echo $$ > {cg}/cgroup.procs" for cg in cgs)
-        cmd = (f'{join} || exit 1; "{sys.executable}" "{SCRIPT}" --file "{data}" --buffered '
-               f'--seconds {seconds} --report-every 4 --compute-ms 40 --workers {workers} & echo "pid $!"')
-        self.sh = subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.PIPE, text=True)
-        first = self.sh.stdout.readline()
-        assert first.startswith("pid "), first
-        self.pid = int(first.split()[1])
-        self.sh.wait()
-        self.reports: list[dict] = []
-
-    def first_report(self) -> None:
-        line = self.sh.stdout.readline()
-        assert line.startswith("{"), line
-        self.reports.append(json.loads(line))
-
-    def finish(self) -> list[dict]:
-        out = self.sh.stdout.read()
-        self.reports += [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-        return [r for r in self.reports if "recent_step_s" in r]
-
-
-def in_group(cgs: list[str], *argv: str) -> None:
-    """Run a command inside the cgroups (its reads charged to them)."""
-    join = "; ".join(f"echo $$ > {cg}/cgroup.procs" for cg in cgs)
-    subprocess.run(["sh", "-c", f"{join} && exec " + " ".join(argv)], check=True)
-
-
-def group_rss(mem_cg: str) -> int:
-    with open(os.path.join(mem_cg, "memory.stat"), encoding="ascii") as f:
-        stat = dict(line.split() for line in f)
-    return int(stat["total_rss"]) + int(stat["total_shmem"])
-
-
-def write(path: str, text: str) -> None:
-    with open(path, "w", encoding="ascii") as f:
-        f.write(text)
-
+from tests.test_memory_verdict_real import (Job, drop_cache, group_rss, in_group,  # noqa: E402
+                                            why_not, write)
+from tests.test_memory_verdict_real import MEMORY  # noqa: E402
 
 def run(files: list[str], cgs: list[str], args, seconds: float, judge: bool) -> dict:
     mem_cg, blk_cg = cgs

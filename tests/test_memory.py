@@ -23,12 +23,14 @@ def test_parse_cgroup_finds_the_v2_path_and_the_v1_memory_one():
 
 
 def test_refaults_from_v1_and_v2_memory_stat_and_vmstat():
-    v2 = parse_flat(b"anon 100\nfile 200\nworkingset_refault_anon 3\nworkingset_refault_file 42\n")
+    v2 = b"anon 100\nfile 200\nworkingset_refault_anon 3\nworkingset_refault_file 42\n"
     assert refault_pages(v2, v1=False) == 42
-    v1 = parse_flat(b"cache 1\nworkingset_refault_file 5\ntotal_workingset_refault_file 9\n")
-    assert refault_pages(v1, v1=True) == 9  # the group and its children
-    assert refault_pages(parse_flat(b"workingset_refault 7\n"), v1=False) == 7  # before 5.9
-    assert refault_pages({}, v1=False) is None
+    v1 = b"cache 1\nworkingset_refault_file 5\ntotal_workingset_refault_file 9"
+    assert refault_pages(v1, v1=True) == 9  # the group and its children (no final newline)
+    assert refault_pages(b"workingset_refault 7\n", v1=False) == 7  # before Linux 5.9
+    assert refault_pages(b"anon 1\n", v1=False) is None
+    assert refault_pages(b"workingset_refault_file x\n", v1=False) is None
+    assert parse_flat(b"high 3\nmax 4\nbad\n") == {"high": 3, "max": 4}
     vm = b"nr_free_pages 1\nworkingset_nodes 0\nworkingset_refault_anon 0\nworkingset_refault_file 123\n"
     assert parse_vmstat_refaults(vm) == 123
     assert parse_vmstat_refaults(b"nr_free_pages 1\nworkingset_refault 8\n") == 8

@@ -63,13 +63,20 @@ def parse_flat(data: bytes) -> dict[str, int]:
     return out
 
 
-def refault_pages(stat: dict[str, int], v1: bool) -> int | None:
-    """File refaults in a memory.stat (v1: the group's and its children's); older kernels
-    name one counter for both kinds (`workingset_refault`)."""
-    for key in (("total_workingset_refault_file", "total_workingset_refault") if v1
-                else ("workingset_refault_file", "workingset_refault")):
-        if key in stat:
-            return stat[key]
+def refault_pages(stat: bytes, v1: bool) -> int | None:
+    """File refaults in a memory.stat's text (v1: the group's and its children's); older
+    kernels name one counter for both kinds (`workingset_refault`). One search, no parse of
+    the file's forty lines."""
+    data = b"\n" + stat
+    for key in ((b"\ntotal_workingset_refault_file ", b"\ntotal_workingset_refault ") if v1
+                else (b"\nworkingset_refault_file ", b"\nworkingset_refault ")):
+        at = data.find(key)
+        if at >= 0:
+            end = data.find(b"\n", at + 1)
+            try:
+                return int(data[at + len(key):end if end >= 0 else None])
+            except ValueError:
+                return None
     return None
 
 
@@ -125,7 +132,7 @@ class MemoryReader:
             self._mem = MemoryIO(note=NO_CGROUP)
             return self._mem
         try:
-            stat = parse_flat(self._read(os.path.join(g.folder, "memory.stat"), 16384))
+            stat = self._read(os.path.join(g.folder, "memory.stat"), 16384)
             events = self._events(g)
         except OSError:
             self._mem = MemoryIO(note=NO_CGROUP)
