@@ -348,7 +348,7 @@ def _clean(d: dict) -> dict:
         out["waits"] = {"cpu": out.get("cpu_wait_fraction"),
                         "io": io if io is None or mem is None else round(max(0.0, io - mem), 4),
                         "memory": mem, "gpu": out.get("gpu_wait_fraction")}
-    if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: none
+    if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
         out["mem_events"] = dict(d["mem_events"]) or None
     return out
 

@@ -36,7 +36,7 @@ def io_bound(io_slowed: Sequence[Estimate], others: Sequence[Estimate],
     lines.append("disk: " + "; ".join(
         f"{e.name} reads {(e.last.io_read_bps or 0) / 1e6:.1f} MB/s from "
         f"{e.last.io_device or 'an unnamed device'}, waits on I/O {e.io_wait or 0:.0%} of the "
-        f"time, alone {e.io or 1:.2f}× faster" for e in io_slowed))
+        f"time, alone {e.mem or e.io or 1:.2f}× faster" for e in io_slowed))
     reason = io_reason(io_slowed, host) + _also(others, host)
     recs = ("copy the dataset to a faster local disk or into memory (it then reads from the "
             "page cache), or read it through a cache every job shares",
