@@ -180,7 +180,7 @@ class DiskReader:
 
     def peek(self, proc: str | None = None, only_reading: bool = False) -> None:
         """One more look at the states of the processes of the last reading, between two ticks
-        (`--once` looks ten times in its second; the monitor three times between its ticks, at
+        (`--once` looks fifty times in its second; the monitor nine times between its ticks, at
         the jobs that read from storage: `only_reading`): the blocked share counts every look."""
         if only_reading and not self._io.read_bps:
             return
