@@ -71,8 +71,8 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
     shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
     gpu = gpu_estimates(shares, gpus)
     ratios = io_ratios(jobs, host)
-    mem = memory_shares(jobs, host)
     doms = domains(jobs, host)
+    mem = memory_shares(jobs, host, doms)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
     set_demand = sum(d for d in demands.values() if d is not None)
     out = {}

@@ -87,12 +87,13 @@ def refault_share(d: Domain) -> float | None:
     return min(1.0, d.refault_bps / d.read_bps)
 
 
-def memory_shares(jobs: Sequence[JobSample], host: HostSample | None
-                  ) -> dict[str, tuple[float | None, bool]]:
+def memory_shares(jobs: Sequence[JobSample], host: HostSample | None,
+                  doms: dict[str, Domain] | None = None) -> dict[str, tuple[float | None, bool]]:
     """job -> (q, shared): its domain's re-read share (None: unknown; 0 for a job that does not
-    read from storage) and whether another job reads in that domain too."""
+    read from storage) and whether another job reads in that domain too. `doms`: `domains`'
+    answer, where the caller has it."""
     out: dict[str, tuple[float | None, bool]] = {}
-    for name, d in domains(jobs, host).items():
+    for name, d in (doms if doms is not None else domains(jobs, host)).items():
         q = refault_share(d)
         if name not in d.readers and q is not None:
             q = 0.0
@@ -109,8 +110,10 @@ def memory_slowdown(wait: float, q: float, ratio: float | None) -> float:
 def memory_lines(jobs: Sequence[JobSample], host: HostSample | None) -> list[str]:
     """Evidence lines: memory unknown (one line), a job that re-reads its own data alone, the
     groups' limit events."""
-    shares = memory_shares(jobs, host)
     readers = [j for j in jobs if (j.io_read_bytes_per_s or 0) >= MIN_READ_BPS]
+    if not readers and not any(v for j in jobs for _, v in j.mem_events):
+        return []  # the usual case, once a tick: nothing to say
+    shares = memory_shares(jobs, host)
     out = []
     if readers and all(shares[j.name][0] is None for j in readers):
         out.append(UNKNOWN)

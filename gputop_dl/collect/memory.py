@@ -10,7 +10,8 @@ Read per job (the tree sampler calls `MemoryReader.read`, every `READ_EVERY` tic
   the page cache: data that no longer fits in the memory the group has;
 - whether the group has a memory limit (v2 `memory.max` or `memory.high`; v1
   `memory.limit_in_bytes`), and its events: v2 `memory.events` `high`, `max`, `oom`,
-  `oom_kill`; v1 `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`.
+  `oom_kill`; v1 `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`; read
+  only where the group has a limit: an unlimited one reaches none.
 
 The job's major faults (stat field 12) come with its disk I/O (collect/diskio.py), the host's
 refaults (`/proc/vmstat`) and PSI memory with the host's sample (collect/host.py). A group that
@@ -34,6 +35,8 @@ NO_CGROUP = "memory: the job's cgroup is not readable (no memory controller here
 EVENTS = ("high", "max", "oom", "oom_kill")
 UNLIMITED = 1 << 62  # v1 reports "no limit" as a page-rounded 2^63 - 1
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+SHARED_S = 0.1  # a group's memory.stat read by another job's reader this recently is reused
+_SHARED: dict[str, tuple[float, bytes]] = {}  # path -> (the reading's `now`, text)
 
 
 def parse_cgroup(data: bytes) -> tuple[str | None, str | None]:
@@ -132,8 +135,9 @@ class MemoryReader:
             self._mem = MemoryIO(note=NO_CGROUP)
             return self._mem
         try:
-            stat = self._read(os.path.join(g.folder, "memory.stat"), 16384)
-            events = self._events(g)
+            stat = self._stat(g, now)
+            # an unlimited group never reaches a limit: its events are not read (cost)
+            events = self._events(g) if self._limited else {}
         except OSError:
             self._mem = MemoryIO(note=NO_CGROUP)
             self._group = None
@@ -162,6 +166,19 @@ class MemoryReader:
         if v1 is not None and os.path.exists(os.path.join(base1 + v1, "memory.stat")):
             return Group(v1, base1 + v1.rstrip("/"), True)
         return None
+
+    def _stat(self, g: Group, now: float) -> bytes:
+        """The group's memory.stat; jobs in one group (often all of them: a user's session,
+        a container) share one reading per tick (their readings' `now` within `SHARED_S`)."""
+        path = g.folder + "/memory.stat"
+        hit = _SHARED.get(path)
+        if hit is not None and abs(now - hit[0]) < SHARED_S:
+            return hit[1]
+        data = self._read(path, 16384)
+        if len(_SHARED) > 256:
+            _SHARED.clear()
+        _SHARED[path] = (now, data)
+        return data
 
     def _read_once(self, path: str) -> bytes:
         with open(path, "rb") as f:
