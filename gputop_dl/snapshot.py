@@ -88,6 +88,9 @@ class HostSample:
     cpu_pressure_some10: float | None = None  # 0..1, /proc/pressure/cpu "some avg10"
     io_pressure_some10: float | None = None  # 0..1, /proc/pressure/io "some avg10"
     memory_pressure_some10: float | None = None  # 0..1, /proc/pressure/memory "some avg10"
+    memory_pressure_full10: float | None = None  # 0..1, /proc/pressure/memory "full avg10"
+    # bytes/s of file pages read again after eviction (/proc/vmstat workingset_refault_file)
+    memory_refault_bytes_per_s: int | None = None
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None
     mem_total: int | None = None
@@ -240,10 +243,22 @@ class JobSample:
     io_device: int | None = None
     io_device_label: str | None = None
     io_note: str | None = None
-    # what the live verdict finds its critical path waits on ("cpu" | "gpu" | "disk"; None: not
-    # slowed, or unknown), and the share of its time it waited on I/O over the verdict's window
+    # Memory (issue 32, collect/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
+    # whether that group has a memory limit of its own, the bytes/s of file pages the group read
+    # again after the kernel had evicted them (page-cache refaults), the group's limit events
+    # this interval ((high | max | oom | oom_kill, count), ...), why unknown
+    mem_cgroup: str | None = None
+    mem_limited: bool | None = None
+    mem_refault_bytes_per_s: int | None = None
+    mem_events: tuple[tuple[str, int], ...] = ()
+    mem_note: str | None = None
+    # what the live verdict finds its critical path waits on ("cpu" | "gpu" | "disk" |
+    # "memory"; None: not slowed, or unknown), the share of its time it waited on I/O over the
+    # verdict's window, and the part of that wait spent reading again what the page cache had
+    # evicted (analyse/memory_share.py)
     waits_on: str | None = None
     io_wait_fraction: float | None = None
+    memory_wait_fraction: float | None = None
     gpu_wait_fraction: float | None = None  # the others' share of a busy GPU it shares
     # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
@@ -329,9 +344,14 @@ def _clean(d: dict) -> dict:
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}
-        # what it waits on, each a share 0..1 (issue 32); memory is not judged yet: null
-        out["waits"] = {"cpu": out.get("cpu_wait_fraction"), "io": out.get("io_wait_fraction"),
-                        "memory": None, "gpu": out.get("gpu_wait_fraction")}
+        # what it waits on, each a share 0..1 (issue 32): the I/O wait split into the part
+        # that re-reads evicted pages (memory) and the rest (io)
+        io, mem = out.get("io_wait_fraction"), out.get("memory_wait_fraction")
+        out["waits"] = {"cpu": out.get("cpu_wait_fraction"),
+                        "io": io if io is None or mem is None else round(max(0.0, io - mem), 4),
+                        "memory": mem, "gpu": out.get("gpu_wait_fraction")}
+    if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
+        out["mem_events"] = dict(d["mem_events"]) or None
     return out
 
 

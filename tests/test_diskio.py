@@ -231,3 +231,33 @@ def test_store_export_markdown_and_serve_carry_the_disk(tmp_path):
     assert got["gputop_dl_job_io_read_bytes_per_second"] == 2 * MB
     assert got["gputop_dl_job_io_wait_ratio"] == 0.9
     assert got["gputop_dl_host_io_pressure_some_ratio"] == 0.45
+
+
+def test_blkio_delay_is_unknown_unless_delay_accounting_is_on(tmp_path):
+    """kernel.task_delayacct off: the kernel writes 0 in field 42; that 0 is never shown as a
+    measurement. On: the share of the interval blocked; a stat line without the field: unknown."""
+    from gputop_dl.collect.procs import parse_stat
+
+    fields = " ".join(["0"] * 50)
+    assert parse_stat(f"5 (python) S {fields}\n".encode()).blkio == 0  # the kernel's 0
+    assert parse_stat(b"5 (python) S " + b"0 " * 30 + b"\n").blkio is None  # an old kernel's line
+    (tmp_path / "5").mkdir()
+    (tmp_path / "5" / "io").write_text("rchar: 0\nread_bytes: 0\n")
+
+    def files(on):
+        def read(p, *a):
+            return b"1\n" if p.endswith("task_delayacct") and on else (
+                b"0\n" if p.endswith("task_delayacct") else open(p, "rb").read())
+        return read
+
+    def blk(ticks):
+        return Stat(cpu=0.0, rss=0, threads=1, start=1.0, state="D", majflt=0, blkio=ticks)
+
+    for on, expect in ((False, None), (True, 0.5)):
+        r = DiskReader(5, proc=str(tmp_path), read=files(on), listdir=lambda p: [])
+        r.read({5: blk(0)}, now=1.0)
+        got = r.read({5: blk(os.sysconf("SC_CLK_TCK"))}, now=3.0).blkio_share
+        assert got == (None if expect is None else pytest.approx(expect))
+    r = DiskReader(5, proc=str(tmp_path), read=files(True), listdir=lambda p: [])
+    r.read({5: blk(None)}, now=1.0)
+    assert r.read({5: blk(None)}, now=3.0).blkio_share is None

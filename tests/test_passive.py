@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from gputop_dl.analyse import job_estimate as E
 from gputop_dl.analyse import passive as P
 from gputop_dl.analyse.cpu_wait_model import cpu_speedup
 from gputop_dl.analyse.gpu_share import gpu_estimates
@@ -62,13 +63,13 @@ def test_waits_caused_by_load_from_outside_the_jobs_are_not_theirs():
     busy_box = replace(TWO, load1=10.0)
     v, est = run(PassiveJudge(), 3, lambda t: pair, host=busy_box)
     assert v.kind == "parallel", v.reason
-    assert P.set_share(0.5, 1.0, 10.0) == pytest.approx(0.5 / 9.5)
+    assert E.set_share(0.5, 1.0, 10.0) == pytest.approx(0.5 / 9.5)
     # the same waits on a box that runs only the jobs: theirs
     own = replace(TWO, load1=1.0)
     v, est = run(PassiveJudge(), 3, lambda t: pair, host=own)
     assert v.kind == "cpu-bound" and est["a"].last.set_share == 1.0
     # one job alone on a loaded box: nothing beside it to blame
-    assert P.set_share(0.5, 0.5, 4.0) == 0.0 and P.set_share(0.5, 0.5, None) == 1.0
+    assert E.set_share(0.5, 0.5, 4.0) == 0.0 and E.set_share(0.5, 0.5, None) == 1.0
 
 
 def test_the_runnable_threads_replace_the_lagging_load_average_once_known():
@@ -214,7 +215,7 @@ def test_verdict_json_keeps_the_contract_keys():
 
 
 def test_judge_passive_of_no_estimates_is_pure():
-    e = P.smooth([P.Tick(t=0, cpu=None, gpu=None, cpu_wait=None, critical_wait=None,
+    e = E.smooth([E.Tick(t=0, cpu=None, gpu=None, cpu_wait=None, critical_wait=None,
                          gpu_wait=None, cpu_cores=None, on_cpu=True, stall_known=False,
                          note="CPU wait: not available (kernel)")], "a")
     assert judge_passive([e], CALM).kind == "no-baseline"
@@ -333,7 +334,7 @@ def test_float_pstdev_agrees_with_the_exact_one():
     import random
     import statistics
 
-    from gputop_dl.analyse.passive import _pstdev
+    from gputop_dl.analyse.job_estimate import _pstdev
 
     rng = random.Random(7)
     for n in (2, 3, 10, 60):

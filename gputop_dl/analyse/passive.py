@@ -23,194 +23,37 @@ One noisy tick does not flip it: each job's estimate is the median of its last W
 and a verdict needs MIN_TICKS of them. A job whose CPU wait is unknown (a kernel without
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
 has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
-in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py; this module combines them.
+in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py, the disk one in
+analyse/io_share.py; analyse/job_estimate.py makes each job's estimate, this module the set's verdict.
 The model and its blind spots: docs/verdict.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.cpu_wait_model import demand
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
-from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
-from gputop_dl.analyse.io_share import io_ratios, io_slowdown
+from gputop_dl.analyse.job_estimate import MIN_TICKS, Estimate, smooth, tick_estimates
+from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
+                                                memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
-                                       judge, student_t_cdf)
+from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
-WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk"}  # an estimate's cause, as a row shows it
-MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
+WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # an estimate's cause, as a row shows it
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
 # stops) once RUNNABLE_MIN of them are known
 RUNNABLE_WINDOW = 10
 RUNNABLE_MIN = 3
-MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
-STALL_GATE = 0.05  # a GPU job's data stall below this: its loader keeps up; workers' wait is off the path
-
-
-@dataclass(frozen=True)
-class Tick:
-    """One job at one tick: what the estimate is made of, and the estimate."""
-
-    t: float
-    cpu: float | None  # s_cpu on its critical path (None: CPU wait unknown)
-    gpu: float | None  # s_gpu (None: not on a shared busy GPU)
-    cpu_wait: float | None
-    critical_wait: float | None
-    gpu_wait: float | None
-    cpu_cores: float | None
-    on_cpu: bool
-    stall_known: bool
-    set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
-    note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
-    stall: float | None = None  # its data stall, where known
-    # disk (analyse/io_share.py): the share of looks this tick blocked on I/O (D, none running); the
-    # fetch speed-up alone R / r_i (None: not on a busy device another job reads from too)
-    io_blocked: float | None = None
-    io_ratio: float | None = None
-    io_read_bps: int | None = None
-    io_device: str | None = None
-
-    @property
-    def slowdown(self) -> float | None:
-        vals = [v for v in (self.cpu, self.gpu) if v is not None]
-        return max(vals) if vals else None
-
-
-def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
-                   gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
-                   t: float = 0.0, runnable: float | None = None) -> dict[str, Tick]:
-    """Each job's estimate at this tick (pure: from one tick's samples). `runnable`: the host's
-    runnable threads, averaged by the caller; else its 1-minute load average."""
-    cpus = host.cpus if host is not None else 1
-    if runnable is None:
-        runnable = host.load1 if host is not None else None
-    shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
-    gpu = gpu_estimates(shares, gpus)
-    ratios = io_ratios(jobs, host)
-    demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
-    set_demand = sum(d for d in demands.values() if d is not None)
-    out = {}
-    for j in jobs:
-        on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
-        stall = j.stall_fraction
-        f = j.cpu_wait_fraction
-        crit: float | None = f
-        share = set_share(demands[j.name], set_demand, runnable)
-        if f is None:
-            s_cpu = None
-        elif on_gpu and stall is not None:
-            # only the data wait can shrink: the workers' cores, up to the stall itself
-            fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
-            crit = fw if stall >= STALL_GATE else 0.0
-            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
-                        1.0 / (1.0 - clip_wait(stall)))
-            s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
-        else:
-            s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
-        g = gpu.get(j.name)
-        out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
-                           critical_wait=crit, gpu_wait=g[1] if g else None,
-                           cpu_cores=j.cpu_cores, on_cpu=not on_gpu,
-                           stall_known=stall is not None, set_share=share,
-                           note=None if f is not None else j.cpu_wait_note, stall=stall,
-                           io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
-                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label)
-    return out
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One job's smoothed estimate over the window (None: abstain, with `why`)."""
-
-    name: str
-    slowdown: float | None
-    confidence: float | None
-    cause: str | None  # "cpu" | "gpu" | "io" | None (not slowed, or unknown)
-    ticks: int
-    last: Tick
-    why: str | None = None
-    io: float | None = None  # s_io over the window (None: not on a shared busy device)
-    io_wait: float | None = None  # share of the window it waited on I/O
-
-
-def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
-    """The median of a job's last ticks, with a confidence: how sure it sits on its side of
-    SLOW, from the spread of the ticks (Student's t on ln s), the ticks seen, and whether its
-    critical path was identified (on the CPU, or its data stall known)."""
-    last = ticks[-1]
-    known = [k for k in ticks if k.slowdown is not None]
-    if len(known) < min_ticks:
-        why = last.note or (f"{len(known)} of {min_ticks} readings of its CPU wait so far")
-        return Estimate(name, None, None, None, len(known), last, why)
-    vals = [v for k in known if (v := k.slowdown) is not None]
-    s = statistics.median(vals)
-    cpu = statistics.median([k.cpu or 1.0 for k in known])
-    gpu = statistics.median([k.gpu or 1.0 for k in known])
-    s_io, w_io = io_window(ticks)
-    if s_io is not None and s_io > s:
-        s = s_io
-    cause = None if s <= SLOW else ("io" if s_io is not None and s_io >= max(cpu, gpu, s)
-                                    else "cpu" if cpu >= gpu else "gpu")
-    conf = _confidence([s_io] * len(vals) if cause == "io" and s_io else vals, s, known, cause)
-    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io)
-
-
-def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
-    """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O; on a GPU at
-    most its data stall, where known) and, where it read from a busy device another job reads from in at
-    least half of them, the slowdown that sharing costs it (analyse/io_share.py)."""
-    seen = [k for k in ticks if k.io_blocked is not None]
-    if not seen:
-        return None, None
-    w = sum(k.io_blocked or 0.0 for k in seen) / len(seen)
-    stalls = [k.stall for k in ticks if k.stall is not None]
-    if stalls and not ticks[-1].on_cpu:
-        # on a GPU, a trainer asleep in a CUDA wait while its workers read looks blocked on
-        # I/O too: only its data stall can be I/O wait. On the CPU the states say it (py-spy's
-        # stall of a job that waits on a throttled disk was seen at 59 % beside 100 % blocked)
-        w = min(w, statistics.median(stalls))
-    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
-    if len(ratios) * 2 < len(ticks):
-        return None, round(w, 3)
-    return round(io_slowdown(w, statistics.median(ratios)), 3), round(w, 3)
-
-
-def _pstdev(xs: list[float]) -> float:
-    """The population standard deviation in floats (statistics.pstdev works in exact fractions:
-    ~75 µs a call, once per job per tick)."""
-    mean = math.fsum(xs) / len(xs)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / len(xs))
-
-
-def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str | None) -> float:
-    logs = [math.log(v) for v in vals]
-    n = len(logs)
-    sd = _pstdev(logs) if n > 1 else 0.25
-    se = math.sqrt(sd ** 2 / n + MODEL_SE ** 2)  # the ticks' spread, and the model's own
-    p = student_t_cdf(abs(math.log(s) - math.log(SLOW)) / se, max(1, n - 1))
-    last = known[-1]
-    if cause == "io":
-        model = 0.8  # its wait is sampled once a tick; the device's share is measured
-    elif cause == "gpu":
-        model = 0.6  # NVML's per-process shares say little of how a job's kernels queue
-    elif last.on_cpu or last.stall_known:
-        model = 0.9
-    else:
-        model = 0.7  # on a GPU with the data stall unknown: the critical path is a guess
-    return round(p * model, 2)
 
 
 @dataclass
@@ -254,7 +97,8 @@ class PassiveJudge:
             return None, est
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
                           runnable_ticks=len(self._runnable))
-        # GPU clocks, PCIe link, NUMA (issue 32): evidence lines and fixes, the kind unchanged
+        # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
+        v = with_memory_lines(v, jobs, host)
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
@@ -276,11 +120,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     signals = hev.cpu_signals()
     judged = [e for e in est if e.slowdown is not None]
     rows = tuple(_job_verdict(e) for e in est)
-    evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares and "
-                          "disk reads (/proc/PID/io, D state, PSI io); no baseline, no job "
-                          "paused",
+    evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares, "
+                          "disk reads (/proc/PID/io, D state, PSI io) and page-cache refaults "
+                          "(vmstat, memory cgroup); no baseline, no job paused",
                 "io_pressure_some10": host.io_pressure_some10 if host else None,
                 "io_wait": {e.name: e.io_wait for e in est},
+                **memory_evidence(est, host),
                 "io_read_bytes_per_s": {e.name: e.last.io_read_bps for e in est},
                 "cpus": cpus, "cpu_signals": signals, "host_busy": hev.busy,
                 "cpu_pressure_some10": hev.psi_some10, "load1": hev.load1,
@@ -307,11 +152,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     cpu_slowed = [e for e in slowed if e.cause == "cpu"]
     gpu_slowed = [e for e in slowed if e.cause == "gpu"]
     io_slowed = [e for e in slowed if e.cause == "io"]
+    mem_slowed = [e for e in slowed if e.cause == "memory"]
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
     lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
-             + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk); nothing paused"]
+             + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk, memory); nothing paused"]
     if unknown:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
@@ -334,14 +180,19 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows,
-                       reason=f"no job waits for a CPU or a shared GPU on its critical path "
+                       reason=f"no job waits for a CPU, a shared GPU, the disk or memory on its "
+                              f"critical path "
                               f"(worst estimate {max(_s(e) for e in judged):.2f}×; estimated "
                               "live, nothing paused)",
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
-    if io_slowed and (not cpu_slowed or max(map(_s, io_slowed)) >= max(map(_s, cpu_slowed))):
-        return _io_bound(io_slowed, cpu_slowed, host, evidence, lines, conf, rows)
+    worst = {c: max(map(_s, g), default=0.0)
+             for c, g in (("memory", mem_slowed), ("io", io_slowed), ("cpu", cpu_slowed))}
+    if mem_slowed and worst["memory"] >= max(worst["io"], worst["cpu"]):
+        return memory_bound(mem_slowed, io_slowed + cpu_slowed, host, evidence, lines, conf, rows)
+    if io_slowed and worst["io"] >= worst["cpu"]:
+        return io_bound(io_slowed, cpu_slowed + mem_slowed, host, evidence, lines, conf, rows)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
         recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
@@ -355,7 +206,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
                        reason=f"the critical path of {names} waits for a CPU: the jobs need "
                               f"more cores than the {cpus} allowed"
-                              + (f"; {_io_reason(io_slowed, host)}" if io_slowed else "")
+                              + (f"; {io_reason(io_slowed, host)}" if io_slowed else "")
+                              + (f"; {memory_reason(mem_slowed, host)}" if mem_slowed else "")
                               + " (estimated live, nothing paused)")
     names = ", ".join(f"{e.name} (others hold its GPU {e.last.gpu_wait or 0:.0%})"
                       for e in gpu_slowed)
@@ -365,39 +217,6 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                           "samples; estimated live, nothing paused)",
                    recommendations=("place these jobs on separate GPUs, or run them one after "
                                     "another",))
-
-
-def _io_reason(io_slowed: Sequence[Estimate], host: HostSample | None) -> str:
-    devs = sorted({e.last.io_device for e in io_slowed if e.last.io_device})
-    where = " and ".join(devs) if devs else "one device"
-    names = ", ".join(f"{e.name} (waits {e.io_wait or 0:.0%})" for e in io_slowed)
-    total = sum(e.last.io_read_bps or 0 for e in io_slowed)
-    psi = host.io_pressure_some10 if host is not None else None
-    return (f"{names} wait on reads from {where}, which they share: {total / 1e6:.1f} MB/s "
-            f"together, host I/O pressure {num(psi, '.0%')}")
-
-
-def _io_bound(io_slowed: Sequence[Estimate], cpu_slowed: Sequence[Estimate],
-              host: HostSample | None, evidence: dict,
-              lines: list[str], conf: float, rows: tuple) -> Verdict:
-    """The disk is what the slowest jobs wait for (a CPU-starved job beside them is named too)."""
-    evidence["io_devices"] = {e.name: e.last.io_device for e in io_slowed}
-    lines.append("disk: " + "; ".join(
-        f"{e.name} reads {(e.last.io_read_bps or 0) / 1e6:.1f} MB/s from "
-        f"{e.last.io_device or 'an unnamed device'}, waits on I/O {e.io_wait or 0:.0%} of the "
-        f"time, alone {e.io or 1:.2f}× faster" for e in io_slowed))
-    reason = _io_reason(io_slowed, host)
-    if cpu_slowed:
-        names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
-        reason += f"; and the critical path of {names} waits for a CPU"
-    recs = ("copy the dataset to a faster local disk or into memory (it then reads from the "
-            "page cache), or read it through a cache every job shares",
-            "pre-decoded, larger shards read in order instead of many small random reads",
-            "run the jobs that read from this device one at a time, or stagger their epochs; "
-            "fewer loader workers reading at once")
-    return Verdict(kind="io-bound", confidence=conf, evidence=evidence,
-                   evidence_lines=tuple(lines), jobs=rows, recommendations=recs,
-                   reason=reason + " (estimated live, nothing paused)")
 
 
 def _s(e: Estimate) -> float:
@@ -428,6 +247,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
                        slowdown_confidence=e.confidence)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
+                       memory_wait_fraction=e.mem_wait,
                        gpu_wait_fraction=e.last.gpu_wait)
         out.append(j)
     return out

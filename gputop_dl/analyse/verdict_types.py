@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "other",
-                      "insufficient-data", "no-baseline", "alone"]
+VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound",
+                      "other", "insufficient-data", "no-baseline", "alone"]
 KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 SlowdownSource = Literal["measured", "probe", "estimated"]
 
@@ -22,6 +22,7 @@ TITLES: dict[VerdictKind, str] = {
     "cpu-bound": "concurrent: CPU-bound",
     "gpu-contended": "concurrent: GPU-contended",
     "io-bound": "concurrent: I/O-bound",
+    "memory-bound": "concurrent: memory-bound",
     "other": "concurrent: other",
     "insufficient-data": "not enough data yet",
     "no-baseline": "no baseline",

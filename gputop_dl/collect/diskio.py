@@ -11,7 +11,8 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
   loader reads, and the trainer waits for it. Looked at once a tick (and by `peek` between ticks), so the share is a count of looks;
 - major page faults (stat field 12: reads of mmap'd files and swap-ins) per second;
 - `delayacct_blkio_ticks` (field 42): time blocked on block I/O, exact, but only where
-  `kernel.task_delayacct` is 1 (off by default since Linux 5.14; then "unknown", never 0);
+  `kernel.task_delayacct` is 1 (off by default since Linux 5.14; the kernel then writes 0
+  there: "unknown" (None), never 0; the switch is read again every `FILES_RECHECK` ticks);
 - the filesystem the job reads from: the device of the regular files its processes hold open
   (`/proc/PID/fd`, once it has read from storage), named from `/proc/self/mountinfo`.
 
@@ -120,9 +121,11 @@ class DiskReader:
         self._files = ProcFiles()
         self._read = read or self._files.read
         self._listdir, self._stat = listdir, statf
-        self._last: dict[int, tuple[float, int, int, int, int]] = {}  # pid -> (start, rchar, rb, majflt, blkio)
+        # pid -> (start, rchar, read_bytes, majflt, blkio); a None counter is unknown
+        self._last: dict[int, tuple[float, int, int, int | None, int | None]] = {}
         self._t: float | None = None
-        self._delayacct = delayacct_on(read=read or read_proc)
+        self._sysctl = read or read_proc
+        self._delayacct = delayacct_on(read=self._sysctl)
         self._ticks = 0
         self._pids: set[int] = set()
         self._looked = self._hits = 0  # looks at the states between ticks (`peek`), and blocked
@@ -149,7 +152,7 @@ class DiskReader:
             return dataclasses.replace(self._io, blocked=blocked)
         self._pids = set(stats)
         note = None
-        cur: dict[int, tuple[float, int, int, int, int]] = {}
+        cur: dict[int, tuple[float, int, int, int | None, int | None]] = {}
         for pid, st in stats.items():
             try:
                 io = parse_io(self._read(f"{self.proc}/{pid}/io"))
@@ -165,6 +168,8 @@ class DiskReader:
         last, t_last = self._last, self._t
         self._last, self._t = cur, now
         io = self._rates(cur, last, t_last, now, blocked, note)
+        if self._ticks % FILES_RECHECK == 0:  # switched off since? then unknown, never 0
+            self._delayacct = delayacct_on(read=self._sysctl)
         every = FILES_RECHECK if self._device is not None else FILES_EVERY
         if (io.read_bps or self._device is not None) and self._ticks >= self._files_at:
             self._files_at = self._ticks + every
@@ -175,7 +180,7 @@ class DiskReader:
 
     def peek(self, proc: str | None = None, only_reading: bool = False) -> None:
         """One more look at the states of the processes of the last reading, between two ticks
-        (`--once` looks ten times in its second; the monitor three times between its ticks, at
+        (`--once` looks fifty times in its second; the monitor nine times between its ticks, at
         the jobs that read from storage: `only_reading`): the blocked share counts every look."""
         if only_reading and not self._io.read_bps:
             return
@@ -197,21 +202,27 @@ class DiskReader:
             return DiskIO(blocked=blocked, note=note)
         dt = now - t_last
         rchar = rb = flt = blk = 0
-        counted = False
+        counted, flt_known, blk_known = False, True, self._delayacct
         for pid, (start, rc, r, mf, bk) in cur.items():
             prev = last.get(pid)
             if prev is None or prev[0] != start:
                 continue  # a new process: its totals are its first reading
             rchar += rc - prev[1]
             rb += r - prev[2]
-            flt += mf - prev[3]
-            blk += bk - prev[4]
+            if mf is None or prev[3] is None:
+                flt_known = False
+            else:
+                flt += mf - prev[3]
+            if bk is None or prev[4] is None:
+                blk_known = False
+            else:
+                blk += bk - prev[4]
             counted = True
         if not counted:
             return DiskIO(blocked=blocked, note=note)
         return DiskIO(read_bps=max(0, rb) / dt, rchar_bps=max(0, rchar) / dt, blocked=blocked,
-                      majflt_ps=max(0, flt) / dt,
-                      blkio_share=(max(0, blk) / _TICK / dt) if self._delayacct else None,
+                      majflt_ps=max(0, flt) / dt if flt_known else None,
+                      blkio_share=(max(0, blk) / _TICK / dt) if blk_known else None,
                       note=note)
 
     def _device_label(self) -> str | None:

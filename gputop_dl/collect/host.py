@@ -1,6 +1,7 @@
 """Host sampler: per-core CPU, load, pressure (PSI: CPU, I/O, memory), cgroup throttling, memory, from /proc.
 
-A tick reads /proc/stat, /proc/meminfo and /proc/pressure/{cpu,io,memory} directly, one `pread` each of a
+A tick reads /proc/stat, /proc/meminfo, /proc/vmstat (the page cache's refaults) and
+/proc/pressure/{cpu,io,memory} directly, one `pread` each of a
 file kept open (`procfs.ProcFiles`); psutil's `cpu_percent` and `virtual_memory` cost more than
 twice the CPU. The figures are computed exactly as psutil computes them, and psutil stays the fallback
 where there is no /proc.
@@ -19,6 +20,8 @@ PSI_CPU = "/proc/pressure/cpu"
 PSI_IO = "/proc/pressure/io"
 PSI_MEMORY = "/proc/pressure/memory"
 CGROUP_ROOT = "/sys/fs/cgroup"
+VMSTAT = "/proc/vmstat"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def parse_cpu_times(data: bytes) -> list[list[float]]:
@@ -73,17 +76,31 @@ def parse_meminfo(data: bytes) -> tuple[int, int] | None:
     return total - (free if avail > total else avail), total  # avail > total: a container
 
 
-def read_psi_some10(path: str = PSI_CPU, read: Callable[[str], bytes] = read_proc) -> float | None:
-    """A PSI file's "some avg10" (`/proc/pressure/cpu` unless told) as a fraction, or None
-    where the kernel has no PSI."""
+def read_psi_some10(path: str = PSI_CPU, read: Callable[[str], bytes] = read_proc,
+                    kind: bytes = b"some") -> float | None:
+    """A PSI file's "some avg10" (`/proc/pressure/cpu` unless told; `kind` b"full": its "full"
+    line) as a fraction, or None where the kernel has no PSI."""
     try:
         for line in read(path).split(b"\n"):
-            if line.startswith(b"some"):
+            if line.startswith(kind):
                 for part in line.split():
                     if part.startswith(b"avg10="):
                         return float(part[6:]) / 100.0
     except (OSError, ValueError):
         return None
+    return None
+
+
+def parse_vmstat_refaults(data: bytes) -> int | None:
+    """/proc/vmstat's file refaults (pages read again after eviction from the page cache; before
+    Linux 5.9 one counter, `workingset_refault`, for file and anonymous pages); None: absent."""
+    for key in (b"\nworkingset_refault_file ", b"\nworkingset_refault "):
+        at = data.find(key)
+        if at >= 0:
+            try:
+                return int(data[at + len(key):data.index(b"\n", at + 1)])
+            except ValueError:
+                return None
     return None
 
 
@@ -145,6 +162,7 @@ class HostSampler:
         self._thr = read_cgroup_throttled_usec(read=self._files.read)
         self._cgroup = self._thr is not None  # no cgroup v2 cpu.stat: not looked for again
         self._psi = read_psi_some10(read=self._files.read) is not None  # no PSI: the same
+        self._refaults = self._read_refaults()  # (monotonic time, pages) of the last reading
         self._t = time.monotonic()
 
     def _cpu_times(self) -> list[list[float]]:
@@ -161,6 +179,22 @@ class HostSampler:
         per = [busy_percent(a, b) for a, b in zip(self._times, times)]
         self._times = times
         return per
+
+    def _read_refaults(self) -> tuple[float, int] | None:
+        try:
+            pages = parse_vmstat_refaults(self._files.read(VMSTAT, 1 << 16)) if PROC else None
+        except OSError:
+            pages = None
+        return None if pages is None else (time.monotonic(), pages)
+
+    def _refault_rate(self) -> float | None:
+        """Bytes/s of file pages the host read again after evicting them (issue 32)."""
+        if self._refaults is None:
+            return None
+        last, self._refaults = self._refaults, self._read_refaults()
+        if self._refaults is None or self._refaults[0] <= last[0]:
+            return None
+        return max(0, self._refaults[1] - last[1]) * _PAGE / (self._refaults[0] - last[0])
 
     def _memory(self) -> tuple[int, int]:
         """(used, total) bytes."""
@@ -189,6 +223,13 @@ class HostSampler:
         except OSError:
             l1 = l5 = l15 = None
         used, total = self._memory()
+        mem_psi = None
+        if self._psi:
+            try:
+                data = self._files.read(PSI_MEMORY)
+                mem_psi = lambda _path: data  # noqa: E731  (one read for its two lines)
+            except OSError:
+                pass
         return HostSample(
             cpus=self.cpus, cpu_busy=None if busy is None else round(busy, 4), per_cpu=per_cpu,
             load1=l1, load5=l5, load15=l15,
@@ -196,6 +237,8 @@ class HostSampler:
             runnable=None if self._running is None or not PROC else max(0, self._running - 1),
             cpu_pressure_some10=read_psi_some10(read=self._files.read) if self._psi else None,
             io_pressure_some10=read_psi_some10(PSI_IO, read=self._files.read) if self._psi else None,
-            memory_pressure_some10=(read_psi_some10(PSI_MEMORY, read=self._files.read)
-                                    if self._psi else None),
+            memory_pressure_some10=read_psi_some10(PSI_MEMORY, read=mem_psi) if mem_psi else None,
+            memory_pressure_full10=(read_psi_some10(PSI_MEMORY, read=mem_psi, kind=b"full")
+                                    if mem_psi else None),
+            memory_refault_bytes_per_s=None if (r := self._refault_rate()) is None else round(r),
             cgroup_throttled_frac=throttled, mem_used=used, mem_total=total)

@@ -87,7 +87,10 @@ class MachineSampler:
         return self.found.measure_stall(seconds)
 
 
-PEEKS = 9  # looks at the jobs' states between `--once`'s two samples (the second is the tenth)
+# looks at the jobs' states between `--once`'s two samples (the second is the 50th): one second
+# of looks is all `--once` has for a job's I/O wait, and ten left it 0.2 or 0.8 for a pair that
+# waited about half the time (benchmarks/verdict_memory.py)
+PEEKS = 49
 
 
 def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
@@ -107,7 +110,7 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     t0 = time.monotonic()
     first = sampler.sample()  # first look: starts the CPU-time deltas
     errors = sampler.measure_stall(stall_s)
-    # ten looks at the jobs' process states in the second: a job's share of time blocked on
+    # fifty looks at the jobs' process states in the second: a job's share of time blocked on
     # I/O from one look would be 0 or 1 (collect/diskio.py)
     for k in range(1, PEEKS + 1):
         time.sleep(max(0.0, t0 + settle_s * k / (PEEKS + 1) - time.monotonic()))

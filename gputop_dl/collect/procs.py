@@ -20,6 +20,7 @@ import psutil
 
 from gputop_dl.collect import schedstat
 from gputop_dl.collect.diskio import DiskIO, DiskReader
+from gputop_dl.collect.memory import MemoryIO, MemoryReader
 from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 
 if PROC:
@@ -78,8 +79,11 @@ class Stat(NamedTuple):
     threads: int
     start: float  # creation time, seconds since the epoch: another value, another process
     state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
-    majflt: int = 0  # major page faults so far (field 12)
-    blkio: int = 0  # delayacct_blkio_ticks (field 42; 0 when kernel.task_delayacct is off)
+    majflt: int | None = None  # major page faults so far (field 12; None: not read)
+    # delayacct_blkio_ticks (field 42; None where the line has no such field). The kernel
+    # writes 0 there while kernel.task_delayacct is off: collect/diskio.py turns that into
+    # "unknown" (null), never a measured 0
+    blkio: int | None = None
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -91,7 +95,7 @@ def parse_stat(data: bytes) -> Stat | None:
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
                     threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK,
                     state=f[0].decode("ascii", "replace"), majflt=int(f[9]),
-                    blkio=int(f[39]) if len(f) > 39 else 0)
+                    blkio=int(f[39]) if len(f) > 39 else None)
     except (IndexError, ValueError):
         return None
 
@@ -131,6 +135,7 @@ class TreeSample:
     wait_note: str | None = None
     throttled: float | None = None
     io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
+    memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
 
 
 class TreeSampler:
@@ -150,6 +155,7 @@ class TreeSampler:
         self._sched = schedstat.SchedReader() if sched else None
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
         self._disk = DiskReader(root_pid) if sched else None
+        self._mem = MemoryReader(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: tuple = (None, None, None)
@@ -187,11 +193,13 @@ class TreeSampler:
             cores = round(sum(by_pid.values()), 3)
         waits, note, throttled = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
+        mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
         self._last, self._t = stats, now
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
                           threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
-                          waits=waits, wait_note=note, throttled=throttled, io=io)
+                          waits=waits, wait_note=note, throttled=throttled, io=io,
+                          memory=mem)
 
     def _read_waits(self, stats: dict[int, Stat], now: float):
         """(pid -> (ran, waited) ns, note, throttled share); Nones when off. Read every
@@ -225,3 +233,5 @@ class TreeSampler:
             self._throttle.close()
         if self._disk is not None:
             self._disk.close()
+        if self._mem is not None:
+            self._mem.close()

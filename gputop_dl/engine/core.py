@@ -31,7 +31,11 @@ from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import Workload
 
 
-PEEKS = 4  # looks at reading jobs' states a tick: the tick's own and 3 between
+# looks at reading jobs' states a tick: the tick's own and 9 between. A job's I/O wait is a
+# count of looks, and the disk and memory estimates 1 / (1 - w ...) are steep in it: 4 looks a
+# tick over the 5-tick window left the memory estimate of a pair that waited 45 % of the time
+# between 1.2x and 2.0x (benchmarks/verdict_memory.py); each look reads one stat file per process
+PEEKS = 10
 
 class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""

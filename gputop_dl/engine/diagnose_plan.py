@@ -30,7 +30,7 @@ import time
 
 import psutil
 
-from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
@@ -43,7 +43,7 @@ SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
 NO_PROBE_OBSERVE_S = 6.0  # --no-probe: observe at most this long (the live estimate needs a few ticks)
 NO_PROBE_BURST_S = 3.0  # --no-probe: the py-spy burst (data stall) at most this long
-JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "alone")
+JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "alone")
 
 
 class DiagnosePlan(Plan):
@@ -294,13 +294,25 @@ class DiagnosePlan(Plan):
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
                 "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
                 "estimated_slowdown": est,
-                "estimate_confidence": _est(self.estimates, j["name"], "confidence")})
+                "estimate_confidence": _est(self.estimates, j["name"], "confidence"),
+                **_waits(self.estimates.get(j["name"]),
+                         round(statistics.fmean(waits), 3) if waits else None)})
         return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
                 "notes": list(self.notes_)}
 
 
 def _x(s: float | None) -> str:
     return "–" if s is None else f"{s:.2f}×"
+
+
+def _waits(e: Estimate | None, cpu: float | None) -> dict:
+    """What the live estimate finds the job waits on (issue 32): `waits_on` as the monitor's
+    column has it, and `waits` as `--once --json` has them (each a share 0..1, null: unknown)."""
+    if e is None:
+        return {"waits_on": None, "waits": {"cpu": cpu, "io": None, "memory": None, "gpu": None}}
+    io = e.io_wait if e.io_wait is None or e.mem_wait is None else round(e.io_wait - e.mem_wait, 3)
+    return {"waits_on": WAITS_ON.get(e.cause or ""),
+            "waits": {"cpu": cpu, "io": io, "memory": e.mem_wait, "gpu": e.last.gpu_wait}}
 
 
 def _est(estimates: dict[str, Estimate], name: str, attr: str) -> float | None:

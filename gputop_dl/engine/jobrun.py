@@ -22,6 +22,7 @@ from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
+from gputop_dl.collect.memory import memory_fields
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.launch import JobProcess, describe_exit
 from gputop_dl.snapshot import JobSample
@@ -211,7 +212,7 @@ class JobRun:
             rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu),
             phases=live_phases(self.steps, w.warmup_steps, (solo or {}).get("solo_phases")),
             ranks=ranks, straggler=straggler,
-            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)), **io_fields(ts))
+            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)), **io_fields(ts), **memory_fields(ts))
 
     def _identity(self, ts, gpu: GpuUse) -> dict:
         """The identity fields of JobSample (issue 23) for a job launched here."""

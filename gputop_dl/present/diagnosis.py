@@ -12,10 +12,10 @@ from gputop_dl.text.safe import text
 def diagnosis_table(result: dict) -> Table:
     """One row per job: CPU together and alone, its CPU wait, stall together and alone, step
     times, its one slowdown with its source (the probe's, else the live estimate) and the live
-    estimate beside it (with its confidence)."""
+    estimate beside it (with its confidence) and what that estimate finds it waits on."""
     t = Table(title="Diagnosis (jobs found running)", title_justify="left")
     for col in ("job", "pid", "CPU cores", "alone", "CPU wait", "data-wait", "alone", "step", "alone",
-                "slowdown", "estimated", "measured alone"):
+                "slowdown", "estimated", "waits on", "measured alone"):
         t.add_column(col, justify="left" if col in ("job", "measured alone") else "right")
     for j in result.get("jobs", []):
         t.add_row(text(j["name"]), str(j["pid"]), num(j["cpu_cores"], ".2f"),
@@ -27,5 +27,6 @@ def diagnosis_table(result: dict) -> Table:
                   num(j.get("estimated_slowdown"), ".2f", "×")
                   + (f" ({j['estimate_confidence']:.0%})"
                      if j.get("estimate_confidence") is not None else ""),
+                  j.get("waits_on") or DASH,
                   "yes" if j["measured_alone"] else text(j.get("why_not_alone") or DASH))
     return t

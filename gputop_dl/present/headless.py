@@ -85,6 +85,8 @@ def host_line(snap: Snapshot) -> Text:
         parts.append(f"CPU pressure {pct(h.cpu_pressure_some10)}")
     if h.io_pressure_some10 is not None:
         parts.append(f"I/O pressure {pct(h.io_pressure_some10)}")
+    if h.memory_pressure_some10 is not None:
+        parts.append(f"memory pressure {pct(h.memory_pressure_some10)}")
     if snap.gpus:
         parts.append("GPUs: " + "  ".join(
             f"{g.index}:{pct(g.util)} {size(g.mem_used)}" for g in snap.gpus))
@@ -183,7 +185,7 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
     if not verdict:
         return [Text("verdict: none recorded", style="dim")]
     style = {"parallel": "bold green", "cpu-bound": "bold red", "gpu-contended": "bold red",
-             "io-bound": "bold red", "alone": "bold cyan",
+             "io-bound": "bold red", "memory-bound": "bold red", "alone": "bold cyan",
              "other": "bold yellow"}.get(verdict["kind"], "bold")
     out = [Text.assemble(("verdict: ", "bold"), (clean(verdict["title"]), style),
                          clean(f" — {verdict['reason']}"),

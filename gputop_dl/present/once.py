@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gputop_dl.analyse.gpu_clocks import pcie_text, throttle_text
-from gputop_dl.text.fmt import DASH, num, pct, size
+from gputop_dl.text.fmt import DASH, num, pct, rate, size
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import escape, text
@@ -20,7 +20,11 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
                       f"{num(h.load1, '.2f')}, CPU pressure {pct(h.cpu_pressure_some10)}, "
                       + (f"I/O pressure {pct(h.io_pressure_some10)}, "
                          if h.io_pressure_some10 is not None else "")
-                      + f"memory {size(h.mem_used)} / {size(h.mem_total)}")
+                      + f"memory {size(h.mem_used)} / {size(h.mem_total)}"
+                      + (f", memory pressure {pct(h.memory_pressure_some10)}"
+                         if h.memory_pressure_some10 is not None else "")
+                      + (f", page-cache refaults {rate(h.memory_refault_bytes_per_s)}"
+                         if h.memory_refault_bytes_per_s else ""))
     if not snap.gpus:
         console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:

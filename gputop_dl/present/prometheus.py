@@ -73,6 +73,10 @@ _HOST_GAUGES = (
     (m.HOST_IO_PRESSURE_SOME, "I/O pressure (PSI) 'some' avg10, 0..1", "io_pressure_some10"),
     (m.HOST_MEMORY_PRESSURE_SOME, "Memory pressure (PSI) 'some' avg10, 0..1",
      "memory_pressure_some10"),
+    (m.HOST_MEMORY_PRESSURE_FULL, "Memory pressure (PSI) 'full' avg10, 0..1",
+     "memory_pressure_full10"),
+    (m.HOST_MEMORY_REFAULTS, "Bytes per second of file pages read again after eviction from "
+     "the page cache (/proc/vmstat workingset_refault_file)", "memory_refault_bytes_per_s"),
     (m.HOST_CGROUP_THROTTLED, "Share of the interval the cgroup was CPU-throttled, 0..1",
      "cgroup_throttled_frac"),
     (m.HOST_LOAD1, "Load average over 1 minute", "load1"),
@@ -104,6 +108,10 @@ _JOB_GAUGES = (
      "state, none running), 0..1", "io_wait_fraction"),
     (m.JOB_MAJOR_FAULTS, "Major page faults per second of the job's processes",
      "major_faults_per_s"),
+    (m.JOB_MEMORY_REFAULTS, "Bytes per second of page-cache refaults in the job's cgroup "
+     "(memory.stat workingset_refault_file)", "mem_refault_bytes_per_s"),
+    (m.JOB_MEMORY_WAIT, "Share of the live verdict's window the job waited on re-reads of "
+     "pages the page cache had evicted, 0..1", "memory_wait_fraction"),
 )
 
 

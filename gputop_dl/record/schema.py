@@ -87,6 +87,11 @@ DISK_COLUMNS = (("io_read", "io_read_bytes_per_s"), ("io_wait", "io_wait_fractio
                 ("major_faults", "major_faults_per_s"))
 JOB_SAMPLE_ADDED += DISK_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
+# memory (issue 32, collect/memory.py): bytes/s of page-cache refaults in the job's cgroup, the
+# share of the live verdict's window it waited on re-reads of evicted pages
+MEMORY_COLUMNS = (("mem_refault", "mem_refault_bytes_per_s"), ("mem_wait", "memory_wait_fraction"))
+JOB_SAMPLE_ADDED += MEMORY_COLUMNS
+ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in MEMORY_COLUMNS)
 
 
 def dumps(obj: object) -> str | None:

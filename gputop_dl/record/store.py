@@ -402,6 +402,29 @@ class Store:
             " FROM job_samples WHERE jk=?", (jk,)).fetchone()
         return None if r is None or not r[4] else tuple(r)
 
+    def job_memory(self, sid: str, job: str) -> list[tuple]:
+        """(t, mem_refault, mem_wait) of a job's samples, in time order (issue 32); [] for a
+        database recorded before memory was (no such columns)."""
+        if not self.has_column("job_samples", "mem_refault"):
+            return []
+        jk = self._jk(sid, job)
+        if jk is None:
+            return []
+        return self.db.execute("SELECT t, mem_refault, mem_wait FROM job_samples WHERE jk=? "
+                               "ORDER BY t", (jk,)).fetchall()
+
+    def job_memory_means(self, sid: str, job: str) -> tuple | None:
+        """(mean refaults, max refaults, mean memory wait, samples with a refault figure) of a
+        job's samples (issue 32); None without the columns or with no figure."""
+        if not self.has_column("job_samples", "mem_refault"):
+            return None
+        jk = self._jk(sid, job)
+        if jk is None:
+            return None
+        r = self.db.execute("SELECT AVG(mem_refault), MAX(mem_refault), AVG(mem_wait), "
+                            "COUNT(mem_refault) FROM job_samples WHERE jk=?", (jk,)).fetchone()
+        return None if r is None or not r[3] else tuple(r)
+
     # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
     def sample_span(self, sid: str) -> tuple[float, float, int] | None:
         """(first t, last t, count) of the session's host samples (one per tick), or None."""

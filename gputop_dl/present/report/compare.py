@@ -31,7 +31,8 @@ COMPARISON_SCHEMA = "gputop-dl.comparison/1"
 # figure -> how B is compared with A: "ratio" (B / A) or "points" (B − A, shares 0..1)
 FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fraction", "points"),
            ("cpu_wait_fraction", "points"), ("io_read_bytes_per_s", "ratio"),
-           ("io_wait_fraction", "points"), ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
+           ("io_wait_fraction", "points"), ("memory_wait_fraction", "points"),
+           ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
            ("cpu_cores", "ratio"))
 
 
@@ -39,9 +40,11 @@ def _waits(store: Store, sid: str, name: str) -> dict:
     """A job's mean CPU wait and disk figures over its recorded samples (None: not recorded)."""
     cw = store.job_cpu_wait_means(sid, name)
     disk = store.job_disk_means(sid, name)
+    mem = store.job_memory_means(sid, name)
     return {"cpu_wait_fraction": None if cw is None else round(cw[0], 4),
             "io_read_bytes_per_s": None if disk is None or disk[0] is None else round(disk[0]),
-            "io_wait_fraction": None if disk is None or disk[2] is None else round(disk[2], 4)}
+            "io_wait_fraction": None if disk is None or disk[2] is None else round(disk[2], 4),
+            "memory_wait_fraction": None if mem is None or mem[2] is None else round(mem[2], 4)}
 
 
 def _figures(r: JobResult, waits: dict) -> dict:
@@ -214,11 +217,12 @@ def comparison_table(doc: dict) -> Group:
     t.add_column("job", no_wrap=True)
     labels = {"step_time_s": "step", "samples_per_s": "samples/s", "stall_fraction": "data-wait",
               "cpu_wait_fraction": "CPU wait", "io_read_bytes_per_s": "disk read",
-              "io_wait_fraction": "I/O wait", "slowdown": "slowdown", "median_epoch_s": "epoch",
+              "io_wait_fraction": "I/O wait", "memory_wait_fraction": "re-read wait",
+              "slowdown": "slowdown", "median_epoch_s": "epoch",
               "cpu_cores": "CPU cores"}
     fmts: dict[str, Callable[[float | None], str]] = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
             "cpu_wait_fraction": pct, "io_read_bytes_per_s": rate, "io_wait_fraction": pct,
-            "slowdown": lambda v: num(v, ".2f", "×"),
+            "memory_wait_fraction": pct, "slowdown": lambda v: num(v, ".2f", "×"),
             "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
     shown = [k for k, _ in FIGURES
              if any((j["a"] or {}).get(k) is not None or (j["b"] or {}).get(k) is not None

@@ -173,6 +173,17 @@ def _disk(store: Store, sid: str, job: str) -> dict | None:
             "io_wait": _r(wait), "major_faults_per_s": _r(faults, 2), "samples": n}
 
 
+def _memory(store: Store, sid: str, job: str) -> dict | None:
+    """Memory (issue 32): the mean and peak bytes/s of page-cache refaults in the job's cgroup
+    and its mean wait on re-reads of evicted pages; null when none was recorded."""
+    m = store.job_memory_means(sid, job)
+    if m is None:
+        return None
+    refault, top, wait, n = m
+    return {"refault_bytes_per_s": _r(refault, 0), "max_refault_bytes_per_s": _r(top, 0),
+            "memory_wait": _r(wait), "samples": n}
+
+
 def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
     """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
     row = store.session(sid)
@@ -213,6 +224,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
                               if r.median_epoch_s and r.slowdown else None))
         j["cpu_wait"] = _cpu_wait(store, sid, r.name)
         j["disk"] = _disk(store, sid, r.name)
+        j["memory"] = _memory(store, sid, r.name)
         jobs.append(j)
 
     queue = _queue(store, sid, jobs)

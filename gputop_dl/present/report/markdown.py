@@ -479,6 +479,29 @@ def _disk_section(jobs: list[dict]) -> str | None:
         "window on which a process of the job was in D state and none was running (docs/verdict.md)."])
 
 
+def _memory_section(jobs: list[dict]) -> str | None:
+    """Memory (issue 32): per job, the page-cache refaults of its cgroup and its wait on
+    re-reads of evicted pages; None when no job had any."""
+    rows = []
+    for j in jobs:
+        d = j.get("memory")
+        if not d or not (d.get("max_refault_bytes_per_s") or d.get("memory_wait")):
+            continue
+        rows.append([md_cell(j["name"]), rate(d.get("refault_bytes_per_s")),
+                     rate(d.get("max_refault_bytes_per_s")), pct(d.get("memory_wait")),
+                     str(d.get("samples") or 0)])
+    if not rows:
+        return None
+    return "\n".join([
+        "## Memory", "",
+        table(["job", "page-cache refaults (mean)", "peak", "waited on re-reads", "samples"],
+              rows, "lrrrr"), "",
+        "- Refaults = file pages the job's cgroup read again after the kernel had evicted them "
+        "(memory.stat workingset_refault_file; the host's /proc/vmstat where the cgroup has no "
+        "limit of its own); waited on re-reads = the part of its I/O wait those re-reads explain "
+        "(docs/verdict.md)."])
+
+
 def render_markdown(data: dict) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
@@ -501,6 +524,7 @@ def render_markdown(data: dict) -> str:
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
              _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
              _results_section(data), phases_section(data["jobs"]), _cpu_wait_section(data["jobs"]), _disk_section(data["jobs"]),
+             _memory_section(data["jobs"]),
              queue_section(data),
              _verdict_section(v), _charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "

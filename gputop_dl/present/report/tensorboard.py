@@ -176,15 +176,18 @@ CPU_WAIT_TAGS = ("job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers",
 
 
 DISK_TAGS = ("job/io_read_bytes_per_s", "job/io_wait", "job/major_faults_per_s")
+MEMORY_TAGS = ("job/refault_bytes_per_s", "job/memory_wait")
 
 
 def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[tuple],
                     step_times: list[float]) -> None:
     """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, and
-    the disk scalars (DISK_TAGS), at the same global steps as the tick's other scalars."""
+    the disk and memory scalars (DISK_TAGS, MEMORY_TAGS), at the same global steps as the tick's other scalars."""
     _write_per_tick(run, CPU_WAIT_TAGS, {r[0]: r[1:] for r in store.job_cpu_wait(sid, name)},
                     samples, step_times)
     _write_per_tick(run, DISK_TAGS, {r[0]: r[1:] for r in store.job_disk(sid, name)},
+                    samples, step_times)
+    _write_per_tick(run, MEMORY_TAGS, {r[0]: r[1:] for r in store.job_memory(sid, name)},
                     samples, step_times)
 
 

@@ -22,6 +22,7 @@ KIND_LABEL = {
     "cpu-bound": "CONCURRENT · CPU-BOUND",
     "gpu-contended": "CONCURRENT · GPU-CONTENDED",
     "io-bound": "CONCURRENT · I/O-BOUND",
+    "memory-bound": "CONCURRENT · MEMORY-BOUND",
     "other": "CONCURRENT · OTHER",
     "insufficient-data": "NOT ENOUGH DATA",
     "no-baseline": "NO BASELINE",
@@ -51,7 +52,7 @@ TONES = ("-good", "-bad", "-neutral")
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
-    if kind in ("cpu-bound", "gpu-contended", "io-bound", "other"):
+    if kind in ("cpu-bound", "gpu-contended", "io-bound", "memory-bound", "other"):
         return "-bad"
     return "-neutral"
 

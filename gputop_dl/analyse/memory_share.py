@@ -1,0 +1,142 @@
+"""Memory in the live verdict: jobs whose data no longer fits in the page cache together.
+
+Pure functions over one tick's `JobSample` and `HostSample` (collect/memory.py, collect/host.py).
+When the kernel has evicted a page of a file and a job reads it again, it counts a *refault*
+(`workingset_refault_file`). Jobs read from storage in one *memory domain*: the cgroup with a
+memory limit of its own they are in, else the host. A domain whose refaults are MIN_REFAULT_BPS
+or more while its jobs read `R` bytes/s from storage re-reads a share
+
+    q = min(1, refaults / R)
+
+of what its jobs read: data that was in memory and was pushed out. With two or more jobs reading
+in the domain, the page cache no longer holds their data together. Alone, a job whose data fits
+would find those pages cached: its I/O wait `w_i` (analyse/io_share.py) shrinks to what is left,
+`(1 - q)` of it, and that with the device to itself (`/ f_i`, the io model's fetch speed-up;
+1 where it has none):
+
+    s_mem = 1 / (1 - w_i * (1 - (1 - q) / f_i))
+
+Most of the wait being re-reads (q >= THRASH) names memory as the cause (`memory-bound`);
+otherwise it stays the disk's. A job whose domain refaults with no other job reading there
+re-reads its own data: it does not fit alone either, and co-running is not the cause (a line in
+the evidence, no estimate). PSI memory and the group's limit events are evidence, not the
+model: a cgroup v1 limit's reclaim barely shows in PSI (2 % "some" while two jobs thrashed at
+30 MB/s of refaults, docs/verdict.md). Blind spots: docs/verdict.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from gputop_dl.analyse.cpu_wait_model import clip_wait
+from gputop_dl.analyse.io_share import MIN_READ_BPS
+from gputop_dl.snapshot import HostSample, JobSample
+
+MIN_REFAULT_BPS = 256 * 1024  # a domain refaulting less than this is not thrashing
+THRASH = 0.5  # the share of a job's storage reads that are re-reads above which memory is the cause
+HOST = "host"
+UNKNOWN = ("memory: page-cache refaults unknown (no workingset counter in /proc/vmstat and no "
+           "readable memory cgroup): memory is not judged")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Where jobs' page cache competes: a limited cgroup or the host, at one tick."""
+
+    name: str  # HOST, or the cgroup ("v1:/path")
+    refault_bps: float | None
+    readers: tuple[str, ...]  # jobs reading from storage there
+    read_bps: float  # what they read together
+
+
+def domains(jobs: Sequence[JobSample], host: HostSample | None) -> dict[str, Domain]:
+    """job -> its memory domain (every job, readers or not)."""
+    key: dict[str, str] = {}
+    refault: dict[str, float | None] = {}
+    for j in jobs:
+        if j.mem_limited and j.mem_cgroup:
+            k = j.mem_cgroup
+            refault[k] = j.mem_refault_bytes_per_s
+        else:
+            k = HOST
+            r = host.memory_refault_bytes_per_s if host is not None else None
+            refault[k] = r if r is not None else refault.get(k)
+            if refault[k] is None and j.mem_cgroup and j.mem_refault_bytes_per_s is not None:
+                refault[k] = j.mem_refault_bytes_per_s  # the host's counter missing: its group's
+        key[j.name] = k
+    readers: dict[str, list[JobSample]] = {}
+    for j in jobs:
+        if (j.io_read_bytes_per_s or 0) >= MIN_READ_BPS:
+            readers.setdefault(key[j.name], []).append(j)
+    out = {}
+    for j in jobs:
+        k = key[j.name]
+        rs = readers.get(k, [])
+        out[j.name] = Domain(k, refault[k], tuple(r.name for r in rs),
+                             float(sum(r.io_read_bytes_per_s or 0 for r in rs)))
+    return out
+
+
+def refault_share(d: Domain) -> float | None:
+    """q: the share of the domain's storage reads that are re-reads (None: refaults unknown)."""
+    if d.refault_bps is None:
+        return None
+    if d.refault_bps < MIN_REFAULT_BPS or d.read_bps <= 0:
+        return 0.0
+    return min(1.0, d.refault_bps / d.read_bps)
+
+
+def memory_shares(jobs: Sequence[JobSample], host: HostSample | None,
+                  doms: dict[str, Domain] | None = None) -> dict[str, tuple[float | None, bool]]:
+    """job -> (q, shared): its domain's re-read share (None: unknown; 0 for a job that does not
+    read from storage) and whether another job reads in that domain too. `doms`: `domains`'
+    answer, where the caller has it."""
+    out: dict[str, tuple[float | None, bool]] = {}
+    for name, d in (doms if doms is not None else domains(jobs, host)).items():
+        q = refault_share(d)
+        if name not in d.readers and q is not None:
+            q = 0.0
+        out[name] = (q, name in d.readers and len(d.readers) >= 2)
+    return out
+
+
+def memory_slowdown(wait: float, q: float, ratio: float | None) -> float:
+    """s_mem from the I/O wait, the re-read share and the io model's fetch speed-up."""
+    left = (1.0 - q) / max(1.0, ratio or 1.0)
+    return max(1.0, 1.0 / (1.0 - clip_wait(wait) * (1.0 - left)))
+
+
+def memory_lines(jobs: Sequence[JobSample], host: HostSample | None) -> list[str]:
+    """Evidence lines: memory unknown (one line), a job that re-reads its own data alone, the
+    groups' limit events."""
+    readers = [j for j in jobs if (j.io_read_bytes_per_s or 0) >= MIN_READ_BPS]
+    if not readers and not any(v for j in jobs for _, v in j.mem_events):
+        return []  # the usual case, once a tick: nothing to say
+    shares = memory_shares(jobs, host)
+    out = []
+    if readers and all(shares[j.name][0] is None for j in readers):
+        out.append(UNKNOWN)
+    for j in readers:
+        q, shared = shares[j.name]
+        if q is not None and q >= THRASH and not shared:
+            out.append(f"memory: {j.name} re-reads data the page cache evicted ({q:.0%} of its "
+                       "reads) with no other job reading beside it: its data does not fit "
+                       "alone either")
+    seen = set()
+    for j in jobs:
+        ev = {k: v for k, v in j.mem_events if v}
+        if ev and j.mem_cgroup not in seen:
+            seen.add(j.mem_cgroup)
+            out.append(f"memory: cgroup {j.mem_cgroup} hit its limit: "
+                       + ", ".join(f"{k} {v}" for k, v in ev.items()) + " in the last interval")
+    return out
+
+
+def pressure_text(host: HostSample | None) -> str:
+    """"PSI memory some 2 %, full 0 %" (or why it is unknown)."""
+    if host is None or host.memory_pressure_some10 is None:
+        return "PSI memory unknown (a kernel without PSI)"
+    full = host.memory_pressure_full10
+    return (f"PSI memory some {host.memory_pressure_some10:.0%}"
+            + (f", full {full:.0%}" if full is not None else ""))

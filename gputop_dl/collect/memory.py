@@ -1,0 +1,226 @@
+"""Memory of a job beside its neighbours: its cgroup's page-cache refaults and limit events.
+
+Read per job (the tree sampler calls `MemoryReader.read`, every `READ_EVERY` ticks):
+
+- the job's cgroup, from `/proc/ROOT/cgroup` (once, and again every `CGROUP_RECHECK` readings):
+  the v2 one (`0::/path`, under /sys/fs/cgroup) where it has a `memory.stat`, else the v1
+  `memory` controller's (under /sys/fs/cgroup/memory);
+- its `memory.stat`: `workingset_refault_file` (v1: `total_workingset_refault_file`, the
+  group and its children) — pages of files read again after the kernel had evicted them from
+  the page cache: data that no longer fits in the memory the group has;
+- whether the group has a memory limit (v2 `memory.max` or `memory.high`; v1
+  `memory.limit_in_bytes`), and its events: v2 `memory.events` `high`, `max`, `oom`,
+  `oom_kill`; v1 `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`; read
+  only where the group has a limit: an unlimited one reaches none.
+
+The job's major faults (stat field 12) come with its disk I/O (collect/diskio.py), the host's
+refaults (`/proc/vmstat`) and PSI memory with the host's sample (collect/host.py). A group that
+cannot be read (a container without /sys/fs/cgroup, a kernel without the memory controller)
+gives one note and the host's figures stand in. Faults never raise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from gputop_dl.collect.procfs import ProcFiles
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+V1_MEMORY = "/sys/fs/cgroup/memory"
+READ_EVERY = 2  # ticks between two readings (the last reading's rates in between)
+CGROUP_RECHECK = 30  # readings between two looks at which cgroup the job is in
+NO_CGROUP = "memory: the job's cgroup is not readable (no memory controller here): host figures"
+EVENTS = ("high", "max", "oom", "oom_kill")
+UNLIMITED = 1 << 62  # v1 reports "no limit" as a page-rounded 2^63 - 1
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+SHARED_S = 0.1  # a group's memory.stat read by another job's reader this recently is reused
+_SHARED: dict[str, tuple[float, bytes]] = {}  # path -> (the reading's `now`, text)
+
+
+def parse_cgroup(data: bytes) -> tuple[str | None, str | None]:
+    """/proc/PID/cgroup -> (v2 path, v1 memory path); None where absent."""
+    v2 = v1 = None
+    for line in data.decode("utf-8", "replace").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hid, ctrls, path = parts
+        if hid == "0" and ctrls == "":
+            v2 = path
+        elif "memory" in ctrls.split(","):
+            v1 = path
+    return v2, v1
+
+
+def parse_flat(data: bytes) -> dict[str, int]:
+    """A cgroup "key value" file (memory.stat, memory.events, memory.oom_control)."""
+    out = {}
+    for line in data.split(b"\n"):
+        key, _, val = line.partition(b" ")
+        try:
+            out[key.decode("ascii", "replace")] = int(val)
+        except ValueError:
+            continue
+    return out
+
+
+def refault_pages(stat: bytes, v1: bool) -> int | None:
+    """File refaults in a memory.stat's text (v1: the group's and its children's); older
+    kernels name one counter for both kinds (`workingset_refault`). One search, no parse of
+    the file's forty lines."""
+    data = b"\n" + stat
+    for key in ((b"\ntotal_workingset_refault_file ", b"\ntotal_workingset_refault ") if v1
+                else (b"\nworkingset_refault_file ", b"\nworkingset_refault ")):
+        at = data.find(key)
+        if at >= 0:
+            end = data.find(b"\n", at + 1)
+            try:
+                return int(data[at + len(key):end if end >= 0 else None])
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class Group:
+    """Where a job's memory is accounted."""
+
+    path: str  # the cgroup's path below the hierarchy's root ("/user.slice/...")
+    folder: str  # its directory
+    v1: bool
+
+
+@dataclass(frozen=True)
+class MemoryIO:
+    """A job's memory readings over one interval (None: unknown; `note` says why)."""
+
+    cgroup: str | None = None  # "/user.slice/job.scope" (v1: "v1:/path")
+    limited: bool | None = None  # the group has a memory limit of its own
+    refault_bps: float | None = None  # bytes/s of file pages read again after eviction
+    events: tuple[tuple[str, int], ...] = ()  # (high|max|oom|oom_kill, count this interval)
+    note: str | None = None
+
+
+class MemoryReader:
+    """The memory readings of one job's cgroup across ticks; touched by one thread."""
+
+    def __init__(self, root: int, proc: str = "/proc", cgroup_root: str = CGROUP_ROOT,
+                 v1_root: str = V1_MEMORY, read: Callable[[str], bytes] | None = None):
+        self.root, self.proc = root, proc
+        self._roots = cgroup_root, v1_root
+        self._files = ProcFiles()
+        self._read: Callable[..., bytes] = read or self._files.read
+        self._group: Group | None = None
+        self._looked = 0  # readings since the last look at the job's cgroup
+        self._ticks = 0
+        self._last: tuple[float, int | None, dict[str, int]] | None = None
+        self._limited: bool | None = None
+        self._mem = MemoryIO()
+
+    def read(self, now: float) -> MemoryIO:
+        self._ticks += 1
+        if self._last is not None and self._ticks % READ_EVERY:
+            return self._mem
+        if self._group is None or self._looked >= CGROUP_RECHECK:
+            group = self._find_group()
+            if group != self._group:
+                self._files.close()
+                self._last, self._limited = None, self._limit(group)
+            self._group, self._looked = group, 0
+        self._looked += 1
+        g = self._group
+        if g is None:
+            self._mem = MemoryIO(note=NO_CGROUP)
+            return self._mem
+        try:
+            stat = self._stat(g, now)
+            # an unlimited group never reaches a limit: its events are not read (cost)
+            events = self._events(g) if self._limited else {}
+        except OSError:
+            self._mem = MemoryIO(note=NO_CGROUP)
+            self._group = None
+            return self._mem
+        pages = refault_pages(stat, g.v1)
+        last, self._last = self._last, (now, pages, events)
+        label = ("v1:" if g.v1 else "") + g.path
+        if last is None or now <= last[0]:
+            self._mem = MemoryIO(cgroup=label, limited=self._limited)
+            return self._mem
+        dt = now - last[0]
+        rate = None if pages is None or last[1] is None else max(0, pages - last[1]) * PAGE / dt
+        self._mem = MemoryIO(cgroup=label, limited=self._limited, refault_bps=rate,
+                             events=tuple((k, max(0, v - last[2][k])) for k, v in events.items()
+                                          if k in last[2]))
+        return self._mem
+
+    def _find_group(self) -> Group | None:
+        try:
+            v2, v1 = parse_cgroup(self._read_once(f"{self.proc}/{self.root}/cgroup"))
+        except OSError:
+            return None
+        base2, base1 = self._roots
+        if v2 is not None and os.path.exists(os.path.join(base2 + v2, "memory.stat")):
+            return Group(v2, base2 + v2.rstrip("/"), False)
+        if v1 is not None and os.path.exists(os.path.join(base1 + v1, "memory.stat")):
+            return Group(v1, base1 + v1.rstrip("/"), True)
+        return None
+
+    def _stat(self, g: Group, now: float) -> bytes:
+        """The group's memory.stat; jobs in one group (often all of them: a user's session,
+        a container) share one reading per tick (their readings' `now` within `SHARED_S`)."""
+        path = g.folder + "/memory.stat"
+        hit = _SHARED.get(path)
+        if hit is not None and abs(now - hit[0]) < SHARED_S:
+            return hit[1]
+        data = self._read(path, 16384)
+        if len(_SHARED) > 256:
+            _SHARED.clear()
+        _SHARED[path] = (now, data)
+        return data
+
+    def _read_once(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read(65536)
+
+    def _limit(self, g: Group | None) -> bool | None:
+        if g is None:
+            return None
+        names = ("memory.limit_in_bytes",) if g.v1 else ("memory.max", "memory.high")
+        known = False
+        for name in names:
+            try:
+                val = self._read_once(os.path.join(g.folder, name)).strip()
+            except OSError:
+                continue
+            known = True
+            if val != b"max" and val.isdigit() and int(val) < UNLIMITED:
+                return True
+        return False if known else None
+
+    def _events(self, g: Group) -> dict[str, int]:
+        """The group's limit events so far (the counts a v1 group has: `max`, `oom_kill`)."""
+        if not g.v1:
+            ev = parse_flat(self._read(os.path.join(g.folder, "memory.events")))
+            return {k: ev[k] for k in EVENTS if k in ev}
+        out = {}
+        try:
+            out["max"] = int(self._read(os.path.join(g.folder, "memory.failcnt")))
+            oom = parse_flat(self._read(os.path.join(g.folder, "memory.oom_control")))
+            if "oom_kill" in oom:
+                out["oom_kill"] = oom["oom_kill"]
+        except (OSError, ValueError):
+            pass
+        return out
+
+    def close(self) -> None:
+        self._files.close()
+
+
+def memory_fields(ts) -> dict:
+    """The `JobSample` fields of a tree sample's `MemoryIO` (ts None: the job is gone)."""
+    m = getattr(ts, "memory", None) or MemoryIO()
+    return {"mem_cgroup": m.cgroup, "mem_limited": m.limited,
+            "mem_refault_bytes_per_s": None if m.refault_bps is None else round(m.refault_bps),
+            "mem_events": m.events, "mem_note": m.note}

@@ -1,0 +1,248 @@
+"""Memory (issue 32): the collector on fake /proc and cgroup files, the page-cache model, and the
+live verdict's `memory-bound` kind on hand-made samples (no process, no clock)."""
+
+import pytest
+
+from gputop_dl.analyse.memory_share import (MIN_REFAULT_BPS, UNKNOWN, domains, memory_lines,
+                                            memory_shares, memory_slowdown)
+from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.collect.host import parse_vmstat_refaults, read_psi_some10
+from gputop_dl.collect.memory import (NO_CGROUP, PAGE, MemoryReader, memory_fields,
+                                      parse_cgroup, parse_flat, refault_pages)
+from gputop_dl.snapshot import HostSample, JobSample, Snapshot
+
+MB = 1_000_000
+
+
+# --- the collector ------------------------------------------------------------------------
+def test_parse_cgroup_finds_the_v2_path_and_the_v1_memory_one():
+    hybrid = b"9:name=systemd:/\n4:memory:/jobs/a\n3:cpu,cpuacct:/\n0::/user.slice/a.scope\n"
+    assert parse_cgroup(hybrid) == ("/user.slice/a.scope", "/jobs/a")
+    assert parse_cgroup(b"0::/\n") == ("/", None)
+    assert parse_cgroup(b"5:cpuacct,memory:/x\nbroken\n") == (None, "/x")
+
+
+def test_refaults_from_v1_and_v2_memory_stat_and_vmstat():
+    v2 = b"anon 100\nfile 200\nworkingset_refault_anon 3\nworkingset_refault_file 42\n"
+    assert refault_pages(v2, v1=False) == 42
+    v1 = b"cache 1\nworkingset_refault_file 5\ntotal_workingset_refault_file 9"
+    assert refault_pages(v1, v1=True) == 9  # the group and its children (no final newline)
+    assert refault_pages(b"workingset_refault 7\n", v1=False) == 7  # before Linux 5.9
+    assert refault_pages(b"anon 1\n", v1=False) is None
+    assert refault_pages(b"workingset_refault_file x\n", v1=False) is None
+    assert parse_flat(b"high 3\nmax 4\nbad\n") == {"high": 3, "max": 4}
+    vm = b"nr_free_pages 1\nworkingset_nodes 0\nworkingset_refault_anon 0\nworkingset_refault_file 123\n"
+    assert parse_vmstat_refaults(vm) == 123
+    assert parse_vmstat_refaults(b"nr_free_pages 1\nworkingset_refault 8\n") == 8
+    assert parse_vmstat_refaults(b"nr_free_pages 1\n") is None
+
+
+def test_psi_memory_some_and_full():
+    data = (b"some avg10=12.50 avg60=1.00 avg300=0.00 total=1\n"
+            b"full avg10=3.00 avg60=0.00 avg300=0.00 total=1\n")
+    assert read_psi_some10(read=lambda p: data) == 0.125
+    assert read_psi_some10(read=lambda p: data, kind=b"full") == 0.03
+
+
+class FakeCgroups:
+    """/proc/PID/cgroup and a cgroup folder with memory files, v1 or v2."""
+
+    def __init__(self, tmp, v1: bool, limit: str):
+        self.proc, self.v2root, self.v1root = tmp / "proc", tmp / "cg", tmp / "cg1"
+        (self.proc / "7").mkdir(parents=True)
+        (self.proc / "7" / "cgroup").write_text(
+            "4:memory:/jobs/a\n0::/\n" if v1 else "0::/jobs/a\n")
+        self.dir = (self.v1root if v1 else self.v2root) / "jobs" / "a"
+        self.dir.mkdir(parents=True)
+        self.v1 = v1
+        if v1:
+            (self.dir / "memory.limit_in_bytes").write_text(limit)
+        else:
+            (self.dir / "memory.max").write_text(limit)
+            (self.dir / "memory.high").write_text("max\n")
+        self.set(0, 0)
+
+    def set(self, refaults, hits):
+        if self.v1:
+            (self.dir / "memory.stat").write_text(
+                f"cache 1\ntotal_workingset_refault_file {refaults}\n")
+            (self.dir / "memory.failcnt").write_text(f"{hits}\n")
+            (self.dir / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+        else:
+            (self.dir / "memory.stat").write_text(f"anon 1\nworkingset_refault_file {refaults}\n")
+            (self.dir / "memory.events").write_text(
+                f"low 0\nhigh 0\nmax {hits}\noom 0\noom_kill 0\noom_group_kill 0\n")
+
+    def reader(self):
+        return MemoryReader(7, proc=str(self.proc), cgroup_root=str(self.v2root),
+                            v1_root=str(self.v1root), read=lambda p, *a: open(p, "rb").read())
+
+
+@pytest.mark.parametrize("v1, limit", [(False, "104857600\n"), (True, "104857600\n")])
+def test_reader_gives_the_groups_refault_rate_and_limit_events(tmp_path, v1, limit):
+    fake = FakeCgroups(tmp_path, v1, limit)
+    r = fake.reader()
+    first = r.read(now=1.0)
+    assert first.refault_bps is None and first.cgroup == ("v1:" if v1 else "") + "/jobs/a"
+    assert first.limited is True
+    fake.set(refaults=500, hits=30)
+    m = r.read(now=3.0)  # the second reading (--once's): read
+    assert m.refault_bps == pytest.approx(500 * PAGE / 2.0)
+    fake.set(refaults=900, hits=40)
+    assert r.read(now=4.0) == m  # then every other tick: the last reading in between
+    assert dict(m.events)["max"] == 30 and dict(m.events)["oom_kill"] == 0
+    f = memory_fields(type("TS", (), {"memory": m})())
+    assert f["mem_refault_bytes_per_s"] == round(500 * PAGE / 2.0) and f["mem_limited"] is True
+    assert memory_fields(None)["mem_refault_bytes_per_s"] is None
+
+
+def test_unlimited_group_and_no_memory_controller(tmp_path):
+    fake = FakeCgroups(tmp_path, False, "max\n")
+    assert fake.reader().read(now=1.0).limited is False
+    (fake.proc / "7" / "cgroup").write_text("0::/elsewhere\n")  # no such folder here
+    gone = fake.reader().read(now=1.0)
+    assert gone.note == NO_CGROUP and gone.refault_bps is None and gone.cgroup is None
+
+
+# --- the model ----------------------------------------------------------------------------
+def job(name, pid, rate, *, cg=None, limited=None, refault=None, blocked=1.0, f=0.05, **kw):
+    return JobSample(name=name, pid=pid, launched=False, pids=(pid,), cpu_cores=0.05,
+                     cpu_wait_fraction=f, io_read_bytes_per_s=rate, io_device=65024,
+                     io_device_label="vda (/, ext4)", io_blocked=blocked, mem_cgroup=cg,
+                     mem_limited=limited, mem_refault_bytes_per_s=refault, **kw)
+
+
+def host(refault, some=0.02, io=0.02, full=0.0):
+    return HostSample(cpus=2, cpu_busy=0.1, io_pressure_some10=io, memory_pressure_some10=some,
+                      memory_pressure_full10=full, memory_refault_bytes_per_s=refault)
+
+
+def test_domains_are_the_limited_cgroup_or_the_host():
+    a = job("a", 1, 4 * MB, cg="v1:/box", limited=True, refault=6 * MB)
+    b = job("b", 2, 4 * MB, cg="v1:/box", limited=True, refault=6 * MB)
+    c = job("c", 3, 1 * MB, cg="/user.slice", limited=False)
+    d = domains([a, b, c], host(refault=9 * MB))
+    assert d["a"].name == "v1:/box" and d["a"].refault_bps == 6 * MB
+    assert d["a"].readers == ("a", "b") and d["a"].read_bps == 8 * MB
+    assert d["c"].name == "host" and d["c"].refault_bps == 9 * MB and d["c"].readers == ("c",)
+    shares = memory_shares([a, b, c], host(refault=9 * MB))
+    assert shares["a"] == (0.75, True) and shares["c"] == (1.0, False)
+
+
+def test_memory_slowdown_takes_the_re_reads_off_the_wait():
+    assert memory_slowdown(0.5, 1.0, None) == pytest.approx(2.0)  # all re-reads: alone cached
+    assert memory_slowdown(0.5, 0.0, None) == 1.0  # no re-read, the device not shared
+    assert memory_slowdown(0.5, 0.0, 2.0) == pytest.approx(1 / (1 - 0.25))  # the io model's
+    assert memory_slowdown(0.5, 0.5, 2.0) == pytest.approx(1 / (1 - 0.5 * 0.75))
+
+
+def run(jobs, h, ticks=4):
+    judge = PassiveJudge()
+    for t in range(ticks):
+        v, est = judge.verdict(jobs, h, t=float(t))
+    return v, est
+
+
+def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound():
+    """Two readers in one limited cgroup, nearly all of their storage reads re-reads."""
+    jobs = [job("a", 1, 4 * MB, cg="v1:/box", limited=True, refault=7.6 * MB, blocked=0.5),
+            job("b", 2, 4 * MB, cg="v1:/box", limited=True, refault=7.6 * MB, blocked=0.5,
+                mem_events=(("max", 900),))]
+    v, est = run(jobs, host(refault=7.6 * MB, io=0.3))
+    assert v.kind == "memory-bound", v.reason
+    assert v.title == "concurrent: memory-bound"
+    q = 7.6 / 8
+    assert est["a"].mem_q == pytest.approx(q, abs=0.001)
+    # the io model's fetch speed-up (2 readers alike: f = 2) applies to what is left
+    assert est["a"].slowdown == pytest.approx(1 / (1 - 0.5 * (1 - (1 - q) / 2)), rel=0.01)
+    assert est["a"].cause == "memory" and est["a"].mem_wait == pytest.approx(0.5 * q, abs=0.001)
+    assert "no longer fits in the page cache of memory cgroup v1:/box" in v.reason
+    assert "PSI memory some 2%" in v.reason
+    assert any("memory.high" in r for r in v.recommendations)
+    assert any("cgroup v1:/box hit its limit: max 900" in x for x in v.evidence_lines)
+    assert v.evidence["refault_share"]["a"] == pytest.approx(q, abs=0.001)
+    snap = Snapshot(time=0.0, gpu_status="ok",
+                    jobs=tuple(__import__("gputop_dl.analyse.passive", fromlist=["x"])
+                               .annotate(jobs, est)))
+    js = snap.to_json()["jobs"][0]
+    assert js["waits_on"] == "memory"
+    assert js["waits"]["memory"] == pytest.approx(0.5 * q, abs=0.001)
+    assert js["waits"]["io"] == pytest.approx(0.5 - 0.5 * q, abs=0.001)
+    assert snap.to_json()["jobs"][1]["mem_events"] == {"max": 900}
+
+
+def test_data_that_fits_is_not_memory_bound():
+    """The same reads with no refaults: the pages read are new (a first epoch), not lost."""
+    jobs = [job("a", 1, 4 * MB, cg="/", limited=False, blocked=0.5),
+            job("b", 2, 4 * MB, cg="/", limited=False, blocked=0.5)]
+    v, est = run(jobs, host(refault=MIN_REFAULT_BPS // 2, io=0.3))
+    assert v.kind == "io-bound" and est["a"].mem_q == 0.0 and est["a"].cause == "io"
+    calm, est = run(jobs, host(refault=0, io=0.01))
+    assert calm.kind == "parallel" and est["a"].mem_wait == 0.0
+
+
+def test_one_job_re_reading_its_own_data_is_not_blamed_on_the_others():
+    jobs = [job("a", 1, 4 * MB, cg="/", limited=False, blocked=0.5),
+            job("idle", 2, 0, cg="/", limited=False, blocked=0.0)]
+    v, est = run(jobs, host(refault=4 * MB))
+    assert v.kind == "parallel" and est["a"].mem is None and est["a"].mem_q == 1.0
+    assert any("does not fit alone either" in x for x in v.evidence_lines)
+
+
+def test_no_refault_counter_anywhere_is_unknown_in_one_line():
+    """A kernel without workingset counters and no readable memory cgroup (e.g. a container
+    without /sys/fs/cgroup): memory is not judged, said once; the disk model still works."""
+    jobs = [job("a", 1, 4 * MB, blocked=0.5, mem_note=NO_CGROUP),
+            job("b", 2, 4 * MB, blocked=0.5, mem_note=NO_CGROUP)]
+    h = HostSample(cpus=2, cpu_busy=0.1, io_pressure_some10=0.3)  # no PSI memory, no vmstat
+    v, est = run(jobs, h)
+    assert v.kind == "io-bound" and est["a"].mem_q is None and est["a"].mem_wait is None
+    assert [x for x in v.evidence_lines if x.startswith("memory:")] == [UNKNOWN]
+    assert memory_lines(jobs, h) == [UNKNOWN]
+    js = Snapshot(time=0.0, gpu_status="ok", jobs=tuple(jobs)).to_json()["jobs"][0]
+    assert js["waits"]["memory"] is None and js["mem_events"] is None
+
+
+# --- every output -------------------------------------------------------------------------
+def test_store_export_markdown_tensorboard_and_serve_carry_memory(tmp_path):
+    import time
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.present.report.markdown import render_markdown
+    from gputop_dl.record.store import Store
+
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("monitor", file=None, command="gputop-dl", kind="monitor",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    store.upsert_job(sid, "reader.py", launched=False, config=None, status="running")
+    t0 = time.time() - 10
+    for i, refault in enumerate((1 * MB, 2 * MB, 3 * MB)):
+        j = job("reader.py", 7, 4 * MB, refault=refault, memory_wait_fraction=0.4)
+        store.add_job_sample(sid, t0 + i, j, None)
+    store.commit()
+    assert [r[1:] for r in store.job_memory(sid, "reader.py")] == [
+        (1 * MB, 0.4), (2 * MB, 0.4), (3 * MB, 0.4)]
+    doc = session_json(store, sid)
+    assert doc["jobs"][0]["memory"] == {"refault_bytes_per_s": 2 * MB,
+                                        "max_refault_bytes_per_s": 3 * MB, "memory_wait": 0.4,
+                                        "samples": 3}
+    md = render_markdown(doc)
+    assert "## Memory" in md and "| reader.py | 2.0 MB/s | 3.0 MB/s | 40% | 3 |" in md
+    store.close()
+
+    c = SnapshotCollector(hostname="node1")
+    j = job("reader.py", 7, 4 * MB, refault=2 * MB, memory_wait_fraction=0.4)
+    c.feed(Snapshot(time=time.time(), gpu_status="ok", host=host(refault=3 * MB, some=0.05,
+                                                                  full=0.01), jobs=(j,)))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {s.name: s.value for fam in text_string_to_metric_families(generate_latest(reg).decode())
+           for s in fam.samples}
+    assert got["gputop_dl_job_memory_wait_ratio"] == 0.4
+    assert got["gputop_dl_job_memory_refault_bytes_per_second"] == 2 * MB
+    assert got["gputop_dl_host_memory_refault_bytes_per_second"] == 3 * MB
+    assert got["gputop_dl_host_memory_pressure_full_ratio"] == 0.01
