@@ -157,7 +157,7 @@ def test_launch_in_tmux_shows_jobs_and_quits_cleanly(tmp_path):
         assert "No NVIDIA GPU" in text or "GPUs" in text
         # the step-time columns are hidden while every value in them is still unknown: they come
         # once a step time is measured, however late that is on a loaded machine
-        tmux.wait_for(r"job\s.*\bstatus\s.*epoch · step\s.*\bstep\s+samples/s\s+data-wait", timeout=40)
+        tmux.wait_for(r"job\s.*\bdata-wait\s.*\bstep\s+status\s.*\bsamples/s\s+epoch · step", timeout=40)
         text = tmux.wait_for(r"● beta\s.*\brunning\b.*\b1/2 · \d+/200", timeout=20)
         assert "co-run" in text
 
@@ -181,7 +181,7 @@ def test_terminal_hangup_stops_jobs_and_exits(tmp_path):
 
     tmux, home, _status = start_launch(tmp_path)
     try:
-        tmux.wait_for(r"● alpha\s+(starting|running)", timeout=40)  # its trainer process exists
+        tmux.wait_for(r"● alpha\s.*\b(starting|running)\b", timeout=40)  # its trainer process exists
         assert len(processes_using(str(tmp_path))) >= 2  # gputop-dl and at least one trainer
     finally:
         tmux.kill()  # the pane's terminal goes away: SIGHUP

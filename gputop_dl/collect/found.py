@@ -73,20 +73,22 @@ class FoundJobs:
         keys = set()
         jobs: list[JobSample] = []
         now = time.time()
+        sampled = {}
         for f in found:
             key = (f.pid, f.start)
+            keys.add(key)
             if key not in self._trees:
                 self._trees[key] = TreeSampler(f.pid)
                 self._ranks[key] = RankReader()
                 self._idents[key] = read_identity(f.pid, f.start, self.disc.proc)
-        shown = self.names(found, taken)
-        for f in found:
+            ts = self._trees[key].sample(cmap)
+            if ts is not None:  # else vanished since the listing
+                sampled[key] = ts
+        live = [f for f in found if (f.pid, f.start) in sampled]
+        shown = self.names(live, taken)
+        for f in live:
             key = (f.pid, f.start)
-            keys.add(key)
-            tree = self._trees[key]
-            ts = tree.sample(cmap)
-            if ts is None:  # vanished since the listing
-                continue
+            tree, ts = self._trees[key], sampled[key]
             pids = ts.pids  # sorted, the root included
             mem, sm, gpus = gpu.of_pids(pids)
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
