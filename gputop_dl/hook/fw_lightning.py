@@ -23,6 +23,7 @@ import sys
 import time
 
 from . import report as rp
+from .loaderpatch import mark_wrapper
 
 TARGETS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 
@@ -72,6 +73,5 @@ def patch(module, tracker, report) -> None:
             report.error("Lightning's Trainer.fit", exc)
         return orig_fit(self, *args, **kwargs)
 
-    fit.__name__, fit.__qualname__ = orig_fit.__name__, orig_fit.__qualname__
-    fit.__doc__, fit.__wrapped__, fit._gputop_dl = orig_fit.__doc__, orig_fit, True  # type: ignore[attr-defined]
+    mark_wrapper(fit, orig_fit)
     trainer_cls.fit = fit

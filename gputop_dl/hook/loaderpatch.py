@@ -4,6 +4,41 @@ from __future__ import annotations
 
 import time
 
+clock = time.perf_counter
+
+
+def timed_next(tracker, report, it, nxt):
+    """`nxt()`, the next batch of iterator `it`, timed as its data wait and told to the tracker
+    (a batch, or the pass's end). A transform module run in `nxt` is data, not forward. Shared
+    by the DataLoader patch and a framework's own loader (fw_accelerate)."""
+    t0 = clock()
+    sc = tracker.clock  # the phase clock
+    mark = sc is not None and sc.active is None
+    if mark:
+        sc.active = "data"
+    try:
+        batch = nxt()
+    except StopIteration:
+        if mark:
+            sc.active = None
+        try:
+            tracker.on_stop(it, clock())
+        except Exception as exc:
+            report.error("end of epoch", exc)
+        raise
+    except BaseException:
+        if mark:
+            sc.active = None
+        raise
+    t1 = clock()
+    if mark:
+        sc.active = None
+    try:
+        tracker.on_batch(it, batch, t0, t1)
+    except Exception as exc:
+        report.error("step", exc)
+    return batch
+
 
 def patch_dataloader(mod, tracker, report) -> None:
     """Wrap DataLoader.__iter__ and _BaseDataLoaderIter.__next__ of the just-imported module."""
@@ -11,7 +46,6 @@ def patch_dataloader(mod, tracker, report) -> None:
     if getattr(iter_cls.__next__, "_gputop_dl", False):
         return
     orig_iter, orig_next = loader_cls.__iter__, iter_cls.__next__
-    clock = time.perf_counter
 
     def __iter__(self):
         it = orig_iter(self)
@@ -22,36 +56,15 @@ def patch_dataloader(mod, tracker, report) -> None:
         return it
 
     def __next__(self):
-        t0 = clock()
-        sc = tracker.clock  # the phase clock: a transform module run here is data, not forward
-        mark = sc is not None and sc.active is None
-        if mark:
-            sc.active = "data"
-        try:
-            batch = orig_next(self)
-        except StopIteration:
-            if mark:
-                sc.active = None
-            try:
-                tracker.on_stop(self, clock())
-            except Exception as exc:
-                report.error("end of epoch", exc)
-            raise
-        except BaseException:
-            if mark:
-                sc.active = None
-            raise
-        t1 = clock()
-        if mark:
-            sc.active = None
-        try:
-            tracker.on_batch(self, batch, t0, t1)
-        except Exception as exc:
-            report.error("step", exc)
-        return batch
+        return timed_next(tracker, report, self, lambda: orig_next(self))
 
     for new, old in ((__iter__, orig_iter), (__next__, orig_next)):
-        new.__name__, new.__qualname__ = old.__name__, old.__qualname__
-        new.__doc__, new.__wrapped__, new._gputop_dl = old.__doc__, old, True
+        mark_wrapper(new, old)
     loader_cls.__iter__ = __iter__
     iter_cls.__next__ = __next__
+
+
+def mark_wrapper(new, old) -> None:
+    """`new` replaces `old`: it takes its name and doc, and is marked as ours."""
+    new.__name__, new.__qualname__ = old.__name__, old.__qualname__
+    new.__doc__, new.__wrapped__, new._gputop_dl = old.__doc__, old, True
