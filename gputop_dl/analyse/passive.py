@@ -8,6 +8,8 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
   the wall time: each lost `f * b` of it waiting, a `share` of it behind the other jobs (the
   rest behind load from outside them, which alone would still be there: `set_share`). Its CPU
   work would run `s_cpu = min(1 / (1 - f * b * share), cpus / c)` times faster alone (>= 1);
+  a CPU trainer with an intra-op pool (two or more busy threads) moves only while all of them
+  run: its critical path is the product of their rates (`pool_speedup`), when that is larger;
 - the job's critical path. Training on the CPU (no GPU seen), its CPU work is its step: the
   estimate is `s_cpu`. On a GPU, only the data wait can shrink when the loader's workers get
   their cores: with a known data-stall `σ`, `s = min(s_cpu(f_workers), 1 / (1 - σ))`; with
@@ -36,7 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_speedup,
+                                              set_share, spins)
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
@@ -81,6 +84,8 @@ class Tick:
     io_ratio: float | None = None
     io_read_bps: int | None = None
     io_device: str | None = None
+    pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
+    pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
 
     @property
     def slowdown(self) -> float | None:
@@ -119,6 +124,11 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
             s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
         else:
             s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+        s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
+        if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
+            s_cpu = s_pool
+        else:
+            s_pool = None
         g = gpu.get(j.name)
         out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
@@ -126,7 +136,8 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            stall_known=stall is not None, set_share=share,
                            note=None if f is not None else j.cpu_wait_note, stall=stall,
                            io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
-                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label)
+                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
+                           pool=j.cpu_pool, pool_speedup=s_pool)
     return out
 
 
@@ -257,6 +268,17 @@ class PassiveJudge:
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
+def pool_line(e: Estimate) -> str:
+    """An evidence line: a job's intra-op pool, its threads' waits, and whether they spin."""
+    pool = e.last.pool
+    return (f"{e.name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
+            + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
+            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + " of the time: they "
+               "spin while they wait for each other" if spins(pool) else "")
+            + f"; an operator needs them all on a CPU at once, so their waits multiply "
+              f"({e.last.pool_speedup:.2f}× on its critical path)")
+
+
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
     if runnable is not None:
         return f"host: {runnable:.1f} threads runnable, mean of the last {ticks} readings"
@@ -315,6 +337,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
+    lines += [pool_line(e) for e in judged if e.last.pool_speedup is not None]
     outside = [e for e in judged if e.last.set_share < 0.9]
     if outside:
         lines.append("load from outside these jobs: of what " + ", ".join(
