@@ -87,3 +87,14 @@ def spins(pool) -> bool:
     """Every thread of the pool runnable nearly all the time (OpenMP's busy-wait: a thread that
     waits for its peers stays on the run queue): a pool, and its waits are spin."""
     return len(pool) >= 2 and all(b >= SPIN_RUNNABLE for _, b in pool)
+
+
+def pool_line(name: str, pool, s: float) -> str:
+    """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
+    pool's critical-path estimate `s`."""
+    return (f"{name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
+            + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
+            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + " of the time: they "
+               "spin while they wait for each other" if spins(pool) else "")
+            + f"; an operator needs them all on a CPU at once, so their waits multiply "
+              f"({s:.2f}× on its critical path)")

@@ -38,8 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_speedup,
-                                              set_share, spins)
+from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_line,
+                                              pool_speedup, set_share)
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
@@ -268,17 +268,6 @@ class PassiveJudge:
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
-def pool_line(e: Estimate) -> str:
-    """An evidence line: a job's intra-op pool, its threads' waits, and whether they spin."""
-    pool = e.last.pool
-    return (f"{e.name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
-            + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
-            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + " of the time: they "
-               "spin while they wait for each other" if spins(pool) else "")
-            + f"; an operator needs them all on a CPU at once, so their waits multiply "
-              f"({e.last.pool_speedup:.2f}× on its critical path)")
-
-
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
     if runnable is not None:
         return f"host: {runnable:.1f} threads runnable, mean of the last {ticks} readings"
@@ -337,7 +326,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
-    lines += [pool_line(e) for e in judged if e.last.pool_speedup is not None]
+    lines += [pool_line(e.name, e.last.pool, s) for e in judged
+              if (s := e.last.pool_speedup) is not None]
     outside = [e for e in judged if e.last.set_share < 0.9]
     if outside:
         lines.append("load from outside these jobs: of what " + ", ".join(
