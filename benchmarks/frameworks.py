@@ -65,9 +65,13 @@ def ms(x) -> str:
     return "–" if x is None else f"{x:.1f}"
 
 
+def mean_ms(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) * 1000 if xs else None
+
+
 def row(label: str, run, own: dict) -> str:
     steady = [s for s in run.steps if s["step"] > 1]
-    mean = (lambda xs: statistics.fmean(xs) * 1000 if xs else None)
+    mean = mean_ms
     epochs = f"{own['epochs'] or 'no epochs'} / {len(run.epochs) or 'no epochs'}"
     spe = (", ".join(map(str, own["batches"])) + " / "
            + (", ".join(str(e["steps"]) for e in run.epochs) if run.epochs

@@ -9,6 +9,10 @@ model and its blind spots: docs/verdict.md.
 
 from __future__ import annotations
 
+from typing import Sequence
+
+Pool = Sequence[tuple[float, float]]  # a trainer's busy threads: (wait share, runnable share)
+
 MAX_WAIT = 0.95  # a wait share is clipped here (1 / (1 - f) would run away)
 
 
@@ -60,7 +64,7 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
 SPIN_RUNNABLE = 0.9  # every thread of a pool runnable this share of the time: they spin
 
 
-def pool_speedup(pool, share: float = 1.0) -> float | None:
+def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
     """How much faster a job's intra-op pool would run alone (None: no pool, fewer than two
     busy threads).
 
@@ -83,13 +87,13 @@ def pool_speedup(pool, share: float = 1.0) -> float | None:
     return max(1.0, min(s, 1.0 / (1.0 - MAX_WAIT)))
 
 
-def spins(pool) -> bool:
+def spins(pool: Pool) -> bool:
     """Every thread of the pool runnable nearly all the time (OpenMP's busy-wait: a thread that
     waits for its peers stays on the run queue): a pool, and its waits are spin."""
     return len(pool) >= 2 and all(b >= SPIN_RUNNABLE for _, b in pool)
 
 
-def pool_line(name: str, pool, s: float) -> str:
+def pool_line(name: str, pool: Pool, s: float) -> str:
     """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
     pool's critical-path estimate `s`."""
     return (f"{name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
