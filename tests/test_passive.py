@@ -379,6 +379,7 @@ def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
     assert v.kind == "cpu-bound"
     for e in est.values():
         assert e.slowdown == pytest.approx(pool_speedup(pool), rel=0.01) and e.cause == "cpu"
+        assert e.last.critical_wait == pytest.approx(1 - 0.5 * 0.51, abs=0.001)
     line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
     assert "they spin while they wait for each other" in line and "3.92×" in line
     # the same jobs without a pool (one busy thread each): the mean thread's 2×, no such line

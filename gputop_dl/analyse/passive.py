@@ -126,7 +126,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
             s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
         s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
         if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
-            s_cpu = s_pool
+            s_cpu, crit = s_pool, round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
         else:
             s_pool = None
         g = gpu.get(j.name)
