@@ -16,8 +16,9 @@ loader worker, printing a timestamp per iteration. Per scenario, on this box:
    within the span when every copy was past its warm-up and still running.
 
 Run it under the box's lock (`flock /tmp/gputop-box.lock ...`): anything else running moves both
-figures. Prints a Markdown table (script, threads, alone it/s, together it/s, true ratio,
-gputop-dl's estimate, estimate / truth, within 25 %) and the load average. `--raw`: also write
+figures. Prints a Markdown table (script, threads, alone it/s, together it/s, true ratio, the
+mean-thread model's estimate from the same ticks (the model before intra-op pools), gputop-dl's
+estimate, estimate / truth, within 25 %) and the load average. `--raw`: also write
 each tick's per-thread schedstat deltas of the jobs (model work, not needed for the table).
 """
 
@@ -35,6 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import never_left_stopped, only_found  # noqa: E402
@@ -141,9 +143,14 @@ def together(examples: tuple[str, ...], seconds: float, raw: list | None) -> dic
     for p, t in zip(procs, ts):
         ests = [jobs[p.pid].slowdown for _, _, jobs in judged
                 if p.pid in jobs and jobs[p.pid].slowdown is not None]
+        # the model before intra-op pools (the mean thread, all waits the other jobs')
+        means = [cpu_speedup(j.cpu_wait_fraction, j.cpu_cores, os.cpu_count() or 1)
+                 for _, _, jobs in judged if (j := jobs.get(p.pid)) is not None
+                 and j.cpu_wait_fraction is not None]
         evidence = next((jobs[p.pid] for _, _, jobs in reversed(judged) if p.pid in jobs), None)
         rows.append({"pid": p.pid, "rate": rate(t, lo, hi),
                      "estimate": statistics.median(ests) if ests else None,
+                     "mean_thread": statistics.median(means) if means else None,
                      "ticks": len(ests), "job": evidence})
     kinds = sorted({v["kind"] for _, v, _ in judged})
     return {"rows": rows, "kinds": kinds, "stopped": any(stopped), "span": hi - lo}
@@ -174,17 +181,18 @@ def main() -> None:
                 est = row["estimate"]
                 ratio = est / truth if est and truth else None
                 lines.append(f"| {name} | {e} | {THREADS} | {_f(solo[e], '.2f')} | "
-                             f"{_f(row['rate'], '.2f')} | {_f(truth, '.2f')} | {_f(est, '.2f')} | "
+                             f"{_f(row['rate'], '.2f')} | {_f(truth, '.2f')} | "
+                             f"{_f(row['mean_thread'], '.2f')} | {_f(est, '.2f')} | "
                              f"{_f(ratio, '.2f')} | "
                              f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} |")
             lines.append(f"| {name}: verdict {', '.join(r['kinds']) or '–'}, span "
                          f"{r['span']:.0f} s, a job paused: {'YES' if r['stopped'] else 'never'} "
-                         "| | | | | | | | |")
+                         "| | | | | | | | | |")
     print(f"load1 at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; torch threads "
           f"{THREADS}, loader workers {WORKERS} per job")
     print("| scenario | script | threads | alone it/s | together it/s | true slowdown | "
-          "gputop-dl estimate | estimate / truth | within 25 % |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+          "mean-thread model | gputop-dl estimate | estimate / truth | within 25 % |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for ln in lines:
         print(ln)
     if a.raw:
