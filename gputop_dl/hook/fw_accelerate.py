@@ -40,8 +40,8 @@ class TimedIter:
             batch = next(self.inner)
         finally:
             self.tracker.inner -= 1
-        if getattr(self.loader, "end_of_dataloader", False):
-            self.tracker.drained = True
+        if self.tracker.it is self and getattr(self.loader, "end_of_dataloader", False):
+            self.tracker.drained = True  # (the main pass only: an evaluation's end is not ours)
         return batch
 
     def __getattr__(self, name):  # anything else a caller asks of the generator
