@@ -231,6 +231,9 @@ class JobSample:
     cpu_wait_workers: float | None = None
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
+    # the trainer's busy threads (an intra-op pool when two or more): (wait share, runnable
+    # share of the interval) each (collect/schedstat.py: SchedReader.busy)
+    cpu_pool: tuple[tuple[float, float], ...] = ()
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share

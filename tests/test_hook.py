@@ -433,3 +433,46 @@ def test_jobrun_shows_hook_events_like_the_trainers(tmp_path):
     assert js.samples_per_s is None and js.batch_size == 8 and js.epochs is None
     assert js.steps_per_epoch == 8 and js.epoch_times == (3.2,) and js.eta_s is None
     assert run.failure == "exception: RuntimeError: rank 0"
+
+
+def test_accelerate_loader_steps_are_the_batches_handed_over_and_a_drained_pass_ends():
+    """A stand-in for accelerate's DataLoaderShard (its own generator that fetches one batch
+    ahead from a DataLoader the tracker must not see): the steps are the batches it hands over,
+    an evaluation shard's end is not the training pass's, and a pass whose last batch went out
+    ends at the framework's epoch end or at exit, one stopped early never."""
+    from gputop_dl.hook import fw_accelerate
+
+    rep, w = reporter()
+    tr = dlhook.Tracker(rep)
+
+    class DataLoaderShard:  # the class patch() wraps
+        def __init__(self, n):
+            self.n, self.end_of_dataloader = n, False
+
+        def __len__(self):
+            return self.n
+
+        def __iter__(self):
+            inner = object()  # the wrapped DataLoader: its events must be hidden
+            tr.on_iter(inner, inner, 0.0)
+            for i in range(self.n):
+                tr.on_batch(inner, Batch(2), 0.0, 0.0)  # its look-ahead fetch
+                self.end_of_dataloader = i == self.n - 1
+                yield Batch(2)
+
+    fw_accelerate.patch(types.SimpleNamespace(DataLoaderShard=DataLoaderShard), tr, rep)
+    train, val = DataLoaderShard(4), DataLoaderShard(2)
+    it = iter(train)
+    for _ in range(3):
+        next(it)
+    for _ in val:  # an evaluation drains its own shard mid-epoch
+        pass
+    tr.end_epoch(1.0, drained_only=True)  # transformers' on_epoch_end after max_steps: no epoch
+    assert len(kinds(w, "step")) == 3 and kinds(w, "epoch") == []
+    it = iter(train)  # the next pass, drained this time, nobody asks past its last batch
+    for _ in range(4):
+        next(it)
+    tr.finish(2.0)
+    assert [(s["epoch"], s["step"]) for s in kinds(w, "step")][3:] == [(1, i) for i in range(1, 5)]
+    assert [e["steps"] for e in kinds(w, "epoch")] == [4]
+    assert kinds(w, "started")[0]["steps_per_epoch"] == 4

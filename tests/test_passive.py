@@ -396,3 +396,39 @@ def test_one_launched_job_is_alone_in_the_measured_verdict_too():
     assert v.kind == "alone" and "runs alone" in v.reason
     assert v.evidence["cpu_demand_cores"] == 0.8 and v.evidence["second_job_fits"] is None
     assert "may fit beside it" in v.reason and "may fit beside it" in v.recommendations[0]
+
+
+def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
+    """Two CPU jobs of two OpenMP threads each on 2 cores (issue 33's dcgan pair): each thread
+    runnable all the time (it spins while its peer waits), waiting half of it. The mean thread
+    says 2×; the pool moves only while both threads run, so the estimate is the product of the
+    threads' rates (4×, not capped at cpus / cores: spin is CPU time without work), and the
+    evidence says the threads spin."""
+    from gputop_dl.analyse.cpu_wait_model import pool_speedup, spins
+
+    pool = ((0.5, 1.0), (0.5, 0.98))
+    assert pool_speedup(pool) == pytest.approx(1 / (0.5 * 0.51))
+    assert pool_speedup(((0.5, 1.0),)) is None and pool_speedup(()) is None  # one thread: none
+    assert pool_speedup(((0.5, 1.0), (0.5, 0.3))) == pytest.approx(2 / 0.85)  # one sleeps often
+    assert pool_speedup(((0.99, 1.0), (0.99, 1.0))) == pytest.approx(20)  # clipped
+    assert spins(pool) and not spins(((0.5, 1.0), (0.5, 0.5)))
+    jobs = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=pool) for i, n in enumerate("ab", 1)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs)
+    assert v.kind == "cpu-bound"
+    for e in est.values():
+        assert e.slowdown == pytest.approx(pool_speedup(pool), rel=0.01) and e.cause == "cpu"
+        assert e.last.critical_wait == pytest.approx(1 - 0.5 * 0.51, abs=0.001)
+    line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
+    assert "they spin while they wait for each other" in line and "3.92×" in line
+    # the same jobs without a pool (one busy thread each): the mean thread's 2×, no such line
+    v, est = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool=((0.5, 1.0),)) for j in jobs])
+    assert est["a"].slowdown == pytest.approx(2.0) and not any("busy threads" in ln
+                                                               for ln in v.evidence_lines)
+
+
+def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():
+    pool = ((0.5, 1.0), (0.5, 1.0))
+    jobs = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=pool, device="cuda:0", stall_fraction=0.0)
+            for i, n in enumerate("ab", 1)]
+    v, est = run(PassiveJudge(), 3, lambda t: jobs)
+    assert all(e.last.pool_speedup is None for e in est.values())

@@ -273,3 +273,26 @@ def test_idle_threads_are_read_every_few_ticks_unless_the_process_ran_more(tmp_p
         if any("/11/" in p for p in reads):
             break
     assert waits[10] == (1000 + 50_000_000, 7_000_000)
+
+
+def test_busy_threads_of_a_process_are_its_pool(tmp_path):
+    """Two threads of the trainer runnable most of the interval (an intra-op pool), a third
+    asleep, a worker busy: the trainer's busy threads, (wait share, runnable share), busiest
+    first; the pool of a job is its trainer's, never a worker's."""
+    for tid in (10, 11, 12):
+        _thread(tmp_path, 10, tid, 0, 0)
+    _thread(tmp_path, 20, 20, 0, 0)
+    r = _reader(tmp_path)
+    procs = {10: (1.0, 3), 20: (2.0, 1)}
+    r.read(procs)
+    _thread(tmp_path, 10, 10, 500_000_000, 480_000_000)  # runnable 98 % of 1 s, waited half
+    _thread(tmp_path, 10, 11, 300_000_000, 300_000_000)  # runnable 60 %
+    _thread(tmp_path, 10, 12, 1_000_000, 0)  # asleep
+    _thread(tmp_path, 20, 20, 900_000_000, 0)
+    waits = r.read(procs)
+    r.span_s = 1.0  # (the reads' real span is microseconds here)
+    busy = r.busy(waits)
+    assert busy[10] == ((round(48 / 98, 4), 0.98), (0.5, 0.6)) and busy[20] == ((0.0, 0.9),)
+    assert job_wait(waits, {10}, busy=busy).pool == busy[10]
+    assert job_wait(waits, {99}, busy=busy).pool == ()  # no trainer among them: no pool
+    assert SchedReader(proc=str(tmp_path), read=read_proc).busy({10: (1, 1)}) == {}  # no span

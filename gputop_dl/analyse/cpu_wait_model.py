@@ -2,11 +2,16 @@
 
 Pure functions over one tick's figures (collect/schedstat.py reads them): a job's CPU wait `f`
 (the share of its threads' runnable time spent waiting for a CPU), the cores it used `c`, and
-the share of its competitors that are the other judged jobs. The model and its blind spots:
-docs/verdict.md.
+the share of its competitors that are the other judged jobs; and, for a trainer with an
+intra-op thread pool, each busy thread's wait (`pool_speedup`: the pool's critical path). The
+model and its blind spots: docs/verdict.md.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
+
+Pool = Sequence[tuple[float, float]]  # a trainer's busy threads: (wait share, runnable share)
 
 MAX_WAIT = 0.95  # a wait share is clipped here (1 / (1 - f) would run away)
 
@@ -54,3 +59,46 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
     if cores is not None and cores > 0 and cpus:
         s = min(s, max(1.0, cpus / cores))
     return max(1.0, s)
+
+
+SPIN_RUNNABLE = 0.9  # every thread of a pool runnable this share of the time: they spin
+
+
+def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
+    """How much faster a job's intra-op pool would run alone (None: no pool, fewer than two
+    busy threads).
+
+    `pool`: the trainer's busy threads, (wait share f_i, runnable share b_i) each. An OpenMP or
+    MKL pool splits each operator across its threads and waits for the last one: an operator is
+    done only when every thread got its part onto a CPU. With operators far shorter than a
+    scheduler's time slice, a thread that finished its part waits (spins, then sleeps) for a
+    peer that waits for a CPU, so the pool moves only while all its threads run at once. The
+    threads wait for a CPU independently of each other: thread i is off a CPU f_i * b_i of the
+    time it would run alone, so the pool's critical path runs at the product of the threads'
+    rates, s = prod 1 / (1 - f_i * b_i * share), not at the mean thread's (one thread's
+    1 / (1 - f * b)). A thread busy only part of the time (b_i < 1: it sleeps through the
+    serial parts) weighs less. No `cpus / c` cap: a pool's spinning is CPU time that does no
+    work, so its CPU time together exceeds its CPU time alone."""
+    if len(pool) < 2:
+        return None
+    s = 1.0
+    for f, b in pool:
+        s /= 1.0 - clip_wait(f * min(1.0, b) * share)
+    return max(1.0, min(s, 1.0 / (1.0 - MAX_WAIT)))
+
+
+def spins(pool: Pool) -> bool:
+    """Every thread of the pool runnable nearly all the time (OpenMP's busy-wait: a thread that
+    waits for its peers stays on the run queue): a pool, and its waits are spin."""
+    return len(pool) >= 2 and all(b >= SPIN_RUNNABLE for _, b in pool)
+
+
+def pool_line(name: str, pool: Pool, s: float) -> str:
+    """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
+    pool's critical-path estimate `s`."""
+    return (f"{name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
+            + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
+            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + " of the time: they "
+               "spin while they wait for each other" if spins(pool) else "")
+            + f"; an operator needs them all on a CPU at once, so their waits multiply "
+              f"({s:.2f}× on its critical path)")

@@ -13,7 +13,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_speedup,
+                                              set_share)
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.memory_share import THRASH, domains, memory_shares, memory_slowdown
@@ -53,6 +54,8 @@ class Tick:
     mem_q: float | None = None
     mem_shared: bool = False
     mem_domain: str | None = None
+    pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
+    pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
 
     @property
     def slowdown(self) -> float | None:
@@ -93,6 +96,11 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
             s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
         else:
             s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+        s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
+        if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
+            s_cpu, crit = s_pool, round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
+        else:
+            s_pool = None
         g = gpu.get(j.name)
         out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
@@ -102,7 +110,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
                            io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
-                           mem_domain=doms[j.name].name)
+                           mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool)
     return out
 
 

@@ -8,6 +8,8 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
   the wall time: each lost `f * b` of it waiting, a `share` of it behind the other jobs (the
   rest behind load from outside them, which alone would still be there: `set_share`). Its CPU
   work would run `s_cpu = min(1 / (1 - f * b * share), cpus / c)` times faster alone (>= 1);
+  a CPU trainer with an intra-op pool (two or more busy threads) moves only while all of them
+  run: its critical path is the product of their rates (`pool_speedup`), when that is larger;
 - the job's critical path. Training on the CPU (no GPU seen), its CPU work is its step: the
   estimate is `s_cpu`. On a GPU, only the data wait can shrink when the loader's workers get
   their cores: with a known data-stall `σ`, `s = min(s_cpu(f_workers), 1 / (1 - σ))`; with
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.cpu_wait_model import demand
+from gputop_dl.analyse.cpu_wait_model import demand, pool_line
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import MIN_TICKS, Estimate, smooth, tick_estimates
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
@@ -162,6 +164,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
+    lines += [pool_line(e.name, e.last.pool, s) for e in judged
+              if (s := e.last.pool_speedup) is not None]
     outside = [e for e in judged if e.last.set_share < 0.9]
     if outside:
         lines.append("load from outside these jobs: of what " + ", ".join(

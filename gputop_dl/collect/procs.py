@@ -134,6 +134,7 @@ class TreeSample:
     waits: dict[int, tuple[int, int]] | None = None
     wait_note: str | None = None
     throttled: float | None = None
+    busy: dict[int, tuple[tuple[float, float], ...]] | None = None  # per process: SchedReader.busy
     io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
     memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
 
@@ -158,7 +159,7 @@ class TreeSampler:
         self._mem = MemoryReader(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
-        self._waits_last: tuple = (None, None, None)
+        self._waits_last: tuple = (None, None, None, None)
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
@@ -191,28 +192,30 @@ class TreeSampler:
                     # interval, unless it is older than the interval (first sight of an old process)
                     by_pid[pid] = st.cpu / interval
             cores = round(sum(by_pid.values()), 3)
-        waits, note, throttled = self._read_waits(stats, now)
+        waits, note, throttled, busy = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
         self._last, self._t = stats, now
         return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                           rss=sum(st.rss for st in stats.values()),
                           threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
-                          waits=waits, wait_note=note, throttled=throttled, io=io,
+                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
                           memory=mem)
 
     def _read_waits(self, stats: dict[int, Stat], now: float):
-        """(pid -> (ran, waited) ns, note, throttled share); Nones when off. Read every
+        """(pid -> (ran, waited) ns, note, throttled share, pid -> busy threads); Nones when
+        off. Read every
         `schedstat.READ_EVERY` ticks (the figures of the last reading in between), which keeps
         the reading within 10 % of the tick's cost (docs/benchmarks.md); every tick until a
         reading has figures."""
         if self._sched is None or not self.cpu_wait:
-            return None, None, None
+            return None, None, None, None
         if self._waits_skip > 0 and self._waits_last[0]:  # (until the first figures: read
             self._waits_skip -= 1  # each tick, so that `--once`'s second sample has them)
             return self._waits_last
         waits = self._sched.read({pid: (st.start, st.threads, st.cpu) for pid, st in stats.items()})
-        self._waits_last = (waits, self._sched.note, self._throttle.read(now))
+        self._waits_last = (waits, self._sched.note, self._throttle.read(now),
+                            self._sched.busy(waits))
         self._waits_skip = schedstat.READ_EVERY - 1
         return self._waits_last
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,6 +39,9 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 READ_EVERY = 2
 KERNEL_NOTE = "CPU wait: not available (kernel: no /proc/PID/task/TID/schedstat)"
 MIN_RUNNABLE_NS = 0  # a group with no runnable time in the interval has no share (None)
+# a trainer's thread runnable at least this share of the interval is busy: two or more busy
+# threads in one process are taken for an intra-op pool (OpenMP/MKL, torch.get_num_threads() > 1)
+POOL_BUSY = 0.25
 
 
 def parse_schedstat(data: bytes) -> tuple[int, int] | None:
@@ -55,6 +59,9 @@ class CpuWait:
 
     fraction: float | None = None  # all its threads: waited / (ran + waited), 0..1
     trainer: float | None = None  # the trainer (rank) processes' threads
+    # the busy threads of the trainer process with the most of them: (wait share, runnable share
+    # of the interval) each, the busiest first; () when none is busy or not read per thread
+    pool: tuple[tuple[float, float], ...] = ()
     workers: float | None = None  # the other processes' threads (data-loader workers)
     throttled: float | None = None  # cgroup quota: share of the interval spent throttled
     note: str | None = None
@@ -64,7 +71,7 @@ class _Threads:
     """One process's threads as last listed: ids, how each is read (a kept descriptor, or its
     path), and each one's last (ran, waited) totals (None: no reading yet)."""
 
-    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu")
+    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta")
 
     def __init__(self, start: float):
         self.start = start
@@ -73,6 +80,7 @@ class _Threads:
         self.last: list[tuple[int, int] | None] = []
         self.idle: list[bool] = []  # neither ran nor waited between its last two readings
         self.cpu: float | None = None  # the process's CPU seconds at the last read
+        self.delta: dict[int, tuple[int, int]] = {}  # tid -> (ran, waited) ns at the last read
 
 
 class SchedReader:
@@ -96,6 +104,8 @@ class SchedReader:
         self.note: str | None = None  # why some or all of the job's CPU wait is unknown
         self.off = False  # the kernel has no schedstat: not looked for again
         self._ticks = 0
+        self._t: float | None = None  # when the last read was (monotonic)
+        self.span_s: float | None = None  # seconds between the last two reads
 
     # --- one process's threads -------------------------------------------------------------
     def _fault(self, pid: int, exc: OSError) -> None:
@@ -184,6 +194,9 @@ class SchedReader:
         if self.off:
             self.note = KERNEL_NOTE
             return {}
+        now = time.monotonic()
+        self.span_s = None if self._t is None else now - self._t
+        self._t = now
         out: dict[int, tuple[int, int]] = {}
         tick = self._ticks = self._ticks + 1
         for pid, entry in procs.items():
@@ -232,6 +245,7 @@ class SchedReader:
         run = wait = 0
         counted = lost = False
         get, pread, handles, last, idle = self._get, os.pread, st.handles, st.last, st.idle
+        delta = st.delta = {}
         for i in idx:
             h = handles[i]
             try:
@@ -248,9 +262,27 @@ class SchedReader:
             if prev is not None:
                 run += now[0] - prev[0]
                 wait += now[1] - prev[1]
+                delta[st.tids[i]] = (now[0] - prev[0], now[1] - prev[1])
                 counted = True
                 idle[i] = now == prev
         return run, wait, counted, lost
+
+    def busy(self, pids) -> dict[int, tuple[tuple[float, float], ...]]:
+        """Per process of `pids`, its threads busy over the last read's span (runnable at least
+        POOL_BUSY of it): (wait share, runnable share), the busiest first."""
+        span = self.span_s
+        out: dict[int, tuple[tuple[float, float], ...]] = {}
+        if not span:
+            return out
+        for pid in pids:
+            st = self._procs.get(pid)
+            if st is None:
+                continue
+            rows = [(w / (r + w), min(1.0, (r + w) / 1e9 / span)) for r, w in st.delta.values()
+                    if r + w > 0 and (r + w) / 1e9 / span >= POOL_BUSY]
+            out[pid] = tuple(sorted(((round(f, 4), round(b, 4)) for f, b in rows),
+                                    key=lambda x: -x[1]))
+        return out
 
     def _kernel_off(self) -> dict:
         self.note = KERNEL_NOTE
@@ -271,12 +303,16 @@ def _share(run: int, wait: int) -> float | None:
 
 
 def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | frozenset[int],
-             note: str | None = None, throttled: float | None = None) -> CpuWait:
+             note: str | None = None, throttled: float | None = None,
+             busy: dict[int, tuple[tuple[float, float], ...]] | None = None) -> CpuWait:
     """A job's CPU wait from `SchedReader.read`'s per-process deltas: all threads, those of the
     `trainers` (the root and the rank processes) and those of every other process (its loader
-    workers). None where no thread of the group was runnable in the interval, or no delta yet."""
+    workers). None where no thread of the group was runnable in the interval, or no delta yet.
+    `busy` (`SchedReader.busy`): the pool is that of the trainer with the most busy threads."""
     if not waits:
         return CpuWait(throttled=throttled, note=note)
+    pools = [v for p, v in (busy or {}).items() if p in trainers]
+    pool = max(pools, key=len, default=())
     tr = [v for p, v in waits.items() if p in trainers]
     wk = [v for p, v in waits.items() if p not in trainers]
 
@@ -284,7 +320,7 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
         return _share(sum(v[0] for v in vals), sum(v[1] for v in vals)) if vals else None
 
     return CpuWait(fraction=share(list(waits.values())), trainer=share(tr), workers=share(wk),
-                   throttled=throttled, note=note)
+                   throttled=throttled, note=note, pool=pool)
 
 
 def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
@@ -352,11 +388,11 @@ def tree_wait(ts, root: int | None, dist=None) -> CpuWait:
     trainers = {root}
     if dist is not None:
         trainers |= {r.pid for r in dist.ranks}
-    return job_wait(ts.waits, trainers, ts.wait_note, ts.throttled)
+    return job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
 
 
 def wait_fields(cw: CpuWait) -> dict:
     """The `JobSample` fields of a `CpuWait` (cpu_wait_fraction, ...), as keyword arguments."""
     return {"cpu_wait_fraction": cw.fraction, "cpu_wait_trainer": cw.trainer,
             "cpu_wait_workers": cw.workers, "cpu_throttled_fraction": cw.throttled,
-            "cpu_wait_note": cw.note}
+            "cpu_wait_note": cw.note, "cpu_pool": cw.pool}

@@ -6,8 +6,8 @@ come by relative import and gputop_dl/channel.py by file path (`report.load_chan
 never imports torch: a meta-path finder (`postimport`) waits for the script to import
 `torch.utils.data.dataloader` and patches it (`loaderpatch`) right after that module has run;
 the main loader's iterations become steps and epochs (`tracker`), timed per phase
-(`stepclock`); a framework that drives the loader its own way (Lightning) gets one small
-module beside them (`fw_*.py`). Every failure inside the hook is swallowed and reported once as a `note` event
+(`stepclock`); a framework that drives the loader its own way gets one small module beside
+them (`fw_lightning`, `fw_accelerate`, `fw_transformers`). Every failure inside the hook is swallowed and reported once as a `note` event
 (`report.Reporter.error`): the user's script must never break.
 """
 
@@ -16,10 +16,11 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 from collections.abc import Callable, MutableMapping
 from types import ModuleType, TracebackType
 
-from . import fw_lightning
+from . import fw_accelerate, fw_lightning, fw_transformers
 from . import report as rp
 from .loaderpatch import patch_dataloader
 from .postimport import PostImportFinder
@@ -32,7 +33,7 @@ __all__ = ["ENV_EVENTS", "ENV_ROOT", "Hook", "PostImportFinder", "Reporter", "Tr
 ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS (a test checks)
 ENV_ROOT = "GPUTOP_DL_HOOK_ROOT"  # set by the job's first Python process; its children see it
 TARGET = "torch.utils.data.dataloader"
-FRAMEWORKS = (fw_lightning,)  # each: TARGETS (module names) and patch(module, tracker, report)
+FRAMEWORKS = (fw_lightning, fw_accelerate, fw_transformers)  # each: TARGETS (module names) and patch(module, tracker, report)
 
 
 class Hook:
@@ -101,6 +102,7 @@ class Hook:
         try:
             if self.tracker.resolver is not None:
                 self.tracker.resolver.stop()
+            self.tracker.finish(time.perf_counter())
             if self.tracker.started and not self.ended and not self.report.steps_only:
                 self.ended = True
                 self.report.emit("finished", flush=True)

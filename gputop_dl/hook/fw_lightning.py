@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import report as rp
+from .loaderpatch import mark_wrapper
 
 if TYPE_CHECKING:
     from .tracker import Tracker
@@ -77,6 +78,5 @@ def patch(module: ModuleType, tracker: Tracker, report: rp.Reporter) -> None:
             report.error("Lightning's Trainer.fit", exc)
         return orig_fit(self, *args, **kwargs)
 
-    fit.__name__, fit.__qualname__ = orig_fit.__name__, orig_fit.__qualname__
-    fit.__doc__, fit.__wrapped__, fit._gputop_dl = orig_fit.__doc__, orig_fit, True  # type: ignore[attr-defined]
+    mark_wrapper(fit, orig_fit)
     trainer_cls.fit = fit

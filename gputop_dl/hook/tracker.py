@@ -5,7 +5,10 @@ Definitions (the same as the built-in trainer's, see gputop_dl/channel.py):
   steps; while one runs in the middle of a training epoch, the main step clock pauses.
 - t_data: time inside the main iterator's `__next__`; t_step: from the previous batch's return
   (or the epoch iterator's creation) to this batch's return, so it includes the compute.
-- epoch: one full pass (StopIteration) of the main loader; an abandoned pass is no epoch.
+- epoch: one full pass (StopIteration) of the main loader; an abandoned pass is no epoch. A
+  framework whose loader looks one batch ahead (accelerate) says when it handed over its last
+  batch (`drained`); such a pass ends at the framework's epoch end (`end_epoch`), at the next
+  pass, or at exit (`finish`), whichever comes first, even if nobody asked for a further batch.
 - samples: the batch's first tensor's length (x WORLD_SIZE), None when not cheaply known.
 """
 
@@ -62,8 +65,12 @@ class Tracker:
         # the run's plan, {"epochs", "steps_per_epoch"}, from the loader and its length
         self.may_be_main: Callable[[Any], bool] | None = None
         self.plan: Callable[[Any, int | None], dict] | None = None
+        self.inner = 0  # > 0: a framework's loader is fetching from a DataLoader it wraps
+        self.drained = False  # the main pass handed over its last batch (fw_accelerate)
 
     def on_iter(self, loader: Any, it: Any, now: float) -> None:
+        if self.inner:
+            return
         if self.main is None:
             if self.may_be_main is not None and not self.may_be_main(loader):
                 return
@@ -76,7 +83,9 @@ class Tracker:
                 self.pause = now
                 self.held = self._take_phases()[0:2]
             return
-        self.it, self.open = it, True
+        if self.drained:  # the last pass is over although nobody asked past its last batch
+            self.end_epoch(now)
+        self.it, self.open, self.drained = it, True, False
         self.step, self.samples = 0, 0
         self.t_epoch = self.t_prev = now  # a new epoch: the gap before it is nobody's step
         self.pause, self.held = None, None
@@ -88,6 +97,8 @@ class Tracker:
         return self.clock.take()
 
     def on_batch(self, it: Any, batch: object, t0: float, t1: float) -> None:
+        if self.inner:
+            return
         if it is not self.it or not self.open:
             if self.open and self.pause is None:
                 self.pause = t0
@@ -119,22 +130,28 @@ class Tracker:
             self.report.emit("step", **rec)
 
     def on_stop(self, it: Any, now: float) -> None:
-        if it is not self.it or not self.open:
+        if self.inner or it is not self.it or not self.open:
             return
-        self.open = False
+        self.open = self.drained = False
         self.done += 1
         if self.step and not self.report.steps_only:
             self.report.emit("epoch", flush=True, epoch=self.done,
                              time_s=round(now - self.t_epoch, 4), steps=self.step,
                              samples=self.samples, loss=None, peak_mem=rp.peak_mem())
 
-    def end_epoch(self, now: float) -> None:
+    def end_epoch(self, now: float, drained_only: bool = False) -> None:
         """A framework says that its training epoch ended, although it may not have exhausted
         the main iterator (Lightning stops at the loader's known length, or at
         `limit_train_batches`). The epoch ends at `now`, or where another loader (its
-        validation) started after the last batch."""
-        if self.open:
+        validation) started after the last batch. `drained_only`: only if the pass handed
+        over its last batch (transformers' Trainer ends an epoch also where `max_steps`
+        stopped it)."""
+        if self.open and (self.drained or not drained_only):
             self.on_stop(self.it, self.pause if self.pause is not None else now)
+
+    def finish(self, now: float) -> None:
+        """The process exits: a pass that handed over its last batch is an epoch."""
+        self.end_epoch(now, drained_only=True)
 
     def _started(self, loader: Any) -> None:
         if self.report.steps_only:

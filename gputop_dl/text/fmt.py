@@ -52,9 +52,11 @@ def secs(x: float | None) -> str:
 
 
 def progress(epoch: int | None, epochs: int | None, step: int | None, spe: int | None) -> str:
+    """"2/5 · 9/40": epoch of epochs, step of the epoch's steps; a total nobody knows (no plan,
+    an IterableDataset with no length) is "–", never 0."""
     if epoch is None:
         return DASH
-    return f"{epoch}/{epochs or '?'} · {step or 0}/{spe or '?'}"
+    return f"{epoch}/{epochs or DASH} · {step or 0}/{spe or DASH}"
 
 
 def epochs_done(done: int, planned: int | None = None, steps: int | None = None) -> str:

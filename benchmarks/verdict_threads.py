@@ -1,0 +1,204 @@
+"""Estimated slowdown of multi-threaded jobs (torch's intra-op pool) against their own rates.
+
+    python benchmarks/verdict_threads.py [--only dcgan] [--alone-s 15] [--together-s 25]
+                                         [--raw FILE.json]
+
+Ground truth: tests/external/mt_examples.py, PyTorch's dcgan, mnist and word_language_model
+examples shrunk, each with `torch.set_num_threads(2)` (an OpenMP intra-op pool of two) and one
+loader worker, printing a timestamp per iteration. Per scenario, on this box:
+
+1. each script alone, for its own iteration rate (it/s after its warm-up);
+2. the scenario's copies started at once by hand (no gputop-dl in them), watched by the
+   monitor's engine as `gputop-dl` runs (found jobs, this run's scripts only): each job's
+   estimated slowdown is the median of its estimates over the ticks when every copy ran and a
+   verdict was judged;
+3. truth = alone it/s / together it/s, the together rate from each script's own timestamps
+   within the span when every copy was past its warm-up and still running.
+
+Run it under the box's lock (`flock /tmp/gputop-box.lock ...`): anything else running moves both
+figures. Prints a Markdown table (script, threads, alone it/s, together it/s, true ratio, the
+mean-thread model's estimate from the same ticks (the model before intra-op pools), gputop-dl's
+estimate, estimate / truth, within 25 %) and the load average. `--raw`: also write
+each tick's per-thread schedstat deltas of the jobs (model work, not needed for the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
+from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.runner import monitor_engine  # noqa: E402
+from tests.fakes.by_hand import never_left_stopped, only_found  # noqa: E402
+
+SCRIPT = os.path.join(os.path.dirname(HERE), "tests", "external", "mt_examples.py")
+THREADS, WORKERS = 2, 1
+EXAMPLES = {  # name: the script's arguments (sized for a few iterations a second alone)
+    "dcgan": ["dcgan", "--width", "32", "--batch", "64"],
+    "mnist": ["mnist", "--batch", "64"],
+    "lm": ["lm", "--width", "128", "--batch", "20"],
+}
+SCENARIOS = {  # name: the examples started together
+    "dcgan pair": ("dcgan", "dcgan"),
+    "mnist pair": ("mnist", "mnist"),
+    "lm pair": ("lm", "lm"),
+    "dcgan + mnist + lm": ("dcgan", "mnist", "lm"),
+}
+
+
+def argv(example: str, seconds: float) -> list[str]:
+    return [sys.executable, SCRIPT, *EXAMPLES[example], "--threads", str(THREADS),
+            "--workers", str(WORKERS), "--seconds", str(seconds)]
+
+
+def stamps(text: str) -> list[float]:
+    return [float(ln.split()[2]) for ln in text.splitlines() if ln.startswith("it ")]
+
+
+def rate(ts: list[float], lo: float, hi: float) -> float | None:
+    inside = [t for t in ts if lo <= t <= hi]
+    return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) > 2 else None
+
+
+def alone(example: str, seconds: float) -> float | None:
+    out = subprocess.run(argv(example, seconds), capture_output=True, text=True, timeout=600)
+    ts = stamps(out.stdout)
+    return rate(ts, ts[3], ts[-1]) if len(ts) > 5 else None
+
+
+def thread_stats(pids) -> dict:
+    """Each job's threads (its processes'): tid -> [pid, comm, ran ns, waited ns]."""
+    out: dict = {}
+    for root in pids:
+        tree = [root]
+        try:
+            with open(f"/proc/{root}/task/{root}/children") as f:
+                tree += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        threads = {}
+        for pid in tree:
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                        comm = f.read().strip()
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        ran, waited, _ = map(int, f.read().split())
+                except (OSError, ValueError):
+                    continue
+                threads[tid] = [pid, comm, ran, waited]
+        out[root] = threads
+    return out
+
+
+def together(examples: tuple[str, ...], seconds: float, raw: list | None) -> dict:
+    procs = [subprocess.Popen(argv(e, seconds), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, start_new_session=True) for e in examples]
+    pids = {p.pid for p in procs}
+    ticks: list = []
+    stopped: list = []
+
+    def on(snap):
+        if len(snap.jobs) == len(procs):
+            ticks.append((snap.time, snap.verdict, {j.pid: j for j in snap.jobs}))
+            stopped.append(not never_left_stopped(pids))
+            if raw is not None:
+                raw.append({"t": time.time(), "threads": thread_stats(pids),
+                            "jobs": {j.pid: {"slowdown": j.slowdown,
+                                             "cpu_wait": j.cpu_wait_fraction,
+                                             "cores": j.cpu_cores, "pool": j.cpu_pool}
+                                     for j in snap.jobs}})
+
+    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    eng.subscribe(on)
+    eng.start()
+    try:
+        outs = [p.communicate(timeout=seconds + 300)[0] for p in procs]
+    finally:
+        eng.request_stop()
+        eng.join(10)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    ts = [stamps(o) for o in outs]
+    lo = max(t[3] for t in ts if len(t) > 3)
+    hi = min(t[-1] for t in ts if t)
+    judged = [t for t in ticks if t[1] and t[1]["kind"] != "insufficient-data"]
+    rows = []
+    for p, t in zip(procs, ts):
+        ests = [jobs[p.pid].slowdown for _, _, jobs in judged
+                if p.pid in jobs and jobs[p.pid].slowdown is not None]
+        # the model before intra-op pools (the mean thread, all waits the other jobs')
+        means = [cpu_speedup(j.cpu_wait_fraction, j.cpu_cores, os.cpu_count() or 1)
+                 for _, _, jobs in judged if (j := jobs.get(p.pid)) is not None
+                 and j.cpu_wait_fraction is not None]
+        evidence = next((jobs[p.pid] for _, _, jobs in reversed(judged) if p.pid in jobs), None)
+        rows.append({"pid": p.pid, "rate": rate(t, lo, hi),
+                     "estimate": statistics.median(ests) if ests else None,
+                     "mean_thread": statistics.median(means) if means else None,
+                     "ticks": len(ests), "job": evidence})
+    kinds = sorted({v["kind"] for _, v, _ in judged})
+    return {"rows": rows, "kinds": kinds, "stopped": any(stopped), "span": hi - lo}
+
+
+def _f(x, f: str) -> str:
+    return "–" if x is None else format(x, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=None, help="scenarios whose name contains this")
+    ap.add_argument("--alone-s", type=float, default=15.0)
+    ap.add_argument("--together-s", type=float, default=25.0)
+    ap.add_argument("--raw", default=None)
+    a = ap.parse_args()
+    scen = {k: v for k, v in SCENARIOS.items() if not a.only or a.only in k}
+    raw: dict = {}
+    lines = []
+    with tempfile.TemporaryDirectory() as work:
+        os.environ["GPUTOP_DL_HOME"] = os.path.join(work, "home")
+        solo = {e: alone(e, a.alone_s) for e in sorted({e for v in scen.values() for e in v})}
+        for name, examples in scen.items():
+            raw[name] = []
+            r = together(examples, a.together_s, raw[name] if a.raw else None)
+            for e, row in zip(examples, r["rows"]):
+                truth = solo[e] / row["rate"] if solo[e] and row["rate"] else None
+                est = row["estimate"]
+                ratio = est / truth if est and truth else None
+                lines.append(f"| {name} | {e} | {THREADS} | {_f(solo[e], '.2f')} | "
+                             f"{_f(row['rate'], '.2f')} | {_f(truth, '.2f')} | "
+                             f"{_f(row['mean_thread'], '.2f')} | {_f(est, '.2f')} | "
+                             f"{_f(ratio, '.2f')} | "
+                             f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} |")
+            lines.append(f"| {name}: verdict {', '.join(r['kinds']) or '–'}, span "
+                         f"{r['span']:.0f} s, a job paused: {'YES' if r['stopped'] else 'never'} "
+                         "| | | | | | | | | |")
+    print(f"load1 at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; torch threads "
+          f"{THREADS}, loader workers {WORKERS} per job")
+    print("| scenario | script | threads | alone it/s | together it/s | true slowdown | "
+          "mean-thread model | gputop-dl estimate | estimate / truth | within 25 % |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for ln in lines:
+        print(ln)
+    if a.raw:
+        with open(a.raw, "w") as f:
+            json.dump(raw, f)
+
+
+if __name__ == "__main__":
+    main()
