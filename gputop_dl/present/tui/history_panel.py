@@ -27,7 +27,7 @@ from textual_plotext import PlotextPlot
 
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.timeline import FINE_S, Marks, Timeline, ago, ticks
-from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
 
 # mid-tone colours that read on dark and light themes alike; jobs and GPUs have their own
