@@ -140,27 +140,3 @@ def fit(s: str, width: int, right: bool = False) -> str:
     if n > width:
         return set_cell_size(s, width - 1) + "…"
     return " " * (width - n) + s if right else s + " " * (width - n)
-
-
-SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def spark(values, width: int, top: float | None = None) -> str:
-    """The last `width` values as a sparkline (▁..█), newest on the right; an unknown value is a
-    blank. `top`: the value drawn as █, from 0 (a share: top=1); without it the line spans the
-    values' own range, low to high (a step time's ups and downs at whatever scale; a steady one
-    is a flat ▄). "" when no value is known."""
-    vals = list(values)[-width:]
-    known = [v for v in vals if v is not None]
-    if not known:
-        return ""
-    n = len(SPARKS) - 1
-    if top is None:
-        lo, hi = min(known), max(known)
-        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
-            return "".join(" " if v is None else SPARKS[n // 2] for v in vals)
-        scale = lambda v: (v - lo) / (hi - lo)  # noqa: E731
-    else:
-        top = top if top > 0 else 1.0
-        scale = lambda v: v / top  # noqa: E731
-    return "".join(" " if v is None else SPARKS[max(0, min(n, round(scale(v) * n)))] for v in vals)

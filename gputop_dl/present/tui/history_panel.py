@@ -24,6 +24,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.content import Content
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.timeline import FINE_S, Marks, Timeline, ago, ticks
@@ -33,8 +34,9 @@ from gputop_dl.text.safe import clean
 # mid-tone colours that read on dark and light themes alike; jobs and GPUs have their own
 JOB_COLOURS = ((0, 130, 200), (230, 25, 75), (60, 160, 75), (245, 130, 48), (145, 30, 180),
                (0, 128, 128), (154, 99, 36), (128, 128, 0))
-GPU_COLOURS = ((240, 50, 230), (191, 160, 0), (128, 128, 128), (250, 120, 160), (150, 200, 40),
-               (0, 170, 200), (150, 40, 40), (90, 100, 170))
+GPU_COLOURS = ((240, 50, 230), (0, 170, 200), (128, 128, 128), (250, 120, 160), (150, 200, 40),
+               (150, 40, 40), (90, 100, 170), (110, 160, 120))
+# the verdict's changes: an orange that no job's or GPU's line has
 MARK_COLOUR = (200, 120, 0)
 MAX_LINES = 8  # jobs (and GPUs) charted at most; the legend says how many are left out
 
@@ -81,9 +83,9 @@ class SeriesChart(PlotextPlot):
              window: float, marks: list[float]) -> None:
         """Set the chart's data (built on the next render): `lines` of (colour, n bucket means
         over the `window` seconds up to now, oldest first), `marks` (seconds before now)."""
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        # a new figure each time: plotext's clear_figure() keeps some of the last build's layout
+        # (the tick labels moved with the builds before it), and a figure is 0.5 ms to make
+        self._plot = plt = Plot()
         plt.title(fig.title)
         known = [v for _c, ys in lines for v in ys if v is not None]
         if fig.percent:
@@ -114,7 +116,9 @@ class SeriesChart(PlotextPlot):
             plt.vline(x, MARK_COLOUR)
         plt.xlim(-window, 0)
         plt.ylim(lo, hi)
-        at = ticks(window)
+        # labels that fit (about 8 cells each): plotext drops crowded ones, in an order that
+        # changes between runs
+        at = ticks(window, most=max(1, (self.size.width - 8) // 8))
         plt.xticks(at, [ago(t) for t in at])
         self.refresh()
 
