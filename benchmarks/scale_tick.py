@@ -12,9 +12,11 @@ of memory per process. Every process exits when the benchmark's pipe closes (it 
 them), so none outlives it.
 
 1. One engine tick (`runner.monitor_engine`, py-spy off, the store in a temp GPUTOP_DL_HOME),
-   thread CPU per tick at `--interval`, median over `--ticks`, with its parts (timed by
-   wrapping methods, as benchmarks/engine_tick.py does) and the CPU-wait reading itself
-   (`TreeSampler._read_waits`). Target: ≤ 50 ms a tick.
+   thread CPU per tick at `--interval`, median over `--ticks`, in blocks alternately with the
+   quiet-process skip of collect/schedstat.py on and off; then as many instrumented ticks for
+   its parts (timed by wrapping methods, as benchmarks/engine_tick.py does) and the CPU-wait
+   reading itself (`TreeSampler._read_waits`). Target: ≤ 50 ms a tick. First with
+   `--compare-threads` threads (the same jobs), to see how the tick grows with threads.
 2. The real `gputop-dl --stall-budget 0` in a 160×50 tmux pane beside `top -d 1` over
    `--ui-seconds`: each process's CPU seconds / wall. Target: the monitor ≤ 5 % of one core.
 """
@@ -107,10 +109,14 @@ class Population:
 
 
 def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
+    """Plain ticks in blocks of IDLE_EVERY, alternately with the quiet-process skip on and off
+    (schedstat.SchedReader.SKIP_IDLE), so both see the same load; then `ticks` instrumented
+    ticks (skip on) for the parts."""
     from benchmarks.engine_tick import Parts
     from gputop_dl.collect import procs
     from gputop_dl.collect.found import FoundJobs
     from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.schedstat import SchedReader
     from gputop_dl.runner import monitor_engine
 
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))
@@ -125,21 +131,27 @@ def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
             inside[0] += time.thread_time() - c
 
     procs.TreeSampler._read_waits = timed
-    totals, reading, parts = [], [], {}
+    block = SchedReader.IDLE_EVERY
+    tot: dict[bool, list[float]] = {True: [], False: []}
+    rd: dict[bool, list[float]] = {True: [], False: []}
+    parts: dict[str, list[float]] = {}
     first = None
     try:
-        for i in range(warmup + 2 * ticks):
+        for i in range(warmup + 2 * ticks + ticks):
             t0 = time.monotonic()
             inside[0] = 0.0
-            if i < warmup or (i - warmup) % 2 == 0:
+            plain = i < warmup + 2 * ticks
+            skip = not plain or ((i - warmup) // block) % 2 == 0
+            SchedReader.SKIP_IDLE = skip
+            if plain:
                 c0 = time.thread_time()
                 eng.tick()
                 spent = time.thread_time() - c0
                 if first is None:
                     first = spent
                 if i >= warmup:
-                    totals.append(spent)
-                    reading.append(inside[0])
+                    tot[skip].append(spent)
+                    rd[skip].append(inside[0])
             else:
                 with Parts() as p:
                     c0 = time.thread_time()
@@ -151,10 +163,12 @@ def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
             time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     finally:
         procs.TreeSampler._read_waits = orig
+        SchedReader.SKIP_IDLE = True
     jobs = eng.snapshot.jobs
     out = {"found": len(jobs), "processes": sum(len(j.pids) for j in jobs),
            "threads": sum(j.threads or 0 for j in jobs), "first_tick_ms": 1e3 * (first or 0),
-           "tick_ms": ms(totals), "cpu_wait_reading_ms": ms(reading),
+           "tick_ms": ms(tot[True]), "tick_noskip_ms": ms(tot[False]),
+           "cpu_wait_reading_ms": ms(rd[True]), "cpu_wait_reading_noskip_ms": ms(rd[False]),
            "parts_ms": {k: ms(v) for k, v in parts.items()},
            "cpu_wait_known": sum(j.cpu_wait_fraction is not None for j in jobs)}
     eng.recorder.close("finished", None)
@@ -216,26 +230,30 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--ui-seconds", type=float, default=30.0, help="0: skip the real monitor")
+    ap.add_argument("--compare-threads", type=int, default=256,
+                    help="first the same jobs with this many threads (growth in threads; 0: skip)")
     args = ap.parse_args()
-    t = time.monotonic()
-    with Population(args.jobs, args.threads, args.busy) as pop:
-        print(f"{args.jobs} jobs, {pop.threads()} threads started in {time.monotonic() - t:.1f} s; "
-              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
-        res = engine_ticks(args.ticks, args.warmup, args.interval)
-        print(f"engine: found {res['found']} jobs, {res['processes']} processes, "
-              f"{res['threads']} threads (CPU wait known for {res['cpu_wait_known']})")
-        print(f"  first tick            {res['first_tick_ms']:.1f} ms (every process read once)")
-        print(f"  tick (plain)          {res['tick_ms']} ms   target ≤ 50 ms")
-        print(f"    CPU-wait reading    {res['cpu_wait_reading_ms']} ms")
-        for k, v in res["parts_ms"].items():
-            print(f"    {k:<20}{v} ms")
-        if args.ui_seconds > 0:
-            ui = ui_cpu(args.ui_seconds)
-            print(f"monitor (real TUI, {ui.get('wall_s')} s): gputop-dl {ui.get('gputop_dl_pct')} % of a core, "
-                  f"top -d 1 {ui.get('top_pct')} % (same run)   target ≤ 5 %")
-            print(f"  threads {ui.get('threads_pct')}; screen: {ui.get('jobs_line')!r}")
-        print(f"load at the end {os.getloadavg()[0]:.2f}")
-
+    for threads in ([args.compare_threads] if args.compare_threads else []) + [args.threads]:
+        t = time.monotonic()
+        with Population(args.jobs, threads, args.busy) as pop:
+            print(f"\n{args.jobs} jobs, {pop.threads()} threads started in {time.monotonic() - t:.1f} s; "
+                  f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
+            res = engine_ticks(args.ticks, args.warmup, args.interval)
+            print(f"engine: found {res['found']} jobs, {res['processes']} processes, "
+                  f"{res['threads']} threads (CPU wait known for {res['cpu_wait_known']})")
+            print(f"  first tick            {res['first_tick_ms']:.1f} ms (every process read once)")
+            print(f"  tick, quiet skip on   {res['tick_ms']} ms   target ≤ 50 ms")
+            print(f"  tick, quiet skip off  {res['tick_noskip_ms']} ms   (alternating blocks, same run)")
+            print(f"    CPU-wait reading    on {res['cpu_wait_reading_ms']} ms, "
+                  f"off {res['cpu_wait_reading_noskip_ms']} ms")
+            for k, v in res["parts_ms"].items():
+                print(f"    {k:<20}{v} ms")
+            if args.ui_seconds > 0 and threads == args.threads:
+                ui = ui_cpu(args.ui_seconds)
+                print(f"monitor (real TUI, {ui.get('wall_s')} s): gputop-dl {ui.get('gputop_dl_pct')} % "
+                      f"of a core, top -d 1 {ui.get('top_pct')} % (same run)   target ≤ 5 %")
+                print(f"  threads {ui.get('threads_pct')}; screen: {ui.get('jobs_line')!r}", flush=True)
+    print(f"\nload at the end {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -23,11 +23,9 @@ from typing import Callable
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
 from textual.content import Content
-from textual_plotext import PlotextPlot
-from textual_plotext.plot import Plot
 
 from gputop_dl.present.tui.base import Panel, set_border
-from gputop_dl.present.tui.timeline import FINE_S, Marks, Timeline, ago, ticks
+from gputop_dl.present.tui.timeline import FINE_S, MARK_COLOUR, Marks, Timeline, ago
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
 
@@ -36,8 +34,6 @@ JOB_COLOURS = ((0, 130, 200), (230, 25, 75), (60, 160, 75), (245, 130, 48), (145
                (0, 128, 128), (154, 99, 36), (128, 128, 0))
 GPU_COLOURS = ((240, 50, 230), (0, 170, 200), (128, 128, 128), (250, 120, 160), (150, 200, 40),
                (150, 40, 40), (90, 100, 170), (110, 160, 120))
-# the verdict's changes: an orange that no job's or GPU's line has
-MARK_COLOUR = (200, 120, 0)
 MAX_LINES = 8  # jobs (and GPUs) charted at most; the legend says how many are left out
 
 
@@ -72,57 +68,6 @@ def _hex(rgb: tuple[int, int, int]) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
-class SeriesChart(PlotextPlot):
-    """One figure's chart: lines of bucket means on a relative time axis."""
-
-    DEFAULT_CSS = """
-    SeriesChart { width: 1fr; height: 1fr; min-height: 5; }
-    """
-
-    def draw(self, fig: Figure, lines: list[tuple[tuple[int, int, int], list[float | None]]],
-             window: float, marks: list[float]) -> None:
-        """Set the chart's data (built on the next render): `lines` of (colour, n bucket means
-        over the `window` seconds up to now, oldest first), `marks` (seconds before now)."""
-        # a new figure each time: plotext's clear_figure() keeps some of the last build's layout
-        # (the tick labels moved with the builds before it), and a figure is 0.5 ms to make
-        self._plot = plt = Plot()
-        plt.title(fig.title)
-        known = [v for _c, ys in lines for v in ys if v is not None]
-        if fig.percent:
-            lo, hi = 0.0, 100.0
-        else:
-            top = max(known, default=fig.least_top or 1.0)
-            top = max(top * 1.1, fig.least_top)
-            lo = fig.floor if fig.floor is not None else min(1.0, min(known, default=1.0)) * 0.95
-            hi = top if top > lo else lo + 1.0
-        n = max((len(ys) for _c, ys in lines), default=1)
-        step = window / n
-        xs = [-window + (i + 0.5) * step for i in range(n)]
-        for colour, ys in lines:
-            scale = 100.0 if fig.percent else 1.0
-            run_x: list[float] = []
-            run_y: list[float] = []
-            for x, y in zip(xs, ys + [None]):  # a None ends a run: an unknown stretch is a gap
-                if y is not None:
-                    run_x.append(x)
-                    run_y.append(y * scale)
-                    continue
-                if run_x:
-                    plt.plot(run_x, run_y, marker="braille", color=colour)
-                    run_x, run_y = [], []
-            if run_x:
-                plt.plot(run_x, run_y, marker="braille", color=colour)
-        for x in marks:
-            plt.vline(x, MARK_COLOUR)
-        plt.xlim(-window, 0)
-        plt.ylim(lo, hi)
-        # labels that fit (about 8 cells each): plotext drops crowded ones, in an order that
-        # changes between runs
-        at = ticks(window, most=max(1, (self.size.width - 8) // 8))
-        plt.xticks(at, [ago(t) for t in at])
-        self.refresh()
-
-
 class HistoryPanel(Vertical):
     """The charts of the session's jobs and GPUs; `push(snapshot)` each tick, `zoom()` on `z`."""
 
@@ -148,12 +93,23 @@ class HistoryPanel(Vertical):
         self.drawn_at: float | None = None  # the bucket end the charts were last built for
         self.drawn_shape: tuple = ()
         self.builds = 0  # chart builds (for tests and benchmarks)
+        self._mounted_charts: dict | None = None
 
     def compose(self) -> ComposeResult:
         yield Panel(Content.styled("no job found yet", "$text-muted"), id="legend")
-        with Container(id="charts"):
-            for fig in FIGURES:
-                yield SeriesChart(id=f"chart-{fig.key}")
+        yield Container(id="charts")  # the charts: mounted when first shown (`_charts`)
+
+    def _charts(self) -> dict | None:
+        """The charts by figure, mounted the first time the panel is on screen: plotext's
+        import (~17 ms) stays off the monitor's first frame. None until they are laid out."""
+        if self._mounted_charts is None:
+            from gputop_dl.present.tui.series_chart import SeriesChart
+
+            self._mounted_charts = {f.key: SeriesChart(id=f"chart-{f.key}") for f in FIGURES}
+            self.query_one("#charts").mount(*self._mounted_charts.values())
+            self.call_after_refresh(self.redraw)
+            return None
+        return self._mounted_charts
 
     # --- data ------------------------------------------------------------------------------------
     def push(self, snap: Snapshot) -> None:
@@ -205,6 +161,9 @@ class HistoryPanel(Vertical):
         """Build the charts again if a bucket closed since the last build and they are on screen."""
         if self.now is None or not self._visible():
             return
+        mounted = self._charts()
+        if mounted is None:
+            return
         charts = self.query_one("#charts")
         shown = [f for f in FIGURES if self._known(f)]
         ncols = 3 if len(shown) > 4 or len(shown) == 3 else min(2, max(1, len(shown)))
@@ -223,7 +182,7 @@ class HistoryPanel(Vertical):
         jobs = list(self.jobs.values())[:MAX_LINES]
         gpus = sorted(self.gpus.items())[:MAX_LINES]
         for f in FIGURES:
-            chart = self.query_one(f"#chart-{f.key}", SeriesChart)
+            chart = mounted[f.key]
             on = f in shown
             if chart.display != on:
                 chart.display = on

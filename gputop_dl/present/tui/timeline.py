@@ -16,6 +16,7 @@ from collections import deque
 
 FINE_S = 300.0  # seconds kept sample by sample: the default view (last 5 min)
 CAP = 1024  # whole-session buckets kept at most; their width doubles past it
+MARK_COLOUR = (200, 120, 0)  # the verdict's changes on a chart: an orange no job's or GPU's line has
 
 
 class Timeline:
