@@ -182,6 +182,9 @@ async def test_history_charts_build_once_per_bucket_and_only_when_shown():
         before = panel.builds
         await pilot.press("z")
         assert panel.whole and panel.builds == before + 1 and "whole session (z" in panel.border_subtitle
+        before = panel.builds  # zoomed out, the charts are built once a bucket too
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(60, 90)])
+        assert panel.builds - before <= 30 / bucket + 2
         await pilot.press("z")
         assert not panel.whole and "last 5 min (z" in panel.border_subtitle
     app, src = new_app()

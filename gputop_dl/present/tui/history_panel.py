@@ -94,6 +94,7 @@ class HistoryPanel(Vertical):
         self.drawn_shape: tuple = ()
         self.builds = 0  # chart builds (for tests and benchmarks)
         self._mounted_charts: dict | None = None
+        self.colour: dict[int | str, int] = {}  # a job's index into JOB_COLOURS
 
     def compose(self) -> ComposeResult:
         yield Panel(Content.styled("no job found yet", "$text-muted"), id="legend")
@@ -122,6 +123,8 @@ class HistoryPanel(Vertical):
         for j in snap.jobs:
             key = j.pid if j.pid is not None else j.name
             seen.add(key)
+            if key not in self.colour:  # a job keeps its colour while it is charted
+                self.colour[key] = len(self.colour)
             series = self.jobs[key][1] if key in self.jobs else {
                 f.key: Timeline(self.interval) for f in FIGURES if f.of == "job"}
             self.jobs[key] = (j.name, series)
@@ -142,11 +145,14 @@ class HistoryPanel(Vertical):
         ended = [k for k in self.jobs if k not in seen]
         for k in ended[:max(0, len(ended) - 2 * MAX_LINES)]:
             del self.jobs[k]
+            self.colour.pop(k, None)
 
     # --- drawing ---------------------------------------------------------------------------------
     def window(self) -> float:
+        """The view's span: 5 minutes, or the whole session rounded up to a minute (so that the
+        zoomed-out charts are built again once a bucket, not with every sample)."""
         if self.whole and self.now is not None and self.started is not None:
-            return max(FINE_S, self.now - self.started)
+            return max(FINE_S, 60.0 * math.ceil((self.now - self.started) / 60.0))
         return FINE_S
 
     def toggle_zoom(self) -> None:
@@ -179,7 +185,9 @@ class HistoryPanel(Vertical):
             charts.styles.grid_size_columns = ncols
         n = max(1, round(window / bucket))
         marks = [t - end for t, _a, _b in self.marks.within(end - window, end)]
-        jobs = list(self.jobs.values())[:MAX_LINES]
+        # the jobs with a sample in the view, in the order they came (ended ones too)
+        in_view = [(k, v) for k, v in self.jobs.items() if v[1]["cpuwait"].last_t >= end - window]
+        jobs = [(JOB_COLOURS[self.colour[k] % len(JOB_COLOURS)], name, s) for k, (name, s) in in_view[:MAX_LINES]]
         gpus = sorted(self.gpus.items())[:MAX_LINES]
         for f in FIGURES:
             chart = mounted[f.key]
@@ -189,26 +197,25 @@ class HistoryPanel(Vertical):
             if not on:
                 continue
             if f.of == "job":
-                lines = [(JOB_COLOURS[i % len(JOB_COLOURS)], s[f.key].points(end, window, n))
-                         for i, (_name, s) in enumerate(jobs)]
+                lines = [(colour, s[f.key].points(end, window, n)) for colour, _name, s in jobs]
             else:
                 lines = [(GPU_COLOURS[i % len(GPU_COLOURS)], gs[f.key].points(end, window, n))
                          for i, (_idx, gs) in enumerate(gpus)]
             chart.draw(f, lines, window, marks)
         self.builds += 1
-        self._legend(jobs, gpus, end, window, bucket)
+        self._legend(jobs, len(in_view), gpus, end, window, bucket)
 
     def _known(self, f: Figure) -> bool:
         """Whether some job or GPU has a sample of this figure in the session."""
         group = (s for _n, s in self.jobs.values()) if f.of == "job" else iter(self.gpus.values())
         return any(s[f.key].coarse for s in group)
 
-    def _legend(self, jobs, gpus, end: float, window: float, bucket: float) -> None:
+    def _legend(self, jobs, n_in_view: int, gpus, end: float, window: float, bucket: float) -> None:
         parts: list = []
-        for i, (name, _s) in enumerate(jobs):
-            parts += [("━━ ", _hex(JOB_COLOURS[i % len(JOB_COLOURS)])), (clean(name) + "  ", "bold")]
-        if len(self.jobs) > len(jobs):
-            parts.append((f"(+{len(self.jobs) - len(jobs)} more not charted)  ", "$text-muted"))
+        for colour, name, _s in jobs:
+            parts += [("━━ ", _hex(colour)), (clean(name) + "  ", "bold")]
+        if n_in_view > len(jobs):
+            parts.append((f"(+{n_in_view - len(jobs)} more not charted)  ", "$text-muted"))
         if gpus:
             parts.append(("GPUs ", "$text-muted"))
             for i, (idx, _g) in enumerate(gpus):
