@@ -50,12 +50,12 @@ BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "Bare().run()\n")
 # The repaint floor: gputop-dl's layout in bare Textual, with no engine and no data. With N
 # jobs it changes, each second, 3 lines of a host panel and N rows of a table, and N rows of a
-# history panel once per bucket of gputop-dl's history charts (read from its subtitle, "a point per
+# history panel as often as gputop-dl's history charts are built (its subtitle, "redrawn every
 # 12 s" at 160 columns with two figures): as gputop-dl's pane changes (the run counts the lines
 # that change each second, to check). Each line is repainted alone (`refresh(Region)`), the cheapest partial
 # update Textual offers, and the one gputop-dl's panels use (present/tui/base.py). Its CPU is
 # what Textual costs to show those changes; whatever gputop-dl spends above it is its own.
-BUCKET = re.compile(r"a point per ([\d.]+) s")  # gputop-dl's history subtitle (history_panel.py)
+BUCKET = re.compile(r"redrawn every ([\d.]+) s")  # gputop-dl's history subtitle (history_panel.py)
 GLANCES = "/tmp/glances-venv/bin/glances"  # its own venv: python -m venv ... && pip install glances
 FLOOR = """\
 import sys

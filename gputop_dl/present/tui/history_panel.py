@@ -8,10 +8,11 @@ verdict's kind changed are vertical lines on the time axis (and the newest is na
 legend). A chart whose figure no job has a sample of is not shown; an unknown stretch is a gap.
 
 Cost: a snapshot only appends to each series (timeline.py, O(1)); the charts are built again
-once per bucket (the window over the plot's width: 5 min over ~40 columns is ~8 s), on a bucket
-boundary, so between two builds nothing on screen moves, and only while the panel is on screen
-(a modal, a launch's epoch panel or the first frame's layout skip it; it is drawn when it shows
-again). One build of all six charts is ~15–30 ms (docs/benchmarks.md).
+when a bucket closed (the window over the plot's width: 5 min over ~30 columns is 10 s) and
+`REDRAW_S` passed since the last build, on a bucket boundary, so between two builds nothing on
+screen moves; a resize, a zoom or a chart appearing builds them at once; only while the panel
+is on screen (a modal, a launch's epoch panel or the first frame's layout skip it; it is drawn
+when it shows again). One build of all six charts is ~30 ms (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ JOB_COLOURS = ((0, 130, 200), (230, 25, 75), (60, 160, 75), (245, 130, 48), (145
 GPU_COLOURS = ((240, 50, 230), (0, 170, 200), (128, 128, 128), (250, 120, 160), (150, 200, 40),
                (150, 40, 40), (90, 100, 170), (110, 160, 120))
 MAX_LINES = 8  # jobs (and GPUs) charted at most; the legend says how many are left out
+# the charts are built again at most this often (and only when a bucket closed): a build of six
+# charts is ~30 ms of the UI thread (docs/benchmarks.md), 5 % of the 5-minute view's width
+REDRAW_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class HistoryPanel(Vertical):
         self.started: float | None = None
         self.drawn_at: float | None = None  # the bucket end the charts were last built for
         self.drawn_shape: tuple = ()
+        self.built_at = -math.inf  # the snapshot time of the last build
         self.builds = 0  # chart builds (for tests and benchmarks)
         self._mounted_charts: dict | None = None
         self.colour: dict[int | str, int] = {}  # a job's index into JOB_COLOURS
@@ -157,7 +162,7 @@ class HistoryPanel(Vertical):
 
     def toggle_zoom(self) -> None:
         self.whole = not self.whole
-        self.drawn_at = None
+        self.drawn_at, self.drawn_shape = None, ()  # built again at once
         self.redraw()
 
     def _visible(self) -> bool:
@@ -177,10 +182,10 @@ class HistoryPanel(Vertical):
         window = self.window()
         bucket = max(self.interval, window / width)
         end = math.floor(self.now / bucket) * bucket  # the last closed bucket's end
-        shape = (tuple(f.key for f in shown), width, window, len(self.jobs), len(self.gpus))
-        if end == self.drawn_at and shape == self.drawn_shape:
+        shape = (tuple(f.key for f in shown), width, window)  # a change: built again at once
+        if shape == self.drawn_shape and (end == self.drawn_at or self.now - self.built_at < REDRAW_S):
             return
-        self.drawn_at, self.drawn_shape = end, shape
+        self.drawn_at, self.drawn_shape, self.built_at = end, shape, self.now
         if charts.styles.grid_size_columns != ncols:
             charts.styles.grid_size_columns = ncols
         n = max(1, round(window / bucket))
@@ -231,7 +236,8 @@ class HistoryPanel(Vertical):
         self.query_one("#legend", Panel).set(Content.assemble(*parts))
         span = "whole session" if self.whole else f"last {FINE_S / 60:.0f} min"
         set_border(self, subtitle=f"{span} (z: {'last 5 min' if self.whole else 'whole session'})"
-                                  f" · a point per {bucket:.3g} s, bucket means · │ verdict changed")
+                                  f" · a point per {bucket:.3g} s, bucket means, redrawn every "
+                                  f"{math.ceil(REDRAW_S / bucket) * bucket:.3g} s · │ verdict changed")
 
     def on_resize(self) -> None:
         self.redraw()
