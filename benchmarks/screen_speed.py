@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The monitor's speed beside its floors, measured side by side in one run (issue 23 item 5).
+"""The monitor's speed beside its floors, measured side by side in one run (issues 23 and 35).
 
     .venv/bin/python benchmarks/screen_speed.py                       # about 4 minutes
     .venv/bin/python benchmarks/screen_speed.py --runs 5 --seconds 30 --only first-screen
@@ -21,6 +21,11 @@
    Textual's for what is shown, and so what part gputop-dl can act on. Jobs: light plain
    PyTorch loops outside gputop-dl (a trainer and 2 loader workers each, a batch every 400 ms:
    3 processes per job).
+
+glances (`--glances`, its own venv; skipped when missing) runs beside them in both parts: its
+first screen ("MEM") and its CPU at `-t 1`. Since issue 35 the floor's history panel repaints
+all its 30 lines as often as gputop-dl's history charts are built (their subtitle's
+"redrawn every N s"); the plotext build itself is gputop-dl's own part.
 
 Ratios are taken within one run, so the load of a shared box hits both sides alike; the load
 average is printed before and after. Needs tmux.
