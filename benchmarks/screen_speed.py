@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The monitor's speed beside its floors, measured side by side in one run (issue 23 item 5).
+"""The monitor's speed beside its floors, measured side by side in one run (issues 23 and 35).
 
     .venv/bin/python benchmarks/screen_speed.py                       # about 4 minutes
     .venv/bin/python benchmarks/screen_speed.py --runs 5 --seconds 30 --only first-screen
@@ -21,6 +21,11 @@
    Textual's for what is shown, and so what part gputop-dl can act on. Jobs: light plain
    PyTorch loops outside gputop-dl (a trainer and 2 loader workers each, a batch every 400 ms:
    3 processes per job).
+
+glances (`--glances`, its own venv; skipped when missing) runs beside them in both parts: its
+first screen ("MEM") and its CPU at `-t 1`. Since issue 35 the floor's history panel repaints
+all its 30 lines as often as gputop-dl's history charts are built (their subtitle's
+"redrawn every N s"); the plotext build itself is gputop-dl's own part.
 
 Ratios are taken within one run, so the load of a shared box hits both sides alike; the load
 average is printed before and after. Needs tmux.
@@ -50,12 +55,13 @@ BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "Bare().run()\n")
 # The repaint floor: gputop-dl's layout in bare Textual, with no engine and no data. With N
 # jobs it changes, each second, 3 lines of a host panel and N rows of a table, and N rows of a
-# history panel once per bucket of gputop-dl's history charts (read from its subtitle, "a bar per
+# history panel as often as gputop-dl's history charts are built (its subtitle, "redrawn every
 # 12 s" at 160 columns with two figures): as gputop-dl's pane changes (the run counts the lines
 # that change each second, to check). Each line is repainted alone (`refresh(Region)`), the cheapest partial
 # update Textual offers, and the one gputop-dl's panels use (present/tui/base.py). Its CPU is
 # what Textual costs to show those changes; whatever gputop-dl spends above it is its own.
-BUCKET = re.compile(r"a bar per (\d+) s")  # gputop-dl's history subtitle (history_panel.py)
+BUCKET = re.compile(r"redrawn every ([\d.]+) s")  # gputop-dl's history subtitle (history_panel.py)
+GLANCES = "/tmp/glances-venv/bin/glances"  # its own venv: python -m venv ... && pip install glances
 FLOOR = """\
 import sys
 from rich.segment import Segment
@@ -90,7 +96,7 @@ class Lines(Widget):
 
 
 class Floor(App):
-    CSS = "#bottom { height: 1fr; } #bottom Lines { height: 1fr; width: 1fr; }"
+    CSS = "#bottom { height: 1fr; } #bottom Lines { height: 1fr; width: 1fr; } #charts { width: 3fr; }"
 
     def __init__(self, jobs, history_every):
         super().__init__()
@@ -98,11 +104,13 @@ class Floor(App):
 
     def compose(self):
         n = self.jobs
-        self.panels = [Lines(6, 3), Lines(n, n), Lines(30, n)]  # host, jobs, history
+        # host, jobs, and the history charts: all their lines once per bucket (issue 35)
+        self.panels = [Lines(6, 3), Lines(n, n), Lines(30, 30)]
         yield Static("floor ready\\nbanner\\nreason\\nnote")
         yield self.panels[0]
         yield self.panels[1]
         with Horizontal(id="bottom"):
+            self.panels[2].id = "charts"
             yield self.panels[2]
             yield Lines(30, 0)  # the log: unchanged
         yield Static(" Quit  Help")
@@ -124,8 +132,9 @@ SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
 WHOLE = r"\bQuit\b"  # gputop-dl's key bar: the last part of its layout to be drawn (app.py)
 
 
-def commands(home: str) -> dict[str, tuple[str, str]]:
-    """name -> (shell command in the pane, regex of its first real content)."""
+def commands(home: str, glances: str = GLANCES) -> dict[str, tuple[str, str]]:
+    """name -> (shell command in the pane, regex of its first real content); glances only where
+    its venv is."""
     bare = os.path.join(home, "bare_textual.py")
     with open(bare, "w") as f:
         f.write(BARE)
@@ -134,7 +143,9 @@ def commands(home: str) -> dict[str, tuple[str, str]]:
     return {"gputop-dl": (gdl, r"of \d+ CPUs? "),
             "bare textual": (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {bare}",
                              r"bare textual ready"),
-            "top": ("exec env TERM=xterm-256color HOME=" + home + " top -d 1", r"load average")}
+            "top": ("exec env TERM=xterm-256color HOME=" + home + " top -d 1", r"load average"),
+            **({"glances": (f"exec env TERM=xterm-256color HOME={home} {glances} -t 1", r"\bMEM\b")}
+               if os.path.exists(glances) else {})}
 
 
 def first_screen(cmd: str, pattern: str, timeout: float = 20.0,
@@ -179,10 +190,10 @@ def wait_jobs_ready(jobs: list[subprocess.Popen], timeout: float = 120.0) -> Non
         time.sleep(0.5)
 
 
-def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
+def cpu_side_by_side(n_jobs: int, seconds: float, home: str, glances: str = GLANCES) -> dict:
     """% of one core of gputop-dl, the repaint floor and top, measured over the same window, and
     how many lines of gputop-dl's pane change per second (median of the window's seconds)."""
-    cmds = commands(home)
+    cmds = commands(home, glances)
     floor = os.path.join(home, "floor_textual.py")
     with open(floor, "w") as f:
         f.write(FLOOR)
@@ -198,7 +209,7 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
         every, seen, t0 = None, [], time.monotonic()
         while time.monotonic() - t0 < 40:
             m = BUCKET.search(tmux("capture-pane", "-p", "-t", "b"))
-            seen.append(int(m.group(1)) if m else None)
+            seen.append(float(m.group(1)) if m else None)
             if time.monotonic() - t0 > 5 and seen[-1] and seen[-6:] == [seen[-1]] * 6:
                 every = seen[-1]
                 break
@@ -206,8 +217,8 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
         if every is None:
             return {"error": "gputop-dl's history panel showed no steady bucket within 40 s"}
         cmds["textual floor"] = (f"cd {ROOT} && exec env TERM=xterm-256color {PY} {floor} "
-                                 f"{n_jobs} {every}", r"floor ready")
-        for name in ("textual floor", "top"):
+                                 f"{n_jobs} {max(1, round(every))}", r"floor ready")
+        for name in [n for n in ("textual floor", "top", "glances") if n in cmds]:
             tmux = panes[name] = Tmux()
             tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", cmds[name][0])
         time.sleep(1.0)
@@ -216,7 +227,8 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str) -> dict:
             procs[name] = find_proc(pane_pid, {
                 "gputop-dl": lambda part: part == "gputop_dl",
                 "textual floor": lambda part: part == floor,
-                "top": lambda part: os.path.basename(part) == "top"}[name])
+                "top": lambda part: os.path.basename(part) == "top",
+                "glances": lambda part: os.path.basename(part) == "glances"}[name])
         if any(p is None for p in procs.values()):
             return {"error": f"not found: {[k for k, p in procs.items() if p is None]}"}
         time.sleep(6.0)  # past start-up and the first full /proc pass
@@ -262,6 +274,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="first-screen rounds (default 5)")
     ap.add_argument("--seconds", type=float, default=30.0, help="CPU window (default 30)")
     ap.add_argument("--jobs", default="3,12", help="found jobs for the CPU cases (default 3,12)")
+    ap.add_argument("--glances", default=GLANCES, help="glances in its own venv (missing: skipped)")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="do not compile this checkout's bytecode first (measures a start that "
                          "compiles every module, as with PYTHONDONTWRITEBYTECODE=1)")
@@ -279,12 +292,13 @@ def main() -> int:
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     try:
         if args.only in (None, "first-screen"):
-            cmds = commands(home)
+            cmds = commands(home, args.glances)
             times: dict[str, list[float]] = {k: [] for k in cmds}
             whole: list[float] = []  # gputop-dl: until the whole layout is drawn (its key bar)
             names = list(cmds)
             for r in range(args.runs):
-                for name in names[r % 3:] + names[:r % 3]:  # rotate the order per round
+                k = r % len(names)
+                for name in names[k:] + names[:k]:  # rotate the order per round
                     if name == "gputop-dl":
                         t, t_whole = first_screen(*cmds[name], then=WHOLE)
                         if t_whole is not None:
@@ -301,6 +315,9 @@ def main() -> int:
             g, b = med(times["gputop-dl"]), med(times["bare textual"])
             if g and b:
                 print(f"   gputop-dl / bare textual: {g / b:.2f}×  (target ≤ 1.3×)")
+            gl = med(times.get("glances", []))
+            if g and gl:
+                print(f"   gputop-dl / glances: {g / gl:.2f}×  (target ≤ 1.0×)")
             if whole:
                 print(f"   gputop-dl, until the whole layout (the key bar) is drawn: "
                       f"{med(whole):.3f}  ({min(whole):.3f}–{max(whole):.3f})")
@@ -319,20 +336,20 @@ def main() -> int:
                 print(f"   gputop-dl, 3 found jobs running, until their rows show: "
                       f"{med(with_jobs):.3f}  ({min(with_jobs):.3f}–{max(with_jobs):.3f})")
         if args.only in (None, "cpu"):
-            print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, the three at once "
-                  "(gputop-dl --stall-budget 0; the textual repaint floor; top -d 1)")
+            print(f"\n2. CPU, % of one core over {args.seconds:.0f} s, all at once "
+                  "(gputop-dl --stall-budget 0; the textual repaint floor; top -d 1; glances -t 1)")
             res = {}
             for n in [int(x) for x in args.jobs.split(",")]:
-                r = res[n] = cpu_side_by_side(n, args.seconds, home)
+                r = res[n] = cpu_side_by_side(n, args.seconds, home, args.glances)
                 if "error" in r:
                     print(f"   {n} jobs: {r['error']}")
                     continue
                 fl = r["textual floor"]
                 print(f"   {n:>2} found jobs ({r['jobs_on_screen']} mentions on screen; "
                       f"{r['lines_changed']:g} of gputop-dl's lines change a second, the floor "
-                      f"changes {n + 3}, and {n} more every {r['history_every']} s):\n"
+                      f"changes {n + 3}, and its 30 chart lines every {r['history_every']:g} s):\n"
                       f"      gputop-dl {r['gputop-dl']:.2f} %, textual floor {fl:.2f} %, "
-                      f"top {r['top']:.2f} %")
+                      f"top {r['top']:.2f} %" + (f", glances {r['glances']:.2f} %" if "glances" in r else ""))
                 if r["top"] and fl:
                     print(f"      gputop-dl / top {r['gputop-dl'] / r['top']:.2f}× (target ≤ 1.2×); "
                           f"floor / top {fl / r['top']:.2f}×; gputop-dl / floor "
@@ -341,6 +358,9 @@ def main() -> int:
             ns = sorted(n for n in res if "error" not in res[n])
             if len(ns) >= 2 and res[ns[0]]["gputop-dl"]:
                 lo, hi = res[ns[0]], res[ns[-1]]
+                for n in ns:
+                    print(f"   {n} jobs: gputop-dl / floor {res[n]['gputop-dl'] / res[n]['textual floor']:.2f}× "
+                          "(target ≤ 1.2×)")
                 print(f"   growth {ns[0]} → {ns[-1]} jobs: gputop-dl ×{hi['gputop-dl'] / lo['gputop-dl']:.2f} "
                       f"(target ≤ 1.2×), textual floor ×{hi['textual floor'] / lo['textual floor']:.2f}, "
                       f"top ×{hi['top'] / lo['top']:.2f}")

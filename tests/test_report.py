@@ -731,3 +731,20 @@ def test_the_console_summary_step_is_the_median_and_says_so(store):
     text = con.export_text()
     assert "median step" in text and "mean step" not in text
     assert fmt.secs(statistics.median(times)) in text
+
+
+def test_per_job_sparklines_show_each_jobs_course_and_range(store):
+    """Issue 35 item 3: each job's step time, data wait and CPU over the session as a sparkline
+    with the range it spans (a blank where nothing was measured), beside the Mermaid charts."""
+    sid = fx.make_session(store, ticks=120)
+    text = render_markdown(session_json(store, sid))
+    t = table_with(text, "step time")
+    assert t["header"] == ["job", "step time", "data wait", "CPU cores"]
+    first = dict(zip(t["header"], t["rows"][0]))
+    assert first["step time"] == "▄" * 48 + " 500 ms–500 ms"  # the fixture's steady step: flat
+    assert first["data wait"].endswith(" 30%–30%") and "Per job over the session (0 →" in text
+    from gputop_dl.present.report.markdown import _spark_cell
+
+    # a job that slowed down and recovered, with a stretch unmeasured in between
+    cell = _spark_cell([0.1] * 40 + [None] * 20 + [0.3] * 20 + [0.1] * 16, fmt.secs)
+    assert cell == "`" + "▁" * 20 + " " * 10 + "█" * 10 + "▁" * 8 + "` 100 ms–300 ms", cell

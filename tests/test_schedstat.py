@@ -296,3 +296,50 @@ def test_busy_threads_of_a_process_are_its_pool(tmp_path):
     assert job_wait(waits, {10}, busy=busy).pool == busy[10]
     assert job_wait(waits, {99}, busy=busy).pool == ()  # no trainer among them: no pool
     assert SchedReader(proc=str(tmp_path), read=read_proc).busy({10: (1, 1)}) == {}  # no span
+
+
+def test_a_quiet_process_is_skipped_while_its_cpu_time_stands_still(tmp_path):
+    """Issue 35 (2,000 threads): a process whose last reading found every thread still, and
+    whose CPU seconds (utime + stime, all threads) did not move, is not read at all, up to
+    IDLE_EVERY - 1 ticks in a row; what it did meanwhile lands in its next reading's delta.
+    Its CPU time moving, or a thread count change, reads it at once."""
+    for tid in (20, 21, 22):
+        _thread(tmp_path, 20, tid, 5000, 100)
+    reads = []
+
+    def counting(path, size):
+        reads.append(path)
+        return read_proc(path, size)
+
+    r = SchedReader(proc=str(tmp_path), read=counting)
+
+    def tick(cpu_s, n=3):
+        reads.clear()
+        return r.read({20: (1.0, n, cpu_s)})
+
+    tick(2.0)  # the first reading
+    assert tick(2.0)[20] == (0, 0)  # read: nothing moved, so the process is quiet now
+    skipped = []
+    for _ in range(SchedReader.IDLE_EVERY):
+        out = tick(2.0)
+        skipped.append(not reads and 20 not in out)
+    assert skipped == [True] * (SchedReader.IDLE_EVERY - 1) + [False]  # then read again
+    _thread(tmp_path, 20, 21, 5000 + 4_000_000, 100 + 1_000_000)  # 4 ms run: under a clock tick
+    tick(2.0)
+    assert not reads  # quiet and no CPU tick: skipped ...
+    total = [0, 0]
+    for _ in range(2 * SchedReader.IDLE_EVERY):
+        run, wait = tick(2.0).get(20, (0, 0))
+        total = [total[0] + run, total[1] + wait]
+    assert total == [4_000_000, 1_000_000]  # ... and counted by a later reading, not lost
+    tick(2.01)  # CPU time moved: read at once
+    assert reads
+    SchedReader.SKIP_IDLE = False  # the old way (benchmarks/scale_tick.py compares both)
+    try:
+        n = 0
+        for _ in range(SchedReader.IDLE_EVERY):
+            tick(2.01)
+            n += len(reads)
+        assert n == 3  # each idle thread once in IDLE_EVERY ticks
+    finally:
+        SchedReader.SKIP_IDLE = True

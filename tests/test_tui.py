@@ -139,8 +139,8 @@ async def test_gpu_history_is_fixed_scale_and_grows():
 @aio
 async def test_history_goes_on_when_a_found_job_is_renamed():
     """A found job's name changes when another copy of its script ends ("train.py 09:30:12"
-    becomes "train.py"): its history row and its table row keep its own samples under the new
-    name, and do not take over the ended copy's."""
+    becomes "train.py"): its history series and its table row keep its own samples under the new
+    name, and do not take over the ended copy's (which stays, for the whole-session view)."""
     from gputop_dl.present.tui.history_panel import HistoryPanel
     from gputop_dl.snapshot import JobSample
 
@@ -154,13 +154,43 @@ async def test_history_goes_on_when_a_found_job_is_renamed():
             await feed(pilot, src, monitor_snapshot(t, jobs=found(("train.py", 10, 0.9),
                                                                   ("train.py 09:30:12", 20, 0.25))))
         await feed(pilot, src, monitor_snapshot(3, jobs=found(("train.py", 20, 0.25))))
-        rows = app.query_one(HistoryPanel).plain().splitlines()[1:]
-        assert len(rows) == 1 and rows[0].startswith("train.py ")
-        assert rows[0].rstrip().endswith("25%")  # pid 20's 4 samples, not pid 10's 90 %
+        panel = app.query_one(HistoryPanel)
+        name, series = panel.jobs[20]
+        assert name == "train.py" and [v for _t, v in series["cpuwait"].fine] == [0.25] * 4
+        assert [v for _t, v in panel.jobs[10][1]["cpuwait"].fine] == [0.9] * 3  # the ended copy's own
+        assert panel.builds >= 1 and "train.py" in panel.query_one("#legend").render().plain
         # the jobs table's row is the same row: its key, its sparkline's values, the cursor
         table = app.query_one(JobsTable)
         assert order(table) == ["job:0:found:20"] and cell(table, "job:0:found:20", "job") == "  train.py"
         assert len(app.trends.by_key["job:0:found:20"][2]) == 4
+
+
+@aio
+async def test_history_charts_build_once_per_bucket_and_only_when_shown():
+    """The charts are built again when a bucket closes (not with every snapshot), `z` zooms out
+    and back, and a launch (whose epoch panel hides the charts) never builds them."""
+    from gputop_dl.present.tui.history_panel import HistoryPanel
+
+    from tests.fakes.source import found_jobs_snapshot
+
+    app, src = new_app(mode="monitor", session_id=None, live=())
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(60)])
+        panel = app.query_one(HistoryPanel)
+        bucket = float(panel.border_subtitle.split("redrawn every ")[1].split(" s")[0])
+        assert bucket >= 15 and 1 <= panel.builds <= 60 / bucket + 2
+        before = panel.builds
+        await pilot.press("z")
+        assert panel.whole and panel.builds == before + 1 and "whole session (z" in panel.border_subtitle
+        before = panel.builds  # zoomed out, the charts are built once a bucket too
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(60, 90)])
+        assert panel.builds - before <= 30 / bucket + 2
+        await pilot.press("z")
+        assert not panel.whole and "last 5 min (z" in panel.border_subtitle
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, *[make_snapshot(t) for t in range(5)])
+        assert app.query_one(HistoryPanel).builds == 0 and len(app.query_one(HistoryPanel).jobs) == 3
 
 
 @aio
@@ -704,24 +734,35 @@ def test_history_strip_fixed_scale_newest_right():
     assert bar(0.5, 10) == ("█" * 5, "░" * 5) and bar(None, 4) == ("", "····")
 
 
-def test_settled_history_changes_once_per_bucket():
-    """The history panel's charts and means (history_panel.py): the open bucket is drawn only
-    until the first bucket closes; then chart and mean change when a bucket closes, not with
-    every sample; the mean is over the kept window, and unknown samples do not count."""
-    h = History(span=20)  # at width 10: buckets of 2 samples
-    h.push(0.2)
-    assert h.settled_strip(10).strip() == block(0.2) and h.settled_mean() == 0.2  # first bucket open
-    h.push(None)  # closes the first bucket: 0.2 and an unknown
-    assert h.settled_strip(10) == " " * 9 + block(0.2) and h.settled_mean() == 0.2
-    h.push(1.0)  # a bucket opens: neither chart nor mean moves
-    assert h.settled_strip(10) == " " * 9 + block(0.2) and h.settled_mean() == 0.2
-    h.push(1.0)  # and closes
-    assert h.settled_strip(10) == " " * 8 + block(0.2) + block(1.0)
-    assert h.settled_mean() == pytest.approx(0.7333, abs=1e-3) and h.known == 3
-    for _ in range(20):  # the window moves on: the old samples leave it
-        h.push(0.5)
-    assert h.known == 20 and h.settled_mean() == pytest.approx(0.5)
-    assert h.settled_strip(10) == block(0.5) * 10
+def test_timeline_bucket_means_gaps_and_whole_session():
+    """The history charts' series (timeline.py): bucket means on a relative axis, None where no
+    sample is known (a gap, not a zero); the whole session from buckets that merge past CAP."""
+    from gputop_dl.present.tui import timeline
+
+    tl = timeline.Timeline(interval=1.0)
+    for t in range(10):
+        tl.push(float(t), None if 4 <= t < 6 else float(t))
+    assert tl.points(10.0, 10.0, 5) == [0.5, 2.5, None, 6.5, 8.5]
+    assert tl.known == 8 and tl.first_t() == 0.0
+    long = timeline.Timeline(interval=1.0)
+    for t in range(3 * timeline.CAP):  # past the fine window and past CAP: buckets merge
+        long.push(float(t), 1.0 if t < timeline.CAP else 3.0)
+    assert len(long.coarse) <= timeline.CAP and long.width == 4.0
+    whole = long.points(3.0 * timeline.CAP, 3.0 * timeline.CAP, 3)
+    assert whole == [pytest.approx(1.0), pytest.approx(3.0), pytest.approx(3.0)]
+    assert long.points(3.0 * timeline.CAP, 300.0, 2) == [3.0, 3.0]  # the last 5 min: sample by sample
+
+
+def test_verdict_marks_and_axis_labels():
+    from gputop_dl.present.tui.timeline import Marks, ago, ticks
+
+    m = Marks()
+    for t, kind in ((0, None), (1, "parallel"), (2, "parallel"), (3, None), (4, "parallel"), (5, "cpu-bound")):
+        m.push(float(t), kind)
+    assert list(m.changes) == [(5.0, "parallel", "cpu-bound")] and m.within(0, 4) == []
+    assert ago(0) == "now" and ago(-75) == "-1:15" and ago(-3725) == "-1:02:05"
+    assert ticks(300.0) == [-300.0, -240.0, -180.0, -120.0, -60.0, 0.0]
+    assert ticks(595.0) == [-480.0, -360.0, -240.0, -120.0, 0.0]
 
 
 def test_history_buckets_and_draws_from_its_buckets(monkeypatch):
@@ -808,6 +849,27 @@ async def test_d_in_a_launch_points_to_its_own_verdict():
 
 
 @aio
+async def test_every_key_the_screen_answers_is_in_the_key_bar_and_the_help():
+    """Issue 35 item 5: each binding of the main screen (the app's and the focused table's) is
+    in `?` help, and in the key bar unless it is an alias (`show=False`) or not answered here."""
+    from gputop_dl.present.tui.key_bar import KeyBar
+    from gputop_dl.present.tui.screens import HELP_KEYS
+
+    help_text = " ".join(k for k, _d in HELP_KEYS)
+    names = {"question_mark": "?", "up": "↑", "down": "↓", "pageup": "pgup", "pagedown": "pgdn"}
+    app, src = new_app(mode="monitor", session_id=None, live=(), launcher=object(), diagnoser=lambda **kw: {})
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, monitor_snapshot(0))
+        text = app.query_one(KeyBar).render().plain
+        for _node, binding, enabled, _tip in app.screen.active_bindings.values():
+            for key in binding.key.split(","):
+                assert names.get(key, key) in help_text.split(), key
+            if binding.show and enabled:
+                assert app.get_key_display(binding) in text, (binding.key, text)
+        assert "z Zoom" in text and "All epochs" not in text  # the monitor: charts, no epochs
+
+
+@aio
 async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
     from gputop_dl.present.tui.key_bar import KeyBar
 
@@ -818,6 +880,8 @@ async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
         text = bar.render().plain
         assert text.startswith(" ⏎ Details  q Quit  ? Help  v Verdict") and text.endswith("▏^p palette ")
         assert len(text) == SIZE[0]
+        assert "j/k Move" in text and "c/m/n/t/o Sort" in text and "a All epochs" in text
+        assert "z Zoom" not in text  # a launch: the bottom row shows epochs, not the charts
         x0 = next(x for x, _x1, key in bar._spans if key == "question_mark")
         await pilot.click(KeyBar, offset=(x0 + 1, 0))
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))

@@ -27,7 +27,8 @@ from rich.console import Console
 
 from gputop_dl.present.tui.app import GputopApp
 
-from tests.fakes.source import SPEC, T0, FakeSource, FixedClock, make_snapshot, monitor_snapshot, queue_snapshot
+from tests.fakes.source import (SPEC, T0, FakeSource, FixedClock, found_jobs_snapshot, make_snapshot,
+                               monitor_snapshot, queue_snapshot)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SNAP_DIR = os.path.join(HERE, "tui_snapshots")
@@ -37,7 +38,8 @@ UPDATE = os.environ.get("GPUTOP_DL_UPDATE_SNAPSHOTS") == "1"
 
 
 def versions() -> dict:
-    return {"textual": metadata.version("textual"), "rich": metadata.version("rich")}
+    """The libraries that draw the screens (the history charts: textual-plotext and plotext)."""
+    return {name: metadata.version(name) for name in ("textual", "rich", "textual-plotext", "plotext")}
 
 
 @pytest.fixture(autouse=True)
@@ -188,3 +190,24 @@ def test_fleet_view(tmp_path):
             check("fleet", screen_text(app), app.export_screenshot(title="gputop-dl"), tmp_path)
 
     asyncio.run(go())
+
+
+CHARTS = [found_jobs_snapshot(t) for t in range(0, 600, 5)]  # 10 minutes, a sample every 5 s
+
+
+def test_monitor_history_charts(tmp_path):
+    """The monitor's history charts: three found jobs, one slowed from 200 s to 400 s of a
+    10-minute session, the verdict's changes marked; the last 5 minutes."""
+    render("monitor_charts", tmp_path, mode="monitor", session_id=None, snaps=CHARTS)
+
+
+def test_monitor_history_charts_whole_session_light(tmp_path):
+    """The same zoomed out (`z`) under a light theme."""
+    render("monitor_charts_light", tmp_path, mode="monitor", session_id=None, snaps=CHARTS, keys=("z",),
+           theme="textual-light")
+
+
+def test_help_lists_every_key_light_theme(tmp_path):
+    """`?` help over the monitor, under a light theme (issue 35 item 5)."""
+    render("help_light", tmp_path, mode="monitor", session_id=None, snaps=CHARTS[:3], keys=("question_mark",),
+           theme="textual-light")

@@ -71,7 +71,7 @@ class _Threads:
     """One process's threads as last listed: ids, how each is read (a kept descriptor, or its
     path), and each one's last (ran, waited) totals (None: no reading yet)."""
 
-    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta")
+    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta", "skipped", "quiet")
 
     def __init__(self, start: float):
         self.start = start
@@ -81,6 +81,8 @@ class _Threads:
         self.idle: list[bool] = []  # neither ran nor waited between its last two readings
         self.cpu: float | None = None  # the process's CPU seconds at the last read
         self.delta: dict[int, tuple[int, int]] = {}  # tid -> (ran, waited) ns at the last read
+        self.skipped = 0  # readings skipped in a row: it used no CPU since its last one
+        self.quiet = False  # its last reading: no thread ran or waited since the one before
 
 
 class SchedReader:
@@ -92,6 +94,7 @@ class SchedReader:
     kept = 0  # descriptors kept open by all readers
     KEEP_MAX = 512
     IDLE_EVERY = 4  # an idle thread is read every this many ticks (see `read`)
+    SKIP_IDLE = True  # a process that used no CPU since its last reading is skipped (`read`)
 
     def __init__(self, proc: str = "/proc", read: Callable[[str, int], bytes] | None = None,
                  listdir: Callable[[str], list[str]] = os.listdir):
@@ -189,7 +192,13 @@ class SchedReader:
 
         With the CPU seconds, a thread that neither ran nor waited between its last two
         readings is read only every `IDLE_EVERY` ticks, unless the process used more CPU than
-        the threads read account for (then all are read): torch keeps many idle threads."""
+        the threads read account for (then all are read): torch keeps many idle threads. A
+        quiet process (its last reading found no thread that ran or waited) whose CPU seconds
+        (utime + stime, all its threads) did not move since is not read at all, up to
+        `IDLE_EVERY - 1` times in a row: an idle job costs no thread reads on most ticks (64
+        jobs with 2,000 threads, docs/benchmarks.md). What it ran or waited meanwhile (under a
+        clock tick) goes into its next reading's delta.
+        /proc/PID/schedstat would be one read, but it is the main thread's alone, not a sum."""
         self.note = None
         if self.off:
             self.note = KERNEL_NOTE
@@ -216,8 +225,17 @@ class SchedReader:
                     st.cpu = cpu
                     continue  # a new process: its first readings were just taken
             skip = cpu is not None and st.cpu is not None
-            idx = [i for i, tid in enumerate(st.tids)
-                   if not (skip and st.idle[i] and (tid + tick) % self.IDLE_EVERY)]
+            if (skip and self.SKIP_IDLE and st.quiet and cpu == st.cpu
+                    and st.skipped < self.IDLE_EVERY - 1):
+                st.skipped += 1
+                continue
+            if st.skipped:  # read after skips: every thread (the two cadences must not alias)
+                st.skipped = 0
+                idx = list(range(len(st.tids)))
+            else:
+                idx = [i for i, tid in enumerate(st.tids)
+                       if not (skip and st.idle[i] and (tid + tick) % self.IDLE_EVERY)]
+            st.delta = {}  # this reading's per-thread deltas (both passes below add to it)
             run, wait, counted, lost = self._read_threads(st, idx)
             if skip and len(idx) < len(st.tids) and (cpu - st.cpu) * 1e9 > run + 2e7:
                 # the process ran more than the threads read: one of the idle ones woke
@@ -225,6 +243,7 @@ class SchedReader:
                 r2, w2, c2, l2 = self._read_threads(st, rest)
                 run, wait, counted, lost = run + r2, wait + w2, counted or c2, lost or l2
             st.cpu = cpu
+            st.quiet = counted and run == 0 and wait == 0
             if lost:  # list again now: the gone are dropped, the new read for the first time
                 st = self._list(pid, start, st)
                 if st is None:
@@ -245,7 +264,7 @@ class SchedReader:
         run = wait = 0
         counted = lost = False
         get, pread, handles, last, idle = self._get, os.pread, st.handles, st.last, st.idle
-        delta = st.delta = {}
+        delta = st.delta
         for i in idx:
             h = handles[i]
             try:

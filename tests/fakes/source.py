@@ -6,7 +6,8 @@ Tests call `emit(snap)` to hand the app a snapshot (from the test's thread, or a
 
 `make_snapshot(...)` builds a launch-like snapshot at a fixed time `T0` with 4 GPUs, a host, three
 launched jobs, one foreign GPU process, a log and (optionally) a verdict; `monitor_snapshot()` a
-plain-monitor snapshot on a machine without a GPU.
+plain-monitor snapshot on a machine without a GPU; `found_jobs_snapshot(t)` the monitor watching
+three found jobs on 2 GPUs, one of which slows down from t=200 to t=400 (the verdict with it).
 """
 
 from __future__ import annotations
@@ -116,6 +117,32 @@ def monitor_snapshot(t: int = 0, **changes) -> Snapshot:
                                                                         load1=1.92, load5=1.5, load15=1.2),
                     notes=())
     return replace(snap, **changes) if changes else snap
+
+
+def found_jobs(t: int) -> tuple[JobSample, ...]:
+    """Three found jobs; "prep.py" is slowed from t=200 to t=400 (CPU wait and step time up)."""
+    slow = 200 <= t < 400
+    wave = ((t // 5 * 7) % 10) / 100  # a little movement, deterministic
+    out = []
+    for i, (name, pid, step) in enumerate((("train.py --lr 0.1", 5100, 0.12), ("prep.py", 5200, 0.30),
+                                          ("train.py --lr 0.3", 5300, 0.20))):
+        hit = slow and i == 1
+        out.append(JobSample(
+            name=name, pid=pid, launched=False, pids=(pid,), status="running", cpu_cores=1.5 + i,
+            step_time_s=step * (2.4 if hit else 1.0) + wave / 10, stall_fraction=0.05 + wave + (0.3 if hit else 0),
+            cpu_wait_fraction=(0.55 if hit else 0.04) + wave / 2, slowdown=2.3 if hit else 1.0 + wave / 5,
+            slowdown_source="estimated", command=f"python {name}"))
+    return tuple(out)
+
+
+def found_jobs_snapshot(t: int = 0) -> Snapshot:
+    slow = 200 <= t < 400
+    kind = "cpu-bound" if slow else "parallel"
+    verdict = {"kind": kind, "title": kind, "reason": "prep.py waits for a CPU 55% of the time" if slow
+               else "no job waits for a shared resource", "confidence": 0.8,
+               "evidence": {"method": "passive"}}
+    return Snapshot(time=T0 + t, gpu_status="ok", gpus=gpus(2, t), host=host(t), jobs=found_jobs(t),
+                    verdict=verdict if t >= 10 else None)
 
 
 class FakeSource:

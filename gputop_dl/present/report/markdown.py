@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from gputop_dl.present.report import mermaid
 from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.present.report.queue_md import queue_section
 from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, rate, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
+from gputop_dl.text.spark import spark
 from gputop_dl.present.verdict_text import job_line
 
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
@@ -384,6 +386,7 @@ def _charts_section(data: dict) -> str:
                 order = ", ".join(md_text(js["name"]) for js in s["jobs"])
                 out += [f"CPU cores per job over time (one line per job, in order: {order}; "
                         "0 while it was not running; solo baselines included):", "", chart, ""]
+            out += _job_lines(s["jobs"], t_end, unit)
         if s.get("gpus"):
             order = ", ".join(str(g["index"]) for g in s["gpus"])
             chart = mermaid.time_chart(
@@ -406,6 +409,31 @@ def _charts_section(data: dict) -> str:
     elif len(out) == 2:
         out += ["No samples recorded.", ""]
     return "\n".join(out).rstrip()
+
+
+SPARK_W = 48  # characters per sparkline in the per-job table
+
+
+def _spark_cell(values: list[float | None], fmt: Callable[[float], str]) -> str:
+    """A sparkline of bucket means (blank: no sample) and the range it spans, or a dash."""
+    pts = mermaid.downsample(values, SPARK_W)
+    known = [v for v in pts if v is not None]
+    if not known:
+        return DASH
+    return f"`{spark(pts, SPARK_W)}` {fmt(min(known))}–{fmt(max(known))}"
+
+
+def _job_lines(jobs: list[dict], t_end: float, unit: str) -> list[str]:
+    """Each job's step time, data wait and CPU over the session as sparklines: when it slowed
+    down and whether it recovered, at a glance, with the gaps where nothing was measured."""
+    rows = [[md_cell(j["name"]), _spark_cell(j["step_time_s"], lambda v: secs(v)),
+             _spark_cell(j["stall"], pct), _spark_cell(j["cpu_cores"], lambda v: num(v, ".2f"))]
+            for j in jobs]
+    if all(c == DASH for r in rows for c in r[1:]):
+        return []
+    return [f"Per job over the session (0 → {t_end:.3g} {unit}; each line spans its own range, "
+            "low to high, shown beside it; a blank: no sample):", "",
+            table(["job", "step time", "data wait", "CPU cores"], rows), ""]
 
 
 def _events_section(data: dict) -> str:

@@ -55,8 +55,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         Binding("p", "pause", "Pause"),
         Binding("l", "launcher", "Launch"),
         Binding("d", "diagnose", "Diagnose"),
+        Binding("z", "zoom", "Zoom"),
         *ROW_BINDINGS,
-        Binding("a", "epochs_all", "Epochs: all", show=False),
+        Binding("a", "epochs_all", "All epochs"),
     ]
 
     def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
@@ -234,6 +235,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:
             main.set_class(not has_launched, "-no-epochs")
+            self.refresh_bindings()  # z (the charts) or a (the epochs)
         self._render_epochs()
 
     def _render_epochs(self) -> None:
@@ -278,6 +280,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         main = self.screen_stack[0]
         if main.has_class("-queue") != (queue is not None):
             main.set_class(queue is not None, "-queue")
+            self.refresh_bindings()
         if queue is not None:
             self.queue_panel.show(queue)
         log: list[tuple[float, str]] = []
@@ -339,6 +342,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
             return self.launcher is not None
         if action == "diagnose":
             return self.diagnoser is not None
+        if action in ("zoom", "epochs_all"):  # the bottom row shows the charts, or the epochs
+            main = self.screen_stack[0]
+            charts = main.has_class("-no-epochs") and not main.has_class("-queue")
+            return charts if action == "zoom" else not main.has_class("-no-epochs")
         return True
 
     # --- actions -------------------------------------------------------------------------------
@@ -353,6 +360,14 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
     def action_epochs_all(self) -> None:
         self.epochs_all = not self.epochs_all
         self._render_epochs()
+
+    def action_zoom(self) -> None:
+        """The history charts: the last 5 minutes, or the whole session."""
+        panel = self.history_panel
+        if not panel.display:
+            self.notify("the history charts show in the monitor, with no launched job", timeout=3)
+            return
+        panel.toggle_zoom()
 
     def action_help(self) -> None:
         from gputop_dl.present.tui.screens import HelpScreen  # on demand: not on start-up

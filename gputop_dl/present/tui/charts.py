@@ -51,8 +51,7 @@ def bar(frac: float | None, width: int, fill: str = "█", empty: str = "░") -
 class History:
     """The last `span` samples of a 0..1 series, rendered as a block strip at a given width."""
 
-    __slots__ = ("span", "raw", "known", "_width", "_bucket", "_chars", "_acc", "_n", "_open_known",
-                 "_closed", "_mean")
+    __slots__ = ("span", "raw", "known", "_width", "_bucket", "_chars", "_acc", "_n", "_open_known")
 
     def __init__(self, span: int = 600):
         self.span = max(1, span)
@@ -64,8 +63,6 @@ class History:
         self._acc = 0.0  # sum of known values in the open bucket
         self._n = 0  # samples in the open bucket
         self._open_known = 0  # known values in the open bucket
-        self._closed = 0  # buckets closed since the last re-bucketing
-        self._mean: tuple[int, float | None] = (-1, None)  # (buckets closed, mean) of `settled_mean`
 
     def push(self, v: float | None) -> None:
         if len(self.raw) == self.span and self.raw[0] is not None:
@@ -84,7 +81,6 @@ class History:
         if self._n >= self._bucket:
             self._chars.append(self._open_char())
             self._acc, self._n, self._open_known = 0.0, 0, 0
-            self._closed += 1
 
     def _open_char(self) -> str:
         return block(self._acc / self._open_known) if self._open_known else UNKNOWN
@@ -93,40 +89,21 @@ class History:
         self._width = width
         self._bucket = max(1, math.ceil(self.span / width))
         self._chars = deque(maxlen=width)
-        self._acc, self._n, self._open_known, self._closed = 0.0, 0, 0, 0
-        self._mean = (-1, None)
+        self._acc, self._n, self._open_known = 0.0, 0, 0
         for v in self.raw:
             self._add(v)
 
     def strip(self, width: int) -> str:
         """`width` characters, newest on the right, left-padded with blanks."""
-        return self._draw(width, settled=False)
-
-    def settled_strip(self, width: int) -> str:
-        """`strip()` without the open bucket once a bucket has closed: a long chart that changes
-        once per bucket, not with every sample (the open bucket is drawn until then)."""
-        return self._draw(width, settled=True)
-
-    def _draw(self, width: int, settled: bool) -> str:
         if width <= 0:
             return ""
         if width != self._width:
             self._rebuild(width)
         s = "".join(self._chars)
-        if self._n and not (settled and self._closed):
+        if self._n:
             s += self._open_char()
         s = s[-width:]
         return " " * (width - len(s)) + s
-
-    def settled_mean(self) -> float | None:
-        """The mean of the known samples kept, taken again only when a bucket closes (every
-        sample until one has): the figure beside `settled_strip`. None when none is known.
-        Call `strip()` or `settled_strip()` first, which sets the buckets."""
-        if self._closed and self._mean[0] == self._closed:
-            return self._mean[1]
-        mean = sum(v for v in self.raw if v is not None) / self.known if self.known else None
-        self._mean = (self._closed, mean)
-        return mean
 
     @property
     def seconds_per_char(self) -> int:
@@ -163,27 +140,3 @@ def fit(s: str, width: int, right: bool = False) -> str:
     if n > width:
         return set_cell_size(s, width - 1) + "…"
     return " " * (width - n) + s if right else s + " " * (width - n)
-
-
-SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def spark(values, width: int, top: float | None = None) -> str:
-    """The last `width` values as a sparkline (▁..█), newest on the right; an unknown value is a
-    blank. `top`: the value drawn as █, from 0 (a share: top=1); without it the line spans the
-    values' own range, low to high (a step time's ups and downs at whatever scale; a steady one
-    is a flat ▄). "" when no value is known."""
-    vals = list(values)[-width:]
-    known = [v for v in vals if v is not None]
-    if not known:
-        return ""
-    n = len(SPARKS) - 1
-    if top is None:
-        lo, hi = min(known), max(known)
-        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
-            return "".join(" " if v is None else SPARKS[n // 2] for v in vals)
-        scale = lambda v: (v - lo) / (hi - lo)  # noqa: E731
-    else:
-        top = top if top > 0 else 1.0
-        scale = lambda v: v / top  # noqa: E731
-    return "".join(" " if v is None else SPARKS[max(0, min(n, round(scale(v) * n)))] for v in vals)

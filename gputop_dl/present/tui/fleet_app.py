@@ -25,7 +25,7 @@ from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
 from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Row
-from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
+from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, SORT, LiveApp, TitleBar
 from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.fmt import DASH, num, pct, secs, size
@@ -104,7 +104,7 @@ class FleetApp(LiveApp):
         Binding("r", "poll_now", "Poll now"),
         Binding("p", "pause", "Pause"),
         *ROW_BINDINGS,
-        Binding("u", "sort('util')", "Sort GPU util", show=False),
+        Binding("u", "sort('util')", "Sort GPU util", group=SORT),
     ]
 
     def __init__(self, source, *, clock: Callable[[], float] = time.time):

@@ -1,88 +1,243 @@
-"""History panel: each found job's CPU, data wait and CPU wait over the last minutes, as wide
-sparklines side by side (the monitor's bottom row when no launched job has epochs to chart).
+"""History panel: the session as time-series charts that fill the panel (the monitor's bottom row
+when no launched job has epochs to chart).
 
-One `History` (charts.py: 0..1 series, bucketed to the width) per job and figure, pushed once per
-snapshot; CPU is scaled by the host's CPUs. Drawn as a `LinePanel`: only changed lines repaint.
-Each chart shows its closed buckets and, beside it, the window's mean, both taken again when a
-bucket closes (every few seconds): the live figures are the jobs table's, and a history row
-that changed every second would cost a repaint per job per tick (docs/benchmarks.md).
+Per job: step time, estimated slowdown, CPU wait and data wait; per GPU: utilisation and memory
+used; one braille line per job or GPU (colours in the legend line), drawn by `textual-plotext`.
+The last 5 minutes by default; `z` zooms out to the whole session and back. The moments the
+verdict's kind changed are vertical lines on the time axis (and the newest is named in the
+legend). A chart whose figure no job has a sample of is not shown; an unknown stretch is a gap.
+
+Cost: a snapshot only appends to each series (timeline.py, O(1)); the charts are built again
+when a bucket closed (the window over the plot's width: 5 min over ~30 columns is 10 s) and
+`REDRAW_S` passed since the last build, on a bucket boundary, so between two builds nothing on
+screen moves; a resize, a zoom or a chart appearing builds them at once; only while the panel
+is on screen (a modal, a launch's epoch panel or the first frame's layout skip it; it is drawn
+when it shows again). One build of all six charts is ~30 ms (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from gputop_dl.present.tui.base import LinePanel, Line, set_border
-from gputop_dl.present.tui.charts import History, fit
-from gputop_dl.snapshot import Snapshot
-from gputop_dl.text.fmt import num, pct
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical
+from textual.content import Content
+
+from gputop_dl.present.tui.base import Panel, set_border
+from gputop_dl.present.tui.timeline import FINE_S, MARK_COLOUR, Marks, Timeline, ago
+from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
 
-SPAN = 300  # samples kept per series (5 minutes at 1 Hz)
-NAME_W = 26  # as the jobs table's job column
-FIGURES = (("CPU", "cpu"), ("data-wait", "stall"), ("CPU wait", "cpuwait"))
+# mid-tone colours that read on dark and light themes alike; jobs and GPUs have their own
+JOB_COLOURS = ((0, 130, 200), (230, 25, 75), (60, 160, 75), (245, 130, 48), (145, 30, 180),
+               (0, 128, 128), (154, 99, 36), (128, 128, 0))
+GPU_COLOURS = ((240, 50, 230), (0, 170, 200), (128, 128, 128), (250, 120, 160), (150, 200, 40),
+               (150, 40, 40), (90, 100, 170), (110, 160, 120))
+MAX_LINES = 8  # jobs (and GPUs) charted at most; the legend says how many are left out
+# the charts are built again at most this often (and only when a bucket closed): a build of six
+# charts is ~30 ms of the UI thread (docs/benchmarks.md), 5 % of the 5-minute view's width
+REDRAW_S = 15.0
 
 
-class HistoryPanel(LinePanel):
+@dataclass(frozen=True)
+class Figure:
+    """One chart: its title, whose lines (jobs or GPUs), the value of a sample, its y range."""
+
+    key: str
+    title: str
+    of: str  # "job" | "gpu"
+    value: Callable
+    percent: bool = False  # a 0..1 share drawn as 0–100 %
+    floor: float | None = 0.0  # the y axis' lowest value (None: the data's)
+    least_top: float = 0.0  # the y axis' top is at least this
+
+
+def _gpu_mem(g: GpuSample) -> float | None:
+    return g.mem_used / g.mem_total if g.mem_used is not None and g.mem_total else None
+
+
+FIGURES = (
+    Figure("step", "step time (s)", "job", lambda j: j.step_time_s),
+    Figure("slowdown", "slowdown (× alone, est.)", "job", lambda j: j.slowdown, floor=None, least_top=1.5),
+    Figure("cpuwait", "CPU wait (%)", "job", lambda j: j.cpu_wait_fraction, percent=True),
+    Figure("stall", "data wait (%)", "job", lambda j: j.stall_fraction, percent=True),
+    Figure("gpu", "GPU util (%)", "gpu", lambda g: g.util, percent=True),
+    Figure("gpumem", "GPU memory used (%)", "gpu", _gpu_mem, percent=True),
+)
+
+
+def _hex(rgb: tuple[int, int, int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+class HistoryPanel(Vertical):
+    """The charts of the session's jobs and GPUs; `push(snapshot)` each tick, `zoom()` on `z`."""
+
     DEFAULT_CSS = """
     HistoryPanel { height: 1fr; }
+    HistoryPanel #legend { height: auto; max-height: 2; }
+    HistoryPanel #charts { layout: grid; grid-size: 3; grid-gutter: 0 2; height: 1fr; }
     """
 
     def __init__(self, interval: float = 1.0, **kw):
         super().__init__(**kw)
         self.border_title = "history"
         self.interval = interval
-        # by the job's PID (its name where it has none): its latest name and its figures' series.
-        # A found job's name changes as copies of its script come and go (collect/found.py), and
-        # its history goes on under the new name
-        self.series: dict[int | str, tuple[str, tuple[History, History, History]]] = {}
-        self._cpus = 1
+        # by the job's PID (its name where it has none): its latest name and a series per figure;
+        # a found job's name changes as copies of its script come and go (collect/found.py), and
+        # its history goes on under the new name. Jobs that ended stay (the whole-session view)
+        self.jobs: dict[int | str, tuple[str, dict[str, Timeline]]] = {}
+        self.gpus: dict[int, dict[str, Timeline]] = {}
+        self.marks = Marks()
+        self.whole = False  # zoomed out to the whole session
+        self.now: float | None = None
+        self.started: float | None = None
+        self.drawn_at: float | None = None  # the bucket end the charts were last built for
+        self.drawn_shape: tuple = ()
+        self.built_at = -math.inf  # the snapshot time of the last build
+        self.builds = 0  # chart builds (for tests and benchmarks)
+        self._mounted_charts: dict | None = None
+        self.colour: dict[int | str, int] = {}  # a job's index into JOB_COLOURS
 
+    def compose(self) -> ComposeResult:
+        yield Panel(Content.styled("no job found yet", "$text-muted"), id="legend")
+        yield Container(id="charts")  # the charts: mounted when first shown (`_charts`)
+
+    def _charts(self) -> dict | None:
+        """The charts by figure, mounted the first time the panel is on screen: plotext's
+        import (~17 ms) stays off the monitor's first frame. None until they are laid out."""
+        if self._mounted_charts is None:
+            from gputop_dl.present.tui.series_chart import SeriesChart
+
+            self._mounted_charts = {f.key: SeriesChart(id=f"chart-{f.key}") for f in FIGURES}
+            self.query_one("#charts").mount(*self._mounted_charts.values())
+            self.call_after_refresh(self.redraw)
+            return None
+        return self._mounted_charts
+
+    # --- data ------------------------------------------------------------------------------------
     def push(self, snap: Snapshot) -> None:
-        """A new snapshot of the primary source: one value per job and figure."""
-        self._cpus = max(1, snap.host.cpus) if snap.host is not None else 1
+        """A new snapshot of the primary source: one sample per job/GPU and figure."""
+        t = snap.time
+        self.now = t
+        if self.started is None:
+            self.started = t
         seen: set[int | str] = set()
         for j in snap.jobs:
             key = j.pid if j.pid is not None else j.name
             seen.add(key)
-            h = self.series[key][1] if key in self.series else (History(SPAN), History(SPAN), History(SPAN))
-            self.series[key] = (j.name, h)
-            h[0].push(None if j.cpu_cores is None else min(1.0, j.cpu_cores / self._cpus))
-            h[1].push(j.stall_fraction)
-            h[2].push(j.cpu_wait_fraction)
-        for key in [k for k in self.series if k not in seen]:
-            del self.series[key]
+            if key not in self.colour:  # a job keeps its colour while it is charted
+                self.colour[key] = len(self.colour)
+            series = self.jobs[key][1] if key in self.jobs else {
+                f.key: Timeline(self.interval) for f in FIGURES if f.of == "job"}
+            self.jobs[key] = (j.name, series)
+            for f in FIGURES:
+                if f.of == "job":
+                    series[f.key].push(t, f.value(j))
+        for g in snap.gpus:
+            gs = self.gpus.setdefault(g.index, {f.key: Timeline(self.interval) for f in FIGURES if f.of == "gpu"})
+            for f in FIGURES:
+                if f.of == "gpu":
+                    gs[f.key].push(t, None if g.error else f.value(g))
+        self._forget_ended(seen)
+        self.marks.push(t, (snap.verdict or {}).get("kind"))
         self.redraw()
 
-    def redraw(self) -> None:
-        width = self.content_size.width or 100
-        if not self.series:
-            self.set_lines([(("no job found yet", "$text-muted"),)])
-            return
-        # the figures some job has a sample of (a figure none has would be a blank chart)
-        known = [i for i in range(len(FIGURES))
-                 if any(h[i].known for _, h in self.series.values())] or [0]
-        col = max(8, (width - NAME_W - 1) // len(known) - 1)
-        spark_w = max(4, col - 6)
-        head: Line = ((fit("", NAME_W) + " ", ""),
-                      *((fit(FIGURES[i][0], col) + " ", "bold") for i in known))
-        lines: list[Line] = [head]
-        for name, hist in self.series.values():
-            line: list = [(fit(clean(name), NAME_W) + " ", "bold")]
-            for i in known:
-                chart = hist[i].settled_strip(spark_w)  # first: it sets the buckets the mean uses
-                line += [(chart, "$accent on $boost"), (f"{self._mean_text(hist[i], i):>5} ", "")]
-            lines.append(tuple(line))
-        every = hist[known[0]].seconds_per_char * self.interval  # the charts set their buckets
-        set_border(self, subtitle=f"last {SPAN * self.interval / 60:.0f} min, a bar per {every:g} s"
-                                  f" · figures: the mean · CPU of {self._cpus} CPUs, waits 0–100 %")
-        self.set_lines(lines)
+    def _forget_ended(self, seen: set[int | str]) -> None:
+        """Ended jobs stay for the whole-session view; at most 2 × MAX_LINES of them (oldest out)."""
+        ended = [k for k in self.jobs if k not in seen]
+        for k in ended[:max(0, len(ended) - 2 * MAX_LINES)]:
+            del self.jobs[k]
+            self.colour.pop(k, None)
 
-    def _mean_text(self, h: History, figure: int) -> str:
-        """A figure's mean over the window, as text ("–" when none is known)."""
-        m = h.settled_mean()
-        if figure == 0:  # CPU: kept as a share of the host's CPUs, shown in cores
-            return num(None if m is None else m * self._cpus, ".2f")
-        return pct(m)
+    # --- drawing ---------------------------------------------------------------------------------
+    def window(self) -> float:
+        """The view's span: 5 minutes, or the whole session rounded up to a minute (so that the
+        zoomed-out charts are built again once a bucket, not with every sample)."""
+        if self.whole and self.now is not None and self.started is not None:
+            return max(FINE_S, 60.0 * math.ceil((self.now - self.started) / 60.0))
+        return FINE_S
+
+    def toggle_zoom(self) -> None:
+        self.whole = not self.whole
+        self.drawn_at, self.drawn_shape = None, ()  # built again at once
+        self.redraw()
+
+    def _visible(self) -> bool:
+        return bool(self.display) and self.screen is self.app.screen and self.region.area > 0
+
+    def redraw(self) -> None:
+        """Build the charts again if a bucket closed since the last build and they are on screen."""
+        if self.now is None or not self._visible():
+            return
+        mounted = self._charts()
+        if mounted is None:
+            return
+        charts = self.query_one("#charts")
+        shown = [f for f in FIGURES if self._known(f)]
+        ncols = 3 if len(shown) > 4 or len(shown) == 3 else min(2, max(1, len(shown)))
+        width = max(10, (charts.size.width or 90) // ncols - 8)  # the plot area, less its y labels
+        window = self.window()
+        bucket = max(self.interval, window / width)
+        end = math.floor(self.now / bucket) * bucket  # the last closed bucket's end
+        shape = (tuple(f.key for f in shown), width, window)  # a change: built again at once
+        if shape == self.drawn_shape and (end == self.drawn_at or self.now - self.built_at < REDRAW_S):
+            return
+        self.drawn_at, self.drawn_shape, self.built_at = end, shape, self.now
+        if charts.styles.grid_size_columns != ncols:
+            charts.styles.grid_size_columns = ncols
+        n = max(1, round(window / bucket))
+        marks = [t - end for t, _a, _b in self.marks.within(end - window, end)]
+        # the jobs with a sample in the view, in the order they came (ended ones too)
+        in_view = [(k, v) for k, v in self.jobs.items() if v[1]["cpuwait"].last_t >= end - window]
+        jobs = [(JOB_COLOURS[self.colour[k] % len(JOB_COLOURS)], name, s) for k, (name, s) in in_view[:MAX_LINES]]
+        gpus = sorted(self.gpus.items())[:MAX_LINES]
+        for f in FIGURES:
+            chart = mounted[f.key]
+            on = f in shown
+            if chart.display != on:
+                chart.display = on
+            if not on:
+                continue
+            if f.of == "job":
+                lines = [(colour, s[f.key].points(end, window, n)) for colour, _name, s in jobs]
+            else:
+                lines = [(GPU_COLOURS[i % len(GPU_COLOURS)], gs[f.key].points(end, window, n))
+                         for i, (_idx, gs) in enumerate(gpus)]
+            chart.draw(f, lines, window, marks)
+        self.builds += 1
+        self._legend(jobs, len(in_view), gpus, end, window, bucket)
+
+    def _known(self, f: Figure) -> bool:
+        """Whether some job or GPU has a sample of this figure in the session."""
+        group = (s for _n, s in self.jobs.values()) if f.of == "job" else iter(self.gpus.values())
+        return any(s[f.key].coarse for s in group)
+
+    def _legend(self, jobs, n_in_view: int, gpus, end: float, window: float, bucket: float) -> None:
+        parts: list = []
+        for colour, name, _s in jobs:
+            parts += [("━━ ", _hex(colour)), (clean(name) + "  ", "bold")]
+        if n_in_view > len(jobs):
+            parts.append((f"(+{n_in_view - len(jobs)} more not charted)  ", "$text-muted"))
+        if gpus:
+            parts.append(("GPUs ", "$text-muted"))
+            for i, (idx, _g) in enumerate(gpus):
+                parts += [("━━ ", _hex(GPU_COLOURS[i % len(GPU_COLOURS)])), (f"{idx}  ", "bold")]
+        if not parts:
+            parts.append(("no job found yet", "$text-muted"))
+        newest = self.marks.within(end - window, end)
+        if newest:
+            t, old, new = newest[-1]
+            parts += [("│ ", _hex(MARK_COLOUR)),
+                      (f"verdict {old} → {new} at {ago(t - end)}",
+                       "$text-muted")]
+        self.query_one("#legend", Panel).set(Content.assemble(*parts))
+        span = "whole session" if self.whole else f"last {FINE_S / 60:.0f} min"
+        set_border(self, subtitle=f"{span} (z: {'last 5 min' if self.whole else 'whole session'})"
+                                  f" · a point per {bucket:.3g} s, bucket means, redrawn every "
+                                  f"{math.ceil(REDRAW_S / bucket) * bucket:.3g} s · │ verdict changed")
 
     def on_resize(self) -> None:
-        super().on_resize()
         self.redraw()

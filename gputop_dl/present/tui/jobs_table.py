@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from rich.style import Style
 
 from gputop_dl.present.job_columns import RANK
-from gputop_dl.present.tui.charts import spark
+from gputop_dl.text.spark import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size

@@ -4,7 +4,8 @@ Textual's `Footer` builds a widget per binding and restyles them at mount: about
 monitor's first frame on a 2-core box (docs/benchmarks.md). This bar draws the same keys from
 `screen.active_bindings` in one `render()`: the key in bold, its description, dimmed when the
 action is disabled, the command palette's key on the right; redrawn when the screen's bindings
-change; a click on a key presses it, as the footer's keys do.
+change; a click on a key presses it, as the footer's keys do. Keys of one binding group are one
+entry ("j/k Move", "c/m/n/t/o Sort"); a hidden binding (`show=False`) is only an alias.
 """
 
 from __future__ import annotations
@@ -47,12 +48,20 @@ class KeyBar(Widget, can_focus=False):
         app = self.app
         active = self.screen.active_bindings
         seen: set[str] = set()
-        keys = []
+        keys: list[tuple[str, str, bool, str]] = []
+        last_group = None
         for _node, binding, enabled, _tooltip in active.values():
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)  # one key per action, as the footer shows it
-            keys.append((app.get_key_display(binding), binding.description, enabled, binding.key))
+            display = app.get_key_display(binding)
+            if binding.group is not None and binding.group == last_group:
+                shown, description, was_enabled, key = keys[-1]
+                keys[-1] = (f"{shown}/{display}", description, was_enabled or enabled, key)
+                continue
+            last_group = binding.group
+            keys.append((display, binding.group.description if binding.group else binding.description,
+                         enabled, binding.key))
         palette = None
         if app.ENABLE_COMMAND_PALETTE and app.COMMAND_PALETTE_BINDING in active:
             _node, binding, enabled, _tooltip = active[app.COMMAND_PALETTE_BINDING]

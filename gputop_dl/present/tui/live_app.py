@@ -28,14 +28,17 @@ QUIT_BINDINGS = [
     Binding("ctrl+c,ctrl+q", "quit_app", "Quit", show=False, priority=True),
     Binding("question_mark", "help", "Help", key_display="?"),
 ]
+# grouped keys: one entry in the key bar ("j/k Move", "c/m/n/t/o Sort"), each key in `?` help
+MOVE = Binding.Group("Move")
+SORT = Binding.Group("Sort")
 ROW_BINDINGS = [  # the apps' action_cursor and action_sort
-    Binding("j", "cursor(1)", "Down", show=False),
-    Binding("k", "cursor(-1)", "Up", show=False),
-    Binding("c", "sort('cpu')", "Sort CPU", show=False),
-    Binding("m", "sort('mem')", "Sort memory", show=False),
-    Binding("n", "sort('name')", "Sort name", show=False),
-    Binding("t", "sort('step')", "Sort step time", show=False),
-    Binding("o", "sort('')", "Default order", show=False),
+    Binding("j", "cursor(1)", "Down", group=MOVE),
+    Binding("k", "cursor(-1)", "Up", group=MOVE),
+    Binding("c", "sort('cpu')", "Sort CPU", group=SORT),
+    Binding("m", "sort('mem')", "Sort memory", group=SORT),
+    Binding("n", "sort('name')", "Sort name", group=SORT),
+    Binding("t", "sort('step')", "Sort step time", group=SORT),
+    Binding("o", "sort('')", "Default order", group=SORT),
 ]
 
 

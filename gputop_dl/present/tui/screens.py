@@ -91,11 +91,13 @@ HELP_KEYS = (
     ("q", "quit (asks first while launched jobs run, then stops them cleanly)"),
     ("?", "this help"),
     ("↑ ↓ / j k", "select a row (mouse: click selects, a second click opens it)"),
-    ("pgup pgdn", "a page up / down; home / end: first / last row; the wheel scrolls"),
+    ("pgup pgdn", "a page up / down; the wheel scrolls"),
+    ("home end", "the first / last row"),
     ("enter", "details of the selected job: config, stderr tail, epoch times"),
     ("c m n t", "sort by CPU, memory, name, step time (again: reverse)"),
     ("o", "back to the default order"),
-    ("a", "epoch panel: selected job ↔ all jobs"),
+    ("a", "epoch panel: selected job ↔ all jobs (a launch)"),
+    ("z", "history charts: the last 5 minutes ↔ the whole session (the monitor)"),
     ("v", "the verdict with its full evidence"),
     ("s", "stop the selected launched job (asks first)"),
     ("e", "export the session as Markdown (gputop-dl-<session>.md)"),
@@ -103,6 +105,9 @@ HELP_KEYS = (
     ("l", "launch workloads from a workload file (monitor)"),
     ("d", "diagnose the jobs found running: together, then each alone (monitor, ~20 s)"),
     ("ctrl+p", "command palette (themes: dark/light)"),
+    ("ctrl+c ctrl+q", "quit, as q"),
+    ("tab shift+tab", "move the focus (dialogs: between their buttons)"),
+    ("super+c", "copy the selected text (Textual's; where the terminal passes the key)"),
 )
 
 
@@ -120,7 +125,8 @@ class HelpScreen(_InfoScreen):
             self.TITLE_TEXT = title
 
     def key_lines(self) -> list[Content]:
-        return [Content.assemble((f"{k:<12}", "bold $text-accent"), d) for k, d in self.keys]
+        width = max(12, max((len(k) for k, _d in self.keys), default=0) + 2)
+        return [Content.assemble((f"{k:<{width}}", "bold $text-accent"), d) for k, d in self.keys]
 
     def body(self) -> Content:
         lines = self.key_lines()

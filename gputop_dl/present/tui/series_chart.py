@@ -1,0 +1,63 @@
+"""One history chart: a figure's lines of bucket means on a relative time axis, drawn by
+`textual-plotext` (Textualize's plotting widget: plotext's braille line charts, theme-aware).
+
+Imported when the history panel first shows (history_panel.py), not on the first frame.
+"""
+
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
+
+from gputop_dl.present.tui.timeline import MARK_COLOUR, ago, ticks
+
+
+class SeriesChart(PlotextPlot):
+    """One figure's chart: lines of bucket means on a relative time axis."""
+
+    DEFAULT_CSS = """
+    SeriesChart { width: 1fr; height: 1fr; min-height: 5; }
+    """
+
+    def draw(self, fig, lines: list[tuple[tuple[int, int, int], list[float | None]]],
+             window: float, marks: list[float]) -> None:
+        """Set the chart's data (built on the next render): `lines` of (colour, n bucket means
+        over the `window` seconds up to now, oldest first), `marks` (seconds before now)."""
+        # a new figure each time: plotext's clear_figure() keeps some of the last build's layout
+        # (the tick labels moved with the builds before it), and a figure is 0.5 ms to make
+        self._plot = plt = Plot()
+        plt.title(fig.title)
+        known = [v for _c, ys in lines for v in ys if v is not None]
+        if fig.percent:
+            lo, hi = 0.0, 100.0
+        else:
+            top = max(known, default=fig.least_top or 1.0)
+            top = max(top * 1.1, fig.least_top)
+            lo = fig.floor if fig.floor is not None else min(1.0, min(known, default=1.0)) * 0.95
+            hi = top if top > lo else lo + 1.0
+        n = max((len(ys) for _c, ys in lines), default=1)
+        step = window / n
+        xs = [-window + (i + 0.5) * step for i in range(n)]
+        for colour, ys in lines:
+            scale = 100.0 if fig.percent else 1.0
+            run_x: list[float] = []
+            run_y: list[float] = []
+            for x, y in zip(xs, ys + [None]):  # a None ends a run: an unknown stretch is a gap
+                if y is not None:
+                    run_x.append(x)
+                    run_y.append(y * scale)
+                    continue
+                if run_x:
+                    plt.plot(run_x, run_y, marker="braille", color=colour)
+                    run_x, run_y = [], []
+            if run_x:
+                plt.plot(run_x, run_y, marker="braille", color=colour)
+        for x in marks:
+            plt.vline(x, MARK_COLOUR)
+        plt.xlim(-window, 0)
+        plt.ylim(lo, hi)
+        # labels that fit (about 8 cells each): plotext drops crowded ones, in an order that
+        # changes between runs
+        at = ticks(window, most=max(1, (self.size.width - 8) // 8))
+        plt.xticks(at, [ago(t) for t in at])
+        self.refresh()

@@ -1,0 +1,133 @@
+"""Time series for the history charts: a session's samples, bounded, as bucket means (no textual).
+
+`Timeline` keeps one series (e.g. one job's step time): the last `fine_s` seconds sample by
+sample, and the whole session as buckets whose width doubles whenever more than `cap` are kept
+(so a day-long session holds at most `cap` buckets). `points(t_end, window, n)` gives `n` bucket
+means over `[t_end - window, t_end]` on a relative time axis (seconds before `t_end`, so the
+newest point is near 0), None where no sample is known: a gap, never a value it did not see.
+
+`Marks` keeps the moments the verdict's kind changed ((time, old kind, new kind), bounded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+FINE_S = 300.0  # seconds kept sample by sample: the default view (last 5 min)
+CAP = 1024  # whole-session buckets kept at most; their width doubles past it
+MARK_COLOUR = (200, 120, 0)  # the verdict's changes on a chart: an orange no job's or GPU's line has
+
+
+class Timeline:
+    """One series: recent samples as they came, and the whole session as merged buckets."""
+
+    __slots__ = ("fine", "coarse", "width", "last_t", "known")
+
+    def __init__(self, interval: float = 1.0):
+        self.fine: deque[tuple[float, float | None]] = deque(maxlen=max(8, math.ceil(FINE_S / max(interval, 0.05)) + 2))
+        self.coarse: list[list[float]] = []  # [bucket start, sum of known values, known count]
+        self.width = max(interval, 0.05)  # the whole-session buckets' width, seconds
+        self.last_t = -math.inf
+        self.known = 0  # known samples in `fine`
+
+    def push(self, t: float, v: float | None) -> None:
+        if len(self.fine) == self.fine.maxlen and self.fine[0][1] is not None:
+            self.known -= 1
+        self.fine.append((t, v))
+        self.last_t = t
+        if v is None:
+            return
+        self.known += 1
+        start = math.floor(t / self.width) * self.width
+        if self.coarse and self.coarse[-1][0] == start:
+            b = self.coarse[-1]
+            b[1] += v
+            b[2] += 1
+        else:
+            self.coarse.append([start, v, 1])
+            if len(self.coarse) > CAP:
+                self._halve()
+
+    def _halve(self) -> None:
+        """Double the bucket width: merge the buckets that fall into the same wider one."""
+        self.width *= 2
+        merged: list[list[float]] = []
+        for start, s, n in self.coarse:
+            start = math.floor(start / self.width) * self.width
+            if merged and merged[-1][0] == start:
+                merged[-1][1] += s
+                merged[-1][2] += n
+            else:
+                merged.append([start, s, n])
+        self.coarse = merged
+
+    def first_t(self) -> float | None:
+        """The time of the first known sample kept (None: none)."""
+        if self.coarse:
+            return self.coarse[0][0]
+        return next((t for t, v in self.fine if v is not None), None)
+
+    def points(self, t_end: float, window: float, n: int) -> list[float | None]:
+        """`n` bucket means over the `window` seconds up to `t_end`, oldest first (None: no
+        known sample in that bucket). Samples from the fine deque when it covers the window,
+        else from the whole-session buckets (each counted in the bucket its start falls in)."""
+        n = max(1, n)
+        t0 = t_end - window
+        step = window / n
+        acc = [0.0] * n
+        cnt = [0] * n
+        if self.fine and (self.fine[0][0] <= t0 + step or len(self.fine) < (self.fine.maxlen or 0)):
+            src = ((t, v, 1) for t, v in self.fine if v is not None)
+        else:  # the whole session: each bucket at its middle
+            src = ((s + self.width / 2, total / k, k) for s, total, k in self.coarse)
+        for t, v, k in src:
+            if t < t0 or t > t_end:
+                continue
+            i = min(n - 1, int((t - t0) / step))
+            acc[i] += v * k
+            cnt[i] += k
+        return [acc[i] / cnt[i] if cnt[i] else None for i in range(n)]
+
+
+class Marks:
+    """The moments the verdict's kind changed: (time, old kind or None, new kind)."""
+
+    __slots__ = ("kind", "changes")
+
+    def __init__(self, keep: int = 64):
+        self.kind: str | None = None
+        self.changes: deque[tuple[float, str | None, str]] = deque(maxlen=keep)
+
+    def push(self, t: float, kind: str | None) -> None:
+        """The verdict's kind at `t` (None: no verdict): a change from one kind to another is
+        a mark; a verdict that goes away and comes back as the same kind is not."""
+        if kind is None or kind == self.kind:
+            return
+        if self.kind is not None:
+            self.changes.append((t, self.kind, kind))
+        self.kind = kind
+
+    def within(self, t0: float, t1: float) -> list[tuple[float, str | None, str]]:
+        return [c for c in self.changes if t0 <= c[0] <= t1]
+
+
+def ago(seconds: float) -> str:
+    """A time-axis label: seconds before now as "-4:30", "-1:05:00"; 0 is "now"."""
+    s = int(round(abs(seconds)))
+    if s == 0:
+        return "now"
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"-{h}:{m:02d}:{sec:02d}" if h else f"-{m}:{sec:02d}"
+
+
+
+TICK_STEPS = (10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 3600, 7200, 4 * 3600, 6 * 3600, 12 * 3600, 86400)
+
+
+def ticks(window: float, most: int = 5) -> list[float]:
+    """Time-axis ticks for a window of `window` seconds up to now: round steps back from 0,
+    at most `most` intervals (oldest first)."""
+    step = next((s for s in TICK_STEPS if window / s <= most), math.ceil(window / most / 86400) * 86400)
+    return [-k * float(step) for k in range(int(window // step), -1, -1)]
