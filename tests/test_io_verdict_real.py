@@ -16,6 +16,8 @@ import sys
 import time
 
 import pytest
+
+from tests.fakes.orphan import orphan_shell
 from tests.schema_check import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,13 +58,8 @@ class Reader:
     def __init__(self, cg: str, data: str, *args: str):
         cmd = (f'echo $$ > {cg}/cgroup.procs || exit 1; "{sys.executable}" "{SCRIPT}" '
                f'--file "{data}" ' + " ".join(args) + ' & echo "pid $!"')
-        self.sh = subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.PIPE, text=True,
-                                   cwd=os.path.dirname(data))
+        self.sh, self.pid = orphan_shell(cmd, cwd=os.path.dirname(data))
         self.stdout = self.sh.stdout
-        first = self.stdout.readline()
-        assert first.startswith("pid "), first
-        self.pid = int(first.split()[1])
-        self.sh.wait()
 
     def alive(self) -> bool:
         try:

@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from tests.fakes.orphan import orphan_shell
+
 from tests.test_io_verdict_real import BLKIO, ROOT, SCRIPT, _disk_of
 
 SIZE, BUDGET, RATE = 64, 80, 16  # MiB each file, MiB of cache for both, MiB/s of reads
@@ -57,11 +59,7 @@ class Job:
         join = "; ".join(f"echo $$ > {cg}/cgroup.procs" for cg in cgs)
         cmd = (f'{join} || exit 1; "{sys.executable}" "{SCRIPT}" --file "{data}" --buffered '
                f'--seconds {seconds} --report-every 4 --compute-ms 40 --workers {workers} & echo "pid $!"')
-        self.sh = subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.PIPE, text=True)
-        first = self.sh.stdout.readline()
-        assert first.startswith("pid "), first
-        self.pid = int(first.split()[1])
-        self.sh.wait()
+        self.sh, self.pid = orphan_shell(cmd)
         self.reports: list[dict] = []
 
     def first_report(self) -> None:
