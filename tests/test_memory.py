@@ -124,9 +124,12 @@ def test_domains_are_the_limited_cgroup_or_the_host():
     d = domains([a, b, c], host(refault=9 * MB))
     assert d["a"].name == "v1:/box" and d["a"].refault_bps == 6 * MB
     assert d["a"].readers == ("a", "b") and d["a"].read_bps == 8 * MB
-    assert d["c"].name == "host" and d["c"].refault_bps == 9 * MB and d["c"].readers == ("c",)
+    # the host's count holds the limited group's 6 MB/s: 3 MB/s are the host domain's own
+    assert d["c"].name == "host" and d["c"].refault_bps == 3 * MB and d["c"].readers == ("c",)
     shares = memory_shares([a, b, c], host(refault=9 * MB))
     assert shares["a"] == (0.75, True) and shares["c"] == (1.0, False)
+    # a reader outside a thrashing limited group is not charged with its re-reads
+    assert memory_shares([a, b, c], host(refault=6 * MB))["c"] == (0.0, False)
 
 
 def test_memory_slowdown_takes_the_re_reads_off_the_wait():

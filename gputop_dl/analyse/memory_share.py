@@ -65,6 +65,9 @@ def domains(jobs: Sequence[JobSample], host: HostSample | None) -> dict[str, Dom
             if refault[k] is None and j.mem_cgroup and j.mem_refault_bytes_per_s is not None:
                 refault[k] = j.mem_refault_bytes_per_s  # the host's counter missing: its group's
         key[j.name] = k
+    if refault.get(HOST) is not None:  # the host's count holds the limited groups' re-reads
+        own = sum(r or 0.0 for k, r in refault.items() if k != HOST)
+        refault[HOST] = max(0.0, (refault[HOST] or 0.0) - own)
     readers: dict[str, list[JobSample]] = {}
     for j in jobs:
         if (j.io_read_bytes_per_s or 0) >= MIN_READ_BPS:
