@@ -36,15 +36,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
+from gputop_dl.analyse.outside_load import OutsideWindow
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import (HostEvidence, JobEvidence, at_most, fit_at_once,
                                        judge, student_t_cdf)
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
+from gputop_dl.snapshot import (GpuProcess, GpuSample, HostSample, JobSample, ProcLoad, Snapshot,
+                               evolve)
 from gputop_dl.text.fmt import num
 
 WINDOW = 5  # ticks per job whose median is its estimate
@@ -81,11 +84,23 @@ class Tick:
     io_ratio: float | None = None
     io_read_bps: int | None = None
     io_device: str | None = None
+    # how much faster its critical path would run without the load from outside the jobs
+    # (every wait put down to a CPU, over the part the other jobs cause: >= 1; None: unknown)
+    outside: float | None = None
 
     @property
     def slowdown(self) -> float | None:
         vals = [v for v in (self.cpu, self.gpu) if v is not None]
         return max(vals) if vals else None
+
+
+def outside_procs(jobs: Sequence[JobSample], host: HostSample | None
+                  ) -> tuple[ProcLoad, ...] | None:
+    """The host's busiest processes that are not the jobs' own (None: not read this tick)."""
+    if host is None or host.busiest is None:
+        return None
+    mine = {pid for j in jobs for pid in (j.pids or (j.pid,))}
+    return tuple(p for p in host.busiest if p.pid not in mine)
 
 
 def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
@@ -101,24 +116,33 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
     ratios = io_ratios(jobs, host)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
     set_demand = sum(d for d in demands.values() if d is not None)
+    busy = outside_procs(jobs, host)
+    outside = sum(p.cores for p in busy) if busy is not None else None
     out = {}
     for j in jobs:
         on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
         stall = j.stall_fraction
         f = j.cpu_wait_fraction
         crit: float | None = f
-        share = set_share(demands[j.name], set_demand, runnable)
-        if f is None:
-            s_cpu = None
-        elif on_gpu and stall is not None:
-            # only the data wait can shrink: the workers' cores, up to the stall itself
-            fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
-            crit = fw if stall >= STALL_GATE else 0.0
-            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
-                        1.0 / (1.0 - clip_wait(stall)))
-            s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
-        else:
-            s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+        share = set_share(demands[j.name], set_demand, runnable, outside)
+
+        def speedup(share: float) -> float | None:
+            """s_cpu on the critical path, the wait put down to the jobs by `share`."""
+            if f is None:
+                return None
+            if on_gpu and stall is not None:
+                # only the data wait can shrink: the workers' cores, up to the stall itself
+                if stall < STALL_GATE:
+                    return 1.0
+                fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
+                return max(1.0, min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
+                                    1.0 / (1.0 - clip_wait(stall))))
+            return cpu_speedup(f, j.cpu_cores, cpus, share)
+
+        if f is not None and on_gpu and stall is not None:
+            crit = (j.cpu_wait_workers if j.cpu_wait_workers is not None else f) \
+                if stall >= STALL_GATE else 0.0
+        s_cpu, s_all = speedup(share), speedup(1.0)
         g = gpu.get(j.name)
         out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
@@ -126,7 +150,8 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            stall_known=stall is not None, set_share=share,
                            note=None if f is not None else j.cpu_wait_note, stall=stall,
                            io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
-                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label)
+                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
+                           outside=(s_all / s_cpu if s_cpu and s_all else None))
     return out
 
 
@@ -143,6 +168,8 @@ class Estimate:
     why: str | None = None
     io: float | None = None  # s_io over the window (None: not on a shared busy device)
     io_wait: float | None = None  # share of the window it waited on I/O
+    outside: float | None = None  # how much faster without the load from outside the jobs
+    outside_confidence: float | None = None  # how sure `outside` sits on its side of SLOW
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
@@ -164,7 +191,12 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
     cause = None if s <= SLOW else ("io" if s_io is not None and s_io >= max(cpu, gpu, s)
                                     else "cpu" if cpu >= gpu else "gpu")
     conf = _confidence([s_io] * len(vals) if cause == "io" and s_io else vals, s, known, cause)
-    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io)
+    outs = [v for k in known if (v := k.outside) is not None]
+    s_out = statistics.median(outs) if outs else None
+    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io,
+                    outside=None if s_out is None else round(s_out, 3),
+                    outside_confidence=None if s_out is None
+                    else _confidence(outs, s_out, known, "cpu"))
 
 
 def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
@@ -220,6 +252,7 @@ class PassiveJudge:
     min_ticks: int = MIN_TICKS
     _hist: dict[tuple[str, int | None], deque] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
+    _outside: OutsideWindow = field(default_factory=OutsideWindow)
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -233,6 +266,7 @@ class PassiveJudge:
         """Add this tick; each job's smoothed estimate (jobs gone are forgotten)."""
         if host is not None and host.runnable is not None:
             self._runnable.append(host.runnable)
+        self._outside.add(outside_procs(jobs, host))
         ticks = tick_estimates(jobs, host, gprocs, gpus, t, runnable=self.runnable())
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
@@ -252,7 +286,7 @@ class PassiveJudge:
         if not jobs:
             return None, est
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
-                          runnable_ticks=len(self._runnable))
+                          runnable_ticks=len(self._runnable), outside=self._outside)
         # GPU clocks, PCIe link, NUMA (issue 32): evidence lines and fixes, the kind unchanged
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
@@ -264,9 +298,11 @@ def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
 
 
 def judge_passive(est: Sequence[Estimate], host: HostSample | None,
-                  runnable: float | None = None, runnable_ticks: int = 0) -> Verdict:
+                  runnable: float | None = None, runnable_ticks: int = 0,
+                  outside: OutsideWindow | None = None) -> Verdict:
     """The set's verdict from its jobs' estimates (see the module docstring); `runnable`: the
-    host's mean runnable threads over `runnable_ticks` ticks, when the judge had them."""
+    host's mean runnable threads over `runnable_ticks` ticks, when the judge had them;
+    `outside`: the processes outside the jobs over the judge's window."""
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -274,7 +310,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        throttled=host.cgroup_throttled_frac if host else None)
     signals = hev.cpu_signals()
     judged = [e for e in est if e.slowdown is not None]
-    rows = tuple(_job_verdict(e) for e in est)
+    rows = tuple(outside_load.job_row(e, _job_verdict(e)) for e in est)
+    win = outside if outside is not None else OutsideWindow()
     evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares and "
                           "disk reads (/proc/PID/io, D state, PSI io); no baseline, no job "
                           "paused",
@@ -287,7 +324,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
                 "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
-                "set_share": {e.name: round(e.last.set_share, 3) for e in est}}
+                "set_share": {e.name: round(e.last.set_share, 3) for e in est},
+                "outside_load": outside_load.evidence(est, win)}
     if not judged:
         if any(e.last.note is None for e in est):  # readings under way (a first reading)
             return Verdict(kind="insufficient-data", confidence=0.0, evidence=evidence, jobs=rows,
@@ -315,14 +353,21 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
-    outside = [e for e in judged if e.last.set_share < 0.9]
-    if outside:
+    consumers = win.consumers()
+    out_slowed = outside_load.slowed(judged)
+    if any(e.last.set_share < 0.9 for e in judged):
         lines.append("load from outside these jobs: of what " + ", ".join(
-            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
+            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in judged
+            if e.last.set_share < 0.9)
             + f" ({_host_load(hev.load1, runnable, runnable_ticks)}); alone, the rest would "
               "still be there")
+        if consumers is not None:
+            lines.append(f"outside the jobs, the busiest: {outside_load.named(consumers)}")
     want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
     evidence["cpu_demand_cores"] = round(want, 2)
+    if not slowed and out_slowed and len(judged) > 1:  # one job alone: issue 40's wording
+        return outside_load.outside_verdict(judged, out_slowed, consumers, cpus, evidence,
+                                            lines, rows)
     if not slowed:
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
@@ -333,6 +378,22 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
+    v = _jobs_own(cpu_slowed, gpu_slowed, io_slowed, judged, host, evidence, lines, conf, rows)
+    if out_slowed:  # the jobs' own contention first, then the load from outside them
+        at = v.reason.rfind(" (")  # before "(estimated live, nothing paused)"
+        v = v.replace(reason=f"{v.reason[:at]}; {outside_load.clause(out_slowed, consumers)}"
+                             + v.reason[at:],
+                      recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
+    return v
+
+
+def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
+              io_slowed: Sequence[Estimate], judged: Sequence[Estimate],
+              host: HostSample | None, evidence: dict, lines: list[str], conf: float,
+              rows: tuple) -> Verdict:
+    """The verdict when the jobs slow each other: io-bound, cpu-bound or gpu-contended."""
+    cpus = host.cpus if host is not None else 1
+    want = evidence["cpu_demand_cores"]
     if io_slowed and (not cpu_slowed or max(map(_s, io_slowed)) >= max(map(_s, cpu_slowed))):
         return _io_bound(io_slowed, cpu_slowed, host, evidence, lines, conf, rows)
     if cpu_slowed:
@@ -421,7 +482,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
                        slowdown_confidence=e.confidence)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
-                       gpu_wait_fraction=e.last.gpu_wait)
+                       gpu_wait_fraction=e.last.gpu_wait, outside_slowdown=e.outside)
         out.append(j)
     return out
 

@@ -22,6 +22,7 @@ KIND_LABEL = {
     "cpu-bound": "CONCURRENT · CPU-BOUND",
     "gpu-contended": "CONCURRENT · GPU-CONTENDED",
     "io-bound": "CONCURRENT · I/O-BOUND",
+    "outside-load": "CONCURRENT · OUTSIDE LOAD",
     "other": "CONCURRENT · OTHER",
     "insufficient-data": "NOT ENOUGH DATA",
     "no-baseline": "NO BASELINE",
@@ -50,7 +51,7 @@ TONES = ("-good", "-bad", "-neutral")
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
-    if kind in ("cpu-bound", "gpu-contended", "io-bound", "other"):
+    if kind in ("cpu-bound", "gpu-contended", "io-bound", "outside-load", "other"):
         return "-bad"
     return "-neutral"
 
