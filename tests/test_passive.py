@@ -336,7 +336,7 @@ def test_float_pstdev_agrees_with_the_exact_one():
     import random
     import statistics
 
-    from gputop_dl.analyse.passive import _pstdev
+    from gputop_dl.analyse.estimate import _pstdev
 
     rng = random.Random(7)
     for n in (2, 3, 10, 60):

@@ -21,7 +21,7 @@ from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import ProcLoad
 
 if TYPE_CHECKING:
-    from gputop_dl.analyse.passive import Estimate
+    from gputop_dl.analyse.estimate import Estimate
 
 TOP = 3  # consumers named
 COMMAND_CHARS = 60  # a consumer's command line as shown

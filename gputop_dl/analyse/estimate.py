@@ -1,0 +1,211 @@
+"""Each job's live slowdown estimate: one tick's figures, and their median over the window.
+
+`tick_estimates` turns one tick's samples into each job's `Tick` (its CPU, GPU and disk
+estimates and what they are made of; the model: analyse/passive.py's docstring and
+docs/verdict.md), `smooth` takes the median of a job's last ticks with a confidence. The set's
+verdict from these is analyse/passive.py's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand, set_share
+from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
+from gputop_dl.analyse.io_share import io_ratios, io_slowdown
+from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.analyse.verdict import student_t_cdf
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcLoad
+
+WINDOW = 5  # ticks per job whose median is its estimate
+MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
+MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
+STALL_GATE = 0.05  # a GPU job's data stall below this: its loader keeps up; workers' wait is off the path
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One job at one tick: what the estimate is made of, and the estimate."""
+
+    t: float
+    cpu: float | None  # s_cpu on its critical path (None: CPU wait unknown)
+    gpu: float | None  # s_gpu (None: not on a shared busy GPU)
+    cpu_wait: float | None
+    critical_wait: float | None
+    gpu_wait: float | None
+    cpu_cores: float | None
+    on_cpu: bool
+    stall_known: bool
+    set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
+    note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
+    stall: float | None = None  # its data stall, where known
+    # disk (analyse/io_share.py): the share of looks this tick blocked on I/O (D, none running); the
+    # fetch speed-up alone R / r_i (None: not on a busy device another job reads from too)
+    io_blocked: float | None = None
+    io_ratio: float | None = None
+    io_read_bps: int | None = None
+    io_device: str | None = None
+    # how much faster its critical path would run without the load from outside the jobs
+    # (every wait put down to a CPU, over the part the other jobs cause: >= 1; None: unknown)
+    outside: float | None = None
+
+    @property
+    def slowdown(self) -> float | None:
+        vals = [v for v in (self.cpu, self.gpu) if v is not None]
+        return max(vals) if vals else None
+
+
+def outside_procs(jobs: Sequence[JobSample], host: HostSample | None
+                  ) -> tuple[ProcLoad, ...] | None:
+    """The host's busiest processes that are not the jobs' own (None: not read this tick)."""
+    if host is None or host.busiest is None:
+        return None
+    mine = {pid for j in jobs for pid in (j.pids or (j.pid,))}
+    return tuple(p for p in host.busiest if p.pid not in mine)
+
+
+def critical_speedup(j: JobSample, on_gpu: bool, cpus: int, share: float) -> float | None:
+    """s_cpu on the job's critical path, its CPU wait put down to the other jobs by `share`
+    (1: every wait, as on a box with nothing but this job). None: its CPU wait is unknown."""
+    f, stall = j.cpu_wait_fraction, j.stall_fraction
+    if f is None:
+        return None
+    if on_gpu and stall is not None:
+        # only the data wait can shrink: the workers' cores, up to the stall itself
+        if stall < STALL_GATE:
+            return 1.0
+        fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
+        return max(1.0, min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
+                            1.0 / (1.0 - clip_wait(stall))))
+    return cpu_speedup(f, j.cpu_cores, cpus, share)
+
+
+def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
+                   gprocs: Sequence[GpuProcess] = (), gpus: Sequence[GpuSample] = (),
+                   t: float = 0.0, runnable: float | None = None) -> dict[str, Tick]:
+    """Each job's estimate at this tick (pure: from one tick's samples). `runnable`: the host's
+    runnable threads, averaged by the caller; else its 1-minute load average."""
+    cpus = host.cpus if host is not None else 1
+    if runnable is None:
+        runnable = host.load1 if host is not None else None
+    shares = {j.name: gpu_shares(j, gprocs) for j in jobs}
+    gpu = gpu_estimates(shares, gpus)
+    ratios = io_ratios(jobs, host)
+    demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
+    set_demand = sum(d for d in demands.values() if d is not None)
+    busy = outside_procs(jobs, host)
+    outside = sum(p.cores for p in busy) if busy is not None else None
+    out = {}
+    for j in jobs:
+        on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
+        stall = j.stall_fraction
+        f = j.cpu_wait_fraction
+        crit: float | None = f
+        share = set_share(demands[j.name], set_demand, runnable, outside)
+        if f is not None and on_gpu and stall is not None:
+            crit = (j.cpu_wait_workers if j.cpu_wait_workers is not None else f) \
+                if stall >= STALL_GATE else 0.0
+        s_cpu = critical_speedup(j, on_gpu, cpus, share)
+        s_all = critical_speedup(j, on_gpu, cpus, 1.0)  # every wait: no outside load either
+        g = gpu.get(j.name)
+        out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
+                           critical_wait=crit, gpu_wait=g[1] if g else None,
+                           cpu_cores=j.cpu_cores, on_cpu=not on_gpu,
+                           stall_known=stall is not None, set_share=share,
+                           note=None if f is not None else j.cpu_wait_note, stall=stall,
+                           io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
+                           io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
+                           outside=(s_all / s_cpu if s_cpu and s_all else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One job's smoothed estimate over the window (None: abstain, with `why`)."""
+
+    name: str
+    slowdown: float | None
+    confidence: float | None
+    cause: str | None  # "cpu" | "gpu" | "io" | None (not slowed, or unknown)
+    ticks: int
+    last: Tick
+    why: str | None = None
+    io: float | None = None  # s_io over the window (None: not on a shared busy device)
+    io_wait: float | None = None  # share of the window it waited on I/O
+    outside: float | None = None  # how much faster without the load from outside the jobs
+    outside_confidence: float | None = None  # how sure `outside` sits on its side of SLOW
+
+
+def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
+    """The median of a job's last ticks, with a confidence: how sure it sits on its side of
+    SLOW, from the spread of the ticks (Student's t on ln s), the ticks seen, and whether its
+    critical path was identified (on the CPU, or its data stall known)."""
+    last = ticks[-1]
+    known = [k for k in ticks if k.slowdown is not None]
+    if len(known) < min_ticks:
+        why = last.note or (f"{len(known)} of {min_ticks} readings of its CPU wait so far")
+        return Estimate(name, None, None, None, len(known), last, why)
+    vals = [v for k in known if (v := k.slowdown) is not None]
+    s = statistics.median(vals)
+    cpu = statistics.median([k.cpu or 1.0 for k in known])
+    gpu = statistics.median([k.gpu or 1.0 for k in known])
+    s_io, w_io = io_window(ticks)
+    if s_io is not None and s_io > s:
+        s = s_io
+    cause = None if s <= SLOW else ("io" if s_io is not None and s_io >= max(cpu, gpu, s)
+                                    else "cpu" if cpu >= gpu else "gpu")
+    conf = _confidence([s_io] * len(vals) if cause == "io" and s_io else vals, s, known, cause)
+    outs = [v for k in known if (v := k.outside) is not None]
+    s_out = statistics.median(outs) if outs else None
+    return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io,
+                    outside=None if s_out is None else round(s_out, 3),
+                    outside_confidence=None if s_out is None
+                    else _confidence(outs, s_out, known, "cpu"))
+
+
+def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
+    """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O; on a GPU at
+    most its data stall, where known) and, where it read from a busy device another job reads from in at
+    least half of them, the slowdown that sharing costs it (analyse/io_share.py)."""
+    seen = [k for k in ticks if k.io_blocked is not None]
+    if not seen:
+        return None, None
+    w = sum(k.io_blocked or 0.0 for k in seen) / len(seen)
+    stalls = [k.stall for k in ticks if k.stall is not None]
+    if stalls and not ticks[-1].on_cpu:
+        # on a GPU, a trainer asleep in a CUDA wait while its workers read looks blocked on
+        # I/O too: only its data stall can be I/O wait. On the CPU the states say it (py-spy's
+        # stall of a job that waits on a throttled disk was seen at 59 % beside 100 % blocked)
+        w = min(w, statistics.median(stalls))
+    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
+    if len(ratios) * 2 < len(ticks):
+        return None, round(w, 3)
+    return round(io_slowdown(w, statistics.median(ratios)), 3), round(w, 3)
+
+
+def _pstdev(xs: list[float]) -> float:
+    """The population standard deviation in floats (statistics.pstdev works in exact fractions:
+    ~75 µs a call, once per job per tick)."""
+    mean = math.fsum(xs) / len(xs)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / len(xs))
+
+
+def _confidence(vals: list[float], s: float, known: Sequence[Tick], cause: str | None) -> float:
+    logs = [math.log(v) for v in vals]
+    n = len(logs)
+    sd = _pstdev(logs) if n > 1 else 0.25
+    se = math.sqrt(sd ** 2 / n + MODEL_SE ** 2)  # the ticks' spread, and the model's own
+    p = student_t_cdf(abs(math.log(s) - math.log(SLOW)) / se, max(1, n - 1))
+    last = known[-1]
+    if cause == "io":
+        model = 0.8  # its wait is sampled once a tick; the device's share is measured
+    elif cause == "gpu":
+        model = 0.6  # NVML's per-process shares say little of how a job's kernels queue
+    elif last.on_cpu or last.stall_known:
+        model = 0.9
+    else:
+        model = 0.7  # on a GPU with the data stall unknown: the critical path is a guess
+    return round(p * model, 2)
