@@ -44,6 +44,11 @@ class OutsideWindow:
     def clear(self) -> None:
         self._seen.clear()
 
+    @property
+    def readings(self) -> int:
+        """The ticks of the window that read the busiest processes."""
+        return len(self._seen)
+
     def consumers(self, top: int = TOP) -> tuple[ProcLoad, ...] | None:
         """The busiest, by mean cores over the ticks that read them (a process absent from a
         reading counts 0 there); None when no tick of the window read them."""
@@ -73,7 +78,7 @@ def slowed(judged: Sequence[Estimate]) -> list[Estimate]:
 
 
 def _command(p: ProcLoad) -> str:
-    cmd = p.command or "?"
+    cmd = " ".join((p.command or "?").split())  # one line: a `-c` script's newlines as spaces
     return cmd if len(cmd) <= COMMAND_CHARS else cmd[:COMMAND_CHARS - 1] + "…"
 
 
@@ -118,7 +123,7 @@ def evidence(est: Sequence[Estimate], win: OutsideWindow) -> dict:
     return {"consumers": None if consumers is None else [
                 {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
                 for p in consumers],
-            "cores": win.cores(),
+            "cores": win.cores(), "readings": win.readings,
             "share": {e.name: round(1.0 - e.last.set_share, 3) for e in est},
             "slowdowns": {e.name: e.outside for e in est}}
 

@@ -121,6 +121,7 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     sampler = MachineSampler(nvml, found=found or FoundJobs(stall=False))
     t0 = time.monotonic()
     first = sampler.sample()  # first look: starts the CPU-time deltas
+    sampler.busiest.sample()  # and the busiest processes' (named if a job waits at the second)
     errors = sampler.measure_stall(stall_s)
     # ten looks at the jobs' process states in the second: a job's share of time blocked on
     # I/O from one look would be 0 or 1 (collect/diskio.py)
