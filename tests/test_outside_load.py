@@ -173,3 +173,25 @@ def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes(
         "a": est["a"].outside, "b": est["b"].outside}
     assert got["gputop_dl_outside_load_cores"][0][1] == 1.0
     assert {lab["kind"]: val for lab, val in got["gputop_dl_verdict"]}["outside-load"] == 1.0
+
+
+def test_once_json_names_the_outside_load_from_its_one_reading():
+    from gputop_dl.analyse import passive as P
+
+    pair = (job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4))
+    snap = Snapshot(time=1.0, gpu_status="no-driver", gpus=(), host=busy(LOOP, runnable=3),
+                    jobs=pair)
+    data = P.once(snap).to_json()
+    assert data["verdict"]["kind"] == "outside-load"
+    assert data["verdict"]["evidence"]["outside_load"]["consumers"][0]["pid"] == 4242
+    assert data["host"]["busiest"][0]["pid"] == 4242
+    assert all(j["outside_slowdown"] > 1.1 for j in data["jobs"])
+
+
+def test_every_verdict_kind_has_a_header_label_and_tone():
+    from gputop_dl.analyse.verdict_types import KINDS
+    from gputop_dl.present.tui.verdict_banner import KIND_LABEL, verdict_class
+
+    assert set(KINDS) <= KIND_LABEL.keys()
+    assert KIND_LABEL["outside-load"] == "CONCURRENT · OUTSIDE LOAD"
+    assert verdict_class("outside-load") == "-bad"
