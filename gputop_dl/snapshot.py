@@ -73,6 +73,16 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
+class ProcLoad:
+    """One process's CPU over the last tick (collect/busiest.py), read while a job waits."""
+
+    pid: int
+    cores: float
+    user: str | None = None
+    command: str | None = None  # its command line, secret-looking arguments redacted
+
+
+@dataclass(frozen=True)
 class HostSample:
     """Host CPU and memory at one instant."""
 
@@ -94,6 +104,9 @@ class HostSample:
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None
     mem_total: int | None = None
+    # the busiest processes over the tick, most cores first (collect/busiest.py): read only
+    # while a job waits for a CPU or the host is nearly all busy; None when not read
+    busiest: tuple[ProcLoad, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +280,8 @@ class JobSample:
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
     slowdown_confidence: float | None = None
+    # live: how much faster without the load from outside the jobs (analyse/outside_load.py)
+    outside_slowdown: float | None = None
     # identity (issue 23): who, since when, what and where (collect/identity.py)
     user: str | None = None
     elapsed_s: float | None = None  # since the job's root process started

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -114,17 +113,14 @@ def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(by_hand):
 
 
 def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeypatch):
-    swamped = os.getloadavg()[0] > 3 * len(os.sched_getaffinity(0))  # by others' work
-    pids = by_hand(HEAVY, 2)
+    pids = by_hand(HEAVY, 2)  # past their warm-up steps: the observe phase sees them train
     paused = []
     monkeypatch.setattr(diagnose_plan.Pauser, "pause", lambda self, roots: paused.append(roots))
     eng = diagnose(pids, seconds=6, probe=False)
     res = eng.plan.result()
     assert paused == [] and not any(j["measured_alone"] for j in res["jobs"])
     assert "--no-probe: no job was measured alone" in res["notes"]
-    # the live estimate is the verdict (issue 21): two jobs of ~1.8 cores on 2 cores wait for
-    # a CPU on their critical path; no slowdown is claimed as measured. On a box that others'
-    # work swamps, what they wait for is mostly that load, and the estimate says so
+    # the live estimate is the verdict (issue 21): no slowdown is claimed as measured
     v = eng.verdict
     assert "nothing paused" in v["reason"], v["reason"]
     assert {j["slowdown_source"] for j in v["jobs"]} == {"estimated"}
@@ -133,17 +129,17 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
     for j in res["jobs"]:
         assert j["slowdown"] == est[j["name"]] and j["slowdown_source"] == "estimated"
         assert j["cpu_wait_fraction"] is not None and 0 <= j["cpu_wait_fraction"] <= 1
-    # others' work (another test beside this one, under `-n 2`): by the load average, which
-    # lags, or by the judge's own reading of the runnable threads (`set_share`: the part of what
-    # a job waits behind that is the other job); then the estimate must say it saw that load
-    outside = min(v["evidence"]["set_share"].values()) < 0.5
-    if swamped or outside:
-        assert v["kind"] in ("cpu-bound", "parallel"), v["reason"]
-        if v["kind"] == "parallel":
-            assert any("load from outside these jobs" in line for line in v["evidence_lines"]), v
+    # two jobs of ~1.8 cores on 2 cores wait for a CPU on their critical path: never "truly
+    # parallel" (issue 39: this read parallel once, beside the xdist neighbour). What they wait
+    # behind is each other (cpu-bound), or, on a box that others' work swamps (the neighbour,
+    # other people), mostly that work: then it is named, with its share of their wait
+    assert v["kind"] in ("cpu-bound", "outside-load"), v["reason"]
+    if v["kind"] == "cpu-bound":
+        assert max(j["estimated_slowdown"] for j in res["jobs"]) > 1.1
     else:
-        assert v["kind"] == "cpu-bound", v["reason"]
-        assert all(j["estimated_slowdown"] > 1.1 for j in res["jobs"])
+        out = v["evidence"]["outside_load"]
+        assert out["consumers"] and all(s > 0.5 for s in out["share"].values()), out
+        assert max(j["outside_slowdown"] for j in v["jobs"]) > 1.1, v["jobs"]
 
 
 def test_real_diagnose_jobs_we_may_not_signal_are_measured_passively(by_hand, monkeypatch):

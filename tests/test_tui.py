@@ -253,6 +253,12 @@ async def test_many_rows_scroll_with_the_cursor_and_mouse():
     async with app.run_test(size=(160, 40)) as pilot:
         await feed(pilot, src, make_snapshot(0, jobs=many, gpu_processes=()))
         table = app.query_one(JobsTable)
+        # the subtitle's scroll position follows the table's Resize event, which its layout
+        # (the size read here) precedes by a message: wait for it, not for a time
+        for _ in range(100):
+            if " · rows " in table.border_subtitle:
+                break
+            await pilot.pause()
         shown = table.size.height - 1
         assert 0 < shown < 40 and table.top == 0
         assert f"rows 1–{shown} of 40" in table.border_subtitle

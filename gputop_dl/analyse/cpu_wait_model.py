@@ -27,16 +27,19 @@ def demand(f: float | None, cores: float | None) -> float | None:
     return cores / (1.0 - clip_wait(f))
 
 
-def set_share(d_i: float | None, set_demand: float, runnable: float | None) -> float:
+def set_share(d_i: float | None, set_demand: float, runnable: float | None,
+              outside: float | None = None) -> float:
     """The share of job i's competitors for a CPU that are the other judged jobs, not load
     from outside them (which would still be there with the job alone): the others' demand over
-    everything else runnable on the host (its load average less the job itself). 1 when the
-    host's runnable count is unknown (every wait is put down to the jobs)."""
-    if d_i is None or runnable is None:
+    everything else runnable on the host. Outside the jobs is the larger of what the host's
+    runnable threads leave (`runnable` less the jobs' demand) and the cores the processes that
+    are not jobs were seen to use (`outside`, collect/busiest.py). 1 when both are unknown
+    (every wait is put down to the jobs)."""
+    if d_i is None or (runnable is None and outside is None):
         return 1.0
     others = max(0.0, set_demand - d_i)
-    rest = max(others, runnable - d_i)
-    return others / rest if rest > 0 else 1.0
+    rest = max(runnable - set_demand if runnable is not None else 0.0, outside or 0.0, 0.0)
+    return others / (others + rest) if others + rest > 0 else 1.0
 
 
 def cpu_speedup(f: float | None, cores: float | None, cpus: int,

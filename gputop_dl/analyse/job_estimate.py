@@ -20,7 +20,7 @@ from gputop_dl.analyse.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.memory_share import THRASH, domains, memory_shares, memory_slowdown
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import student_t_cdf
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcLoad
 
 MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged
 MODEL_SE = 0.10  # the model's own error on ln(s): about 10 %, however steady the ticks
@@ -56,11 +56,44 @@ class Tick:
     mem_domain: str | None = None
     pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
     pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
+    # how much faster its critical path would run without the load from outside the jobs
+    # (every wait put down to a CPU, over the part the other jobs cause: >= 1; None: unknown)
+    outside: float | None = None
 
     @property
     def slowdown(self) -> float | None:
         vals = [v for v in (self.cpu, self.gpu) if v is not None]
         return max(vals) if vals else None
+
+
+def outside_procs(jobs: Sequence[JobSample], host: HostSample | None
+                  ) -> tuple[ProcLoad, ...] | None:
+    """The host's busiest processes that are not the jobs' own (None: not read this tick)."""
+    if host is None or host.busiest is None:
+        return None
+    mine = {pid for j in jobs for pid in (j.pids or (j.pid,))}
+    return tuple(p for p in host.busiest if p.pid not in mine)
+
+
+def critical_speedup(j: JobSample, on_gpu: bool, cpus: int, share: float) -> float | None:
+    """s_cpu on the job's critical path, its CPU wait put down to the other jobs by `share`
+    (1: every wait, as on a box with nothing but this job), an intra-op pool's critical path
+    where that is larger. None: its CPU wait is unknown."""
+    f, stall = j.cpu_wait_fraction, j.stall_fraction
+    if f is None:
+        return None
+    if on_gpu and stall is not None:
+        # only the data wait can shrink: the workers' cores, up to the stall itself
+        if stall < STALL_GATE:
+            return 1.0
+        fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
+        return max(1.0, min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
+                            1.0 / (1.0 - clip_wait(stall))))
+    s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+    s_pool = None if on_gpu else pool_speedup(j.cpu_pool, share)
+    if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
+        return s_pool
+    return s_cpu
 
 
 def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
@@ -78,27 +111,23 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
     mem = memory_shares(jobs, host, doms)
     demands = {j.name: demand(j.cpu_wait_fraction, j.cpu_cores) for j in jobs}
     set_demand = sum(d for d in demands.values() if d is not None)
+    busy = outside_procs(jobs, host)
+    outside = sum(p.cores for p in busy) if busy is not None else None
     out = {}
     for j in jobs:
         on_gpu = bool(shares[j.name]) or bool(j.device and not j.device.startswith("cpu"))
         stall = j.stall_fraction
         f = j.cpu_wait_fraction
         crit: float | None = f
-        share = set_share(demands[j.name], set_demand, runnable)
-        if f is None:
-            s_cpu = None
-        elif on_gpu and stall is not None:
-            # only the data wait can shrink: the workers' cores, up to the stall itself
-            fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
-            crit = fw if stall >= STALL_GATE else 0.0
-            s_cpu = min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
-                        1.0 / (1.0 - clip_wait(stall)))
-            s_cpu = max(1.0, s_cpu) if stall >= STALL_GATE else 1.0
-        else:
-            s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
+        share = set_share(demands[j.name], set_demand, runnable, outside)
+        if f is not None and on_gpu and stall is not None:
+            crit = (j.cpu_wait_workers if j.cpu_wait_workers is not None else f) \
+                if stall >= STALL_GATE else 0.0
+        s_cpu = critical_speedup(j, on_gpu, cpus, share)
+        s_all = critical_speedup(j, on_gpu, cpus, 1.0)  # every wait: no outside load either
         s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
-        if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
-            s_cpu, crit = s_pool, round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
+        if s_pool is not None and s_cpu is not None and s_pool >= s_cpu:
+            crit = round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
         else:
             s_pool = None
         g = gpu.get(j.name)
@@ -110,7 +139,8 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            io_blocked=j.io_blocked, io_ratio=ratios.get(j.name),
                            io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
-                           mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool)
+                           mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
+                           outside=(s_all / s_cpu if s_cpu and s_all else None))
     return out
 
 
@@ -130,6 +160,8 @@ class Estimate:
     mem: float | None = None  # s_mem over the window (None: its data not re-read beside others)
     mem_q: float | None = None  # the share of its reads that re-read evicted pages (window)
     mem_wait: float | None = None  # the part of io_wait spent on those re-reads
+    outside: float | None = None  # how much faster without the load from outside the jobs
+    outside_confidence: float | None = None  # how sure `outside` sits on its side of SLOW
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
@@ -155,9 +187,14 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
                                     else "cpu" if cpu >= gpu else "gpu")
     conf = _confidence([s_data] * len(vals) if cause in ("io", "memory") and s_data else vals, s,
                        known, cause)
+    outs = [v for k in known if (v := k.outside) is not None]
+    s_out = statistics.median(outs) if outs else None
     return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io,
                     mem=s_mem, mem_q=q,
-                    mem_wait=None if q is None or w_io is None else round(w_io * q, 3))
+                    mem_wait=None if q is None or w_io is None else round(w_io * q, 3),
+                    outside=None if s_out is None else round(s_out, 3),
+                    outside_confidence=None if s_out is None
+                    else _confidence(outs, s_out, known, "cpu"))
 
 
 def memory_window(ticks: Sequence[Tick], w: float | None) -> tuple[float | None, float | None]:

@@ -26,7 +26,8 @@ and a verdict needs MIN_TICKS of them. A job whose CPU wait is unknown (a kernel
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
 has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
 in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py, the disk one in
-analyse/io_share.py; analyse/job_estimate.py makes each job's estimate, this module the set's verdict.
+analyse/io_share.py, load from outside the jobs in analyse/outside_load.py;
+analyse/job_estimate.py makes each job's estimate, this module the set's verdict.
 The model and its blind spots: docs/verdict.md.
 """
 
@@ -37,10 +38,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.cpu_wait_model import demand, pool_line
+from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
-from gputop_dl.analyse.job_estimate import MIN_TICKS, Estimate, smooth, tick_estimates
+from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
+                                            tick_estimates)
+from gputop_dl.analyse.outside_load import OutsideWindow
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW
@@ -48,6 +52,9 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
+
+__all__ = ["Estimate", "PassiveJudge", "Tick", "annotate", "judge_passive", "once", "set_share",
+           "smooth", "tick_estimates"]
 
 WINDOW = 5  # ticks per job whose median is its estimate
 WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # an estimate's cause, as a row shows it
@@ -66,6 +73,7 @@ class PassiveJudge:
     min_ticks: int = MIN_TICKS
     _hist: dict[tuple[str, int | None], deque] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
+    _outside: OutsideWindow = field(default_factory=OutsideWindow)
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -79,6 +87,7 @@ class PassiveJudge:
         """Add this tick; each job's smoothed estimate (jobs gone are forgotten)."""
         if host is not None and host.runnable is not None:
             self._runnable.append(host.runnable)
+        self._outside.add(outside_procs(jobs, host))
         ticks = tick_estimates(jobs, host, gprocs, gpus, t, runnable=self.runnable())
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
@@ -98,7 +107,7 @@ class PassiveJudge:
         if not jobs:
             return None, est
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
-                          runnable_ticks=len(self._runnable))
+                          runnable_ticks=len(self._runnable), outside=self._outside)
         # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
         v = with_memory_lines(v, jobs, host)
         return with_gpu_findings(v, jobs, gprocs, gpus), est
@@ -111,9 +120,11 @@ def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
 
 
 def judge_passive(est: Sequence[Estimate], host: HostSample | None,
-                  runnable: float | None = None, runnable_ticks: int = 0) -> Verdict:
+                  runnable: float | None = None, runnable_ticks: int = 0,
+                  outside: OutsideWindow | None = None) -> Verdict:
     """The set's verdict from its jobs' estimates (see the module docstring); `runnable`: the
-    host's mean runnable threads over `runnable_ticks` ticks, when the judge had them."""
+    host's mean runnable threads over `runnable_ticks` ticks, when the judge had them;
+    `outside`: the processes outside the jobs over the judge's window."""
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -121,7 +132,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        throttled=host.cgroup_throttled_frac if host else None)
     signals = hev.cpu_signals()
     judged = [e for e in est if e.slowdown is not None]
-    rows = tuple(_job_verdict(e) for e in est)
+    rows = tuple(outside_load.job_row(e, _job_verdict(e)) for e in est)
+    win = outside if outside is not None else OutsideWindow()
     evidence = {"method": "passive: CPU wait (schedstat), NVML per-process GPU shares, "
                           "disk reads (/proc/PID/io, D state, PSI io) and page-cache refaults "
                           "(vmstat, memory cgroup); no baseline, no job paused",
@@ -135,7 +147,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
                 "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
-                "set_share": {e.name: round(e.last.set_share, 3) for e in est}}
+                "set_share": {e.name: round(e.last.set_share, 3) for e in est},
+                "outside_load": outside_load.evidence(est, win)}
     if not judged:
         if any(e.last.note is None for e in est):  # readings under way (a first reading)
             return Verdict(kind="insufficient-data", confidence=0.0, evidence=evidence, jobs=rows,
@@ -166,20 +179,31 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("CPU signals: " + "; ".join(signals))
     lines += [pool_line(e.name, e.last.pool, s) for e in judged
               if (s := e.last.pool_speedup) is not None]
-    outside = [e for e in judged if e.last.set_share < 0.9]
-    if outside:
+    consumers = win.consumers()
+    out_slowed = outside_load.slowed(judged)
+    if any(e.last.set_share < 0.9 for e in judged):
         lines.append("load from outside these jobs: of what " + ", ".join(
-            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in outside)
+            f"{e.name} waits behind, the other jobs are {e.last.set_share:.0%}" for e in judged
+            if e.last.set_share < 0.9)
             + f" ({_host_load(hev.load1, runnable, runnable_ticks)}); alone, the rest would "
               "still be there")
+        if consumers is not None:
+            lines.append(f"outside the jobs, the busiest: {outside_load.named(consumers)}")
     want = sum(d for e in judged if (d := demand(e.last.cpu_wait, e.last.cpu_cores)) is not None)
     evidence["cpu_demand_cores"] = round(want, 2)
     if len(est) == 1:  # nothing to be parallel with: its own waits, and what a second would meet
         e = est[0]
-        return alone_verdict(e.name, cpus=cpus, cores=e.last.cpu_cores, cpu_wait=e.last.cpu_wait,
-                             stall=e.last.stall, io_wait=e.io_wait, evidence=evidence,
-                             lines=tuple(lines[1:]), jobs=rows,
-                             gpu=None if e.last.on_cpu else "its GPU")
+        v = alone_verdict(e.name, cpus=cpus, cores=e.last.cpu_cores, cpu_wait=e.last.cpu_wait,
+                          stall=e.last.stall, io_wait=e.io_wait, evidence=evidence,
+                          lines=tuple(lines[1:]), jobs=rows,
+                          gpu=None if e.last.on_cpu else "its GPU")
+        if out_slowed:  # alone among the jobs, but not on the box: say what slows it
+            v = v.replace(reason=f"{v.reason}; {outside_load.clause(out_slowed, consumers)}",
+                          recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
+        return v
+    if not slowed and out_slowed and len(judged) > 1:
+        return outside_load.outside_verdict(judged, out_slowed, consumers, cpus, evidence,
+                                            lines, rows)
     if not slowed:
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
@@ -191,12 +215,30 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
     conf = max(_c(e) for e in slowed)
+    v = _jobs_own(cpu_slowed, gpu_slowed, io_slowed, mem_slowed, judged, host, evidence, lines,
+                  conf, rows)
+    if out_slowed:  # the jobs' own contention first, then the load from outside them
+        at = v.reason.rfind(" (")  # before "(estimated live, nothing paused)"
+        v = v.replace(reason=f"{v.reason[:at]}; {outside_load.clause(out_slowed, consumers)}"
+                             + v.reason[at:],
+                      recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
+    return v
+
+
+def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
+              io_slowed: Sequence[Estimate], mem_slowed: Sequence[Estimate],
+              judged: Sequence[Estimate], host: HostSample | None, evidence: dict, lines: list[str], conf: float,
+              rows: tuple) -> Verdict:
+    """The verdict when the jobs slow each other: memory-, io- or cpu-bound, or gpu-contended."""
+    cpus = host.cpus if host is not None else 1
+    want = evidence["cpu_demand_cores"]
     worst = {c: max(map(_s, g), default=0.0)
              for c, g in (("memory", mem_slowed), ("io", io_slowed), ("cpu", cpu_slowed))}
     if mem_slowed and worst["memory"] >= max(worst["io"], worst["cpu"]):
-        return memory_bound(mem_slowed, io_slowed + cpu_slowed, host, evidence, lines, conf, rows)
+        return memory_bound(mem_slowed, [*io_slowed, *cpu_slowed], host, evidence, lines, conf,
+                            rows)
     if io_slowed and worst["io"] >= worst["cpu"]:
-        return io_bound(io_slowed, cpu_slowed + mem_slowed, host, evidence, lines, conf, rows)
+        return io_bound(io_slowed, [*cpu_slowed, *mem_slowed], host, evidence, lines, conf, rows)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
         recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
@@ -252,7 +294,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
                        memory_wait_fraction=e.mem_wait,
-                       gpu_wait_fraction=e.last.gpu_wait)
+                       gpu_wait_fraction=e.last.gpu_wait, outside_slowdown=e.outside)
         out.append(j)
     return out
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound",
-                      "other", "insufficient-data", "no-baseline", "alone"]
+                      "outside-load", "other", "insufficient-data", "no-baseline", "alone"]
 KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 SlowdownSource = Literal["measured", "probe", "estimated"]
 
@@ -23,6 +23,7 @@ TITLES: dict[VerdictKind, str] = {
     "gpu-contended": "concurrent: GPU-contended",
     "io-bound": "concurrent: I/O-bound",
     "memory-bound": "concurrent: memory-bound",
+    "outside-load": "concurrent: CPU taken by other processes",
     "other": "concurrent: other",
     "insufficient-data": "not enough data yet",
     "no-baseline": "no baseline",
@@ -53,6 +54,11 @@ class JobVerdict:
     critical_wait: float | None = None  # the share of its critical path spent waiting for CPU
     gpu_wait: float | None = None  # 0..1 of its GPU time another job held the GPU
     why: str | None = None  # why the slowdown is unknown ("–" on screen)
+    # how much faster without the load from outside the jobs (analyse/outside_load.py)
+    outside_slowdown: float | None = None
+
+    def replace(self, **changes: Any) -> JobVerdict:
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict:
         out = {"name": self.name, "slowdown": self.slowdown, "stall": self.stall,
@@ -60,7 +66,8 @@ class JobVerdict:
                "solo_cpu_cores": self.solo_cpu_cores, "steps": self.steps,
                "mean_slowdown": self.mean_slowdown, "step_time_s": self.step_time_s,
                "solo_step_time_s": self.solo_step_time_s}
-        for k in ("source", "slowdown_confidence", "cpu_wait", "critical_wait", "gpu_wait", "why"):
+        for k in ("source", "slowdown_confidence", "cpu_wait", "critical_wait", "gpu_wait", "why",
+                  "outside_slowdown"):
             if getattr(self, k) is not None:
                 out["slowdown_source" if k == "source" else k] = getattr(self, k)
         return out

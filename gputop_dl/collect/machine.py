@@ -21,11 +21,15 @@ from dataclasses import dataclass
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.affinity import CpuAffinity
+from gputop_dl.collect.busiest import BusiestSampler
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
 from gputop_dl.collect.procs import children_map
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
+
+WAITS = 0.05  # a job waits for a CPU this share of its runnable time: read who else runs
+BUSY = 0.8  # or the host's allowed cores are this busy (jobs launched here are sampled apart)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class MachineSampler:
         self.host = host or HostSampler()
         self.found = found
         self.affinity = affinity or CpuAffinity()  # the GPU processes' CPUs (the NUMA check)
+        self.busiest = BusiestSampler()  # who else takes the cores, while a job waits
 
     def sample(self, exclude: set[int] | frozenset[int] = frozenset(),
                taken: set[str] | frozenset[str] = frozenset(), cmap: bool = False) -> MachineSample:
@@ -77,8 +82,18 @@ class MachineSampler:
                 found, notes, ppids = (), (), None
         if ppids is None and cmap:
             ppids = children_map()
+        host = self._with_busiest(host, found)
         return MachineSample(time=now, host=host, gpus=gpus, gpu_processes=gprocs, gpu_use=use,
                              found=found, notes=notes, log=tuple(log), cmap=ppids)
+
+    def _with_busiest(self, host: HostSample, found: tuple[JobSample, ...]) -> HostSample:
+        """The host with its busiest processes, read only while a job waits for a CPU or the
+        host is nearly all busy (collect/busiest.py); else the last pass is dropped."""
+        waits = any((j.cpu_wait_fraction or 0.0) >= WAITS for j in found)
+        if not waits and (host.cpu_busy or 0.0) < BUSY:
+            self.busiest.forget()
+            return host
+        return evolve(host, busiest=self.busiest.sample())
 
     def measure_stall(self, seconds: float) -> list[str]:
         """py-spy every found job for `seconds`, all at once, and wait (see FoundJobs)."""
@@ -109,6 +124,7 @@ def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
     sampler = MachineSampler(nvml, found=found or FoundJobs(stall=False))
     t0 = time.monotonic()
     first = sampler.sample()  # first look: starts the CPU-time deltas
+    sampler.busiest.sample()  # and the busiest processes' (named if a job waits at the second)
     errors = sampler.measure_stall(stall_s)
     # fifty looks at the jobs' process states in the second: a job's share of time blocked on
     # I/O from one look would be 0 or 1 (collect/diskio.py)

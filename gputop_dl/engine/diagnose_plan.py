@@ -43,7 +43,8 @@ SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
 NO_PROBE_OBSERVE_S = 6.0  # --no-probe: observe at most this long (the live estimate needs a few ticks)
 NO_PROBE_BURST_S = 3.0  # --no-probe: the py-spy burst (data stall) at most this long
-JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "alone")
+JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "outside-load",
+          "alone")
 
 
 class DiagnosePlan(Plan):

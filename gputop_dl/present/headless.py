@@ -185,7 +185,8 @@ def verdict_lines(verdict: dict | None) -> list[Text]:
     if not verdict:
         return [Text("verdict: none recorded", style="dim")]
     style = {"parallel": "bold green", "cpu-bound": "bold red", "gpu-contended": "bold red",
-             "io-bound": "bold red", "memory-bound": "bold red", "alone": "bold cyan",
+             "io-bound": "bold red", "memory-bound": "bold red", "outside-load": "bold red",
+             "alone": "bold cyan",
              "other": "bold yellow"}.get(verdict["kind"], "bold")
     out = [Text.assemble(("verdict: ", "bold"), (clean(verdict["title"]), style),
                          clean(f" — {verdict['reason']}"),

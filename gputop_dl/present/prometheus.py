@@ -343,14 +343,21 @@ class SnapshotCollector(Collector):
                        [m.HOSTNAME, m.SESSION, m.KIND])
         conf = _gauge(m.VERDICT_CONFIDENCE, "Confidence of the current verdict, 0..1",
                       [m.HOSTNAME, m.SESSION, m.KIND])
+        out = _gauge(m.OUTSIDE_LOAD_CORES, "Cores the busiest processes outside the judged "
+                     "jobs used over the live verdict's window (read while a job waits for a "
+                     "CPU; absent when not read)", [m.HOSTNAME])
         if v and v.get("kind"):
             session = snap.session_id or ""
             for kind in dict.fromkeys((*TITLES, v["kind"])):
                 kinds.add_metric([self.hostname, session, kind], 1.0 if kind == v["kind"] else 0.0)
             if v.get("confidence") is not None:
                 conf.add_metric([self.hostname, session, v["kind"]], float(v["confidence"]))
+            cores = ((v.get("evidence") or {}).get("outside_load") or {}).get("cores")
+            if cores is not None:
+                out.add_metric([self.hostname], float(cores))
         yield kinds
         yield conf
+        yield out
 
     # --- live verdict (issue 21): each job's one slowdown, with where it comes from ---------
     def _live_slowdown(self, jobs: list[JobSample]) -> Iterator[Metric]:
@@ -360,14 +367,20 @@ class SnapshotCollector(Collector):
                      JOB_LABELS + [m.SOURCE])
         conf = _gauge(m.JOB_SLOWDOWN_CONFIDENCE, "Confidence of an estimated slowdown, 0..1",
                       JOB_LABELS)
+        out = _gauge(m.JOB_OUTSIDE_SLOWDOWN, "How much faster the job would run without the "
+                     "load from processes outside the judged jobs (live estimate, 1 = not "
+                     "slowed by it)", JOB_LABELS)
         for j in jobs:
             k = [self.hostname, j.name, _text(j.pid)]
             if j.slowdown is not None:
                 fam.add_metric(k + [j.slowdown_source or "measured"], float(j.slowdown))
             if j.slowdown_confidence is not None:
                 conf.add_metric(k, float(j.slowdown_confidence))
+            if j.outside_slowdown is not None:
+                out.add_metric(k, float(j.outside_slowdown))
         yield fam
         yield conf
+        yield out
 
 
 class MetricsServer:

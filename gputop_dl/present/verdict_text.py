@@ -70,6 +70,9 @@ def passive_line(j: dict) -> str:
         conf = j.get("slowdown_confidence")
         est = (f"{j.get('slowdown_source') or 'estimated'} slowdown {s:.2f}×"
                + (f" (confidence {conf:.0%})" if conf is not None else ""))
+        out = j.get("outside_slowdown")
+        if out is not None and out > SLOW:  # analyse/outside_load.py
+            est += f", {out:.2f}× from load outside the jobs"
     return f"{name}: {est}; " + ", ".join(bits)
 
 

@@ -11,6 +11,9 @@ burns `--sample-cpu-ms` of CPU (a busy loop: like decoding and augmenting an ima
 - `--gpu-lock FILE`: the per-step wait holds an exclusive lock on FILE, an emulated GPU that
   copies given the same FILE share (they queue for it, as for one busy GPU; no NVML sees it).
 
+`--ready FILE`: the script creates FILE once its warm-up steps are done (tests wait for it rather
+than for a time: on a busy box, importing torch alone takes seconds of CPU).
+
 `--steps 0` trains until killed. The script prints its own mean and median step time (from the
 first step after `--warmup`) as JSON on its last stdout line when it ends normally.
 """
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--compute-ms", type=float, default=50.0)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--gpu-lock", default=None, metavar="FILE")
+    ap.add_argument("--ready", default=None, metavar="FILE")
     a = ap.parse_args()
     torch.set_num_threads(1)
     steps = a.steps or 10**9
@@ -71,6 +75,8 @@ def main() -> None:
             now = time.perf_counter()
             times.append(now - t)
             t = now
+            if a.ready and len(times) == a.warmup:
+                open(a.ready, "w").close()
     used = times[a.warmup:] or times
     print(json.dumps({"step_time_s": sum(used) / len(used),
                       "median_step_s": statistics.median(used), "steps": len(times)}))

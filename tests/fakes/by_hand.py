@@ -1,7 +1,7 @@
 """Plain PyTorch scripts of known cost (tests/external/calibrated.py) started as from a terminal.
 
     scripts = ByHand()
-    pids = scripts.start(HEAVY, 3)   # the scripts' PIDs, once each has loaded torch
+    pids = scripts.start(HEAVY, 3)   # the scripts' PIDs, once each is past its warm-up steps
     ...
     scripts.stop()                   # kill -9 to each one's process group
 
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -26,13 +28,20 @@ LIGHT = ["--sample-io-ms", "10", "--compute-ms", "60"]  # sleeps: no CPU to spea
 HEAVY = ["--sample-cpu-ms", "10", "--workers", "2", "--compute-ms", "20"]  # ~1.8 cores alone
 
 
-def training(pid: int) -> bool:
-    """Whether the process has loaded torch and started its loader workers or first steps."""
+def training(pid: int, workers: int = 0) -> bool:
+    """Whether the process has loaded torch and, with `workers`, started its loader workers (it
+    forks them at its first batch: torch is mapped long before, while it still imports)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
-            return "libtorch" in f.read()
-    except OSError:
+            if "libtorch" not in f.read():
+                return False
+        return workers == 0 or len(psutil.Process(pid).children()) >= workers
+    except (OSError, psutil.Error):
         return False
+
+
+def _workers(args: list[str]) -> int:
+    return int(args[args.index("--workers") + 1]) if "--workers" in args else 0
 
 
 class ByHand:
@@ -40,28 +49,32 @@ class ByHand:
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
+        self.dir = tempfile.mkdtemp(prefix="by-hand-")  # the scripts' --ready files
 
     def start(self, args: list[str], n: int, *, cwd: str | None = None,
               env: dict[str, str] | None = None, program: list[str] | None = None) -> set[int]:
         """`n` copies of the calibrated script (`program`: how a terminal would name it, run
         in `cwd`), started through `sh -c`; their PIDs once each is training."""
-        argv = (program or [sys.executable, CALIBRATED]) + ["--steps", "0", *args]
-        cmd = " ".join(shlex.quote(a) for a in argv)
-        mine = []
+        mine, ready = [], []
         for _ in range(n):
+            ready.append(os.path.join(self.dir, f"ready-{len(self.procs)}"))
+            argv = (program or [sys.executable, CALIBRATED]) + ["--steps", "0", *args]
+            if program is None:  # the script says when its warm-up steps are done
+                argv += ["--ready", ready[-1]]
+            cmd = " ".join(shlex.quote(a) for a in argv)
             p = subprocess.Popen(["sh", "-c", cmd + "; exit 0"], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd,
                                  env=env)
             self.procs.append(p)
             mine.append(p)
         scripts: list[int] = []
-        deadline = time.monotonic() + 60  # torch imported and training (slow on a busy box)
+        deadline = time.monotonic() + 120  # torch imported and training (slow on a busy box)
         while time.monotonic() < deadline:
             scripts = [c.pid for p in mine for c in psutil.Process(p.pid).children()]
-            if len(scripts) == n and all(training(pid) for pid in scripts):
+            if (len(scripts) == n and all(training(pid, _workers(args)) for pid in scripts)
+                    and (program is not None or all(os.path.exists(r) for r in ready))):
                 break
             time.sleep(0.2)
-        time.sleep(1)
         return set(scripts)
 
     def stop(self) -> None:
@@ -72,6 +85,7 @@ class ByHand:
                 pass
             p.wait()
         self.procs.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def never_left_stopped(pids) -> bool:

@@ -23,6 +23,7 @@ KIND_LABEL = {
     "gpu-contended": "CONCURRENT · GPU-CONTENDED",
     "io-bound": "CONCURRENT · I/O-BOUND",
     "memory-bound": "CONCURRENT · MEMORY-BOUND",
+    "outside-load": "CONCURRENT · OUTSIDE LOAD",
     "other": "CONCURRENT · OTHER",
     "insufficient-data": "NOT ENOUGH DATA",
     "no-baseline": "NO BASELINE",
@@ -52,7 +53,7 @@ TONES = ("-good", "-bad", "-neutral")
 def verdict_class(kind: str | None) -> str:
     if kind == "parallel":
         return "-good"
-    if kind in ("cpu-bound", "gpu-contended", "io-bound", "memory-bound", "other"):
+    if kind in ("cpu-bound", "gpu-contended", "io-bound", "memory-bound", "outside-load", "other"):
         return "-bad"
     return "-neutral"
 

@@ -1,0 +1,149 @@
+"""Load from outside the jobs as a cause: who takes the cores the jobs wait for, and its cost.
+
+The live judge (analyse/passive.py) splits each job's CPU wait between the other jobs and
+everything else (`set_share`, analyse/cpu_wait_model.py). The part behind everything else is
+what processes that are not judged jobs cost it: without them its critical path would run
+`outside = s_all / s` times faster, `s_all` its estimate with every wait put down to a CPU and
+`s` the part the other jobs cause. Here: the busiest of those processes over the judge's
+window (collect/busiest.py, read only while a job waits), the `outside-load` verdict when they
+and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict gets when both do.
+How the split is made: docs/verdict.md.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
+from gputop_dl.snapshot import ProcLoad
+
+if TYPE_CHECKING:
+    from gputop_dl.analyse.job_estimate import Estimate
+
+TOP = 3  # consumers named
+COMMAND_CHARS = 60  # a consumer's command line as shown
+
+
+@dataclass
+class OutsideWindow:
+    """The processes outside the judged jobs over the judge's last ticks."""
+
+    window: int = 5
+    _seen: deque = field(default_factory=deque)
+
+    def add(self, procs: tuple[ProcLoad, ...] | None) -> None:
+        """One tick's busiest processes that are not the jobs' (None: not read this tick)."""
+        if procs is not None:
+            self._seen.append(procs)
+            while len(self._seen) > self.window:
+                self._seen.popleft()
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+    @property
+    def readings(self) -> int:
+        """The ticks of the window that read the busiest processes."""
+        return len(self._seen)
+
+    def consumers(self, top: int = TOP) -> tuple[ProcLoad, ...] | None:
+        """The busiest, by mean cores over the ticks that read them (a process absent from a
+        reading counts 0 there); None when no tick of the window read them."""
+        if not self._seen:
+            return None
+        cores: dict[int, float] = {}
+        last: dict[int, ProcLoad] = {}
+        for procs in self._seen:
+            for p in procs:
+                cores[p.pid] = cores.get(p.pid, 0.0) + p.cores
+                last[p.pid] = p
+        n = len(self._seen)
+        best = sorted(cores, key=lambda pid: -cores[pid])[:top]
+        return tuple(ProcLoad(pid=pid, cores=round(cores[pid] / n, 2), user=last[pid].user,
+                              command=last[pid].command) for pid in best)
+
+    def cores(self) -> float | None:
+        """The mean cores all of them used together (None: not read)."""
+        if not self._seen:
+            return None
+        return round(sum(sum(p.cores for p in procs) for procs in self._seen) / len(self._seen), 2)
+
+
+def slowed(judged: Sequence[Estimate]) -> list[Estimate]:
+    """The jobs the load from outside them slows by more than SLOW."""
+    return [e for e in judged if e.outside is not None and e.outside > SLOW]
+
+
+def _command(p: ProcLoad) -> str:
+    cmd = " ".join((p.command or "?").split())  # one line: a `-c` script's newlines as spaces
+    return cmd if len(cmd) <= COMMAND_CHARS else cmd[:COMMAND_CHARS - 1] + "…"
+
+
+def named(consumers: Sequence[ProcLoad] | None) -> str:
+    """The consumers in words: `python3 -c '…' (PID 4242, user ana, 1.00 cores)`."""
+    if consumers is None:
+        return "processes not named yet (read from the second tick a job waits)"
+    if not consumers:
+        return "no single process of 0.05 cores or more (many small ones)"
+    return ", ".join(f"{_command(p)} (PID {p.pid}, user {p.user or '?'}, {p.cores:.2f} cores)"
+                     for p in consumers)
+
+
+def costs(out: Sequence[Estimate]) -> str:
+    """Each slowed job's estimated slowdown from the outside load."""
+    return ", ".join(f"{e.name} {e.outside or 1:.2f}×" for e in out)
+
+
+def clause(out: Sequence[Estimate], consumers: Sequence[ProcLoad] | None) -> str:
+    """The line a jobs' own verdict adds when outside load slows them too."""
+    return (f"load from outside the jobs takes cores too: {named(consumers)}; without it "
+            f"{costs(out)} faster")
+
+
+def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
+    """What to do about it, naming the busiest consumer where known."""
+    top = consumers[0] if consumers else None
+    pid = str(top.pid) if top else "PID"
+    who = f" (user {top.user})" if top and top.user else ""
+    half = max(1, cpus // 2)
+    return (f"lower the outside process's priority: `renice -n 19 -p {pid}`{who}, or ask its "
+            "owner to (only root raises it back)",
+            f"keep the jobs and the outside work on separate cores: `taskset -a -cp 0-{half - 1} "
+            f"{pid}` for it and the other cores for the jobs, or a cpuset per job "
+            "(`systemd-run --scope -p AllowedCPUs=...`, a container's `--cpuset-cpus`)",
+            "move the job to a machine (or GPU node) with idle cores")
+
+
+def evidence(est: Sequence[Estimate], win: OutsideWindow) -> dict:
+    """The verdict's `outside_load` evidence (contract: docs/contracts.md)."""
+    consumers = win.consumers()
+    return {"consumers": None if consumers is None else [
+                {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
+                for p in consumers],
+            "cores": win.cores(), "readings": win.readings,
+            "share": {e.name: round(1.0 - e.last.set_share, 3) for e in est},
+            "slowdowns": {e.name: e.outside for e in est}}
+
+
+def job_row(e: Estimate, row: JobVerdict) -> JobVerdict:
+    """A job's verdict row with its outside slowdown, where estimated."""
+    return row if e.outside is None else row.replace(outside_slowdown=e.outside)
+
+
+def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
+                    consumers: Sequence[ProcLoad] | None, cpus: int, evidence: dict,
+                    lines: Sequence[str], rows: tuple) -> Verdict:
+    """`outside-load`: the jobs do not slow each other, processes outside them do."""
+    conf = max(e.outside_confidence or 0.0 for e in out)
+    who = named(consumers)
+    return Verdict(kind="outside-load", confidence=conf, evidence=evidence,
+                   evidence_lines=tuple(lines), jobs=rows,
+                   recommendations=fixes(consumers, cpus),
+                   reason=f"the jobs wait for a CPU mostly behind processes that are not training "
+                          f"jobs: {who}; without them {costs(out)} faster (each other: at most "
+                          f"{max(e.slowdown or 1.0 for e in judged):.2f}×; estimated live, "
+                          "nothing paused)")
+

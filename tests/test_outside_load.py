@@ -1,0 +1,199 @@
+"""Load from outside the jobs as a cause (issue 39), on hand-made samples: the split of a job's
+CPU wait between the other jobs and the processes outside them, the `outside-load` verdict that
+names the busiest of those, and the busiest-process sampler on a fake /proc."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from gputop_dl.analyse.cpu_wait_model import set_share
+from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.present.verdict_text import job_line
+from gputop_dl.snapshot import HostSample, ProcLoad, Snapshot
+
+from tests.test_passive import TWO, job, run
+
+LOOP = ProcLoad(pid=4242, cores=1.0, user="ana", command="python3 -c 'while True: pass'")
+SMALL = ProcLoad(pid=77, cores=0.1, user="root", command="[kworker/0:1]")
+
+
+def busy(*procs, runnable=None):
+    return replace(TWO, busiest=tuple(procs), runnable=runnable)
+
+
+def test_outside_cores_seen_set_a_floor_under_what_the_runnable_count_leaves():
+    # the pair wants 1 core more than itself; the runnable count says nothing else runs, but a
+    # process outside the jobs was seen using 2 cores: a third of the competition is the pair
+    assert set_share(1.0, 2.0, 2.0) == 1.0
+    assert set_share(1.0, 2.0, 2.0, outside=2.0) == pytest.approx(1 / 3)
+    assert set_share(1.0, 2.0, 6.0, outside=2.0) == pytest.approx(1 / 5)  # the larger of the two
+    assert set_share(1.0, 2.0, None, outside=None) == 1.0  # both unknown: all to the jobs
+    assert set_share(1.0, 1.0, None, outside=1.0) == 0.0  # one job: nothing beside it to blame
+
+
+def test_jobs_slowed_by_a_busy_loop_outside_them_read_outside_load_never_parallel():
+    # two jobs of 0.4 cores on 2 cores wait a third of their runnable time, behind a busy loop
+    # (1 core) and a kernel thread: each other they barely touch
+    pair = [job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4)]
+    v, est = run(PassiveJudge(), 4, lambda t: pair, host=busy(LOOP, SMALL, runnable=3))
+    assert v.kind == "outside-load", v.reason
+    assert v.title == "concurrent: CPU taken by other processes"
+    assert all(e.slowdown <= 1.10 < e.outside for e in est.values())
+    # the busiest named: command, PID, user, cores; each job's slowdown from it; the fixes
+    assert "python3 -c 'while True: pass' (PID 4242, user ana, 1.00 cores)" in v.reason
+    assert f"a {est['a'].outside:.2f}×" in v.reason
+    assert any("renice -n 19 -p 4242" in r for r in v.recommendations)
+    assert any("taskset" in r for r in v.recommendations)
+    # the contract: the consumers and their share, each job's outside slowdown
+    data = v.to_json()
+    out = data["evidence"]["outside_load"]
+    assert out["consumers"][0] == {"pid": 4242, "user": "ana",
+                                   "command": "python3 -c 'while True: pass'", "cores": 1.0}
+    assert out["cores"] == pytest.approx(1.1)
+    assert out["share"]["a"] == pytest.approx(1 - data["evidence"]["set_share"]["a"], abs=1e-3)
+    assert out["share"]["a"] > 0.5
+    assert [j["outside_slowdown"] for j in data["jobs"]] == [est["a"].outside, est["b"].outside]
+    assert "estimated slowdown 1.0" in job_line(data["jobs"][0])
+
+
+def test_jobs_own_contention_comes_first_and_the_outside_load_is_said_too():
+    # two heavy jobs want 2 cores each on 2 cores, and a busy loop takes a third of a core
+    heavy = [job("a", 10, f=0.6, cores=0.8), job("b", 20, f=0.6, cores=0.8)]
+    v, est = run(PassiveJudge(), 4, lambda t: heavy, host=busy(replace(LOOP, cores=0.4)))
+    assert v.kind == "cpu-bound", v.reason
+    own = v.reason.index("waits for a CPU")
+    assert own < v.reason.index("load from outside the jobs takes cores too") \
+        < v.reason.index("PID 4242")
+    assert v.reason.endswith("(estimated live, nothing paused)")
+    assert any("renice" in r for r in v.recommendations)
+    assert v.recommendations[0].startswith("these jobs' threads want")
+    # the same jobs with nothing outside them: their own contention alone
+    v, est = run(PassiveJudge(), 4, lambda t: heavy, host=busy())
+    assert v.kind == "cpu-bound" and "outside" not in v.reason
+    assert all(e.outside == 1.0 for e in est.values())
+
+
+def test_jobs_at_solo_speed_read_parallel_whatever_runs_beside_them():
+    # sleeping jobs (0.02 cores): however long their few runs wait, they lose no time worth it
+    light = [job("a", 10, f=0.5, cores=0.02), job("b", 20, f=0.5, cores=0.02)]
+    v, est = run(PassiveJudge(), 4, lambda t: light, host=busy(LOOP, runnable=4))
+    assert v.kind == "parallel", v.reason
+    assert all(e.outside <= 1.10 for e in est.values())
+
+
+def test_one_job_beside_outside_load_is_alone_and_names_the_load():
+    # one job is `alone` (issue 40), and what slows it from outside is in its reason and fixes
+    one = [job("a", 10, f=0.5, cores=0.5)]
+    v, _ = run(PassiveJudge(), 4, lambda t: one, host=busy(LOOP, runnable=3))
+    assert v.kind == "alone"
+    assert "load from outside the jobs takes cores too" in v.reason and "PID 4242" in v.reason
+    assert any("renice -n 19 -p 4242" in r for r in v.recommendations)
+    assert any("PID 4242" in line for line in v.evidence_lines)
+    assert v.to_json()["evidence"]["outside_load"]["consumers"][0]["pid"] == 4242
+
+
+def test_the_jobs_own_processes_are_never_outside_them():
+    pair = [job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4)]
+    mine = ProcLoad(pid=11, cores=1.5, user="ana", command="python train.py")  # a's worker
+    v, _ = run(PassiveJudge(), 4, lambda t: pair, host=busy(mine, LOOP))
+    assert [c["pid"] for c in v.evidence["outside_load"]["consumers"]] == [4242]
+
+
+def test_the_busiest_are_the_mean_over_the_ticks_that_read_them():
+    pair = [job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4)]
+    judge = PassiveJudge()
+    run(judge, 2, lambda t: pair, host=busy(LOOP))
+    run(judge, 2, lambda t: pair, host=busy(SMALL))
+    v, _ = run(judge, 1, lambda t: pair, host=replace(TWO, busiest=None))  # not read: no 0
+    got = {c["pid"]: c["cores"] for c in v.evidence["outside_load"]["consumers"]}
+    assert got == {4242: 0.5, 77: 0.05}
+
+
+def test_snapshot_json_carries_the_busiest():
+    snap = Snapshot(time=0.0, gpu_status="ok", gpus=(), host=HostSample(cpus=2, busiest=(LOOP,)))
+    host = snap.to_json()["host"]
+    assert host["busiest"] == [{"pid": 4242, "cores": 1.0, "user": "ana",
+                                "command": "python3 -c 'while True: pass'"}]
+    assert Snapshot(time=0.0, gpu_status="ok", gpus=(),
+                    host=HostSample(cpus=2)).to_json()["host"]["busiest"] is None
+
+
+def _proc(root, pid, cpu_ticks, start=100, cmd=b"python3\0-c\0while True: pass\0", state="R"):
+    d = root / str(pid)
+    d.mkdir(exist_ok=True)
+    (d / "stat").write_text(f"{pid} (python3) {state} 1 1 1 0 -1 0 0 0 0 0 {cpu_ticks} 0 0 0 "
+                            f"20 0 1 0 {start} 0 0\n")
+    (d / "cmdline").write_bytes(cmd)
+
+
+def test_busiest_sampler_rates_between_passes_on_a_fake_proc(tmp_path, monkeypatch):
+    tick = os.sysconf("SC_CLK_TCK")
+    clock = iter([0.0, 1.0, 2.0])
+    monkeypatch.setattr("gputop_dl.collect.busiest.time.monotonic", lambda: next(clock))
+    _proc(tmp_path, 5, 0)
+    _proc(tmp_path, 6, 0, cmd=b"")  # a kernel thread: its name
+    _proc(tmp_path, 7, 0, cmd=b"train.py\0--token\0s3cr3t\0")
+    s = BusiestSampler(proc=str(tmp_path))
+    assert s.sample() is None  # the first pass: no rates yet
+    _proc(tmp_path, 5, tick)  # 1 s of CPU in 1 s: 1 core
+    _proc(tmp_path, 6, tick // 2, cmd=b"")
+    _proc(tmp_path, 7, tick // 4, cmd=b"train.py\0--token\0s3cr3t\0")
+    got = s.sample()
+    assert [(p.pid, p.cores) for p in got] == [(5, 1.0), (6, 0.5), (7, 0.25)]
+    assert got[0].command == "python3 -c 'while True: pass'" and got[1].command == "[python3]"
+    assert "s3cr3t" not in got[2].command
+    _proc(tmp_path, 5, 5 * tick, start=999)  # the PID reused by another process: no rate
+    assert 5 not in {p.pid for p in s.sample()}
+
+
+def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gputop_dl.analyse import passive as P
+    from gputop_dl.present.prometheus import SnapshotCollector
+
+    pair = (job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4))
+    judge = PassiveJudge()
+    v = est = None
+    for t in range(4):
+        v, est = judge.verdict(pair, busy(LOOP, runnable=3), t=float(t))
+    c = SnapshotCollector(hostname="n")
+    c.feed(Snapshot(time=1.0, gpu_status="ok", host=busy(LOOP), jobs=tuple(P.annotate(pair, est)),
+                    verdict=v.to_json()))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(c)
+    got = {}
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            got.setdefault(s.name, []).append((s.labels, s.value))
+    assert {lab["job_name"]: val for lab, val in got["gputop_dl_job_outside_slowdown"]} == {
+        "a": est["a"].outside, "b": est["b"].outside}
+    assert got["gputop_dl_outside_load_cores"][0][1] == 1.0
+    assert {lab["kind"]: val for lab, val in got["gputop_dl_verdict"]}["outside-load"] == 1.0
+
+
+def test_once_json_names_the_outside_load_from_its_one_reading():
+    from gputop_dl.analyse import passive as P
+
+    pair = (job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4))
+    snap = Snapshot(time=1.0, gpu_status="no-driver", gpus=(), host=busy(LOOP, runnable=3),
+                    jobs=pair)
+    data = P.once(snap).to_json()
+    assert data["verdict"]["kind"] == "outside-load"
+    assert data["verdict"]["evidence"]["outside_load"]["consumers"][0]["pid"] == 4242
+    assert data["host"]["busiest"][0]["pid"] == 4242
+    assert all(j["outside_slowdown"] > 1.1 for j in data["jobs"])
+
+
+def test_every_verdict_kind_has_a_header_label_and_tone():
+    from gputop_dl.analyse.verdict_types import KINDS
+    from gputop_dl.present.tui.verdict_banner import KIND_LABEL, verdict_class
+
+    assert set(KINDS) <= KIND_LABEL.keys()
+    assert KIND_LABEL["outside-load"] == "CONCURRENT · OUTSIDE LOAD"
+    assert verdict_class("outside-load") == "-bad"
