@@ -13,8 +13,8 @@ from gputop_dl.snapshot import GpuSample, HostSample, JobSample, Snapshot
 from tests.schema_check import check, problems
 
 # the shapes of docs/contracts.md (a new one adds its file to gputop_dl/schemas/)
-PUBLISHED = {"comparison", "diagnosis", "fleet", "session", "sessions", "simulation", "snapshot",
-             "sweep", "verdict"}
+PUBLISHED = {"comparison", "diagnosis", "fleet", "machine", "plan", "session", "sessions",
+             "simulation", "snapshot", "sweep", "verdict"}
 NAMES = schemas.names()
 
 
