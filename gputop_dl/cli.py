@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "JSON outputs (docs/contracts.md); --list names them.")
     scp.add_argument("schema_name", nargs="?", metavar="NAME",
                      help="snapshot (--once --json), diagnosis, comparison, simulation, session "
-                     "(export), sessions, fleet, sweep, verdict")
+                     "(export), sessions, fleet, sweep, verdict, machine, plan")
     scp.add_argument("--list", dest="schema_list", action="store_true", help="the names, one a line")
     cp = sub.add_parser("compare", help="two recorded sessions side by side (did my fix work?)",
                         description="Two recorded sessions side by side: per job (by name) step "
