@@ -1,12 +1,16 @@
 """Command line: the monitor, `--once`, `launch`, `queue`, `diagnose`, `serve`, `export`, `sessions`, `models`, `sweep`, `profile`, `simulate`, `machine`, `plan`.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line, no traceback); 1 anything else
-(a job failed, an engine error), 130 when interrupted.
+(a job failed, an engine error), 130 when interrupted, 141 when the reader of stdout went away
+(`gputop-dl schema snapshot | head -1`: the shell's code for a process SIGPIPE ended, no
+traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 
 from gputop_dl import __version__
@@ -113,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "JSON outputs (docs/contracts.md); --list names them.")
     scp.add_argument("schema_name", nargs="?", metavar="NAME",
                      help="snapshot (--once --json), diagnosis, comparison, simulation, session "
-                     "(export), sessions, fleet, sweep, verdict")
+                     "(export), sessions, fleet, sweep, verdict, machine, plan")
     scp.add_argument("--list", dest="schema_list", action="store_true", help="the names, one a line")
     cp = sub.add_parser("compare", help="two recorded sessions side by side (did my fix work?)",
                         description="Two recorded sessions side by side: per job (by name) step "
@@ -319,7 +323,42 @@ def add_lab_parsers(sub) -> None:
     pp.add_argument("--out", metavar="DIR", help="output folder (default profile-MODEL-bsB)")
 
 
+EXIT_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`'s `yes`
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a closed stdout (its reader exited: `| head -1`) is a quiet EXIT_PIPE."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # what is still buffered fails here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        if not stdout_is_closed():
+            raise  # a socket's or a child's pipe: a fault to show
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit's own flush goes nowhere, quietly
+        os.close(devnull)
+        return EXIT_PIPE
+
+
+def stdout_is_closed() -> bool:
+    """Whether the reader of stdout has gone: flushing it fails, or its pipe reports an error
+    (POLLERR: no reader left)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture)
+        return False
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.json and not args.once:

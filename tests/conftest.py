@@ -104,6 +104,9 @@ _check_wherever_imported("gputop_dl.present.report.sessions", "list_sessions",
                          lambda rows: {"schema": "gputop-dl.sessions/1", "sessions": rows})
 _check_wherever_imported("gputop_dl.present.report.simulation", "simulation_json")
 _check_wherever_imported("gputop_dl.runner.remote", "fleet_json")
+# every machine profile (`machine --json`) and plan (`plan FILE --json`) any test builds
+_check_wherever_imported("gputop_dl.collect.boxprofile", "profile_machine")
+_check_wherever_imported("gputop_dl.present.machine", "plan_json")
 
 
 @pytest.fixture(autouse=True)

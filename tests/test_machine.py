@@ -18,6 +18,7 @@ from gputop_dl.collect.nvml import Nvml
 from gputop_dl.record.store import Store
 from gputop_dl.sched.fit import JobDemand, capacities, plan_fit
 from tests.fakes.nvml import FakeProcess, FakePynvml
+from tests.schema_check import check, problems
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 TRIO = os.path.join(ROOT, "workloads", "mobilenet_trio.toml")
@@ -171,6 +172,62 @@ def test_links_refuse_busy_gpus_and_read_the_worker(tmp_path):
     assert bad == ["GPU 0: copy rates (near CPUs) failed: no CUDA here"]
 
 
+FULL_WORKER = """\
+import json, sys
+a = sys.argv[1:]
+g = int(a[a.index('--gpu') + 1])
+if g == 2:
+    print(json.dumps({'gpu': g, 'error': 'RuntimeError: torch sees no CUDA device'}))
+    sys.exit()
+out = {'gpu': g, 'bytes': 1 << 28, 'repeats': 10, 'h2d_pinned_bps': 2.4e10,
+       'd2h_pinned_bps': 2.3e10, 'h2d_pageable_bps': 1.1e10, 'd2h_pageable_bps': 1.0e10,
+       'cpus': a[a.index('--cpus') + 1] if '--cpus' in a else None}
+if '--peer' in a:
+    out.update(peer=int(a[a.index('--peer') + 1]), d2d_peer_bps=3.0e11)
+print(json.dumps(out))
+"""
+
+
+def test_a_full_profile_with_gpus_and_copies_is_valid_under_its_schema(tmp_path, monkeypatch):
+    """Every part of a full (not --quick) profile, on fake NVML with three GPUs (one busy, one
+    whose worker fails, one with a PCIe link NVML cannot read): the conftest wrapper checks
+    what `profile_machine` returns; the checks below show the wrapper is not vacuous."""
+    from gputop_dl import collect
+
+    monkeypatch.setitem(collect.boxprofile.FULL, "mem_s", 0.05)
+    monkeypatch.setitem(collect.boxprofile.FULL, "disk_s", 0.05)
+    monkeypatch.setitem(collect.boxprofile.FULL, "file", 1 << 20)
+    fake = FakePynvml(gpus=4)
+    fake.gpus[1].processes = [FakeProcess(pid=4242)]
+    fake.gpus[3].unsupported = {"link_gen", "link_width", "numa_node", "cpu_affinity"}
+    (tmp_path / "w.py").write_text(FULL_WORKER)
+    p = collect.boxprofile.profile_machine(
+        [str(tmp_path)], nvml_factory=lambda: Nvml(module=fake),
+        link_worker=[sys.executable, str(tmp_path / "w.py")])
+    assert [len(g["copies"]) for g in p["gpus"]] == [1, 0, 1, 1]
+    assert p["gpus"][0]["copies"][0]["peer"] == 2 and "error" in p["gpus"][2]["copies"][0]
+    assert p["gpus"][3]["link_peak_bps"] is None and p["gpus"][3]["numa_node"] is None
+    assert p["storage"][0]["file_bytes"] == 1 << 20
+    check(json.loads(json.dumps(p)))  # as `machine --json` prints it
+    for where, extra in ((p["gpus"][0], "clock"), (p["gpus"][0]["copies"][0], "h2d_bps"),
+                         (p["storage"][0], "iops"), (p["memory"]["copy"], "rate"), (p["cpus"], "x")):
+        where[extra] = 1
+        (found,) = problems(p)
+        assert f"'{extra}' was unexpected" in found
+        del where[extra]
+    p["gpus"][0]["mem_total"] = "80 GiB"
+    assert problems(p)
+
+
+def test_a_profile_without_nvidia_is_valid_and_says_why(tmp_path):
+    from gputop_dl.collect.boxprofile import profile_machine
+
+    nv = lambda: Nvml(module=FakePynvml(init_error=FakePynvml.NVML_ERROR_DRIVER_NOT_LOADED))  # noqa: E731
+    p = profile_machine([str(tmp_path)], quick=True, nvml_factory=nv)
+    assert p["gpus"] == [] and any(n.lower().startswith("no nvidia gpu") for n in p["notes"])
+    assert p["quick"] and p["storage"][0]["seq_bps"] > 0 and p["memory"]["copy"]["single_bps"] > 0
+
+
 # --- the fit --------------------------------------------------------------------------------
 CAP = {"cores": (2.0, "usable CPUs"), "memory": (20e9, "available"), "disk_read": (1e9, "measured")}
 
@@ -253,7 +310,7 @@ def test_plan_uses_the_stored_profile(capsys, tmp_path):
     trio = tmp_path / "trio.toml"
     trio.write_text(TWO_CORE_JOBS)  # no gpus: the same jobs with or without CUDA
     assert main(["plan", str(trio), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = check(json.loads(capsys.readouterr().out))
     assert (out["fit"], out["asked"], out["binding"]) == (1, 3, "cores")
     assert all(j["source"].startswith("estimate from the file") for j in out["jobs"])
     st = Store()
@@ -289,7 +346,7 @@ def test_machine_quick_json_cli_stores_and_shows(tmp_path, gdl_home):
                         str(tmp_path / "nope"), "--out", str(tmp_path / "m.md")],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
-    p = json.loads(r.stdout)
+    p = check(json.loads(r.stdout))
     assert p["schema"] == SCHEMA and p["quick"] and p["cpus"]["threads"] >= 1
     assert p["memory"]["copy"]["single_bps"] > 0 and p["storage"][0]["seq_bps"] > 0
     assert f"--data {tmp_path / 'nope'}: does not exist" in p["notes"]
@@ -304,14 +361,23 @@ def test_machine_quick_json_cli_stores_and_shows(tmp_path, gdl_home):
 
 def test_plan_trio_cli_measures_a_quick_profile(tmp_path, gdl_home):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(ROOT), GPUTOP_DL_HOME=str(gdl_home))
-    r = subprocess.run([sys.executable, "-m", "gputop_dl", "plan", os.path.abspath(TRIO)],
+    r = subprocess.run([sys.executable, "-m", "gputop_dl", "plan", os.path.abspath(TRIO), "--json"],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "measuring a quick one" in r.stderr
+    plan = check(json.loads(r.stdout))
+    assert plan["profile"] == "a quick machine profile measured now" and plan["asked"] == 3
+    text = "\n".join(plan["lines"])
     # the estimate (no cached baseline in a new store): a thread and its loader workers, each
     # a core: on this 2-core box, 1 of 3 and the cores bind; a larger box may fit them all
-    assert "estimate from the file" in r.stdout
-    assert ("the cores run out first" in r.stdout) != ("all 3 jobs fit at once" in r.stdout)
+    assert "estimate from the file" in text
+    assert ("the cores run out first" in text) != ("all 3 jobs fit at once" in text)
+    assert (plan["binding"] == "cores") == ("the cores run out first" in text)
+    # the stored quick profile, as `machine --show --json` prints it, is valid too
+    r2 = subprocess.run([sys.executable, "-m", "gputop_dl", "machine", "--show", "--json"],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert r2.returncode == 0, r2.stderr
+    assert check(json.loads(r2.stdout))["quick"] is True
 
 
 def test_launch_warns_in_one_line_when_more_jobs_than_fit(tmp_path):

@@ -2,7 +2,9 @@
 failing where it must (an unknown field, a wrong type), so that it cannot pass vacuously."""
 
 import copy
+import glob
 import json
+import os
 
 import jsonschema
 import pytest
@@ -13,9 +15,10 @@ from gputop_dl.snapshot import GpuSample, HostSample, JobSample, Snapshot
 from tests.schema_check import check, problems
 
 # the shapes of docs/contracts.md (a new one adds its file to gputop_dl/schemas/)
-PUBLISHED = {"comparison", "diagnosis", "fleet", "session", "sessions", "simulation", "snapshot",
-             "sweep", "verdict"}
+PUBLISHED = {"comparison", "diagnosis", "fleet", "machine", "plan", "session", "sessions",
+             "simulation", "snapshot", "sweep", "verdict"}
 NAMES = schemas.names()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_every_published_shape_has_a_schema_and_each_is_whole():
@@ -126,3 +129,18 @@ def test_schema_of_a_document():
     for tag in ("gputop-dl.nothing/1", None, "other.snapshot/1"):
         with pytest.raises(KeyError):
             schemas.schema_of({"schema": tag})
+
+
+EXAMPLES = sorted(os.path.relpath(p, ROOT)
+                  for p in glob.glob(os.path.join(ROOT, "docs", "examples", "**", "*.json"), recursive=True))
+
+
+def test_the_docs_have_json_examples():
+    assert "docs/examples/mobilenet_trio_cpu.json" in EXAMPLES
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_every_json_example_in_the_docs_is_valid_under_its_schema(path):
+    """An example a reader copies from (README, docs) is what the current version writes."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        check(json.load(f))

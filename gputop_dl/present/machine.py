@@ -160,6 +160,15 @@ def plan_lines(plan) -> list[str]:
     return lines
 
 
+def plan_json(path: str, where: str, plan) -> dict:
+    """The `gputop-dl.plan/1` document of `plan FILE --json` (gputop_dl/schemas/plan.json)."""
+    return {"schema": "gputop-dl.plan/1", "file": path, "profile": where, "fit": plan.fit,
+            "asked": plan.asked, "binding": plan.binding,
+            "jobs": [{"name": j.name, "demand": dict(j.demand), "source": j.source}
+                     for j in plan.jobs],
+            "resources": [dict(r.__dict__) for r in plan.resources], "lines": plan_lines(plan)}
+
+
 def print_plan(con, title: str, plan) -> None:
     header, rows = plan_rows(plan)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)

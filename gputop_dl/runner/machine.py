@@ -105,7 +105,7 @@ def run_plan(path: str, as_json: bool = False) -> int:
     from gputop_dl.collect.fingerprint import fingerprint
     from gputop_dl.collect.nvml import Nvml
     from gputop_dl.config import load_session
-    from gputop_dl.present.machine import plan_lines, print_plan
+    from gputop_dl.present.machine import plan_json, print_plan
     from gputop_dl.record.paths import StoreError
     from gputop_dl.sched.fit import capacities, job_demands, plan_fit
 
@@ -125,12 +125,7 @@ def run_plan(path: str, as_json: bool = False) -> int:
             st.close()
     plan = plan_fit(jobs, capacities(profile))
     if as_json:
-        print(json.dumps({"schema": "gputop-dl.plan/1", "file": path, "profile": where,
-                          "fit": plan.fit, "asked": plan.asked, "binding": plan.binding,
-                          "jobs": [{"name": j.name, "demand": j.demand, "source": j.source}
-                                   for j in plan.jobs],
-                          "resources": [r.__dict__ for r in plan.resources],
-                          "lines": plan_lines(plan)}, indent=2))
+        print(json.dumps(plan_json(path, where, plan), indent=2))
         return 0
     print_plan(console(), f"{spec.name}: {plan.asked} jobs on {profile.get('host')} ({where})", plan)
     return 0
