@@ -18,27 +18,10 @@ import time
 
 import torch
 from accelerate import Accelerator
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-SLEPT: dict = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
-
-
-def sleep(key, s):
-    t0 = time.perf_counter()
-    time.sleep(s)
-    SLEPT[key] += time.perf_counter() - t0
-
-
-class Sleepy(Dataset):
-    def __init__(self, n, wait_s):
-        self.n, self.wait = n, wait_s
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        time.sleep(self.wait)
-        return torch.randn(8), torch.randn(1)
+from plain_tiny import SLEPT, sleep  # the timed sleeps, shared with the plain loops
+from plain_tiny import Sized as Sleepy
 
 
 def main():
