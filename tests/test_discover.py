@@ -541,7 +541,10 @@ def test_found_job_stall_real_launch():
                 break
             time.sleep(0.5)
         assert len(used) == 2, f"bursts did not finish in time: {job}"
-        assert job.name == "stall_script.py" and not job.launched and job.stall_source == "py-spy"
+        # named for its script; with another stall_script.py on the box (a neighbour test),
+        # by the first argument that tells them apart too
+        assert job.name.split()[0] == "stall_script.py", job.name
+        assert not job.launched and job.stall_source == "py-spy"
         assert job.cpu_cores is not None and job.rss > 0
         once = snapshot_once(settle_s=0.2, nvml=Nvml(module=FakePynvml(gpus=0)))
         assert proc.pid in [j.pid for j in once.jobs]

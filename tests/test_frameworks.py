@@ -126,7 +126,8 @@ def test_real_hf_trainer_with_accumulation_counts_epochs_steps_and_phases(tmp_pa
     """`transformers.Trainer` (a one-layer GPT-2 from a config, random tokens), 2 epochs of 12
     batches, gradients accumulated over 2 (the Trainer fetches both batches before computing):
     epochs and steps exact, the step within 10 % of the script's own, and each phase at least
-    its sleep and at most 3 ms more (the tiny model's own compute)."""
+    its sleep and within 10 % (or 1 ms) of the span the script's own hooks time around it
+    (the sleep and the model's own compute, which a loaded box stretches)."""
     pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
     pytest.importorskip("accelerate", reason="accelerate (the Trainer needs it) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, HF, "--accumulate", "2"])
@@ -143,8 +144,8 @@ def test_real_hf_trainer_with_accumulation_counts_epochs_steps_and_phases(tmp_pa
     assert step == pytest.approx(own["step_ms"] / 1000, rel=0.10), (step, own)
     for k in ("forward", "backward", "optimizer"):
         got = statistics.fmean(s["ph"].get(k, 0.0) for s in steady)
-        want = own[f"{k}_ms"] / 1000
-        assert 0.9 * want <= got <= want + 0.003, (k, got, want)
+        slept, span = own[f"{k}_ms"] / 1000, own[f"{k}_wall_ms"] / 1000
+        assert 0.9 * slept <= got and abs(got - span) <= max(0.1 * span, 0.001), (k, got, span)
 
 
 def test_real_hf_trainer_stopped_by_max_steps_says_no_epochs(tmp_path):

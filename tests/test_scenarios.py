@@ -38,7 +38,8 @@ def test_light_pair_is_parallel():
 def test_shared_gpu_pair_is_gpu_contended():
     v = run("shared_gpu_pair.toml").verdict
     assert v["kind"] == "gpu-contended", v
-    assert all(1.5 < j["slowdown"] < 2.6 for j in v["jobs"])
+    assert all(1.5 < j["slowdown"] < 2.6 for j in v["jobs"]), [
+        (j["name"], j["slowdown"]) for j in v["jobs"]]
 
 
 def test_injected_stall_within_3_points():

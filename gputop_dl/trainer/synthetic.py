@@ -5,8 +5,8 @@
   augmentation would) plus `sample_io_ms` of waiting (I/O-like: a known stall at any load).
 - `SyntheticModel`: a tiny linear model; each step adds `step_device_ms` of device work
   (on CUDA matrix products that fill every SM, counted out to take that long alone; on the
-  CPU an emulated device: a wait that holds a per-GPU lock, so
-  two jobs placed on the same GPU index queue for it just as they would on a real shared GPU)
+  CPU an emulated device: a wait that holds a per-GPU lock, taken in turns, so two jobs
+  placed on the same GPU index queue for it just as they would on a real shared GPU)
   and `step_cpu_ms` of CPU work in the trainer's main thread.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from typing import IO
 
 import torch
 from torch import nn
@@ -126,13 +127,25 @@ class EmulatedDevice:
         if self._lock_path is None:
             time.sleep(ms / 1000.0)
             return
-        fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a") as f:  # in the data dir: 0600 like every file there
-            fcntl.flock(f, fcntl.LOCK_EX)
+        # Two locks, so that jobs take turns as on a GPU that time-slices: a job queues at the
+        # gate, then waits for the device holding the gate. A flock alone is unfair: its
+        # holder, back from a few ms of CPU work, takes the lock again before a waiter that a
+        # loaded CPU has not yet woken does, and one job of a pair starves.
+        with _open_lock(self._lock_path + ".gate") as gate, _open_lock(self._lock_path) as dev:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(dev, fcntl.LOCK_EX)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
             try:
                 time.sleep(ms / 1000.0)
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                fcntl.flock(dev, fcntl.LOCK_UN)
+
+
+def _open_lock(path: str) -> IO[str]:
+    """A lock file in the session's data dir (0600 like every file there)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a")
 
 
 class SyntheticModel(nn.Module):

@@ -7,7 +7,8 @@ logging, no checkpoint. Known phase times, as sleeps the script times itself: th
 last stdout line as JSON: from a `TrainerCallback`, the epochs ended, the training batches per
 epoch (`on_step_end` counts optimizer steps: times the accumulation) and the mean time per batch
 (between `on_step_begin`s, after `--warmup`); `global_step` as the Trainer counts it; the mean
-ms per batch of each phase's sleeps. With `--stamps FILE`, also each step's start in
+ms per batch of each phase's sleeps, and of each phase's whole span (`*_wall_ms`: the sleep and
+the model's own compute, timed by the script's hooks). With `--stamps FILE`, also each step's start in
 `time.monotonic()`, one a line, flushed as it goes.
 """
 
@@ -22,6 +23,22 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, 
 
 
 SLEPT: dict = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+# Each phase's whole span as the script itself sees it: its sleep and the model's own compute,
+# which a loaded box stretches. Forward: forward pre-hook to forward hook; backward: the loss's
+# gradient to the last parameter's accumulated gradient; optimizer: step pre-hook to post-hook.
+SPANS: dict = {"forward": [], "backward": [], "optimizer": []}  # [start, end] each
+
+
+def begin(key):
+    SPANS[key].append([time.perf_counter(), None])
+
+
+def end(key):
+    SPANS[key][-1][1] = time.perf_counter()
+
+
+def wall(key):
+    return sum(e - s for s, e in SPANS[key] if e is not None)
 
 
 def sleep(key, s):
@@ -86,11 +103,22 @@ def main():
     cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2)
     truth = Truth(a.stamps)
     model = GPT2LMHeadModel(cfg)
+    model.register_forward_pre_hook(lambda m, i: begin("forward"))
     model.register_forward_pre_hook(lambda m, i: sleep("forward", a.fwd_ms / 1000))
+
+    def forward_end(m, i, out):
+        end("forward")
+        out.loss.register_hook(lambda g: begin("backward"))
+
+    model.register_forward_hook(forward_end)
+    for p in model.parameters():  # the backward's span ends at its last accumulated gradient
+        p.register_post_accumulate_grad_hook(lambda p: end("backward"))
     model.transformer.h[0].register_full_backward_hook(
         lambda m, gi, go: sleep("backward", a.bwd_ms / 1000))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt.register_step_pre_hook(lambda o, a_, k: begin("optimizer"))
     opt.register_step_pre_hook(lambda o, a_, k: sleep("optimizer", a.opt_ms / 1000))
+    opt.register_step_post_hook(lambda o, a_, k: end("optimizer"))
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=os.path.join(out, "run"), num_train_epochs=a.epochs, max_steps=a.max_steps,
@@ -105,7 +133,8 @@ def main():
     print(json.dumps({"epochs": truth.epochs, "optimizer_steps": truth.steps,
                       "batches": batches, "global_step": trainer.state.global_step,
                       "step_ms": 1000 * sum(gaps) / len(gaps) / a.accumulate,
-                      **{f"{k}_ms": 1000 * v / sum(batches) for k, v in SLEPT.items()}}))
+                      **{f"{k}_ms": 1000 * v / sum(batches) for k, v in SLEPT.items()},
+                      **{f"{k}_wall_ms": 1000 * wall(k) / sum(batches) for k in SPANS}}))
 
 
 if __name__ == "__main__":
