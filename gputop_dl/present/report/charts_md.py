@@ -5,11 +5,15 @@ as Mermaid charts, and each job's step time, data wait and CPU as sparklines. Fr
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gputop_dl.present.report import mermaid
 from gputop_dl.text.fmt import DASH, num, pct, secs
 from gputop_dl.text.markdown import md_cell, md_text, table
 from gputop_dl.text.spark import spark
+
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc, SessionDoc
 
 
 def _time_unit(duration: float) -> tuple[str, float]:
@@ -20,7 +24,7 @@ def _time_unit(duration: float) -> tuple[str, float]:
     return "h", 3600.0
 
 
-def charts_section(data: dict) -> str:
+def charts_section(data: SessionDoc) -> str:
     jobs = data["jobs"]
     out = ["## Charts", ""]
     names = [j["name"] for j in jobs if j.get("median_epoch_s") is not None]
@@ -92,7 +96,7 @@ def _spark_cell(values: list[float | None], fmt: Callable[[float], str]) -> str:
     return f"`{spark(pts, SPARK_W)}` {fmt(min(known))}–{fmt(max(known))}"
 
 
-def _job_lines(jobs: list[dict], t_end: float, unit: str) -> list[str]:
+def _job_lines(jobs: list[JobDoc], t_end: float, unit: str) -> list[str]:
     """Each job's step time, data wait and CPU over the session as sparklines: when it slowed
     down and whether it recovered, at a glance, with the gaps where nothing was measured."""
     rows = [[md_cell(j["name"]), _spark_cell(j["step_time_s"], lambda v: secs(v)),

@@ -10,6 +10,8 @@ Untrusted text (job names, process command lines, paths, error messages) goes th
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any, TYPE_CHECKING
 
 from gputop_dl.present.report.charts_md import charts_section
 from gputop_dl.present.report.phases_md import phases_section
@@ -18,6 +20,10 @@ from gputop_dl.present.report.resources_md import cpu_wait_section, disk_section
 from gputop_dl.present.report.verdict_md import verdict_section
 from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
+
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc, SessionDoc
+
 
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
 
@@ -44,7 +50,7 @@ def _state_text(state: str | None) -> str:
     return md_cell(state)
 
 
-def _gpu_line(env: dict) -> str:
+def _gpu_line(env: Mapping[str, Any]) -> str:
     gpus = env.get("gpus") or []
     if gpus:
         groups: dict[str, int] = {}
@@ -62,7 +68,7 @@ def _gpu_line(env: dict) -> str:
     return md_cell(text)
 
 
-def _env_section(env: dict) -> str:
+def _env_section(env: Mapping[str, Any]) -> str:
     cpu = md_cell(env.get("cpu_model") or "unknown CPU")
     cpus = env.get("cpus")
     logical = env.get("cpus_logical")
@@ -91,7 +97,7 @@ def _transforms(t: object) -> str:
     return md_cell(t)
 
 
-def _devices(j: dict) -> str:
+def _devices(j: JobDoc) -> str:
     """Where the job ran: the physical GPUs it was given (the trainer sees them renumbered
     from cuda:0), or the CPU, with the GPUs the file asked for."""
     cfg = j.get("config") or {}
@@ -112,7 +118,7 @@ def _devices(j: dict) -> str:
     return out
 
 
-def _workloads_section(jobs: list[dict]) -> str:
+def _workloads_section(jobs: list[JobDoc]) -> str:
     rows: list[list[str]] = []
     fallback: set[str] = set()
     for j in jobs:
@@ -148,7 +154,7 @@ _MEM_LABEL = {"gpu": "GPU", "cuda-allocated": "CUDA alloc", "host-rss-trainer": 
               "host-rss-tree": "host RSS, all procs"}
 
 
-def _distributed_section(jobs: list[dict]) -> str:
+def _distributed_section(jobs: list[JobDoc]) -> str:
     """The distributed jobs: their run, this node's place in it and the ranks it ran."""
     rows = []
     for j in jobs:
@@ -167,7 +173,7 @@ def _distributed_section(jobs: list[dict]) -> str:
         "step figures below are those of this node's first rank.")
 
 
-def _status(j: dict, state: str | None) -> str:
+def _status(j: JobDoc, state: str | None) -> str:
     """The job's status as the JSON has it (analyse.summary.status_after mapped it)."""
     return md_cell(j.get("status"))
 
@@ -178,7 +184,7 @@ def _tflops(x: float | None) -> str:
     return f"{x:.2f} TFLOP/s" if x >= 0.1 else f"{x * 1000:.1f} GFLOP/s"
 
 
-def _results_section(data: dict) -> str:
+def _results_section(data: SessionDoc) -> str:
     jobs = data["jobs"]
     rows = []
     for j in jobs:
@@ -244,7 +250,7 @@ def _results_section(data: dict) -> str:
     return "\n".join(x for x in out if x is not None)
 
 
-def _epochs_table(jobs: list[dict]) -> str:
+def _epochs_table(jobs: list[JobDoc]) -> str:
     n = max((len(j.get("epochs") or []) for j in jobs), default=0)
     if n == 0:
         return "No epoch finished in the co-run."
@@ -263,7 +269,7 @@ def _epochs_table(jobs: list[dict]) -> str:
     return out
 
 
-def _solo_section(jobs: list[dict], baseline: str | None) -> str:
+def _solo_section(jobs: list[JobDoc], baseline: str | None) -> str:
     rows = []
     for j in jobs:
         s = j.get("solo")
@@ -283,7 +289,7 @@ def _solo_section(jobs: list[dict], baseline: str | None) -> str:
                           "step CV", "source", "device"], rows, "lrrrrrrll")
 
 
-def _events_section(data: dict) -> str:
+def _events_section(data: SessionDoc) -> str:
     t0 = data.get("started")
     evs = data.get("events") or []
     out = ["## Events", ""]
@@ -308,7 +314,7 @@ def _events_section(data: dict) -> str:
     return "\n".join(out)
 
 
-def render_markdown(data: dict) -> str:
+def render_markdown(data: SessionDoc) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
     head = [

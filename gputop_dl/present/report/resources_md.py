@@ -3,11 +3,16 @@ refaults (issue 32), each only when some job has figures. From a `session_json` 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gputop_dl.text.fmt import num, pct, rate
 from gputop_dl.text.markdown import md_cell, table
 
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc
 
-def cpu_wait_section(jobs: list[dict]) -> str | None:
+
+def cpu_wait_section(jobs: list[JobDoc]) -> str | None:
     """CPU wait (issue 21): per job, the mean share of its threads' runnable time spent waiting
     for a CPU, over the samples that have one; None when no job has any."""
     rows = []
@@ -31,7 +36,7 @@ def cpu_wait_section(jobs: list[dict]) -> str | None:
         "job's cgroup was throttled by its CPU quota (– without a quota)."])
 
 
-def disk_section(jobs: list[dict]) -> str | None:
+def disk_section(jobs: list[JobDoc]) -> str | None:
     """Disk I/O (issue 32): per job, what it read from storage and how long it waited on it;
     None when no job read anything from storage."""
     rows = []
@@ -53,7 +58,7 @@ def disk_section(jobs: list[dict]) -> str | None:
         "window on which a process of the job was in D state and none was running (docs/verdict.md)."])
 
 
-def memory_section(jobs: list[dict]) -> str | None:
+def memory_section(jobs: list[JobDoc]) -> str | None:
     """Memory (issue 32): per job, the page-cache refaults of its cgroup and its wait on
     re-reads of evicted pages; None when no job had any."""
     rows = []

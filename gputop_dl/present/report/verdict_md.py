@@ -4,6 +4,8 @@ recommendations and its evidence numbers. From a `session_json` dict's `verdict`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.text.fmt import pct
@@ -30,7 +32,7 @@ def _plain(x: object) -> str:
     return str(x)
 
 
-def verdict_section(v: dict | None) -> str:
+def verdict_section(v: Mapping[str, Any] | None) -> str:
     if not v:
         return "## Verdict\n\nNo verdict recorded."
     out = ["## Verdict", ""]
