@@ -1,6 +1,6 @@
 """The job details' step phases: a stacked bar per step (solo against now) and the rank table.
 
-Rendered as Content lines for the job details screen (screens.job_detail_lines). A phase that
+Rendered as Content lines for the job details screen (job_detail.job_detail_lines). A phase that
 was not measured gets no cells and "–" in the legend; a job without phases gets one line
 saying why (docs/phases.md).
 """
