@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from rich.table import Table
 
-from gputop_dl.analyse.distributed import JobLike
+from gputop_dl.analyse.distributed import JobLike, NodeLike
 from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
@@ -30,21 +30,15 @@ class FleetJob(JobLike, Protocol):
     def slowdown(self) -> float | None: ...
     @property
     def gpu_mem(self) -> float | None: ...
-
-
-class FleetNode(Protocol):
-    """What the cells read of a node (`collect.fleet.Node`)."""
-
     @property
-    def ok(self) -> bool: ...
+    def phase(self) -> str | None: ...
+
+
+class FleetNode(NodeLike, Protocol):
+    """What the cells read of a node (`collect.fleet.Node`), beyond what the grouping reads."""
+
     @property
     def error(self) -> str | None: ...
-    @property
-    def address(self) -> str: ...
-    @property
-    def hostname(self) -> str | None: ...
-    @property
-    def label(self) -> str: ...
     @property
     def age_s(self) -> float | None: ...
     @property
@@ -61,6 +55,27 @@ class FleetNode(Protocol):
     def verdict(self) -> str | None: ...
     @property
     def confidence(self) -> float | None: ...
+    @property
+    def name(self) -> str | None: ...  # the node list's name for it
+    @property
+    def mode(self) -> str | None: ...
+
+
+class FleetSnap(Protocol):
+    """What the live fleet view reads of one poll (`collect.fleet_poll.FleetSnapshot`)."""
+
+    @property
+    def time(self) -> float: ...
+    @property
+    def nodes(self) -> Sequence[FleetNode]: ...
+    @property
+    def distributed(self) -> Sequence[Mapping[str, Any]]: ...  # analyse.distributed's groups
+    @property
+    def poll_s(self) -> float | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def last_ok(self) -> Mapping[str, float]: ...  # address -> when it last answered
 
 # (header, right-justified)
 NODE_COLUMNS = (("node", False), ("host", False), ("state", False), ("GPUs", True),
@@ -118,7 +133,7 @@ def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
             ranks_text(j)]
 
 
-def dist_cells(d: dict[str, Any]) -> list[str]:
+def dist_cells(d: Mapping[str, Any]) -> list[str]:
     ws = d["world_size"]
     seen = f"{len(d['ranks_seen'])}/{ws if ws else '?'}"
     if d["missing_ranks"]:
@@ -157,7 +172,7 @@ def fleet_jobs_table(nodes: Iterable[FleetNode]) -> Table:
     return t
 
 
-def distributed_table(groups: list[dict[str, Any]]) -> Table:
+def distributed_table(groups: Iterable[Mapping[str, Any]]) -> Table:
     t = _table("Distributed jobs (ranks across nodes)", DIST_COLUMNS)
     for d in groups:
         t.add_row(*map(text, dist_cells(d)), style=None if not d["missing_ranks"] else "yellow")

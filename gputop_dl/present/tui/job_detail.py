@@ -3,6 +3,7 @@ its config without the defaults, and its stderr tail (the job details screen's b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -26,7 +27,7 @@ def _is_default(key: str, value: Any) -> bool:
     for f in fields(Workload):
         if f.name == key:
             default = f.default if f.default is not MISSING else (
-                f.default_factory() if f.default_factory is not MISSING else MISSING)  # type: ignore[misc]
+                f.default_factory() if f.default_factory is not MISSING else MISSING)
             if isinstance(default, tuple):
                 default = list(default)
             return default is not MISSING and value == default
@@ -43,7 +44,7 @@ def _distributed_rows(j: JobSample) -> list[tuple[str, str]]:
             ("ranks here", rank_list(asdict(r) for r in d.ranks))]
 
 
-def job_detail_lines(j: JobSample | None, config: dict | None, extra: dict[str, str] | None = None) -> Content:
+def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extra: dict[str, str] | None = None) -> Content:
     """The job details text: live numbers, config, epoch times, stderr tail."""
     out: list[Content] = []
     if j is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from textual.app import ComposeResult
@@ -143,7 +144,7 @@ class HelpScreen(_InfoScreen):
         return Content("\n").join(lines)
 
 
-def _job_line(j: dict) -> str:
+def _job_line(j: Mapping[str, Any]) -> str:
     line, name = str(job_line(j) or ""), str(j.get("name") or "")
     return line if line.startswith(name) else f"{name}: {line}"
 
@@ -152,7 +153,8 @@ class VerdictScreen(_InfoScreen):
     TITLE_TEXT = "verdict"
     BINDINGS = [Binding("escape,q,v", "close", "Close")]
 
-    def __init__(self, verdict: dict, follow: Callable[[], dict | None] | None = None):
+    def __init__(self, verdict: Mapping[str, Any],
+                 follow: Callable[[], Mapping[str, Any] | None] | None = None):
         """`follow`: where the header's verdict is read; the dialog follows it as it changes
         (the live verdict moves every tick), once a second."""
         super().__init__()
@@ -192,7 +194,7 @@ class VerdictScreen(_InfoScreen):
 class JobDetailScreen(_InfoScreen):
     BINDINGS = [Binding("escape,q,enter", "close", "Close")]
 
-    def __init__(self, title: str, job: JobSample | None, config: dict | None,
+    def __init__(self, title: str, job: JobSample | None, config: Mapping[str, Any] | None,
                  extra: dict[str, str] | None = None):
         super().__init__()
         self.TITLE_TEXT = title
