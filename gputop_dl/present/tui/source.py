@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
 
 class Source(Protocol):
-    session_id: str | None
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def state(self) -> str: ...  # "running", then how it ended (the Engine's)
 
     def subscribe(self, fn: Callable[[Snapshot], None]) -> None: ...
     def start(self) -> None: ...
