@@ -359,7 +359,7 @@ def test_a_hostile_failure_message_and_session_name_print_literally(tmp_path):
 
 def test_the_tui_shows_hostile_job_text_as_text():
     from gputop_dl.present.tui.jobs_table import Palette, job_row
-    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.present.tui.job_detail import job_detail_lines
     from gputop_dl.snapshot import JobSample
 
     j = JobSample(name="python \x1b]0;x\x07 train.py", pid=1, launched=False, status="failed",

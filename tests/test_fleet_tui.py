@@ -115,7 +115,7 @@ def test_a_prometheus_error_is_one_line_and_polls_going_stale_show_in_the_title(
 
 def test_a_runs_details_name_each_node_and_the_duplicates_counted_once():
     from gputop_dl.present.tui.fleet_app import FleetApp
-    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.present.tui.job_detail import job_detail_lines
 
     run = {"run_id": "r1", "job": "ddp", "world_size": 2, "ranks_seen": [0, 1],
            "missing_ranks": [], "missing_last_seen": {}, "slowest_step_s": 0.024,

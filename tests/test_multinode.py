@@ -417,7 +417,7 @@ def test_a_command_job_across_two_nodes_reports_from_each_node_end_to_end(tmp_pa
 
 
 def test_the_job_details_show_the_run_and_the_ranks_on_this_node():
-    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.present.tui.job_detail import job_detail_lines
     from gputop_dl.snapshot import Distributed, JobSample
 
     d = Distributed(run_id="r1", world_size=4, nnodes=2, group_rank=1,

@@ -436,7 +436,7 @@ def test_prometheus_phase_series():
 def test_tui_details_show_the_phase_bars_and_mark_the_late_rank():
     pytest.importorskip("textual")
     from gputop_dl.present.tui.phase_bar import phase_lines, stacked_bar
-    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.present.tui.job_detail import job_detail_lines
     from gputop_dl.snapshot import JobSample
 
     j = _job_with_phases()

@@ -142,7 +142,7 @@ def test_the_reason_reaches_the_snapshot_json():
 
 def test_the_job_details_show_the_step_time_or_why_not():
     pytest.importorskip("textual")
-    from gputop_dl.present.tui.screens import job_detail_lines
+    from gputop_dl.present.tui.job_detail import job_detail_lines
 
     why = "its step phases are too short for py-spy's sampling interval"
     text = str(job_detail_lines(JobSample(name="a.py", pid=1, launched=False, step_time_note=why),

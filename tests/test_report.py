@@ -743,7 +743,7 @@ def test_per_job_sparklines_show_each_jobs_course_and_range(store):
     first = dict(zip(t["header"], t["rows"][0]))
     assert first["step time"] == "▄" * 48 + " 500 ms–500 ms"  # the fixture's steady step: flat
     assert first["data wait"].endswith(" 30%–30%") and "Per job over the session (0 →" in text
-    from gputop_dl.present.report.markdown import _spark_cell
+    from gputop_dl.present.report.charts_md import _spark_cell
 
     # a job that slowed down and recovered, with a stretch unmeasured in between
     cell = _spark_cell([0.1] * 40 + [None] * 20 + [0.3] * 20 + [0.1] * 16, fmt.secs)

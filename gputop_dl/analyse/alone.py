@@ -15,7 +15,7 @@ call these when the set they judge has one job; the verdict's kind is `alone`. W
 from __future__ import annotations
 
 from gputop_dl.analyse.cpu_wait_model import demand
-from gputop_dl.analyse.verdict_types import Verdict
+from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.text.fmt import num
 
 ALONE_REASON = "runs alone: no other training job here to be parallel with"
@@ -30,7 +30,7 @@ def own_waits(cpu_wait: float | None, stall: float | None, io_wait: float | None
     return f"CPU wait {_pct(cpu_wait)}, data wait {_pct(stall)}, disk wait {_pct(io_wait)}"
 
 
-def second_job(cores: float | None, cpu_wait: float | None, cpus: int) -> tuple[str, dict]:
+def second_job(cores: float | None, cpu_wait: float | None, cpus: int) -> tuple[str, Evidence]:
     """What would limit a second job like this one on `cpus` cores, in words, and the figures
     (`cpu_demand_cores`, `second_job_fits`: None where its CPU is unknown). With its CPU wait
     unknown, the cores it used are what it wants at least."""
@@ -54,8 +54,8 @@ def second_job(cores: float | None, cpu_wait: float | None, cpus: int) -> tuple[
 
 
 def alone_verdict(name: str, *, cpus: int, cores: float | None, cpu_wait: float | None,
-                  stall: float | None, io_wait: float | None, evidence: dict,
-                  lines: tuple[str, ...] = (), jobs: tuple = (), gpu: str | None = None,
+                  stall: float | None, io_wait: float | None, evidence: Evidence,
+                  lines: tuple[str, ...] = (), jobs: tuple[JobVerdict, ...] = (), gpu: str | None = None,
                   measured: str = "estimated live, nothing paused") -> Verdict:
     """The `alone` verdict of the one job `name` (see the module docstring). `gpu`: the GPU it
     uses, where one is seen (a second job on it would share it)."""
@@ -76,7 +76,7 @@ def alone_verdict(name: str, *, cpus: int, cores: float | None, cpu_wait: float 
                           f"{_second_short(figures, cpus)} ({measured})")
 
 
-def _second_short(figures: dict, cpus: int) -> str:
+def _second_short(figures: Evidence, cpus: int) -> str:
     """The header's words on a second job: "a second like it fits (it wants ≈ 0.6 of 2 cores)"."""
     d, fits = figures["cpu_demand_cores"], figures["second_job_fits"]
     if d is None:

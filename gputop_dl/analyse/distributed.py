@@ -9,7 +9,7 @@ by `runner/remote.py`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class JobLike(Protocol):
@@ -28,7 +28,7 @@ class JobLike(Protocol):
     @property
     def world_size(self) -> int | None: ...
     @property
-    def ranks(self) -> list[dict]: ...
+    def ranks(self) -> list[dict[str, Any]]: ...
     @property
     def launched(self) -> bool | None: ...
 
@@ -48,7 +48,8 @@ class NodeLike(Protocol):
     def jobs(self) -> Sequence[JobLike]: ...
 
 
-def group_distributed(nodes: Sequence[NodeLike], last_seen: dict | None = None) -> list[dict]:
+def group_distributed(nodes: Sequence[NodeLike], last_seen: dict[tuple[str, int], str] | None = None
+                      ) -> list[dict[str, Any]]:
     """The ranks of each distributed job (one torchrun run id) gathered across the nodes.
 
     Per run: world size (the largest any node reports), the ranks seen and those missing
@@ -58,15 +59,15 @@ def group_distributed(nodes: Sequence[NodeLike], last_seen: dict | None = None) 
     entries = [(n, j) for n in nodes if n.ok for j in n.jobs if j.run_id]
     # one rank process shown by two exporters of one host (two launches, or serve beside a
     # launch: the other lists it as a found job) counts once, the launch's own entry first
-    claimed: dict[tuple, str] = {}  # (run, host, rank pid) -> the node entry that showed it
-    dups: dict[int, dict] = {}  # index into entries -> its duplicate note
+    claimed: dict[tuple[str | None, str | None, int], str] = {}  # (run, host, rank pid) -> the node entry that showed it
+    dups: dict[int, dict[str, Any]] = {}  # index into entries -> its duplicate note
     for i, (n, j) in sorted(enumerate(entries), key=lambda e: e[1][1].launched is not True):
         keys = {(j.run_id, n.hostname, r["rank_pid"]) for r in j.ranks if r.get("rank_pid")}
         if keys and all(k in claimed for k in keys):
             dups[i] = {"node": n.label, "same_as": claimed[next(iter(keys))], "job": j.name}
         else:
             claimed.update(dict.fromkeys(keys, n.label))
-    runs: dict[str, dict] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for i, (n, j) in enumerate(entries):
         g = runs.setdefault(j.run_id or "", {"run_id": j.run_id, "jobs": [], "world_size": None,
                                        "nodes": [], "duplicates": []})

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.jobstats import StepEvent, step_stats
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
 from gputop_dl.snapshot import GpuSample, HostSample
 
@@ -49,13 +49,13 @@ class JobSeries(Protocol):
     """What the evidence reads of one co-run job (the engine's `JobRun` has these fields)."""
 
     name: str
-    config: dict  # Workload.to_dict()
-    info: dict  # the job's "started" event (a command's start-up hook: batch_size, num_workers)
+    config: dict[str, Any]  # Workload.to_dict()
+    info: dict[str, Any]  # the job's "started" event (a command's start-up hook: batch_size, num_workers)
     device: str | None
-    steps: list[dict]  # step events with t, t_data, t_step, samples
+    steps: list[StepEvent]  # step events with t, t_data, t_step, samples
     cpu: list[tuple[float, float]]  # (t, cores)
     ended: float | None
-    solo: dict | None  # baseline stats: step_time_s, stall_fraction, cpu_cores
+    solo: dict[str, Any] | None  # baseline stats: step_time_s, stall_fraction, cpu_cores
     seen_gpus: set[int]  # NVML indexes its processes were seen on (a command job declares none)
 
 
@@ -82,7 +82,7 @@ def _outside(t0: float, t1: float, exclude: Sequence[tuple[float, float]]) -> bo
 
 def gather(jobs: list[JobSeries], host_series: list[HostPoint], gpu_series: list[GpuPoint],
            cpus: int,
-           now: float, hot_frames: dict | None = None,
+           now: float, hot_frames: dict[str, list[tuple[str, float]]] | None = None,
            exclude: Sequence[tuple[float, float]] = ()) -> tuple[list[JobEvidence], HostEvidence]:
     """host_series and gpu_series: one HostPoint per tick, one GpuPoint per GPU and tick.
 

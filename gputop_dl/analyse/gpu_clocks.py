@@ -19,7 +19,7 @@ its CPU and GPU waits explain. Shown by presenters through `throttle_text` and `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
@@ -121,7 +121,7 @@ class GpuFindings:
 
     lines: list[str] = field(default_factory=list)
     recommendations: list[str] = field(default_factory=list)
-    evidence: list[dict] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # the findings as JSON
 
 
 def _job_procs(jobs: Sequence[JobSample],

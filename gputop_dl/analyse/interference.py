@@ -12,10 +12,11 @@ only when D > C (an undersubscribed co-run says nothing about overcommit).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 
-def cpu_alpha(verdict: dict | None) -> tuple[float, str] | None:
+def cpu_alpha(verdict: Mapping[str, Any] | None) -> tuple[float, str] | None:
     """(alpha, how it was read) from a verdict, or None when the evidence cannot give it."""
     ev = (verdict or {}).get("evidence") or {}
     need, cpus = ev.get("solo_cpu_need_cores"), ev.get("cpus")
@@ -29,7 +30,7 @@ def cpu_alpha(verdict: dict | None) -> tuple[float, str] | None:
                              f"(overcommit {over:.2f})")
 
 
-def gpu_share(verdict: dict | None) -> tuple[float, str] | None:
+def gpu_share(verdict: Mapping[str, Any] | None) -> tuple[float, str] | None:
     """(factor, how it was read) of the simulator's shared-GPU time-slice model from a verdict
     whose jobs shared a GPU (`evidence.shared_gpus`) with measured slowdowns, or None.
 
@@ -52,8 +53,8 @@ def gpu_share(verdict: dict | None) -> tuple[float, str] | None:
     return round(statistics.median(ratios), 3), "; ".join(parts)
 
 
-def newest(verdicts: Iterable[tuple[str, dict | None]],
-           read: Callable[[dict | None], tuple[float, str] | None]) -> tuple[float, str, str] | None:
+def newest(verdicts: Iterable[tuple[str, Mapping[str, Any] | None]],
+           read: Callable[[Mapping[str, Any] | None], tuple[float, str] | None]) -> tuple[float, str, str] | None:
     """The first (newest) of `verdicts` ((session id, verdict) pairs) that `read` (cpu_alpha or
     gpu_share) gives a figure for: (figure, session id, how)."""
     for sid, verdict in verdicts:

@@ -8,7 +8,12 @@ from one step's start to the next; stall fraction f = sum(t_data) / sum(t_step).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+# a recorded step event (record/store.py): t, t_data, t_step, samples, ph ... as stored, JSON
+StepEvent = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,7 @@ class StepStats:
 EMPTY = StepStats(0, None, None, None, None, None)
 
 
-def step_stats(steps: list[dict], warmup: int = 3, window: int = 50) -> StepStats:
+def step_stats(steps: Sequence[StepEvent], warmup: int = 3, window: int = 50) -> StepStats:
     """`steps`: step events in order, each with t_data, t_step, samples (None: unknown, as the
     start-up hook reports a batch it cannot size; samples/s is then unknown too)."""
     usable = steps[warmup:] if len(steps) > warmup else []

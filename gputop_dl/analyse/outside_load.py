@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import ProcLoad
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class OutsideWindow:
     """The processes outside the judged jobs over the judge's last ticks."""
 
     window: int = 5
-    _seen: deque = field(default_factory=deque)
+    _seen: deque[tuple[ProcLoad, ...]] = field(default_factory=deque)
 
     def add(self, procs: tuple[ProcLoad, ...] | None) -> None:
         """One tick's busiest processes that are not the jobs' (None: not read this tick)."""
@@ -117,7 +117,7 @@ def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
             "move the job to a machine (or GPU node) with idle cores")
 
 
-def evidence(est: Sequence[Estimate], win: OutsideWindow) -> dict:
+def evidence(est: Sequence[Estimate], win: OutsideWindow) -> Evidence:
     """The verdict's `outside_load` evidence (contract: docs/contracts.md)."""
     consumers = win.consumers()
     return {"consumers": None if consumers is None else [
@@ -134,8 +134,8 @@ def job_row(e: Estimate, row: JobVerdict) -> JobVerdict:
 
 
 def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
-                    consumers: Sequence[ProcLoad] | None, cpus: int, evidence: dict,
-                    lines: Sequence[str], rows: tuple) -> Verdict:
+                    consumers: Sequence[ProcLoad] | None, cpus: int, evidence: Evidence,
+                    lines: Sequence[str], rows: tuple[JobVerdict, ...]) -> Verdict:
     """`outside-load`: the jobs do not slow each other, processes outside them do."""
     conf = max(e.outside_confidence or 0.0 for e in out)
     who = named(consumers)

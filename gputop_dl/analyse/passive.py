@@ -49,7 +49,7 @@ from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_boun
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
-from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
@@ -71,7 +71,7 @@ class PassiveJudge:
 
     window: int = WINDOW
     min_ticks: int = MIN_TICKS
-    _hist: dict[tuple[str, int | None], deque] = field(default_factory=dict)
+    _hist: dict[tuple[str, int | None], deque[Tick]] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
     _outside: OutsideWindow = field(default_factory=OutsideWindow)
 
@@ -227,8 +227,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
 
 def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
               io_slowed: Sequence[Estimate], mem_slowed: Sequence[Estimate],
-              judged: Sequence[Estimate], host: HostSample | None, evidence: dict, lines: list[str], conf: float,
-              rows: tuple) -> Verdict:
+              judged: Sequence[Estimate], host: HostSample | None, evidence: Evidence, lines: list[str],
+              conf: float, rows: tuple[JobVerdict, ...]) -> Verdict:
     """The verdict when the jobs slow each other: memory-, io- or cpu-bound, or gpu-contended."""
     cpus = host.cpus if host is not None else 1
     want = evidence["cpu_demand_cores"]

@@ -8,9 +8,10 @@ seen in a step is absent). `data` is `t_data`; `other` is the rest of the step.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from gputop_dl.analyse.jobstats import StepEvent
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import RankPhases, StepPhases, Straggler
 
@@ -26,8 +27,37 @@ INPUT_BOUND = 0.20  # data >= 20 % of the step: input-bound (TraceML's threshold
 STRAGGLER_MIN_S = 0.002  # a rank must be this much later than the others' median, and
 STRAGGLER_MIN_FRAC = 0.05  # this share of the median step, to be named
 
+# mean seconds per step by phase, `{data_s, h2d_s, forward_s, backward_s, optimizer_s, other_s}`
+# (keys built from PARTS, so a plain map); None: the phase was not seen
+PhaseMeans = dict[str, float | None]
 
-def mean_phases(steps: list[dict]) -> dict[str, float | None] | None:
+
+class RankRow(TypedDict):
+    """One rank's row for find_straggler: its median step, step count and phases."""
+
+    rank: int
+    step_time_s: float
+    steps: int
+    phases: PhaseMeans | None
+
+
+class RankJson(TypedDict):
+    """One rank of a distributed job as the session JSON has it (`jobs[].ranks[]`)."""
+
+    rank: int
+    step_time_s: float | None
+    phases: PhaseMeans | None
+
+
+class StragglerJson(TypedDict):
+    """The late rank of a distributed job as the session JSON has it (`jobs[].straggler`)."""
+
+    rank: int
+    cause: str
+    excess_s: float
+
+
+def mean_phases(steps: Sequence[StepEvent]) -> PhaseMeans | None:
     """`{data_s, h2d_s, forward_s, backward_s, optimizer_s, other_s}`: mean seconds per step
     over the steps that carry phases; a phase seen in none of them is None; other_s is the
     mean step minus the rest, at least 0 (CUDA-event times can overlap the host's data wait).
@@ -45,7 +75,7 @@ def mean_phases(steps: list[dict]) -> dict[str, float | None] | None:
     return {f"{p}_s": out[f"{p}_s"] for p in PARTS}
 
 
-def solo_phases(steps: list[dict]) -> dict | None:
+def solo_phases(steps: Sequence[StepEvent]) -> dict[str, float | None] | None:
     """A baseline's `solo_phases`: mean_phases of its steps after warm-up, with their count."""
     ph = mean_phases(steps)
     if ph is None:
@@ -53,14 +83,14 @@ def solo_phases(steps: list[dict]) -> dict | None:
     return dict(ph, steps=sum(1 for s in steps if isinstance(s.get("ph"), dict)))
 
 
-def step_of(phases: dict | None) -> float | None:
+def step_of(phases: Mapping[str, Any] | None) -> float | None:
     """The mean step the parts add up to (None without phases)."""
     if not phases:
         return None
     return sum(phases.get(f"{p}_s") or 0.0 for p in PARTS)
 
 
-def phase_class(phases: dict | None, steps: int) -> str | None:
+def phase_class(phases: Mapping[str, Any] | None, steps: int) -> str | None:
     """"input-bound" when data is >= 20 % of the step, "compute-bound" otherwise; None (no
     class) below MIN_STEPS steps or without phases."""
     total = step_of(phases)
@@ -69,7 +99,7 @@ def phase_class(phases: dict | None, steps: int) -> str | None:
     return "input-bound" if phases["data_s"] >= INPUT_BOUND * total - 1e-12 else "compute-bound"
 
 
-def phase_growth(solo: dict | None, now: dict | None) -> list[tuple[str, float]]:
+def phase_growth(solo: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> list[tuple[str, float]]:
     """(phase, seconds per step now minus solo), largest growth first; only the phases known
     in both."""
     if not solo or not now:
@@ -84,7 +114,8 @@ def _ms(s: float) -> str:
     return f"{v:+.0f} ms" if abs(v) >= 10 else f"{v:+.1f} ms"
 
 
-def phase_evidence(name: str, solo: dict | None, now: dict | None) -> str | None:
+def phase_evidence(name: str, solo: Mapping[str, Any] | None,
+                   now: Mapping[str, Any] | None) -> str | None:
     """The verdict's line naming the phase that grew most, e.g. "bs64: data +410 ms/step,
     forward +2 ms"; None without phases on both sides."""
     grown = phase_growth(solo, now)
@@ -94,9 +125,9 @@ def phase_evidence(name: str, solo: dict | None, now: dict | None) -> str | None
     return f"{name}: {p0} {_ms(d0)}/step" + "".join(f", {p} {_ms(d)}" for p, d in rest)
 
 
-def rank_rows(by_rank: dict[int, list[dict]]) -> list[dict]:
+def rank_rows(by_rank: Mapping[int, Sequence[StepEvent]]) -> list[RankRow]:
     """`[{rank, step_time_s, steps, phases}]` per rank, in rank order (median step time)."""
-    rows = []
+    rows: list[RankRow] = []
     for rank in sorted(by_rank):
         steps = [s for s in by_rank[rank] if s.get("t_step") is not None]
         if not steps:
@@ -106,11 +137,11 @@ def rank_rows(by_rank: dict[int, list[dict]]) -> list[dict]:
     return rows
 
 
-def _own(phases: dict) -> float:
+def _own(phases: Mapping[str, float | None]) -> float:
     return sum(phases.get(f"{p}_s") or 0.0 for p in OWN_WORK)
 
 
-def find_straggler(rows: list[dict]) -> dict | None:
+def find_straggler(rows: Sequence[RankRow]) -> StragglerJson | None:
     """`{rank, cause, excess_s}` of the late rank, or None.
 
     The all-reduce in backward equalises every rank's step: the fast ranks' backward absorbs
@@ -119,20 +150,19 @@ def find_straggler(rows: list[dict]) -> dict | None:
     (data, h2d, forward or backward) that exceeds the others' median most. None with fewer than
     two ranks with phases and MIN_STEPS steps, or when no rank is late by more than
     max(STRAGGLER_MIN_S, STRAGGLER_MIN_FRAC x the median step)."""
-    rows = [r for r in rows if r.get("phases") and r.get("steps", 0) >= MIN_STEPS]
-    if len(rows) < 2:
+    usable = [(r, r["phases"]) for r in rows if r["phases"] and r["steps"] >= MIN_STEPS]
+    if len(usable) < 2:
         return None
-    late = max(rows, key=lambda r: _own(r["phases"]))
-    others = [r for r in rows if r is not late]
-    excess = _own(late["phases"]) - statistics.median(_own(r["phases"]) for r in others)
-    step = statistics.median(r["step_time_s"] for r in rows)
+    late, late_ph = max(usable, key=lambda rp: _own(rp[1]))
+    others = [ph for r, ph in usable if r is not late]
+    excess = _own(late_ph) - statistics.median(_own(ph) for ph in others)
+    step = statistics.median(r["step_time_s"] for r, _ in usable)
     if excess < max(STRAGGLER_MIN_S, STRAGGLER_MIN_FRAC * step):
         return None
 
     def over(p: str) -> float:
-        mine = late["phases"].get(f"{p}_s")
-        theirs = [r["phases"].get(f"{p}_s") for r in others]
-        theirs = [v for v in theirs if v is not None]
+        mine = late_ph.get(f"{p}_s")
+        theirs = [v for v in (ph.get(f"{p}_s") for ph in others) if v is not None]
         return -1.0 if mine is None or not theirs else mine - statistics.median(theirs)
 
     cause = max(CAUSES, key=over)
@@ -143,7 +173,8 @@ def find_straggler(rows: list[dict]) -> dict | None:
 LIVE_STEPS = 200  # the live view: the latest steps after warm-up
 
 
-def as_step_phases(phases: dict | None, steps: int, solo: dict | None = None) -> StepPhases | None:
+def as_step_phases(phases: Mapping[str, Any] | None, steps: int,
+                   solo: Mapping[str, Any] | None = None) -> StepPhases | None:
     """A `phases` dict as snapshot.StepPhases, with its class and the solo baseline's."""
     if not phases:
         return None
@@ -151,18 +182,19 @@ def as_step_phases(phases: dict | None, steps: int, solo: dict | None = None) ->
                       solo=as_step_phases(solo, (solo or {}).get("steps", 0)) if solo else None)
 
 
-def _latest(steps: list[dict], warmup: int) -> list[dict]:
+def _latest(steps: Sequence[StepEvent], warmup: int) -> Sequence[StepEvent]:
     """The latest LIVE_STEPS steps after the first `warmup` (no copy of a long list)."""
     return steps[max(warmup, len(steps) - LIVE_STEPS):]
 
 
-def live_phases(steps: list[dict], warmup: int, solo: dict | None = None) -> StepPhases | None:
+def live_phases(steps: Sequence[StepEvent], warmup: int,
+                solo: Mapping[str, Any] | None = None) -> StepPhases | None:
     """The job's phases over its latest LIVE_STEPS steps after warm-up (None without any)."""
     recent = [s for s in _latest(steps, warmup) if isinstance(s.get("ph"), dict)]
     return as_step_phases(mean_phases(recent), len(recent), solo)
 
 
-def live_ranks(by_rank: dict[int, list[dict]], warmup: int
+def live_ranks(by_rank: Mapping[int, Sequence[StepEvent]], warmup: int
                ) -> tuple[tuple[RankPhases, ...], Straggler | None]:
     """(ranks, straggler) for a JobSample: each rank's latest steps after warm-up."""
     if len(by_rank) < 2:
@@ -200,13 +232,14 @@ def add_phase_evidence(verdict: Verdict, jobs: list[JobSeries], now: float) -> V
     return verdict
 
 
-def ranks_json(ranks: Sequence[RankPhases], straggler: Straggler | None) -> tuple[list[dict] | None, dict | None]:
+def ranks_json(ranks: Sequence[RankPhases], straggler: Straggler | None
+               ) -> tuple[list[RankJson] | None, StragglerJson | None]:
     """A JobSample's `ranks` and `straggler` as the session JSON has them: `[{rank,
     step_time_s, phases}]` (None for a job that is not distributed) and `{rank, cause,
     excess_s}` or None."""
-    rows = [{"rank": r.rank, "step_time_s": r.step_time_s,
+    rows: list[RankJson] = [{"rank": r.rank, "step_time_s": r.step_time_s,
              "phases": {f"{p}_s": r.phases.parts()[p] for p in PARTS} if r.phases else None}
             for r in ranks]
-    st = ({"rank": straggler.rank, "cause": straggler.cause, "excess_s": straggler.excess_s}
+    st: StragglerJson | None = ({"rank": straggler.rank, "cause": straggler.cause, "excess_s": straggler.excess_s}
           if straggler is not None else None)
     return rows or None, st

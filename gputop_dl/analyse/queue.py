@@ -14,6 +14,7 @@ allocation ("allocation").
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 QUEUE_EVENTS = ("queued", "queue-start", "queue-end")
@@ -23,10 +24,12 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def queue_figures(settings: dict, events: list[dict], gpu_util: list[tuple] | None = None) -> dict:
+def queue_figures(settings: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
+                  gpu_util: Sequence[tuple[float, int, float | None]] | None = None
+                  ) -> dict[str, Any]:
     """The queue's figures from its settings and its events (any order); `gpu_util`: the
     recorded (seconds from the start, GPU index, busy 0..1 or None) of a queue on GPUs."""
-    jobs: dict[str, dict] = {}
+    jobs: dict[str, dict[str, Any]] = {}
     for e in events:
         j = jobs.setdefault(e["job"], {"name": e["job"]})
         if e["ev"] == "queued":
@@ -60,7 +63,7 @@ def queue_figures(settings: dict, events: list[dict], gpu_util: list[tuple] | No
             "jobs": list(jobs.values())}
 
 
-def queue_summary(store: Any, sid: str) -> dict | None:
+def queue_summary(store: Any, sid: str) -> dict[str, Any] | None:
     """The figures of session `sid` (a `record.store.Store` holds it) if it is a queue run, else None."""
     row = store.session(sid)
     settings = (row.spec or {}).get("queue") if row is not None else None

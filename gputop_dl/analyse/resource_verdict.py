@@ -12,7 +12,7 @@ from typing import Sequence
 
 from gputop_dl.analyse.job_estimate import Estimate
 from gputop_dl.analyse.memory_share import HOST, memory_lines, pressure_text
-from gputop_dl.analyse.verdict_types import Verdict
+from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import HostSample, JobSample
 from gputop_dl.text.fmt import num
 
@@ -28,8 +28,8 @@ def io_reason(io_slowed: Sequence[Estimate], host: HostSample | None) -> str:
 
 
 def io_bound(io_slowed: Sequence[Estimate], others: Sequence[Estimate],
-              host: HostSample | None, evidence: dict,
-              lines: list[str], conf: float, rows: tuple) -> Verdict:
+              host: HostSample | None, evidence: Evidence,
+              lines: list[str], conf: float, rows: tuple[JobVerdict, ...]) -> Verdict:
     """The disk is what the slowest jobs wait for (a job slowed by something else beside them,
     CPU-starved or re-reading evicted data, is named too)."""
     evidence["io_devices"] = {e.name: e.last.io_device for e in io_slowed}
@@ -76,8 +76,8 @@ def memory_reason(mem_slowed: Sequence[Estimate], host: HostSample | None) -> st
 
 
 def memory_bound(mem_slowed: Sequence[Estimate], others: Sequence[Estimate],
-                 host: HostSample | None, evidence: dict,
-                 lines: list[str], conf: float, rows: tuple) -> Verdict:
+                 host: HostSample | None, evidence: Evidence,
+                 lines: list[str], conf: float, rows: tuple[JobVerdict, ...]) -> Verdict:
     """The page cache is what the slowest jobs lose to each other: they wait on re-reads of
     data that was in memory (others slowed beside them are named too)."""
     evidence["memory_domains"] = {e.name: e.last.mem_domain for e in mem_slowed}
@@ -97,7 +97,7 @@ def memory_bound(mem_slowed: Sequence[Estimate], others: Sequence[Estimate],
                    + " (estimated live, nothing paused)")
 
 
-def memory_evidence(est: Sequence[Estimate], host: HostSample | None) -> dict:
+def memory_evidence(est: Sequence[Estimate], host: HostSample | None) -> Evidence:
     """The verdict's evidence figures on memory (issue 32)."""
     return {"memory_pressure_some10": host.memory_pressure_some10 if host else None,
             "memory_pressure_full10": host.memory_pressure_full10 if host else None,

@@ -6,10 +6,12 @@ import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from gputop_dl.analyse.jobstats import step_stats
-from gputop_dl.analyse.phases import PARTS, mean_phases, phase_class
+from gputop_dl.analyse.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
+                                      phase_class)
 from gputop_dl.workload import command_line
 
 
@@ -19,7 +21,7 @@ class JobResult:
     status: str
     failure: str | None
     device: str | None
-    config: dict
+    config: dict[str, Any]  # Workload.to_dict(), as stored
     epochs: tuple[tuple[int, float], ...] = ()  # (epoch, seconds), co-run
     epoch_quality: tuple[tuple[float | None, float | None], ...] = ()  # (loss, train accuracy)
     median_epoch_s: float | None = None
@@ -31,19 +33,19 @@ class JobResult:
     peak_rss: int | None = None
     peak_gpu_mem: int | None = None  # NVML, summed over the job's GPUs
     peak_framework_mem: int | None = None  # torch peak (CUDA allocated, or CPU max RSS)
-    solo: dict | None = None
+    solo: dict[str, Any] | None = None  # the baseline's stats, as stored
     slowdown: float | None = None
     stderr_tail: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
     fwd_flops: float | None = None  # forward FLOPs per image (FlopCounterMode), from the trainer
-    reported: dict = field(default_factory=dict)  # the co-run "started" event (batch_size, epochs)
+    reported: dict[str, Any] = field(default_factory=dict)  # the co-run "started" event (batch_size, epochs)
     launched: bool = True  # False: a job a monitor session found running (not started by us)
     command: str | None = None  # such a job's command line
-    distributed: dict | None = None  # its run and ranks on this node (Distributed.to_json)
-    phases: dict | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
-    ranks: list | None = None  # a distributed job's ranks with their phases, at its end
-    straggler: dict | None = None  # its late rank: {rank, cause, excess_s}
+    distributed: dict[str, Any] | None = None  # its run and ranks on this node (Distributed.to_json)
+    phases: PhaseMeans | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
+    ranks: list[RankJson] | None = None  # a distributed job's ranks with their phases, at its end
+    straggler: StragglerJson | None = None  # its late rank: {rank, cause, excess_s}
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:
@@ -78,7 +80,7 @@ class JobResult:
             return None
         return 3 * self.fwd_flops * self.samples_per_s / 1e12
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The job object of the session export (contract: docs/contracts.md)."""
         return {
             "name": self.name, "status": self.status, "failure": self.failure,
@@ -110,7 +112,7 @@ class JobResult:
 
 
 
-def command_of(cfg: dict) -> str | None:
+def command_of(cfg: Mapping[str, Any]) -> str | None:
     """A launched `command` workload's command line (its config, redacted as stored); None for
     the built-in trainer."""
     cmd = cfg.get("command")
@@ -118,7 +120,7 @@ def command_of(cfg: dict) -> str | None:
         return None
     return cmd[0] if cfg.get("shell") and len(cmd) == 1 else command_line(cmd)
 
-def _six(phases: dict | None) -> dict | None:
+def _six(phases: Mapping[str, Any] | None) -> PhaseMeans | None:
     """The six phase keys of a baseline's solo_phases (without its step count)."""
     return {f"{p}_s": phases.get(f"{p}_s") for p in PARTS} if phases else None
 
@@ -126,23 +128,23 @@ def _six(phases: dict | None) -> dict | None:
 @dataclass(frozen=True)
 class SessionSummary:
     jobs: tuple[JobResult, ...] = ()
-    events: tuple[dict, ...] = field(default_factory=tuple)  # failures / notes, in time order
-    sampled: dict[str, dict] = field(default_factory=dict)  # job -> step statistics subsampled
+    events: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # failures / notes, in time order
+    sampled: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> step statistics subsampled
 
 
 STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over every k-th step
 NOTABLE = ("failed", "note", "baseline")
 
 
-def verdict_slowdowns(verdict: dict | None) -> dict[str, float | None]:
+def verdict_slowdowns(verdict: Mapping[str, Any] | None) -> dict[str, float | None]:
     """Each judged job's slowdown, as the verdict measured it over the overlap window: the one
     slowdown every view shows (docs/verdict.md)."""
     return {j["name"]: j.get("slowdown") for j in (verdict or {}).get("jobs") or ()}
 
 
-def _job_result(store: Any, sid: str, job: dict, slowdowns: dict[str, float | None],
-                corun: dict[tuple[str, str], list[dict]] | None = None
-                ) -> tuple[JobResult, dict | None]:
+def _job_result(store: Any, sid: str, job: dict[str, Any], slowdowns: dict[str, float | None],
+                corun: dict[tuple[str, str], list[dict[str, Any]]] | None = None
+                ) -> tuple[JobResult, dict[str, int] | None]:
     """One job's results from aggregated reads (SQL), so that a 24-hour session does not load
     every step event and sample into Python.
 
@@ -213,10 +215,10 @@ def status_after(status: str, session_state: str | None) -> str:
     return status
 
 
-def corun_events(store: Any, sid: str, job: str | None = None) -> dict[tuple[str, str], list[dict]]:
+def corun_events(store: Any, sid: str, job: str | None = None) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """The co-run "epoch" and "started" events of a session (or of one `job`) by (job, ev),
     each list in time order: one read for the whole session."""
-    out: dict[tuple[str, str], list[dict]] = {}
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if job is not None:
         for ev in ("epoch", "started"):
             out[(job, ev)] = store.events(sid, job=job, ev=ev, phase="co-run")

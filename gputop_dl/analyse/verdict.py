@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.verdict_types import TITLES, JobVerdict, Verdict, VerdictKind
+from gputop_dl.analyse.verdict_types import (TITLES, Evidence, JobVerdict, Verdict,
+                                          VerdictKind)
 
 __all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
 
@@ -189,7 +190,7 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     min_steps = min(j.steps for j in jobs)
     confidence = round(min(1.0, min_steps / FULL_CONFIDENCE_STEPS), 2)  # without baselines
     signals = host.cpu_signals()
-    evidence: dict = {
+    evidence: Evidence = {
         "jobs": n, "cpus": host.cpus, "host_busy": host.busy, "cpu_pressure_some10": host.psi_some10,
         "load1": host.load1, "throttled": host.throttled, "cpu_signals": signals,
         "co_cpu_cores": round(sum(j.cpu_cores or 0.0 for j in jobs), 2),
@@ -351,7 +352,7 @@ def _betainc(a: float, b: float, x: float) -> float:
 
 
 def _cpu_bound(jobs: list[JobEvidence], host: HostEvidence, need: float, have_need: bool,
-               rose: list[JobEvidence], on_cpu: bool, evidence: dict, lines: list[str],
+               rose: list[JobEvidence], on_cpu: bool, evidence: Evidence, lines: list[str],
                confidence: float) -> Verdict:
     cpus = host.cpus
     if on_cpu:
@@ -398,7 +399,7 @@ def at_most(fit: int, cpus: int) -> str:
 
 
 def _gpu_contended(slowed_shared: list[JobEvidence], shared: dict[int, list[str]],
-                   evidence: dict, lines: list[str], confidence: float,
+                   evidence: Evidence, lines: list[str], confidence: float,
                    jobs: list[JobEvidence], rose: Sequence[JobEvidence] = (),
                    host: HostEvidence | None = None) -> Verdict:
     """`rose`: slowed jobs whose data-wait rose too, although no CPU signal fired (seen on an
@@ -422,7 +423,7 @@ def _gpu_contended(slowed_shared: list[JobEvidence], shared: dict[int, list[str]
     return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
 
 
-def _verdict(kind: VerdictKind, reason: str, evidence: dict, lines: Sequence[str],
+def _verdict(kind: VerdictKind, reason: str, evidence: Evidence, lines: Sequence[str],
              recs: Sequence[str], confidence: float,
              jobs: Sequence[JobEvidence] = ()) -> Verdict:
     per_job = []

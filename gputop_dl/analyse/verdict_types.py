@@ -15,6 +15,10 @@ from typing import Any, Literal, get_args
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound",
                       "outside-load", "other", "insufficient-data", "no-baseline", "alone"]
 KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
+
+# a verdict's evidence: figures by name, free-form (each rule adds its own), published as the
+# JSON verdict's `evidence` (docs/verdict.md)
+Evidence = dict[str, Any]
 SlowdownSource = Literal["measured", "probe", "estimated"]
 
 TITLES: dict[VerdictKind, str] = {
@@ -60,7 +64,7 @@ class JobVerdict:
     def replace(self, **changes: Any) -> JobVerdict:
         return dataclasses.replace(self, **changes)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "slowdown": self.slowdown, "stall": self.stall,
                "solo_stall": self.solo_stall, "cpu_cores": self.cpu_cores,
                "solo_cpu_cores": self.solo_cpu_cores, "steps": self.steps,
@@ -81,7 +85,7 @@ class Verdict:
     kind: VerdictKind
     reason: str
     confidence: float
-    evidence: dict = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=dict)
     evidence_lines: tuple[str, ...] = ()
     recommendations: tuple[str, ...] = ()
     jobs: tuple[JobVerdict, ...] = ()
@@ -104,7 +108,7 @@ class Verdict:
         """A copy with these evidence lines appended."""
         return self.replace(evidence_lines=self.evidence_lines + tuple(lines))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The JSON contract's `verdict` object (fresh lists and dicts: the caller may keep it)."""
         return {"kind": self.kind, "title": self.title, "reason": self.reason,
                 "confidence": self.confidence, "evidence": dict(self.evidence),

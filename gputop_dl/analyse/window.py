@@ -7,6 +7,9 @@ the co-run, tail included.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 def corun_window(starts: list[float], ends: list[float], n_jobs: int,
                  session_end: float) -> tuple[float | None, tuple[float, float] | None]:
@@ -20,13 +23,14 @@ def corun_window(starts: list[float], ends: list[float], n_jobs: int,
     return t0, (t0, t1)
 
 
-def corun_host_means(series: dict | None, counts: list[int],
-                     window: tuple[float, float] | None, t_start: float) -> dict:
+def corun_host_means(series: Mapping[str, Any] | None, counts: list[int],
+                     window: tuple[float, float] | None, t_start: float
+                     ) -> dict[str, float | None]:
     """Host means over `window` from a report's bucketed series (bucket centres `series["t"]`
     in seconds since `t_start`, width `series["bucket_s"]`): CPU busy, load and PSI means
     weighted by each bucket's sample count, and the highest bucket's CPU busy. A bucket counts
     when it overlaps the window at all; unknown stays None."""
-    out = {"cpu_busy_mean": None, "load1_mean": None, "psi_some10_mean": None,
+    out: dict[str, float | None] = {"cpu_busy_mean": None, "load1_mean": None, "psi_some10_mean": None,
            "cpu_busy_max": None}
     if not series or window is None:
         return out

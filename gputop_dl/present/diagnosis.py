@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.table import Table
 
 from gputop_dl.present.verdict_text import slowdown_text
@@ -9,7 +12,7 @@ from gputop_dl.text.fmt import DASH, num, pct, secs
 from gputop_dl.text.safe import text
 
 
-def diagnosis_table(result: dict) -> Table:
+def diagnosis_table(result: Mapping[str, Any]) -> Table:
     """One row per job: CPU together and alone, its CPU wait, stall together and alone, step
     times, its one slowdown with its source (the probe's, else the live estimate) and the live
     estimate beside it (with its confidence) and what that estimate finds it waits on."""

@@ -7,12 +7,75 @@ and `group_distributed` dicts): present never imports collect.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
 from rich.table import Table
 
+from gputop_dl.analyse.distributed import JobLike, NodeLike
 from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
 STALE_S = 10.0  # a node whose latest sample is older than this is "stale"
+
+
+class FleetJob(JobLike, Protocol):
+    """What the cells read of a node's job (`collect.fleet.NodeJob`)."""
+
+    @property
+    def cpu_cores(self) -> float | None: ...
+    @property
+    def stall_fraction(self) -> float | None: ...
+    @property
+    def slowdown(self) -> float | None: ...
+    @property
+    def gpu_mem(self) -> float | None: ...
+    @property
+    def phase(self) -> str | None: ...
+
+
+class FleetNode(NodeLike, Protocol):
+    """What the cells read of a node (`collect.fleet.Node`), beyond what the grouping reads."""
+
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def age_s(self) -> float | None: ...
+    @property
+    def cpus(self) -> float | None: ...
+    @property
+    def cpu_busy(self) -> float | None: ...
+    @property
+    def load1(self) -> float | None: ...
+    @property
+    def gpus(self) -> Sequence[Mapping[str, Any]]: ...  # index, util, mem_used, mem_total
+    @property
+    def jobs(self) -> Sequence[FleetJob]: ...
+    @property
+    def verdict(self) -> str | None: ...
+    @property
+    def confidence(self) -> float | None: ...
+    @property
+    def name(self) -> str | None: ...  # the node list's name for it
+    @property
+    def mode(self) -> str | None: ...
+
+
+class FleetSnap(Protocol):
+    """What the live fleet view reads of one poll (`collect.fleet_poll.FleetSnapshot`)."""
+
+    @property
+    def time(self) -> float: ...
+    @property
+    def nodes(self) -> Sequence[FleetNode]: ...
+    @property
+    def distributed(self) -> Sequence[Mapping[str, Any]]: ...  # analyse.distributed's groups
+    @property
+    def poll_s(self) -> float | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def last_ok(self) -> Mapping[str, float]: ...  # address -> when it last answered
 
 # (header, right-justified)
 NODE_COLUMNS = (("node", False), ("host", False), ("state", False), ("GPUs", True),
@@ -25,7 +88,7 @@ DIST_COLUMNS = (("run id", False), ("job", False), ("world", True), ("ranks seen
                 ("missing", False), ("nodes: ranks", False), ("slowest step", False))
 
 
-def node_state(n, now: float | None = None, last_ok: float | None = None) -> tuple[str, str]:
+def node_state(n: FleetNode, now: float | None = None, last_ok: float | None = None) -> tuple[str, str]:
     """(state text, tone): ok / stale N s / the error (unreachable (...), not a gputop-dl
     exporter, not Prometheus text); tone is "ok", "warn" or "err"."""
     if not n.ok:
@@ -38,7 +101,7 @@ def node_state(n, now: float | None = None, last_ok: float | None = None) -> tup
     return "ok", "ok"
 
 
-def node_cells(n) -> list[str]:
+def node_cells(n: FleetNode) -> list[str]:
     """The cells after node and state: host, GPUs, GPU util, GPU mem, CPU busy, load, jobs,
     verdict (dashes for a node that did not answer)."""
     if not n.ok:
@@ -55,7 +118,7 @@ def node_cells(n) -> list[str]:
             verdict]
 
 
-def ranks_text(j) -> str:
+def ranks_text(j: FleetJob) -> str:
     ranks = [r["rank"] for r in getattr(j, "ranks", ()) if r.get("rank") is not None]
     if not ranks:
         return DASH
@@ -63,14 +126,14 @@ def ranks_text(j) -> str:
     return ",".join(map(str, ranks)) + (f" of {ws}" if ws else "")
 
 
-def job_cells(n, j) -> list[str]:
+def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
     return [n.label, j.name, DASH if j.pid is None else str(j.pid), j.status or DASH,
             num(j.cpu_cores, ".2f"), pct(j.stall_fraction), secs(j.step_time_s),
             num(j.slowdown, ".2f", "×"), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
             ranks_text(j)]
 
 
-def dist_cells(d: dict) -> list[str]:
+def dist_cells(d: Mapping[str, Any]) -> list[str]:
     ws = d["world_size"]
     seen = f"{len(d['ranks_seen'])}/{ws if ws else '?'}"
     if d["missing_ranks"]:
@@ -84,14 +147,14 @@ def dist_cells(d: dict) -> list[str]:
     return [d["run_id"], d["job"], str(ws) if ws else "?", seen, missing, nodes, slow]
 
 
-def _table(title: str, columns) -> Table:
+def _table(title: str, columns: Iterable[tuple[str, bool]]) -> Table:
     t = Table(title=title, title_justify="left")
     for col, right in columns:
         t.add_column(col, justify="right" if right else "left")
     return t
 
 
-def nodes_table(nodes) -> Table:
+def nodes_table(nodes: Iterable[FleetNode]) -> Table:
     t = _table("Nodes", NODE_COLUMNS)
     for n in nodes:
         state, tone = node_state(n)
@@ -101,7 +164,7 @@ def nodes_table(nodes) -> Table:
     return t
 
 
-def fleet_jobs_table(nodes) -> Table:
+def fleet_jobs_table(nodes: Iterable[FleetNode]) -> Table:
     t = _table("Jobs (all nodes)", JOB_COLUMNS)
     for n in nodes:
         for j in n.jobs:
@@ -109,7 +172,7 @@ def fleet_jobs_table(nodes) -> Table:
     return t
 
 
-def distributed_table(groups: list[dict]) -> Table:
+def distributed_table(groups: Iterable[Mapping[str, Any]]) -> Table:
     t = _table("Distributed jobs (ranks across nodes)", DIST_COLUMNS)
     for d in groups:
         t.add_row(*map(text, dist_cells(d)), style=None if not d["missing_ranks"] else "yellow")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -17,11 +19,24 @@ from gputop_dl.text.safe import clean, text
 from gputop_dl.present.job_columns import fit, ranked
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 
+if TYPE_CHECKING:
+    from gputop_dl.analyse.summary import JobResult
+    from gputop_dl.workload import SessionSpec
+
 JOB_WIDTH = 28  # the job column's width: a longer name is cut with …
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
+Justify = Literal["left", "right"]
 
-def header_lines(spec, session_id: str | None, gpu_status_detail: str | None) -> list[Text]:
+
+class Running(Protocol):
+    """What the console reads of the engine it renders (present never imports engine)."""
+
+    @property
+    def running(self) -> bool: ...
+
+
+def header_lines(spec: SessionSpec, session_id: str | None, gpu_status_detail: str | None) -> list[Text]:
     out = [Text.assemble(("gputop-dl", "bold"), clean(
         f" · {spec.name} · {len(spec.workloads)} workload(s) · {spec.path}"
         + (f" · session {session_id}" if session_id else "")))]
@@ -40,7 +55,7 @@ def jobs_table(snap: Snapshot, width: int | None = None) -> Table:
     fixed (the job's name is cut with …), so a long name never shifts the other columns. The
     columns come in the order of present/job_columns.py's RANK; with `width` (the terminal's),
     those that do not fit are left out from the end."""
-    cols = {"job": ("job", "left", JOB_WIDTH), "status": ("status", "left", 13),
+    cols: dict[str, tuple[str, Justify, int]] = {"job": ("job", "left", JOB_WIDTH), "status": ("status", "left", 13),
             "device": ("device", "left", 6), "progress": ("epoch · step", "right", 12),
             "step": ("step", "right", 7), "sps": ("samples/s", "right", 9),
             "stall": ("data-wait", "right", 9), "cpuwait": ("CPU wait", "right", 8),
@@ -101,12 +116,12 @@ class Headless:
         self.q: queue.Queue[Snapshot] = queue.Queue()
         self._seen_log = 0.0
         self._last_plain = 0.0
-        self._last_kind = None
+        self._last_kind: str | None = None
 
     def feed(self, snap: Snapshot) -> None:  # engine thread
         self.q.put(snap)
 
-    def _print_log(self, snap: Snapshot, printer) -> None:
+    def _print_log(self, snap: Snapshot, printer: Callable[[Text], object]) -> None:
         for t, msg in snap.log:
             if t > self._seen_log:
                 printer(Text.assemble((time.strftime("%H:%M:%S ", time.localtime(t)), "dim"),
@@ -115,11 +130,11 @@ class Headless:
 
     def _plain(self, snap: Snapshot) -> None:
         self._print_log(snap, self.console.print)
-        kind = (snap.verdict or {}).get("kind")
+        v = snap.verdict or {}
+        kind = v.get("kind")
         if kind != self._last_kind and kind not in (None, "insufficient-data"):
             self._last_kind = kind
-            self.console.print(text(f"verdict so far: {snap.verdict['title']} — "
-                                    f"{snap.verdict['reason']}"))
+            self.console.print(text(f"verdict so far: {v['title']} — {v['reason']}"))
         if snap.time - self._last_plain < PLAIN_EVERY_S:
             return
         self._last_plain = snap.time
@@ -133,7 +148,7 @@ class Headless:
                     f"  GPU mem {size(j.gpu_mem)}"), soft_wrap=True)
         self.console.print(host_line(snap))
 
-    def run(self, engine) -> Snapshot | None:
+    def run(self, engine: Running) -> Snapshot | None:
         """Render until the engine thread ends; returns the last snapshot."""
         last = None
         if self.console.is_terminal:
@@ -145,7 +160,7 @@ class Headless:
                         continue
                     last = snap
                     self._print_log(snap, live.console.print)
-                    parts = [jobs_table(snap, live.console.width), host_line(snap)]
+                    parts: list[RenderableType] = [jobs_table(snap, live.console.width), host_line(snap)]
                     if snap.verdict and snap.verdict["kind"] != "insufficient-data":
                         parts.append(verdict_lines(snap.verdict)[0])
                     live.update(Group(*parts), refresh=True)
@@ -160,7 +175,7 @@ class Headless:
         return last
 
 
-def summary_table(results) -> Table:
+def summary_table(results: Iterable[JobResult]) -> Table:
     t = Table(title="Summary (co-run)", header_style="bold", title_justify="left",
               caption="median step: of all the job's co-run steps after warm-up; slowdown: the "
                       "verdict's, its median step while all jobs ran / its solo step",
@@ -180,7 +195,7 @@ def summary_table(results) -> Table:
     return t
 
 
-def verdict_lines(verdict: dict | None) -> list[Text]:
+def verdict_lines(verdict: Mapping[str, Any] | None) -> list[Text]:
     """The verdict as the console shows it: title and reason, evidence, per-job lines, fixes."""
     if not verdict:
         return [Text("verdict: none recorded", style="dim")]

@@ -24,7 +24,8 @@ def ranked(keys: "list[str] | tuple[str, ...]") -> list[str]:
 def fit(widths: "list[tuple[str, int]]", width: int) -> list[str]:
     """The longest prefix of these (key, cells) columns, in RANK order, that fits `width`
     cells; the first column always."""
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for k in ranked([k for k, _ in widths]):
         w = dict(widths)[k]
         if out and used + w > width:

@@ -8,13 +8,18 @@ text as `Text`), `*_markdown` as GitHub tables. Unknown figures are an en dash.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gputop_dl.text.fmt import DASH, rate, size
 from gputop_dl.text.markdown import md_cell, md_text, table
 from gputop_dl.text.safe import clean
+
+if TYPE_CHECKING:
+    from gputop_dl.sched.fit import FitPlan
 
 Section = tuple[str, list[str], list[list[str]]]
 
@@ -27,7 +32,7 @@ def _link(gen: int | None, width: int | None) -> str:
     return DASH if gen is None or width is None else f"gen{gen} x{width}"
 
 
-def _copies(g: dict) -> list[list[str]]:
+def _copies(g: dict[str, Any]) -> list[list[str]]:
     rows = []
     for c in g.get("copies") or ():
         if c.get("error"):
@@ -42,7 +47,7 @@ def _copies(g: dict) -> list[list[str]]:
     return rows
 
 
-def machine_sections(p: dict) -> list[Section]:
+def machine_sections(p: dict[str, Any]) -> list[Section]:
     c, m = p.get("cpus") or {}, p.get("memory") or {}
     cp = m.get("copy") or {}
     quota = DASH if c.get("quota_cpus") is None else f"{c['quota_cpus']:g} CPUs ({c.get('quota_source')})"
@@ -88,7 +93,7 @@ def machine_sections(p: dict) -> list[Section]:
     return out
 
 
-def _when(p: dict) -> str:
+def _when(p: dict[str, Any]) -> str:
     t = p.get("created")
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if isinstance(t, (int, float)) else DASH
     return (f"{p.get('host') or DASH} · {stamp} · "
@@ -96,7 +101,7 @@ def _when(p: dict) -> str:
             f"took {p.get('took_s', DASH)} s")
 
 
-def print_machine(con, p: dict) -> None:
+def print_machine(con: Console, p: dict[str, Any]) -> None:
     con.print(Text(f"gputop-dl machine · {clean(_when(p))}", style="bold"))
     for title, header, rows in machine_sections(p):
         t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -111,7 +116,7 @@ def print_machine(con, p: dict) -> None:
         con.print(Text("note: " + clean(n)))
 
 
-def machine_markdown(p: dict) -> str:
+def machine_markdown(p: dict[str, Any]) -> str:
     parts = ["# Machine profile", "", md_text(_when(p)), ""]
     for title, header, rows in machine_sections(p):
         parts += [f"## {title}", "", table([md_cell(h) for h in header],
@@ -135,7 +140,7 @@ def _amount(unit: str, v: float | None) -> str:
     return rate(v) if unit == "bytes/s" else size(v)
 
 
-def plan_rows(plan) -> tuple[list[str], list[list[str]]]:
+def plan_rows(plan: FitPlan) -> tuple[list[str], list[list[str]]]:
     header = ["resource", "this box", "all jobs need", *(j.name for j in plan.jobs), "jobs that fit"]
     rows = []
     for r in plan.resources:
@@ -147,7 +152,7 @@ def plan_rows(plan) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def plan_lines(plan) -> list[str]:
+def plan_lines(plan: FitPlan) -> list[str]:
     lines = [f"{j.name}: {j.source}" for j in plan.jobs]
     if plan.binding is None:
         lines.append(f"all {plan.asked} jobs fit at once (every known resource's summed solo "
@@ -160,7 +165,7 @@ def plan_lines(plan) -> list[str]:
     return lines
 
 
-def plan_json(path: str, where: str, plan) -> dict:
+def plan_json(path: str, where: str, plan: FitPlan) -> dict[str, Any]:
     """The `gputop-dl.plan/1` document of `plan FILE --json` (gputop_dl/schemas/plan.json)."""
     return {"schema": "gputop-dl.plan/1", "file": path, "profile": where, "fit": plan.fit,
             "asked": plan.asked, "binding": plan.binding,
@@ -169,7 +174,7 @@ def plan_json(path: str, where: str, plan) -> dict:
             "resources": [dict(r.__dict__) for r in plan.resources], "lines": plan_lines(plan)}
 
 
-def print_plan(con, title: str, plan) -> None:
+def print_plan(con: Console, title: str, plan: FitPlan) -> None:
     header, rows = plan_rows(plan)
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for h in header:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import socket
 import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from collections.abc import Iterable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.registry import Collector
@@ -14,13 +16,13 @@ PATHS = ("/", "/metrics")
 
 
 class _Quiet(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
         pass
 
 
-def only_metrics(app):
+def only_metrics(app: WSGIApplication) -> WSGIApplication:
     """A WSGI app that passes PATHS to `app` and answers 404 elsewhere."""
-    def wrapped(environ, start_response):
+    def wrapped(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "") not in PATHS:
             body = b"not found: gputop-dl serves /metrics\n"
             start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
@@ -30,7 +32,8 @@ def only_metrics(app):
     return wrapped
 
 
-def start_server(port: int, host: str, registry: Collector):
+def start_server(port: int, host: str, registry: Collector
+                 ) -> tuple[WSGIServer, threading.Thread]:
     """Serve `registry` on host:port in a daemon thread; returns (server, thread). OSError if
     the address cannot be bound."""
     class Server(ThreadingWSGIServer):

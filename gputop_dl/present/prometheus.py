@@ -22,6 +22,7 @@ import ipaddress
 import socket
 import threading
 from typing import Iterable, Iterator
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
@@ -134,8 +135,9 @@ def _cpu_wait(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
             v = getattr(j, attr, None)
             if v is not None:
                 wait.add_metric(k + [threads], float(v))
-        if getattr(j, "cpu_throttled_fraction", None) is not None:
-            thr.add_metric(k, float(j.cpu_throttled_fraction))
+        throttled = getattr(j, "cpu_throttled_fraction", None)
+        if throttled is not None:
+            thr.add_metric(k, float(throttled))
     yield wait
     yield thr
 
@@ -171,7 +173,7 @@ def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]
     return host, port
 
 
-def _text(v) -> str:
+def _text(v: object) -> str:
     """A label value: "" for unknown (None)."""
     return "" if v is None else str(v)
 
@@ -285,7 +287,9 @@ class SnapshotCollector(Collector):
                                  "and its own pid (rank_pid)", labels=RANK_LABELS)
         for j, k in zip(jobs, keys):
             d = j.distributed
-            for r in d.ranks if d else ():
+            if d is None:
+                continue
+            for r in d.ranks:
                 ranks.add_metric(k + [_text(d.run_id), str(r.rank), _text(r.local_rank),
                                       _text(d.world_size), str(r.pid)], {})
         yield ranks
@@ -393,7 +397,7 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
         self.registry.register(ProcessCollector(registry=None))  # the exporter's own CPU, RSS
-        self._httpd = None
+        self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> "MetricsServer":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.table import Table
 
 from gputop_dl.text.fmt import DASH, num, pct, secs
@@ -11,7 +14,7 @@ def _s(x: float | None) -> str:
     return num(x, ".1f")
 
 
-def queue_table(q: dict) -> Table:
+def queue_table(q: Mapping[str, Any]) -> Table:
     """The per-job rows of `analyse.queue.queue_figures`, by arrival."""
     t = Table(title=f"Queue ({q.get('policy')}, {q.get('slots')} {q.get('unit') or 'slot'}s)",
               header_style="bold", title_justify="left")
@@ -27,7 +30,7 @@ def queue_table(q: dict) -> Table:
     return t
 
 
-def queue_line(q: dict) -> str:
+def queue_line(q: Mapping[str, Any]) -> str:
     """One line: makespan, mean JCT, mean wait and busy slots over the jobs that ended."""
     unit = q.get("unit") or "slot"
     return (f"queue: {q.get('jobs_ended', 0)} of {len(q['jobs'])} jobs ended · makespan "

@@ -8,7 +8,8 @@ colours a slowdown through `slowdown_tone` (one set of thresholds for every widg
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from gputop_dl.analyse.thresholds import MEAN_APART, SLOW
 from gputop_dl.text.fmt import DASH
@@ -25,15 +26,15 @@ def slowdown_tone(s: float | None) -> Tone | None:
     return "good" if s <= SLOW else "warn" if s <= SEVERE else "bad"
 
 
-def _fmt(x, spec: str = ".2f") -> str:
+def _fmt(x: float | None, spec: str = ".2f") -> str:
     return DASH if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def _pct(x) -> str:
+def _pct(x: float | None) -> str:
     return DASH if x is None else f"{x:.0%}"
 
 
-def job_line(j: dict) -> str | None:
+def job_line(j: Mapping[str, Any]) -> str | None:
     """One job of a verdict's JSON `jobs`, in words; None when the entry has nothing to word
     (the caller lists its fields). A verdict recorded before the words moved here carries its
     own `line`, which is kept as it was."""
@@ -52,7 +53,7 @@ def job_line(j: dict) -> str | None:
             f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
 
 
-def passive_line(j: dict) -> str:
+def passive_line(j: Mapping[str, Any]) -> str:
     """A job of the live (passive) judgement: its CPU wait, the wait on its critical path, and
     the slowdown estimated from them, or why it is unknown."""
     name = str(j.get("name") or "")

@@ -13,7 +13,7 @@ demand is known for never binds and is listed as unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from gputop_dl.workload import SessionSpec, Workload
 
@@ -104,7 +104,7 @@ def plan_fit(jobs: list[JobDemand], capacity: dict[str, tuple[float | None, str]
     return FitPlan(tuple(jobs), tuple(res), len(taken), binding, tuple(j.name for j in taken))
 
 
-def capacities(p: dict) -> dict[str, tuple[float | None, str]]:
+def capacities(p: Mapping[str, Any]) -> dict[str, tuple[float | None, str]]:
     """The box's capacity per resource of sched/fit.py, and where each figure came from."""
     c, m = p.get("cpus") or {}, p.get("memory") or {}
     disks = [s for s in p.get("storage") or () if s.get("seq_bps")]
@@ -124,7 +124,7 @@ def capacities(p: dict) -> dict[str, tuple[float | None, str]]:
     }
 
 
-def job_demands(spec: SessionSpec, solo_of: Callable[[Workload], dict | None]) -> list[JobDemand]:
+def job_demands(spec: SessionSpec, solo_of: Callable[[Workload], Mapping[str, Any] | None]) -> list[JobDemand]:
     """Each workload's solo demand: its cached solo profile (`solo_of(w)`) where there is one,
     else an estimate from the file."""
     out = []

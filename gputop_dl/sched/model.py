@@ -6,6 +6,9 @@ import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+# a policy's static sort key for a waiting job (policies.Policy.key): numbers, compared in order
+SortKey = tuple[float, ...]
+
 GIB = 1024**3
 
 
@@ -68,17 +71,20 @@ class Decision:
     reasons: dict[str, str] = field(default_factory=dict)
 
 
+QueueEntry = tuple[SortKey, int, "Job"]  # (key, arrival sequence, job): a waiting job, sorted
+
+
 class JobQueue:
     """The waiting jobs, kept sorted by a policy's static key (ties: arrival order), overall and
     per job class, with the count of CPU-only jobs. Adding and removing cost O(log n) compares
     (plus a C-level list shift), so a simulation with thousands waiting stays fast."""
 
-    def __init__(self, key: Callable[[Job], tuple]):
+    def __init__(self, key: Callable[[Job], SortKey]):
         self._key = key
         self._seq = 0
-        self._all: list[tuple] = []  # (key, seq, job), sorted
-        self._by_class: dict[str, list[tuple]] = {}
-        self._entry: dict[str, tuple] = {}
+        self._all: list[QueueEntry] = []  # (key, seq, job), sorted
+        self._by_class: dict[str, list[QueueEntry]] = {}
+        self._entry: dict[str, QueueEntry] = {}
         self.cpu_only = 0  # waiting jobs with gpus == 0
 
     def __len__(self) -> int:
@@ -109,6 +115,6 @@ class JobQueue:
         """Per job class, its waiting jobs in key order (a copy)."""
         return {c: [e[2] for e in lst] for c, lst in self._by_class.items()}
 
-    def class_entries(self) -> dict[str, list[tuple]]:
+    def class_entries(self) -> dict[str, list[QueueEntry]]:
         """Per job class, its (key, seq, job) entries in key order: read them, never change them."""
         return self._by_class

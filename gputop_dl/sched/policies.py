@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop_dl.sched import POLICIES
-from gputop_dl.sched.model import Decision, Job, JobQueue, Machine, Running, Start
+from gputop_dl.sched.model import (Decision, Job, JobQueue, Machine, Running, SortKey,
+                                  Start)
 
 BACKFILL_DEPTH = 200  # jobs a backfill pass looks at past the blocked head (like Slurm's bf_max_job_test)
 EPS = 1e-9
@@ -51,7 +52,7 @@ class Policy:
     def backfill(self) -> bool:
         return self.name in ("fifo-backfill", "sjf", "priority")
 
-    def key(self, job: Job) -> tuple:
+    def key(self, job: Job) -> SortKey:
         """The job's place in the waiting order; static, so a queue can keep it sorted. Linear
         ageing keeps it static: priority + (now - arrival)/ageing_s orders as priority -
         arrival/ageing_s at every `now`."""
@@ -194,7 +195,7 @@ def decide(policy: Policy, queue: JobQueue, running: Sequence[Running], machine:
     blocked: Job | None = None
     res: _Reservation | None = None
     looked = 0
-    failed: set[tuple] = set()  # shapes that found no place or cores since the last start
+    failed: set[tuple[int, float, int, tuple[int, ...]]] = set()  # shapes that found no place or cores since the last start
     for job in queue:
         if blocked is not None and not policy.backfill:
             if not explain:

@@ -17,7 +17,8 @@ ended of |predicted JCT - real JCT| / real JCT.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from gputop_dl.sched.model import Job, Machine, Running
 from gputop_dl.sched import POLICIES
@@ -40,13 +41,14 @@ def tick_times(recorded: Sequence[float], tick_s: float) -> Iterator[float]:
 
 
 def replay_on_ticks(policy: Policy, jobs: Sequence[Job], machine: Machine, ticks: Iterator[float], *,
-                    cpu_aware: bool, cpu_alpha: float = 1.0, gpu_share: float = 1.0) -> dict[str, tuple]:
+                    cpu_aware: bool, cpu_alpha: float = 1.0, gpu_share: float = 1.0
+                    ) -> dict[str, tuple[float, float, tuple[int, ...]]]:
     """Per job (start, end, GPUs) as the live queue would run `jobs`, acting only at `ticks`."""
     pending = sorted(jobs, key=lambda j: j.arrival_s)
     queue = policy.queue()
     running: list[Running] = []
     left: dict[str, float] = {}  # solo seconds of work left
-    out: dict[str, tuple] = {}
+    out: dict[str, tuple[float, float, tuple[int, ...]]] = {}
     i, prev = 0, None
     for t in ticks:
         if prev is not None and running:
@@ -69,8 +71,9 @@ def replay_on_ticks(policy: Policy, jobs: Sequence[Job], machine: Machine, ticks
     return out
 
 
-def predict_queue(settings: dict, jobs: list[dict], *, tick_s: float | None = None,
-                  ticks: Sequence[float] = (), cpu_alpha: float = 1.0, gpu_share: float = 1.0) -> dict | None:
+def predict_queue(settings: Mapping[str, Any], jobs: Sequence[Mapping[str, Any]], *,
+                  tick_s: float | None = None, ticks: Sequence[float] = (), cpu_alpha: float = 1.0,
+                  gpu_share: float = 1.0) -> dict[str, Any] | None:
     """Per job the predicted start, end, wait and JCT (seconds from the queue's start, JCT
     from the listed arrival), the means, and the error against the recorded JCTs; None when
     the record lacks what a prediction needs (the policy, slots, or a job's arrival or expected
@@ -102,8 +105,10 @@ def predict_queue(settings: dict, jobs: list[dict], *, tick_s: float | None = No
         except RuntimeError:  # a job that can never start on the recorded machine
             return None
     arrival = {j.name: j.arrival_s for j in listed}
-    per = {n: {"start_s": s, "end_s": e, "wait_s": s - arrival[n], "jct_s": e - arrival[n]}
-           for n, s, e in starts}
+    # per job: the predicted figures (floats) and the recorded JCT (as the record has it)
+    per: dict[str, dict[str, Any]] = {
+        n: {"start_s": s, "end_s": e, "wait_s": s - arrival[n], "jct_s": e - arrival[n]}
+        for n, s, e in starts}
     errs, abs_s = [], []
     for j in jobs:
         real, pred = j.get("jct_s"), per.get(j["name"], {}).get("jct_s")

@@ -21,6 +21,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gputop_dl.sched.model import Job, JobQueue, Machine, Running, Start
 from gputop_dl.sched.policies import Policy, decide
@@ -65,7 +66,7 @@ class Result:
     makespan_s: float
     mean_wait_s: float
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"policy": self.policy, "rate": self.rate, "seed": self.seed,
                 "mean_jct_s": self.mean_jct_s, "p95_jct_s": self.p95_jct_s,
                 "makespan_s": self.makespan_s, "mean_wait_s": self.mean_wait_s, "jobs": self.jobs}

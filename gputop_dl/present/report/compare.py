@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
@@ -36,7 +36,7 @@ FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fractio
            ("cpu_cores", "ratio"))
 
 
-def _waits(store: Store, sid: str, name: str) -> dict:
+def _waits(store: Store, sid: str, name: str) -> dict[str, Any]:
     """A job's mean CPU wait and disk figures over its recorded samples (None: not recorded)."""
     cw = store.job_cpu_wait_means(sid, name)
     disk = store.job_disk_means(sid, name)
@@ -47,7 +47,7 @@ def _waits(store: Store, sid: str, name: str) -> dict:
             "memory_wait_fraction": None if mem is None or mem[2] is None else round(mem[2], 4)}
 
 
-def _figures(r: JobResult, waits: dict) -> dict:
+def _figures(r: JobResult, waits: dict[str, Any]) -> dict[str, Any]:
     phases = getattr(r, "phases", None)  # recorded by sessions with step phases (issue 22)
     if phases is not None and hasattr(phases, "to_json"):
         phases = phases.to_json()
@@ -58,8 +58,8 @@ def _figures(r: JobResult, waits: dict) -> dict:
             "launched": r.launched, "phases": phases or None}
 
 
-def _change(a: dict | None, b: dict | None) -> dict:
-    out: dict = {}
+def _change(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for key, how in FIGURES:
         x = a.get(key) if a else None
         y = b.get(key) if b else None
@@ -72,7 +72,7 @@ def _change(a: dict | None, b: dict | None) -> dict:
     return out
 
 
-def _config_changes(a: dict | None, b: dict | None) -> dict | None:
+def _config_changes(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
     """The job's recorded settings (the workload, redacted) that differ: key -> [A, B]; None
     where either session recorded none (a found job)."""
     if not a or not b:
@@ -81,7 +81,7 @@ def _config_changes(a: dict | None, b: dict | None) -> dict | None:
             if k != "name" and a.get(k) != b.get(k)}
 
 
-def _what_changed(jobs: list[dict]) -> str | None:
+def _what_changed(jobs: list[dict[str, Any]]) -> str | None:
     """One line per distinct change of settings, with the jobs it applies to; a line saying the
     settings are the same; or None where no job in both sessions has recorded settings."""
     known = [j for j in jobs if j.get("config_changes") is not None]
@@ -100,7 +100,7 @@ def _setting(v: object) -> str:
     return DASH if v is None else str(v)
 
 
-def _session(store: Store, sid: str) -> dict:
+def _session(store: Store, sid: str) -> dict[str, Any]:
     row = store.session(sid)
     assert row is not None  # resolved by the caller
     v = row.verdict or None
@@ -113,7 +113,7 @@ def _session(store: Store, sid: str) -> dict:
                                            "reason": v.get("reason")}}
 
 
-def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
+def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict[str, Any]:
     """The comparison document; ExportUsageError (one line, exit 2) for an unknown or ambiguous
     session or the same session twice."""
     store = open_store(store_path)
@@ -147,14 +147,14 @@ def compare_sessions(a: str, b: str, store_path: str | None = None) -> dict:
                                         "each is shown on its own"}
 
 
-def _phase_table(jobs: list[dict]) -> Table:
+def _phase_table(jobs: list[dict[str, Any]]) -> Table:
     """Mean seconds per step of each phase, A → B and B / A, for the jobs with phases in A or B."""
     from rich.table import Table
     from rich.text import Text
 
     from gputop_dl.text.safe import clean
 
-    def phase(side: dict | None, k: str) -> float | None:
+    def phase(side: dict[str, Any] | None, k: str) -> float | None:
         v = ((side or {}).get("phases") or {}).get(f"{k}_s")
         return v if isinstance(v, (int, float)) else None
 
@@ -192,7 +192,7 @@ def _change_text(key: str, v: float | None) -> str:
     return f"×{v:.2f}"
 
 
-def comparison_table(doc: dict) -> Group:
+def comparison_table(doc: dict[str, Any]) -> Group:
     """A Rich renderable: the two verdicts, then per job the figures of A and B and the change."""
     from rich.console import Group
     from rich.table import Table
@@ -200,7 +200,7 @@ def comparison_table(doc: dict) -> Group:
 
     from gputop_dl.text.safe import clean
 
-    def verdict(s: dict) -> str:
+    def verdict(s: dict[str, Any]) -> str:
         v = s["verdict"]
         if not v:
             return "no verdict"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from gputop_dl import __version__
 from gputop_dl.analyse.queue import queue_summary
@@ -22,13 +24,19 @@ from gputop_dl.record.store import Store
 from gputop_dl.text.fmt import num, pct, secs
 
 SESSION_SCHEMA = "gputop-dl.session/1"
+
+# The session JSON document (schema gputop-dl.session/1, gputop_dl/schemas) and one of its
+# `jobs[]`: built here, and read back from a saved export by the Markdown report and `compare`,
+# so its values are what JSON holds; the schema, not these names, says which keys are there.
+SessionDoc = dict[str, Any]
+JobDoc = dict[str, Any]
 SERIES_ROW_CAP = 60_000  # a time series with more rows: bucket means over every k-th second
 QUEUE_JOB_KEYS = ("arrival_s", "start_s", "end_s", "wait_s", "jct_s")  # null outside a queue
 QUEUE_KEYS = ("policy", "slots", "unit", "cpu_aware", "makespan_s", "mean_jct_s", "mean_wait_s",
               "slot_busy_fraction", "slot_busy_measure", "jobs_ended")
 
 
-def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
+def _queue(store: Store, sid: str, jobs: list[JobDoc]) -> dict[str, Any] | None:
     """A queue session's figures (None for any other); adds each job's times (s from the
     session start) to `jobs`, null where a job has none (never started, never ended)."""
     q = queue_summary(store, sid)
@@ -44,7 +52,7 @@ def _queue(store: Store, sid: str, jobs: list[dict]) -> dict | None:
     return {**{k: _r(q.get(k), 4) for k in QUEUE_KEYS}, "prediction": _prediction(store, sid, q)}
 
 
-def _prediction(store: Store, sid: str, q: dict) -> dict | None:
+def _prediction(store: Store, sid: str, q: Mapping[str, Any]) -> dict[str, Any] | None:
     """The simulator's prediction for the queue's jobs, arrivals and policy (sched/predict.py),
     at the live queue's recorded ticks (its host samples), with the interference figures of
     this machine's newest co-runs recorded up to the queue's start (as `simulate` calibrates),
@@ -77,7 +85,7 @@ def _r(x: object, digits: int = 4) -> object:
     return round(x, digits) if isinstance(x, float) else x
 
 
-def _event_text(e: dict) -> str:
+def _event_text(e: Mapping[str, Any]) -> str:
     ev = e.get("ev")
     if ev == "failed":
         return f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
@@ -91,7 +99,7 @@ def _event_text(e: dict) -> str:
 
 
 def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int,
-            n_jobs: int) -> tuple[dict | None, list[int]]:
+            n_jobs: int) -> tuple[dict[str, Any] | None, list[int]]:
     """Bucketed host/GPU/job time series on one shared time axis (bucket means, in SQL).
 
     A table whose rows in this session would exceed SERIES_ROW_CAP is read every k-th
@@ -125,7 +133,7 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
         host["cpu_busy"][i], host["load1"][i], host["psi_some10"][i] = _r(busy), _r(load1), _r(psi)
         host["throttled"][i], host["mem_used"][i] = _r(thr), None if mem is None else int(mem)
         counts[i] = cnt
-    gpus: dict[int, dict] = {}
+    gpus: dict[int, dict[str, Any]] = {}
     for b, g, _t, util, mem, mem_total, temp, power, _n in store.gpu_series(sid, t0, width, ev_gpu):
         d = gpus.setdefault(g, {"index": g, "mem_total": None, "util": grid(), "mem_used": grid(),
                                 "temp_c": grid(), "power_w": grid()})
@@ -134,7 +142,7 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
         d["mem_used"][i] = None if mem is None else int(mem)
         if mem_total is not None:
             d["mem_total"] = max(d["mem_total"] or 0, int(mem_total))
-    jobs: dict[str, dict] = {}
+    jobs: dict[str, dict[str, Any]] = {}
     for b, job, _t, cores, stall, step, sps, _rss, _gm, _n in store.job_series(sid, t0, width,
                                                                                  ev_job):
         d = jobs.setdefault(job, {"name": job, "cpu_cores": grid(), "stall": grid(),
@@ -151,7 +159,7 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
     return series, counts
 
 
-def _cpu_wait(store: Store, sid: str, job: str) -> dict | None:
+def _cpu_wait(store: Store, sid: str, job: str) -> dict[str, Any] | None:
     """CPU wait (issue 21): the job's mean shares over its samples that have one (`mean`, `max`,
     `trainer`, `workers`, `throttled`, `samples`); null when none was recorded."""
     m = store.job_cpu_wait_means(sid, job)
@@ -162,7 +170,7 @@ def _cpu_wait(store: Store, sid: str, job: str) -> dict | None:
             "throttled": _r(throttled), "samples": n}
 
 
-def _disk(store: Store, sid: str, job: str) -> dict | None:
+def _disk(store: Store, sid: str, job: str) -> dict[str, Any] | None:
     """Disk I/O (issue 32): the job's mean and peak bytes/s from storage, its mean I/O wait
     share and major faults/s over its samples; null when none was recorded."""
     m = store.job_disk_means(sid, job)
@@ -173,7 +181,7 @@ def _disk(store: Store, sid: str, job: str) -> dict | None:
             "io_wait": _r(wait), "major_faults_per_s": _r(faults, 2), "samples": n}
 
 
-def _memory(store: Store, sid: str, job: str) -> dict | None:
+def _memory(store: Store, sid: str, job: str) -> dict[str, Any] | None:
     """Memory (issue 32): the mean and peak bytes/s of page-cache refaults in the job's cgroup
     and its mean wait on re-reads of evicted pages; null when none was recorded."""
     m = store.job_memory_means(sid, job)
@@ -184,7 +192,7 @@ def _memory(store: Store, sid: str, job: str) -> dict | None:
             "memory_wait": _r(wait), "samples": n}
 
 
-def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict:
+def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict[str, Any]:
     """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
     row = store.session(sid)
     if row is None:

@@ -9,17 +9,21 @@ Untrusted text (job names, process command lines, paths, error messages) goes th
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any, TYPE_CHECKING
 
-from gputop_dl.present.report import mermaid
+from gputop_dl.present.report.charts_md import charts_section
 from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.present.report.queue_md import queue_section
-from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, rate, secs, size
+from gputop_dl.present.report.resources_md import cpu_wait_section, disk_section, memory_section
+from gputop_dl.present.report.verdict_md import verdict_section
+from gputop_dl.text.fmt import DASH, epochs_done, num, pct, rank_list, secs, size
 from gputop_dl.text.markdown import fence, md_cell, md_text, table
-from gputop_dl.text.spark import spark
-from gputop_dl.present.verdict_text import job_line
+
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc, SessionDoc
+
 
 EPOCH_COLUMNS_MAX = 12  # the per-epoch table shows at most this many epochs (the JSON has all)
 
@@ -46,7 +50,7 @@ def _state_text(state: str | None) -> str:
     return md_cell(state)
 
 
-def _gpu_line(env: dict) -> str:
+def _gpu_line(env: Mapping[str, Any]) -> str:
     gpus = env.get("gpus") or []
     if gpus:
         groups: dict[str, int] = {}
@@ -64,7 +68,7 @@ def _gpu_line(env: dict) -> str:
     return md_cell(text)
 
 
-def _env_section(env: dict) -> str:
+def _env_section(env: Mapping[str, Any]) -> str:
     cpu = md_cell(env.get("cpu_model") or "unknown CPU")
     cpus = env.get("cpus")
     logical = env.get("cpus_logical")
@@ -93,7 +97,7 @@ def _transforms(t: object) -> str:
     return md_cell(t)
 
 
-def _devices(j: dict) -> str:
+def _devices(j: JobDoc) -> str:
     """Where the job ran: the physical GPUs it was given (the trainer sees them renumbered
     from cuda:0), or the CPU, with the GPUs the file asked for."""
     cfg = j.get("config") or {}
@@ -114,7 +118,7 @@ def _devices(j: dict) -> str:
     return out
 
 
-def _workloads_section(jobs: list[dict]) -> str:
+def _workloads_section(jobs: list[JobDoc]) -> str:
     rows: list[list[str]] = []
     fallback: set[str] = set()
     for j in jobs:
@@ -150,7 +154,7 @@ _MEM_LABEL = {"gpu": "GPU", "cuda-allocated": "CUDA alloc", "host-rss-trainer": 
               "host-rss-tree": "host RSS, all procs"}
 
 
-def _distributed_section(jobs: list[dict]) -> str:
+def _distributed_section(jobs: list[JobDoc]) -> str:
     """The distributed jobs: their run, this node's place in it and the ranks it ran."""
     rows = []
     for j in jobs:
@@ -169,7 +173,7 @@ def _distributed_section(jobs: list[dict]) -> str:
         "step figures below are those of this node's first rank.")
 
 
-def _status(j: dict, state: str | None) -> str:
+def _status(j: JobDoc, state: str | None) -> str:
     """The job's status as the JSON has it (analyse.summary.status_after mapped it)."""
     return md_cell(j.get("status"))
 
@@ -180,7 +184,7 @@ def _tflops(x: float | None) -> str:
     return f"{x:.2f} TFLOP/s" if x >= 0.1 else f"{x * 1000:.1f} GFLOP/s"
 
 
-def _results_section(data: dict) -> str:
+def _results_section(data: SessionDoc) -> str:
     jobs = data["jobs"]
     rows = []
     for j in jobs:
@@ -246,7 +250,7 @@ def _results_section(data: dict) -> str:
     return "\n".join(x for x in out if x is not None)
 
 
-def _epochs_table(jobs: list[dict]) -> str:
+def _epochs_table(jobs: list[JobDoc]) -> str:
     n = max((len(j.get("epochs") or []) for j in jobs), default=0)
     if n == 0:
         return "No epoch finished in the co-run."
@@ -265,7 +269,7 @@ def _epochs_table(jobs: list[dict]) -> str:
     return out
 
 
-def _solo_section(jobs: list[dict], baseline: str | None) -> str:
+def _solo_section(jobs: list[JobDoc], baseline: str | None) -> str:
     rows = []
     for j in jobs:
         s = j.get("solo")
@@ -285,158 +289,7 @@ def _solo_section(jobs: list[dict], baseline: str | None) -> str:
                           "step CV", "source", "device"], rows, "lrrrrrrll")
 
 
-def _fmt_evidence(v: object) -> str:
-    if isinstance(v, bool) or v is None:
-        return md_cell(v)
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, dict):
-        return md_cell(", ".join(f"{k} {_plain(x)}" for k, x in v.items()) or "none")
-    if isinstance(v, (list, tuple)):
-        return md_cell(", ".join(_plain(x) for x in v) or "none")
-    return md_cell(v)
-
-
-def _plain(x: object) -> str:
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    if isinstance(x, (dict, list)):
-        return json.dumps(x, separators=(",", ":"), default=str)
-    return str(x)
-
-
-def _verdict_section(v: dict | None) -> str:
-    if not v:
-        return "## Verdict\n\nNo verdict recorded."
-    out = ["## Verdict", ""]
-    title = md_text(v.get("title") or v.get("kind") or "verdict")
-    meta = [f"kind: {md_text(v['kind'])}"] if v.get("kind") else []
-    conf = v.get("confidence")
-    if conf is not None:
-        meta.append(f"confidence: {pct(conf)}" if isinstance(conf, float) and 0 <= conf <= 1
-                    else f"confidence: {md_text(conf)}")
-    out.append(f"**{title}**" + (f" ({'; '.join(meta)})" if meta else ""))
-    if v.get("reason"):
-        out += ["", md_text(v["reason"])]
-    out += ["", "*The verdict's co-run figures are taken over the overlap window (every job past "
-            "its warm-up, none finished yet); the results table uses all co-run steps after "
-            "warm-up, so the two can differ a little.*"]
-    if v.get("evidence_lines"):
-        out += ["", "**Evidence**", ""] + [f"- {md_text(x)}" for x in v["evidence_lines"]]
-    vjobs = [j for j in v.get("jobs") or [] if isinstance(j, dict)]
-    if vjobs:
-        out += ["", "**Per job**", ""]
-        for j in vjobs:
-            name, line = str(j.get("name") or ""), job_line(j)
-            if line is None:
-                line = ", ".join(f"{k} {val}" for k, val in j.items() if k != "name")
-            line = str(line)
-            out.append(f"- {md_text(line)}" if line.startswith(name) and name
-                       else f"- **{md_text(name)}**: {md_text(line)}")
-    if v.get("recommendations"):
-        out += ["", "**Recommendations**", ""]
-        out += [f"{i}. {md_text(r)}" for i, r in enumerate(v["recommendations"], 1)]
-    ev = v.get("evidence")
-    if isinstance(ev, dict) and ev:
-        out += ["", "**Evidence (numbers)**", "", table(["evidence", "value"],
-                           [[md_cell(k), _fmt_evidence(val)] for k, val in ev.items()], "lr")]
-    return "\n".join(out)
-
-
-def _time_unit(duration: float) -> tuple[str, float]:
-    if duration < 300:
-        return "s", 1.0
-    if duration < 3 * 3600:
-        return "min", 60.0
-    return "h", 3600.0
-
-
-def _charts_section(data: dict) -> str:
-    jobs = data["jobs"]
-    out = ["## Charts", ""]
-    names = [j["name"] for j in jobs if j.get("median_epoch_s") is not None]
-    if names:
-        sel = [j for j in jobs if j.get("median_epoch_s") is not None]
-        has_solo = any(j.get("solo_epoch_s_est") for j in sel)
-        chart = mermaid.bar_line_chart(
-            "Epoch time (s): bars co-run median, line solo est." if has_solo
-            else "Epoch time (s), co-run median",
-            names, [j["median_epoch_s"] for j in sel],
-            [j.get("solo_epoch_s_est") for j in sel] if has_solo else None, "seconds")
-        if chart:
-            out += ["Epoch time per job, co-run (bars) against the solo estimate (line):", "",
-                    chart, ""]
-    s = data.get("series")
-    if s and s.get("t"):
-        unit, div = _time_unit(data.get("duration_s") or s["t"][-1])
-        t_end = (s["t"][-1] + s["bucket_s"] / 2) / div
-        busy = [None if v is None else v * 100 for v in s["host"]["cpu_busy"]]
-        chart = mermaid.time_chart("Host CPU busy (percent)", t_end, [busy], "busy, percent",
-                                   unit, 100)
-        if chart:
-            sub = {k: v for k, v in (s.get("every_s") or {}).items() if v and v > 1}
-            note = "".join(f"; {k} read every {v} s" for k, v in sub.items())
-            out += [f"Host CPU busy over time ({s['points']} points, bucket means of "
-                    f"{s['bucket_s']:.3g} s{note}):", "", chart, ""]
-        if s.get("jobs"):
-            chart = mermaid.time_chart("CPU cores per job", t_end,
-                                       [js["cpu_cores"] for js in s["jobs"]], "cores", unit,
-                                       fill="zero")
-            if chart:
-                order = ", ".join(md_text(js["name"]) for js in s["jobs"])
-                out += [f"CPU cores per job over time (one line per job, in order: {order}; "
-                        "0 while it was not running; solo baselines included):", "", chart, ""]
-            out += _job_lines(s["jobs"], t_end, unit)
-        if s.get("gpus"):
-            order = ", ".join(str(g["index"]) for g in s["gpus"])
-            chart = mermaid.time_chart(
-                "GPU utilisation (percent)", t_end,
-                [[None if v is None else v * 100 for v in g["util"]] for g in s["gpus"]],
-                "util, percent", unit, 100)
-            if chart:
-                out += [f"GPU utilisation over time (one line per GPU: {order}):", "", chart, ""]
-            chart = mermaid.time_chart(
-                "GPU memory used (GiB)", t_end,
-                [[None if v is None else v / 1024**3 for v in g["mem_used"]] for g in s["gpus"]],
-                "GiB", unit)
-            if chart:
-                out += [f"GPU memory used over time (one line per GPU: {order}):", "", chart, ""]
-        else:
-            env = data.get("environment") or {}
-            why = env.get("gpu_status_detail") if not env.get("gpus") else None
-            out += ["No GPU charts: no GPU samples were recorded."
-                    + (f" {md_text(why)}" if why else ""), ""]
-    elif len(out) == 2:
-        out += ["No samples recorded.", ""]
-    return "\n".join(out).rstrip()
-
-
-SPARK_W = 48  # characters per sparkline in the per-job table
-
-
-def _spark_cell(values: list[float | None], fmt: Callable[[float], str]) -> str:
-    """A sparkline of bucket means (blank: no sample) and the range it spans, or a dash."""
-    pts = mermaid.downsample(values, SPARK_W)
-    known = [v for v in pts if v is not None]
-    if not known:
-        return DASH
-    return f"`{spark(pts, SPARK_W)}` {fmt(min(known))}–{fmt(max(known))}"
-
-
-def _job_lines(jobs: list[dict], t_end: float, unit: str) -> list[str]:
-    """Each job's step time, data wait and CPU over the session as sparklines: when it slowed
-    down and whether it recovered, at a glance, with the gaps where nothing was measured."""
-    rows = [[md_cell(j["name"]), _spark_cell(j["step_time_s"], lambda v: secs(v)),
-             _spark_cell(j["stall"], pct), _spark_cell(j["cpu_cores"], lambda v: num(v, ".2f"))]
-            for j in jobs]
-    if all(c == DASH for r in rows for c in r[1:]):
-        return []
-    return [f"Per job over the session (0 → {t_end:.3g} {unit}; each line spans its own range, "
-            "low to high, shown beside it; a blank: no sample):", "",
-            table(["job", "step time", "data wait", "CPU cores"], rows), ""]
-
-
-def _events_section(data: dict) -> str:
+def _events_section(data: SessionDoc) -> str:
     t0 = data.get("started")
     evs = data.get("events") or []
     out = ["## Events", ""]
@@ -461,76 +314,7 @@ def _events_section(data: dict) -> str:
     return "\n".join(out)
 
 
-def _cpu_wait_section(jobs: list[dict]) -> str | None:
-    """CPU wait (issue 21): per job, the mean share of its threads' runnable time spent waiting
-    for a CPU, over the samples that have one; None when no job has any."""
-    rows = []
-    for j in jobs:
-        cw = j.get("cpu_wait")
-        if not cw:
-            continue
-        rows.append([md_cell(j["name"]), pct(cw.get("mean")), pct(cw.get("max")),
-                     pct(cw.get("trainer")), pct(cw.get("workers")), pct(cw.get("throttled")),
-                     str(cw.get("samples") or 0)])
-    if not rows:
-        return None
-    return "\n".join([
-        "## CPU wait", "",
-        table(["job", "CPU wait (mean)", "max", "trainer", "loader workers", "quota throttled",
-               "samples"], rows, "lrrrrrr"), "",
-        "- CPU wait = time the job's threads were runnable but waited for a CPU (run-queue "
-        "delay, /proc/PID/task/TID/schedstat) over their runnable time, per sampling interval, "
-        "averaged over the samples; trainer = the trainer (rank) processes' threads, loader "
-        "workers = the other processes' threads; quota throttled = share of the interval the "
-        "job's cgroup was throttled by its CPU quota (– without a quota)."])
-
-
-def _disk_section(jobs: list[dict]) -> str | None:
-    """Disk I/O (issue 32): per job, what it read from storage and how long it waited on it;
-    None when no job read anything from storage."""
-    rows = []
-    for j in jobs:
-        d = j.get("disk")
-        if not d or not (d.get("max_read_bytes_per_s") or d.get("io_wait")):
-            continue
-        rows.append([md_cell(j["name"]), rate(d.get("read_bytes_per_s")),
-                     rate(d.get("max_read_bytes_per_s")), pct(d.get("io_wait")),
-                     num(d.get("major_faults_per_s"), ".1f"), str(d.get("samples") or 0)])
-    if not rows:
-        return None
-    return "\n".join([
-        "## Disk I/O", "",
-        table(["job", "read from storage (mean)", "peak", "waited on I/O", "major faults/s",
-               "samples"], rows, "lrrrrr"), "",
-        "- Read from storage = /proc/PID/io read_bytes of the job's processes per second "
-        "(page-cache hits are not counted); waited on I/O = the share of the live verdict's "
-        "window on which a process of the job was in D state and none was running (docs/verdict.md)."])
-
-
-def _memory_section(jobs: list[dict]) -> str | None:
-    """Memory (issue 32): per job, the page-cache refaults of its cgroup and its wait on
-    re-reads of evicted pages; None when no job had any."""
-    rows = []
-    for j in jobs:
-        d = j.get("memory")
-        if not d or not (d.get("max_refault_bytes_per_s") or d.get("memory_wait")):
-            continue
-        rows.append([md_cell(j["name"]), rate(d.get("refault_bytes_per_s")),
-                     rate(d.get("max_refault_bytes_per_s")), pct(d.get("memory_wait")),
-                     str(d.get("samples") or 0)])
-    if not rows:
-        return None
-    return "\n".join([
-        "## Memory", "",
-        table(["job", "page-cache refaults (mean)", "peak", "waited on re-reads", "samples"],
-              rows, "lrrrr"), "",
-        "- Refaults = file pages the job's cgroup read again after the kernel had evicted them "
-        "(memory.stat workingset_refault_file; the host's /proc/vmstat where the cgroup has no "
-        "limit of its own); waited on re-reads = the part of its I/O wait those re-reads explain "
-        "(docs/verdict.md)."])
-
-
-def render_markdown(data: dict) -> str:
+def render_markdown(data: SessionDoc) -> str:
     """The report as GitHub-flavoured Markdown, from a `session_json` dict (or its JSON file)."""
     v = data.get("verdict")
     head = [
@@ -551,10 +335,10 @@ def render_markdown(data: dict) -> str:
                  + _gpu_line(data.get("environment") or {})]
     parts = ["\n".join(head), _env_section(data.get("environment") or {}),
              _workloads_section(data["jobs"]), _distributed_section(data["jobs"]),
-             _results_section(data), phases_section(data["jobs"]), _cpu_wait_section(data["jobs"]), _disk_section(data["jobs"]),
-             _memory_section(data["jobs"]),
-             queue_section(data),
-             _verdict_section(v), _charts_section(data), _events_section(data),
+             _results_section(data), phases_section(data["jobs"]),
+             cpu_wait_section(data["jobs"]), disk_section(data["jobs"]),
+             memory_section(data["jobs"]), queue_section(data),
+             verdict_section(v), charts_section(data), _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "
              "content.*"]

@@ -3,17 +3,22 @@ chart per job (docs/phases.md). From a `session_json` dict's jobs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.present.report import mermaid
 from gputop_dl.text.fmt import DASH
 from gputop_dl.text.markdown import md_cell, table
+
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc
 
 
 def _ms(v: float | None) -> str:
     return DASH if v is None else f"{v * 1000:.1f}"
 
 
-def phases_section(jobs: list[dict]) -> str:
+def phases_section(jobs: list[JobDoc]) -> str:
     """A table (ms per step by phase, co-run and solo) and one chart per job; "" when no job
     has phases."""
     rows, charts, late = [], [], []

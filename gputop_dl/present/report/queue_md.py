@@ -4,15 +4,21 @@ end, wait and JCT and why it waited, and the simulator's prediction beside what 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TYPE_CHECKING
+
 from gputop_dl.text.fmt import DASH, num, pct, secs
 from gputop_dl.text.markdown import md_cell, md_text, table
+
+if TYPE_CHECKING:
+    from gputop_dl.present.report.document import JobDoc, SessionDoc
 
 
 def _s1(x: float | None) -> str:
     return num(x, ".1f")
 
 
-def queue_section(data: dict) -> str:
+def queue_section(data: SessionDoc) -> str:
     """A queue run: its policy and means, then per job arrival, start, end, wait, run time, JCT
     (seconds from the session start) and why it waited."""
     q = data.get("queue")
@@ -41,7 +47,7 @@ def queue_section(data: dict) -> str:
     return "\n".join(out)
 
 
-def _prediction_lines(p: dict | None, jobs: list[dict]) -> list[str]:
+def _prediction_lines(p: Mapping[str, Any] | None, jobs: list[JobDoc]) -> list[str]:
     """The simulator's prediction for the same jobs, arrivals and policy, beside what happened."""
     if not p:
         return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from gputop_dl.present.report.markdown import when
 from gputop_dl.record.paths import StoreError, default_db_path
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-def list_sessions(store_path: str | None = None) -> list[dict]:
+def list_sessions(store_path: str | None = None) -> list[dict[str, Any]]:
     """Recorded sessions, newest first: id, name, started, duration_s, jobs, verdict, state."""
     path = store_path or default_db_path(writable=False)
     if not os.path.exists(path):
@@ -49,7 +49,7 @@ def list_sessions(store_path: str | None = None) -> list[dict]:
         store.close()
 
 
-def sessions_table(rows: list[dict]) -> Table:
+def sessions_table(rows: list[dict[str, Any]]) -> Table:
     """The `gputop-dl sessions` table (Rich)."""
     from rich.table import Table
 

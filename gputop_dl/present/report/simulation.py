@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from gputop_dl.present.report.mermaid import lines_chart
 from gputop_dl.text.fmt import num
@@ -26,7 +27,7 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def simulation_json(setup: dict, results: Sequence[dict]) -> dict:
+def simulation_json(setup: dict[str, Any], results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The `--json` document: {"schema", "setup", "results": [{policy, rate, seed, mean_jct_s,
     p95_jct_s, makespan_s, mean_wait_s, jobs}]} (no NaN: unknown is null)."""
     rows = [{k: (_finite(r[k]) if k.endswith("_s") else r[k]) for k in (*_ROW_KEYS, "jobs")}
@@ -34,13 +35,14 @@ def simulation_json(setup: dict, results: Sequence[dict]) -> dict:
     return {"schema": SIMULATION_SCHEMA, "setup": setup, "results": rows}
 
 
-def means_over_seeds(results: Sequence[dict], key: str) -> tuple[list[str], list[float | None], dict]:
+def means_over_seeds(results: Sequence[dict[str, Any]], key: str
+                     ) -> tuple[list[str], list[float | None], dict[tuple[str, float | None], float]]:
     """Policies (first-seen order), rates (ascending), {(policy, rate): mean over seeds}."""
     policies = list(dict.fromkeys(r["policy"] for r in results))
     rates = sorted({r["rate"] for r in results if r["rate"] is not None})
     if any(r["rate"] is None for r in results):
         rates.append(None)
-    sums: dict[tuple, list[float]] = {}
+    sums: dict[tuple[str, float | None], list[float]] = {}
     for r in results:
         v = _finite(r[key])
         if v is not None:
@@ -52,7 +54,7 @@ def _rate_label(rate: float | None) -> str:
     return "listed arrivals" if rate is None else f"{rate:g}/s"
 
 
-def render_simulation_markdown(setup: dict, results: Sequence[dict]) -> str:
+def render_simulation_markdown(setup: dict[str, Any], results: Sequence[dict[str, Any]]) -> str:
     """The Markdown report: setup, one table and one chart per figure, the best policy per rate."""
     out = [f"# Simulated job queue: {md_text(setup.get('name', 'trace'))}", ""]
     for key, text in setup.get("lines", []):

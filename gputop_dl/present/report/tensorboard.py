@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gputop_dl.present.report.errors import ExportUsageError
@@ -49,7 +50,7 @@ def _writer_api() -> tuple[Any, Any, Any]:
     return EventFileWriter, event_pb2, summary_pb2
 
 
-def _gpu_indices(job: dict) -> list[int]:
+def _gpu_indices(job: dict[str, Any]) -> list[int]:
     """The physical GPUs of a job: a launched job's configured `gpus` (its own `cuda:0` is the
     first of them), a found job's device 'gpu0,2' -> [0, 2]; none for the CPU."""
     config, device = job.get("config") or {}, job.get("device") or ""
@@ -94,7 +95,7 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
     """Write session `sid` under `out`; returns (run folder, scalars written) per run."""
     api = _writer_api()
     gpu_rows = store.gpu_samples(sid)  # (t, gpu, util, mem_used, mem_total, temp, power, thr)
-    by_t: dict[float, dict[int, tuple]] = {}
+    by_t: dict[float, dict[int, tuple[Any, Any]]] = {}  # t -> GPU -> (util, mem_used)
     for t, g, util, mem, *_ in gpu_rows:
         by_t.setdefault(t, {})[g] = (util, mem)
     written = []
@@ -135,7 +136,8 @@ def _write_step_phases(run: _Run, store: Store, sid: str, name: str, phase: str 
 
 
 def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None,
-                 gpus: list[int], samples: list[tuple], gpu_by_t: dict) -> None:
+                 gpus: list[int], samples: Sequence[tuple[Any, ...]],
+                 gpu_by_t: Mapping[float, Mapping[int, tuple[Any, Any]]]) -> None:
     steps = store.step_rows(sid, name, phase) if phase else []  # (t, t_step, t_data, samples)
     step_times = [r[0] for r in steps]
     for i, (t, t_step, t_data, n) in enumerate(steps, start=1):
@@ -179,7 +181,8 @@ DISK_TAGS = ("job/io_read_bytes_per_s", "job/io_wait", "job/major_faults_per_s")
 MEMORY_TAGS = ("job/refault_bytes_per_s", "job/memory_wait")
 
 
-def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[tuple],
+def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str,
+                    samples: Sequence[tuple[Any, ...]],
                     step_times: list[float]) -> None:
     """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, and
     the disk and memory scalars (DISK_TAGS, MEMORY_TAGS), at the same global steps as the tick's other scalars."""
@@ -191,7 +194,8 @@ def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str, samples: list[
                     samples, step_times)
 
 
-def _write_per_tick(run: _Run, tags: tuple[str, ...], waits: dict, samples: list[tuple],
+def _write_per_tick(run: _Run, tags: tuple[str, ...], waits: Mapping[float, Sequence[Any]],
+                    samples: Sequence[tuple[Any, ...]],
                     step_times: list[float]) -> None:
     if not waits:
         return

@@ -11,8 +11,9 @@ layout's CSS is app.tcss. Nothing here samples the machine or imports torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,15 +33,18 @@ from gputop_dl.present.tui.log_panel import LogPanel
 from gputop_dl.present.tui.queue_panel import QueuePanel
 from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
-from gputop_dl.present.tui.source import source_attr
+from gputop_dl.present.tui.source import Launcher, Source, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
 from gputop_dl.text.safe import clean, escape
 
+if TYPE_CHECKING:
+    from gputop_dl.workload import SessionSpec
+
 BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
 
 
-class GputopApp(SessionActions, Shutdown, LiveApp):
+class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
     """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
 
     TITLE = "gputop-dl"
@@ -60,24 +64,25 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         Binding("a", "epochs_all", "All epochs"),
     ]
 
-    def __init__(self, source, *, clock: Callable[[], float] = time.time, mode: str = "monitor",
-                 spec=None, launcher=None, workloads_dir: str = "workloads",
+    def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
+                 mode: str = "monitor", spec: SessionSpec | None = None,
+                 launcher: Launcher | None = None, workloads_dir: str = "workloads",
                  export_dir: str | None = None, handle_signals: bool = False,
                  exporter: Callable[..., str] | None = None,
-                 diagnoser: Callable[..., dict] | None = None, readonly: bool = False):
+                 diagnoser: Callable[..., dict[str, Any]] | None = None, readonly: bool = False):
         """`launcher`: loads workload files and starts sources for the `l` screen (None: no
         launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`;
         `diagnoser()`: runs `gputop-dl diagnose` on the found jobs and returns its result (the
         JSON contract's dict) for `d` (with `probe`, `progress(message)` and `seconds` where it
         takes them); `readonly`: no stop, no launch, and `d` observes only (no probe)."""
         super().__init__(clock)
-        self.sources: list = [source]
-        self.specs: dict[int, Any] = {0: spec if spec is not None else source_attr(source, "spec")}
+        self.sources: list[Source] = [source]
+        self.specs: dict[int, SessionSpec | None] = {0: spec if spec is not None else source_attr(source, "spec")}
         self.mode = mode
         self.launcher = launcher
         self.exporter = exporter
         self.diagnoser = diagnoser
-        self.diagnosis: dict | None = None  # the last `d` result
+        self.diagnosis: dict[str, Any] | None = None  # the last `d` result
         self.diagnosing = False
         self.diag_t0, self.diag_status = 0.0, ""
         self.readonly = readonly
@@ -114,7 +119,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
                 yield LogPanel(id="log", classes="panel")
             yield KeyBar()
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> Screen[Any]:
         """The main screen, with the classes the first snapshot most likely sets (no GPU rows
         until NVML is read; in the monitor, no launched job): each class change after the
         first styling restyles every widget, three times on the first frame otherwise.
@@ -125,7 +130,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
     def on_load(self) -> None:
         # start sampling before the screen is built, so the first tick overlaps start-up
         for i, src in enumerate(self.sources):
-            self._attach(i, src)
+            self._attach_source(i, src)
 
     def on_mount(self) -> None:
         # widget handles: `query_one` searches the *active* screen, which is a modal at times
@@ -145,8 +150,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         if self.handle_signals:
             self.install_signal_handlers()
 
-    def _attach(self, index: int, src) -> None:
-        src.subscribe(lambda snap, i=index: self._receive(i, snap))
+    def _attach_source(self, index: int, src: Source) -> None:
+        src.subscribe(functools.partial(self._receive, index))
         src.start()
 
     def take(self, snaps: dict[int, Snapshot]) -> None:
@@ -290,7 +295,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
         self.log_panel.show(tuple(log[-50:]))
 
     def _title_content(self) -> Content:
-        parts: list = [("gputop-dl", "bold")]
+        parts: list[str | tuple[str, str]] = [("gputop-dl", "bold")]
         li = self.launch_index() if self.latest else None
         spec = self.specs.get(li if li is not None else 0)
         if self.mode == "launch" or li is not None:
@@ -374,13 +379,14 @@ class GputopApp(SessionActions, Shutdown, LiveApp):
 
         self.push_screen(HelpScreen())
 
-    def _config_for(self, row: JobRow) -> dict | None:
+    def _config_for(self, row: JobRow) -> dict[str, Any] | None:
         spec = self.specs.get(row.source)
         if spec is None:
             return None
         for w in getattr(spec, "workloads", ()):
             if w.name == row.name:
-                return w.to_dict(redact=True)
+                config: dict[str, Any] = w.to_dict(redact=True)  # the workload's keys, as TOML has them
+                return config
         return None
 
     def action_details(self) -> None:

@@ -15,12 +15,12 @@ assigns only a change.
 from __future__ import annotations
 
 import textwrap
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
@@ -41,7 +41,7 @@ def set_border(widget: Widget, *, title: str | None = None, subtitle: str | None
 class Panel(Static):
     """A Static with change-only updates."""
 
-    _signature: tuple | None = None
+    _signature: tuple[object, ...] | None = None
     _lines: int = -1
 
     def set(self, content: Content) -> bool:
@@ -70,7 +70,7 @@ class LinePanel(Widget):
     LinePanel { height: auto; }
     """
 
-    def __init__(self, *lines: Line, **kw):
+    def __init__(self, *lines: Line, **kw: Any) -> None:
         super().__init__(**kw)
         self._lines: list[Line] = list(lines)
         self._shown: list[Line] = []  # display lines (wrapped) for `_width`
@@ -114,7 +114,7 @@ class LinePanel(Widget):
             self._shown = shown
         return self._shown
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self._display(width)))
 
     def _style(self, name: str) -> Style:

@@ -23,6 +23,7 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
+from typing import Any, Callable
 
 from textual._time import get_time
 from textual.drivers.linux_driver import LinuxDriver
@@ -32,9 +33,9 @@ from gputop_dl.threadname import name_native_thread
 try:
     from textual._parser import ParseError
     from textual._xterm_parser import XTermParser
+    HAVE_XTERM_PARSER = True
 except ImportError:  # pragma: no cover - a Textual without them: use the stock loop
-    XTermParser = None
-    ParseError = ValueError
+    HAVE_XTERM_PARSER = False
 
 #: The longest sleep while the parser waits for the rest of an escape sequence (seconds).
 PENDING_MAX_WAIT = 0.1
@@ -55,7 +56,7 @@ class WakingEvent(threading.Event):
                 pass
 
 
-def parser_deadline(parser) -> float | None:
+def parser_deadline(parser: XTermParser) -> float | None:
     """When the parser stops waiting for the rest of a sequence (`get_time()` clock), or None.
 
     Raises AttributeError when the parser does not say (a Textual that changed its parser)."""
@@ -72,7 +73,7 @@ def select_timeout(deadline: float | None, now: float) -> float | None:
 
 def quiet_loop_supported() -> bool:
     """True when this Textual's parser exposes the pending deadline the quiet loop needs."""
-    if XTermParser is None:
+    if not HAVE_XTERM_PARSER:
         return False
     try:
         parser_deadline(XTermParser(False))
@@ -84,9 +85,10 @@ def quiet_loop_supported() -> bool:
 class QuietLinuxDriver(LinuxDriver):
     """`LinuxDriver` whose input thread blocks until input, exit or a parser deadline."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.exit_event = WakingEvent()
+        self._wake_event = WakingEvent()
+        self.exit_event = self._wake_event
         self.input_wakeups = 0  # select() returns, for tests and benchmarks
 
     def run_input_thread(self) -> None:
@@ -100,7 +102,7 @@ class QuietLinuxDriver(LinuxDriver):
         selector.register(wake_r, selectors.EVENT_READ, "wake")
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
-        self.exit_event.wake_fd = wake_w
+        self._wake_event.wake_fd = wake_w
         try:
             while not self.exit_event.is_set():
                 timeout = select_timeout(parser_deadline(parser), get_time())
@@ -110,7 +112,7 @@ class QuietLinuxDriver(LinuxDriver):
             selector.unregister(wake_r)
             self._handle(selector.select(0), parser, decode, wake_r, final=True)
         finally:
-            self.exit_event.wake_fd = None
+            self._wake_event.wake_fd = None
             selector.close()
             os.close(wake_r)
             os.close(wake_w)
@@ -120,7 +122,8 @@ class QuietLinuxDriver(LinuxDriver):
             except (EOFError, ParseError):  # at end of input: nothing left to deliver
                 pass
 
-    def _handle(self, events, parser, decode, wake_r: int, *, final: bool) -> bool:
+    def _handle(self, events: list[tuple[selectors.SelectorKey, int]], parser: XTermParser,
+                decode: Callable[..., str], wake_r: int, *, final: bool) -> bool:
         """Read what select reported, deliver parsed events and timeouts; False at end of input."""
         self.input_wakeups += 1
         for key, _mask in events:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 from textual.content import Content
 
@@ -36,7 +37,7 @@ def nice_ceiling(x: float) -> float:
     """A round number ≥ x (1, 2, 2.5, 5 × 10^k)."""
     if x <= 0:
         return 1.0
-    e = 10 ** math.floor(math.log10(x))
+    e: float = 10 ** math.floor(math.log10(x))
     for m in (1, 2, 2.5, 5, 10):
         if m * e >= x:
             return m * e
@@ -82,7 +83,7 @@ class EpochPanel(Panel):
     EpochPanel { height: 1fr; }
     """
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         super().__init__(Content.styled("no jobs", "$text-muted"), **kw)
         self.border_title = "epoch times"
         self._args: tuple[list[JobSample], JobSample | None] | None = None
@@ -143,7 +144,7 @@ class EpochPanel(Panel):
             epochs = epochs[skipped:] if room > 1 else []
             lines.append(Content.styled(f"… {skipped} earlier epoch(s)", "$text-muted"))
         for i, t in epochs:
-            tail: list = [f" {secs(t):>7}"]
+            tail: list[str | tuple[str, str]] = [f" {secs(t):>7}"]
             if solo:
                 r = t / solo
                 tail.append((f"  {r:.2f}× solo epoch", _ratio_style(r)))
@@ -175,7 +176,7 @@ class EpochPanel(Panel):
         for j in jobs[: height - 1]:
             solo = solo_epoch_s(j)
             med = statistics.median(j.epoch_times) if j.epoch_times else None
-            parts: list = [(fit(clean(("▸ " if j.name == mark else "  ") + j.name), label_w), "bold")]
+            parts: list[str | tuple[str, str]] = [(fit(clean(("▸ " if j.name == mark else "  ") + j.name), label_w), "bold")]
             if med is None:
                 parts.append((fit("no epoch finished yet", bar_w), "$text-muted"))
             else:

@@ -13,14 +13,16 @@ a vanished job's row removed. Nothing here reads the network.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import Any, Callable, Protocol
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 
-from gputop_dl.present.fleet import dist_cells, job_cells, node_cells, node_state
+from gputop_dl.present.fleet import (FleetJob, FleetNode, FleetSnap, dist_cells, job_cells,
+                                     node_cells, node_state)
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
 from gputop_dl.present.tui.key_bar import KeyBar
@@ -36,7 +38,7 @@ NODES_MAX = 14  # rows of the nodes table before it scrolls
 DIST_MAX = 8
 
 
-class NodesTable(KeyedTable):
+class NodesTable(KeyedTable[Row]):
     TABLE_TITLE = "nodes"
     COLUMNS = (("node", "node", 16, False), ("host", "host", 12, False),
                ("state", "state", 44, False), ("gpus", "GPUs", 4, True),
@@ -48,7 +50,7 @@ class NodesTable(KeyedTable):
              "mem": ("GPU memory", "gpumem", True), "util": ("GPU util", "util", True)}
 
 
-class DistributedTable(KeyedTable):
+class DistributedTable(KeyedTable[Row]):
     TABLE_TITLE = "distributed jobs (ranks across nodes)"
     COLUMNS = (("run", "run id", 16, False), ("job", "job", 18, False),
                ("world", "world", 5, True), ("seen", "ranks", 6, True),
@@ -58,7 +60,7 @@ class DistributedTable(KeyedTable):
     SORTS = {"name": ("run id", "run", False), "step": ("slowest step", "step", True)}
 
 
-class FleetJobsTable(KeyedTable):
+class FleetJobsTable(KeyedTable[Row]):
     TABLE_TITLE = "jobs (all nodes)"
     COLUMNS = (("node", "node", 18, False), ("job", "job", 24, False), ("pid", "pid", 8, True),
                ("status", "status", 12, False), ("cpu", "CPU", 6, True),
@@ -92,7 +94,15 @@ FLEET_NOTES = (
 )
 
 
-class FleetApp(LiveApp):
+class FleetSource(Protocol):
+    """What the fleet view uses of its source (runner's FleetPoller, or a fake in tests)."""
+
+    def subscribe(self, fn: Callable[[FleetSnap], None]) -> None: ...
+    def start(self) -> None: ...
+    def request_stop(self, reason: str = "interrupted") -> None: ...
+
+
+class FleetApp(LiveApp[FleetSnap]):
     """The fleet view. `source` has subscribe/start/request_stop/join/interval (FleetPoller)."""
 
     TITLE = "gputop-dl"
@@ -107,10 +117,10 @@ class FleetApp(LiveApp):
         Binding("u", "sort('util')", "Sort GPU util", group=SORT),
     ]
 
-    def __init__(self, source, *, clock: Callable[[], float] = time.time):
+    def __init__(self, source: FleetSource, *, clock: Callable[[], float] = time.time):
         super().__init__(clock)
         self.source = source
-        self.latest: Any = None  # the newest fleet snapshot shown
+        self.latest: FleetSnap | None = None  # the newest fleet snapshot shown
 
     @property
     def interval(self) -> float:
@@ -138,7 +148,7 @@ class FleetApp(LiveApp):
         self.ready(self.query_one(TitleBar))
 
     # --- snapshots ----------------------------------------------------------------------------
-    def take(self, snaps: dict) -> None:
+    def take(self, snaps: dict[int, FleetSnap]) -> None:
         snap = snaps.get(0)
         if snap is not None:
             self.latest = snap
@@ -187,18 +197,18 @@ class FleetApp(LiveApp):
         self.renders += 1
 
     @staticmethod
-    def _subtitle(table: KeyedTable, text: str) -> None:
+    def _subtitle(table: KeyedTable[Row], text: str) -> None:
         if table.sort_by:
             text += f" · sorted by {table.SORTS[table.sort_by][0]}"
         table.set_subtitle(text)
 
     @staticmethod
-    def _fit(table: KeyedTable, rows: int, most: int) -> None:
+    def _fit(table: KeyedTable[Row], rows: int, most: int) -> None:
         height = min(max(rows, 1), most) + 3  # + header + border
         if table.styles.height is None or table.styles.height.value != height:
             table.styles.height = height
 
-    def node_row(self, n, snap) -> Row:
+    def node_row(self, n: FleetNode, snap: FleetSnap) -> Row:
         p = self.palette
         state, tone = node_state(n, snap.time, (snap.last_ok or {}).get(n.address))
         host, gpus, util, mem, cpu, load, jobs, verdict = node_cells(n)
@@ -212,7 +222,7 @@ class FleetApp(LiveApp):
                 "util": sum(utils) / len(utils) if utils else None}
         return Row(f"node:{n.address}", cells, sort, name=n.label, alive=n.ok)
 
-    def job_row(self, n, j) -> Row:
+    def job_row(self, n: FleetNode, j: FleetJob) -> Row:
         p = self.palette
         cells = [Cell(clean(c)) for c in job_cells(n, j)]
         status = {"running": p.ok, "failed": p.err, "stopped": p.warn}.get(j.status or "", p.muted)
@@ -225,7 +235,7 @@ class FleetApp(LiveApp):
         return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=j.name,
                    alive=j.status == "running")
 
-    def dist_row(self, d: dict) -> Row:
+    def dist_row(self, d: Mapping[str, Any]) -> Row:
         p = self.palette
         cells = [Cell(clean(c)) for c in dist_cells(d)]
         cells[0] = Cell(cells[0].text, p.bold)
@@ -238,7 +248,7 @@ class FleetApp(LiveApp):
     # --- title and staleness --------------------------------------------------------------------
     def _title_content(self) -> Content:
         src = source_attr(self.source, "source", "nodes") or "nodes"
-        parts: list = [("gputop-dl", "bold"), " · fleet"]
+        parts: list[str | tuple[str, str]] = [("gputop-dl", "bold"), " · fleet"]
         parts.append(" · from the nodes' /metrics" if src == "nodes" else clean(f" · from {src}"))
         snap = self.latest
         if snap is not None:
@@ -259,7 +269,7 @@ class FleetApp(LiveApp):
         self.render_fleet()
 
     # --- actions -------------------------------------------------------------------------------
-    def focused_table(self) -> KeyedTable:
+    def focused_table(self) -> KeyedTable[Row]:
         f = self.focused
         return f if isinstance(f, KeyedTable) else self.nodes_table
 
@@ -313,7 +323,7 @@ class FleetApp(LiveApp):
                                                  self.run_details(d)))
 
     @staticmethod
-    def node_details(n, snap) -> dict[str, str]:
+    def node_details(n: FleetNode, snap: FleetSnap) -> dict[str, str]:
         state, _tone = node_state(n, snap.time, (snap.last_ok or {}).get(n.address))
         out = {"address": n.address, "name": n.name or DASH, "state": state}
         if not n.ok:
@@ -332,7 +342,7 @@ class FleetApp(LiveApp):
         return out
 
     @staticmethod
-    def job_details(n, j) -> dict[str, str]:
+    def job_details(n: FleetNode, j: FleetJob) -> dict[str, str]:
         out = {"node": f"{n.label} ({n.hostname or n.address})",
                "pid": DASH if j.pid is None else str(j.pid),
                "status": (j.status or DASH) + (f" ({j.phase})" if j.phase else ""),
@@ -348,7 +358,7 @@ class FleetApp(LiveApp):
         return out
 
     @staticmethod
-    def run_details(d: dict) -> dict[str, str]:
+    def run_details(d: Mapping[str, Any]) -> dict[str, str]:
         ws = d["world_size"]
         out = {"job": d["job"], "world size": str(ws) if ws else "unknown",
                "ranks seen": ", ".join(map(str, d["ranks_seen"])) or "none"}

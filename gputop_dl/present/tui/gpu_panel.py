@@ -8,6 +8,8 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 
 from __future__ import annotations
 
+from typing import Any
+
 from gputop_dl.analyse.gpu_clocks import link_below_max, pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
@@ -67,7 +69,7 @@ class GpuPanel(LinePanel):
     GpuPanel { height: auto; min-height: 3; }
     """
 
-    def __init__(self, *, interval: float = 1.0, **kw):
+    def __init__(self, *, interval: float = 1.0, **kw: Any) -> None:
         super().__init__((("waiting for the first sample…", "$text-muted"),), **kw)
         self.border_title = "GPUs"
         self.histories: dict[int, History] = {}

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual.app import ComposeResult
 from textual.containers import Container, Vertical
@@ -29,6 +30,9 @@ from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.timeline import FINE_S, MARK_COLOUR, Marks, Timeline, ago
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
+
+if TYPE_CHECKING:
+    from gputop_dl.present.tui.series_chart import SeriesChart
 
 # mid-tone colours that read on dark and light themes alike; jobs and GPUs have their own
 JOB_COLOURS = ((0, 130, 200), (230, 25, 75), (60, 160, 75), (245, 130, 48), (145, 30, 180),
@@ -48,7 +52,7 @@ class Figure:
     key: str
     title: str
     of: str  # "job" | "gpu"
-    value: Callable
+    value: Callable[[Any], float | None]  # of a JobSample (of == "job") or a GpuSample
     percent: bool = False  # a 0..1 share drawn as 0–100 %
     floor: float | None = 0.0  # the y axis' lowest value (None: the data's)
     least_top: float = 0.0  # the y axis' top is at least this
@@ -81,7 +85,7 @@ class HistoryPanel(Vertical):
     HistoryPanel #charts { layout: grid; grid-size: 3; grid-gutter: 0 2; height: 1fr; }
     """
 
-    def __init__(self, interval: float = 1.0, **kw):
+    def __init__(self, interval: float = 1.0, **kw: Any) -> None:
         super().__init__(**kw)
         self.border_title = "history"
         self.interval = interval
@@ -95,17 +99,17 @@ class HistoryPanel(Vertical):
         self.now: float | None = None
         self.started: float | None = None
         self.drawn_at: float | None = None  # the bucket end the charts were last built for
-        self.drawn_shape: tuple = ()
+        self.drawn_shape: tuple[object, ...] = ()
         self.built_at = -math.inf  # the snapshot time of the last build
         self.builds = 0  # chart builds (for tests and benchmarks)
-        self._mounted_charts: dict | None = None
+        self._mounted_charts: dict[str, SeriesChart] | None = None
         self.colour: dict[int | str, int] = {}  # a job's index into JOB_COLOURS
 
     def compose(self) -> ComposeResult:
         yield Panel(Content.styled("no job found yet", "$text-muted"), id="legend")
         yield Container(id="charts")  # the charts: mounted when first shown (`_charts`)
 
-    def _charts(self) -> dict | None:
+    def _charts(self) -> dict[str, SeriesChart] | None:
         """The charts by figure, mounted the first time the panel is on screen: plotext's
         import (~17 ms) stays off the monitor's first frame. None until they are laid out."""
         if self._mounted_charts is None:
@@ -215,8 +219,9 @@ class HistoryPanel(Vertical):
         group = (s for _n, s in self.jobs.values()) if f.of == "job" else iter(self.gpus.values())
         return any(s[f.key].coarse for s in group)
 
-    def _legend(self, jobs, n_in_view: int, gpus, end: float, window: float, bucket: float) -> None:
-        parts: list = []
+    def _legend(self, jobs: Sequence[tuple[tuple[int, int, int], str, object]], n_in_view: int,
+                gpus: Sequence[tuple[int, object]], end: float, window: float, bucket: float) -> None:
+        parts: list[tuple[str, str]] = []
         for colour, name, _s in jobs:
             parts += [("━━ ", _hex(colour)), (clean(name) + "  ", "bold")]
         if n_in_view > len(jobs):

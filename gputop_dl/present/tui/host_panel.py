@@ -7,8 +7,10 @@ throttling appear only where the kernel provides them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gputop_dl.text.fmt import DASH, num, pct, size
-from gputop_dl.present.tui.base import Line, LinePanel
+from gputop_dl.present.tui.base import Line, LinePanel, Run
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
 from gputop_dl.snapshot import HostSample
 
@@ -32,7 +34,7 @@ class HostPanel(LinePanel):
     HostPanel { height: auto; min-height: 3; }
     """
 
-    def __init__(self, *, interval: float = 1.0, **kw):
+    def __init__(self, *, interval: float = 1.0, **kw: Any) -> None:
         super().__init__((("waiting for the first sample…", "$text-muted"),), **kw)
         self.border_title = "host"
         self.history = History(max(10, int(HISTORY_S / max(interval, 0.05))))
@@ -75,7 +77,7 @@ class HostPanel(LinePanel):
             first = True
             for i in range(0, len(cores), per_line):
                 chunk = cores[i:i + per_line]
-                parts: list = [(f"{'cores' if first else '':<{LABEL_W}}", "bold")]
+                parts: list[Run] = [(f"{'cores' if first else '':<{LABEL_W}}", "bold")]
                 parts += [(block(c), f"{level(c)} on $boost") for c in chunk]
                 if first and len(cores) <= 8:
                     parts.append("  " + " ".join(f"{c * 100:.0f}%" for c in cores))

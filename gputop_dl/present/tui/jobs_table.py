@@ -107,7 +107,8 @@ class Trends:
 
     def __init__(self, span: int = SPARK_W):
         self.span = span
-        self.by_key: dict[str, tuple[deque, deque, deque]] = {}
+        # (step time or samples/s, data wait, CPU wait), None: unknown at that snapshot
+        self.by_key: dict[str, tuple[deque[float | None], deque[float | None], deque[float | None]]] = {}
 
     def push(self, key: str, j: JobSample) -> None:
         t = self.by_key.get(key)
@@ -226,7 +227,7 @@ def table_rows(latest: dict[int, Snapshot], p: Palette, trends: Trends | None = 
     return rows
 
 
-class JobsTable(KeyedTable):
+class JobsTable(KeyedTable[JobRow]):
     """The monitor's jobs table (rows: `job_row`, `process_row`)."""
 
     COLUMNS = COLUMNS

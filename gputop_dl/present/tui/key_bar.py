@@ -10,8 +10,11 @@ entry ("j/k Move", "c/m/n/t/o Sort"); a hidden binding (`show=False`) is only an
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import events
 from textual.content import Content
+from textual.screen import Screen
 from textual.widget import Widget
 
 SEP = "  "
@@ -29,7 +32,7 @@ class KeyBar(Widget, can_focus=False):
     }
     """
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._spans: list[tuple[int, int, str]] = []  # (x0, x1, key) of each key drawn
 
@@ -39,7 +42,7 @@ class KeyBar(Widget, can_focus=False):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
-    def _bindings_changed(self, screen) -> None:
+    def _bindings_changed(self, screen: Screen[Any]) -> None:
         if self.is_attached and screen is self.screen:
             self.refresh()
 

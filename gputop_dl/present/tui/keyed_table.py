@@ -15,8 +15,9 @@ theme's CSS variables; a theme change re-renders them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -77,8 +78,11 @@ class Row:
     alive: bool = False
 
 
-class KeyedTable(Widget, can_focus=True):
-    """A table of keyed rows; `show(rows)` applies a new set of rows in place.
+RowT = TypeVar("RowT", bound=Row)
+
+
+class KeyedTable(Widget, Generic[RowT], can_focus=True):
+    """A table of keyed rows (of type RowT); `show(rows)` applies a new set of rows in place.
 
     Subclasses set `COLUMNS` (key, label, width, right-justified), `DROP_ORDER` (columns left
     out first on a narrow terminal), `SORTS` (sort key -> label, column, descending first) and
@@ -126,11 +130,11 @@ class KeyedTable(Widget, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.border_title = self.TABLE_TITLE
         self._keys = tuple(c[0] for c in self.COLUMNS)
-        self.rows_by_key: dict[str, Row] = {}
+        self.rows_by_key: dict[str, RowT] = {}
         self.sort_by: str | None = None
         self.sort_reverse = False
         self.cursor_key: str | None = None
@@ -138,7 +142,7 @@ class KeyedTable(Widget, can_focus=True):
         self._order: list[str] = []
         self._default_order: list[str] = []
         self._strips: dict[str, tuple[tuple[Cell, ...], Strip]] = {}  # row key -> (cells, rendered)
-        self._layout_sig: tuple | None = None  # (width, styles) the cached lines were rendered for
+        self._layout_sig: tuple[object, ...] | None = None  # (width, styles) the cached lines were rendered for
         self._style_cache: tuple[Style, Style, Style] | None = None
         self._columns: tuple[tuple[str, str, int, bool], ...] = self.COLUMNS  # those that fit
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
@@ -159,7 +163,7 @@ class KeyedTable(Widget, can_focus=True):
     def selected_key(self) -> str | None:
         return self.cursor_key
 
-    def selected(self) -> Row | None:
+    def selected(self) -> RowT | None:
         return self.rows_by_key.get(self.cursor_key) if self.cursor_key else None
 
     def cell(self, key: str, column: str) -> Cell:
@@ -180,7 +184,7 @@ class KeyedTable(Widget, can_focus=True):
         """The `HIDE_EMPTY` columns left out because no row has a value in them."""
         return self._empty
 
-    def _empty_columns(self, rows: list[Row]) -> frozenset[str]:
+    def _empty_columns(self, rows: Sequence[RowT]) -> frozenset[str]:
         if not rows:  # nothing to show: only the columns that are always there
             return frozenset(self.HIDE_EMPTY)
         keys = self._keys
@@ -189,7 +193,7 @@ class KeyedTable(Widget, can_focus=True):
                          if all(r.cells[keys.index(c)].text.strip() in empty for r in rows))
 
     # --- updates -------------------------------------------------------------------------------
-    def show(self, rows: list[Row]) -> None:
+    def show(self, rows: Sequence[RowT]) -> None:
         """Apply rows (given in default order): repaint changed lines; re-order when needed.
 
         The cursor stays on the same row key whatever moves around it; when its row goes, it
@@ -235,7 +239,7 @@ class KeyedTable(Widget, can_focus=True):
             sub += f" · rows {self.top + 1}–{min(n, self.top + shown)} of {n}"
         set_border(self, subtitle=sub)
 
-    def _sorted_keys(self, rows: list[Row]) -> list[str]:
+    def _sorted_keys(self, rows: Sequence[RowT]) -> list[str]:
         if self.sort_by is None:
             return [r.key for r in rows]
         col = self.SORTS[self.sort_by][1]

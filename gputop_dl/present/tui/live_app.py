@@ -13,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable
+from typing import Callable, Generic
 
 from textual.app import App
+from textual.content import Content
+from textual.driver import Driver
 from textual.binding import Binding
 from textual.message import Message
+from textual.theme import Theme
 
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.keyed_table import Palette
-from gputop_dl.present.tui.source import Inbox
+from gputop_dl.present.tui.source import Inbox, S
 
 QUIT_BINDINGS = [
     Binding("q", "quit_app", "Quit"),
@@ -54,7 +57,7 @@ class TitleBar(Panel):
     """
 
 
-class LiveApp(App[int]):
+class LiveApp(App[int], Generic[S]):
     """Intake, staleness, pausing and the quiet driver. Subclasses define `take(snaps)` (render
     the newest snapshot per source index), `_title_content()`, `stale_after()` (seconds after a
     snapshot before the title is checked) and `palette_changed()`; their `on_mount` calls
@@ -65,7 +68,7 @@ class LiveApp(App[int]):
     def __init__(self, clock: Callable[[], float] = time.time):
         super().__init__()
         self.clock = clock
-        self.inbox = Inbox()
+        self.inbox: Inbox[S] = Inbox()
         self.paused = False
         self.renders = 0
         self.palette = Palette()
@@ -82,7 +85,7 @@ class LiveApp(App[int]):
         self._arm_stale_check()
 
     # --- intake ----------------------------------------------------------------------------------
-    def _receive(self, index: int, snap) -> None:
+    def _receive(self, index: int, snap: S) -> None:
         """Called in the source's thread: keep the newest, wake the UI once."""
         if self.inbox.put(index, snap) and self._widgets_ready.is_set():
             self.post_message(SnapshotsArrived())
@@ -96,11 +99,11 @@ class LiveApp(App[int]):
         if snaps:
             self.take(snaps)
 
-    def take(self, snaps: dict) -> None:  # pragma: no cover - every app defines it
+    def take(self, snaps: dict[int, S]) -> None:  # pragma: no cover - every app defines it
         raise NotImplementedError
 
     # --- title and staleness -----------------------------------------------------------------------
-    def _title_content(self):  # pragma: no cover - every app defines it
+    def _title_content(self) -> Content:  # pragma: no cover - every app defines it
         raise NotImplementedError
 
     def stale_after(self) -> float:
@@ -128,7 +131,7 @@ class LiveApp(App[int]):
             self._stale_handle.cancel()
             self._stale_handle = None
 
-    def _on_theme_changed(self, _theme) -> None:
+    def _on_theme_changed(self, _theme: Theme) -> None:
         self.palette = Palette(self.get_css_variables())
         self.palette_changed()
 
@@ -143,7 +146,7 @@ class LiveApp(App[int]):
             self._drain()
         self._update_title()
 
-    def get_driver_class(self):
+    def get_driver_class(self) -> type[Driver]:
         """Textual's choice, except that its Linux driver is swapped for one whose input thread
         sleeps until a key arrives (driver.py) instead of waking ten times a second."""
         from textual.drivers.linux_driver import LinuxDriver

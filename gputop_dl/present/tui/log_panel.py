@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from textual.content import Content
 
@@ -26,7 +27,7 @@ class LogPanel(Panel):
     LogPanel { height: 1fr; }
     """
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         super().__init__(Content.styled("no messages", "$text-muted"), **kw)
         self.border_title = "log"
         self._log: tuple[tuple[float, str], ...] = ()

@@ -1,6 +1,6 @@
 """The job details' step phases: a stacked bar per step (solo against now) and the rank table.
 
-Rendered as Content lines for the job details screen (screens.job_detail_lines). A phase that
+Rendered as Content lines for the job details screen (job_detail.job_detail_lines). A phase that
 was not measured gets no cells and "–" in the legend; a job without phases gets one line
 saying why (docs/phases.md).
 """
@@ -88,18 +88,18 @@ def phase_lines(j: JobSample) -> list[Content]:
         out += [Content(""), Content.styled("ranks (mean per step)", "bold $text-accent"),
                 Content.styled(f"  {'rank':>5} {'step':>9} {'data':>9} {'h2d':>9} {'forward':>9}"
                                f" {'backward':>9} {'optim.':>9}", "bold")]
-        late = j.straggler.rank if j.straggler else None
+        st = j.straggler
         for r in j.ranks:
-            q = r.phases.parts() if r.phases else {}
-            cells = "".join(f" {_ms(q.get(k)):>9}" for k in
+            parts = r.phases.parts() if r.phases else {}
+            cells = "".join(f" {_ms(parts.get(k)):>9}" for k in
                             ("data", "h2d", "forward", "backward", "optimizer"))
             line = f"  {r.rank:>5} {_ms(r.step_time_s):>9}{cells}"
-            if r.rank == late:
+            if st is not None and r.rank == st.rank:
                 out.append(Content.styled(
-                    f"{line}  ◀ late: {j.straggler.cause} +{j.straggler.excess_s * 1000:.0f} ms",
+                    f"{line}  ◀ late: {st.cause} +{st.excess_s * 1000:.0f} ms",
                     "bold $text-warning"))
             else:
                 out.append(Content(line))
-        if late is None:
+        if st is None:
             out.append(Content.styled("  no rank is late (or too few steps to say)", "$text-muted"))
     return out

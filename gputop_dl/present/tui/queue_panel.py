@@ -8,6 +8,9 @@ the policy's order, the next to start first. Hidden unless the snapshot has a qu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel, set_border
@@ -17,7 +20,7 @@ STATES = (("running", "running", "$text-success"), ("waiting", "waiting", "$text
           ("pending", "to arrive", "$text-muted"), ("ended", "ended", "$text-accent"))
 
 
-def queue_subtitle(q: dict) -> str:
+def queue_subtitle(q: Mapping[str, Any]) -> str:
     unit = q.get("unit") or "slot"
     if q.get("policy") == "lyapunov":
         cpu = f"CPU overcommit weighed, v = {q.get('v', 1):g}"
@@ -28,7 +31,7 @@ def queue_subtitle(q: dict) -> str:
     return f"{q.get('policy')} · {q.get('slots')} {unit}s · {cpu}"
 
 
-def queue_lines(q: dict) -> list[list[tuple[str, str]]]:
+def queue_lines(q: Mapping[str, Any]) -> list[list[tuple[str, str]]]:
     """The panel's lines as (text, style) runs."""
     jobs = q.get("jobs") or []
     counts = {s: sum(j.get("state") == s for j in jobs) for s, _, _ in STATES}
@@ -56,10 +59,10 @@ class QueuePanel(Panel):
     QueuePanel { height: 1fr; }
     """
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         super().__init__(Content.styled("no queue", "$text-muted"), **kw)
         self.border_title = "queue"
 
-    def show(self, q: dict) -> None:
+    def show(self, q: Mapping[str, Any]) -> None:
         set_border(self, subtitle=queue_subtitle(q))
         self.set(Content("\n").join(Content.assemble(*line) for line in queue_lines(q)))

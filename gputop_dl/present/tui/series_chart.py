@@ -6,10 +6,15 @@ Imported when the history panel first shows (history_panel.py), not on the first
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from gputop_dl.present.tui.timeline import MARK_COLOUR, ago, ticks
+
+if TYPE_CHECKING:
+    from gputop_dl.present.tui.history_panel import Figure
 
 
 class SeriesChart(PlotextPlot):
@@ -19,7 +24,7 @@ class SeriesChart(PlotextPlot):
     SeriesChart { width: 1fr; height: 1fr; min-height: 5; }
     """
 
-    def draw(self, fig, lines: list[tuple[tuple[int, int, int], list[float | None]]],
+    def draw(self, fig: Figure, lines: list[tuple[tuple[int, int, int], list[float | None]]],
              window: float, marks: list[float]) -> None:
         """Set the chart's data (built on the next render): `lines` of (colour, n bucket means
         over the `window` seconds up to now, oldest first), `marks` (seconds before now)."""

@@ -17,9 +17,15 @@ import getpass
 import inspect
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.safe import escape
+
+if TYPE_CHECKING:
+    from gputop_dl.present.tui.app_state import MonitorHost as _Host
+else:
+    _Host = object  # a plain mixin at run time
 
 
 DIAGNOSE_S = 20.0  # the TUI's diagnosis: observe, py-spy together, probe each alone
@@ -30,9 +36,10 @@ def may_signal_others() -> bool:
     return os.geteuid() == 0
 
 
-class SessionActions:
+class SessionActions(_Host):
     """Needs `sources`, `specs`, `latest`, `launch_index()`, `diagnoser`, `exporter`,
-    `launcher`, `export_dir`, `workloads_dir` and `_attach()` from the app."""
+    `launcher`, `export_dir`, `workloads_dir` and `_attach_source()` from the app
+    (app_state.py lists them)."""
 
     def action_diagnose(self) -> None:
         from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
@@ -89,8 +96,10 @@ class SessionActions:
     async def _diagnose(self, probe: bool = True) -> None:
         from gputop_dl.present.tui.screens import VerdictScreen  # on demand: not on start-up
 
-        kw: dict = {}
-        params = inspect.signature(self.diagnoser).parameters
+        diagnoser = self.diagnoser
+        assert diagnoser is not None  # action_diagnose checked it
+        kw: dict[str, Any] = {}
+        params = inspect.signature(diagnoser).parameters
         if "probe" in params:
             kw["probe"] = probe
         if "progress" in params:
@@ -98,7 +107,7 @@ class SessionActions:
         if "seconds" in params:
             kw["seconds"] = DIAGNOSE_S
         try:
-            result = await asyncio.to_thread(self.diagnoser, **kw)
+            result = await asyncio.to_thread(diagnoser, **kw)
         except Exception as exc:
             self.notify(f"diagnosis failed: {escape(exc)}", severity="error", timeout=6)
             return
@@ -112,12 +121,13 @@ class SessionActions:
         self._render_banner_and_log()
         self.push_screen(VerdictScreen(result["verdict"]))
 
-    def current_verdict(self) -> dict | None:
+    def current_verdict(self) -> dict[str, Any] | None:
         """The verdict the header shows: the launch's, else a diagnosis of the found jobs, else
         the monitor's live verdict of the jobs it sees (the same choice as the banner's)."""
         li = self.launch_index()
         if li is None and self.diagnosis and self.diagnosis.get("verdict"):
-            return self.diagnosis["verdict"]
+            found: dict[str, Any] = self.diagnosis["verdict"]  # the diagnosis JSON's verdict
+            return found
         snap = self.latest.get(li) if li is not None else self.primary
         return snap.verdict if snap is not None else None
 
@@ -136,9 +146,12 @@ class SessionActions:
 
     def export_target(self) -> str | None:
         li = self.launch_index()
+        sid: str | None
         if li is not None:
-            return source_attr(self.sources[li], "session_id") or self.latest[li].session_id
-        return source_attr(self.sources[0], "session_id")
+            sid = source_attr(self.sources[li], "session_id") or self.latest[li].session_id
+        else:
+            sid = source_attr(self.sources[0], "session_id")
+        return sid
 
     def action_export(self) -> None:
         sid = self.export_target()
@@ -156,7 +169,8 @@ class SessionActions:
         kw = {"store_path": store_path} if store_path else {}
         self.run_worker(self._export(fn, sid, path, kw), exclusive=True, group="export")
 
-    async def _export(self, fn, sid: str, path: str, kw: dict) -> None:
+    async def _export(self, fn: Callable[..., object], sid: str, path: str,
+                      kw: dict[str, Any]) -> None:
         try:
             result = await asyncio.to_thread(fn, sid, path, **kw)
         except Exception as exc:
@@ -169,7 +183,8 @@ class SessionActions:
     def action_launcher(self) -> None:
         from gputop_dl.present.tui.screens import LauncherScreen  # on demand: not on start-up
 
-        if self.launcher is None:
+        launcher = self.launcher
+        if launcher is None:
             return
         if any(i > 0 and source_attr(s, "running", False) for i, s in enumerate(self.sources)):
             self.notify("a launch is already running", severity="warning", timeout=3)
@@ -180,15 +195,15 @@ class SessionActions:
                 return
             path, names = result
             try:
-                spec = self.launcher.load(path, only=names)
-                src = self.launcher.start(spec)
+                spec = launcher.load(path, only=names)
+                src = launcher.start(spec)
             except Exception as exc:
                 self.notify(f"cannot launch: {escape(exc)}", severity="error", timeout=8)
                 return
             index = len(self.sources)
             self.sources.append(src)
             self.specs[index] = spec
-            self._attach(index, src)
+            self._attach_source(index, src)
             self.notify(escape(f"launched {', '.join(names)} from {os.path.relpath(path)}"), timeout=4)
 
-        self.push_screen(LauncherScreen(self.workloads_dir, self.launcher.load), started)
+        self.push_screen(LauncherScreen(self.workloads_dir, launcher.load), started)

@@ -12,13 +12,19 @@ import os
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gputop_dl.present.tui.app_state import MonitorHost as _Host
+else:
+    _Host = object  # a plain mixin at run time
 
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for a source to stop its jobs
 WATCHDOG_S = 5.0  # after a signal: exit this long after the sources stopped, if the UI has not
 
 
-class Shutdown:
+class Shutdown(_Host):
     """Needs `sources`, `stopping`, `live_jobs()`, `_render_banner_and_log()`, `_update_title()`
     and `_drain()` from the app."""
 

@@ -22,13 +22,19 @@ the latest state once instead of working through a backlog.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
 from gputop_dl.snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from gputop_dl.workload import SessionSpec
+
 
 class Source(Protocol):
-    session_id: str | None
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def state(self) -> str: ...  # "running", then how it ended (the Engine's)
 
     def subscribe(self, fn: Callable[[Snapshot], None]) -> None: ...
     def start(self) -> None: ...
@@ -41,17 +47,27 @@ class Source(Protocol):
     def running(self) -> bool: ...
 
 
-class Inbox:
+class Launcher(Protocol):
+    """What the `l` screen uses to load a workload file and start it (runner's launchers)."""
+
+    def load(self, path: str, only: list[str] | None = None) -> SessionSpec: ...
+    def start(self, spec: SessionSpec) -> Source: ...
+
+
+S = TypeVar("S")  # what a source hands in: a Snapshot, or the fleet view's fleet snapshot
+
+
+class Inbox(Generic[S]):
     """Latest snapshot per source; `put` says whether the UI needs a wake-up."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._latest: dict[int, Snapshot] = {}
+        self._latest: dict[int, S] = {}
         self._pending = False
         self.received = 0  # snapshots put (for tests and benchmarks)
         self.dropped = 0  # snapshots replaced before the UI took them
 
-    def put(self, source_index: int, snap: Snapshot) -> bool:
+    def put(self, source_index: int, snap: S) -> bool:
         with self._lock:
             self.received += 1
             if source_index in self._latest:
@@ -62,7 +78,7 @@ class Inbox:
             self._pending = True
             return True
 
-    def take(self) -> dict[int, Snapshot]:
+    def take(self) -> dict[int, S]:
         with self._lock:
             out, self._latest = self._latest, {}
             self._pending = False

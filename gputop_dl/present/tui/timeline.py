@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 
 FINE_S = 300.0  # seconds kept sample by sample: the default view (last 5 min)
 CAP = 1024  # whole-session buckets kept at most; their width doubles past it
@@ -76,9 +77,9 @@ class Timeline:
         t0 = t_end - window
         step = window / n
         acc = [0.0] * n
-        cnt = [0] * n
+        cnt: list[float] = [0] * n  # known samples per bucket
         if self.fine and (self.fine[0][0] <= t0 + step or len(self.fine) < (self.fine.maxlen or 0)):
-            src = ((t, v, 1) for t, v in self.fine if v is not None)
+            src: Iterable[tuple[float, float, float]] = ((t, v, 1) for t, v in self.fine if v is not None)
         else:  # the whole session: each bucket at its middle
             src = ((s + self.width / 2, total / k, k) for s, total, k in self.coarse)
         for t, v, k in src:

@@ -92,9 +92,9 @@ class VerdictBanner(Panel):
             if str((v.get("evidence") or {}).get("method") or "").startswith("passive"):
                 conf_s += " · live estimate, nothing paused"  # analyse/passive.py
             title = clean(v.get("title"))
-            head = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
+            runs = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
             return Content.assemble(
-                *head,
+                *runs,
                 ("\n" + clean(v.get("reason")), ""), (f"   v: evidence{conf_s}", "$text-muted"))
         self._tone("-neutral")
         newest = clean(snap.log[-1][1]) if snap.log else ""
