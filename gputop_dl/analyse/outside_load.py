@@ -2,9 +2,9 @@
 
 The live judge (analyse/passive.py) splits each job's CPU wait between the other jobs and
 everything else (`set_share`, analyse/cpu_wait_model.py). The part behind everything else is
-what processes that are not judged jobs cost it: without them its critical path would run
-`outside = s_all / s` times faster, `s_all` its estimate with every wait put down to a CPU and
-`s` the part the other jobs cause. Here: the busiest of those processes over the judge's
+what processes that are not judged jobs cost it: without them, the other jobs still beside it,
+its critical path would run `outside` times faster, the CPU-wait model on that part of its wait
+only (analyse/job_estimate.py). Here: the busiest of those processes over the judge's
 window (collect/busiest.py, read only while a job waits), the `outside-load` verdict when they
 and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict gets when both do.
 How the split is made: docs/verdict.md.
