@@ -23,8 +23,9 @@ from gputop_dl.analyse.passive import WINDOW
 from gputop_dl.analyse.passive import PassiveJudge
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
+from gputop_dl.runner import diagnose_engine
 
-from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, only_found
+from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped, only_found
 
 pytestmark = pytest.mark.heavy
 INTERVAL = 0.5  # the monitor's tick at its fastest
@@ -151,3 +152,27 @@ def test_real_jobs_at_solo_speed_read_parallel(by_hand):
     v, est = judged(pids)
     assert v["kind"] == "parallel", v["reason"]
     assert all(e.slowdown <= 1.10 and (e.outside or 1.0) <= 1.10 for e in est.values())
+
+
+def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_alone(by_hand,
+                                                                                   busy_loops):
+    # the probe pauses the other job, not the loops: each solo window is slowed by them, and
+    # says so with its figure; the jobs do not slow each other, so never "parallel"
+    loops = busy_loops(LOOPS)
+    pids = by_hand(FITS, 2)
+    eng = diagnose_engine(Nvml(), pids=pids, interval=INTERVAL, seconds=12, record=False)
+    eng.start()
+    eng.join()
+    v, res = eng.verdict, eng.plan.result()
+    assert never_left_stopped(pids)
+    assert v["kind"] == "outside-load", v["reason"]
+    assert {j["pid"] for j in res["jobs"]} == pids
+    for j in res["jobs"]:
+        out = j["solo_outside"]
+        assert j["measured_alone"] and out is not None, j
+        assert out["slowdown"] > 1.10 and out["outside_cores"] > 1.0, out
+        named = {c["pid"] for c in out["consumers"]}
+        # a loop is named, unless three other processes each took as much as a loop can
+        assert loops & named or min(c["cores"] for c in out["consumers"]) > 0.5, out
+        assert f"probe: {j['name']} was not alone in its solo window" in "\n".join(
+            v["evidence_lines"])
