@@ -46,6 +46,23 @@ FITS = ["--workers", "0", "--sample-cpu-ms", "5", "--compute-ms", "60", "--steps
 HEAVY = ["--sample-cpu-ms", "10", "--workers", "2", "--compute-ms", "20", "--steps", "300"]
 
 
+FIRST = False  # --first: this benchmark's sessions go first on the box (see `first`)
+
+
+def first(pid: int) -> None:
+    """With --first, the autogroup of `pid`'s session at nice -20 (root only): the kernel shares
+    the CPUs between sessions first, so the box's other sessions (other people's work) weigh
+    about 1 % of each of this benchmark's, as on a quiet box, and the settings compared are
+    not each measured beside a different background."""
+    if not FIRST:
+        return
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write("-20")
+    except OSError as e:
+        print(f"--first: autogroup of PID {pid} not raised ({e})", file=sys.stderr)
+
+
 def before(k, cpus: int) -> float:
     """A tick's outside estimate by the formula before issue 39's second round: the model with
     every wait put down to a CPU over the part the other jobs cause (s_all / s_cpu; the
@@ -107,9 +124,13 @@ def probe(loops: int) -> dict:
 
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
             for _ in range(loops)]
+    for b in busy:
+        first(b.pid)
     scripts = ByHand()
     try:
         pids = scripts.start(FITS[:-2], 2)  # until killed
+        for pid in pids:
+            first(pid)
         eng = diagnose_engine(Nvml(), pids=pids, interval=0.5, seconds=12, record=False)
         eng.start()
         eng.join()
@@ -139,7 +160,18 @@ def main() -> None:
     ap.add_argument("--only", choices=("fits", "heavy", "probe"),
                     help="one case (default: fits and heavy)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case (default 1)")
+    ap.add_argument("--first", action="store_true",
+                    help="its sessions at autogroup nice -20 (root): the box's other work "
+                         "weighs ~1 %% of each, as on a quiet box")
     a = ap.parse_args()
+    if a.first:
+        global FIRST
+        FIRST = True
+        try:
+            os.setsid()  # a session of its own, its jobs' and loops' (they inherit it)
+        except OSError:
+            pass
+        first(os.getpid())
     print(f"load before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     for _ in range(a.repeat):
         for name, args, settings in (("fits", FITS, [(2, 0), (2, 3)]),

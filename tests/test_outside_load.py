@@ -272,6 +272,8 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     bound = parallel.replace(kind="cpu-bound", title="")
     v = plan._not_alone(bound, [10, 20])
     assert v.kind == "cpu-bound" and any("probe: a was not alone" in x for x in v.evidence_lines)
+    assert v.reason.startswith("no job is slowed; even alone the jobs waited for a CPU behind")
+    assert any("renice -n 19 -p 4242" in r for r in v.recommendations)
 
 
 def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path, monkeypatch):

@@ -47,8 +47,11 @@ def busy_loops():
     procs: list[subprocess.Popen] = []
 
     def start(n: int) -> set[int]:
-        procs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                     for _ in range(n))
+        # each in its own session, as another user's process or another terminal's: with the
+        # kernel's autogroup, loops in the test's own session would share one session's CPU
+        # with it and the other xdist worker, and cost the jobs next to nothing on a quiet box
+        procs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                      start_new_session=True) for _ in range(n))
         return {p.pid for p in procs}
 
     yield start
@@ -112,10 +115,6 @@ class LoopCpu:
         return loop
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "seen once in CI (2026-11-26): read 'parallel' (1.01x) while the other xdist worker's "
-    "tests ran beside it; passed alone 4 of 4 and under the box lock. Heavy tests now hold "
-    "the suite's lock exclusively (conftest.heavy_lock); not strict until runs confirm it"))
 def test_real_jobs_beside_busy_loops_read_outside_load_with_the_loops_named(by_hand, busy_loops):
     cpu = LoopCpu(busy_loops(LOOPS))
     pids = by_hand(FITS, 2)
@@ -157,7 +156,9 @@ def test_real_jobs_at_solo_speed_read_parallel(by_hand):
 def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_alone(by_hand,
                                                                                    busy_loops):
     # the probe pauses the other job, not the loops: each solo window is slowed by them, and
-    # says so with its figure; the jobs do not slow each other, so never "parallel"
+    # says so with its figure. Never "parallel": outside-load, or, where pausing the other job
+    # sped one up by more than 10 % (each job is a session, as each loop is), cpu-bound with
+    # the outside load said after it
     loops = busy_loops(LOOPS)
     pids = by_hand(FITS, 2)
     eng = diagnose_engine(Nvml(), pids=pids, interval=INTERVAL, seconds=12, record=False)
@@ -165,7 +166,8 @@ def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_al
     eng.join()
     v, res = eng.verdict, eng.plan.result()
     assert never_left_stopped(pids)
-    assert v["kind"] == "outside-load", v["reason"]
+    assert v["kind"] in ("outside-load", "cpu-bound"), v["reason"]
+    assert "behind processes" in v["reason"] and any("renice" in r for r in v["recommendations"])
     assert {j["pid"] for j in res["jobs"]} == pids
     for j in res["jobs"]:
         out = j["solo_outside"]

@@ -185,11 +185,17 @@ def solo_line(name: str, step_s: float | None, s_out: float, wait: float | None,
 
 def probe_verdict(v: Verdict, slowed: Sequence[tuple[str, float]],
                   consumers: Sequence[ProcLoad] | None, cpus: int) -> Verdict:
-    """The probe found the jobs at their solo speed (`parallel`), but their solo windows were
-    slowed by more than SLOW from outside (`slowed`: name, solo_outside): `outside-load`."""
-    if v.kind != "parallel" or not slowed:
+    """The probe's verdict when load from outside the jobs slowed their solo windows by more
+    than SLOW (`slowed`: name, solo_outside): `outside-load` where the probe found the jobs at
+    their solo speed (`parallel`); else the jobs' own verdict, the outside load said after it."""
+    if not slowed or v.kind == "outside-load":
         return v
     costs_ = ", ".join(f"{n} {s:.2f}×" for n, s in slowed)
+    if v.kind != "parallel":
+        return v.replace(reason=f"{v.reason}; even alone the jobs waited for a CPU behind "
+                                f"processes outside them: {named(consumers)}; without them "
+                                f"their solo windows {costs_} faster",
+                         recommendations=v.recommendations + fixes(consumers, cpus))
     return v.replace(kind="outside-load", title="",
                      recommendations=fixes(consumers, cpus),
                      reason=f"the jobs do not slow each other (the probe: each at about its solo "
