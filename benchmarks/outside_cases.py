@@ -63,6 +63,17 @@ def first(pid: int) -> None:
         print(f"--first: autogroup of PID {pid} not raised ({e})", file=sys.stderr)
 
 
+def reports(procs: list[subprocess.Popen]) -> list[dict]:
+    """Each calibrated script's own report (its last stdout line) once it ended."""
+    return [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 def before(k, cpus: int) -> float:
     """A tick's outside estimate by the formula before issue 39's second round: the model with
     every wait put down to a CPU over the part the other jobs cause (s_all / s_cpu; the
@@ -99,11 +110,9 @@ def run(args: list[str], jobs: int, loops: int) -> dict:
                 cons = v.evidence["outside_load"]["consumers"] or []
                 named.append([c["pid"] for c in cons])
             time.sleep(0.5)
-        own = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        own = reports(procs)
     finally:
-        for p in procs + busy:
-            p.kill()
-            p.wait()
+        stop(procs + busy)
     loop_pids = {b.pid for b in busy}
     return {"jobs": jobs, "loops": loops,
             "median_step_s": [round(o["median_step_s"], 4) for o in own],
@@ -162,7 +171,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case (default 1)")
     ap.add_argument("--first", action="store_true",
                     help="its sessions at autogroup nice -20 (root): the box's other work "
-                         "weighs ~1 %% of each, as on a quiet box")
+                         "weighs ~1 %% of each, as on a quiet box; for the scripts' own truths "
+                         "and the probe, not the live split (it still counts the other "
+                         "sessions' threads as competitors)")
     a = ap.parse_args()
     if a.first:
         global FIRST
