@@ -1,14 +1,18 @@
 """The live verdict on real scripts of known cost (tests/external/calibrated.py) beside an
-outside load this test starts itself (busy loops of one core each), issue 39. Three cases, each
-asserted strictly: two CPU-hungry jobs contend with each other (cpu-bound); two jobs that fit
-beside each other wait behind the busy loops (outside-load, the loops named); two jobs that
-sleep run at their solo speed (parallel).
+outside load this test starts itself (busy loops of one core each, each in a session of its
+own), issue 39. Three cases, each asserted strictly: two CPU-hungry jobs contend with each other
+(cpu-bound); two jobs that fit beside each other wait behind the busy loops (outside-load, the
+loops named); two jobs that sleep run at their solo speed (parallel). And `diagnose`'s probe
+beside the loops: each solo window says it was not alone, never parallel.
 
 The judge reads only this test's scripts; the test waits for its evidence (each job judged over
 2 × WINDOW ticks, so the window holds none of the scripts' start; the busiest processes read in
 3 of them where they count), never for a time. Whatever else loads the box (the xdist
 neighbour, other people) only adds to the load outside the jobs: each case's margins hold
-with it (docs/verdict.md, "Load from outside the jobs")."""
+with it (docs/verdict.md, "Load from outside the jobs"). The loops have sessions of their own
+because the kernel's autogroup shares the CPUs between sessions first: in the worker's session
+they cost the light pair only 1.10-1.14x on a quiet box, on the 1.10 line (docs/benchmarks.md,
+"Why the light pair beside busy loops read parallel")."""
 
 from __future__ import annotations
 
