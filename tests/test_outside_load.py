@@ -261,6 +261,13 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     win = v.evidence["probe_outside"]["a"]
     assert win["outside_cores"] == pytest.approx(1.1) and win["consumers"][0]["pid"] == 4242
     assert win["slowdown"] == pytest.approx(s_out, abs=1e-3)
+    # --json: each job's window, in the contract
+    from tests.schema_check import check
+
+    plan.verdict = v.to_json()
+    doc = check({**plan.result(), "session": "s"}, "diagnosis")
+    assert {j["name"]: j["solo_outside"]["slowdown"] for j in doc["jobs"]} == {
+        "a": win["slowdown"], "b": v.evidence["probe_outside"]["b"]["slowdown"]}
     # a window with nothing outside: no line, the probe's kind kept
     for pid in (10, 20):
         plan.jobs[pid]["window"] = SoloReading(seconds=3.0, wait=0.01, cores=0.25, outside=())
