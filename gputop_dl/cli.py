@@ -131,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Find the training jobs running on this machine (started by "
                         "anyone), measure each one's CPU and data stall (py-spy) together and, "
                         "unless --no-probe, alone: every other job is paused (SIGSTOP) for a few "
-                        "seconds while it runs, then resumed. Prints the verdict (parallel or "
+                        "seconds while it runs, then resumed (other processes run on: a solo "
+                        "window they slowed says so, with its figure). Prints the verdict (parallel or "
                         "only concurrent, and why) with its evidence and fixes; recorded as a "
                         "session. Jobs you may not signal are measured passively. Each job's "
                         "slowdown is also estimated live from its CPU wait, beside the probe's.")

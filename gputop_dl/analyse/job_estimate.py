@@ -56,8 +56,8 @@ class Tick:
     mem_domain: str | None = None
     pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
     pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
-    # how much faster its critical path would run without the load from outside the jobs
-    # (every wait put down to a CPU, over the part the other jobs cause: >= 1; None: unknown)
+    # how much faster its critical path would run without the load from outside the jobs, the
+    # other jobs still beside it (its wait's outside part, 1 - set_share: >= 1; None: unknown)
     outside: float | None = None
 
     @property
@@ -124,7 +124,9 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
             crit = (j.cpu_wait_workers if j.cpu_wait_workers is not None else f) \
                 if stall >= STALL_GATE else 0.0
         s_cpu = critical_speedup(j, on_gpu, cpus, share)
-        s_all = critical_speedup(j, on_gpu, cpus, 1.0)  # every wait: no outside load either
+        # the outside load's part of the wait, the other jobs' part kept (they stay): not
+        # s_all / s_cpu, which credits the outside with the product of both parts
+        s_out = critical_speedup(j, on_gpu, cpus, 1.0 - share)
         s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
         if s_pool is not None and s_cpu is not None and s_pool >= s_cpu:
             crit = round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
@@ -140,7 +142,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
                            mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
-                           outside=(s_all / s_cpu if s_cpu and s_all else None))
+                           outside=s_out)
     return out
 
 

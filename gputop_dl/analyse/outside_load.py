@@ -2,12 +2,15 @@
 
 The live judge (analyse/passive.py) splits each job's CPU wait between the other jobs and
 everything else (`set_share`, analyse/cpu_wait_model.py). The part behind everything else is
-what processes that are not judged jobs cost it: without them its critical path would run
-`outside = s_all / s` times faster, `s_all` its estimate with every wait put down to a CPU and
-`s` the part the other jobs cause. Here: the busiest of those processes over the judge's
+what processes that are not judged jobs cost it: without them, the other jobs still beside it,
+its critical path would run `outside` times faster, the CPU-wait model on that part of its wait
+only (analyse/job_estimate.py). Here: the busiest of those processes over the judge's
 window (collect/busiest.py, read only while a job waits), the `outside-load` verdict when they
 and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict gets when both do.
-How the split is made: docs/verdict.md.
+How the split is made: docs/verdict.md. And the probe's side (engine/diagnose_plan.py): a job
+timed "alone" with the other jobs paused still shares the box with them; `solo_outside` is
+what they cost its solo window, and a probe that finds the jobs at their solo speed while that
+window was not alone says `outside-load`, not parallel (`probe_verdict`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import ProcLoad
@@ -147,3 +151,54 @@ def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
                           f"{max(e.slowdown or 1.0 for e in judged):.2f}×; estimated live, "
                           "nothing paused)")
 
+
+
+def solo_outside(wait: float | None, cores: float | None, outside_cores: float | None,
+                 cpus: int, stall: float | None = None) -> float | None:
+    """How much faster a job's solo window (the other jobs paused) would have run without the
+    processes outside the jobs (>= 1; None: its wait unknown). Its threads' demand beyond the
+    cores allowed is its own wait, there on an idle box too; the rest of its wait is put down
+    to the processes outside it, in proportion to the cores they were seen to use (all of it
+    where its threads fit the cores). `stall`: a GPU job's data stall alone (only that wait
+    can shrink), None on the CPU."""
+    if wait is None:
+        return None
+    own = max(0.0, (demand(wait, cores) or 0.0) - cpus)
+    out = outside_cores or 0.0
+    share = 1.0 if own == 0 else out / (out + own)
+    s = cpu_speedup(wait, cores, cpus, share) or 1.0
+    if stall is not None:
+        s = min(s, 1.0 / (1.0 - clip_wait(stall)))
+    return round(max(1.0, s), 3)
+
+
+def solo_line(name: str, step_s: float | None, s_out: float, wait: float | None,
+              consumers: Sequence[ProcLoad] | None, slowdown: float | None) -> str:
+    """The evidence line of a solo window that was not alone."""
+    step = f"its solo step {step_s:.3f} s is" if step_s else "its solo figures are"
+    vs = (f"; its slowdown {slowdown:.2f}× is against that window, about {slowdown * s_out:.2f}× "
+          "against an idle box" if slowdown else "")
+    return (f"probe: {name} was not alone in its solo window: it waited {wait or 0:.0%} of its "
+            f"runnable time for a CPU behind processes outside the jobs ({named(consumers)}); "
+            f"{step} about {s_out:.2f}× what it would be on an idle box{vs}")
+
+
+def probe_verdict(v: Verdict, slowed: Sequence[tuple[str, float]],
+                  consumers: Sequence[ProcLoad] | None, cpus: int) -> Verdict:
+    """The probe's verdict when load from outside the jobs slowed their solo windows by more
+    than SLOW (`slowed`: name, solo_outside): `outside-load` where the probe found the jobs at
+    their solo speed (`parallel`); else the jobs' own verdict, the outside load said after it."""
+    if not slowed or v.kind == "outside-load":
+        return v
+    costs_ = ", ".join(f"{n} {s:.2f}×" for n, s in slowed)
+    if v.kind != "parallel":
+        return v.replace(reason=f"{v.reason}; even alone the jobs waited for a CPU behind "
+                                f"processes outside them: {named(consumers)}; without them "
+                                f"their solo windows {costs_} faster",
+                         recommendations=v.recommendations + fixes(consumers, cpus))
+    return v.replace(kind="outside-load", title="",
+                     recommendations=fixes(consumers, cpus),
+                     reason=f"the jobs do not slow each other (the probe: each at about its solo "
+                            f"speed), but even alone they wait for a CPU behind processes that "
+                            f"are not training jobs: {named(consumers)}; without them {costs_} "
+                            "faster (the probe's solo windows)")

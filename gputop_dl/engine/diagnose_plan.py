@@ -11,7 +11,10 @@ phases, bounded by `seconds`:
    its tree; `pause.Pauser` resumes them even if gputop-dl is killed), the job runs alone for
    `probe_s` seconds while py-spy measures it and its tree's CPU time is read: its solo step
    time, stall and CPU need. A job whose neighbours we may not signal (another user's) gets
-   no solo window, and the verdict says so.
+   no solo window, and the verdict says so. The rest of the box runs on: the job's CPU wait
+   and the busiest processes outside it are read over its window (collect/solo_window.py); a
+   window slowed from outside by more than 10 % says so, with its figure (`solo_outside`), and
+   a probe that finds the jobs at their solo speed then says `outside-load`, not parallel.
 
 The verdict is the launch's (`analyse.verdict.judge`): a slowdown only where py-spy read a step
 time both together and alone; otherwise it rests on the signals and says that it does.
@@ -30,11 +33,14 @@ import time
 
 import psutil
 
+from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
+from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.plan import Plan
 from gputop_dl.pause import Pauser, may_signal
 from gputop_dl.snapshot import JobSample
@@ -63,6 +69,7 @@ class DiagnosePlan(Plan):
         self.jobs: dict[int, dict] = {}  # root pid -> what was measured
         self.notes_: list[str] = []
         self.paused_job_s = 0.0
+        self._cpus = 1  # the cores allowed (the engine's environment, read in `run`)
         self._host: list[HostPoint] = []
         self._gpu: dict[int, list[float]] = {}
         self._pauser = Pauser()
@@ -115,6 +122,7 @@ class DiagnosePlan(Plan):
     def run(self, engine) -> str:
         rec = engine.recorder
         rec.open_monitor(self.command, engine.env, engine.interval, kind="diagnose")
+        self._cpus = engine.env.get("cpus") or 1
         t0 = self._t0 = time.monotonic()
         observe = max(2 * engine.interval, self.seconds / 3 if self.probe
                       else min(self.seconds / 3, NO_PROBE_OBSERVE_S))
@@ -166,11 +174,15 @@ class DiagnosePlan(Plan):
                        + ", ".join(self.jobs[p]["name"] for p in others))
             try:
                 time.sleep(0.3)  # the others are stopped; let the pipeline settle
+                watch = SoloWatch()
+                watch.start(self.jobs[pid]["pids"])
                 cpu0 = _tree_cpu_s(self.jobs[pid]["pids"])
                 t0 = time.monotonic()
                 alone = _spy_all({pid: found[pid].target}, per).get(pid)
                 cpu1 = _tree_cpu_s(self.jobs[pid]["pids"])
                 dt = time.monotonic() - t0
+                self.jobs[pid]["window"] = watch.stop(
+                    exclude=[q for p in others for q in self.jobs[p]["pids"]])
             finally:
                 self._pauser.resume()
                 self.paused_job_s += (time.time() - t_pause) * len(others)
@@ -243,7 +255,49 @@ class DiagnosePlan(Plan):
                            if self.jobs[pid].get("no_solo")))
         if self.probe and self.paused_job_s:
             v = v.with_lines(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
-        return self._with_estimate(v).to_json()
+        return self._with_estimate(self._not_alone(v, live)).to_json()
+
+    def _not_alone(self, v: Verdict, live: list[int]) -> Verdict:
+        """The solo windows the load outside the jobs slowed by more than SLOW: a line each
+        (its figure), the windows in the evidence, and `outside-load` where the probe found the
+        jobs at their solo speed."""
+        slowed, consumers, win = [], None, {}
+        for pid in live:
+            j = self.jobs[pid]
+            out = self._solo_outside(j)
+            if out is None:
+                continue
+            win[j["name"]] = out
+            if out["slowdown"] is not None and out["slowdown"] > SLOW:
+                slowed.append((j["name"], out["slowdown"]))
+                got = j["window"].outside
+                alone = j.get("alone")
+                consumers = consumers or (got[:outside_load.TOP] if got is not None else None)
+                step = alone.step_time_s if alone else None
+                probed = next((r.slowdown for r in v.jobs if r.name == j["name"]), None)
+                v = v.with_lines(outside_load.solo_line(
+                    j["name"], step, out["slowdown"], out["wait"],
+                    got[:outside_load.TOP] if got is not None else None, probed))
+        if win:
+            v = v.with_evidence(probe_outside=win)
+        return outside_load.probe_verdict(v, slowed, consumers, self._cpus)
+
+    def _solo_outside(self, j: dict) -> dict | None:
+        """What ran beside the job in its solo window (null: no window read)."""
+        r: SoloReading | None = j.get("window")
+        if r is None:
+            return None
+        cores = None if r.outside is None else round(sum(p.cores for p in r.outside), 2)
+        alone = j.get("alone")
+        on_gpu = bool(j.get("device")) and not str(j.get("device")).startswith("cpu")
+        stall = alone.fraction if on_gpu and alone is not None and alone.samples else None
+        return {"seconds": r.seconds, "wait": r.wait, "cores": r.cores,
+                "outside_cores": cores,
+                "consumers": None if r.outside is None else [
+                    {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
+                    for p in r.outside[:outside_load.TOP]],
+                "slowdown": outside_load.solo_outside(r.wait, r.cores, cores,
+                                                      self._cpus, stall)}
 
     def _with_estimate(self, v: Verdict) -> Verdict:
         """Without the probe, the live estimate is the verdict; with it, the estimate stands
@@ -294,6 +348,7 @@ class DiagnosePlan(Plan):
                 "slowdown": slowdown, "slowdown_source": source,
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
                 "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
+                "solo_outside": self._solo_outside(j),
                 "estimated_slowdown": est,
                 "estimate_confidence": _est(self.estimates, j["name"], "confidence"),
                 **_waits(self.estimates.get(j["name"]),

@@ -1,0 +1,82 @@
+"""What ran beside a job while the probe timed it alone: its CPU wait and the busiest others.
+
+The probe (engine/diagnose_plan.py) pauses every other job, but the rest of the box runs on: a
+compile, a notebook, another user's busy loop. `SoloWatch.start(pids)` before the solo window
+and `stop()` after it read, over the window, the job's threads' run and run-queue wait
+(`/proc/PID/task/TID/schedstat`, summed over the threads seen both times) and the busiest
+processes that are not the job's (collect/busiest.py: one pass at each end). What the wait
+costs the solo figure is analyse/outside_load.py's `solo_outside`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.collect.procfs import read_proc
+from gputop_dl.collect.schedstat import parse_schedstat
+from gputop_dl.snapshot import ProcLoad
+
+
+@dataclass(frozen=True)
+class SoloReading:
+    """The job over its solo window (None: not read)."""
+
+    seconds: float
+    wait: float | None  # its threads' run-queue wait over their runnable time, 0..1
+    cores: float | None  # the cores its threads ran on
+    outside: tuple[ProcLoad, ...] | None  # the busiest processes that are not the job's
+
+
+def tree_schedstat(pids, proc: str = "/proc") -> dict[int, tuple[int, int]]:
+    """Each thread of these processes: (ran ns, waited ns) so far."""
+    out: dict[int, tuple[int, int]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"{proc}/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                got = parse_schedstat(read_proc(f"{proc}/{pid}/task/{tid}/schedstat", 128))
+            except OSError:
+                continue
+            if got is not None and tid.isdigit():
+                out[int(tid)] = got
+    return out
+
+
+class SoloWatch:
+    """`start(pids)` as a job's solo window opens, `stop(exclude)` as it closes."""
+
+    def __init__(self, proc: str = "/proc") -> None:
+        self.proc = proc
+        self._busiest = BusiestSampler(proc)
+        self._pids: list[int] = []
+        self._t0 = 0.0
+        self._s0: dict[int, tuple[int, int]] = {}
+
+    def start(self, pids) -> None:
+        self._pids = list(pids)
+        self._busiest.forget()
+        self._busiest.sample()  # the first pass: the rates are over the window
+        self._t0 = time.monotonic()
+        self._s0 = tree_schedstat(self._pids, self.proc)
+
+    def stop(self, exclude=()) -> SoloReading:
+        """The window since `start`; `exclude`: PIDs that are not outside load (the job's own,
+        the paused jobs')."""
+        s1 = tree_schedstat(self._pids, self.proc)
+        busy = self._busiest.sample()
+        dt = time.monotonic() - self._t0
+        ran = sum(s1[t][0] - s0[0] for t, s0 in self._s0.items() if t in s1)
+        waited = sum(s1[t][1] - s0[1] for t, s0 in self._s0.items() if t in s1)
+        mine = set(self._pids) | set(exclude)
+        known = dt > 0 and ran + waited > 0
+        return SoloReading(
+            seconds=round(dt, 2),
+            wait=round(waited / (ran + waited), 4) if known else None,
+            cores=round(ran / 1e9 / dt, 3) if known else None,
+            outside=None if busy is None else tuple(p for p in busy if p.pid not in mine))
