@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
+from tests.fakes.busy import busy_loops  # noqa: E402
 from gputop_dl.analyse.passive import WINDOW  # noqa: E402
 from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.machine import MachineSampler  # noqa: E402
@@ -85,7 +86,7 @@ def before(k, cpus: int) -> float:
 def run(args: list[str], jobs: int, loops: int) -> dict:
     """`jobs` copies of the script beside `loops` busy loops; each job's own median step time
     and the judge's medians (slowdown, outside slowdown, kind) over its full windows."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(loops)]
+    busy = busy_loops(loops, own_session=False)
     procs = [subprocess.Popen([sys.executable, CAL, *args], stdout=subprocess.PIPE, text=True)
              for _ in range(jobs)]
     pids = {p.pid for p in procs}
@@ -131,8 +132,7 @@ def probe(loops: int) -> dict:
     from gputop_dl.runner.engines import diagnose_engine
     from tests.fakes.by_hand import ByHand
 
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-            for _ in range(loops)]
+    busy = busy_loops(loops)
     for b in busy:
         first(b.pid)
     scripts = ByHand()

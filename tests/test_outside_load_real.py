@@ -17,7 +17,6 @@ they cost the light pair only 1.10-1.14x on a quiet box, on the 1.10 line (docs/
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import psutil
@@ -29,6 +28,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.runner import diagnose_engine
 
+from tests.fakes import busy
 from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped, only_found
 
 pytestmark = pytest.mark.heavy
@@ -54,14 +54,11 @@ def busy_loops():
         # each in its own session, as another user's process or another terminal's: with the
         # kernel's autogroup, loops in the test's own session would share one session's CPU
         # with it and the other xdist worker, and cost the jobs next to nothing on a quiet box
-        procs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                      start_new_session=True) for _ in range(n))
+        procs.extend(busy.busy_loops(n))
         return {p.pid for p in procs}
 
     yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+    busy.stop(procs)
 
 
 def judged(pids: set[int], *, outside: bool = False, on_tick=lambda: None):
