@@ -219,7 +219,9 @@ class Nvml(CounterReads, ProcessReads):
             return
 
         # Bound functions, looked up once. A missing function means the field is always None.
-        f = lambda name: getattr(m, name, None)  # noqa: E731
+        def f(name: str) -> Callable[..., Any] | None:
+            fn: Callable[..., Any] | None = getattr(m, name, None)
+            return fn
         self._fn_mem = f("nvmlDeviceGetMemoryInfo")
         # v2 keeps the driver's reservation out of `used`, as nvidia-smi does (the v1 call
         # counts it: 480 MiB "used" on an idle H100 with driver 580); v1 where v2 is missing
@@ -281,7 +283,7 @@ class Nvml(CounterReads, ProcessReads):
             return None
 
     def _reason_table(self, m: Any) -> tuple[tuple[int, str], ...]:
-        bits = []
+        bits: list[tuple[int, str]] = []
         for suffix, label, fallback in _REASONS:
             bit = getattr(m, "nvmlClocksEventReason" + suffix,
                           getattr(m, "nvmlClocksThrottleReason" + suffix, fallback))

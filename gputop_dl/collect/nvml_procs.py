@@ -120,8 +120,8 @@ class ProcessReads(NvmlBase):
                     if ts > a[2]:
                         a[2] = float(ts)
             d.util_last_ts = newest
-            for pid, (total, n, ts) in acc.items():
-                pid_util[int(pid)] = (min(max(total / n / 100.0, 0.0), 1.0), int(ts))
+            for pid, (total, n, newest_ts) in acc.items():
+                pid_util[int(pid)] = (min(max(total / n / 100.0, 0.0), 1.0), int(newest_ts))
         if pid_util:
             stale = [pid for pid, (_, ts) in pid_util.items() if ts < cutoff]
             for pid in stale:

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from typing import Hashable
+from typing import Hashable, TypeVar
 
 from gputop_dl.collect.pyspy_stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
@@ -54,7 +54,7 @@ def pyspy_path() -> str | None:
     return shutil.which("py-spy")
 
 
-def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter, str | None]:
+def record(pid: int, duration_s: float = 2.0, rate: int = 25) -> tuple[Counter[str], str | None]:
     """Sample `pid` for `duration_s`; returns (folded stacks, error message or None)."""
     text, err, _cpu = _run_pyspy(pid, duration_s, rate, "raw", [], None)
     if err is not None:
@@ -99,7 +99,7 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
             return f.read(), None, cpu
 
 
-def _reap(proc: subprocess.Popen, timeout: float) -> float | None:
+def _reap(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
     """Wait for `proc` (killed after `timeout` s); its CPU seconds, from wait4 where there is one."""
     if not hasattr(os, "wait4"):
         proc.wait(timeout)
@@ -153,16 +153,19 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
     return best, None
 
 
-def spy_all(targets: dict[Hashable, int], seconds: float,
-            rate: int = 50) -> tuple[dict[Hashable, StallEstimate], list[str]]:
+_K = TypeVar("_K", bound=Hashable)
+
+
+def spy_all(targets: dict[_K, int], seconds: float,
+            rate: int = 50) -> tuple[dict[_K, StallEstimate], list[str]]:
     """One `record_stall` burst on every target at once, `seconds` long, and wait for them all
     (each at most `seconds` + 25 s). `targets`: key -> PID to sample. Returns (key -> estimate,
     for the bursts that worked; py-spy's error messages). Used by `FoundJobs.measure_stall` and
     `gputop-dl diagnose`."""
-    out: dict[Hashable, StallEstimate] = {}
+    out: dict[_K, StallEstimate] = {}
     errors: list[str] = []
 
-    def burst(key: Hashable, pid: int) -> None:
+    def burst(key: _K, pid: int) -> None:
         name_native_thread("gdl-spy")
         est, err = record_stall(pid, seconds, rate)
         if err is not None:

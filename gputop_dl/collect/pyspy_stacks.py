@@ -60,7 +60,7 @@ def _short_file(path: str) -> str:
     return name
 
 
-def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
+def hot_frames(stacks: Counter[str], top: int = 5) -> list[tuple[str, float]]:
     """Share of samples charged to each frame (see `attribute`), largest first.
 
     Forked data-loader workers inherit the trainer's stack, so only stacks that pass through
@@ -70,7 +70,7 @@ def hot_frames(stacks: Counter, top: int = 5) -> list[tuple[str, float]]:
     total = sum(use.values())
     if not total:
         return []
-    charged: Counter = Counter()
+    charged: Counter[str] = Counter()
     for stack, n in use.items():
         name = attribute(stack)
         if name:

@@ -7,6 +7,7 @@ step phase, and the step time where the phases' recurrences give it honestly.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_of
 from gputop_dl.collect.step_cycles import ACCUMULATION, cycles_of, timed_cycles
@@ -50,7 +51,7 @@ def phase_shares(counts: dict[str, int]) -> tuple[tuple[str, float], ...]:
     return tuple((p, round(counts.get(p, 0) / total, 3)) for p in PHASES)
 
 
-def stall_from_stacks(stacks: Counter, pid: int | None = None) -> StallEstimate:
+def stall_from_stacks(stacks: Counter[str], pid: int | None = None) -> StallEstimate:
     """Folded stacks (raw format, order lost) -> stall fraction; step time stays unknown."""
     data = compute = 0
     for stack, n in stacks.items():
@@ -71,13 +72,13 @@ ANCHORS: tuple[tuple[str, ...], ...] = (("optimizer",), ("backward",), ("data",)
                                          ("forward", "backward"))
 
 
-def pooled_step_time(bursts) -> float | None:
+def pooled_step_time(bursts: Iterable[StallEstimate | tuple[float | None, int]]) -> float | None:
     """One step time from several bursts' `StallEstimate`s (or (step s, cycles) pairs): their
     cycles' mean, each burst weighted by the cycles it read (None: no burst read one). One
     burst's 4-7 cycles of a 0.3 s step scatter by up to ±50 %, as py-spy's samples come unevenly;
     their pool keeps the time, as `cycles_of` keeps it within a burst."""
-    pairs = [(b.step_time_s, b.cycles) if isinstance(b, StallEstimate) else b for b in bursts]
-    pairs = [(s, c) for s, c in pairs if s is not None and c]
+    read = [(b.step_time_s, b.cycles) if isinstance(b, StallEstimate) else b for b in bursts]
+    pairs = [(s, c) for s, c in read if s is not None and c]
     cycles = sum(c for _, c in pairs)
     return round(sum(s * c for s, c in pairs) / cycles, 4) if cycles else None
 
@@ -114,15 +115,15 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     """One thread's timed stack changes (`parse_chrometrace`) -> stall fraction and phases by
     the time spent in each (as sample counts at `rate`), and the step time where one anchor
     (`ANCHORS` order) passes `timed_cycles`; else `why` says why it is unknown."""
-    runs: list[list] = []  # [phase, start, end]
+    runs: list[tuple[str, float, float]] = []  # (phase, start, end)
     for (t, stack), (t2, _) in zip(timeline, timeline[1:]):
         ph = phase_of(stack, pid) if stack else None
         if ph is None:
             continue
         if runs and runs[-1][0] == ph and abs(runs[-1][2] - t) < 1e-9:
-            runs[-1][2] = t2
+            runs[-1] = (ph, runs[-1][1], t2)
         else:
-            runs.append([ph, t, t2])
+            runs.append((ph, t, t2))
     spent = {p: sum(r[2] - r[1] for r in runs if r[0] == p) for p in PHASES}
     phases = {p: int(round(v * rate)) for p, v in spent.items()}
     est = StallEstimate(phases["data"], sum(phases.values()) - phases["data"])
