@@ -188,7 +188,7 @@ class EventReader:
         self._offset = 0
         self._partial = b""
 
-    def read_new(self) -> list[dict]:
+    def read_new(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)

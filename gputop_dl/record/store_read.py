@@ -11,9 +11,9 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from gputop_dl.record.schema import loads, redacted_info, redacted_spec
+from gputop_dl.record.schema import JsonObject, loads, redacted_info, redacted_spec
 from gputop_dl.record.store_keys import StoreKeys
 from gputop_dl.record.store_write import STEP_FIELDS
 from gputop_dl.workload import redact_line, redact_secrets
@@ -34,15 +34,37 @@ class SessionRow:
     started: float
     ended: float | None
     state: str
-    environment: dict | None
-    verdict: dict | None
-    spec: dict | None
+    environment: JsonObject | None
+    verdict: JsonObject | None
+    spec: JsonObject | None
+
+
+class JobRecord(TypedDict):
+    """A job of a session as recorded (`SessionReads.jobs`); `config` and `info` redacted."""
+
+    name: str
+    launched: bool
+    config: JsonObject | None
+    status: str
+    failure: str | None
+    device: str | None
+    pid: int | None
+    started: float | None
+    ended: float | None
+    info: JsonObject
+
+
+class SessionStats(TypedDict):
+    """A session's job count and last heartbeat (`SessionReads.session_stats`, listings)."""
+
+    jobs: int
+    heartbeat: float | None
 
 
 class SessionReads(StoreKeys):
     """Sessions, jobs, events, baselines and machine profiles, as recorded (a part of `Store`)."""
 
-    def latest_machine(self, host: str | None = None) -> dict | None:
+    def latest_machine(self, host: str | None = None) -> JsonObject | None:
         """The newest stored machine profile (of `host` when given); None when there is none."""
         if not self.has_table("machine_profiles"):
             return None
@@ -73,11 +95,11 @@ class SessionReads(StoreKeys):
             r = rs[0] if len(rs) == 1 or (rs and rs[0][0] == sid) else None
         return self._row(r) if r else None
 
-    def jobs(self, sid: str) -> list[dict]:
+    def jobs(self, sid: str) -> list[JobRecord]:
         cur = self.db.execute("SELECT name, launched, config, status, failure, device, pid,"
                               " started, ended, info FROM jobs WHERE session_id=? ORDER BY rowid",
                               (sid,))
-        out = []
+        out: list[JobRecord] = []
         for name, launched, config, status, failure, device, pid, started, ended, info in cur:
             out.append({"name": name, "launched": bool(launched),
                         "config": redact_secrets(loads(config)),  # also what older versions kept
@@ -86,13 +108,13 @@ class SessionReads(StoreKeys):
         return out
 
     def events(self, sid: str, job: str | None = None, ev: str | None = None,
-               phase: str | None = None) -> list[dict]:
+               phase: str | None = None) -> list[JsonObject]:
         """Recorded events as the trainer sent them (plus job and phase), in time order."""
         names = self._names_of(sid, job)
         if not names:
             return []
         marks = ",".join("?" * len(names))
-        out: list[tuple] = []
+        out: list[tuple[float | None, int, int, JsonObject]] = []  # (t, kind, rowid, event)
         if ev in (None, "step"):
             q = f"SELECT rowid, jk, phase, t, {', '.join(STEP_FIELDS)} FROM steps WHERE jk IN ({marks})"
             args: list[object] = list(names)
@@ -117,7 +139,7 @@ class SessionReads(StoreKeys):
         out.sort(key=lambda r: (r[0] is None, r[0] or 0.0, r[1], r[2]))
         return [r[3] for r in out]
 
-    def events_of(self, sid: str, kinds: tuple[str, ...]) -> list[dict]:
+    def events_of(self, sid: str, kinds: tuple[str, ...]) -> list[JsonObject]:
         """Events of these kinds (e.g. failed, note, baseline; never steps), in order."""
         names = self._jks_of(sid)
         if not names:
@@ -131,16 +153,16 @@ class SessionReads(StoreKeys):
             out.append(d)
         return out
 
-    def session_stats(self) -> dict[str, dict]:
+    def session_stats(self) -> dict[str, SessionStats]:
         """Per session id: {"jobs": count, "heartbeat": last heartbeat time} (for listings)."""
-        out = {sid: {"jobs": 0, "heartbeat": hb}
+        out: dict[str, SessionStats] = {sid: {"jobs": 0, "heartbeat": hb}
                for sid, hb in self.db.execute("SELECT id, heartbeat FROM sessions")}
         for sid, n in self.db.execute("SELECT session_id, COUNT(*) FROM jobs GROUP BY session_id"):
             if sid in out:
                 out[sid]["jobs"] = n
         return out
 
-    def solo_profile(self, fingerprint: str) -> dict | None:
+    def solo_profile(self, fingerprint: str) -> JsonObject | None:
         """A cached solo baseline with what its solo run's samples add: peak RSS, mean bytes/s
         read from storage, peak GPU memory (None where not recorded); None: no baseline."""
         r = self.db.execute("SELECT session_id, job, data FROM baselines WHERE fingerprint=?",
@@ -157,7 +179,7 @@ class SessionReads(StoreKeys):
                 out.update(rss_peak=row[0], io_read=row[1], gpu_mem_peak=row[2])
         return out
 
-    def baseline(self, fingerprint: str) -> dict | None:
+    def baseline(self, fingerprint: str) -> JsonObject | None:
         r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
                             (fingerprint,)).fetchone()
         return loads(r[0]) if r else None

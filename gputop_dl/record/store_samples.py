@@ -6,8 +6,51 @@ Reports summarise a 24-hour session in SQL (means per time bucket), not in Pytho
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from gputop_dl.record.store_keys import StoreKeys
 from gputop_dl.record.store_write import PHASE_COLS
+
+# The rows these reads return, column by column as the docstrings name them (None: not recorded)
+# t, cpu_busy, load1, psi_some10, throttled, mem_used
+HostRow = tuple[float, float | None, float | None, float | None, float | None, int | None]
+# t, gpu, util, mem_used, mem_total, temp_c, power_w, throttle reasons ("a,b")
+GpuRow = tuple[float, int, float | None, int | None, int | None, float | None, float | None,
+               str | None]
+# t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time, samples_per_s
+JobSampleRow = tuple[float, str, str | None, float | None, int | None, int | None, int | None,
+                     float | None, float | None, float | None]
+CpuWaitRow = tuple[float, float | None, float | None, float | None, float | None]
+# means of cpu_wait, trainer, workers, throttled; max cpu_wait; samples with a figure (> 0)
+CpuWaitMeans = tuple[float, float | None, float | None, float | None, float, int]
+DiskRow = tuple[float, float | None, float | None, float | None]  # t, io_read, io_wait, majflt
+# mean and max io_read, mean io_wait, mean major faults, samples with a read figure (> 0)
+DiskMeans = tuple[float, float, float | None, float | None, int]
+MemoryRow = tuple[float, float | None, float | None]  # t, mem_refault, mem_wait
+# mean and max refaults, mean memory wait, samples with a refault figure (> 0)
+MemoryMeans = tuple[float, float, float | None, int]
+# k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n
+HostBucket = tuple[int, float, float | None, float | None, float | None, float | None,
+                   float | None, int]
+# k, gpu, mean t, util, mem_used, max mem_total, temp_c, power_w, n
+GpuBucket = tuple[int, int, float, float | None, float | None, int | None, float | None,
+                  float | None, int]
+# k, job, mean t, cpu_cores, stall, step_time, samples_per_s, max rss, max gpu_mem, n
+JobBucket = tuple[int, str, float, float | None, float | None, float | None, float | None,
+                  int | None, int | None, int]
+# mean cpu_cores (t >= t_from), max rss, max gpu_mem, mean stall
+JobStats = tuple[float | None, int | None, int | None, float | None]
+StepRow = tuple[float | None, float | None, float | None, int | None]  # t, t_step, t_data, samples
+
+
+class PhaseRow(TypedDict):
+    """A recorded step with its phases (`phase_rows`), as a step event."""
+
+    t: float | None
+    t_step: float | None
+    t_data: float | None
+    ph: NotRequired[dict[str, float]]  # phase -> seconds, where the step's phases were recorded
+
 
 def unpack_per_cpu(blob: bytes | None) -> tuple[float, ...]:
     return tuple(b / 100 for b in blob) if blob else ()
@@ -16,7 +59,7 @@ def unpack_per_cpu(blob: bytes | None) -> tuple[float, ...]:
 class SampleReads(StoreKeys):
     """Host, GPU and job samples and the steps of a session (a part of `Store`)."""
 
-    def host_samples(self, sid: str) -> list[tuple]:
+    def host_samples(self, sid: str) -> list[HostRow]:
         return self.db.execute("SELECT t, cpu_busy, load1, psi_some10, throttled, mem_used"
                                " FROM host_samples WHERE sk=? ORDER BY t",
                                (self._sk(sid),)).fetchall()
@@ -26,12 +69,12 @@ class SampleReads(StoreKeys):
         return [(t, unpack_per_cpu(b)) for t, b in self.db.execute(
             "SELECT t, per_cpu FROM host_samples WHERE sk=? ORDER BY t", (self._sk(sid),))]
 
-    def gpu_samples(self, sid: str) -> list[tuple]:
+    def gpu_samples(self, sid: str) -> list[GpuRow]:
         return self.db.execute("SELECT t, gpu, util, mem_used, mem_total, temp_c, power_w, throttle"
                                " FROM gpu_samples WHERE sk=? ORDER BY t, gpu",
                                (self._sk(sid),)).fetchall()
 
-    def job_samples(self, sid: str, job: str | None = None) -> list[tuple]:
+    def job_samples(self, sid: str, job: str | None = None) -> list[JobSampleRow]:
         """(t, job, phase, cpu_cores, rss, nprocs, gpu_mem, stall, step_time, samples_per_s)."""
         names = self._names_of(sid, job)
         out = []
@@ -43,7 +86,7 @@ class SampleReads(StoreKeys):
         return out
 
     # CPU wait (issue 21, branch cpuwait) ------------------------------------------------------
-    def job_cpu_wait(self, sid: str, job: str) -> list[tuple]:
+    def job_cpu_wait(self, sid: str, job: str) -> list[CpuWaitRow]:
         """(t, cpu_wait, trainer, workers, throttled) of a job's samples, in time order; [] for a
         database recorded before CPU wait was (no such columns)."""
         if not self.has_column("job_samples", "cpu_wait"):
@@ -55,7 +98,7 @@ class SampleReads(StoreKeys):
             "SELECT t, cpu_wait, cpu_wait_trainer, cpu_wait_workers, cpu_throttled FROM job_samples"
             " WHERE jk=? ORDER BY t", (jk,)).fetchall()
 
-    def job_cpu_wait_means(self, sid: str, job: str) -> tuple | None:
+    def job_cpu_wait_means(self, sid: str, job: str) -> CpuWaitMeans | None:
         """(mean cpu_wait, trainer, workers, throttled, max cpu_wait, samples with a figure) of a
         job's samples; None for a database without the columns or a job with no figure."""
         if not self.has_column("job_samples", "cpu_wait"):
@@ -69,7 +112,7 @@ class SampleReads(StoreKeys):
             (jk,)).fetchone()
         return None if r is None or not r[5] else tuple(r)
 
-    def job_disk(self, sid: str, job: str) -> list[tuple]:
+    def job_disk(self, sid: str, job: str) -> list[DiskRow]:
         """(t, io_read, io_wait, major_faults) of a job's samples, in time order (issue 32); []
         for a database recorded before the disk was (no such columns)."""
         if not self.has_column("job_samples", "io_read"):
@@ -81,7 +124,7 @@ class SampleReads(StoreKeys):
             "SELECT t, io_read, io_wait, major_faults FROM job_samples WHERE jk=? ORDER BY t",
             (jk,)).fetchall()
 
-    def job_disk_means(self, sid: str, job: str) -> tuple | None:
+    def job_disk_means(self, sid: str, job: str) -> DiskMeans | None:
         """(mean io_read, max io_read, mean io_wait, mean major_faults, samples with a read
         figure) of a job's samples (issue 32); None for a database without the columns or a
         job with no figure."""
@@ -95,7 +138,7 @@ class SampleReads(StoreKeys):
             " FROM job_samples WHERE jk=?", (jk,)).fetchone()
         return None if r is None or not r[4] else tuple(r)
 
-    def job_memory(self, sid: str, job: str) -> list[tuple]:
+    def job_memory(self, sid: str, job: str) -> list[MemoryRow]:
         """(t, mem_refault, mem_wait) of a job's samples, in time order (issue 32); [] for a
         database recorded before memory was (no such columns)."""
         if not self.has_column("job_samples", "mem_refault"):
@@ -106,7 +149,7 @@ class SampleReads(StoreKeys):
         return self.db.execute("SELECT t, mem_refault, mem_wait FROM job_samples WHERE jk=? "
                                "ORDER BY t", (jk,)).fetchall()
 
-    def job_memory_means(self, sid: str, job: str) -> tuple | None:
+    def job_memory_means(self, sid: str, job: str) -> MemoryMeans | None:
         """(mean refaults, max refaults, mean memory wait, samples with a refault figure) of a
         job's samples (issue 32); None without the columns or with no figure."""
         if not self.has_column("job_samples", "mem_refault"):
@@ -125,7 +168,7 @@ class SampleReads(StoreKeys):
                             (self._sk(sid),)).fetchone()
         return None if r is None or r[0] is None else (r[0], r[1], r[2])
 
-    def host_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
+    def host_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[HostBucket]:
         """Host samples averaged per time bucket [t0 + k*width, t0 + (k+1)*width).
 
         Rows (k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n), ordered by k;
@@ -137,7 +180,7 @@ class SampleReads(StoreKeys):
             " WHERE sk=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k ORDER BY k",
             (t0, width, self._sk(sid), t0, max(1, int(every_s)))).fetchall()
 
-    def gpu_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
+    def gpu_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[GpuBucket]:
         """GPU samples averaged per time bucket and GPU (see `host_series`).
 
         Rows (k, gpu, mean t, util, mem_used, max mem_total, temp_c, power_w, n), by k, gpu."""
@@ -147,7 +190,7 @@ class SampleReads(StoreKeys):
             " WHERE sk=? AND CAST(t - ? AS INTEGER) % ? = 0 GROUP BY k, gpu"
             " ORDER BY k, gpu", (t0, width, self._sk(sid), t0, max(1, int(every_s)))).fetchall()
 
-    def job_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[tuple]:
+    def job_series(self, sid: str, t0: float, width: float, every_s: int = 1) -> list[JobBucket]:
         """Job samples averaged per time bucket and job (see `host_series`).
 
         Rows (k, job, mean t, cpu_cores, stall, step_time, samples_per_s, max rss, max gpu_mem,
@@ -163,10 +206,10 @@ class SampleReads(StoreKeys):
         return out
 
     def job_sample_stats(self, sid: str, job: str, phase: str,
-                         t_from: float | None = None) -> tuple:
+                         t_from: float | None = None) -> JobStats:
         """(mean cpu_cores over samples at t >= t_from, max rss, max gpu_mem, mean stall) of a
         job's samples in `phase` (unknown values skipped; None where none is known)."""
-        row: tuple = self.db.execute(
+        row: JobStats = self.db.execute(
             "SELECT AVG(CASE WHEN t >= ? THEN cpu_cores END), MAX(rss), MAX(gpu_mem), AVG(stall)"
             " FROM job_samples WHERE jk=? AND phase=?",
             (-1e300 if t_from is None else t_from, self._jk(sid, job), phase)).fetchone()
@@ -178,7 +221,7 @@ class SampleReads(StoreKeys):
                                    (self._jk(sid, job), phase)).fetchone()[0])
 
     def step_rows(self, sid: str, job: str, phase: str, offset: int = 0,
-                  every: int = 1) -> list[tuple]:
+                  every: int = 1) -> list[StepRow]:
         """(t, t_step, t_data, samples) of a job's step events in `phase`, in order, skipping
         the first `offset` and then keeping every `every`-th."""
         rows = self.db.execute(
@@ -189,20 +232,20 @@ class SampleReads(StoreKeys):
         return [r for i, r in enumerate(rows) if i % every == 0]
 
     def phase_rows(self, sid: str, job: str, phase: str, offset: int = 0,
-                   every: int = 1) -> list[dict]:
+                   every: int = 1) -> list[PhaseRow]:
         """A job's steps in `phase` with their phases, as step events (t, t_step, t_data, and
         `ph` when the step's phases were recorded), skipping the first `offset` and then
         keeping every `every`-th; [] in a database without the columns."""
         if not self.has_column("steps", "ph_cuda"):
             return []
-        out = []
+        out: list[PhaseRow] = []
         for i, (t, t_step, t_data, cuda, *vals) in enumerate(self.db.execute(
                 f"SELECT t, t_step, t_data, ph_cuda, {', '.join(PHASE_COLS)} FROM steps"
                 " WHERE jk=? AND phase=? ORDER BY rowid LIMIT -1 OFFSET ?",
                 (self._jk(sid, job), phase, offset))):
             if i % every:
                 continue
-            d = {"t": t, "t_step": t_step, "t_data": t_data}
+            d: PhaseRow = {"t": t, "t_step": t_step, "t_data": t_data}
             if cuda is not None:
                 d["ph"] = {c[3:]: v for c, v in zip(PHASE_COLS, vals) if v is not None}
             out.append(d)

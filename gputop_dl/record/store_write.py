@@ -10,7 +10,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gputop_dl.record.schema import JOB_SAMPLE_ADDED, dumps
@@ -19,6 +19,9 @@ from gputop_dl.snapshot import GpuSample, HostSample, JobSample
 from gputop_dl.workload import redact_line
 
 STEP_FIELDS = ("epoch", "step", "t_data", "t_step", "samples")
+# What the writes take as JSON columns (an environment, a spec, a verdict, a job's config and
+# info, the trainer's events, a baseline, a machine profile): any JSON object, stored as text.
+JsonIn = Mapping[str, Any]
 PHASE_COLS = ("ph_h2d", "ph_forward", "ph_backward", "ph_optimizer")  # steps: the step's phases
 PHASE_KEYS = ("ph", "rank", "ph_clock", "ph_dropped")  # a step event's keys that go to them
 
@@ -37,7 +40,7 @@ class SessionWrites(StoreKeys):
     """What gputop-dl records as a run goes (a part of `Store`)."""
 
     def create_session(self, name: str, *, file: str | None, command: str, kind: str,
-                       environment: dict, spec: dict | None = None,
+                       environment: JsonIn, spec: JsonIn | None = None,
                        session_id: str | None = None) -> str:
         sid = session_id or new_session_id()
         now = time.time()
@@ -52,18 +55,18 @@ class SessionWrites(StoreKeys):
     def heartbeat(self, sid: str, t: float) -> None:
         self.db.execute("UPDATE sessions SET heartbeat=? WHERE id=?", (t, sid))
 
-    def end_session(self, sid: str, state: str, verdict: dict | None = None) -> None:
+    def end_session(self, sid: str, state: str, verdict: JsonIn | None = None) -> None:
         self.db.execute("UPDATE sessions SET ended=?, state=?, verdict=? WHERE id=?",
                         (time.time(), state, dumps(verdict), sid))
         self.db.commit()
 
-    def set_verdict(self, sid: str, verdict: dict | None) -> None:
+    def set_verdict(self, sid: str, verdict: JsonIn | None) -> None:
         self.db.execute("UPDATE sessions SET verdict=? WHERE id=?", (dumps(verdict), sid))
 
-    def upsert_job(self, sid: str, name: str, *, launched: bool, config: dict | None,
+    def upsert_job(self, sid: str, name: str, *, launched: bool, config: JsonIn | None,
                    status: str, failure: str | None = None, device: str | None = None,
                    pid: int | None = None, started: float | None = None,
-                   ended: float | None = None, info: dict | None = None) -> None:
+                   ended: float | None = None, info: JsonIn | None = None) -> None:
         self.db.execute(
             "INSERT INTO jobs (session_id, name, launched, config, status, failure, device, pid,"
             " started, ended, info) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -76,7 +79,7 @@ class SessionWrites(StoreKeys):
             (sid, name, int(launched), dumps(config), status, failure, device, pid, started,
              ended, dumps(info)))
 
-    def add_events(self, sid: str, job: str, phase: str, events: list[dict]) -> None:
+    def add_events(self, sid: str, job: str, phase: str, events: Sequence[JsonIn]) -> None:
         jk = self._jk(sid, job, create=True)
         steps, rows = [], []
         phased: list[tuple[Any, ...]] = []  # steps with phases (issue 22)
@@ -131,11 +134,11 @@ class SessionWrites(StoreKeys):
              j.gpu_mem, j.stall_fraction, j.step_time_s, j.samples_per_s,
              *(getattr(j, a, None) for _, a in JOB_SAMPLE_ADDED)))
 
-    def save_baseline(self, fingerprint: str, sid: str, job: str, data: dict) -> None:
+    def save_baseline(self, fingerprint: str, sid: str, job: str, data: JsonIn) -> None:
         self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
                         (fingerprint, time.time(), sid, job, dumps(data)))
 
-    def save_machine(self, profile: dict) -> None:
+    def save_machine(self, profile: JsonIn) -> None:
         """Keep a machine profile (gputop-dl.machine/1) and commit."""
         self.db.execute("INSERT INTO machine_profiles VALUES (?,?,?,?)",
                         (profile.get("created"), profile.get("host"), int(bool(profile.get("quick"))),
