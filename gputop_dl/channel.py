@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 ENV_EVENTS = "GPUTOP_DL_EVENTS"
 # what torchrun (torchelastic) tells each rank: RANK_ENV[name] = its key in `rank_info`
@@ -53,10 +53,21 @@ def reports_here(environ: Mapping[str, str]) -> bool:
     return (local if local is not None else environ.get("RANK", "")) in ("", "0")
 
 
-def rank_info(environ: Mapping[str, str]) -> dict:
+class RankInfo(TypedDict, total=False):
+    """A rank's place in its distributed run (`rank_info`); a variable it lacks is left out."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    group_rank: int
+    nnodes: int
+    run_id: str
+
+
+def rank_info(environ: Mapping[str, str]) -> RankInfo:
     """A rank's place in its distributed run, from its environment (RANK_ENV): the numbers as
     int, `run_id` as text; a variable that is missing or not a number is left out."""
-    out: dict = {}
+    out: dict[str, int | str] = {}
     for var, key in RANK_ENV.items():
         v = environ.get(var)
         if v is None or v == "":
@@ -65,7 +76,7 @@ def rank_info(environ: Mapping[str, str]) -> dict:
             out[key] = v
         elif (n := v.strip().removeprefix("-")).isascii() and n.isdigit():  # not '²'
             out[key] = int(v)
-    return out
+    return cast(RankInfo, out)  # its keys are RANK_ENV's, run_id text and the others int
 
 
 def failure_message(exc: BaseException) -> str:
@@ -177,7 +188,7 @@ class EventReader:
         self._offset = 0
         self._partial = b""
 
-    def read_new(self) -> list[dict]:
+    def read_new(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)

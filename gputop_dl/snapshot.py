@@ -130,7 +130,7 @@ class Distributed:
     group_rank: int | None = None  # this node's rank (GROUP_RANK)
     ranks: tuple[RankProc, ...] = ()  # the ranks on this node, by rank
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "world_size": self.world_size, "nnodes": self.nnodes,
                 "group_rank": self.group_rank, "ranks": [asdict(r) for r in self.ranks]}
 
@@ -313,16 +313,16 @@ class Snapshot:
     host: HostSample | None = None
     jobs: tuple[JobSample, ...] = ()
     gpu_processes: tuple[GpuProcess, ...] = ()
-    verdict: dict | None = None
+    verdict: dict[str, Any] | None = None  # analyse's verdict: a JSON object (schemas/verdict.json)
     notes: tuple[str, ...] = field(default_factory=tuple)  # standing notes (e.g. "no CUDA")
     log: tuple[tuple[float, str], ...] = ()  # recent engine messages (time, text), oldest first
     phase: str | None = None  # launch runs: "baseline", "co-run", "finished", "interrupted"
     session_id: str | None = None
     # `gputop-dl queue`: policy, slots, and per job its state, times and why it waits
     # (engine/queue_plan.py QueuePlan.queue_state); None for every other mode
-    queue: dict | None = None
+    queue: dict[str, Any] | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The `gputop-dl --once --json` shape (contract: docs/contracts.md)."""
         return {
             "schema": SNAPSHOT_SCHEMA,
@@ -340,7 +340,7 @@ class Snapshot:
         }
 
 
-def _gpu_json(g: GpuSample) -> dict:
+def _gpu_json(g: GpuSample) -> dict[str, Any]:
     """A GPU's object: every field, with `throttle` an object (null: no counter) and `pcie` one."""
     out = _clean(asdict(g))
     out["throttle"] = dict(g.throttle) or None
@@ -350,7 +350,7 @@ def _gpu_json(g: GpuSample) -> dict:
     return out
 
 
-def _clean(d: dict) -> dict:
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
     """Tuples become lists so the JSON is plain."""
     out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Converter = Callable[[str, Any], Any]
+# a table's place in the file: ("workload", its index, sub-table names...) or its dotted name
+TableId = tuple[str | int, ...]
 
 
 class ConfigError(Exception):
@@ -123,7 +125,7 @@ def as_bool(key: str, v: Any) -> bool:
     return v
 
 
-def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple:
+def list_of(key: str, v: Any, conv: Converter, expected: str) -> tuple[Any, ...]:
     if not isinstance(v, list):
         raise Bad(f"{key} = {show(v)} is {kind_of(v)}", expected)
     if not v:
@@ -191,9 +193,9 @@ class Lines:
     _KEY = re.compile(r"""\s*("[^"]*"|'[^']*'|[\w-]+)\s*[=.]""")
 
     def __init__(self, text: str):
-        self.keys: dict[tuple, int] = {}
-        self.headers: dict[tuple, int] = {}
-        tid: tuple = ()
+        self.keys: dict[tuple[TableId, str], int] = {}
+        self.headers: dict[TableId, int] = {}
+        tid: TableId = ()
         n, in_multiline = -1, False
         for no, line in enumerate(text.splitlines(), 1):
             was_in = in_multiline
@@ -213,7 +215,7 @@ class Lines:
             elif m := self._KEY.match(line):
                 self.keys.setdefault((tid, m.group(1).strip("\"'")), no)
 
-    def find(self, tid: tuple, key: str | None = None) -> int | None:
+    def find(self, tid: TableId, key: str | None = None) -> int | None:
         if key is None:
             return self.headers.get(tid)
         line = self.keys.get((tid, key)) or self.headers.get((*tid, key))
@@ -309,7 +311,7 @@ def value_depth(obj: Any, stop: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def read_toml(spath: str, what: str) -> tuple[str, dict]:
+def read_toml(spath: str, what: str) -> tuple[str, dict[str, Any]]:
     """The text and the parsed TOML of the `what` file at `spath` (ConfigError if unreadable,
     not a regular file, over MAX_FILE bytes or nested deeper than MAX_DEPTH)."""
     try:
@@ -350,16 +352,19 @@ class TableChecker:
         self.lines = Lines(text)
         self.names: dict[int, str] = {}
 
-    def where(self, tid: tuple) -> str:
+    def where(self, tid: TableId) -> str:
         if len(tid) < 2:
             return f"[{tid[0]}]"
-        return f"[[{tid[0]}]] '{self.names[tid[1]]}'" if tid[1] in self.names else f"[[{tid[0]}]] #{tid[1] + 1}"
+        idx = tid[1]
+        if isinstance(idx, int) and idx in self.names:
+            return f"[[{tid[0]}]] '{self.names[idx]}'"
+        return f"[[{tid[0]}]] #{idx + 1}" if isinstance(idx, int) else f"[[{tid[0]}]] {idx}"
 
-    def fail(self, tid: tuple, key: str | None, b: Bad) -> ConfigError:
+    def fail(self, tid: TableId, key: str | None, b: Bad) -> ConfigError:
         return ConfigError(self.path, b.problem, where=self.where(tid) + (f" key '{key}'" if key else ""),
                            line=self.lines.find(tid, key), expected=b.expected, hint=b.hint)
 
-    def table(self, tid: tuple, value: Any, specs: dict[str, Converter]) -> dict[str, Any]:
+    def table(self, tid: TableId, value: Any, specs: dict[str, Converter]) -> dict[str, Any]:
         """The table's values converted by `specs` (key -> converter); an unknown key fails."""
         if not isinstance(value, dict):
             raise ConfigError(self.path, f"{tid[0]} = {show(value)} is not a table", where=self.where(tid),

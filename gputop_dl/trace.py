@@ -19,7 +19,7 @@ from gputop_dl.sched.model import GIB, Job, Machine
 from gputop_dl.sched import POLICIES
 from gputop_dl.sched.simulate import JobKind
 from gputop_dl.errors import UsageError
-from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, as_bool, as_float, as_int, as_name, as_str, as_title, \
+from gputop_dl.tomlcheck import Bad, ConfigError, TableChecker, TableId, as_bool, as_float, as_int, as_name, as_str, as_title, \
     at_most, check, did_you_mean, list_of, read_toml, show
 
 DEFAULT_RATES = (0.25, 0.5, 1.0, 2.0)
@@ -100,7 +100,7 @@ class Trace:
         return rate * gpu_s / self.machine.gpus
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
+def load_trace(path: str | os.PathLike[str]) -> Trace:
     """Read and check the trace at `path`. Raises ConfigError (one line) on any mistake."""
     spath = os.fspath(path)
     text, data = read_toml(spath, "trace")
@@ -143,7 +143,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
                  **{k: v for k, v in settings.items() if k != "name"})
 
 
-def _kind(ld: TableChecker, tid: tuple, w: dict, machine: Machine) -> JobKind:
+def _kind(ld: TableChecker, tid: TableId, w: dict[str, Any], machine: Machine) -> JobKind:
     """One [[workload]] as a job kind; checks what needs more than one key, or the machine."""
     if "duration_s" in w and ("steps" in w or "step_time_s" in w):
         raise ld.fail(tid, "duration_s", Bad("duration_s with steps/step_time_s",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
 from typing import Any, overload
 
 TRANSFORM_PRESETS = ("light", "heavy")
@@ -92,10 +93,10 @@ def command_line(args: list[str] | tuple[str, ...]) -> str:
 
 
 @overload
-def redact_secrets(config: dict) -> dict: ...
+def redact_secrets(config: dict[str, Any]) -> dict[str, Any]: ...
 @overload
 def redact_secrets(config: None) -> None: ...
-def redact_secrets(config: dict | None) -> dict | None:
+def redact_secrets(config: dict[str, Any] | None) -> dict[str, Any] | None:
     """A workload's plain data with its `env` values replaced by REDACTED (keys kept) and the
     secret-looking arguments of its `command` too (a copy when there is something to hide)."""
     if not isinstance(config, dict):
@@ -162,7 +163,7 @@ class Workload:
     # default share of the host's memory (launch.memory_cap)
     memory_limit: int | None = None
 
-    def to_dict(self, redact: bool = False) -> dict:
+    def to_dict(self, redact: bool = False) -> dict[str, Any]:
         """As plain data; `redact`: `env` values replaced by REDACTED, keys kept (what is
         stored, exported, written to the job's spec file or shown: the values may be secrets,
         and only the job's own environment needs them)."""
@@ -173,7 +174,7 @@ class Workload:
         return redact_secrets(d) if redact else d
 
     @classmethod
-    def from_dict(cls, d: dict) -> Workload:
+    def from_dict(cls, d: Mapping[str, Any]) -> Workload:
         names = {f.name for f in fields(cls)}
         kw = {}
         for k, v in d.items():

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from gputop_dl.collect.nvml import PCIE_INTERVAL_S, THROTTLE_LABELS, Nvml
+from gputop_dl.collect.nvml import PCIE_INTERVAL_S, Nvml
+from gputop_dl.collect.nvml_counters import THROTTLE_LABELS
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml, missing_pynvml

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from gputop_dl.collect import nvml as nvml_mod
-from gputop_dl.collect.nvml import COUNTER_INTERVAL_S, FIRST_DELTA_S, Nvml
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml_counters import COUNTER_INTERVAL_S, FIRST_DELTA_S, THROTTLE_LABELS
 from gputop_dl.snapshot import Snapshot
 
 from tests.fakes.nvml import FakePynvml
@@ -33,7 +34,7 @@ def _setup(gpus: int = 1, **kw) -> tuple[FakePynvml, Nvml, Clock]:
 def test_throttle_share_is_counter_delta_over_wall_time():
     fake, nv, clock = _setup()
     first = nv.sample()[0].throttle_shares()
-    assert set(first) == set(nvml_mod.THROTTLE_LABELS) and all(v is None for v in first.values())
+    assert set(first) == set(THROTTLE_LABELS) and all(v is None for v in first.values())
     clock.t += FIRST_DELTA_S
     fake.gpus[0].counters["power"] += int(0.17 * S)  # 0.17 s of 0.5 s held down by power
     fake.gpus[0].counters["hw_thermal"] += int(0.5 * S)

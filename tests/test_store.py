@@ -3,7 +3,9 @@
 import sqlite3
 
 from gputop_dl.record.schema import SCHEMA_VERSION
-from gputop_dl.record.store import Store, pack_per_cpu, unpack_per_cpu
+from gputop_dl.record.store import Store
+from gputop_dl.record.store_samples import unpack_per_cpu
+from gputop_dl.record.store_write import pack_per_cpu
 from gputop_dl.snapshot import HostSample
 
 

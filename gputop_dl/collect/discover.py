@@ -35,6 +35,7 @@ import os
 import shlex
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gputop_dl.collect.procfs import ProcFiles
@@ -133,11 +134,17 @@ def outside_note(n: int, mem: int | None) -> str:
             f"namespace: {used}")
 
 
+# the last find(): its inputs (PPID map generation, candidates and kinds, exclusions, GPU PIDs),
+# the jobs it found and its job_cmap
+_LastFind = tuple[tuple[int, frozenset[tuple[int, str]], frozenset[int], frozenset[int]],
+                  list[Found], dict[int, list[int]]]
+
+
 class Discoverer:
     """Finds jobs not launched here; keep one instance across ticks (it caches per process)."""
 
     def __init__(self, proc_root: str = "/proc", own_pid: int | None = None,
-                 clock=time.monotonic):
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.proc = proc_root
         self.own = os.getpid() if own_pid is None else own_pid
         self.clock = clock
@@ -156,7 +163,7 @@ class Discoverer:
         self._listing: list[str] | None = None  # the last one (None: a PID was left unread)
         self._files = ProcFiles()
         self._gen = 0  # counts the changes of the PPID map
-        self._last_find: tuple | None = None  # (inputs, jobs, job_cmap) of the last find()
+        self._last_find: _LastFind | None = None  # (inputs, jobs, job_cmap) of the last find()
         self.outside: dict[int, int | None] = {}  # NVML PIDs not in this namespace -> memory
         self.ok = os.path.isdir(proc_root)
 
@@ -313,7 +320,8 @@ class Discoverer:
             p = self.ppid.get(p)
         return out
 
-    def find(self, gpu_pids=(), exclude: set[int] | frozenset[int] = frozenset()) -> list[Found]:
+    def find(self, gpu_pids: Iterable[int] | Mapping[int, int | None] = (),
+             exclude: set[int] | frozenset[int] = frozenset()) -> list[Found]:
         """The jobs on this machine not launched here. Call `refresh()` first in the same tick.
 
         `gpu_pids`: PIDs NVML reports (a dict pid -> memory bytes, or any iterable).
@@ -323,7 +331,8 @@ class Discoverer:
             self.outside = dict(gpu_pids) if isinstance(gpu_pids, dict) else dict.fromkeys(gpu_pids)
             return []
         now = self.clock()
-        gpu_mem = gpu_pids if isinstance(gpu_pids, dict) else dict.fromkeys(gpu_pids)
+        gpu_mem: Mapping[int, int | None] = (gpu_pids if isinstance(gpu_pids, dict)
+                                             else dict.fromkeys(gpu_pids))
         start = self.start
         cand: dict[int, _Info] = {}
         outside: dict[int, int | None] = {}
@@ -383,7 +392,7 @@ class Discoverer:
         # a job's tree stops where another job (or a launched one) begins
         jcmap = self.cmap
         cut = (set(roots) | skip) - {self.own}
-        parents = {self.ppid.get(p) for p in cut} & jcmap.keys()
+        parents = {pp for p in cut if (pp := self.ppid.get(p)) is not None} & jcmap.keys()
         if parents:
             jcmap = dict(jcmap)
             for pp in parents:

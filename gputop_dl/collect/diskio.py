@@ -27,9 +27,16 @@ import os
 import stat
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.procs import Stat, TreeSample
+
+# pid -> (start, rchar, read_bytes, majflt, blkio) of one reading; a None counter is unknown
+Counters = dict[int, tuple[float, int, int, int | None, int | None]]
 
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
 READ_EVERY = 2  # ticks between two readings of the byte counters (the states: every tick)
@@ -121,8 +128,7 @@ class DiskReader:
         self._files = ProcFiles()
         self._read = read or self._files.read
         self._listdir, self._stat = listdir, statf
-        # pid -> (start, rchar, read_bytes, majflt, blkio); a None counter is unknown
-        self._last: dict[int, tuple[float, int, int, int | None, int | None]] = {}
+        self._last: Counters = {}
         self._t: float | None = None
         self._sysctl = read or read_proc
         self._delayacct = delayacct_on(read=self._sysctl)
@@ -135,7 +141,7 @@ class DiskReader:
         self._label: str | None = None
         self._mounts: dict[int, Mount] | None = None
 
-    def read(self, stats: dict, now: float) -> DiskIO:
+    def read(self, stats: Mapping[int, Stat], now: float) -> DiskIO:
         """`stats`: pid -> procs.Stat of this tick's live processes of the tree.
 
         The states (from `stats`) are this tick's; the byte counters are read every
@@ -152,7 +158,7 @@ class DiskReader:
             return dataclasses.replace(self._io, blocked=blocked)
         self._pids = set(stats)
         note = None
-        cur: dict[int, tuple[float, int, int, int | None, int | None]] = {}
+        cur: Counters = {}
         for pid, st in stats.items():
             try:
                 io = parse_io(self._read(f"{self.proc}/{pid}/io"))
@@ -167,15 +173,15 @@ class DiskReader:
             self._files.keep_only({f"{self.proc}/{pid}/io" for pid in cur})
         last, t_last = self._last, self._t
         self._last, self._t = cur, now
-        io = self._rates(cur, last, t_last, now, blocked, note)
+        rates = self._rates(cur, last, t_last, now, blocked, note)
         if self._ticks % FILES_RECHECK == 0:  # switched off since? then unknown, never 0
             self._delayacct = delayacct_on(read=self._sysctl)
         every = FILES_RECHECK if self._device is not None else FILES_EVERY
-        if (io.read_bps or self._device is not None) and self._ticks >= self._files_at:
+        if (rates.read_bps or self._device is not None) and self._ticks >= self._files_at:
             self._files_at = self._ticks + every
             self._device = self._open_device(stats) or self._device
             self._label = self._device_label()
-        self._io = dataclasses.replace(io, device=self._device, device_label=self._label)
+        self._io = dataclasses.replace(rates, device=self._device, device_label=self._label)
         return self._io
 
     def peek(self, proc: str | None = None, only_reading: bool = False) -> None:
@@ -196,7 +202,7 @@ class DiskReader:
             self._looked += 1
             self._hits += _blocked(states, self.root)
 
-    def _rates(self, cur: dict, last: dict, t_last: float | None, now: float, blocked: float,
+    def _rates(self, cur: Counters, last: Counters, t_last: float | None, now: float, blocked: float,
                note: str | None) -> DiskIO:
         if t_last is None or now <= t_last:
             return DiskIO(blocked=blocked, note=note)
@@ -236,7 +242,7 @@ class DiskReader:
         m = self._mounts.get(self._device)
         return m.label if m else f"device {os.major(self._device)}:{os.minor(self._device)}"
 
-    def _open_device(self, stats: dict) -> int | None:
+    def _open_device(self, stats: Mapping[int, Stat]) -> int | None:
         """The st_dev most of the tree's open regular files are on (its data, most likely)."""
         devs: Counter[int] = Counter()
         for pid in stats:
@@ -274,9 +280,22 @@ def _blocked(states: dict[int, str], root: int | None) -> int:
     return int("R" not in states.values())
 
 
-def io_fields(ts) -> dict:
+class IoFields(TypedDict):
+    """The `JobSample` fields of a job's disk I/O (see `io_fields`)."""
+
+    io_read_bytes_per_s: int | None
+    io_rchar_bytes_per_s: int | None
+    io_blocked: float | None
+    major_faults_per_s: float | None
+    io_blkio_share: float | None
+    io_device: int | None
+    io_device_label: str | None
+    io_note: str | None
+
+
+def io_fields(ts: TreeSample | None) -> IoFields:
     """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone)."""
-    d = getattr(ts, "io", None) or DiskIO()
+    d: DiskIO = getattr(ts, "io", None) or DiskIO()
     return {"io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
             "io_rchar_bytes_per_s": None if d.rchar_bps is None else round(d.rchar_bps),
             "io_blocked": None if d.blocked is None else round(d.blocked, 3), "major_faults_per_s":

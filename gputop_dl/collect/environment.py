@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import platform
+from typing import TYPE_CHECKING, TypedDict
 
 import psutil
 
 from gputop_dl.collect.host import allowed_cpus
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.nvml import Nvml
+
+
+class Environment(TypedDict):
+    """The machine and software a session ran on (the session export's `environment`)."""
+
+    cpu_model: str | None
+    cpus: int
+    cpus_logical: int | None
+    mem_total: int
+    gpus: list[str]
+    gpu_status: str
+    gpu_status_detail: str
+    driver: str | None
+    cuda: str | None
+    os: str
+    python: str
+    torch: str | None
+    torchvision: str | None
+    gputop_dl: str | None
 
 
 def cpu_model() -> str | None:
@@ -29,7 +52,7 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def environment(nvml) -> dict:
+def environment(nvml: Nvml) -> Environment:
     """The lab-report environment table, as a dict (the session export's `environment`: docs/contracts.md)."""
     return {
         "cpu_model": cpu_model(),

@@ -12,16 +12,19 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gputop_dl.workload import Workload
 
 
-def fingerprint(w: Workload, cuda: bool, env: dict) -> str:
+def fingerprint(w: Workload, cuda: bool, env: Mapping[str, object]) -> str:
     """What a solo baseline depends on; a cached baseline is reused only on an exact match.
 
     A built-in job: its model, data and loader settings. A command: its argv, cwd, env and
     shell flag, the interpreter it resolves to, and the size and mtime of every argument that
     names a file (an edited script is a new job). Both: device kind, host, CPUs, GPUs, torch."""
+    d: dict[str, Any]  # a JSON object: only its hash is kept
     if w.is_command:
         d = {"command": list(w.command or ()), "cwd": w.cwd, "env": dict(sorted(w.env.items())),
              "shell": w.shell, "warmup_steps": w.warmup_steps,
@@ -43,7 +46,7 @@ def _resolve(prog: str, cwd: str | None) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _file_stamps(argv, cwd: str | None) -> dict[str, tuple[int, int]]:
+def _file_stamps(argv: Iterable[str], cwd: str | None) -> dict[str, tuple[int, int]]:
     out = {}
     for a in argv:
         p = os.path.join(cwd or os.getcwd(), a)

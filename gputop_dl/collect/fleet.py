@@ -20,6 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -30,12 +31,30 @@ from gputop_dl.tomlcheck import ConfigError, read_toml
 DEFAULT_PORT = m.DEFAULT_PORT  # the exporter's default port, where --nodes looks
 
 
-Sample = tuple[str, dict, float]  # (metric sample name, labels, value): both inputs become these
+# (metric sample name, labels, value): both inputs become these; labels are free-form
+Sample = tuple[str, dict[str, str], float]
+
+
+class NodeRank(TypedDict):
+    """One rank of a distributed job seen on a node (None: the label was not a number)."""
+
+    rank: int | None
+    local_rank: int | None
+    rank_pid: int | None
+
+
+class NodeGpu(TypedDict, total=False):
+    """One GPU of a node: its index label and the figures the node exported."""
+
+    index: str | None
+    util: float
+    mem_used: float
+    mem_total: float
 
 
 @dataclass(frozen=True)
 class NodeJob:
-    name: str
+    name: str | None  # None: the exporter's series had no job label
     pid: int | None
     status: str | None = None
     phase: str | None = None
@@ -46,7 +65,7 @@ class NodeJob:
     gpu_mem: float | None = None
     run_id: str | None = None  # torchrun's rendezvous id; None: not distributed (or not exported)
     world_size: int | None = None
-    ranks: list[dict] = field(default_factory=list)  # rank, local_rank, rank_pid seen on this node
+    ranks: list[NodeRank] = field(default_factory=list)  # the ranks seen on this node
     launched: bool | None = None  # started by that node's gputop-dl (else found running)
 
 
@@ -61,13 +80,13 @@ class Node:
     cpus: float | None = None
     cpu_busy: float | None = None
     load1: float | None = None
-    gpus: list[dict] = field(default_factory=list)  # index, util, mem_used, mem_total
+    gpus: list[NodeGpu] = field(default_factory=list)
     jobs: list[NodeJob] = field(default_factory=list)
     verdict: str | None = None
     confidence: float | None = None
     name: str | None = None  # the node list's name for it (TOML `name`), else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
@@ -175,13 +194,13 @@ def parse_node(address: str, text: str, now: float | None = None) -> Node:
     return build_node(address, samples, now)
 
 
-def _digits(v) -> bool:
+def _digits(v: object) -> bool:
     """ASCII digits only: str.isdigit() is also true of '²', which int() refuses."""
     return isinstance(v, str) and v.isascii() and v.isdigit()
 
 
-def _int(v) -> int | None:
-    return int(v) if _digits(v) else None
+def _int(v: str | None) -> int | None:
+    return int(v) if v is not None and _digits(v) else None
 
 
 def build_node(address: str, samples: list[Sample], now: float | None = None) -> Node:
@@ -198,15 +217,16 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
         got = by.get(name)
         return got[0][2] if got else None
 
-    gpus: dict[str, dict] = {}
-    for name, key in ((m.full(m.GPU_UTILIZATION), "util"),
-                      (m.full(m.GPU_MEMORY_USED), "mem_used"),
-                      (m.full(m.GPU_MEMORY_TOTAL), "mem_total")):
+    gpus: dict[str, NodeGpu] = {}
+    figures: tuple[tuple[str, Literal["util", "mem_used", "mem_total"]], ...] = (
+        (m.full(m.GPU_UTILIZATION), "util"), (m.full(m.GPU_MEMORY_USED), "mem_used"),
+        (m.full(m.GPU_MEMORY_TOTAL), "mem_total"))
+    for name, fig in figures:
         for _n, lab, v in by.get(name, ()):
-            gpus.setdefault(lab.get(m.GPU, "?"), {"index": lab.get(m.GPU)})[key] = v
-    jobs: dict[tuple, dict] = {}
+            gpus.setdefault(lab.get(m.GPU, "?"), {"index": lab.get(m.GPU)})[fig] = v
+    jobs: dict[tuple[str | None, str | None], dict[str, Any]] = {}  # -> NodeJob's keywords
 
-    def job(lab: dict) -> dict:
+    def job(lab: dict[str, str]) -> dict[str, Any]:
         return jobs.setdefault((lab.get(m.JOB_NAME), lab.get(m.PID)), {})
 
     for _n, lab, _v in by.get(m.info(m.JOB), ()):
@@ -244,7 +264,7 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
         age_s=None if ts is None else max(0.0, (now or time.time()) - ts),
         cpus=one(m.full(m.HOST_CPUS)), cpu_busy=one(m.full(m.HOST_CPU_BUSY)),
         load1=one(m.full(m.HOST_LOAD1)),
-        gpus=sorted(gpus.values(), key=lambda g: _int(g["index"]) or 0),
+        gpus=sorted(gpus.values(), key=lambda g: _int(g.get("index")) or 0),
         jobs=[NodeJob(name=n, pid=_int(p), **v)
               for (n, p), v in sorted(jobs.items(), key=lambda kv: str(kv[0]))],
         verdict=verdict[0][1].get(m.KIND) if verdict else None,
@@ -312,7 +332,7 @@ def check_prometheus_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def prometheus_samples(doc) -> list[tuple[str, str | None, Sample]]:
+def prometheus_samples(doc: object) -> list[tuple[str, str | None, Sample]]:
     """An instant-query answer -> [(instance, job, (name, labels, value))]; raises
     PrometheusError when it is not a success with a vector."""
     if not isinstance(doc, dict):
@@ -336,7 +356,7 @@ def prometheus_samples(doc) -> list[tuple[str, str | None, Sample]]:
     return out
 
 
-def nodes_from_prometheus(doc, now: float | None = None) -> list[Node]:
+def nodes_from_prometheus(doc: object, now: float | None = None) -> list[Node]:
     """A Prometheus answer to PROMETHEUS_QUERY -> one Node per scrape target (`instance`),
     built by `build_node` like a scraped node. A target whose `up` is 0 is unreachable; the
     targets counted are those with gputop_dl_ series and the down ones of the same scrape

@@ -9,9 +9,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
 
 from gputop_dl.collect.fleet import Node, PrometheusError
+
+LastSeen = dict[tuple[str, int], str]  # (run id, rank) -> the label of the node it was last seen on
 
 
 @dataclass(frozen=True)
@@ -20,11 +23,12 @@ class FleetSnapshot:
 
     time: float
     nodes: list[Node]
-    distributed: list[dict] = field(default_factory=list)
+    # analyse.distributed's groups (a sibling floor: read as maps here)
+    distributed: Sequence[Mapping[str, Any]] = field(default_factory=list)
     poll_s: float | None = None  # how long the poll took
     source: str = ""  # "nodes" or the Prometheus URL
     error: str | None = None  # the Prometheus server could not be read (nodes: the last read, aged)
-    last_ok: dict = field(default_factory=dict)  # address -> time it last answered (live view)
+    last_ok: dict[str, float] = field(default_factory=dict)  # address -> time it last answered
 
 
 class FleetPoller:
@@ -42,7 +46,7 @@ class FleetPoller:
 
     def __init__(self, read: Callable[[], list[Node]], *, interval: float = 2.0,
                  source: str = "nodes", clock: Callable[[], float] = time.time,
-                 group: Callable[[list[Node], dict], list[dict]] | None = None):
+                 group: Callable[[list[Node], LastSeen], Sequence[Mapping[str, Any]]] | None = None):
         self.read, self.interval, self.source, self.clock = read, interval, source, clock
         self.group = group  # analyse.distributed.group_distributed (handed in: a sibling floor)
         self._subs: list[Callable[[FleetSnapshot], None]] = []
@@ -50,7 +54,7 @@ class FleetPoller:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_ok: dict[str, float] = {}
-        self.last_seen: dict = {}
+        self.last_seen: LastSeen = {}
         self.polls = 0
         self.error: BaseException | None = None
         self._last: tuple[float, list[Node]] | None = None  # the last good poll (time, nodes)

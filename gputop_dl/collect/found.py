@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
@@ -53,7 +54,7 @@ class FoundJobs:
         self._ranks: dict[tuple[int, int], RankReader] = {}  # a torchrun job's ranks
         self._idents: dict[tuple[int, int], Identity] = {}  # read once per root
         # root -> (the other roots sharing its base name, the names to tell it apart)
-        self._apart_names: dict[tuple[int, int], tuple[tuple, list[str]]] = {}
+        self._apart_names: dict[tuple[int, int], tuple[tuple[tuple[int, int], ...], list[str]]] = {}
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
         self.seen: set[tuple[int, int]] = set()
@@ -195,7 +196,7 @@ def _args(f: Found) -> list[str]:
     return args
 
 
-def tell_apart(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple",
+def tell_apart(f: Found, ident: Identity, same: Sequence[tuple[Found, Identity]],
                names: set[str]) -> str:
     """A name for `f` whose base name another job has: its first argument (with the option it
     belongs to) that the others lack, else its user, else its Slurm job, else its working
@@ -220,7 +221,7 @@ def _items(args: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def apart_names(f: Found, ident: Identity, same: "list[tuple[Found, Identity]] | tuple") -> list[str]:
+def apart_names(f: Found, ident: Identity, same: Sequence[tuple[Found, Identity]]) -> list[str]:
     """The names `tell_apart` chooses from, in its order, the PID last; they depend on the jobs
     only, so a sampler keeps them while the same jobs share the base name. First the first
     argument (an option with its value) that no other job has, then each that some other job

@@ -38,7 +38,7 @@ class GpuUse:
     def of_pids(self, pids: Iterable[int]) -> tuple[int | None, float | None, list[int]]:
         """(GPU memory, SM utilisation, GPU indices) of a process tree; None where unknown."""
         pids = list(pids)
-        mems = [self.mem[p] for p in pids if self.mem.get(p) is not None]
+        mems = [m for p in pids if (m := self.mem.get(p)) is not None]
         sms = [self.sm[p] for p in pids if p in self.sm]
         gpus = sorted({i for p in pids for i in self.gpus.get(p, ())})
         return (sum(mems) if mems else None), (sum(sms) if sms else None), gpus

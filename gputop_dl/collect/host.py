@@ -145,10 +145,11 @@ def allowed_cpus() -> int:
 class HostSampler:
     """Call `sample()` once per tick; CPU figures are averages since the previous call."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._files = ProcFiles()  # kept open: one system call a read
         self._running: int | None = None  # procs_running of the latest /proc/stat read
         self.cpus = allowed_cpus()
+        self._affinity: list[int] | None
         try:
             self._affinity = sorted(os.sched_getaffinity(0))
         except AttributeError:
@@ -218,6 +219,9 @@ class HostSampler:
         if thr is not None and self._thr is not None and now > self._t:
             throttled = max(0.0, min(1.0, (thr - self._thr) / 1e6 / (now - self._t)))
         self._thr, self._t = thr, now
+        l1: float | None
+        l5: float | None
+        l15: float | None
         try:
             l1, l5, l15 = os.getloadavg()
         except OSError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.affinity import CpuAffinity
@@ -27,6 +28,9 @@ from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
 from gputop_dl.collect.procs import children_map
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.nvml import Nvml
 
 WAITS = 0.05  # a job waits for a CPU this share of its runnable time: read who else runs
 BUSY = 0.8  # or the host's allowed cores are this busy (jobs launched here are sampled apart)
@@ -50,8 +54,8 @@ class MachineSample:
 class MachineSampler:
     """Samples host + NVML + found jobs; touched only by the thread that ticks."""
 
-    def __init__(self, nvml, *, found: FoundJobs | None = None, host: HostSampler | None = None,
-                 affinity: CpuAffinity | None = None):
+    def __init__(self, nvml: Nvml, *, found: FoundJobs | None = None, host: HostSampler | None = None,
+                 affinity: CpuAffinity | None = None) -> None:
         self.nvml = nvml
         self.host = host or HostSampler()
         self.found = found
@@ -68,7 +72,10 @@ class MachineSampler:
         gpus = self.nvml.sample()
         gprocs = self.affinity.annotate(self.nvml.processes())
         use = GpuUse.of(gprocs)
-        found, notes, log, ppids = (), (), [], None
+        found: tuple[JobSample, ...] = ()
+        notes: tuple[str, ...] = ()
+        log: list[str] = []
+        ppids = None
         if self.found is not None:
             try:
                 ppids = self.found.refresh()
@@ -108,7 +115,7 @@ class MachineSampler:
 PEEKS = 49
 
 
-def snapshot_once(settle_s: float = 0.5, nvml=None, stall_s: float = 0.0,
+def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: float = 0.0,
                   found: FoundJobs | None = None) -> Snapshot:
     """`gputop-dl --once`: host, GPUs and the training jobs running here, in one Snapshot; CPU
     figures are averaged over `settle_s` seconds (or over the stall bursts, if longer).

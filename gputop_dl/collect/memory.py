@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gputop_dl.collect.procfs import ProcFiles
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.procs import TreeSample
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 V1_MEMORY = "/sys/fs/cgroup/memory"
@@ -218,9 +221,19 @@ class MemoryReader:
         self._files.close()
 
 
-def memory_fields(ts) -> dict:
+class MemoryFields(TypedDict):
+    """The `JobSample` fields of a job's memory readings (see `memory_fields`)."""
+
+    mem_cgroup: str | None
+    mem_limited: bool | None
+    mem_refault_bytes_per_s: int | None
+    mem_events: tuple[tuple[str, int], ...]
+    mem_note: str | None
+
+
+def memory_fields(ts: TreeSample | None) -> MemoryFields:
     """The `JobSample` fields of a tree sample's `MemoryIO` (ts None: the job is gone)."""
-    m = getattr(ts, "memory", None) or MemoryIO()
+    m: MemoryIO = getattr(ts, "memory", None) or MemoryIO()
     return {"mem_cgroup": m.cgroup, "mem_limited": m.limited,
             "mem_refault_bytes_per_s": None if m.refault_bps is None else round(m.refault_bps),
             "mem_events": m.events, "mem_note": m.note}

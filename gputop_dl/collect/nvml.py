@@ -17,15 +17,10 @@ NVML reports as not supported is never asked for again; throttle-reason bitmasks
 per distinct mask; PCIe throughput (two ~20 ms calls on real hardware) is read at most every
 `PCIE_INTERVAL_S` per device, staggered across devices, and cached in between.
 
-GPU clocks and PCIe (issue 32): NVML's cumulative counters (clock-event / violation time per
-reason, in ns, and PCIe bytes) are read in one `nvmlDeviceGetFieldValues` call per device (about
-1.3-1.6 ms on an H100 with driver 580), on the first tick, again `FIRST_DELTA_S` later (so a
-one-shot snapshot has a first share) and then every `COUNTER_INTERVAL_S`, with the PCIe reads'
-stagger; in between the last shares are reported. Field ids are looked up by name in the module
-(a name it lacks = that counter is not read); a field the device refuses is never asked again,
-and a throttle reason with no field falls back to `nvmlDeviceGetViolationStatus` by policy. The
-link's current generation and width are read with the counters; its maximum, the SM clock's
-maximum, the CPUs near the GPU (`nvmlDeviceGetCpuAffinity`) and its NUMA node once, at init.
+The cumulative clock-event and PCIe counters are `collect/nvml_counters.py`, the processes on
+each GPU `collect/nvml_procs.py`, the per-device state both share `collect/nvml_base.py`. The
+link's maximum generation and width, the SM clock's maximum, the CPUs near the GPU
+(`nvmlDeviceGetCpuAffinity`) and its NUMA node are read once, at init.
 
 Summing `processes()` per PID for the job rows is `collect/gpu_use.py`'s `GpuUse`.
 """
@@ -38,16 +33,17 @@ import os
 import time
 from typing import Any, Callable
 
-from gputop_dl.snapshot import GpuProcess, GpuSample
+from gputop_dl.collect.nvml_base import (
+    F_CLOCK, F_MEM, F_MEM_V2, F_PCIE, F_POWER, F_REASONS, F_TEMP, F_UTIL, GpuGone, NvmlDevice)
+from gputop_dl.collect.nvml_counters import (
+    COUNTER_INTERVAL_S, CounterReads)
+from gputop_dl.collect.nvml_procs import ProcessReads
+from gputop_dl.snapshot import GpuSample
 from gputop_dl.text.cpulist import format_cpulist, mask_words_to_cpus
 
-__all__ = ["COUNTER_INTERVAL_S", "Nvml", "PCIE_INTERVAL_S", "PROC_UTIL_WINDOW_S",
-           "REASON_LABELS", "THROTTLE_LABELS"]
+__all__ = ["Nvml", "PCIE_INTERVAL_S", "REASON_LABELS"]
 
 PCIE_INTERVAL_S = 5.0  # PCIe throughput is re-read at most this often per device
-COUNTER_INTERVAL_S = 5.0  # clock-event and PCIe counters and the link state, per device
-FIRST_DELTA_S = 0.5  # the counters' second read comes this soon (a first share for --once)
-PROC_UTIL_WINDOW_S = 2.0  # per-process SM samples older than this count as "idle" (0.0)
 
 # NVML return codes from nvml.h; used only where the module lacks the constant (a minimal fake).
 _DEFAULT_CODES = {
@@ -84,100 +80,10 @@ _REASONS: tuple[tuple[str, str, int | None], ...] = (
 
 REASON_LABELS = tuple(label for _, label, _ in _REASONS)  # every label `sample()` can report
 
-# Cumulative throttle counters (ns): (reason, field-id constant names tried in order, violation
-# policy constant of the fallback). SW_POWER_CAP and SYNC_BOOST are the POWER and SYNC_BOOST
-# policies' ids; the thermal reasons' ids differ between headers (251-253 or 269-271): nvidia-ml-py's
-# own names are used, and a device that refuses an id falls back to the policy, where there is one.
-_THROTTLE: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
-    ("power", ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", "NVML_FI_DEV_PERF_POLICY_POWER"),
-     "NVML_PERF_POLICY_POWER"),
-    ("thermal", ("NVML_FI_DEV_PERF_POLICY_THERMAL",), "NVML_PERF_POLICY_THERMAL"),
-    ("sync_boost", ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST",
-                    "NVML_FI_DEV_PERF_POLICY_SYNC_BOOST"), "NVML_PERF_POLICY_SYNC_BOOST"),
-    ("board_limit", ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT",), "NVML_PERF_POLICY_BOARD_LIMIT"),
-    ("low_util", ("NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION",), "NVML_PERF_POLICY_LOW_UTILIZATION"),
-    ("reliability", ("NVML_FI_DEV_PERF_POLICY_RELIABILITY",), "NVML_PERF_POLICY_RELIABILITY"),
-    ("sw_thermal", ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN",), None),
-    ("hw_thermal", ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN",), None),
-    ("hw_power_brake", ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN",), None),
-)
-THROTTLE_LABELS = tuple(label for label, _, _ in _THROTTLE)
-_PCIE_COUNTERS = (("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES"),
-                  ("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"))
-# nvmlValueType_t -> how to read the union and the counter's width (for wrapping); driver 580 on
-# an H100 gives the PCIe byte counters as 32-bit unsigned ints and the throttle ones as 64-bit
-_VALUE_TYPES = {0: ("dVal", 0), 1: ("uiVal", 32), 2: ("ulVal", 64), 3: ("ullVal", 64),
-                4: ("sllVal", 0), 5: ("siVal", 0), 6: ("usVal", 16)}
-
-# Per-device field flags (a bitmask of fields NVML said it will never answer).
-_F_MEM = 1 << 0
-_F_UTIL = 1 << 1
-_F_TEMP = 1 << 2
-_F_POWER = 1 << 3
-_F_CLOCK = 1 << 4
-_F_REASONS = 1 << 5
-_F_PCIE = 1 << 6
-_F_PROCS = 1 << 7
-_F_GPROCS = 1 << 8
-_F_PUTIL = 1 << 9
-_F_MEM_V2 = 1 << 10
-_F_FIELDS = 1 << 11
-_F_LINK_GEN = 1 << 12
-_F_LINK_WIDTH = 1 << 13
-_F_VIOLATION = 1 << 14
-
 
 class _NeverRaised(Exception):
     """Stands in for NVMLError when the module has none, so `except` clauses stay valid."""
 
-
-class _GpuGone(Exception):
-    """Internal: the device is lost / needs a reset; abandon it for this tick."""
-
-
-class _Device:
-    __slots__ = (
-        "index", "handle", "name", "uuid", "mem_total", "power_limit_w", "error",
-        "unsupported", "pcie_next", "pcie_phase", "pcie_tx", "pcie_rx",
-        "util_last_ts", "pid_util", "failed",
-        "clock_max", "link_gen_max", "link_width_max", "cpu_affinity", "numa_node",
-        "ctr_next", "ctr_reads", "fields", "violations", "ctr_last", "throttle", "link_gen", "link_width",
-        "pcie_tx_bps", "pcie_rx_bps", "pcie_point", "slow",
-    )
-
-    def __init__(self, index: int):
-        self.index = index
-        self.handle: Any = None
-        self.name: str | None = None
-        self.uuid: str | None = None
-        self.mem_total: int | None = None
-        self.power_limit_w: float | None = None
-        self.error: str | None = None
-        self.unsupported = 0
-        self.pcie_next = 0.0  # clock() time of the next PCIe read; 0 = read on the first tick
-        self.pcie_phase = 0.0  # stagger offset so devices do not all read PCIe on the same tick
-        self.pcie_tx: int | None = None
-        self.pcie_rx: int | None = None
-        self.util_last_ts = 0  # NVML last-seen timestamp (µs) for nvmlDeviceGetProcessUtilization
-        self.pid_util: dict[int, tuple[float, int]] = {}  # pid -> (sm 0..1, newest sample ts µs)
-        self.failed: GpuSample | None = None  # the sample to report when there is no handle
-        self.clock_max: int | None = None  # static, read at init
-        self.link_gen_max: int | None = None
-        self.link_width_max: int | None = None
-        self.cpu_affinity: str | None = None
-        self.numa_node: int | None = None
-        self.ctr_next = 0.0  # clock() time of the next counter read; 0 = on the first tick
-        self.ctr_reads = 0
-        self.fields: dict[int, str] = {}  # field id -> counter name, still asked for
-        self.violations: dict[str, int] = {}  # reason -> policy, read by nvmlDeviceGetViolationStatus
-        self.ctr_last: dict[str, tuple[int, int, int]] = {}  # name -> (value, timestamp µs, bits)
-        self.throttle: tuple[tuple[str, float | None], ...] = ()
-        self.link_gen: int | None = None
-        self.link_width: int | None = None
-        self.pcie_tx_bps: int | None = None  # from the byte counters
-        self.pcie_rx_bps: int | None = None
-        self.pcie_point = True  # read nvmlDeviceGetPcieThroughput (no 64-bit byte counters)
-        self.slow: dict[str, Any] = {}  # GpuSample fields that change only on the slow reads
 
 
 def _text(v: Any) -> str | None:
@@ -192,30 +98,13 @@ _SAMPLE_DEFAULTS = dict(GpuSample(0).__dict__)
 _new_sample = object.__new__
 
 
-def _rate(old: tuple[int, int, int] | None, new: tuple[int, int, int] | None, scale: float,
-          clip: bool = True) -> float | None:
-    """(new - old) * scale per second of the readings' timestamps (µs); a counter of `bits`
-    bits wraps (modular delta); None on a first reading, a reset or no time passed. `clip`:
-    a share, held to 0..1."""
-    if old is None or new is None:
-        return None
-    dt_us = new[1] - old[1]
-    if dt_us <= 0:
-        return None
-    delta = new[0] - old[0]
-    if delta < 0:
-        if new[2] not in (16, 32):
-            return None  # a 64-bit counter that went back: reset (driver reload), not a wrap
-        delta %= 1 << new[2]
-    r = delta * scale / (dt_us / 1e6)
-    return min(max(r, 0.0), 1.0) if clip else r
-
-
 def _import_pynvml() -> Any:
     return importlib.import_module("pynvml")
 
 
-class Nvml:
+
+
+class Nvml(CounterReads, ProcessReads):
     """NVML, with every failure turned into a value. See the module docstring.
 
     Arguments:
@@ -244,7 +133,7 @@ class Nvml:
         self.driver_version = None
         self.cuda_driver_version = None
         self._m: Any = None
-        self._devices: tuple[_Device, ...] = ()
+        self._devices: tuple[NvmlDevice, ...] = ()
         self._initialized = False
         self._clock = clock
         self._reason_cache: dict[int, tuple[str, ...]] = {}
@@ -330,7 +219,9 @@ class Nvml:
             return
 
         # Bound functions, looked up once. A missing function means the field is always None.
-        f = lambda name: getattr(m, name, None)  # noqa: E731
+        def f(name: str) -> Callable[..., Any] | None:
+            fn: Callable[..., Any] | None = getattr(m, name, None)
+            return fn
         self._fn_mem = f("nvmlDeviceGetMemoryInfo")
         # v2 keeps the driver's reservation out of `used`, as nvidia-smi does (the v1 call
         # counts it: 480 MiB "used" on an idle H100 with driver 580); v1 where v2 is missing
@@ -359,7 +250,7 @@ class Nvml:
 
         devices = []
         for i in range(count):
-            d = _Device(i)
+            d = NvmlDevice(i)
             d.pcie_phase = PCIE_INTERVAL_S * i / count
             self._init_device(d)
             devices.append(d)
@@ -392,7 +283,7 @@ class Nvml:
             return None
 
     def _reason_table(self, m: Any) -> tuple[tuple[int, str], ...]:
-        bits = []
+        bits: list[tuple[int, str]] = []
         for suffix, label, fallback in _REASONS:
             bit = getattr(m, "nvmlClocksEventReason" + suffix,
                           getattr(m, "nvmlClocksThrottleReason" + suffix, fallback))
@@ -400,30 +291,7 @@ class Nvml:
                 bits.append((bit, label))
         return tuple(bits)
 
-    def _counter_table(self, m: Any) -> tuple[dict[int, str], dict[str, int]]:
-        """Field id -> counter name for the ids the module names (first name found wins), and
-        reason -> violation policy for the reasons with a policy constant."""
-        fields: dict[int, str] = {}
-        if self._fn_fields is not None:
-            for label, names, _ in _THROTTLE:
-                for name in names:
-                    fid = getattr(m, name, None)
-                    if isinstance(fid, int) and fid not in fields:
-                        fields[fid] = label
-                        break
-            for label, name in _PCIE_COUNTERS:
-                fid = getattr(m, name, None)
-                if isinstance(fid, int) and fid not in fields:
-                    fields[fid] = label
-        policies: dict[str, int] = {}
-        if self._fn_violation is not None:
-            for label, _, policy in _THROTTLE:
-                pid = getattr(m, policy, None) if policy else None
-                if isinstance(pid, int):
-                    policies[label] = pid
-        return fields, policies
-
-    def _init_links(self, d: _Device, h: Any) -> None:
+    def _init_links(self, d: NvmlDevice, h: Any) -> None:
         """Static per-device facts: the SM clock's and the PCIe link's maxima, the CPUs near it."""
         m = self._m
         clk = self._call_static(getattr(m, "nvmlDeviceGetMaxClockInfo", None), h, self._clock_sm)
@@ -446,7 +314,7 @@ class Nvml:
         d.violations = {r: p for r, p in self._violation_policies.items()
                         if r not in d.fields.values()}
 
-    def _init_device(self, d: _Device) -> None:
+    def _init_device(self, d: NvmlDevice) -> None:
         m = self._m
         try:
             h = m.nvmlDeviceGetHandleByIndex(d.index)
@@ -501,30 +369,6 @@ class Nvml:
         one = self._sample_one
         return tuple([one(d, now) for d in devices])
 
-    def processes(self) -> tuple[GpuProcess, ...]:
-        """Compute and graphics processes on all GPUs, with per-process SM utilization (0..1)
-        where NVML gives it. A process with no utilization sample in the last
-        `PROC_UTIL_WINDOW_S` seconds on a GPU that reports them gets 0.0 (it did not run
-        kernels); sm_util is None where the GPU does not report them. Never raises."""
-        devices = self._devices
-        if not devices:
-            return ()
-        try:
-            now_us = int(self._clock() * 1_000_000)
-        except Exception:  # noqa: BLE001
-            now_us = int(time.time() * 1_000_000)
-        out: list[GpuProcess] = []
-        for d in devices:
-            if d.handle is None:
-                continue
-            try:
-                procs = self._processes_one(d, now_us)
-            except Exception:  # noqa: BLE001 - lost GPU or anything else: skip this device
-                continue
-            if procs:
-                out.extend(procs)
-        return tuple(out)
-
     def close(self) -> None:
         """Shut NVML down (idempotent). Afterwards sample() and processes() return ()."""
         self._devices = ()
@@ -545,22 +389,7 @@ class Nvml:
         return f"<Nvml status={self.status!r} devices={len(self._devices)}>"
 
     # ------------------------------------------------------------------ per tick
-    def _read(self, d: _Device, flag: int, fn: Callable[..., Any] | None, *args: Any) -> Any:
-        """One NVML field: None if unsupported/failed; raises _GpuGone if the GPU is lost."""
-        if fn is None or d.unsupported & flag:
-            return None
-        try:
-            return fn(*args)
-        except self._nvml_error as e:
-            code = getattr(e, "value", None)
-            lost = self._lost_codes.get(code)
-            if lost is not None:
-                raise _GpuGone(lost) from None
-            if code in self._permanent_codes:
-                d.unsupported |= flag
-            return None
-
-    def _sample_one(self, d: _Device, now: float) -> GpuSample:
+    def _sample_one(self, d: NvmlDevice, now: float) -> GpuSample:
         h = d.handle
         if h is None:
             return d.failed  # type: ignore[return-value]
@@ -568,25 +397,25 @@ class Nvml:
         try:
             mem_used = None
             mem_total = d.mem_total
-            mem = read(d, _F_MEM_V2, self._fn_mem_v2, h)
+            mem = read(d, F_MEM_V2, self._fn_mem_v2, h)
             if mem is None:
-                mem = read(d, _F_MEM, self._fn_mem, h)
+                mem = read(d, F_MEM, self._fn_mem, h)
             if mem is not None:
                 mem_used = int(mem.used)
                 mem_total = int(mem.total)
 
             util = mem_util = None
-            u = read(d, _F_UTIL, self._fn_util, h)
+            u = read(d, F_UTIL, self._fn_util, h)
             if u is not None:
                 util = u.gpu / 100.0
                 mem_util = u.memory / 100.0
 
-            temp = read(d, _F_TEMP, self._fn_temp, h, self._temp_sensor)
-            power = read(d, _F_POWER, self._fn_power, h)
-            clock = read(d, _F_CLOCK, self._fn_clock, h, self._clock_sm)
+            temp = read(d, F_TEMP, self._fn_temp, h, self._temp_sensor)
+            power = read(d, F_POWER, self._fn_power, h)
+            clock = read(d, F_CLOCK, self._fn_clock, h, self._clock_sm)
 
             reasons: tuple[str, ...] = ()
-            mask = read(d, _F_REASONS, self._fn_reasons, h)
+            mask = read(d, F_REASONS, self._fn_reasons, h)
             if mask:
                 reasons = self._reason_cache.get(mask) or self._decode_reasons(mask)
 
@@ -614,7 +443,7 @@ class Nvml:
             f["sm_clock_mhz"] = int(clock) if clock is not None else None
             f["throttle_reasons"] = reasons
             return out
-        except _GpuGone as e:
+        except GpuGone as e:
             d.pcie_tx = d.pcie_rx = d.pcie_tx_bps = d.pcie_rx_bps = None
             d.ctr_last, d.throttle, d.ctr_next, d.ctr_reads, d.slow = {}, (), 0.0, 0, {}
             return GpuSample(d.index, d.name, d.uuid, error=str(e))
@@ -622,7 +451,7 @@ class Nvml:
             return GpuSample(d.index, d.name, d.uuid, error=f"{type(e).__name__}: {e}")
 
     @staticmethod
-    def _refresh_slow(d: _Device) -> None:
+    def _refresh_slow(d: NvmlDevice) -> None:
         """d.slow: every GpuSample field but the per-tick readings, after a slow read."""
         tx_bps, rx_bps = d.pcie_tx_bps, d.pcie_rx_bps
         if tx_bps is None and d.pcie_tx is not None:
@@ -638,95 +467,14 @@ class Nvml:
             pcie_link_width_max=d.link_width_max, cpu_affinity=d.cpu_affinity,
             numa_node=d.numa_node)
 
-    def _read_pcie(self, d: _Device, h: Any, now: float) -> None:
+    def _read_pcie(self, d: NvmlDevice, h: Any, now: float) -> None:
         first = d.pcie_next == 0.0
         d.pcie_next = now + PCIE_INTERVAL_S + (d.pcie_phase if first else 0.0)
         fn = self._fn_pcie
-        tx = self._read(d, _F_PCIE, fn, h, self._pcie_tx_counter)
-        rx = self._read(d, _F_PCIE, fn, h, self._pcie_rx_counter)
+        tx = self._read(d, F_PCIE, fn, h, self._pcie_tx_counter)
+        rx = self._read(d, F_PCIE, fn, h, self._pcie_rx_counter)
         d.pcie_tx = int(tx) if tx is not None else None
         d.pcie_rx = int(rx) if rx is not None else None
-
-    def _read_counters(self, d: _Device, h: Any, now: float) -> None:
-        """The cumulative counters: throttle shares and PCIe bytes/s since the previous read."""
-        d.ctr_reads += 1
-        d.ctr_next = now + (FIRST_DELTA_S if d.ctr_reads == 1 else
-                            COUNTER_INTERVAL_S + (d.pcie_phase if d.ctr_reads == 2 else 0.0))
-        now_us = int(now * 1_000_000)
-        new: dict[str, tuple[int, int, int]] = {}
-        if d.fields:
-            vals = self._read(d, _F_FIELDS, self._fn_fields, h, list(d.fields))
-            if vals is not None:
-                for v in vals:
-                    self._field(d, v, now_us, new)
-            elif d.unsupported & _F_FIELDS:  # no field values on this device: policies only
-                for label in d.fields.values():
-                    if label in self._violation_policies:
-                        d.violations[label] = self._violation_policies[label]
-                d.fields = {}
-        for label, policy in list(d.violations.items()):
-            try:
-                vt = self._fn_violation(h, policy) if self._fn_violation else None
-            except self._nvml_error as e:
-                code = getattr(e, "value", None)
-                if code in self._lost_codes:
-                    raise _GpuGone(self._lost_codes[code]) from None
-                if code in self._permanent_codes or code == self._invalid_arg:
-                    del d.violations[label]
-                continue
-            if vt is not None:
-                ts = int(getattr(vt, "referenceTime", 0) or 0) or now_us
-                new[label] = (int(vt.violationTime), ts, 64)
-        old = d.ctr_last
-        shares: list[tuple[str, float | None]] = []
-        have = set(new).union(d.violations, d.fields.values())
-        for label in THROTTLE_LABELS:
-            if label in have:
-                shares.append((label, _rate(old.get(label), new.get(label), 1e-9)))
-        d.throttle = tuple(shares)
-        for label in ("pcie_tx", "pcie_rx"):
-            bps = _rate(old.get(label), new.get(label), 1.0, clip=False)
-            point = d.pcie_tx if label == "pcie_tx" else d.pcie_rx
-            o, n = old.get(label), new.get(label)
-            if bps is not None and o is not None and n is not None and n[2] == 32 and point:
-                # a 32-bit counter wraps every 4 GiB: where the point sample says more than
-                # half of that passed since the last read, the wrapped delta cannot be trusted
-                if point * 1024 * max(n[1] - o[1], 1) / 1e6 >= 2**31:
-                    bps = point * 1024.0
-            if label == "pcie_tx":
-                d.pcie_tx_bps = None if bps is None else int(bps)
-            else:
-                d.pcie_rx_bps = None if bps is None else int(bps)
-        bits = [new[k][2] for k in ("pcie_tx", "pcie_rx") if k in new]
-        d.pcie_point = not (len(bits) == 2 and min(bits) >= 64)
-        if not d.pcie_point and d.pcie_tx_bps is not None:
-            d.pcie_tx = d.pcie_rx = None  # 64-bit counters: the point sample is not read again
-        d.ctr_last = new
-        gen = self._read(d, _F_LINK_GEN, self._fn_link_gen, h)
-        width = self._read(d, _F_LINK_WIDTH, self._fn_link_width, h)
-        d.link_gen = int(gen) if isinstance(gen, int) and gen > 0 else None
-        d.link_width = int(width) if isinstance(width, int) and width > 0 else None
-
-    def _field(self, d: _Device, v: Any, now_us: int, new: dict[str, tuple[int, int, int]]) -> None:
-        """One nvmlFieldValue_t into `new` (name -> value, timestamp µs, bits); a field the device
-        refuses for good is dropped (a throttle reason then falls back to its policy)."""
-        label = d.fields.get(v.fieldId)
-        if label is None:
-            return
-        ret = v.nvmlReturn
-        if ret != self._ok_code:
-            if ret in self._lost_codes:
-                raise _GpuGone(self._lost_codes[ret])
-            if ret in self._permanent_codes or ret == self._invalid_arg:
-                del d.fields[v.fieldId]
-                policy = self._violation_policies.get(label)
-                if policy is not None and label not in d.fields.values():
-                    d.violations[label] = policy
-            return
-        attr, bits = _VALUE_TYPES.get(v.valueType, ("ullVal", 64))
-        if bits == 0:
-            return  # a signed or floating value is no counter
-        new[label] = (getattr(v.value, attr), v.timestamp or now_us, bits)
 
     def _decode_reasons(self, mask: int) -> tuple[str, ...]:
         labels = []
@@ -741,79 +489,3 @@ class Nvml:
         if len(self._reason_cache) < 4096:  # bounded even against garbage masks
             self._reason_cache[mask] = out
         return out
-
-    def _processes_one(self, d: _Device, now_us: int) -> list[GpuProcess]:
-        h = d.handle
-        compute = self._read(d, _F_PROCS, self._fn_cprocs, h)
-        graphics = self._read(d, _F_GPROCS, self._fn_gprocs, h)
-        if not compute and not graphics:
-            return []
-        sm = self._process_util(d, h, now_us)
-        cutoff = now_us - int(PROC_UTIL_WINDOW_S * 1_000_000)
-        mem_by_pid: dict[int, int | None] = {}
-        for group in (compute, graphics):
-            for p in group or ():
-                pid = int(p.pid)
-                mem = getattr(p, "usedGpuMemory", None)
-                mem = int(mem) if mem is not None else None
-                if pid in mem_by_pid:
-                    old = mem_by_pid[pid]
-                    if mem is not None and (old is None or mem > old):
-                        mem_by_pid[pid] = mem
-                else:
-                    mem_by_pid[pid] = mem
-        out = []
-        for pid, mem in mem_by_pid.items():
-            util: float | None = None
-            if sm is not None:
-                entry = sm.get(pid)
-                util = entry[0] if entry is not None and entry[1] >= cutoff else 0.0
-            out.append(GpuProcess(gpu_index=d.index, pid=pid, mem_used=mem, sm_util=util))
-        return out
-
-    def _process_util(self, d: _Device, h: Any, now_us: int) -> dict[int, tuple[float, int]] | None:
-        """Merge NVML per-process samples newer than the device's last-seen timestamp into
-        d.pid_util (mean SM util of the new samples per pid). None = not available."""
-        fn = self._fn_putil
-        if fn is None or d.unsupported & _F_PUTIL:
-            return None
-        cutoff = now_us - int(PROC_UTIL_WINDOW_S * 1_000_000)
-        since = d.util_last_ts if d.util_last_ts > cutoff else cutoff
-        try:
-            samples = fn(h, since)
-        except self._nvml_error as e:
-            code = getattr(e, "value", None)
-            if code == self._not_found or code == self._ok_code:
-                samples = ()  # no samples since `since`: nothing ran
-            elif code in self._lost_codes:
-                raise _GpuGone(self._lost_codes[code]) from None
-            else:
-                if code in self._permanent_codes:
-                    d.unsupported |= _F_PUTIL
-                return None
-        pid_util = d.pid_util
-        if samples:
-            acc: dict[int, list[float]] = {}  # pid -> [sum, count, newest ts]
-            newest = d.util_last_ts
-            for s in samples:
-                ts = int(s.timeStamp)
-                if ts > newest:
-                    newest = ts
-                if ts <= since:
-                    continue
-                a = acc.get(s.pid)
-                if a is None:
-                    acc[s.pid] = [float(s.smUtil), 1.0, float(ts)]
-                else:
-                    a[0] += s.smUtil
-                    a[1] += 1.0
-                    if ts > a[2]:
-                        a[2] = float(ts)
-            d.util_last_ts = newest
-            for pid, (total, n, ts) in acc.items():
-                pid_util[int(pid)] = (min(max(total / n / 100.0, 0.0), 1.0), int(ts))
-        if pid_util:
-            stale = [pid for pid, (_, ts) in pid_util.items() if ts < cutoff]
-            for pid in stale:
-                del pid_util[pid]
-        return pid_util

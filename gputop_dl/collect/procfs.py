@@ -42,7 +42,7 @@ class ProcFiles:
 
     kept = 0  # files kept open by all instances
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._fds: dict[str, int] = {}
 
     def read(self, path: str, size: int = 4096) -> bytes:

@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from functools import partial
+from collections.abc import Mapping
 from typing import Callable, NamedTuple
 
 import psutil
@@ -28,6 +29,10 @@ if PROC:
 
 
 GONE_STATES = (b"Z", b"X")  # zombie (exited, not yet reaped) and dead
+# a tree's CPU-wait reading: pid -> (ran, waited) ns, the reader's note, the cgroup's throttled
+# share, pid -> busy threads (Nones when not read)
+WaitReading = tuple[dict[int, tuple[int, int]] | None, str | None, float | None,
+                    schedstat.Busy | None]
 
 
 def stat_fields(data: bytes, maxsplit: int = -1) -> list[bytes]:
@@ -63,7 +68,7 @@ def children_map() -> dict[int, list[int]]:
     return out
 
 
-def descendants(pid: int, cmap: dict[int, list[int]]) -> list[int]:
+def descendants(pid: int, cmap: Mapping[int, list[int]]) -> list[int]:
     out, todo = [], list(cmap.get(pid, ()))
     while todo:
         c = todo.pop()
@@ -159,7 +164,7 @@ class TreeSampler:
         self._mem = MemoryReader(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
-        self._waits_last: tuple = (None, None, None, None)
+        self._waits_last: WaitReading = (None, None, None, None)
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
@@ -202,7 +207,7 @@ class TreeSampler:
                           waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
                           memory=mem)
 
-    def _read_waits(self, stats: dict[int, Stat], now: float):
+    def _read_waits(self, stats: dict[int, Stat], now: float) -> WaitReading:
         """(pid -> (ran, waited) ns, note, throttled share, pid -> busy threads); Nones when
         off. Read every
         `schedstat.READ_EVERY` ticks (the figures of the last reading in between), which keeps
@@ -214,8 +219,8 @@ class TreeSampler:
             self._waits_skip -= 1  # each tick, so that `--once`'s second sample has them)
             return self._waits_last
         waits = self._sched.read({pid: (st.start, st.threads, st.cpu) for pid, st in stats.items()})
-        self._waits_last = (waits, self._sched.note, self._throttle.read(now),
-                            self._sched.busy(waits))
+        throttled = self._throttle.read(now) if self._throttle is not None else None
+        self._waits_last = (waits, self._sched.note, throttled, self._sched.busy(waits))
         self._waits_skip = schedstat.READ_EVERY - 1
         return self._waits_last
 
@@ -233,6 +238,7 @@ class TreeSampler:
         self._files.close()
         if self._sched is not None:
             self._sched.close()
+        if self._throttle is not None:
             self._throttle.close()
         if self._disk is not None:
             self._disk.close()

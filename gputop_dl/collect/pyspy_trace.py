@@ -12,9 +12,9 @@ import json
 from collections import Counter
 
 
-def parse_raw(text: str) -> Counter:
+def parse_raw(text: str) -> Counter[str]:
     """py-spy `--format raw` (folded stacks: 'f1;f2;f3 COUNT') -> Counter of stacks."""
-    stacks: Counter = Counter()
+    stacks: Counter[str] = Counter()
     for line in text.splitlines():
         stack, _, count = line.rpartition(" ")
         if stack and count.isdigit():

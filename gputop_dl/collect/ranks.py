@@ -16,9 +16,12 @@ one reader per job, so each keeps only its own tree's PIDs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
 import psutil
 
-from gputop_dl.channel import RANK_ENV, rank_info
+from gputop_dl.channel import RANK_ENV, RankInfo, rank_info
 from gputop_dl.collect.procs import TreeSample, children_map, descendants
 from gputop_dl.snapshot import Distributed, RankProc
 
@@ -27,10 +30,11 @@ __all__ = ["RankReader", "distributed_of", "rank_cpu"]
 
 # `_read_env` of a process whose environment reads empty: one caught inside execve (its new
 # environment is not in place yet), or one started with none; read again on the next tick
-NOT_YET: dict = {}
+NOT_YET: RankInfo = {}
+_T = TypeVar("_T")
 
 
-def _read_env(pid: int) -> dict | None:
+def _read_env(pid: int) -> RankInfo | None:
     """The rank variables of `pid` (`channel.rank_info`), {} when it has none, None when unknown,
     NOT_YET when its environment reads empty."""
     try:
@@ -45,11 +49,11 @@ def _read_env(pid: int) -> dict | None:
 class RankReader:
     """One job's ranks across ticks; `read(root, cmap)` each tick (cheap: cached per PID)."""
 
-    def __init__(self, read_env=_read_env):
+    def __init__(self, read_env: Callable[[int], RankInfo | None] = _read_env) -> None:
         self._read_env = read_env
-        self._cache: dict[int, dict | None] = {}  # PID -> its rank variables (None: unknown)
+        self._cache: dict[int, RankInfo | None] = {}  # PID -> its rank variables (None: unknown)
 
-    def _info(self, pid: int) -> dict | None:
+    def _info(self, pid: int) -> RankInfo | None:
         if pid not in self._cache:
             info = self._read_env(pid)
             if info is NOT_YET:
@@ -57,11 +61,11 @@ class RankReader:
             self._cache[pid] = info
         return self._cache[pid]
 
-    def read(self, root: int, cmap: dict[int, list[int]] | None = None) -> Distributed | None:
+    def read(self, root: int, cmap: Mapping[int, list[int]] | None = None) -> Distributed | None:
         """The job's ranks on this node, or None when no process of the tree is a rank.
         `cmap`: this tick's PPID -> children map (one is built when None)."""
         cmap = children_map() if cmap is None else cmap
-        ranks: list[tuple[int, dict]] = []
+        ranks: list[tuple[int, RankInfo]] = []
         visited: set[int] = set()
         todo = [root]
         while todo:
@@ -79,26 +83,27 @@ class RankReader:
         return distributed_of(ranks)
 
 
-def distributed_of(ranks: list[tuple[int, dict]]) -> Distributed | None:
+def distributed_of(ranks: list[tuple[int, RankInfo]]) -> Distributed | None:
     """The job-level figures from its ranks' `rank_info` (pid, info): what all of them agree on
     (a figure they disagree on, or that none has, is unknown)."""
     if not ranks:
         return None
 
-    def common(key: str):
-        vals = {info.get(key) for _, info in ranks}
+    def common(vals: set[_T | None]) -> _T | None:
         return vals.pop() if len(vals) == 1 else None
 
     procs = tuple(sorted(
         (RankProc(rank=info["rank"], local_rank=info.get("local_rank"), pid=pid,
                   group_rank=info.get("group_rank")) for pid, info in ranks),
         key=lambda r: (r.rank, r.pid)))
-    return Distributed(run_id=common("run_id"), world_size=common("world_size"),
-                       nnodes=common("nnodes"), group_rank=common("group_rank"), ranks=procs)
+    return Distributed(run_id=common({i.get("run_id") for _, i in ranks}),
+                       world_size=common({i.get("world_size") for _, i in ranks}),
+                       nnodes=common({i.get("nnodes") for _, i in ranks}),
+                       group_rank=common({i.get("group_rank") for _, i in ranks}), ranks=procs)
 
 
 def rank_cpu(d: Distributed | None, ts: TreeSample | None,
-             cmap: dict[int, list[int]] | None) -> tuple[tuple[int, float], ...]:
+             cmap: Mapping[int, list[int]] | None) -> tuple[tuple[int, float], ...]:
     """Each rank's CPU cores this tick, its loader workers included: (rank, cores), from the
     per-process figures the tree sampler read anyway; () when unknown (first tick, no ranks)."""
     if d is None or ts is None or ts.cpu_by_pid is None:

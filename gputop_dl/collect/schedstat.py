@@ -29,9 +29,18 @@ import errno
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gputop_dl.collect.procfs import ProcFiles, read_proc
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.procs import TreeSample
+    from gputop_dl.snapshot import Distributed
+
+# pid -> (start time, thread count[, CPU seconds]) of this tick's live processes (`SchedReader.read`)
+ProcTimes = tuple[float, int] | tuple[float, int, float]
+Busy = dict[int, tuple[tuple[float, float], ...]]  # pid -> its busy threads (`SchedReader.busy`)
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # the tree sampler reads the threads every this many ticks and shows the last reading between:
@@ -121,7 +130,7 @@ class SchedReader:
         # ESRCH / ENOENT of a process that is gone: dropped silently
 
     def _get(self, handle: int | str) -> bytes:
-        if type(handle) is int:
+        if isinstance(handle, int):
             return os.pread(handle, 128, 0)
         return self._read_path(handle, 256)
 
@@ -133,7 +142,7 @@ class SchedReader:
             return fd
         return path
 
-    def _drop(self, handles) -> None:
+    def _drop(self, handles: Iterable[int | str]) -> None:
         for h in handles:
             if type(h) is int:
                 os.close(h)
@@ -185,7 +194,7 @@ class SchedReader:
         self._drop([h for h, _, _ in known.values()])  # threads that exited
         return st
 
-    def read(self, procs: dict[int, tuple]) -> dict[int, tuple[int, int]]:
+    def read(self, procs: Mapping[int, ProcTimes]) -> dict[int, tuple[int, int]]:
         """`procs`: pid -> (start time, thread count[, CPU seconds]) from /proc/PID/stat, of this
         tick's live processes. Returns pid -> (ran ns, waited ns) since the last read, summed
         over the threads read both times; a process seen for the first time is absent.
@@ -200,8 +209,7 @@ class SchedReader:
         clock tick) goes into its next reading's delta.
         /proc/PID/schedstat would be one read, but it is the main thread's alone, not a sum."""
         self.note = None
-        if self.off:
-            self.note = KERNEL_NOTE
+        if self._stopped():
             return {}
         now = time.monotonic()
         self.span_s = None if self._t is None else now - self._t
@@ -237,7 +245,8 @@ class SchedReader:
                        if not (skip and st.idle[i] and (tid + tick) % self.IDLE_EVERY)]
             st.delta = {}  # this reading's per-thread deltas (both passes below add to it)
             run, wait, counted, lost = self._read_threads(st, idx)
-            if skip and len(idx) < len(st.tids) and (cpu - st.cpu) * 1e9 > run + 2e7:
+            if (cpu is not None and st.cpu is not None and len(idx) < len(st.tids)
+                    and (cpu - st.cpu) * 1e9 > run + 2e7):
                 # the process ran more than the threads read: one of the idle ones woke
                 rest = sorted(set(range(len(st.tids))) - set(idx))
                 r2, w2, c2, l2 = self._read_threads(st, rest)
@@ -286,11 +295,11 @@ class SchedReader:
                 idle[i] = now == prev
         return run, wait, counted, lost
 
-    def busy(self, pids) -> dict[int, tuple[tuple[float, float], ...]]:
+    def busy(self, pids: Iterable[int]) -> Busy:
         """Per process of `pids`, its threads busy over the last read's span (runnable at least
         POOL_BUSY of it): (wait share, runnable share), the busiest first."""
         span = self.span_s
-        out: dict[int, tuple[tuple[float, float], ...]] = {}
+        out: Busy = {}
         if not span:
             return out
         for pid in pids:
@@ -303,7 +312,13 @@ class SchedReader:
                                     key=lambda x: -x[1]))
         return out
 
-    def _kernel_off(self) -> dict:
+    def _stopped(self) -> bool:
+        """Whether the kernel has no schedstat (`off`, set by `_list`); the note then says so."""
+        if self.off:
+            self.note = KERNEL_NOTE
+        return self.off
+
+    def _kernel_off(self) -> dict[int, tuple[int, int]]:
         self.note = KERNEL_NOTE
         self.close()
         return {}
@@ -323,7 +338,7 @@ def _share(run: int, wait: int) -> float | None:
 
 def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | frozenset[int],
              note: str | None = None, throttled: float | None = None,
-             busy: dict[int, tuple[tuple[float, float], ...]] | None = None) -> CpuWait:
+             busy: Busy | None = None) -> CpuWait:
     """A job's CPU wait from `SchedReader.read`'s per-process deltas: all threads, those of the
     `trainers` (the root and the rank processes) and those of every other process (its loader
     workers). None where no thread of the group was runnable in the interval, or no delta yet.
@@ -335,7 +350,7 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
     tr = [v for p, v in waits.items() if p in trainers]
     wk = [v for p, v in waits.items() if p not in trainers]
 
-    def share(vals):
+    def share(vals: list[tuple[int, int]]) -> float | None:
         return _share(sum(v[0] for v in vals), sum(v[1] for v in vals)) if vals else None
 
     return CpuWait(fraction=share(list(waits.values())), trainer=share(tr), workers=share(wk),
@@ -371,7 +386,7 @@ class CgroupThrottle:
     """Share of the interval a job's cgroup spent throttled by its CPU quota (cpu.stat's
     throttled_usec over wall time, capped at 1); None without a quota."""
 
-    def __init__(self, pid: int, proc: str = "/proc", root: str = CGROUP_ROOT):
+    def __init__(self, pid: int, proc: str = "/proc", root: str = CGROUP_ROOT) -> None:
         self._files = ProcFiles()
         self.folder = quota_cgroup(pid, proc, root)
         self._last: tuple[float, int] | None = None
@@ -399,18 +414,29 @@ class CgroupThrottle:
         self._files.close()
 
 
-def tree_wait(ts, root: int | None, dist=None) -> CpuWait:
+def tree_wait(ts: TreeSample | None, root: int | None, dist: Distributed | None = None) -> CpuWait:
     """A job's `CpuWait` from its tree sample (`procs.TreeSample`, None: gone), its root PID and
     its ranks (`snapshot.Distributed`): the root and the rank processes are its trainers."""
     if ts is None:
         return CpuWait()
-    trainers = {root}
+    trainers: set[int] = set() if root is None else {root}
     if dist is not None:
         trainers |= {r.pid for r in dist.ranks}
     return job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
 
 
-def wait_fields(cw: CpuWait) -> dict:
+class WaitFields(TypedDict):
+    """The `JobSample` fields of a job's CPU wait (see `wait_fields`)."""
+
+    cpu_wait_fraction: float | None
+    cpu_wait_trainer: float | None
+    cpu_wait_workers: float | None
+    cpu_throttled_fraction: float | None
+    cpu_wait_note: str | None
+    cpu_pool: tuple[tuple[float, float], ...]
+
+
+def wait_fields(cw: CpuWait) -> WaitFields:
     """The `JobSample` fields of a `CpuWait` (cpu_wait_fraction, ...), as keyword arguments."""
     return {"cpu_wait_fraction": cw.fraction, "cpu_wait_trainer": cw.trainer,
             "cpu_wait_workers": cw.workers, "cpu_throttled_fraction": cw.throttled,

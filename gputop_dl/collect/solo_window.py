@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from gputop_dl.collect.busiest import BusiestSampler
@@ -30,7 +31,7 @@ class SoloReading:
     outside: tuple[ProcLoad, ...] | None  # the busiest processes that are not the job's
 
 
-def tree_schedstat(pids, proc: str = "/proc") -> dict[int, tuple[int, int]]:
+def tree_schedstat(pids: Iterable[int], proc: str = "/proc") -> dict[int, tuple[int, int]]:
     """Each thread of these processes: (ran ns, waited ns) so far."""
     out: dict[int, tuple[int, int]] = {}
     for pid in pids:
@@ -58,14 +59,14 @@ class SoloWatch:
         self._t0 = 0.0
         self._s0: dict[int, tuple[int, int]] = {}
 
-    def start(self, pids) -> None:
+    def start(self, pids: Iterable[int]) -> None:
         self._pids = list(pids)
         self._busiest.forget()
         self._busiest.sample()  # the first pass: the rates are over the window
         self._t0 = time.monotonic()
         self._s0 = tree_schedstat(self._pids, self.proc)
 
-    def stop(self, exclude=()) -> SoloReading:
+    def stop(self, exclude: Collection[int] = ()) -> SoloReading:
         """The window since `start`; `exclude`: PIDs that are not outside load (the job's own,
         the paused jobs')."""
         s1 = tree_schedstat(self._pids, self.proc)

@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
+from gputop_dl.collect.pyspy_stall import StallEstimate
+
 from gputop_dl.collect import pyspy
 from gputop_dl.threadname import name_native_thread
 
@@ -51,11 +53,18 @@ class StallResult:
         return n or None
 
 
+# py-spy's burst: (pid, seconds, rate, its executable) -> (the estimate, or the error)
+Record = Callable[[int, float, int, str | None], tuple[StallEstimate | None, str | None]]
+# one burst kept: (clock, wall time, data samples, compute samples, (step time, cycles),
+# samples per phase, why no step time)
+Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None]
+
+
 class StallSampler:
     """Schedules py-spy bursts over found jobs; one burst at a time."""
 
     def __init__(self, duration_s: float = 2.0, rate: int = 25, every_s: float = 12.0,
-                 pool: int = 4, exe: str | None = None, record: Callable | None = None,
+                 pool: int = 4, exe: str | None = None, record: Record | None = None,
                  clock: Callable[[], float] = time.monotonic, cpu_budget: float | None = STALL_BUDGET,
                  credit: float = 0.1):
         self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
@@ -71,7 +80,7 @@ class StallSampler:
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
         # key -> (clock, wall, data, compute, (step time, cycles), phases, why no step time)
-        self._bursts: dict[Hashable, deque] = {}
+        self._bursts: dict[Hashable, deque[Burst]] = {}
         self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
         self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)

@@ -3,7 +3,7 @@
 `cycles_of` reads samples in order, taken `interval_s` apart (py-spy's speedscope output);
 `timed_cycles` reads runs with their own start and end times (its chrometrace output: a
 sampler that falls behind and catches up does not bend them). Both refuse where the samples
-cannot tell the steps apart honestly; collect/pyspy.py chooses the phase (the anchor).
+cannot tell the steps apart honestly; collect/pyspy_stall.py chooses the phase (the anchor).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float |
     run shorter than the sampling interval could hide between two samples and merge two steps
     into one). One run in ten may be a single sample when the runs are typically 3 or more
     samples long: that is py-spy's timing jitter, not a hidden phase."""
-    runs: list[list] = []  # [in anchor, length]
+    runs: list[tuple[bool, int]] = []  # (in anchor, length)
     for m in marks:
         if runs and runs[-1][0] == m:
-            runs[-1][1] += 1
+            runs[-1] = (m, runs[-1][1] + 1)
         else:
-            runs.append([m, 1])
+            runs.append((m, 1))
     starts, pos = [], 0  # sample index where each anchor run that follows another one begins
     for i, (m, n) in enumerate(runs):
         if m and i > 0:

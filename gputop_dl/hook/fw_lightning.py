@@ -28,12 +28,12 @@ from . import report as rp
 from .loaderpatch import mark_wrapper
 
 if TYPE_CHECKING:
-    from .tracker import Tracker
+    from .tracker import RunPlan, Tracker
 
 TARGETS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 
 
-def plan(trainer: Any, n: int | None) -> dict:  # Lightning's Trainer, never imported here
+def plan(trainer: Any, n: int | None) -> RunPlan:  # Lightning's Trainer, never imported here
     """{"epochs", "steps_per_epoch"} of a fit: `n` batches in the loader (None: no length)."""
     lim = getattr(trainer, "limit_train_batches", 1.0)
     spe = n

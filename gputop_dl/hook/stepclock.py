@@ -54,9 +54,9 @@ class StepClock:
         self.t0 = 0.0
         self.acc: dict[str, float] = {}
         self.event_factory = event_factory  # set: CUDA mode (torch.cuda.Event-like objects)
-        self.pairs: list = []  # this step's (phase, start event, end event)
+        self.pairs: list[tuple[str, Any, Any]] = []  # this step's (phase, start event, end event)
         self._start: Any = None  # the open phase's start event
-        self._pool: list = []
+        self._pool: list[Any] = []  # torch.cuda.Event-like objects to record again
 
     def enter(self, phase: str) -> bool:
         """Start `phase` unless another is running (the outermost wins); True if started."""
@@ -82,7 +82,7 @@ class StepClock:
             self.pairs.append((phase, self._start, ev))
             self._start = None
 
-    def take(self) -> tuple[dict[str, float], list]:
+    def take(self) -> tuple[dict[str, float], list[tuple[str, Any, Any]]]:
         """This step's host times and CUDA event pairs; starts the next step. A phase still
         open (its leave never came, e.g. an exception) is dropped."""
         acc, pairs = self.acc, self.pairs
@@ -105,18 +105,20 @@ class CudaResolver:
 
     `poll()` runs in the sampler thread (or a test): it never waits on the GPU."""
 
-    def __init__(self, sink: Callable[[dict], None], clock_: StepClock, max_age_s: float = 10.0,
+    def __init__(self, sink: Callable[[dict[str, Any]], None], clock_: StepClock, max_age_s: float = 10.0,
                  now: Callable[[], float] = time.monotonic):
         self.sink, self.clock_ = sink, clock_
         self.max_age_s, self.now = max_age_s, now
-        self.pending: collections.deque = collections.deque()
+        # (when put, the step event, its CUDA event pairs)
+        self.pending: collections.deque[tuple[float, dict[str, Any], list[tuple[str, Any, Any]]]] = (
+            collections.deque())
         self.dropped = 0
         self.lock = threading.Lock()
         self._polling = threading.Lock()  # one poll at a time (the sampler, or the caller)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
-    def put(self, record: dict, pairs: list) -> None:
+    def put(self, record: dict[str, Any], pairs: list[tuple[str, Any, Any]]) -> None:
         with self.lock:
             self.pending.append((self.now(), record, pairs))
 
@@ -210,7 +212,8 @@ def closure_outside(sc: StepClock, closure: Callable[..., Any]) -> Callable[...,
     return run_closure
 
 
-def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+def optimizer_pre_hook(sc: StepClock, args: tuple[Any, ...], kwargs: dict[str, Any]
+                       ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     """The global optimizer-step pre-hook: the optimizer phase starts (unless another phase is
     running); a closure handed to `step` (the hook's `args` start with the optimizer) is
     replaced by one that runs outside the optimizer phase (`closure_outside`)."""
@@ -224,11 +227,11 @@ def optimizer_pre_hook(sc: StepClock, args: tuple, kwargs: dict) -> tuple[tuple,
     return None
 
 
-def patch_torch(torch: ModuleType, sc: StepClock) -> list:
+def patch_torch(torch: ModuleType, sc: StepClock) -> list[Callable[[], None]]:
     """Patch Module.__call__, Tensor.to/.cuda, Tensor.backward, autograd.backward and add the
     global optimizer-step hooks, all billing to `sc`. Returns undo callables. The user's own
     module and optimizer hooks still run (inside our timing)."""
-    undo: list = []
+    undo: list[Callable[[], None]] = []
     compiling = _is_compiling(torch)
 
     def wrap(owner: Any, attr: str, phase: str) -> None:

@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any
 from . import report as rp
 
 if TYPE_CHECKING:  # (the job's Python may be older than gputop-dl's: no aliases at run time)
+    from typing import TypedDict
+
     from .stepclock import CudaResolver, StepClock
 
-    Phases = tuple[dict[str, float], list]  # StepClock.take(): seconds per phase, CUDA event pairs
+    Phases = tuple[dict[str, float], list[tuple[str, Any, Any]]]  # StepClock.take(): seconds per
+    # phase, CUDA event pairs
+
+    class RunPlan(TypedDict, total=False):
+        """A run's plan as a framework knows it (None: unknown)."""
+
+        epochs: int | None
+        steps_per_epoch: int | None
 
 
 def batch_len(batch: object, depth: int = 0) -> int | None:
@@ -64,7 +73,7 @@ class Tracker:
         # loader (Lightning: not one iterated without grad, i.e. in an evaluation loop), and
         # the run's plan, {"epochs", "steps_per_epoch"}, from the loader and its length
         self.may_be_main: Callable[[Any], bool] | None = None
-        self.plan: Callable[[Any, int | None], dict] | None = None
+        self.plan: Callable[[Any, int | None], RunPlan] | None = None
         self.inner = 0  # > 0: a framework's loader is fetching from a DataLoader it wraps
         self.drained = False  # the main pass handed over its last batch (fw_accelerate)
 

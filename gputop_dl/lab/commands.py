@@ -18,6 +18,7 @@ from gputop_dl.text.console import console as text_console
 
 if TYPE_CHECKING:
     from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.lab.sweep_worker_protocol import SweepRow
 
 
 def check_model(name: str) -> str:
@@ -118,7 +119,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                + (" --keep-going" if args.keep_going else "")
                + (f" --out {args.out}" if args.out else ""))
 
-    def progress(r: dict) -> None:
+    def progress(r: SweepRow) -> None:
         if r["status"] == "ok":
             console.print(f"  bs{r['batch']}: {r['step_s'] * 1000:.1f} ms/step, "
                           f"peak {size(r.get('peak_mem'))} on {r.get('device')}", markup=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torchvision
@@ -31,7 +31,7 @@ DEFAULT_MODELS: tuple[str, ...] = (*REFERENCE, "resnet34", "mobilenet_v2")
 
 # As torchvision ships the model (its documented parameter counts): GoogLeNet's pretrained
 # weights drop the auxiliary heads, Inception v3's keep them.
-_AS_SHIPPED: dict[str, dict] = {"googlenet": {"aux_logits": False, "init_weights": False},
+_AS_SHIPPED: dict[str, dict[str, bool]] = {"googlenet": {"aux_logits": False, "init_weights": False},
                                 "inception_v3": {"init_weights": False}}
 
 
@@ -48,7 +48,7 @@ class ModelCost:
     def gmac(self) -> float | None:
         return None if self.flops is None else self.flops / 2 / 1e9
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         ref = REFERENCE.get(self.name)
         return {"model": self.name, "input_size": self.input_size, "params": self.params,
                 "params_m": None if self.params is None else self.params / 1e6,
@@ -58,7 +58,7 @@ class ModelCost:
 
 
 def build(name: str, input_size: int = 224) -> torch.nn.Module:
-    kw = dict(_AS_SHIPPED.get(name, {}))
+    kw: dict[str, object] = dict(_AS_SHIPPED.get(name, {}))
     if name.startswith("vit_"):
         kw["image_size"] = input_size
     with warnings.catch_warnings():

@@ -38,12 +38,12 @@ def _timed(copy: Callable[[], Any], repeats: int) -> float:
     return float(statistics.median(times))
 
 
-def measure(gpu: int, mib: int, repeats: int, peer: int | None) -> dict:
+def measure(gpu: int, mib: int, repeats: int, peer: int | None) -> dict[str, Any]:
     n = mib << 20
     dev = torch.device("cuda", gpu)
     torch.cuda.set_device(dev)
     d = torch.empty(n, dtype=torch.uint8, device=dev)
-    out: dict = {"gpu": gpu, "bytes": n, "repeats": repeats}
+    out: dict[str, Any] = {"gpu": gpu, "bytes": n, "repeats": repeats}
     for kind, pin in (("pinned", True), ("pageable", False)):
         h = torch.empty(n, dtype=torch.uint8, pin_memory=pin)
         h.fill_(1)

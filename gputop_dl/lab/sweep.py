@@ -13,12 +13,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from gputop_dl.lab import sweepfit
-from gputop_dl.lab.sweep_worker_protocol import RESULT_KEY
+from gputop_dl.lab.sweep_worker_protocol import RESULT_KEY, SweepRow
 
 if TYPE_CHECKING:
     from gputop_dl.record.store import Store
@@ -38,13 +38,13 @@ class SweepSpec:
     timeout_s: float = 600.0
     keep_going: bool = False
     threads: int = 0  # torch CPU threads in the workers (0: torch's default)
-    env: dict = field(default_factory=dict)  # extra environment for the workers (tests)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the workers (tests)
 
 
 @dataclass
 class SweepResult:
     spec: SweepSpec
-    rows: list[dict]  # annotated, one per batch, sorted by batch
+    rows: list[SweepRow]  # annotated, one per batch, sorted by batch
     fit: sweepfit.Fit | None
     knee: sweepfit.Knee | None
     started: float
@@ -52,7 +52,7 @@ class SweepResult:
     session_id: str | None = None
     load: tuple[float, float] | None = None  # host 1-min load average at start and at end
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         spec = asdict(self.spec)
         spec.pop("env")
         return {"schema": "gputop-dl.sweep/1", "spec": spec, "rows": self.rows,
@@ -69,7 +69,7 @@ def worker_command(spec: SweepSpec, batch: int) -> list[str]:
             "--threads", str(spec.threads)]
 
 
-def parse_worker_output(batch: int, rc: int | None, stdout: str, stderr: str) -> dict:
+def parse_worker_output(batch: int, rc: int | None, stdout: str, stderr: str) -> SweepRow:
     """The worker's JSON line, or an error row that says how the worker ended."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
@@ -80,7 +80,7 @@ def parse_worker_output(batch: int, rc: int | None, stdout: str, stderr: str) ->
                 continue
             if isinstance(res, dict) and res.get(RESULT_KEY):
                 res.pop(RESULT_KEY)
-                return res
+                return cast(SweepRow, res)  # our worker's line (sweep_worker.run)
     tail = [s for s in stderr.strip().splitlines() if s.strip()]
     if rc is not None and rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
@@ -93,7 +93,7 @@ def parse_worker_output(batch: int, rc: int | None, stdout: str, stderr: str) ->
             "message": f"worker exited {rc} without a result" + (f": {tail[-1]}" if tail else "")}
 
 
-def run_batch(spec: SweepSpec, batch: int) -> dict:
+def run_batch(spec: SweepSpec, batch: int) -> SweepRow:
     env = dict(os.environ, **spec.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     t0 = time.time()
@@ -104,20 +104,21 @@ def run_batch(spec: SweepSpec, batch: int) -> dict:
     except subprocess.TimeoutExpired:
         res = {"batch": batch, "status": "error",
                "message": f"timed out after {spec.timeout_s:.0f} s"}
-    res.update(started=t0, ended=time.time())
+    res["started"] = t0
+    res["ended"] = time.time()
     return res
 
 
-def run_sweep(spec: SweepSpec, on_row: Callable[[dict], object] | None = None,
+def run_sweep(spec: SweepSpec, on_row: Callable[[SweepRow], object] | None = None,
               store: Store | None = None, session_id: str | None = None
               ) -> SweepResult:
     """Run the batches in increasing order; `on_row(row)` after each; record in `store`."""
     started, load0 = time.time(), _load1()
-    raw: list[dict] = []
+    raw: list[SweepRow] = []
     oom_at = None
     for b in sorted(set(spec.batches)):
         if oom_at is not None and not spec.keep_going:
-            row = {"batch": b, "status": "skipped",
+            row: SweepRow = {"batch": b, "status": "skipped",
                    "message": f"not run: batch {oom_at} already ran out of memory"}
         else:
             row = run_batch(spec, b)
@@ -145,7 +146,8 @@ def _load1() -> float:
 _JOB_STATUS = {"ok": "done", "oom": "failed", "error": "failed", "skipped": "skipped"}
 
 
-def open_session(store: Store, spec: SweepSpec, command: str, environment: dict) -> str:
+def open_session(store: Store, spec: SweepSpec, command: str,
+                 environment: Mapping[str, object]) -> str:
     d = asdict(spec)
     d.pop("env")
     return store.create_session(f"sweep {spec.model}", file=None, command=command, kind="sweep",
@@ -153,7 +155,7 @@ def open_session(store: Store, spec: SweepSpec, command: str, environment: dict)
                                 spec={"sweep": d, "cuda": spec.device == "cuda"})
 
 
-def record_row(store: Store, sid: str, spec: SweepSpec, row: dict) -> None:
+def record_row(store: Store, sid: str, spec: SweepSpec, row: SweepRow) -> None:
     name = f"bs{row['batch']}"
     failure = {"oom": "cuda-oom" if spec.device == "cuda" else "host-oom",
                "error": "exception"}.get(row["status"])
@@ -192,8 +194,9 @@ def result_from_store(store: Store, sid: str) -> SweepResult:
     d = dict((row.spec or {}).get("sweep") or {})
     d["batches"] = tuple(d.get("batches") or ())
     spec = SweepSpec(**{k: v for k, v in d.items() if k in SweepSpec.__dataclass_fields__})
-    raw = sorted((j["info"] for j in store.jobs(sid) if j["info"].get("batch") is not None),
-                 key=lambda r: r["batch"])
+    # the rows as `record_row` kept them (each job's info)
+    raw = sorted((cast(SweepRow, j["info"]) for j in store.jobs(sid)
+                  if j["info"] and j["info"].get("batch") is not None), key=lambda r: r["batch"])
     rows = sweepfit.annotate(raw, spec.dataset_size)
     ended = row.ended or max((r.get("ended") or row.started for r in raw), default=row.started)
     return SweepResult(spec, rows, sweepfit.fit_rows(rows), sweepfit.knee_rows(rows),

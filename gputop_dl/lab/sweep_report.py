@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
+from gputop_dl.lab.sweep_worker_protocol import SweepRow
 from gputop_dl.text.markdown import md_cell, table
 from gputop_dl.text.fmt import DASH, secs, size
 
@@ -24,16 +26,16 @@ def _signed_pct(x: float | None) -> str:
     return "0 %" if v == 0 else f"{'+' if v > 0 else '−'}{abs(v)} %"
 
 
-def _status(r: dict) -> str:
+def _status(r: SweepRow) -> str:
     return {"ok": "ok", "oom": "out of memory", "skipped": "skipped"}.get(r["status"], "error")
 
 
-def mem_label(rows: list[dict]) -> str:
+def mem_label(rows: list[SweepRow]) -> str:
     kinds = {str(r["mem_kind"]) for r in rows if r.get("status") == "ok" and r.get("mem_kind") is not None}
     return MEM_LABEL.get(kinds.pop(), "peak mem") if len(kinds) == 1 else "peak mem"
 
 
-def row_cells(r: dict, res: SweepResult) -> list[str]:
+def row_cells(r: SweepRow, res: SweepResult) -> list[str]:
     knee = res.knee is not None and res.knee.batch == r["batch"]
     ok = r["status"] == "ok"
     fit = f"{res.fit.predict(r['batch']) * 1000:.1f} ms" if res.fit and ok else DASH
@@ -96,7 +98,8 @@ def rich_table(res: SweepResult) -> Table:
     return t
 
 
-def markdown(res: SweepResult, command: str, environment: dict | None = None) -> str:
+def markdown(res: SweepResult, command: str,
+             environment: Mapping[str, Any] | None = None) -> str:
     spec, env = res.spec, environment or {}
     dev = spec.device if spec.device == "cuda" else "cpu"
     devices = sorted({r["device"] for r in res.rows if r.get("device")})

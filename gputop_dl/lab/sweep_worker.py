@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 import warnings
+from typing import Any
 
 import psutil
 import torch
@@ -107,7 +108,7 @@ class Sweeper:
         self.last_cpu_s = time.process_time() - c0
         return t1 - t0
 
-    def memory(self) -> dict:
+    def memory(self) -> dict[str, Any]:
         if self.device.type == "cuda":
             return {"peak_mem": int(torch.cuda.max_memory_allocated(self.device)),
                     "mem_kind": "cuda-allocated",
@@ -120,8 +121,9 @@ class Sweeper:
                 "peak_rss": peak, "start_rss": self.rss0}
 
 
-def run(a: argparse.Namespace) -> dict:
-    res: dict = {RESULT_KEY: 1, "batch": a.batch, "model": a.model, "torch": torch.__version__}
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    """The result line's JSON object (a `SweepRow` with the `RESULT_KEY` marker)."""
+    res: dict[str, Any] = {RESULT_KEY: 1, "batch": a.batch, "model": a.model, "torch": torch.__version__}
     sw = None
     try:
         sw = Sweeper(a)

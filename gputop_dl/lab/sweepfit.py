@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputop_dl.lab.sweep_worker_protocol import SweepRow
+
 
 def growth(prev: float | None, cur: float | None) -> float | None:
     """Relative change cur/prev − 1 (0.33 = +33 %), or None where either is unknown or prev ≤ 0."""
@@ -19,16 +21,17 @@ def growth(prev: float | None, cur: float | None) -> float | None:
     return cur / prev - 1.0
 
 
-def ok_rows(rows: list[dict]) -> list[dict]:
+def ok_rows(rows: list[SweepRow]) -> list[SweepRow]:
     return [r for r in rows if r.get("status") == "ok" and r.get("step_s")]
 
 
-def annotate(rows: list[dict], dataset_size: int) -> list[dict]:
+def annotate(rows: list[SweepRow], dataset_size: int) -> list[SweepRow]:
     """Per row (sorted by batch): samples/s, projected epoch time, and vs the previous row (when
     both ran): memory growth and epoch-time change (= change of the time per sample)."""
-    out, prev = [], None
-    for r in rows:
-        r = dict(r)
+    out: list[SweepRow] = []
+    prev: SweepRow | None = None
+    for row in rows:
+        r = row.copy()
         if r.get("status") == "ok" and r.get("step_s"):
             b, step = r["batch"], r["step_s"]
             r["samples_per_s"] = b / step
@@ -74,7 +77,7 @@ def fit_step_time(batches: list[float], step_s: list[float]) -> Fit | None:
     return Fit(alpha, beta, r2, rel, n)
 
 
-def fit_rows(rows: list[dict]) -> Fit | None:
+def fit_rows(rows: list[SweepRow]) -> Fit | None:
     good = ok_rows(rows)
     return fit_step_time([r["batch"] for r in good], [r["step_s"] for r in good])
 
@@ -102,11 +105,12 @@ def knee(points: list[tuple[int, float, float]]) -> Knee | None:
     return None
 
 
-def knee_rows(rows: list[dict]) -> Knee | None:
+def knee_rows(rows: list[SweepRow]) -> Knee | None:
     """The knee over consecutive measured rows (a failed row between two breaks the pair)."""
     best = None
     run: list[tuple[int, float, float]] = []
-    for r in rows + [{}]:
+    end: SweepRow = {}
+    for r in rows + [end]:
         if r.get("status") == "ok" and r.get("step_s") and r.get("peak_mem"):
             run.append((r["batch"], float(r["peak_mem"]), r["step_s"] / r["batch"]))
             continue

@@ -99,6 +99,11 @@ def dumps(obj: object) -> str | None:
     return None if obj is None else json.dumps(obj, separators=(",", ":"))
 
 
+# A JSON object as stored or read back (an environment, a spec, a verdict, a job's info, an
+# event): its shape is its writer's, and older versions wrote other shapes, so readers check it.
+JsonObject = dict[str, Any]
+
+
 def loads(text: str | bytes | None) -> Any:
     """A JSON column's text as the value (NULL reads None); Any: whatever JSON was stored,
     which the reader checks (older versions wrote other shapes)."""
@@ -259,12 +264,12 @@ def redacted_spec(spec: Any) -> Any:
     return spec
 
 
-def redacted_info(info: object) -> dict:
+def redacted_info(info: object) -> JsonObject:
     """A job's info as read: the command line of a found job and the argv of a launched one
     redacted, whatever wrote them (`workload.redact_secrets`'s rule)."""
     if not isinstance(info, dict):
         return {}
-    out = info
+    out: JsonObject = info
     if isinstance(info.get("command"), str) and redact_line(info["command"]) != info["command"]:
         out = dict(out, command=redact_line(info["command"]))
     argv = info.get("argv")

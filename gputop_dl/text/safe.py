@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def _visible(m: re.Match) -> str:
+def _visible(m: re.Match[str]) -> str:
     c = ord(m.group())
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 

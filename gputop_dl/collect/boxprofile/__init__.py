@@ -14,6 +14,9 @@ import time
 from typing import Any, Callable
 
 SCHEMA = "gputop-dl.machine/1"
+# The profile and each of its parts are JSON objects built piece by piece; their shape is
+# schemas/machine.json, which the tests validate every profile against.
+Part = dict[str, Any]
 
 # seconds per measurement and test-file size: the full run and --quick
 FULL = {"mem_s": 2.0, "disk_s": 2.0, "file": 512 << 20}
@@ -23,7 +26,7 @@ QUICK = {"mem_s": 0.25, "disk_s": 0.25, "file": 16 << 20}
 def profile_machine(data: list[str] | None = None, *, quick: bool = False,
                     nvml_factory: Callable[[], Any] | None = None,
                     link_worker: list[str] | None = None,
-                    say: Callable[[str], None] = lambda s: None) -> dict:
+                    say: Callable[[str], None] = lambda s: None) -> Part:
     from gputop_dl.collect.boxprofile.cpus import read_cpus
     from gputop_dl.collect.boxprofile.gpus import read_gpus
     from gputop_dl.collect.boxprofile.links import measure_links
@@ -40,7 +43,7 @@ def profile_machine(data: list[str] | None = None, *, quick: bool = False,
     memory["copy"] = measure_copy(knobs["mem_s"], max(1, cpus["allowed_count"]))
     paths = list(data) if data else [os.getcwd()]
     say("storage: 128 KiB reads of " + ", ".join(paths))
-    storage, more = profile_paths(paths, seconds=knobs["disk_s"], file_size=knobs["file"])
+    storage, more = profile_paths(paths, seconds=knobs["disk_s"], file_size=int(knobs["file"]))
     notes += more
     notes += [f"{', '.join(s['paths'])}: {s['note']}" for s in storage if s.get("note")]
     nvml = None

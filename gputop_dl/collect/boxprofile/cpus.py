@@ -11,6 +11,7 @@ import os
 from typing import Callable
 
 from gputop_dl.text.cpulist import format_cpulist, parse_cpulist
+from gputop_dl.collect.boxprofile import Part
 
 __all__ = ["read_cpus", "cgroup_quota", "numa_nodes"]
 
@@ -43,7 +44,7 @@ def physical_cores(sys: str, cpus: frozenset[int]) -> int | None:
     return len(seen) or None
 
 
-def numa_nodes(sys: str) -> list[dict]:
+def numa_nodes(sys: str) -> list[Part]:
     """[{"node": 0, "cpus": "0-15", "mem_total": bytes | None}] from /sys/devices/system/node."""
     base = os.path.join(sys, "devices/system/node")
     try:
@@ -89,7 +90,7 @@ def cgroup_quota(cgroup: str) -> tuple[float | None, str | None]:
 
 
 def read_cpus(proc: str = "/proc", sys: str = "/sys", cgroup: str = "/sys/fs/cgroup",
-              affinity: Callable[[], set[int]] | None = None) -> dict:
+              affinity: Callable[[], set[int]] | None = None) -> Part:
     """The CPU part of the machine profile (docs/machine.md): model, threads online, physical
     cores, the CPUs this process may use, NUMA nodes, the cgroup quota and the usable cores
     (the smaller of the affinity and the quota)."""

@@ -9,6 +9,12 @@ theoretical peak is per direction: lanes x the generation's rate after line enco
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+from gputop_dl.collect.boxprofile import Part
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.nvml import Nvml
 
 __all__ = ["LANE_GBPS", "link_peak_bps", "read_gpus"]
 
@@ -23,7 +29,7 @@ def link_peak_bps(gen: int | None, width: int | None) -> float | None:
     return LANE_GBPS[gen] * width * 1e9
 
 
-def read_gpus(nvml) -> tuple[list[dict], str | None]:
+def read_gpus(nvml: Nvml | None) -> tuple[list[Part], str | None]:
     """(one dict per GPU, a note line or None)."""
     if nvml is None or nvml.status != "ok":
         detail = getattr(nvml, "status_detail", None) or "NVML is not available"

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from gputop_dl.collect.boxprofile import Part
 
 __all__ = ["measure_links", "WORKER"]
 
@@ -21,7 +22,7 @@ WORKER = [sys.executable, "-m", "gputop_dl.lab.link_worker"]
 TIMEOUT_S = 60.0
 
 
-def _run(cmd: list[str], timeout: float) -> dict:
+def _run(cmd: list[str], timeout: float) -> Part:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -37,7 +38,7 @@ def _run(cmd: list[str], timeout: float) -> dict:
         return {"error": "the copy worker printed no JSON"}
 
 
-def measure_links(gpus: list[dict], numa: list[dict], *, quick: bool,
+def measure_links(gpus: list[Part], numa: list[Part], *, quick: bool,
                   worker: list[str] | None = None, timeout: float = TIMEOUT_S) -> list[str]:
     """Fill each GPU's `copies` (in place); return note lines (skipped, refused)."""
     if not gpus:

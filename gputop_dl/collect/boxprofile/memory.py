@@ -12,6 +12,7 @@ import sys
 import time
 
 from gputop_dl.collect.boxprofile.memcopy import copy_rate
+from gputop_dl.collect.boxprofile import Part
 
 __all__ = ["read_memory", "measure_copy"]
 
@@ -32,17 +33,17 @@ def meminfo(proc: str = "/proc") -> dict[str, int]:
     return out
 
 
-def read_memory(proc: str = "/proc", numa: list[dict] | None = None) -> dict:
+def read_memory(proc: str = "/proc", numa: list[Part] | None = None) -> Part:
     info = meminfo(proc)
     return {"total": info.get("MemTotal"), "available": info.get("MemAvailable"),
             "numa": [{"node": n["node"], "total": n.get("mem_total")} for n in numa or []]}
 
 
-def measure_copy(seconds: float, procs: int, mib: int = BUFFER_MIB) -> dict:
+def measure_copy(seconds: float, procs: int, mib: int = BUFFER_MIB) -> Part:
     """{"single_bps", "all_bps", "procs", "seconds", "buffer_mib", "method"}: bytes copied per
     second by one process, and summed over `procs` processes copying at the same time."""
     done, secs = copy_rate(seconds, mib)
-    out: dict = {"single_bps": done / secs, "all_bps": None, "procs": procs, "seconds": seconds,
+    out: Part = {"single_bps": done / secs, "all_bps": None, "procs": procs, "seconds": seconds,
                  "buffer_mib": mib, "method": f"memcpy of a {mib} MiB buffer (Python memoryview "
                  "slice copy), bytes copied per second; all threads: one process per usable CPU "
                  "at once, summed", "note": None}

@@ -19,6 +19,7 @@ import stat
 import time
 
 from gputop_dl.collect.diskio import Mount, parse_mountinfo
+from gputop_dl.collect.boxprofile import Part
 
 __all__ = ["BLOCK", "read_rates", "profile_paths"]
 
@@ -36,7 +37,7 @@ def _sys_text(path: str) -> str | None:
         return None
 
 
-def block_device(dev: int, sys: str = "/sys") -> dict:
+def block_device(dev: int, sys: str = "/sys") -> Part:
     """{"name", "rotational", "model"} of a block device number (None where it is not one)."""
     base = os.path.join(sys, "dev/block", f"{os.major(dev)}:{os.minor(dev)}")
     if not os.path.exists(base):
@@ -100,10 +101,10 @@ def _existing_file(folder: str) -> str | None:
     return best
 
 
-def read_rates(path: str, seconds: float, random_reads: bool = True, seed: int = 0) -> dict:
+def read_rates(path: str, seconds: float, random_reads: bool = True, seed: int = 0) -> Part:
     """Sequential (one pass, at most `seconds`) and random 128 KiB reads (for `seconds`) of
     `path`: {"seq_bps", "rand_bps", "rand_iops", "page_cache_bypassed", "bytes_read", "note"}."""
-    out: dict = {"seq_bps": None, "rand_bps": None, "rand_iops": None,
+    out: Part = {"seq_bps": None, "rand_bps": None, "rand_iops": None,
                  "page_cache_bypassed": False, "note": None}
     direct = getattr(os, "O_DIRECT", 0)
     try:
@@ -163,11 +164,11 @@ def _mounts(proc: str) -> dict[int, Mount]:
 
 
 def profile_paths(paths: list[str], *, seconds: float, file_size: int, proc: str = "/proc",
-                  sys: str = "/sys", measure: bool = True) -> tuple[list[dict], list[str]]:
+                  sys: str = "/sys", measure: bool = True) -> tuple[list[Part], list[str]]:
     """One entry per filesystem holding one of `paths` (first path named wins), and one note
     line per path that cannot be used (missing, unreadable)."""
     mounts, out, notes = _mounts(proc), [], []
-    by_dev: dict[int, dict] = {}
+    by_dev: dict[int, Part] = {}
     for p in paths:
         try:
             st = os.stat(p)
@@ -197,7 +198,7 @@ def profile_paths(paths: list[str], *, seconds: float, file_size: int, proc: str
     return out, notes
 
 
-def _measure(entry: dict, named_file: str | None, folder: str, seconds: float, size: int) -> None:
+def _measure(entry: Part, named_file: str | None, folder: str, seconds: float, size: int) -> None:
     test = None if named_file else _write_test_file(folder, size, seconds * 4)
     target = named_file or test or _existing_file(folder)
     if target is None:

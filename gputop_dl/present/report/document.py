@@ -201,7 +201,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
     summary = summarize(store, sid)
     sampled = summary.sampled
     spec = row.spec or {}
-    stats = store.session_stats().get(sid, {})
+    stats: Mapping[str, Any] = store.session_stats().get(sid) or {}
     env0 = row.environment or {}
     series, counts = _series(store, sid, row.started, max_points, len(env0.get("gpus") or []),
                              len(summary.jobs))

@@ -13,7 +13,8 @@ from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.errors import ExportError, ExportUsageError
 from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.paths import default_db_path
-from gputop_dl.record.store import SessionRow, Store
+from gputop_dl.record.store import Store
+from gputop_dl.record.store_read import SessionRow
 from gputop_dl.text.markdown import write_atomic
 
 FORMATS = {".md": "md", ".markdown": "md", ".json": "json"}

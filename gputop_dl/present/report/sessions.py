@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from typing import Any, TYPE_CHECKING
 
 from gputop_dl.present.report.markdown import when
@@ -29,7 +30,7 @@ def list_sessions(store_path: str | None = None) -> list[dict[str, Any]]:
         out = []
         now = time.time()
         for s in store.sessions():
-            st = stats.get(s.id, {})
+            st: Mapping[str, Any] = stats.get(s.id) or {}
             if s.ended is not None:
                 end = s.ended
             elif s.state == "running":

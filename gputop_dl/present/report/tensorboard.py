@@ -50,7 +50,7 @@ def _writer_api() -> tuple[Any, Any, Any]:
     return EventFileWriter, event_pb2, summary_pb2
 
 
-def _gpu_indices(job: dict[str, Any]) -> list[int]:
+def _gpu_indices(job: Mapping[str, Any]) -> list[int]:
     """The physical GPUs of a job: a launched job's configured `gpus` (its own `cuda:0` is the
     first of them), a found job's device 'gpu0,2' -> [0, 2]; none for the CPU."""
     config, device = job.get("config") or {}, job.get("device") or ""
@@ -79,8 +79,8 @@ class _Run:
         self.count = 0
         self._w = writer_cls(path, max_queue_size=1000, flush_secs=3600)
 
-    def scalar(self, tag: str, value: float | None, step: int, wall: float) -> None:
-        if value is None:
+    def scalar(self, tag: str, value: float | None, step: int, wall: float | None) -> None:
+        if value is None or wall is None:  # not recorded: no point
             return
         summary = self._summary_pb2.Summary(value=[self._summary_pb2.Summary.Value(
             tag=tag, simple_value=float(value))])
@@ -139,7 +139,7 @@ def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None
                  gpus: list[int], samples: Sequence[tuple[Any, ...]],
                  gpu_by_t: Mapping[float, Mapping[int, tuple[Any, Any]]]) -> None:
     steps = store.step_rows(sid, name, phase) if phase else []  # (t, t_step, t_data, samples)
-    step_times = [r[0] for r in steps]
+    step_times = [r[0] for r in steps if r[0] is not None]  # the store writes a time with each
     for i, (t, t_step, t_data, n) in enumerate(steps, start=1):
         run.scalar("step/time_s", t_step, i, t)
         if t_step:
