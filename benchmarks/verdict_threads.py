@@ -1,7 +1,7 @@
 """Estimated slowdown of multi-threaded jobs (torch's intra-op pool) against their own rates.
 
     python benchmarks/verdict_threads.py [--only dcgan] [--alone-s 15] [--together-s 25]
-                                         [--raw FILE.json]
+                                         [--raw FILE.json] [--native]
 
 Ground truth: tests/external/mt_examples.py, PyTorch's dcgan, mnist and word_language_model
 examples shrunk, each with `torch.set_num_threads(2)` (an OpenMP intra-op pool of two) and one
@@ -20,6 +20,13 @@ figures. Prints a Markdown table (script, threads, alone it/s, together it/s, tr
 mean-thread model's estimate from the same ticks (the model before intra-op pools), gputop-dl's
 estimate, estimate / truth, within 25 %) and the load average. `--raw`: also write
 each tick's per-thread schedstat deltas of the jobs (model work, not needed for the table).
+
+`--native`: also the spin-share model (analyse/pool_progress.py, not used live): one py-spy
+`--native` burst per job, `NATIVE["at"]` s after every copy is past its warm-up (alone: the
+script alone), all at once; its columns are the main thread's share of samples inside the
+OpenMP runtime, the model's `1 / u` and model / truth, and a second table has each script
+alone: its share, its model (1 when right) and its rate during the burst (py-spy pauses the
+process to read native stacks). The rates and the live estimates leave the burst's span out.
 """
 
 from __future__ import annotations
@@ -184,8 +191,8 @@ def together(examples: tuple[str, ...], seconds: float, raw: list | None,
     lines: list[list[str]] = [[] for _ in procs]
     readers = [threading.Thread(target=_lines, args=(p, ln), daemon=True)
                for p, ln in zip(procs, lines)]
-    for t in readers:
-        t.start()
+    for rd in readers:
+        rd.start()
     got: dict = {}
     spy = threading.Thread(target=native_bursts, daemon=True, args=(
         [p.pid for p in procs], lambda: all(started(ln) for ln in lines)
@@ -212,8 +219,8 @@ def together(examples: tuple[str, ...], seconds: float, raw: list | None,
     try:
         for p in procs:
             p.wait(timeout=seconds + 300)
-        for t in readers:
-            t.join(10)
+        for rd in readers:
+            rd.join(10)
         if spy is not None:
             spy.join(60)
         outs = ["".join(ln) for ln in lines]

@@ -12,8 +12,10 @@ useful share of the time
 `work / samples` of it, a preempted thread's stack standing where its CPU time went) gives
 the job's slowdown `1 / u` against a main thread that only works. The wall time py-spy held
 the process stopped is in neither figure. Measured against PyTorch's examples
-(docs/validation.md, "Multi-threaded jobs"): it does not hold (alone the main thread already
-spins 40-60 % of its samples on this box); it is measured there, not used live.
+(docs/validation.md, "Multi-threaded jobs", `benchmarks/verdict_threads.py --native`): it does
+not hold (it over-read the dcgan and mnist pairs 1.5-2.8x, and read 13-20x for jobs alone on a
+busy box, whose pool threads spin for any load), and py-spy pauses the job to read native
+stacks; it is measured there, not used live.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ MAX_SLOWDOWN = 20.0
 
 class Spins(Protocol):
     work: int
-    spin: int
-    sleep: int
+    runtime: int
     idle: int
     ran_s: float | None
     waited_s: float | None
@@ -37,9 +38,9 @@ class Spins(Protocol):
 
 
 def spin_share(s: Spins) -> float | None:
-    """The share of the main thread's samples inside the OpenMP runtime (its barrier spin, the
-    team's start, its futex sleeps); None under MIN_SAMPLES."""
-    return round((s.spin + s.sleep) / s.samples, 3) if s.samples >= MIN_SAMPLES else None
+    """The share of the main thread's samples inside the OpenMP runtime (its barrier spin and
+    futex sleep, the team's start); None under MIN_SAMPLES."""
+    return round(s.runtime / s.samples, 3) if s.samples >= MIN_SAMPLES else None
 
 
 def useful_share(s: Spins) -> float | None:

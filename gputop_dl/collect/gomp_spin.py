@@ -4,10 +4,12 @@ An OpenMP pool (torch's intra-op threads: GCC's libgomp in torch's wheels, Intel
 LLVM's libomp) splits each operator across its threads and waits at a barrier for the last
 one: a thread that finished its part spins in the runtime (libgomp's busy-wait), then sleeps on
 a futex. Spinning is CPU time without work, so a spinning pool's CPU time says nothing of its
-progress. A native stack says which it is: its innermost frame in the OpenMP runtime is the
-barrier wait or the team's start (`spin`); in libc called from the runtime, a futex sleep
-(`sleep`); in libc called from Python or the interpreter, an idle wait (`idle`: a data wait, a
-lock); anything else is the operator's own code (`work`).
+progress. A native stack says which it is: its innermost frames in the OpenMP runtime, or in
+libc called from it (`runtime`: the barrier's spin and futex sleep, the team's start); in libc
+called from Python or the interpreter (`idle`: a data wait, a lock); anything else is the
+operators' own code (`work`). py-spy names the runtime's exported functions (`GOMP_parallel`)
+and shows its hidden ones (`gomp_team_barrier_wait_end`, in a stripped wheel) as addresses in
+the library: the library, not the name, says it is the runtime.
 
 `record_spin` samples the main thread (the pool's thread 0: it runs every serial part and its
 share of each operator) for one burst and reads its schedstat around it; `SpinSample` holds the
@@ -29,7 +31,7 @@ from gputop_dl.collect.pyspy_trace import parse_raw
 
 OMP_RUNTIMES = ("libgomp", "libiomp", "libomp")  # a frame's file: the OpenMP runtime
 C_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux")  # where a futex or poll sleeps
-KINDS = ("work", "spin", "sleep", "idle")
+KINDS = ("work", "runtime", "idle")
 
 
 def _file(frame: str) -> str:
@@ -46,19 +48,19 @@ def _in(frame: str, names: tuple[str, ...]) -> bool:
 
 
 def native_kind(frames: list[str]) -> str:
-    """One native stack (root first, no thread entry) -> "spin" (innermost frame in the OpenMP
-    runtime), "sleep" (in libc, called from the runtime: a futex wait), "idle" (in libc, called
-    from Python or the interpreter, or an empty stack), else "work"."""
+    """One native stack (root first, no thread entry) -> "runtime" (innermost frame in the
+    OpenMP runtime, or in libc called from it), "idle" (in libc called from Python or the
+    interpreter, or an empty stack), else "work"."""
     if not frames:
         return "idle"
     if _in(frames[-1], OMP_RUNTIMES):
-        return "spin"
+        return "runtime"
     if _in(frames[-1], C_LIBRARIES):
         for fr in reversed(frames[:-1]):
             if _in(fr, C_LIBRARIES):
                 continue
             if _in(fr, OMP_RUNTIMES):
-                return "sleep"
+                return "runtime"
             f = _file(fr)
             return "idle" if f.endswith(".py") or ".py:" in f or "libpython" in f else "work"
         return "idle"
@@ -83,8 +85,7 @@ class SpinSample:
     the burst (seconds on a CPU, seconds runnable but waiting for one)."""
 
     work: int
-    spin: int
-    sleep: int
+    runtime: int
     idle: int
     ran_s: float | None  # on a CPU during the burst (None: schedstat unreadable)
     waited_s: float | None  # runnable, waiting for a CPU
@@ -93,7 +94,7 @@ class SpinSample:
 
     @property
     def samples(self) -> int:
-        return self.work + self.spin + self.sleep + self.idle
+        return self.work + self.runtime + self.idle
 
 
 def _schedstat(pid: int) -> tuple[int, int] | None:
@@ -119,5 +120,5 @@ def record_spin(pid: int, duration_s: float = 2.0, rate: int = 20,
     ran = waited = None
     if s0 is not None and s1 is not None:
         ran, waited = (s1[0] - s0[0]) / 1e9, (s1[1] - s0[1]) / 1e9
-    return SpinSample(kinds["work"], kinds["spin"], kinds["sleep"], kinds["idle"], ran, waited,
-                      t1 - t0, cpu), None
+    return SpinSample(kinds["work"], kinds["runtime"], kinds["idle"], ran, waited, t1 - t0,
+                      cpu), None
