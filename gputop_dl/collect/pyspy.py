@@ -70,14 +70,15 @@ def is_permission_error(err: str | None) -> bool:
 
 
 def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str],
-               exe: str | None) -> tuple[str | None, str | None, float | None]:
-    """Run one `py-spy record` burst; (output file text, error message, py-spy's CPU seconds)."""
+               exe: str | None, blocking: bool = False) -> tuple[str | None, str | None, float | None]:
+    """Run one `py-spy record` burst; (output file text, error message, py-spy's CPU seconds).
+    Non-blocking unless `blocking` (native stacks need the process paused)."""
     exe = exe or pyspy_path()
     if exe is None:
         return None, "py-spy is not installed", None
     with tempfile.TemporaryDirectory() as d:
         out, log = os.path.join(d, "out"), os.path.join(d, "log")
-        cmd = [exe, "record", "--nonblocking", "--idle", *extra, "--rate", str(rate),
+        cmd = [exe, "record", *([] if blocking else ["--nonblocking"]), "--idle", *extra, "--rate", str(rate),
                "--duration", str(max(1, int(round(duration_s)))), "--format", fmt, "-o", out,
                "--pid", str(pid)]
         try:
