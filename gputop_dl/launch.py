@@ -91,7 +91,7 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
     if own and not w.multinode:
         path = (env if env is not None else os.environ).get("PATH")
         run = torchrun_for(None if w.shell else own[0], w.cwd, path)
-        if run is None:  # the workload file's check said so first (config.py)
+        if run is None:  # the workload file's check said so first (config/)
             raise UsageError(f"{w.name}: nproc = {n} needs torchrun, and there is none on the "
                              "job's PATH")
         return [*run, "--standalone", f"--nproc-per-node={n}", "--no-python", *own]
@@ -99,7 +99,7 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
         path = (env if env is not None else os.environ).get("PATH")
         run = (torchrun_for(None if w.shell else own[0], w.cwd, path) if own
                else [sys.executable, "-m", "torch.distributed.run"])
-        if run is None:  # the workload file's check said so first (config.py)
+        if run is None:  # the workload file's check said so first (config/)
             raise UsageError(f"{w.name}: nnodes = {w.nnodes} needs torchrun, and there is none "
                              "on the job's PATH")
         return [*run, f"--nnodes={w.nnodes}", f"--nproc-per-node={n}", "--rdzv-backend=c10d",

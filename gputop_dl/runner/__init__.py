@@ -1,6 +1,6 @@
 """Wiring: how each mode (launch, queue, diagnose, monitor, serve, fleet, export, simulate) starts and ends.
 
-The only package that builds engines (`engines`). `cli.py` parses arguments and calls one
+The only package that builds engines (`engines`). `cli/` parses arguments and calls one
 `run_*` function; presenters only render what they are given. One module per kind of mode:
 `monitor` (plain `gputop-dl`: its first frame before the engine, `deferred`), `live` (launch,
 queue, diagnose, --once), `remote` (serve, the fleet), `records` (export, sessions, compare, schema),

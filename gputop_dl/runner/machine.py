@@ -2,7 +2,7 @@
 
 The profile is collect/boxprofile's; it is stored in the session database
 (`machine_profiles`) and `--show` prints the newest one. `plan` reads the workload file
-(config.py's one-line errors), each job's cached solo baseline where one matches its
+(config/'s one-line errors), each job's cached solo baseline where one matches its
 fingerprint (else an estimate from the file, said so), and the newest stored profile of this
 host (else a --quick one, measured now and stored), and hands them to `sched/fit.py`.
 """
