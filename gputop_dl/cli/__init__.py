@@ -8,9 +8,11 @@ traceback). The parser (every option and its help) is `cli/parser.py`.
 
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import sys
+from collections.abc import Callable
 
 from gputop_dl.cli.parser import build_parser
 from gputop_dl.errors import UsageError
@@ -107,7 +109,8 @@ def _main(argv: list[str] | None) -> int:
             require_train(f"gputop-dl {args.cmd}")
             from gputop_dl.lab import commands
 
-            return getattr(commands, LAB_COMMANDS[args.cmd])(args)
+            command: Callable[[argparse.Namespace], int] = getattr(commands, LAB_COMMANDS[args.cmd])
+            return command(args)
         from gputop_dl import runner
 
         if args.cmd == "launch":

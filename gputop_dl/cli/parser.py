@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def add_machine_parsers(sub) -> None:
+def add_machine_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`machine` (what this box can give) and `plan` (how many of a file's jobs fit on it)."""
     mp = sub.add_parser("machine", help="profile this box: CPUs, memory, disks, GPU links, measured",
                         description="CPUs (cores, NUMA, cgroup quota), memory (and a measured copy "
@@ -175,7 +175,7 @@ def add_machine_parsers(sub) -> None:
     pl.add_argument("--json", action="store_true", dest="plan_json", help="as JSON (gputop-dl.plan/1)")
 
 
-def add_serve_parser(sub) -> None:
+def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`serve`: the monitor without a UI, as a Prometheus exporter."""
     sv = sub.add_parser("serve", help="serve Prometheus metrics of this machine and its jobs",
                         description="Watch this machine as the monitor does (GPUs, host CPU, "
@@ -195,7 +195,7 @@ def add_serve_parser(sub) -> None:
                     help="also record the training jobs it sees as a session, as the monitor does")
 
 
-def add_sched_parsers(sub) -> None:
+def add_sched_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`simulate`: the queue policies on a trace of job profiles (no jobs run)."""
     sp = sub.add_parser("simulate", help="simulate a job queue under scheduling policies",
                         description="Simulate the jobs of FILE.toml queued on its machine under "
@@ -248,7 +248,7 @@ def add_sched_parsers(sub) -> None:
                     "the policy's order as --nice or dependencies) and DIR/submit.sh to submit them")
 
 
-def add_lab_parsers(sub) -> None:
+def add_lab_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The lab experiments: `models`, `sweep`, `profile` (they import torch, the monitor never)."""
     mp = sub.add_parser("models", help="parameters and forward GMac of torchvision models",
                         description="Parameters (M) and forward GMac for one image, counted with "

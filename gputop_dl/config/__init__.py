@@ -26,6 +26,12 @@ from gputop_dl.workload import SessionSpec, Workload
 
 __all__ = ["ConfigError", "load_session"]
 
+# a table of the file: ("session",), ("defaults", "cpu_fallback"), ("workload", index) or
+# ("workload", index, "cpu_fallback")
+TableId = tuple[str | int, ...]
+# a converter: (key, raw TOML value) -> the checked value, or tomlcheck.Bad
+Converter = Callable[[str, Any], Any]
+
 
 def _runnable(program: str, cwd: str | None, path: str | None) -> bool:
     """Whether exec would find `program`: a path to an executable file, or a name on PATH."""
@@ -55,13 +61,15 @@ class _Loader:
         self.base = Path(path).absolute().parent
         self.names: dict[int, str] = {}
 
-    def label(self, tid: tuple) -> str:
+    def label(self, tid: TableId) -> str:
         if tid[0] != "workload":
-            return "[" + ".".join(tid) + "]"
-        who = f"'{self.names[tid[1]]}'" if tid[1] in self.names else f"#{tid[1] + 1}"
-        return f"[[workload]] {who}" if len(tid) == 2 else f"[workload.{'.'.join(tid[2:])}] of {who}"
+            return "[" + ".".join(map(str, tid)) + "]"
+        i = tid[1]
+        name = self.names.get(i) if isinstance(i, int) else None
+        who = f"'{name}'" if name is not None else f"#{int(i) + 1}"
+        return f"[[workload]] {who}" if len(tid) == 2 else f"[workload.{'.'.join(map(str, tid[2:]))}] of {who}"
 
-    def error(self, tid: tuple, key: str | None, b: _Bad, *, origin: tuple | None = None) -> ConfigError:
+    def error(self, tid: TableId, key: str | None, b: _Bad, *, origin: TableId | None = None) -> ConfigError:
         """Error about `key` of `tid`; `origin` is the table the value came from when not `tid`."""
         where = self.label(tid) + (f" key '{key}'" if key else "")
         if origin and origin != tid:
@@ -69,12 +77,13 @@ class _Loader:
         line = self.lines.find(origin or tid, key)
         return ConfigError(self.path, b.problem, where=where, line=line, expected=b.expected, hint=b.hint)
 
-    def table(self, tid: tuple, value: Any, specs: dict, extra: Sequence[str] = ()) -> dict[str, Any]:
+    def table(self, tid: TableId, value: Any, specs: dict[str, Converter],
+              extra: Sequence[str] = ()) -> dict[str, Any]:
         """Check one table's keys and values (before merging); `extra` keys pass through unchecked."""
         if not isinstance(value, dict):
             raise ConfigError(self.path, f"{tid[-1]} = {_show(value)} is {_kind(value)}", where=self.label(tid),
-                              line=self.lines.find(tid[:-1], tid[-1]), expected="a table")
-        out = {}
+                              line=self.lines.find(tid[:-1], str(tid[-1])), expected="a table")
+        out: dict[str, Any] = {}  # the table's keys, checked (what each converter gives)
         for key, v in value.items():
             if key in extra:
                 out[key] = v
@@ -94,11 +103,11 @@ class _Loader:
                     raise self.error(tid, key, b) from None
         return out
 
-    def workload(self, i: int, layers: list[tuple[tuple, dict]]) -> Workload:
+    def workload(self, i: int, layers: list[tuple[TableId, dict[str, Any]]]) -> Workload:
         """Merge the layers of workload `i` and check what needs more than one key, or the machine."""
         wt = ("workload", i)
         merged: dict[str, Any] = {}
-        origin: dict[str, tuple] = {}
+        origin: dict[str, TableId] = {}
         for tid, layer in layers:
             for k, v in layer.items():
                 merged[k] = {**merged.get(k, {}), **v} if k == "env" else v
@@ -138,14 +147,16 @@ class _Loader:
                     raise fail(key, f"{key} = {_show(value)}: {p} {what}",
                                "an existing directory (relative to the workload file)")
                 paths[key] = str(p)
-        if w.shell and w.command is None:
+        # as the file gave it: one string (a shell command) or a list (Workload's is the tuple)
+        given: str | tuple[str, ...] | None = merged.get("command")
+        if w.shell and given is None:
             raise fail("shell", "shell = true without a command", 'command = ["..."] to run in the shell')
-        if isinstance(w.command, str) and not w.shell:
-            raise fail("command", f"command = {_show(w.command)} is a string",
+        if isinstance(given, str) and not w.shell:
+            raise fail("command", f"command = {_show(given)} is a string",
                        'a list like ["python", "train.py"] (or shell = true)')
-        if w.shell and not isinstance(w.command, str) and len(w.command) > 1:
-            raise fail("command", f"command has {len(w.command)} items with shell = true", "one shell command string")
-        command = (w.command,) if isinstance(w.command, str) else w.command
+        if w.shell and given is not None and not isinstance(given, str) and len(given) > 1:
+            raise fail("command", f"command has {len(given)} items with shell = true", "one shell command string")
+        command = (given,) if isinstance(given, str) else given
         if w.multinode:
             self._multinode(w, command, paths.get("cwd"), fail)
         elif command and (w.nproc or 1) > 1:  # one node, nproc ranks under torchrun --standalone
@@ -267,7 +278,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def load_session(path: str | os.PathLike, *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:
+def load_session(path: str | os.PathLike[str], *, gpu_count: int | None, only: Sequence[str] | None = None) -> SessionSpec:
     """Read and validate the workload file at `path` for a machine with `gpu_count` CUDA GPUs.
 
     `gpu_count` None or 0: no CUDA; cpu_fallback tables are applied and GPU indexes are not checked.

@@ -77,18 +77,20 @@ def _as_memory(key: str, v: Any) -> int:
 
 def _as_endpoint(key: str, v: Any) -> str:
     """A rendezvous endpoint: `HOST:PORT` or `[IPv6]:PORT`, port 1 to 65535."""
-    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", _as_str(key, v).strip())
+    s = _as_str(key, v).strip()
+    m = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", s)
     if not m or not 1 <= int(m[2]) <= 65535:
         raise _Bad(f"{key} = {_show(v)} is not HOST:PORT",
                    'HOST:PORT of the rendezvous, like "10.0.0.1:29400" (port 1 to 65535)')
-    return v.strip()
+    return s
 
 
 def _as_model(key: str, v: Any) -> str:
-    if _as_str(key, v) != "synthetic" and not is_classification_model(v):
+    name = _as_str(key, v)
+    if name != "synthetic" and not is_classification_model(name):
         raise _Bad(f"unknown model {_show(v)}", 'a torchvision classification model name or "synthetic"',
-                   _did_you_mean(v.lower(), sorted(CLASSIFICATION_MODELS), n=3))
-    return v
+                   _did_you_mean(name.lower(), sorted(CLASSIFICATION_MODELS), n=3))
+    return name
 
 
 def _as_transforms(key: str, v: Any) -> str | tuple[str, ...]:
@@ -154,9 +156,10 @@ _MS = _check(_as_float, lambda v: v >= 0, "milliseconds 0 or more")
 
 
 def _as_path(key: str, v: Any) -> str:
-    if len(_as_str(key, v)) > MAX_PATH:
-        raise _Bad(f"{key} has {len(v)} characters", f"a path of at most {MAX_PATH}")
-    return v
+    path = _as_str(key, v)
+    if len(path) > MAX_PATH:
+        raise _Bad(f"{key} has {len(path)} characters", f"a path of at most {MAX_PATH}")
+    return path
 
 
 def _secs(ok: Callable[[float], bool], expected: str) -> Callable[[str, Any], float]:
