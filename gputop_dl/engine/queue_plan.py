@@ -61,6 +61,18 @@ class QueueSummary(TypedDict):
     jobs: dict[str, QueueJobSummary]
 
 
+class QueueSettings(TypedDict):
+    """A queue's settings, recorded with its session and shown in its live view."""
+
+    policy: str
+    slots: int  # GPUs, or slots without CUDA (`unit`)
+    unit: str
+    cpus: float
+    cpu_aware: bool
+    ageing_s: float
+    v: float
+
+
 class _Group(TypedDict):
     """A set of jobs that ran together, and its last judgement (`QueuePlan.groups`)."""
 
@@ -163,7 +175,7 @@ class QueuePlan(Plan):
         if self.cpu_aware is None:
             self.cpu_aware = any(j.cpu_cores > 0 for j in jobs)
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> QueueSettings:
         """The queue's settings as recorded with the session."""
         return {"policy": self.policy.name, "slots": self.machine.gpus, "unit": self.machine.unit,
                 "cpus": self.machine.cpus, "cpu_aware": bool(self.cpu_aware),
