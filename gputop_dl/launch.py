@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import psutil
 
@@ -258,7 +259,7 @@ def _interpreter_note(prog: str, cwd: str | None, path_var: str | None,
     return f" (the interpreter of its #! line, {line!r}, is not there)"
 
 
-def has_pid(job: Job) -> bool:
+def has_pid(job: Job) -> TypeGuard[JobProcess]:
     """A job with a process of its own: never signal or wait on a PID of None, 0 or below
     (killpg(0) is our own group, kill(-1) every process we may signal)."""
     pid = getattr(job, "pid", None)
@@ -349,7 +350,7 @@ def stop_jobs(given: Sequence[Job], grace_s: float = 5.0) -> None:
     """TERM every process of these jobs (their groups, and what is left of a job whose leader
     already ended), wait up to grace_s, then KILL what is left; the watchdog then forgets them.
     A job that never started (no PID) is left out: it has nothing to stop."""
-    jobs = [j for j in given if isinstance(j, JobProcess) and has_pid(j)]
+    jobs = [j for j in given if has_pid(j)]
     live = [j for j in jobs if j.poll() is None]
     tree = _members(jobs)
     _signal(live, tree, signal.SIGTERM)
@@ -377,7 +378,7 @@ def stop_jobs(given: Sequence[Job], grace_s: float = 5.0) -> None:
 _CHILDREN: dict[int, bool] = {}  # our direct child PID -> whether it carries a job's marker
 
 
-def reap_orphans(jobs: Sequence[JobProcess], children: list[int] | None = None) -> None:
+def reap_orphans(jobs: Sequence[Job], children: list[int] | None = None) -> None:
     """Reap the ended processes of these jobs that were re-parented to us (the subreaper):
     those of their groups, and those that left them (a `setsid` daemon); never a job's leader,
     whose exit code its Popen collects. `children`: our direct child PIDs from this tick's
@@ -399,7 +400,7 @@ def reap_orphans(jobs: Sequence[JobProcess], children: list[int] | None = None) 
                 break
 
 
-def _reap_adopted(jobs: Sequence[JobProcess], children: list[int] | None) -> None:
+def _reap_adopted(jobs: Sequence[Job], children: list[int] | None) -> None:
     """Our direct children that carry a job's marker but are no job's leader (orphans in a
     group of their own) are reaped once they end. Each child's environment is read once, while
     it is alive; children without a marker (py-spy, the watchdog) are never touched: their

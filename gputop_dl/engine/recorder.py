@@ -121,8 +121,9 @@ class Recorder:
 
     def close(self, state: str, verdict: VerdictJson | None) -> None:
         with self._writing():
-            if self._store is not None and self.session_id is not None:
-                self._store.end_session(self.session_id, state, verdict)
+            if self._store is not None:
+                if self.session_id is not None:
+                    self._store.end_session(self.session_id, state, verdict)
                 self._store.close()
                 return
         if self.failure and self.session_id:
