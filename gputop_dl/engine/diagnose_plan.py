@@ -321,9 +321,10 @@ class DiagnosePlan(Plan):
                 "command": j.get("command"), "device": j.get("device"),
                 "cpu_cores": round(statistics.fmean(j["cpu"]), 3) if j["cpu"] else None,
                 "solo_cpu_cores": j.get("solo_cpu_cores"),
-                "stall_fraction": round(tog.fraction, 3) if tog and tog.samples and tog.fraction is not None else None,
-                "solo_stall_fraction": round(alone.fraction, 3) if alone and alone.samples and alone.fraction is not None
-                else None,
+                "stall_fraction": (round(tog.fraction, 3)
+                                   if tog and tog.samples and tog.fraction is not None else None),
+                "solo_stall_fraction": (round(alone.fraction, 3) if alone and alone.samples
+                                        and alone.fraction is not None else None),
                 "step_time_s": step, "solo_step_time_s": solo,
                 "slowdown": slowdown, "slowdown_source": source,
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
