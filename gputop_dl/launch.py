@@ -26,7 +26,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import psutil
 
@@ -35,7 +37,7 @@ from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.collect.procs import children_map, descendants
 from gputop_dl.errors import UsageError
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
-from gputop_dl.record.store import create_private
+from gputop_dl.record.paths import create_private
 from gputop_dl.watchdog import shared
 from gputop_dl.workload import Workload
 
@@ -91,7 +93,7 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
     if own and not w.multinode:
         path = (env if env is not None else os.environ).get("PATH")
         run = torchrun_for(None if w.shell else own[0], w.cwd, path)
-        if run is None:  # the workload file's check said so first (config.py)
+        if run is None:  # the workload file's check said so first (config/)
             raise UsageError(f"{w.name}: nproc = {n} needs torchrun, and there is none on the "
                              "job's PATH")
         return [*run, "--standalone", f"--nproc-per-node={n}", "--no-python", *own]
@@ -99,7 +101,7 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
         path = (env if env is not None else os.environ).get("PATH")
         run = (torchrun_for(None if w.shell else own[0], w.cwd, path) if own
                else [sys.executable, "-m", "torch.distributed.run"])
-        if run is None:  # the workload file's check said so first (config.py)
+        if run is None:  # the workload file's check said so first (config/)
             raise UsageError(f"{w.name}: nnodes = {w.nnodes} needs torchrun, and there is none "
                              "on the job's PATH")
         return [*run, f"--nnodes={w.nnodes}", f"--nproc-per-node={n}", "--rdzv-backend=c10d",
@@ -146,7 +148,7 @@ class JobProcess:
     """A started job: its Popen, where its log and events go."""
 
     name: str
-    popen: subprocess.Popen
+    popen: subprocess.Popen[bytes]
     log_path: str
     events_path: str
     argv: list[str]
@@ -257,7 +259,7 @@ def _interpreter_note(prog: str, cwd: str | None, path_var: str | None,
     return f" (the interpreter of its #! line, {line!r}, is not there)"
 
 
-def has_pid(job) -> bool:
+def has_pid(job: Job) -> TypeGuard[JobProcess]:
     """A job with a process of its own: never signal or wait on a PID of None, 0 or below
     (killpg(0) is our own group, kill(-1) every process we may signal)."""
     pid = getattr(job, "pid", None)
@@ -285,6 +287,9 @@ class NotStarted:
 
     def log_tail(self, n: int = 12) -> list[str]:
         return [self.reason]
+
+
+Job = JobProcess | NotStarted  # a job of a session: started, or not (no PID, nothing to signal)
 
 
 class StartError(Exception):
@@ -341,11 +346,11 @@ def _signal(jobs: list[JobProcess], procs: list[psutil.Process], sig: signal.Sig
             pass
 
 
-def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
+def stop_jobs(given: Sequence[Job], grace_s: float = 5.0) -> None:
     """TERM every process of these jobs (their groups, and what is left of a job whose leader
     already ended), wait up to grace_s, then KILL what is left; the watchdog then forgets them.
     A job that never started (no PID) is left out: it has nothing to stop."""
-    jobs = [j for j in jobs if has_pid(j)]
+    jobs = [j for j in given if has_pid(j)]
     live = [j for j in jobs if j.poll() is None]
     tree = _members(jobs)
     _signal(live, tree, signal.SIGTERM)
@@ -373,7 +378,7 @@ def stop_jobs(jobs: list[JobProcess], grace_s: float = 5.0) -> None:
 _CHILDREN: dict[int, bool] = {}  # our direct child PID -> whether it carries a job's marker
 
 
-def reap_orphans(jobs: list[JobProcess], children: list[int] | None = None) -> None:
+def reap_orphans(jobs: Sequence[Job], children: list[int] | None = None) -> None:
     """Reap the ended processes of these jobs that were re-parented to us (the subreaper):
     those of their groups, and those that left them (a `setsid` daemon); never a job's leader,
     whose exit code its Popen collects. `children`: our direct child PIDs from this tick's
@@ -395,7 +400,7 @@ def reap_orphans(jobs: list[JobProcess], children: list[int] | None = None) -> N
                 break
 
 
-def _reap_adopted(jobs: list[JobProcess], children: list[int] | None) -> None:
+def _reap_adopted(jobs: Sequence[Job], children: list[int] | None) -> None:
     """Our direct children that carry a job's marker but are no job's leader (orphans in a
     group of their own) are reaped once they end. Each child's environment is read once, while
     it is alive; children without a marker (py-spy, the watchdog) are never touched: their

@@ -36,6 +36,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
+from typing import Required, TypedDict
 
 GRACE_S = 2.0  # SIGTERM to SIGKILL, after gputop-dl died
 
@@ -85,7 +87,7 @@ def _signal_all(pids: set[int], sig: int) -> None:
 
 
 def clean_up(watched: dict[int, bytes], paused: set[int], grace_s: float = GRACE_S,
-             paused_pids: set[int] = frozenset()) -> None:
+             paused_pids: Iterable[int] = frozenset()) -> None:
     """What the watchdog does once gputop-dl is gone (see the module docstring)."""
     for pgid in paused:
         try:
@@ -105,7 +107,7 @@ def clean_up(watched: dict[int, bytes], paused: set[int], grace_s: float = GRACE
     _signal_all(pids, signal.SIGKILL)
 
 
-def serve(stream) -> None:
+def serve(stream: Iterable[bytes]) -> None:
     """Read registrations until EOF, then clean up."""
     watched: dict[int, bytes] = {}  # pgid -> marker (b"KEY=VALUE")
     paused: set[int] = set()
@@ -143,16 +145,25 @@ def main() -> None:
 
 # --- gputop-dl's side -----------------------------------------------------------------------------
 
+class Message(TypedDict, total=False):
+    """One registration sent to the watchdog process (a JSON line on its stdin)."""
+
+    op: Required[str]  # "watch", "forget", "paused" or "resumed"
+    pgid: int  # a job's process group
+    marker: str  # "KEY=VALUE" in the environment of each of the job's processes
+    pids: list[int]  # single processes paused or resumed (pause.py)
+
+
 class Watchdog:
     """gputop-dl's handle on its watchdog process; every method is thread-safe and never raises
     (without a watchdog, the process groups are still stopped by gputop-dl itself)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._failed = False
 
-    def _send(self, msg: dict, spawn: bool = True) -> None:
+    def _send(self, msg: Message, spawn: bool = True) -> None:
         with self._lock:
             if self._proc is None and spawn and not self._failed:
                 try:

@@ -8,7 +8,7 @@ by `runner/remote.py`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 
@@ -16,7 +16,7 @@ class JobLike(Protocol):
     """What the grouping reads of a node's job (`collect.fleet.NodeJob`)."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str | None: ...  # None: the exporter's series had no job label
     @property
     def pid(self) -> int | None: ...
     @property
@@ -28,7 +28,7 @@ class JobLike(Protocol):
     @property
     def world_size(self) -> int | None: ...
     @property
-    def ranks(self) -> list[dict[str, Any]]: ...
+    def ranks(self) -> Sequence[Mapping[str, Any]]: ...
     @property
     def launched(self) -> bool | None: ...
 

@@ -67,10 +67,10 @@ def native_kind(frames: list[str]) -> str:
     return "work"
 
 
-def main_thread_kinds(stacks: Counter, pid: int | None = None) -> Counter:
+def main_thread_kinds(stacks: Counter[str], pid: int | None = None) -> Counter[str]:
     """Folded `--native --threads` stacks (`parse_raw`) -> the main thread's samples per kind
     (`KINDS`); the other threads' samples are left out."""
-    out: Counter = Counter({k: 0 for k in KINDS})
+    out: Counter[str] = Counter({k: 0 for k in KINDS})
     for stack, n in stacks.items():
         if not is_main_thread(stack, pid):
             continue

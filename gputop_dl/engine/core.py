@@ -15,20 +15,21 @@ import queue
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from gputop_dl.collect import discover
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.machine import MachineSampler
-from gputop_dl.engine.jobrun import JobRun
-from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.jobrun import JobRun, SoloBaseline
+from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.recorder import Recorder
-from gputop_dl.launch import JobProcess, StartError, reap_orphans, start_job, stop_jobs
-from gputop_dl.record.store import session_work_dir
+from gputop_dl.launch import Job, JobProcess, StartError, reap_orphans, start_job, stop_jobs
+from gputop_dl.record.paths import session_work_dir
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.fmt import size
 from gputop_dl.threadname import name_native_thread
-from gputop_dl.workload import Workload
+from gputop_dl.workload import SessionSpec, Workload
 
 
 # looks at reading jobs' states a tick: the tick's own and 9 between. A job's I/O wait is a
@@ -52,11 +53,11 @@ class Engine:
         self.snapshot: Snapshot | None = None
         self.runs: dict[str, JobRun] = {}  # job name -> current run (baseline or co-run)
         self.procs: list[JobProcess] = []  # every job started, ended and forgotten ones too
-        self._env: dict | None = None
+        self._env: dict[str, Any] | None = None
         self.log: deque[tuple[float, str]] = deque(maxlen=50)  # recent messages, oldest first
         self.error: BaseException | None = None
         self._subs: list[Callable[[Snapshot], None]] = []
-        self._cmds: queue.Queue = queue.Queue()
+        self._cmds: queue.Queue[tuple[str, str]] = queue.Queue()
         self._stop = threading.Event()
         # INT, TERM or HUP reached gputop-dl (runner/engines.py stop_on_signals): exit 130 even
         # when it came as the session was finishing by itself (the jobs had all ended)
@@ -66,19 +67,19 @@ class Engine:
 
     # --- what other threads read --------------------------------------------------------------
     @property
-    def env(self) -> dict:
+    def env(self) -> dict[str, Any]:
         """The environment table (collect/environment.py), read on first use: a session records
         it, the first frame does not wait for it (package versions cost ~15 ms)."""
         if self._env is None:
-            self._env = environment(self.sampler.nvml)
+            self._env = dict(environment(self.sampler.nvml))  # a JSON document from here on
         return self._env
 
     @property
-    def spec(self):
+    def spec(self) -> SessionSpec | None:
         return self.plan.spec
 
     @property
-    def verdict(self) -> dict | None:
+    def verdict(self) -> VerdictJson | None:
         return self.plan.verdict
 
     @property
@@ -169,8 +170,9 @@ class Engine:
                 pass
 
     def start_run(self, w: Workload, phase: str, cuda: bool, *, tag: str = "",
-                  go_file: str | None = None, solo: dict | None = None) -> JobRun:
+                  go_file: str | None = None, solo: SoloBaseline | None = None) -> JobRun:
         """Start workload `w` as a job of this session; it is polled from the next tick on."""
+        proc: Job
         try:
             proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda,
                              tag, go_file)
@@ -187,7 +189,7 @@ class Engine:
 
     def stop_run(self, run: JobRun, why: str | None = None) -> None:
         """Stop a live run now: TERM to its process group, KILL after the grace period."""
-        if run.alive:
+        if run.alive:  # so it started (a NotStarted one ended from the first)
             run.stopped_by_us = True
             if why:
                 self.say(why)
@@ -196,7 +198,10 @@ class Engine:
     def _stop_over_cap(self, run: JobRun) -> None:
         """A job whose processes crossed its memory cap is killed at once, alone, and fails
         with "memory cap" as its cause (before the kernel's OOM killer picks a victim)."""
-        rss = run.tree_sample.rss
+        ts = run.tree_sample
+        if ts is None:  # not over it, then (over_memory_cap read this sample)
+            return
+        rss = ts.rss
         run.capped = run.stopped_by_us = True
         run.failure = (f"memory cap: its processes used {size(rss)} RSS, over its memory_limit "
                        f"of {size(run.mem_cap)}; stopped")

@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import psutil
 
@@ -41,9 +43,14 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.solo_window import SoloReading, SoloWatch
-from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.pause import Pauser, may_signal
-from gputop_dl.snapshot import JobSample
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.discover import Found
+    from gputop_dl.collect.machine import MachineSample
+    from gputop_dl.engine.core import Engine
 
 SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
@@ -51,6 +58,29 @@ NO_PROBE_OBSERVE_S = 6.0  # --no-probe: observe at most this long (the live esti
 NO_PROBE_BURST_S = 3.0  # --no-probe: the py-spy burst (data stall) at most this long
 JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "outside-load",
           "alone")
+
+
+class Diagnosed(TypedDict):
+    """What `diagnose` measured of one found job (`DiagnosePlan.jobs`, by root PID)."""
+
+    name: str
+    pid: int
+    cpu: list[float]  # its tree's CPU cores, one per observed tick
+    pids: NotRequired[list[int]]
+    command: NotRequired[str | None]
+    device: NotRequired[str | None]
+    gpu_mem: NotRequired[int | None]
+    cpu_wait: NotRequired[list[float]]  # its CPU wait share, one per observed tick
+    frozen: NotRequired[bool]  # the observe phase is over: no more CPU figures
+    together: NotRequired[pyspy.StallEstimate | None]  # the py-spy burst with the others
+    alone: NotRequired[pyspy.StallEstimate | None]  # its probe window, the others paused
+    no_solo: NotRequired[str]  # why it has no probe window
+    window: NotRequired[SoloReading]  # what ran beside it in its probe window
+    solo_cpu_cores: NotRequired[float]
+
+
+# one observed tick: (time, the jobs asked for, host, GPU processes, GPUs)
+_Observed = tuple[float, list[JobSample], HostSample, tuple[GpuProcess, ...], tuple[GpuSample, ...]]
 
 
 class DiagnosePlan(Plan):
@@ -65,8 +95,8 @@ class DiagnosePlan(Plan):
         self.probe = probe
         self.command = command
         self.burst_s = burst_s or max(1.0, min(4.0 if probe else NO_PROBE_BURST_S, seconds / 6))
-        self.verdict: dict | None = None
-        self.jobs: dict[int, dict] = {}  # root pid -> what was measured
+        self.verdict: VerdictJson | None = None
+        self.jobs: dict[int, Diagnosed] = {}  # root pid -> what was measured
         self.notes_: list[str] = []
         self.paused_job_s = 0.0
         self._cpus = 1  # the cores allowed (the engine's environment, read in `run`)
@@ -78,20 +108,23 @@ class DiagnosePlan(Plan):
         # pauses jobs, their neighbours' waits no longer say how they run together
         self.passive = PassiveJudge()
         self.estimates: dict[str, Estimate] = {}
-        self._observed: list[tuple] = []  # (t, jobs, host, gpu processes, gpus) per tick
+        self._observed: list[_Observed] = []  # (t, jobs, host, gpu processes, gpus) per tick
         self._observing = True
         self.estimate: Verdict | None = None
 
     # --- the engine's questions ----------------------------------------------------------------
-    def after_tick(self, engine, now: float, machine) -> None:
+    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         h = machine.host
         self._host.append(host_point(now, h))
         for g in machine.gpus:
             if g.util is not None:
                 self._gpu.setdefault(g.index, []).append(g.util)
         for j in self._mine(machine.found):
+            if j.pid is None:  # a found job always has its root PID
+                continue
             rec = self.jobs.setdefault(j.pid, {"name": j.name, "pid": j.pid, "cpu": []})
-            rec.update(pids=list(j.pids), command=j.command, device=j.device, gpu_mem=j.gpu_mem)
+            rec["pids"], rec["command"], rec["device"] = list(j.pids), j.command, j.device
+            rec["gpu_mem"] = j.gpu_mem
             if j.cpu_cores is not None and not rec.get("frozen"):
                 rec["cpu"].append(j.cpu_cores)
             if j.cpu_wait_fraction is not None and not rec.get("frozen"):
@@ -104,10 +137,10 @@ class DiagnosePlan(Plan):
         if engine.recorder.is_open:
             engine.recorder.found(now, tuple(self.found_rows(engine, self._mine(machine.found))))
 
-    def found_rows(self, engine, found: list[JobSample]) -> list[JobSample]:
+    def found_rows(self, engine: Engine, found: list[JobSample]) -> list[JobSample]:
         return annotate(found, self.estimates)
 
-    def _mine(self, found):
+    def _mine(self, found: Iterable[JobSample]) -> list[JobSample]:
         """The found jobs asked for: `--pid` names a job's root or any process of its tree."""
         only = self.only
         return [j for j in found if only is None or j.pid in only or only.intersection(j.pids)]
@@ -115,11 +148,11 @@ class DiagnosePlan(Plan):
     def notes(self) -> tuple[str, ...]:
         return tuple(self.notes_)
 
-    def close(self, engine) -> None:
+    def close(self, engine: Engine) -> None:
         self._pauser.close()
 
     # --- the session ---------------------------------------------------------------------------
-    def run(self, engine) -> str:
+    def run(self, engine: Engine) -> str:
         rec = engine.recorder
         rec.open_monitor(self.command, engine.env, engine.interval, kind="diagnose")
         self._cpus = engine.env.get("cpus") or 1
@@ -129,7 +162,7 @@ class DiagnosePlan(Plan):
         engine.say(f"diagnose: observing for {observe:.0f} s")
         # (no job seen yet: keep looking until one is, or the time is up)
         engine.loop(lambda: time.monotonic() - t0 >= observe
-                    and (self.jobs or time.monotonic() - t0 >= self.seconds))
+                    and (bool(self.jobs) or time.monotonic() - t0 >= self.seconds))
         if engine.stopping:
             return "interrupted"
         found = {f.pid: f for f in (engine.sampler.found.found if engine.sampler.found else [])}
@@ -157,7 +190,7 @@ class DiagnosePlan(Plan):
         engine.tick()
         return "finished"
 
-    def _probe(self, engine, live: list[int], found: dict) -> None:
+    def _probe(self, engine: Engine, live: list[int], found: dict[int, Found]) -> None:
         left = max(1.0, self.seconds - (time.monotonic() - self._t0))
         per = max(1.0, min(self.burst_s, left / len(live) - 0.5))
         for pid in live:
@@ -191,19 +224,20 @@ class DiagnosePlan(Plan):
                 self.jobs[pid]["solo_cpu_cores"] = round((cpu1 - cpu0) / dt, 3)
             engine.tick()
 
-    def _estimate(self, together: dict) -> tuple[Verdict | None, dict[str, Estimate]]:
+    def _estimate(self, together: dict[int, pyspy.StallEstimate]) -> tuple[Verdict | None, dict[str, Estimate]]:
         """The live estimate over the observe phase, each job's data stall from the py-spy
         burst together (its critical path: analyse/passive.py)."""
         stall = {pid: est.fraction for pid, est in together.items() if est and est.samples}
         judge = PassiveJudge()
-        v, est = None, {}
+        v: Verdict | None = None
+        est: dict[str, Estimate] = {}
         for now, jobs, host, gprocs, gpus in self._observed:
             jobs = [dataclasses.replace(j, stall_fraction=stall[j.pid]) if j.pid in stall
                     and j.stall_fraction is None else j for j in jobs]
             v, est = judge.verdict(jobs, host, gprocs, gpus, now)
         return v, est
 
-    def _judge(self, engine, live: list[int]) -> dict:
+    def _judge(self, engine: Engine, live: list[int]) -> VerdictJson:
         evs = []
         for pid in live:
             j = self.jobs[pid]
@@ -282,7 +316,7 @@ class DiagnosePlan(Plan):
             v = v.with_evidence(probe_outside=win)
         return outside_load.probe_verdict(v, slowed, consumers, self._cpus)
 
-    def _solo_outside(self, j: dict) -> dict | None:
+    def _solo_outside(self, j: Diagnosed) -> dict[str, Any] | None:
         """What ran beside the job in its solo window (null: no window read)."""
         r: SoloReading | None = j.get("window")
         if r is None:
@@ -321,9 +355,9 @@ class DiagnosePlan(Plan):
                 evidence_lines=pv.evidence_lines + v.evidence_lines)
         return v
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         """The diagnosis as the JSON contract's parts (`present.diagnosis` renders it)."""
-        jobs = []
+        jobs: list[dict[str, Any]] = []  # the schema's job objects (gputop-dl.diagnosis/1)
         for j in self.jobs.values():
             if "together" not in j:
                 continue
@@ -342,8 +376,10 @@ class DiagnosePlan(Plan):
                 "command": j.get("command"), "device": j.get("device"),
                 "cpu_cores": round(statistics.fmean(j["cpu"]), 3) if j["cpu"] else None,
                 "solo_cpu_cores": j.get("solo_cpu_cores"),
-                "stall_fraction": round(tog.fraction, 3) if tog and tog.samples else None,
-                "solo_stall_fraction": round(alone.fraction, 3) if alone and alone.samples else None,
+                "stall_fraction": (round(tog.fraction, 3)
+                                   if tog and tog.samples and tog.fraction is not None else None),
+                "solo_stall_fraction": (round(alone.fraction, 3) if alone and alone.samples
+                                        and alone.fraction is not None else None),
                 "step_time_s": step, "solo_step_time_s": solo,
                 "slowdown": slowdown, "slowdown_source": source,
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
@@ -361,7 +397,7 @@ def _x(s: float | None) -> str:
     return "–" if s is None else f"{s:.2f}×"
 
 
-def _waits(e: Estimate | None, cpu: float | None) -> dict:
+def _waits(e: Estimate | None, cpu: float | None) -> dict[str, Any]:
     """What the live estimate finds the job waits on (issue 32): `waits_on` as the monitor's
     column has it, and `waits` as `--once --json` has them (each a share 0..1, null: unknown)."""
     if e is None:
@@ -386,14 +422,15 @@ def _signal_agreement(hs: list[HostPoint], cpus: int, fired: bool) -> float:
     return round(agree / len(hs), 2)
 
 
-def _mean(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.fmean(vals) if vals else None
+def _mean(vals: Sequence[float | None]) -> float | None:
+    known = [v for v in vals if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
     """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
-    return pyspy.spy_all(targets, seconds, RATE)[0]
+    keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()}
+    return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:

@@ -12,6 +12,7 @@ import os
 import shlex
 import statistics
 import time
+from typing import Any
 
 from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
@@ -24,15 +25,25 @@ from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
-from gputop_dl.launch import JobProcess, describe_exit
-from gputop_dl.snapshot import JobSample
+from gputop_dl.collect.procs import TreeSample
+from gputop_dl.launch import Job, describe_exit
+from gputop_dl.snapshot import Distributed, JobSample, ProcSample
 from gputop_dl.workload import Workload, redact_line
+
+# A trainer event as the job wrote it (channel.py: one JSON object a line, "ev" its kind):
+# read from the job's events file, so a JSON document from outside, checked where it is read
+Event = dict[str, Any]
+# A job's solo baseline (launch_plan._solo_stats, probe.py): step_time_s, samples_per_s,
+# stall_fraction, steps, cpu_cores, cv, mean_step_time_s, device, solo_phases (+ note, cached).
+# A JSON document: cached in the store across sessions and read back from it, and read by
+# analyse's evidence (JobSeries.solo)
+SoloBaseline = dict[str, Any]
 
 
 class JobRun:
     """A launched job's live state; touched only by the engine thread."""
 
-    def __init__(self, w: Workload, proc: JobProcess, phase: str, solo: dict | None = None):
+    def __init__(self, w: Workload, proc: Job, phase: str, solo: SoloBaseline | None = None):
         from gputop_dl.config import memory_cap_of  # here: not on the monitor's start-up
 
         self.w, self.proc, self.phase = w, proc, phase
@@ -42,10 +53,10 @@ class JobRun:
         self.tree = TreeSampler(proc.pid) if proc.pid is not None else None  # None: not started
         # the kernel's OOM-kill counters at the start: a SIGKILL is blamed on it only if they rose
         self.oom_before = read_counts(proc.pid) if proc.pid is not None else None
-        self.steps: list[dict] = []
-        self.rank_steps: dict[int, list[dict]] = {}  # every rank's latest steps (docs/phases.md)
-        self.epochs: list[dict] = []
-        self.info: dict = {}
+        self.steps: list[Event] = []
+        self.rank_steps: dict[int, list[Event]] = {}  # every rank's latest steps (docs/phases.md)
+        self.epochs: list[Event] = []
+        self.info: Event = {}  # its "started" event
         self.status = "starting"
         self.failure: str | None = getattr(proc, "reason", None)  # a job that never started
         self.exit_code: int | None = None
@@ -53,11 +64,15 @@ class JobRun:
         self.mem_cap = memory_cap_of(w.memory_limit)  # bytes of RSS (None: unknown host)
         self.capped = False  # stopped for crossing mem_cap: failed, with "memory cap" the cause
         self.ended: float | None = None
-        self.tree_sample = None
+        self.tree_sample: TreeSample | None = None
         self.ranks = RankReader()
-        self.distributed = None  # its ranks on this node (kept after the job ended)
+        self.distributed: Distributed | None = None  # its ranks on this node (kept after the job ended)
         self.rank_cpu: tuple[tuple[int, float], ...] = ()
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
+        # what the verdict's evidence reads (analyse.evidence.JobSeries) besides the above
+        self.name = w.name
+        self.device: str | None = None  # its "started" event's
+        self.cpu = self.cpu_series  # the same list
         # the GPUs (NVML indexes) its processes were seen on: a command job declares none
         self.seen_gpus: set[int] = set()
         self.stderr_tail: tuple[str, ...] = ()
@@ -72,7 +87,7 @@ class JobRun:
             self.exit_code, self.ended, self.status = proc.poll(), proc.started, "failed"
             self.stderr_tail = tuple(proc.log_tail())
 
-    def _take(self, evs: list[dict]) -> None:
+    def _take(self, evs: list[Event]) -> None:
         for e in evs:
             kind = e.get("ev")
             if kind == "step":
@@ -84,12 +99,13 @@ class JobRun:
                 self.epochs.append(e)
             elif kind == "started":
                 self.info = e
+                self.device = e.get("device")
                 self.status = "running"
             elif kind == "failed" and self.failure is None:  # the first cause wins (rank 0, not
                 # the torchrun launcher that reports the rank's failure after it)
                 self.failure = f"{e.get('cause', 'exception')}: {e.get('message', '')}".strip()
 
-    def _rank_step(self, e: dict) -> None:
+    def _rank_step(self, e: Event) -> None:
         rank = e.get("rank")
         if isinstance(rank, int):
             steps = self.rank_steps.setdefault(rank, [])
@@ -97,7 +113,7 @@ class JobRun:
             if len(steps) > 2000:  # the live view needs the latest few hundred only
                 del steps[:1000]
 
-    def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[dict]:
+    def poll(self, now: float, cmap: dict[int, list[int]] | None = None) -> list[Event]:
         self._cmap = cmap
         """Read new events, notice an exit, sample the process tree. Returns the new events."""
         evs = self.reader.read_new()
@@ -127,9 +143,9 @@ class JobRun:
                 if self.w.is_command and now - self._tail_t >= 2.0:  # its log, live
                     self._tail_t = now
                     self.stderr_tail = tuple(self.proc.log_tail())
-                ts = self.tree.sample(cmap)
+                ts = self.tree.sample(cmap) if self.tree is not None else None
                 self.tree_sample = ts
-                if ts is not None:
+                if ts is not None and self.proc.pid is not None:
                     self.distributed = self.ranks.read(self.proc.pid, cmap) or self.distributed
                 self.rank_cpu = rank_cpu(self.distributed, ts, cmap)
                 if ts is not None and ts.cpu_cores is not None:
@@ -162,19 +178,6 @@ class JobRun:
         else:
             vals = [c for _, c in self.cpu_series]
         return statistics.fmean(vals) if vals else None
-
-    # --- what the verdict's evidence reads (analyse.evidence.JobSeries) -----------------------
-    @property
-    def name(self) -> str:
-        return self.w.name
-
-    @property
-    def device(self) -> str | None:
-        return self.info.get("device")
-
-    @property
-    def cpu(self) -> list[tuple[float, float]]:
-        return self.cpu_series
 
     def sample(self, gpu: GpuUse) -> JobSample:
         """This tick's row for the job (after `poll`)."""
@@ -214,12 +217,12 @@ class JobRun:
             ranks=ranks, straggler=straggler,
             **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)), **io_fields(ts), **memory_fields(ts))
 
-    def _identity(self, ts, gpu: GpuUse) -> dict:
+    def _identity(self, ts: TreeSample | None, gpu: GpuUse) -> dict[str, Any]:
         """The identity fields of JobSample (issue 23) for a job launched here."""
         started = getattr(self.proc, "started", None)
         end = self.ended if self.ended is not None else time.time()
-        procs = ()
-        if ts is not None and self.tree is not None and self._cmap is not None:
+        procs: tuple[ProcSample, ...] = ()
+        if ts is not None and self.tree is not None and self._cmap is not None and self.proc.pid is not None:
             procs = proc_tree(self.proc.pid, self._cmap, self.tree.stats(), ts.cpu_by_pid,
                               ranks_of(self.distributed), gpu)
         return {"user": self._user, "elapsed_s": None if started is None else max(0.0, end - started),

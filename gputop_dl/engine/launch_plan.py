@@ -19,39 +19,47 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.evidence import (
-    GpuPoint, HostPoint, gather, gpu_points, host_point, overlap_window)
+    GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.fingerprint import fingerprint
-from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.jobrun import JobRun, SoloBaseline
+from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
-from gputop_dl.record.store import create_private, session_work_dir
+from gputop_dl.record.paths import create_private, session_work_dir
 from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.analyse.verdict import HostEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
 
+if TYPE_CHECKING:
+    from gputop_dl.collect.machine import MachineSample
+    from gputop_dl.engine.core import Engine
+
 
 class LaunchPlan(Plan):
     """`gputop-dl launch FILE`: the workloads of `spec`, baselines first, judged together."""
 
     kind = "launch"
+    spec: SessionSpec
 
     def __init__(self, spec: SessionSpec, command: str = ""):
         self.spec = spec
         self.command = command
-        self.solo: dict[str, dict] = {}  # job name -> baseline stats
+        self.solo: dict[str, SoloBaseline] = {}  # job name -> baseline stats
         self.no_solo: dict[str, str] = {}  # job name -> why it has no baseline
         self.failed_solo: dict[str, str] = {}  # job name -> how it failed alone: not restarted
         self._probe_off = False  # baseline = probe beside a job across nodes: no probe at all
         self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
-        self.verdict: dict | None = None
+        self.verdict: VerdictJson | None = None
         self._frozen = False
         self._host_series: list[HostPoint] = []  # co-run, one per tick
         self._gpu_series: list[GpuPoint] = []  # co-run, one per GPU and tick
@@ -59,10 +67,10 @@ class LaunchPlan(Plan):
         self.probe: Probe | None = None  # baseline = "probe": the in-situ solo probe
         self._spy_started: set[str] = set()
         self.passive = PassiveJudge()  # the live estimate, until the slowdowns are measured
-        self.live_verdict: dict | None = None  # its verdict, shown until the measured one is
-        self._machine = None  # the co-run's latest machine sample
+        self.live_verdict: VerdictJson | None = None  # its verdict, shown until the measured one is
+        self._machine: MachineSample | None = None  # the co-run's latest machine sample
 
-    def run(self, engine) -> str:
+    def run(self, engine: Engine) -> str:
         engine.recorder.open_launch(self.spec, self.command, engine.env)
         if self.spec.cpu_fallback_reason:
             engine.say(self.spec.cpu_fallback_reason)
@@ -79,7 +87,7 @@ class LaunchPlan(Plan):
         return "interrupted" if engine.stopping else "finished"
 
     # --- the engine's per-tick questions -----------------------------------------------------
-    def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
+    def rows(self, engine: Engine, launched: list[JobSample]) -> list[JobSample]:
         """The launched rows plus a "waiting" row per workload not started yet, in file order.
 
         A co-run row's slowdown is the verdict's (over the overlap window, live until it
@@ -118,7 +126,7 @@ class LaunchPlan(Plan):
         self.live_verdict = live.to_json() if live is not None else None
         return annotate(jobs, est)
 
-    def shown_verdict(self) -> dict | None:
+    def shown_verdict(self) -> VerdictJson | None:
         """The measured verdict once it has the co-run steps it needs; until then the live
         estimate from the jobs' waits (marked as such in its evidence), so the banner and the
         rows tell one story. Only the measured verdict is recorded."""
@@ -127,10 +135,10 @@ class LaunchPlan(Plan):
             return self.live_verdict
         return v
 
-    def taken(self, engine) -> set[str]:
+    def taken(self, engine: Engine) -> set[str]:
         return set(engine.runs) | {w.name for w in self.spec.workloads}
 
-    def after_tick(self, engine, now: float, machine) -> None:
+    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         if engine.phase != "co-run":
             return
         self._machine = machine
@@ -142,7 +150,7 @@ class LaunchPlan(Plan):
             self._probe(engine, now)
         self._update_verdict(engine, now)
 
-    def close(self, engine) -> None:
+    def close(self, engine: Engine) -> None:
         if self.probe is not None:
             self.probe.close()
 
@@ -152,7 +160,7 @@ class LaunchPlan(Plan):
         return (self.spec.cpu_fallback_reason or "no CUDA: workloads train on the CPU",)
 
     # --- phases ------------------------------------------------------------------------------
-    def _prelaunch_check(self, engine) -> None:
+    def _prelaunch_check(self, engine: Engine) -> None:
         """Warn when cached solo baselines say the jobs need more cores than there are."""
         needs = []
         for w in self.spec.workloads:
@@ -165,7 +173,7 @@ class LaunchPlan(Plan):
             engine.say(f"warning: cached solo baselines say these jobs need ≈ {sum(needs):.1f} "
                        f"cores at full speed; this machine allows {cpus}: expect a CPU-bound co-run")
 
-    def _baselines(self, engine) -> None:
+    def _baselines(self, engine: Engine) -> None:
         spec, rec = self.spec, engine.recorder
         if spec.baseline == "none":
             engine.say("baseline = none: no solo runs; slowdowns are unknown")
@@ -197,7 +205,7 @@ class LaunchPlan(Plan):
             else:
                 engine.forget_run(w.name)
 
-    def _spans_nodes(self, engine, w: Workload) -> bool:
+    def _spans_nodes(self, engine: Engine, w: Workload) -> bool:
         """A job across nodes gets no solo baseline, measured or probed: alone would need every
         node's share of it at once, and pausing one rank stalls them all at the next
         collective (its slowdown stays unknown, with this reason)."""
@@ -207,7 +215,7 @@ class LaunchPlan(Plan):
                        "once; a paused rank stalls the others)")
         return w.multinode
 
-    def _solo_builtin(self, engine, w: Workload) -> dict | None:
+    def _solo_builtin(self, engine: Engine, w: Workload) -> SoloBaseline | None:
         """The built-in trainer alone for warm-up + baseline_steps steps (it stops by itself)."""
         short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + self.spec.baseline_steps)
         run = engine.start_run(short, "baseline", self.spec.cuda, tag=".solo")
@@ -219,7 +227,7 @@ class LaunchPlan(Plan):
             engine.say(f"{w.name}: {self.no_solo[w.name]}")
         return None
 
-    def _solo_command(self, engine, w: Workload) -> dict | None:
+    def _solo_command(self, engine: Engine, w: Workload) -> SoloBaseline | None:
         """A command alone until the start-up hook saw warm-up + baseline_steps steps, then
         stopped (TERM to its process group, KILL after the grace period). A script that ends
         earlier gives what was seen, and says so; one whose DataLoader the hook never saw in
@@ -254,7 +262,7 @@ class LaunchPlan(Plan):
                             f"{seen} of {want} solo steps: baseline from {base['steps']}")
         return base
 
-    def _corun(self, engine) -> None:
+    def _corun(self, engine: Engine) -> None:
         engine.phase = "co-run"
         for name, why in self.failed_solo.items():
             engine.say(f"{name}: failed alone ({why}): not started again for the co-run")
@@ -285,7 +293,7 @@ class LaunchPlan(Plan):
         engine.loop(done)
         self._update_verdict(engine, time.time(), final=True)
 
-    def _none_ran(self, engine) -> None:
+    def _none_ran(self, engine: Engine) -> None:
         """Every job failed its solo baseline: no co-run, and the verdict says why."""
         fails = "; ".join(f"{n}: {why}" for n, why in self.failed_solo.items())
         engine.say(f"co-run: none started, every job failed alone ({fails})")
@@ -296,7 +304,7 @@ class LaunchPlan(Plan):
         engine.recorder.verdict(self.verdict)
 
     # --- co-run evidence and verdict ---------------------------------------------------------
-    def _spy(self, engine, name: str, pid: int) -> None:
+    def _spy(self, engine: Engine, name: str, pid: int) -> None:
         """Thread: one short py-spy burst on a data-loader worker of `name`."""
         name_native_thread("gdl-spy")
         stacks, err = pyspy.record(pid, duration_s=2.0, rate=25)
@@ -305,7 +313,7 @@ class LaunchPlan(Plan):
             return
         self._hot[name] = pyspy.hot_frames(stacks)
 
-    def _maybe_spy(self, engine) -> None:
+    def _maybe_spy(self, engine: Engine) -> None:
         for name, run in engine.runs.items():
             if name in self._spy_started or not run.alive or run.w.num_workers == 0:
                 continue
@@ -318,7 +326,7 @@ class LaunchPlan(Plan):
             threading.Thread(target=self._spy, args=(engine, name, workers[0]), daemon=True,
                              name=f"py-spy-{name}").start()
 
-    def _probe(self, engine, now: float) -> None:
+    def _probe(self, engine: Engine, now: float) -> None:
         """Start the probe once every job is past its warm-up; adopt each solo it measured."""
         runs = {n: r for n, r in engine.runs.items() if r.phase == "co-run"}
         if self.probe is None:
@@ -335,33 +343,37 @@ class LaunchPlan(Plan):
                 return
             self.probe = Probe([w.name for w in self.spec.workloads if w.name in runs],
                                seconds=self.spec.probe_s, steps=self.spec.baseline_steps)
-        if self.probe.done:
-            return
-        self.probe.tick(engine, runs, now)
-        for name, base in self.probe.solo.items():
+        if not self.probe.done:
+            self._probe_tick(engine, self.probe, runs, now)
+
+    def _probe_tick(self, engine: Engine, probe: Probe, runs: dict[str, JobRun], now: float) -> None:
+        """One tick of the running probe: adopt each solo it measured, note what it missed."""
+        probe.tick(engine, runs, now)
+        for name, base in probe.solo.items():
             if name not in self.solo:
                 self.solo[name] = base
                 runs[name].solo = base
                 w = runs[name].w
                 engine.recorder.baseline(fingerprint(w, self.spec.cuda, engine.env), name, base)
-        for name, why in self.probe.missing.items():
+        for name, why in probe.missing.items():
             self.no_solo.setdefault(name, f"probe: {why}")
-        if self.probe.done:
-            engine.say(f"probe done: {self.probe.paused_job_s:.1f} job-seconds paused in all")
+        if probe.done:
+            engine.say(f"probe done: {probe.paused_job_s:.1f} job-seconds paused in all")
 
-    def _update_verdict(self, engine, now: float, final: bool = False) -> None:
+    def _update_verdict(self, engine: Engine, now: float, final: bool = False) -> None:
         if self._frozen:
             return
         runs, died = died_at_start(r for r in engine.runs.values() if r.phase == "co-run")
         if not runs:
             return
+        series: list[JobSeries] = list(runs)  # what the evidence reads of them
         probe = self.probe
-        jobs, host = gather(runs, self._host_series, self._gpu_series,
+        jobs, host = gather(series, self._host_series, self._gpu_series,
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         v = judge(jobs, host, self.spec.baseline, final=final)
         # step phases (issue 22): which phase grew, solo against the overlap window
-        v = add_phase_evidence(v, runs, now)
+        v = add_phase_evidence(v, series, now)
         if died:
             v = not_judged(v, died)
         if self.failed_solo:
@@ -392,7 +404,7 @@ class LaunchPlan(Plan):
                 f"({probe.paused_job_s:.1f} job-seconds paused in all)")
         self.verdict = v.to_json()
         # once a job has ended the overlap window is closed: the verdict cannot change
-        win = overlap_window(runs, now)
+        win = overlap_window(series, now)
         # (2 s after it closed, so the others' buffered step events have arrived)
         if final or (win is not None and now - win[1] > 2.0
                      and (probe is None or probe.done or not any(r.alive for r in runs))):
@@ -400,11 +412,11 @@ class LaunchPlan(Plan):
         engine.recorder.verdict(self.verdict)
 
 
-def died_at_start(runs) -> tuple[list, dict[str, str]]:
+def died_at_start(given: Iterable[JobRun]) -> tuple[list[JobRun], dict[str, str]]:
     """The co-run jobs to judge, and those that failed before taking a step past their warm-up
     (name -> why): such a job never ran beside the others, so judging it (or waiting for its
     steps) would only blame the healthy ones. If every job died, all are judged."""
-    runs = list(runs)
+    runs = list(given)
     died = {r.name: r.failure or "failed" for r in runs if not r.alive and r.status == "failed"
             and len(r.steps) <= r.w.warmup_steps}
     ran = [r for r in runs if r.name not in died]
@@ -418,7 +430,7 @@ def not_judged(verdict: Verdict, died: dict[str, str]) -> Verdict:
         + ": not judged, the verdict is of the jobs that ran")
 
 
-def _solo_stats(run, warmup: int) -> dict | None:
+def _solo_stats(run: JobRun, warmup: int) -> SoloBaseline | None:
     """A finished solo run's baseline: step time, stall, CPU need, spread, device."""
     st = step_stats(run.steps, warmup=warmup, window=0)
     if not st.n:

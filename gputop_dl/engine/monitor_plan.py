@@ -6,9 +6,15 @@ from its CPU and GPU waits, and the set's verdict, with no baseline and no job p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
-from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.snapshot import JobSample
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.machine import MachineSample
+    from gputop_dl.engine.core import Engine
 
 
 class MonitorPlan(Plan):
@@ -19,16 +25,16 @@ class MonitorPlan(Plan):
 
     def __init__(self, command: str = "gputop-dl"):
         self.command = command
-        self.verdict: dict | None = None
+        self.verdict: VerdictJson | None = None
         self.passive = PassiveJudge()
         self.estimates: dict[str, Estimate] = {}
         self._rows: tuple[tuple[JobSample, ...], list[JobSample]] = ((), [])  # this tick's
 
-    def run(self, engine) -> str:
+    def run(self, engine: Engine) -> str:
         engine.loop(lambda: False)
         return "finished"  # quitting is how a monitor run ends
 
-    def after_tick(self, engine, now: float, machine) -> None:
+    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         rec = engine.recorder
         if machine.found and not rec.is_open and rec.failure is None:
             if rec.open_monitor(self.command, engine.env, engine.interval):
@@ -42,7 +48,7 @@ class MonitorPlan(Plan):
         if rec.is_open and self.verdict is not None:
             rec.verdict(self.verdict)
 
-    def found_rows(self, engine, found: list[JobSample]) -> list[JobSample]:
+    def found_rows(self, engine: Engine, found: list[JobSample]) -> list[JobSample]:
         """The rows with their estimates; the ones after_tick annotated this tick are reused
         (a JobSample copy is ~30 µs, twice per job per tick otherwise)."""
         seen, rows = self._rows

@@ -22,45 +22,57 @@ The engine calls, in its own thread:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.snapshot import JobSample
+from gputop_dl.workload import SessionSpec
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.machine import MachineSample
+    from gputop_dl.engine.core import Engine
+
+# A verdict as JSON (analyse's `Verdict.to_json()`): the document that is recorded, exported and
+# shown; its shape is the schema gputop-dl.verdict/1 (gputop_dl/schemas), not a Python type
+VerdictJson = dict[str, Any]
+# a job queue's state for the live view (`QueuePlan.queue_state`, Snapshot.queue): JSON-shaped
+QueueJson = dict[str, Any]
 
 
 class Plan(ABC):
     """Base plan: no jobs of its own, nothing to judge."""
 
     kind = "plan"
-    spec = None  # the SessionSpec a launch runs (the UI shows its name and workloads)
+    spec: SessionSpec | None = None  # the SessionSpec a launch runs (the UI shows its name and workloads)
     stall_found = False  # py-spy bursts on found jobs (only the monitor: a co-run is not disturbed)
-    verdict: dict | None = None
+    verdict: VerdictJson | None = None
 
-    def shown_verdict(self) -> dict | None:
+    def shown_verdict(self) -> VerdictJson | None:
         """The verdict the live view shows this tick (the recorded one is `verdict`)."""
         return self.verdict
 
     @abstractmethod
-    def run(self, engine) -> str:
+    def run(self, engine: Engine) -> str:
         """Drive the session (in the engine thread); return its final state."""
 
-    def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
+    def rows(self, engine: Engine, launched: list[JobSample]) -> list[JobSample]:
         return launched
 
-    def found_rows(self, engine, found: list[JobSample]) -> list[JobSample]:
+    def found_rows(self, engine: Engine, found: list[JobSample]) -> list[JobSample]:
         return found
 
-    def taken(self, engine) -> set[str]:
+    def taken(self, engine: Engine) -> set[str]:
         return set(engine.runs)
 
-    def after_tick(self, engine, now: float, machine) -> None:
+    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         return None
 
     def notes(self) -> tuple[str, ...]:
         return ()
 
-    def queue_state(self) -> dict | None:
+    def queue_state(self) -> QueueJson | None:
         return None
 
-    def close(self, engine) -> None:
+    def close(self, engine: Engine) -> None:
         """The session ends (normally, interrupted or on an error): before the jobs are
         stopped, undo anything the plan holds (paused jobs)."""
         return None

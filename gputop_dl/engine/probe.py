@@ -18,9 +18,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
 from gputop_dl.pause import Pauser
+
+if TYPE_CHECKING:
+    from gputop_dl.engine.core import Engine
 
 
 @dataclass
@@ -40,10 +45,9 @@ class Probe:
         self.seconds, self.steps, self.settle_s = seconds, steps, settle_s
         self.min_s = min(min_s, seconds)  # a window at least this long: one tick is too noisy
         self.windows: list[Window] = []
-        self.solo: dict[str, dict] = {}
+        self.solo: dict[str, SoloBaseline] = {}
         self.missing: dict[str, str] = {}  # job -> why the probe got no solo figure
         self.pauser = Pauser()
-        self._wall0: float | None = None
 
     @property
     def current(self) -> Window | None:
@@ -63,13 +67,13 @@ class Probe:
         now = time.time()
         return [(w.t0, (w.t1 or now) + self.settle_s) for w in self.windows]
 
-    def tick(self, engine, runs: dict, now: float) -> None:
+    def tick(self, engine: Engine, runs: dict[str, JobRun], now: float) -> None:
         """Advance: open the next window, or close the current one when it has enough."""
         cur = self.current
         if cur is not None:
             run = runs.get(cur.job)
             inside = _inside(run.steps, cur.t0) if run is not None else []
-            took = now - self._wall0
+            took = now - cur.t0
             enough = len(inside) >= self.steps and took >= self.min_s
             if run is None or not run.alive or enough or took >= self.seconds:
                 self._close(engine, cur, run, now)
@@ -81,19 +85,18 @@ class Probe:
                 self.missing[name] = "ended before its probe"
                 continue
             others = [r for n, r in runs.items() if n != name and r.alive]
-            self.pauser.pause([r.proc.pid for r in others])
+            self.pauser.pause([r.proc.pid for r in others if r.proc.pid is not None])  # alive: started
             self.windows.append(Window(name, now, paused=[r.name for r in others]))
-            self._wall0 = now
             engine.say(f"probe: {name} alone for up to {self.seconds:g} s / {self.steps} "
                        f"steps; paused {', '.join(r.name for r in others) or 'nothing'}")
             return
 
-    def _close(self, engine, win: Window, run, now: float) -> None:
+    def _close(self, engine: Engine, win: Window, run: JobRun | None, now: float) -> None:
         self.pauser.resume()
         win.t1 = now
         inside = _inside(run.steps, win.t0) if run is not None else []
         st = step_stats(inside, warmup=0, window=0)
-        if not st.n:
+        if run is None or not st.n:
             self.missing[win.job] = f"no whole step in its {now - win.t0:.1f} s probe window"
             engine.say(f"probe: {win.job}: {self.missing[win.job]}")
             return
@@ -116,6 +119,6 @@ class Probe:
         self.pauser.close()
 
 
-def _inside(steps: list[dict], t0: float) -> list[dict]:
+def _inside(steps: list[Event], t0: float) -> list[Event]:
     """Steps that began at or after t0 (a step that straddles the pause is co-run time)."""
     return [s for s in steps if s["t"] - s["t_step"] >= t0]

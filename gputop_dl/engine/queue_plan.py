@@ -15,17 +15,73 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from gputop_dl.analyse.evidence import GpuPoint, HostPoint, gather, gpu_points, host_point
+from gputop_dl.analyse.evidence import GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.collect.fingerprint import fingerprint
-from gputop_dl.engine.plan import Plan
+from gputop_dl.engine.jobrun import SoloBaseline
+from gputop_dl.engine.plan import Plan, QueueJson, VerdictJson
 from gputop_dl.sched.model import Job, Machine, Running
 from gputop_dl.sched.policies import Policy, decide
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import SessionSpec, Workload
 
+if TYPE_CHECKING:
+    from gputop_dl.collect.machine import MachineSample
+    from gputop_dl.engine.core import Engine
+
 UNKNOWN_DURATION_S = 60.0  # what a job with neither duration_s nor a solo profile is expected to take
+
+
+class QueueTimes(TypedDict):
+    """A queued job's times, seconds from the queue's start (`QueuePlan.times`)."""
+
+    arrival_s: float
+    start_s: NotRequired[float]  # once started
+    end_s: NotRequired[float]  # once ended
+
+
+class QueueJobSummary(QueueTimes):
+    """A queued job's line of `QueuePlan.summary`: its times, wait and completion time."""
+
+    wait_s: NotRequired[float]  # start - arrival, once started
+    jct_s: NotRequired[float]  # end - arrival (job completion time), once ended
+
+
+class QueueSummary(TypedDict):
+    """`QueuePlan.summary`: the policy, slots, makespan, mean JCT and wait (over the jobs
+    that ended; None when none did), and each job's times."""
+
+    policy: str
+    slots: int
+    makespan_s: float | None
+    mean_jct_s: float | None
+    mean_wait_s: float | None
+    jobs: dict[str, QueueJobSummary]
+
+
+class QueueSettings(TypedDict):
+    """A queue's settings, recorded with its session and shown in its live view."""
+
+    policy: str
+    slots: int  # GPUs, or slots without CUDA (`unit`)
+    unit: str
+    cpus: float
+    cpu_aware: bool
+    ageing_s: float
+    v: float
+
+
+class _Group(TypedDict):
+    """A set of jobs that ran together, and its last judgement (`QueuePlan.groups`)."""
+
+    jobs: list[str]
+    kind: str
+    confidence: str
+    reason: str
+    slowdowns: Any  # the verdict's evidence "slowdowns", as recorded
+    verdict: VerdictJson
 
 
 def planned_steps(w: Workload) -> int | None:
@@ -36,12 +92,13 @@ def planned_steps(w: Workload) -> int | None:
     return w.epochs * per_epoch if per_epoch else None
 
 
-def job_for(w: Workload, base: dict | None, cuda: bool) -> tuple[Job, str]:
+def job_for(w: Workload, base: SoloBaseline | None, cuda: bool) -> tuple[Job, str]:
     """The queue's view of workload `w` and where its expected duration came from.
 
     GPUs: `gpus = N` asks for N (any); an explicit list pins those indexes on CUDA (on a box
     without CUDA it asks for as many slots); none (or `[]`) asks for one. Expected duration: `duration_s`, else steps x the cached solo
     step time, else UNKNOWN_DURATION_S. Solo CPU need: the cached baseline's, else 0 (unknown)."""
+    pin: tuple[int, ...]
     if w.gpu_count:
         gpus, pin = w.gpu_count, ()
     elif w.gpus:
@@ -78,7 +135,8 @@ class QueuePlan(Plan):
         """`jobs` None: built from the workloads when the queue starts, each job's expected
         duration and CPU need from its cached solo baseline (`job_for`); `cpu_aware` None: on
         when any job has a cached CPU need."""
-        self.spec, self.policy, self.machine = spec, policy, machine
+        self.spec: SessionSpec = spec
+        self.policy, self.machine = policy, machine
         self.cpu_aware, self.command = cpu_aware, command
         self.workloads = {w.name: w for w in spec.workloads}
         self.queue = policy.queue()
@@ -88,9 +146,9 @@ class QueuePlan(Plan):
         self._said: dict[str, str] = {}  # job -> the shape of the reason last logged
         self._first_reason: dict[str, str] = {}  # job -> why it waited first (recorded at its start)
         self._running: dict[str, Running] = {}
-        self.solos: dict[str, dict] = {}  # job -> its cached solo baseline (slowdowns need it)
-        self.verdict: dict | None = None  # the jobs running together now (or last together)
-        self.groups: list[dict] = []  # earlier sets of jobs that ran together, judged
+        self.solos: dict[str, SoloBaseline] = {}  # job -> its cached solo baseline (slowdowns need it)
+        self.verdict: VerdictJson | None = None  # the jobs running together now (or last together)
+        self.groups: list[_Group] = []  # earlier sets of jobs that ran together, judged
         self._group: tuple[str, ...] = ()
         self._host: list[HostPoint] = []  # one per tick
         self._gpu: list[GpuPoint] = []  # one per GPU and tick
@@ -100,10 +158,10 @@ class QueuePlan(Plan):
         self.jobs = {j.name: j for j in jobs}
         if jobs and set(self.jobs) != set(self.workloads):
             raise ValueError("one queued job per workload, by name")
-        self.times: dict[str, dict] = {n: {"arrival_s": j.arrival_s} for n, j in self.jobs.items()}
+        self.times: dict[str, QueueTimes] = {n: {"arrival_s": j.arrival_s} for n, j in self.jobs.items()}
         self._pending = sorted(jobs, key=lambda j: j.arrival_s)  # not arrived yet
 
-    def profile(self, cached: Callable[[str], dict | None], env: dict) -> None:
+    def profile(self, cached: Callable[[str], SoloBaseline | None], env: dict[str, Any]) -> None:
         """Build the jobs from the workloads and their cached solo baselines (`cached` looks
         one up by `collect.fingerprint`)."""
         jobs = []
@@ -117,14 +175,14 @@ class QueuePlan(Plan):
         if self.cpu_aware is None:
             self.cpu_aware = any(j.cpu_cores > 0 for j in jobs)
 
-    def settings(self) -> dict:
+    def settings(self) -> QueueSettings:
         """The queue's settings as recorded with the session."""
         return {"policy": self.policy.name, "slots": self.machine.gpus, "unit": self.machine.unit,
                 "cpus": self.machine.cpus, "cpu_aware": bool(self.cpu_aware),
                 "ageing_s": self.policy.ageing_s, "v": self.policy.v}
 
     # --- the engine's calls ----------------------------------------------------------------------
-    def run(self, engine) -> str:
+    def run(self, engine: Engine) -> str:
         if not self.jobs:
             self.profile(engine.recorder.cached_baseline_any, engine.env)
         self.t0 = time.time()  # the session's start (within milliseconds)
@@ -148,7 +206,7 @@ class QueuePlan(Plan):
             return "interrupted"
         return "finished"
 
-    def after_tick(self, engine, now: float, machine) -> None:
+    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         if self.t0 is not None and self.jobs and not engine.stopping:
             self._schedule(engine, now)
         h = machine.host
@@ -164,7 +222,7 @@ class QueuePlan(Plan):
                                 "confidence": v["confidence"], "reason": v["reason"],
                                 "slowdowns": v["evidence"].get("slowdowns"), "verdict": v})
 
-    def close(self, engine) -> None:
+    def close(self, engine: Engine) -> None:
         """The session's verdict: the largest set of jobs that ran together (the latest of
         equals), with every set's judgement listed in its evidence."""
         self._keep_group()
@@ -179,7 +237,7 @@ class QueuePlan(Plan):
         self.verdict = v
         engine.recorder.verdict(v)
 
-    def _judge(self, engine, now: float) -> None:
+    def _judge(self, engine: Engine, now: float) -> None:
         """The verdict of the jobs running together now, as a launch judges its co-run: over
         the window in which all of them ran past their warm-up. When the set changes, the last
         judgement of the old set is kept in `groups`; at the end the largest set's verdict is the
@@ -190,7 +248,7 @@ class QueuePlan(Plan):
             self._group = group
         if len(group) < 2:
             return
-        runs = [engine.runs[n] for n in group]
+        runs: list[JobSeries] = [engine.runs[n] for n in group]
         jobs, host = gather(runs, self._host, self._gpu, engine.env.get("cpus") or 1, now)
         judged = judge(jobs, host, "cache")
         if judged.kind == "insufficient-data" and self.verdict is not None:
@@ -202,7 +260,7 @@ class QueuePlan(Plan):
         self.verdict = v
         engine.recorder.verdict(v)
 
-    def rows(self, engine, launched: list[JobSample]) -> list[JobSample]:
+    def rows(self, engine: Engine, launched: list[JobSample]) -> list[JobSample]:
         jobs = list(launched)
         for name, w in self.workloads.items():
             if name not in engine.runs:
@@ -212,13 +270,13 @@ class QueuePlan(Plan):
         jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
         return jobs
 
-    def taken(self, engine) -> set[str]:
+    def taken(self, engine: Engine) -> set[str]:
         return set(engine.runs) | set(self.workloads)
 
     def notes(self) -> tuple[str, ...]:
         return tuple(f"{name} waits: {why}" for name, why in self.reasons.items())
 
-    def queue_state(self) -> dict | None:
+    def queue_state(self) -> QueueJson | None:
         """What the queue view shows: the settings, and per job its state (pending: not
         arrived yet; waiting; running; ended), times and the reason it waits."""
         if self.t0 is None:
@@ -232,7 +290,7 @@ class QueuePlan(Plan):
             job, t = self.jobs[name], self.times[name]
             state = ("waiting" if name in waiting else "running" if name in running
                      else "ended" if "end_s" in t else "pending" if "start_s" not in t else "running")
-            row = {"name": name, "state": state, "arrival_s": t["arrival_s"],
+            row: dict[str, Any] = {"name": name, "state": state, "arrival_s": t["arrival_s"],
                    "expected_s": job.duration_s, "gpus": job.gpus}
             if state == "waiting":
                 row.update(waited_s=max(0.0, now - t["arrival_s"]), reason=self.reasons.get(name))
@@ -243,19 +301,22 @@ class QueuePlan(Plan):
         return {**self.settings(), "elapsed_s": now, "jobs": jobs}
 
     # --- scheduling ------------------------------------------------------------------------------
-    def _schedule(self, engine, now: float) -> None:
-        t = now - self.t0
+    def _schedule(self, engine: Engine, now: float) -> None:
+        t0 = self.t0
+        if t0 is None:  # run() sets it before the first tick that schedules
+            return
+        t = now - t0
         rec = engine.recorder
         for name in list(self._running):
             run = engine.runs.get(name)
             if run is not None and not run.alive:
-                end = self.times[name]["end_s"] = (run.ended or now) - self.t0
-                rec.queue_event(name, "queue-end", self.t0 + end, end_s=end, status=run.status)
+                end = self.times[name]["end_s"] = (run.ended or now) - t0
+                rec.queue_event(name, "queue-end", t0 + end, end_s=end, status=run.status)
                 del self._running[name]
         while self._pending and self._pending[0].arrival_s <= t:
             job = self._pending.pop(0)
             self.queue.add(job)
-            rec.queue_event(job.name, "queued", self.t0 + job.arrival_s, arrival_s=job.arrival_s,
+            rec.queue_event(job.name, "queued", t0 + job.arrival_s, arrival_s=job.arrival_s,
                             expected_s=job.duration_s, cpu_cores=job.cpu_cores, gpus=job.gpus,
                             priority=job.priority, klass=job.klass)
         if not len(self.queue):
@@ -285,12 +346,16 @@ class QueuePlan(Plan):
         self.reasons = d.reasons
 
     # --- results ---------------------------------------------------------------------------------
-    def summary(self) -> dict:
+    def summary(self) -> QueueSummary:
         """Per job arrival, start, end, wait and JCT (s from the queue's start), and the queue's
         policy, slots, makespan, mean JCT and mean wait over the jobs that ended."""
-        jobs = {}
+        jobs: dict[str, QueueJobSummary] = {}
         for name, t in self.times.items():
-            row = dict(t)
+            row: QueueJobSummary = {"arrival_s": t["arrival_s"]}
+            if "start_s" in t:
+                row["start_s"] = t["start_s"]
+            if "end_s" in t:
+                row["end_s"] = t["end_s"]
             if "start_s" in t:
                 row["wait_s"] = t["start_s"] - t["arrival_s"]
             if "end_s" in t:

@@ -22,12 +22,24 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse.phases import ranks_json
-from gputop_dl.record.store import Store, StoreError, session_work_dir
-from gputop_dl.snapshot import JobSample
+from gputop_dl.engine.plan import VerdictJson
+from gputop_dl.record.paths import StoreError, session_work_dir
+from gputop_dl.record.store import Store
+from gputop_dl.snapshot import Distributed, GpuSample, HostSample, JobSample
 from gputop_dl.workload import SessionSpec, Workload, redact_args
+
+if TYPE_CHECKING:
+    from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
+
+# what a launched job's row last said: status, failure, device, pid, ended, stderr tail, solo
+# baseline, ranks (written when it changes; the end's catch-up writes the first five)
+_Row = tuple[str, "str | None", "str | None", "int | None", "float | None", tuple[str, ...],
+             "SoloBaseline | None", "Distributed | None"]
 
 
 class Recorder:
@@ -39,13 +51,14 @@ class Recorder:
         self.session_id: str | None = None
         self.work_dir: str | None = None
         self._store: Store | None = None
-        self._rows: dict[str, tuple] = {}  # launched job -> its latest row (written unless failed)
-        self._found_live: dict[int, tuple] = {}  # found pid -> (row, device, distributed)
+        self._rows: dict[str, _Row] = {}  # launched job -> its latest row (written unless failed)
+        # found pid -> (its row's name, device, distributed)
+        self._found_live: dict[int | None, tuple[str, str | None, Distributed | None]] = {}
         self._found_names: set[str] = set()  # the monitor session's job rows
         self.failure: str | None = None  # why recording stopped mid-run
 
     @contextmanager
-    def _writing(self):
+    def _writing(self) -> Iterator[None]:
         """Run store writes; a failure stops the recording (see the module docstring)."""
         try:
             yield
@@ -75,8 +88,8 @@ class Recorder:
         return self._store is not None
 
     # --- sessions ------------------------------------------------------------------------------
-    def open_launch(self, spec: SessionSpec, command: str, env: dict, *, kind: str = "launch",
-                    extra: dict | None = None) -> None:
+    def open_launch(self, spec: SessionSpec, command: str, env: dict[str, Any], *,
+                    kind: str = "launch", extra: dict[str, Any] | None = None) -> None:
         """A launch's session (or a queue's: `kind`, with `extra` in its spec), with a
         "waiting" row per workload."""
         if not self.enabled:
@@ -93,7 +106,7 @@ class Recorder:
                               status="waiting")
             st.commit()
 
-    def open_monitor(self, command: str, env: dict, interval: float,
+    def open_monitor(self, command: str, env: dict[str, Any], interval: float,
                      kind: str = "monitor") -> bool:
         """The monitor's session (kind "monitor", or "diagnose"); False when recording is off
         (or failed)."""
@@ -106,37 +119,39 @@ class Recorder:
                 environment=env, spec={"interval": interval})
         return self._store is not None
 
-    def close(self, state: str, verdict: dict | None) -> None:
+    def close(self, state: str, verdict: VerdictJson | None) -> None:
         with self._writing():
             if self._store is not None:
-                self._store.end_session(self.session_id, state, verdict)
+                if self.session_id is not None:
+                    self._store.end_session(self.session_id, state, verdict)
                 self._store.close()
                 return
         if self.failure and self.session_id:
-            self._catch_up(verdict)
+            self._catch_up(self.session_id, self.failure, verdict)
 
-    def _catch_up(self, verdict: dict | None) -> None:
+    def _catch_up(self, sid: str, failure: str, verdict: VerdictJson | None) -> None:
         """After a failure, once at the end: the session marked "cut short" with its verdict
         and the jobs' final statuses, if the database takes writes again (space freed); the
         samples of the gap stay lost. A second failure changes nothing."""
         try:
             st = Store(self.store_path)
             try:
-                for name, (status, failure, device, pid, ended, *_) in self._rows.items():
-                    st.upsert_job(self.session_id, name, launched=True, config=None,
-                                  status=status, failure=failure, device=device, pid=pid,
+                for name, (status, why, device, pid, ended, *_) in self._rows.items():
+                    st.upsert_job(sid, name, launched=True, config=None,
+                                  status=status, failure=why, device=device, pid=pid,
                                   ended=ended)
-                st.end_session(self.session_id, "cut short", verdict)
+                st.end_session(sid, "cut short", verdict)
             finally:
                 st.close()
         except (sqlite3.Error, OSError, StoreError):
             return
-        self.failure += "; at the end the session's state and the jobs' final statuses were saved"
+        self.failure = failure + "; at the end the session's state and the jobs' final statuses were saved"
 
     # --- launched jobs ------------------------------------------------------------------------
-    def job_started(self, w: Workload, phase: str, pid: int, started: float, argv) -> None:
+    def job_started(self, w: Workload, phase: str, pid: int | None, started: float,
+                    argv: list[str] | None) -> None:
         with self._writing():
-            if self._store is not None:
+            if self._store is not None and self.session_id is not None:
                 self._store.upsert_job(self.session_id, w.name, launched=True, config=w.to_dict(redact=True),
                                        status="starting", pid=pid, started=started,
                                        info={"phase": phase, "argv": redact_args(argv or ())})
@@ -144,29 +159,29 @@ class Recorder:
     def job_status(self, w: Workload, status: str) -> None:
         """A job row's status without a run (a queued job that never started)."""
         with self._writing():
-            if self._store is not None:
+            if self._store is not None and self.session_id is not None:
                 self._store.upsert_job(self.session_id, w.name, launched=True, config=None,
                                        status=status)
 
-    def events(self, job: str, phase: str, evs: list[dict]) -> None:
+    def events(self, job: str, phase: str, evs: list[Event]) -> None:
         with self._writing():
-            if self._store is not None and evs:
+            if self._store is not None and self.session_id is not None and evs:
                 self._store.add_events(self.session_id, job, phase, evs)
 
-    def launched(self, now: float, run, js: JobSample, was_alive: bool) -> None:
+    def launched(self, now: float, run: JobRun, js: JobSample, was_alive: bool) -> None:
         """A launched job's tick: its jobs row when it changed (rarely), its sample while it
         runs and on the tick it ended. `run` is the engine's JobRun."""
         with self._writing():
             dist = js.distributed
-            row = (js.status, js.failure, js.device, js.pid, run.ended, run.stderr_tail, run.solo,
+            row: _Row = (js.status, js.failure, js.device, js.pid, run.ended, run.stderr_tail, run.solo,
                    dist)
             changed = row != self._rows.get(js.name)
             self._rows[js.name] = row  # also after a failure: what the end's catch-up writes
-            st = self._store
-            if st is None:
+            st, sid = self._store, self.session_id
+            if st is None or sid is None:
                 return
             if changed:
-                st.upsert_job(self.session_id, js.name, launched=True, config=None, status=js.status,
+                st.upsert_job(sid, js.name, launched=True, config=None, status=js.status,
                               failure=js.failure, device=js.device, pid=js.pid, ended=run.ended,
                               info={"phase": run.phase, "stderr_tail": list(run.stderr_tail),
                                     "solo": run.solo, "argv": redact_args(run.proc.argv or ()),
@@ -176,13 +191,13 @@ class Recorder:
                                     **dict(zip(("ranks", "straggler"),
                                                ranks_json(js.ranks, js.straggler)))})
             if run.alive or was_alive:
-                st.add_job_sample(self.session_id, now, js, run.phase)
+                st.add_job_sample(sid, now, js, run.phase)
 
     # --- solo baselines -----------------------------------------------------------------------
-    def cached_baseline(self, fingerprint: str) -> dict | None:
+    def cached_baseline(self, fingerprint: str) -> SoloBaseline | None:
         return self._store.baseline(fingerprint) if self._store is not None else None
 
-    def cached_baseline_any(self, fingerprint: str) -> dict | None:
+    def cached_baseline_any(self, fingerprint: str) -> SoloBaseline | None:
         """A cached solo baseline, also before a session is open (None when recording is off)."""
         if self._store is not None or not self.enabled:
             return self.cached_baseline(fingerprint)
@@ -192,21 +207,21 @@ class Recorder:
         finally:
             st.close()
 
-    def queue_event(self, job: str, ev: str, t: float, **data) -> None:
+    def queue_event(self, job: str, ev: str, t: float, **data: Any) -> None:
         """A queued job's arrival, start or end (ev "queued", "queue-start", "queue-end"; times
         in `data` are seconds from the queue's start)."""
         self.events(job, "queue", [{"ev": ev, "t": t, **data}])
 
-    def baseline(self, fingerprint: str, job: str, base: dict) -> None:
+    def baseline(self, fingerprint: str, job: str, base: SoloBaseline) -> None:
         with self._writing():
-            if self._store is not None:
+            if self._store is not None and self.session_id is not None:
                 self._store.save_baseline(fingerprint, self.session_id, job, base)
                 self._store.add_events(self.session_id, job, "baseline",
                                        [{"ev": "baseline", "t": time.time(), **base}])
 
-    def verdict(self, v: dict | None) -> None:
+    def verdict(self, v: VerdictJson | None) -> None:
         with self._writing():
-            if self._store is not None:
+            if self._store is not None and self.session_id is not None:
                 self._store.set_verdict(self.session_id, v)
 
     # --- found jobs (monitor) -----------------------------------------------------------------
@@ -214,15 +229,19 @@ class Recorder:
         """The monitor's found jobs: a row per job (a new one even when an earlier job had its
         name; updated when it appears on a GPU; "ended" once gone) and a sample per tick."""
         with self._writing():
-            st = self._store
-            if st is None:
+            st, sid = self._store, self.session_id
+            if st is None or sid is None:
                 return
-            sid, seen = self.session_id, {}
+            seen: dict[int | None, tuple[str, str | None, Distributed | None]] = {}
             for j in jobs:
-                name, device, dist = self._found_live.get(j.pid, (None, "?", None))
-                if name is None:  # a new job: its own row, even if an earlier one had its name
+                known = self._found_live.get(j.pid)
+                if known is None:  # a new job: its own row, even if an earlier one had its name
                     name = j.name if j.name not in self._found_names else f"{j.name} ({j.pid})"
                     self._found_names.add(name)
+                    device: str | None = "?"
+                    dist: Distributed | None = None
+                else:
+                    name, device, dist = known
                 if device != j.device or dist != j.distributed:  # new, on a GPU, its ranks
                     d = j.distributed
                     st.upsert_job(sid, name, launched=False, config=None, status="running",
@@ -238,14 +257,14 @@ class Recorder:
             self._found_live = seen
 
     # --- every tick ---------------------------------------------------------------------------
-    def tick(self, now: float, host, gpus) -> None:
+    def tick(self, now: float, host: HostSample, gpus: tuple[GpuSample, ...]) -> None:
         """Host and GPU samples, the heartbeat, and the tick's one commit."""
         with self._writing():
-            st = self._store
-            if st is None:
+            st, sid = self._store, self.session_id
+            if st is None or sid is None:
                 return
-            st.add_host_sample(self.session_id, now, host)
+            st.add_host_sample(sid, now, host)
             if gpus:
-                st.add_gpu_samples(self.session_id, now, gpus)
-            st.heartbeat(self.session_id, now)
+                st.add_gpu_samples(sid, now, gpus)
+            st.heartbeat(sid, now)
             st.commit()

@@ -1,6 +1,6 @@
 """The lab commands `models`, `sweep` and `profile`: check the arguments, run, print, record.
 
-Called by cli.py with the parsed arguments; bad arguments are a one-line `UsageError` (exit 2).
+Called by `cli/` with the parsed arguments; bad arguments are a one-line `UsageError` (exit 2).
 The monitor process never imports torch: `models` and `profile` import it here, in the command
 that needs it, and `sweep` runs each batch size in a worker process.
 """

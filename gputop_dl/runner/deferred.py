@@ -28,7 +28,8 @@ def host_preview() -> Snapshot:
     none: unknown ("–"), not 0 %."""
     from gputop_dl.collect.host import HostSampler
 
-    host = dataclasses.replace(HostSampler().sample(), cpu_busy=None, per_cpu=(),
+    sampler = HostSampler()
+    host = dataclasses.replace(sampler.sample(), cpu_busy=None, per_cpu=(),
                                cgroup_throttled_frac=None)
     return Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING, host=host)
 

@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import time
+from types import FrameType
+from typing import Any
 
 from gputop_dl.collect.extras import require_train
 from gputop_dl.collect.found import FoundJobs
@@ -19,7 +21,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
-from gputop_dl.record.store import check_store  # noqa: F401 (runner's API)
+from gputop_dl.record.store import check_store as check_store  # runner's API
 from gputop_dl.workload import SessionSpec
 
 
@@ -128,7 +130,7 @@ class Launcher:
 
 
 def run_file(path: str, *, nvml: Nvml | None = None, store_path: str | None = None,
-             **overrides) -> Engine:
+             **overrides: Any) -> Engine:
     """Load a workload file, run the whole session without a presenter, return the engine
     (tests and benchmarks)."""
     nvml = nvml or Nvml()
@@ -153,7 +155,7 @@ def stop_on_signals(engine: Engine) -> None:
     and its live jobs as interrupted)."""
     first: list[float] = []
 
-    def cut_short(_signum=None, _frame=None):
+    def cut_short(_signum: int | None = None, _frame: FrameType | None = None) -> None:
         if engine.running:  # still stopping the jobs
             left = first[0] + STOP_DEADLINE_S - time.monotonic() if first else 0.2
             if left > 0:
@@ -170,7 +172,7 @@ def stop_on_signals(engine: Engine) -> None:
             # seconds, and the engine thread is mid-write (its transaction is rolled back)
         raise KeyboardInterrupt
 
-    def handler(signum, _frame):
+    def handler(signum: int, _frame: FrameType | None) -> None:
         engine.signalled = True
         if not engine.running:
             cut_short()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse import passive
 from gputop_dl.collect.machine import snapshot_once
@@ -25,6 +27,12 @@ from gputop_dl.runner.terminal import require_foreground
 from gputop_dl.text.console import console
 from gputop_dl.text.safe import clean, text
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gputop_dl.present.tui.app import GputopApp
+    from gputop_dl.snapshot import Snapshot
+
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
 ONCE_S = 1.0  # `--once`: seconds between its two samples (the CPU wait is read over them)
 SUMMARY_ROWS = 100  # the console summary's table shows this many jobs at most
@@ -32,7 +40,7 @@ SUMMARY_ROWS = 100  # the console summary's table shows this many jobs at most
 
 # --- ending ------------------------------------------------------------------------------------
 
-def print_summary(engine: Engine, out=None) -> None:
+def print_summary(engine: Engine, out: Console | None = None) -> None:
     """After a launch: the per-job results from the store, the verdict and the session line."""
     if not engine.session_id:
         return
@@ -52,8 +60,8 @@ def print_summary(engine: Engine, out=None) -> None:
     jobs = summary.jobs
     if engine.recorder.failure:  # the store stopped mid-run: its statuses may be stale
         final = {n: (r.status, r.failure) for n, r in engine.runs.items()}
-        jobs = [dataclasses.replace(j, status=final[j.name][0], failure=final[j.name][1])
-                if j.name in final else j for j in jobs]
+        jobs = tuple(dataclasses.replace(j, status=final[j.name][0], failure=final[j.name][1])
+                     if j.name in final else j for j in jobs)
         out.print("the figures below are what was recorded before recording stopped; the "
                   "statuses are the final ones", markup=False)
     out.print(summary_table(jobs[:SUMMARY_ROWS]))
@@ -103,12 +111,9 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
         start_metrics(engine, metrics, "launch")
     code = None
     if not headless and sys.stdout.isatty():
-        try:
-            from gputop_dl.present.tui.app import GputopApp
-        except ImportError:  # no usable Textual: the console still works
-            GputopApp = None
-        if GputopApp is not None:
-            code = run_launch_tui(engine, GputopApp)
+        app_class = tui_app()
+        if app_class is not None:
+            code = run_launch_tui(engine, app_class)
     if code is None:
         code = run_headless(engine)
     if tensorboard and engine.session_id:
@@ -135,18 +140,24 @@ def run_queue(path: str, *, policy: str | None = None, headless: bool = False) -
                            "--headless")
     engine = queue_engine(spec, nvml, policy=policy, command="gputop-dl " + " ".join(sys.argv[1:]))
     if not headless and sys.stdout.isatty():
-        try:
-            from gputop_dl.present.tui.app import GputopApp
-        except ImportError:
-            GputopApp = None
-        if GputopApp is not None:
-            code = run_launch_tui(engine, GputopApp)
+        app_class = tui_app()
+        if app_class is not None:
+            code = run_launch_tui(engine, app_class)
             print_queue(engine)
             return code
     return run_headless(engine, after=print_queue)
 
 
-def print_queue(engine: Engine, out=None) -> None:
+def tui_app() -> type[GputopApp] | None:
+    """The TUI's app class; None without a usable Textual (the console still works)."""
+    try:
+        from gputop_dl.present.tui.app import GputopApp
+    except ImportError:
+        return None
+    return GputopApp
+
+
+def print_queue(engine: Engine, out: Console | None = None) -> None:
     """After a queue: its per-job times and means, from the store."""
     if not engine.session_id:
         return
@@ -165,7 +176,7 @@ def print_queue(engine: Engine, out=None) -> None:
         out.print(queue_line(q), markup=False)
 
 
-def run_headless(engine: Engine, after=None) -> int:
+def run_headless(engine: Engine, after: Callable[[Engine, Console], None] | None = None) -> int:
     """A launch on the console: header, live table or progress lines, then the summary."""
     from gputop_dl.present.headless import Headless, header_lines
 
@@ -175,7 +186,8 @@ def run_headless(engine: Engine, after=None) -> int:
     engine.start()
     while engine.session_id is None and engine.running:
         engine.join(0.05)
-    for line in header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail")):
+    for line in (header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail"))
+                 if engine.spec is not None else []):
         view.console.print(line)
     view.run(engine)
     engine.join()
@@ -185,7 +197,7 @@ def run_headless(engine: Engine, after=None) -> int:
     return exit_code(engine)
 
 
-def run_launch_tui(engine: Engine, app_class) -> int:
+def run_launch_tui(engine: Engine, app_class: type[GputopApp]) -> int:
     """A launch in the TUI; the summary is printed once the screen is gone."""
     app = app_class(engine, mode="launch", spec=engine.spec, handle_signals=True,
                     exporter=export_for_tui)
@@ -200,14 +212,14 @@ def run_launch_tui(engine: Engine, app_class) -> int:
 
 
 def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0, probe: bool = True,
-                     progress=None) -> dict:
+                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The monitor's `d`: one diagnosis of the found jobs, recorded; its result dict.
     `progress(message)`: called with each new message of the diagnosis, as it says it."""
     engine = diagnose_engine(nvml, seconds=seconds, probe=probe, interval=0.5)
     if progress is not None:
-        said: list = [None]
+        said: list[tuple[float, str] | None] = [None]  # the last message told
 
-        def tell(snap) -> None:
+        def tell(snap: Snapshot) -> None:
             if snap.log and snap.log[-1] != said[0]:
                 said[0] = snap.log[-1]
                 progress(snap.log[-1][1])
@@ -217,7 +229,7 @@ def diagnose_for_tui(nvml: Nvml, seconds: float = 20.0, probe: bool = True,
     engine.join()
     if engine.error is not None:
         raise RuntimeError(str(engine.error))
-    return dict(engine.plan.result(), session=engine.session_id)
+    return dict(diagnosis(engine), session=engine.session_id)
 
 
 def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = False,
@@ -239,7 +251,7 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
                 shown = t
         if done:
             break
-    result = engine.plan.result()
+    result = diagnosis(engine)
     result["session"] = engine.session_id
     if as_json:
         print(json.dumps(result, indent=2))
@@ -247,13 +259,23 @@ def run_diagnose(*, seconds: float = 30.0, probe: bool = True, as_json: bool = F
         out = console()
         if result["jobs"]:
             out.print(diagnosis_table(result))
-        for line in verdict_lines(engine.verdict):
-            out.print(line)
+        for vline in verdict_lines(engine.verdict):
+            out.print(vline)
         for note in result["notes"]:
             out.print(f"note: {note}", markup=False)
         if engine.session_id:
             out.print(f"session {engine.session_id} ({engine.state})", markup=False)
     return exit_code(engine)
+
+
+def diagnosis(engine: Engine) -> dict[str, Any]:
+    """The diagnosis a diagnose engine ran (`DiagnosePlan.result`: gputop-dl.diagnosis/1)."""
+    from gputop_dl.engine.diagnose_plan import DiagnosePlan
+
+    plan = engine.plan
+    if not isinstance(plan, DiagnosePlan):
+        raise TypeError(f"not a diagnose engine: its plan is {plan.kind!r}")
+    return plan.result()
 
 
 def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:

@@ -2,7 +2,7 @@
 
 The profile is collect/boxprofile's; it is stored in the session database
 (`machine_profiles`) and `--show` prints the newest one. `plan` reads the workload file
-(config.py's one-line errors), each job's cached solo baseline where one matches its
+(config/'s one-line errors), each job's cached solo baseline where one matches its
 fingerprint (else an estimate from the file, said so), and the newest stored profile of this
 host (else a --quick one, measured now and stored), and hands them to `sched/fit.py`.
 """
@@ -12,12 +12,18 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.errors import UsageError
+
+if TYPE_CHECKING:
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.record.store import Store
+    from gputop_dl.workload import SessionSpec
 from gputop_dl.text.console import console
 
 
-def _store(readonly: bool):
+def _store(readonly: bool) -> Store:
     from gputop_dl.record.store import Store
 
     return Store(readonly=readonly)
@@ -71,7 +77,7 @@ def run_machine(data: list[str] | None, *, quick: bool, as_json: bool, out: str 
     return 0
 
 
-def stored_or_quick_profile() -> tuple[dict, str]:
+def stored_or_quick_profile() -> tuple[dict[str, Any], str]:  # a gputop-dl.machine/1 document
     """The newest stored profile of this host, else a --quick one measured now (and stored)."""
     from gputop_dl.record.paths import StoreError
 
@@ -131,7 +137,7 @@ def run_plan(path: str, as_json: bool = False) -> int:
     return 0
 
 
-def launch_fit_warning(spec, nvml) -> str | None:
+def launch_fit_warning(spec: SessionSpec, nvml: Nvml) -> str | None:
     """One line when the file asks for more jobs at once than fit on this box, from the stored
     machine profile and the cached solo baselines (None: they fit, or nothing is stored)."""
     from gputop_dl.collect.environment import environment

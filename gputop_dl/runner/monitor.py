@@ -9,9 +9,16 @@ diagnosis (`d`) and the export (`e`) import theirs when used.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.runner.deferred import DeferredSource, host_preview
 from gputop_dl.runner.terminal import require_foreground
+
+if TYPE_CHECKING:
+    from gputop_dl.engine import Engine
+    from gputop_dl.runner.engines import Launcher
+    from gputop_dl.workload import SessionSpec
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
 
@@ -20,9 +27,9 @@ class LazyLauncher:
     """The `l` screen's launcher (runner.engines.Launcher), imported on its first use."""
 
     def __init__(self) -> None:
-        self._launcher = None
+        self._launcher: Launcher | None = None
 
-    def _get(self):
+    def _get(self) -> Launcher:
         if self._launcher is None:
             from gputop_dl.collect.nvml import Nvml
             from gputop_dl.runner.engines import Launcher
@@ -30,10 +37,10 @@ class LazyLauncher:
             self._launcher = Launcher(Nvml())
         return self._launcher
 
-    def load(self, path: str, only: list[str] | None = None):
+    def load(self, path: str, only: list[str] | None = None) -> SessionSpec:
         return self._get().load(path, only=only)
 
-    def start(self, spec):
+    def start(self, spec: SessionSpec) -> Engine:
         return self._get().start(spec)
 
 
@@ -44,8 +51,9 @@ def export(session_id: str, path: str, store_path: str | None = None) -> str:
     return export_for_tui(session_id, path, store_path=store_path)
 
 
-def diagnose(seconds: float = 20.0, probe: bool = True, progress=None, *,
-             readonly: bool = False) -> dict:
+def diagnose(seconds: float = 20.0, probe: bool = True,
+             progress: Callable[[str], None] | None = None, *,
+             readonly: bool = False) -> dict[str, Any]:
     """The `d` key (runner.live.diagnose_for_tui); read-only: observed, never probed."""
     from gputop_dl.collect.nvml import Nvml
     from gputop_dl.runner.live import diagnose_for_tui
@@ -65,7 +73,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
     check_store()
     from gputop_dl.present.tui.app import GputopApp
 
-    def build():
+    def build() -> Engine:
         from gputop_dl.collect.nvml import Nvml
         from gputop_dl.collect.stall import STALL_BUDGET
         from gputop_dl.runner.engines import monitor_engine

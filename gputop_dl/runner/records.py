@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from types import FrameType
 
 from gputop_dl.text.console import console
 
@@ -35,7 +36,7 @@ def run_export(session_id: str | None, out: str, tensorboard: bool = False,
 def interrupt_on_term() -> None:
     """TERM (and HUP) end an export like Ctrl-C: KeyboardInterrupt, exit 130, and the file
     being written is removed (write_atomic), never left half-written."""
-    def handler(_signum, _frame):
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -64,7 +65,7 @@ def run_export_tensorboard(session_id: str | None, out: str) -> int:
 def run_sessions(as_json: bool = False) -> int:
     """`gputop-dl sessions [--json]`."""
     from gputop_dl.present.report import list_sessions, sessions_table
-    from gputop_dl.record.store import default_db_path
+    from gputop_dl.record.paths import default_db_path
 
     rows = list_sessions()
     if as_json:  # for scripts: the rows as they are (schema gputop-dl.sessions/1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
@@ -14,6 +14,7 @@ from gputop_dl.runner.engines import monitor_engine, stop_on_signals
 from gputop_dl.text.console import console
 
 if TYPE_CHECKING:
+    from gputop_dl.collect.fleet_poll import FleetPoller, FleetSnapshot
     from gputop_dl.present.prometheus import MetricsServer
 
 
@@ -52,7 +53,7 @@ def run_serve(listen: str | None = None, *, interval: float = 1.0,
 
 
 def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.0,
-                 timeout: float = 2.0):
+                 timeout: float = 2.0) -> FleetPoller:
     """The fleet's source: `nodes` (HOST:PORT,... or a TOML node list) read directly, or a
     Prometheus server's API at `prometheus`. Raises UsageError for a bad list or URL."""
     from gputop_dl.analyse.distributed import group_distributed
@@ -69,7 +70,7 @@ def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.
                        interval=interval, source="nodes", group=group_distributed)
 
 
-def fleet_json(snap) -> dict:
+def fleet_json(snap: FleetSnapshot) -> dict[str, Any]:
     """`--once --json` on the fleet (schema gputop-dl.fleet/1; fields are only ever added)."""
     return {"schema": "gputop-dl.fleet/1", "time": snap.time, "source": snap.source,
             "error": snap.error, "poll_s": snap.poll_s,

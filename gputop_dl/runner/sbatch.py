@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from typing import TextIO
 
 from gputop_dl.config import load_session
 from gputop_dl.errors import UsageError
 
 
-def run_sbatch(path: str, out_dir: str, *, policy: str | None = None, out=None) -> int:
+def run_sbatch(path: str, out_dir: str, *, policy: str | None = None, out: TextIO | None = None) -> int:
     """Write DIR/<job>.sbatch per workload of `path` (sched/sbatch.py says what goes in) and
     DIR/submit.sh, which submits them in the policy's order; runs nothing. Each job's expected
     duration and solo CPU need come from its cached solo baseline, as for `queue`."""
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.engine.launch_plan import fingerprint
+    from gputop_dl.collect.fingerprint import fingerprint
     from gputop_dl.engine.queue_plan import job_for
-    from gputop_dl.record.store import Store, default_db_path
+    from gputop_dl.record.paths import default_db_path
+    from gputop_dl.record.store import Store
     from gputop_dl.sched.sbatch import nice_values, sbatch_script, submit_script
 
     out = out or sys.stdout
@@ -47,7 +50,8 @@ def run_sbatch(path: str, out_dir: str, *, policy: str | None = None, out=None) 
     nice = nice_values(pol, [j for _, j, _ in profiled])
     written = []
     for w, job, src in profiled:
-        if w.is_command:
+        argv: str | Sequence[str]
+        if w.command is not None:  # a command job
             argv = w.command[0] if w.shell else w.command
         else:
             argv = [sys.executable, "-m", "gputop_dl", "launch", os.path.abspath(path), "--only", w.name,

@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
 from gputop_dl.text.console import console
 from gputop_dl.text.fmt import num
 
+if TYPE_CHECKING:
+    from gputop_dl.trace import Trace
+
 
 def calibrated_alpha(session: str | None) -> tuple[float, str]:
     """`simulate --calibrate [SESSION]`: the CPU interference alpha of a recorded co-run (the
     newest launch whose verdict has slowdowns and a CPU need above the cores, or `session`)."""
     from gputop_dl.analyse.interference import cpu_alpha
-    from gputop_dl.record.store import default_db_path
+    from gputop_dl.record.paths import default_db_path
 
     path = default_db_path(writable=False)
     if not os.path.exists(path):
@@ -27,7 +31,9 @@ def calibrated_alpha(session: str | None) -> tuple[float, str]:
         if session and rows[0] is None:
             raise UsageError(f"--calibrate {session}: no such session")
         for row in rows:
-            got = cpu_alpha(row.verdict) if row is not None else None
+            if row is None:
+                continue
+            got = cpu_alpha(row.verdict)
             if got:
                 return got[0], f"session {row.id}: {got[1]}"
     finally:
@@ -37,10 +43,10 @@ def calibrated_alpha(session: str | None) -> tuple[float, str]:
                      + (f"; session {session} has not" if session else ""))
 
 
-def _recorded_verdicts(session: str | None = None) -> list[tuple[str, dict | None]]:
+def _recorded_verdicts(session: str | None = None) -> list[tuple[str, dict[str, Any] | None]]:
     """(session id, verdict) of the recorded sessions, newest first (only `session` if given);
     [] when this machine has recorded nothing."""
-    from gputop_dl.record.store import default_db_path
+    from gputop_dl.record.paths import default_db_path
 
     path = default_db_path(writable=False)
     if not os.path.exists(path):
@@ -53,7 +59,7 @@ def _recorded_verdicts(session: str | None = None) -> list[tuple[str, dict | Non
         store.close()
 
 
-def calibration(trace, explicit: str | bool | None) -> tuple[object, dict[str, str]]:
+def calibration(trace: Trace, explicit: str | bool | None) -> tuple[Trace, dict[str, str]]:
     """The trace with the interference figures this machine has recorded, and per figure where
     it came from. `explicit` True or SESSION (`--calibrate`): the CPU coefficient must come from
     a recording (UsageError otherwise); False (`--no-calibrate`): the trace's figures; None:
@@ -86,7 +92,7 @@ def calibration(trace, explicit: str | bool | None) -> tuple[object, dict[str, s
     return trace, where
 
 
-def load_any(path: str) -> tuple[object, dict[str, str]]:
+def load_any(path: str) -> tuple[Trace, dict[str, str]]:
     """A trace, or the workload file `queue` runs as one (`runner.workload_trace`): the Trace
     and, for a workload file, where each job's duration and CPU need came from."""
     from gputop_dl.runner.workload_trace import file_kind, workload_trace
@@ -96,13 +102,14 @@ def load_any(path: str) -> tuple[object, dict[str, str]]:
         return load_trace(path), {}
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.record.store import default_db_path
+    from gputop_dl.record.paths import default_db_path
 
     nvml = Nvml()
     db = default_db_path(writable=False)
     store = Store(db, readonly=True) if os.path.exists(db) else None
     try:
-        return workload_trace(path, nvml, store.baseline if store else None, environment(nvml))
+        return workload_trace(path, nvml, store.baseline if store else None,
+                              dict(environment(nvml)))
     finally:
         if store is not None:
             store.close()
@@ -133,14 +140,17 @@ def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[fl
         for name, how in sources.items():
             print(f"job {name}: {how}", file=sys.stderr)
     pols = [Policy(p, ageing_s=trace.ageing_s, v=trace.v) for p in trace.policies]
-    opts = dict(cpu_aware=trace.cpu_aware, cpu_alpha=trace.cpu_interference, gpu_share=trace.gpu_share)
     replay = trace.listed and not rates
     if replay:
-        results = [summarise(p.name, simulate(p, trace.listed_jobs(), trace.machine, **opts))
+        results = [summarise(p.name, simulate(p, trace.listed_jobs(), trace.machine,
+                                              cpu_aware=trace.cpu_aware,
+                                              cpu_alpha=trace.cpu_interference,
+                                              gpu_share=trace.gpu_share))
                    for p in pols]
     else:
         results = sweep(pols, trace.kinds, trace.machine, trace.rates, range(1, trace.seeds + 1),
-                        trace.jobs, **opts)
+                        trace.jobs, cpu_aware=trace.cpu_aware, cpu_alpha=trace.cpu_interference,
+                        gpu_share=trace.gpu_share)
     rows = [r.to_json() for r in results]
     setup = simulation_setup(trace, replay, where, sources)
     if as_json:
@@ -153,8 +163,8 @@ def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[fl
     return 0
 
 
-def simulation_setup(trace, replay: bool, where: dict[str, str] | None = None,
-                     sources: dict[str, str] | None = None) -> dict:
+def simulation_setup(trace: Trace, replay: bool, where: dict[str, str] | None = None,
+                     sources: dict[str, str] | None = None) -> dict[str, Any]:
     """What the simulation report says about its trace, machine and runs (JSON-friendly)."""
     m = trace.machine
     runs = (f"the {len(trace.kinds)} listed arrivals, once" if replay else
@@ -179,7 +189,7 @@ def simulation_setup(trace, replay: bool, where: dict[str, str] | None = None,
             "load": {} if replay else {str(r): trace.offered_load(r) for r in trace.rates}}
 
 
-def print_simulation(setup: dict, rows: list[dict]) -> None:
+def print_simulation(setup: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     """The results as a console table: per rate and policy, the means over seeds."""
     from rich.table import Table
 

@@ -13,10 +13,15 @@ workload the listed arrivals can be replayed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gputop_dl.config import FIELDS, ConfigError, load_session, usable_cpus
-from gputop_dl.engine.launch_plan import fingerprint
+from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.config import ConfigError, load_session, usable_cpus
+from gputop_dl.config.fields import FIELDS
+from gputop_dl.engine.jobrun import SoloBaseline
 from gputop_dl.engine.queue_plan import job_for
 from gputop_dl.sched.model import Machine
 from gputop_dl.sched.simulate import JobKind
@@ -50,7 +55,8 @@ def file_kind(path: str) -> str:
     return "workload" if work_marks else "trace"
 
 
-def workload_trace(path: str, nvml, cached=None, env: dict | None = None) -> tuple[Trace, dict[str, str]]:
+def workload_trace(path: str, nvml: Nvml, cached: Callable[[str], SoloBaseline | None] | None = None,
+                   env: dict[str, Any] | None = None) -> tuple[Trace, dict[str, str]]:
     """The workload file at `path` as a Trace on this machine, and per job where its expected
     duration and CPU need came from. `cached(fingerprint)` looks up a solo baseline (None: no
     store). A job with neither `duration_s` nor a cached solo profile is a ConfigError."""
@@ -64,7 +70,8 @@ def workload_trace(path: str, nvml, cached=None, env: dict | None = None) -> tup
     cpus = float(usable_cpus())
     machine = (Machine(gpus=gpus, cpus=cpus, unit="GPU") if spec.cuda else
                Machine(gpus=spec.slots or int(cpus), cpus=cpus, unit="slot"))
-    kinds, sources = [], {}
+    kinds: list[JobKind] = []
+    sources: dict[str, str] = {}
     for i, w in enumerate(spec.workloads):
         base = cached(fingerprint(w, spec.cuda, env)) if cached else None
         job, src = job_for(w, base, spec.cuda)

@@ -13,6 +13,8 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torchvision
@@ -30,7 +32,7 @@ ENV_GO = "GPUTOP_DL_GO"  # co-run start barrier: a file the launcher creates whe
 GO_TIMEOUT_S = 600.0
 
 
-def wait_for_go(path: str | None, events: EventWriter, timeout_s: float = GO_TIMEOUT_S) -> None:
+def wait_for_go(path: str | None, events: EventWriter | StepsOnly, timeout_s: float = GO_TIMEOUT_S) -> None:
     """Block until `path` exists (the other co-run jobs are built too), or give up after timeout_s."""
     if not path:
         return
@@ -54,7 +56,9 @@ def build_model(w: Workload, device: torch.device) -> nn.Module:
         gpu = w.gpus[0] if w.gpus else None
         emu = EmulatedDevice(device, gpu, os.environ.get(ENV_EMU_DIR))
         return SyntheticModel(w.input_size, w.num_classes, w.step_device_ms, w.step_cpu_ms, emu)
-    return torchvision.models.get_model(w.model, weights=None, num_classes=w.num_classes)
+    model: nn.Module = torchvision.models.get_model(w.model, weights=None,  # torchvision: untyped
+                                                    num_classes=w.num_classes)
+    return model
 
 
 def forward_flops(w: Workload) -> float | None:
@@ -67,7 +71,7 @@ def forward_flops(w: Workload) -> float | None:
     return model_cost(w.model, w.input_size).flops
 
 
-def build_optimizer(w: Workload, params):
+def build_optimizer(w: Workload, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
     if w.optimizer == "adam":
         return torch.optim.Adam(params, lr=w.lr)
     if w.optimizer == "adamw":
@@ -78,7 +82,7 @@ def build_optimizer(w: Workload, params):
 class Trainer:
     """Builds model, data and optimizer for one workload and runs its epochs."""
 
-    def __init__(self, w: Workload, events: EventWriter):
+    def __init__(self, w: Workload, events: EventWriter | StepsOnly):
         self.w = w
         self.events = events
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -97,7 +101,7 @@ class Trainer:
 
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
         dataset = build_dataset(w, self.world_size)
-        sampler = None
+        sampler: torch.utils.data.distributed.DistributedSampler[Any] | None = None
         if self.world_size > 1:
             sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True,
                                                                       seed=w.seed)
@@ -173,8 +177,9 @@ class Trainer:
                 n += 1
                 t1 = time.perf_counter()
                 ph, pairs = sc.take()
-                rec = dict(epoch=epoch, step=step, t_data=round(t_data, 6),
-                           t_step=round(t1 - t0, 6), samples=samples_per_step, ph=rounded(ph))
+                rec: dict[str, Any] = dict(epoch=epoch, step=step, t_data=round(t_data, 6),
+                                           t_step=round(t1 - t0, 6), samples=samples_per_step,
+                                           ph=rounded(ph))  # a "step" event (channel.py)
                 if rank is not None:
                     rec["rank"] = rank
                 if resolver is not None:

@@ -32,7 +32,7 @@ def spin_cpu(ms: float) -> None:
             x += 1
 
 
-class SyntheticDataset(torch.utils.data.Dataset):
+class SyntheticDataset(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """Samples of shape (3, size, size) that each cost `sample_cpu_ms` of CPU time."""
 
     def __init__(self, length: int, input_size: int, num_classes: int, sample_cpu_ms: float,
@@ -46,7 +46,7 @@ class SyntheticDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         spin_cpu(self.sample_cpu_ms)
         if self.sample_io_ms > 0:
             time.sleep(self.sample_io_ms / 1000.0)
@@ -90,7 +90,9 @@ class EmulatedDevice:
         b = torch.randn(n, n, device=self.device, dtype=torch.float16)
         out = torch.empty(n, n, device=self.device, dtype=torch.float16)
         self._mm = (a, b, out)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch.cuda.Event's constructor has no annotations in torch's own types
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         for _ in range(5):  # warm-up: cuBLAS picks its kernel
             torch.mm(a, b, out=out)
         best = float("inf")
@@ -159,7 +161,8 @@ class SyntheticModel(nn.Module):
         self.step_cpu_ms = step_cpu_ms
         self.device_work = device_work
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         spin_cpu(self.step_cpu_ms)
         self.device_work.work(self.step_device_ms)
-        return self.fc(x.flatten(1))
+        out: torch.Tensor = self.fc(x.flatten(1))  # nn.Module's __call__ returns Any
+        return out

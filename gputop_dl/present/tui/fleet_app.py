@@ -230,9 +230,10 @@ class FleetApp(LiveApp[FleetSnap]):
         cells[3] = Cell(cells[3].text, status)
         sd = j.slowdown
         cells[7] = Cell(cells[7].text, p.tone(slowdown_tone(sd)))
-        sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem,
+        name = j.name or DASH  # None: the exporter's series had no job label
+        sort = {"job": name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem,
                 "step": j.step_time_s}
-        return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=j.name,
+        return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=name,
                    alive=j.status == "running")
 
     def dist_row(self, d: Mapping[str, Any]) -> Row:
@@ -338,7 +339,7 @@ class FleetApp(LiveApp[FleetSnap]):
         for g in n.gpus:
             out[f"gpu {g.get('index')}"] = (f"util {pct(g.get('util'))} · memory "
                                             f"{size(g.get('mem_used'))} / {size(g.get('mem_total'))}")
-        out["jobs"] = ", ".join(j.name for j in n.jobs) or "none"
+        out["jobs"] = ", ".join(j.name or DASH for j in n.jobs) or "none"
         return out
 
     @staticmethod
