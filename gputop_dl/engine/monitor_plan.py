@@ -7,6 +7,7 @@ from its CPU and GPU waits, and the set's verdict, with no baseline and no job p
 from __future__ import annotations
 
 from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan
 from gputop_dl.snapshot import JobSample
 
@@ -25,6 +26,7 @@ class MonitorPlan(Plan):
         self._rows: tuple[tuple[JobSample, ...], list[JobSample]] = ((), [])  # this tick's
 
     def run(self, engine) -> str:
+        self.passive.peaks = load_peaks(engine.recorder.store_path)  # the box's measured peaks
         engine.loop(lambda: False)
         return "finished"  # quitting is how a monitor run ends
 
