@@ -193,7 +193,7 @@ def capacities(p: dict, available_now: float | None = None) -> dict[str, tuple[f
     peaks = [g["link_peak_bps"] for g in gpus if g.get("link_peak_bps")]
     mems = [g["mem_total"] for g in gpus if g.get("mem_total")]
     return {
-        "cores": (c.get("usable_cpus"), "usable CPUs (affinity, cgroup quota)"),
+        "cores": (c.get("usable_cpus"), "usable CPUs"),
         "memory": (available_now, "available now") if available_now is not None
         else (m.get("available"), "available when profiled"),
         "disk_read": (disks[0]["seq_bps"], f"measured, {', '.join(disks[0]['paths'])}")
