@@ -112,3 +112,9 @@ def test_launch_prelaunch_check_adds_memory_and_disk_from_the_stored_profile(tmp
     assert "10.0 GiB is available now" in eng.said[1]  # now, not when profiled
     assert "read ≈ 300.0 MB/s from storage together; the disk reads 200.0 MB/s at most" in eng.said[2]
     assert "measured 2027-01-15" in eng.said[2]
+
+
+def test_a_job_on_a_gpu_the_profile_does_not_know_never_binds():
+    cap, pools = capacities(PROFILE), gpu_pools(PROFILE)
+    p = plan_fit([gjob("a", (5,), 90 * GB), gjob("b", (0,))], cap, pools)
+    assert (p.fit, p.binding) == (2, None)

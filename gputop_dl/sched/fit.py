@@ -89,8 +89,10 @@ class _Pools:
         cap, v = self.cap.get(key), j.demand.get(key)
         if cap is None or v is None:
             return None
-        gpus = [g for g in j.gpus if g in cap] or [max(
-            cap, key=lambda g: (cap[g] - self.used.get((key, g), 0.0), -g))]
+        gpus = [g for g in j.gpus if g in cap]
+        if j.gpus and not gpus:  # on GPUs the profile does not know: unknown, never binds
+            return None
+        gpus = gpus or [max(cap, key=lambda g: (cap[g] - self.used.get((key, g), 0.0), -g))]
         return [(g, v / len(gpus)) for g in gpus]
 
     def over(self, key: str, j: JobDemand) -> float | None:
