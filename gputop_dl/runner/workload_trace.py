@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gputop_dl.config import FIELDS, ConfigError, load_session, usable_cpus
+from gputop_dl.collect.boxprofile.cpus import read_cpus
+from gputop_dl.config import FIELDS, ConfigError, load_session
 from gputop_dl.engine.launch_plan import fingerprint
 from gputop_dl.engine.queue_plan import job_for
 from gputop_dl.sched.model import Machine
@@ -61,9 +62,9 @@ def workload_trace(path: str, nvml, cached=None, env: dict | None = None) -> tup
     tables = data.get("workload") or []
     listed = bool(tables) and all("arrival" in t for t in tables) or "arrival" in (data.get("defaults") or {})
     env = env or {}
-    cpus = float(usable_cpus())
+    cpus = float(read_cpus()["usable_cpus"]) or 1.0  # as the queue: affinity or quota
     machine = (Machine(gpus=gpus, cpus=cpus, unit="GPU") if spec.cuda else
-               Machine(gpus=spec.slots or int(cpus), cpus=cpus, unit="slot"))
+               Machine(gpus=spec.slots or max(1, int(cpus)), cpus=cpus, unit="slot"))
     kinds, sources = [], {}
     for i, w in enumerate(spec.workloads):
         base = cached(fingerprint(w, spec.cuda, env)) if cached else None
