@@ -70,7 +70,7 @@ def _run(cg: str, data: str, tmp: str, env: dict, n: int) -> tuple[list, dict, l
         v = json.loads(out.stdout)["verdict"] or {}
         bp = (v.get("evidence") or {}).get("box_peaks") or {}
         disk = next(iter(bp.get("disks") or []), None)
-        line = next((x for x in v.get("evidence_lines") or () if x.startswith("disk:")), None)
+        line = next((x for x in v.get("evidence_lines") or () if " at most" in x), None)
         onces.append((t0, time.time(), v.get("kind"), disk, line))
     return onces, st, [_reports(p) for p in procs]
 
