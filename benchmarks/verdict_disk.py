@@ -20,8 +20,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.test_io_verdict_real import (BLKIO, SCRIPT, _disk_of, _reports, _start,  # noqa: E402
-                                        _why_not)
+from tests.test_io_verdict_real import (SCRIPT, _reports, _start, _why_not,  # noqa: E402
+                                        throttled_cgroup)
 
 start = _start  # each copy started as from a shell, re-parented (see the test)
 
@@ -40,12 +40,8 @@ def main() -> int:
         return 2
     data = os.path.join(tmp, "shard.bin")
     subprocess.run([sys.executable, SCRIPT, "--file", data, "--make", "64"], check=True)
-    cg = os.path.join(BLKIO, f"gputop-dl-bench-{os.getpid()}")
-    os.makedirs(cg, exist_ok=True)
     rows = []
-    try:
-        with open(os.path.join(cg, "blkio.throttle.read_bps_device"), "w") as f:
-            f.write(f"{_disk_of(data)} {int(args.rate * (1 << 20))}\n")
+    with throttled_cgroup(data, int(args.rate * (1 << 20)), "bench") as cg:
         w = ["--workers", str(args.workers)]
         for rep in range(args.repeats):
             solo = _reports(start(cg, data, "--steps", "16", "--report-every", "0", *w))[-1]
@@ -67,14 +63,6 @@ def main() -> int:
             truth = statistics.mean(own)
             errs = [abs(e - truth) / truth for e in ests]
             rows.append((rep + 1, solo["median_step_s"], truth, ests, kinds, max(errs) if errs else None))
-    finally:
-        for _ in range(50):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                import time
-                time.sleep(0.1)
     print(f"disk throttled to {args.rate:g} MiB/s for both; {args.workers} loader worker(s) each")
     print("run  solo step  own ratio  --once estimates                  kinds                  worst error")
     for rep, solo_s, truth, ests, kinds, worst in rows:

@@ -29,7 +29,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.test_io_verdict_real import BLKIO, SCRIPT, _disk_of  # noqa: E402
+from tests.test_io_verdict_real import BLKIO, SCRIPT, _disk_of, remove_cgroup  # noqa: E402
 from tests.test_memory_verdict_real import (Job, drop_cache, group_rss, in_group,  # noqa: E402
                                             why_not, write)
 from tests.test_memory_verdict_real import MEMORY  # noqa: E402
@@ -116,12 +116,7 @@ def main() -> int:
             rows.append((rep + 1, solo, pair))
     finally:
         for cg in cgs:
-            for _ in range(50):
-                try:
-                    os.rmdir(cg)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            remove_cgroup(cg)
         for f in files:
             os.unlink(f)
         os.rmdir(tmp)

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -207,9 +207,18 @@ class JobProcess:
         return [line for line in text.splitlines() if line.strip()][-n:]
 
 
+def _pinned(cpus: frozenset[int]) -> Callable[[], None]:
+    """The child's set-up between fork and exec: die with the parent, run on `cpus` only."""
+    def setup() -> None:
+        _die_with_parent()
+        os.sched_setaffinity(0, cpus)  # inherited by its threads and processes
+    return setup
+
+
 def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
-              go_file: str | None = None) -> JobProcess:
+              go_file: str | None = None, cpus: frozenset[int] | None = None) -> JobProcess:
     """Start one workload; files go to work_dir/<name><tag>.{json,events.jsonl,log}.
+    `cpus`: the CPUs it may run on (the queue's NUMA placement); None: this process's.
 
     With `go_file`, the built-in trainer reports "started" once its model and data are built,
     then waits for that file to exist before its first step (the co-run start barrier)."""
@@ -229,7 +238,8 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
         try:
             popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True,
+                                     preexec_fn=_pinned(cpus) if cpus else _die_with_parent)
         except (OSError, subprocess.SubprocessError) as exc:  # exec format, permission, E2BIG
             why = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
             why += _interpreter_note(argv[0], w.cwd, env.get("PATH"), exc)

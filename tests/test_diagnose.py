@@ -163,6 +163,8 @@ def test_real_diagnose_cli_json_contract(by_hand):
     doc = check(json.loads(out.stdout))
     assert doc["schema"] == "gputop-dl.diagnosis/1" and doc["session"]
     assert {"kind", "title", "reason", "confidence", "evidence", "jobs"} <= doc["verdict"].keys()
+    # compared with the box's measured peaks: this store holds no machine profile, and says so
+    assert doc["verdict"]["evidence"]["box_peaks"]["profile"] is None
     for j in doc["jobs"]:
         assert {"pid", "pids", "name", "cpu_cores", "stall_fraction", "solo_step_time_s",
                 "step_time_s", "slowdown", "slowdown_source", "cpu_wait_fraction"} <= j.keys()

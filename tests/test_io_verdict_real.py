@@ -9,6 +9,7 @@ cannot hide the device. Needs root and the v1 blkio controller (CI's machine has
 skip says which is missing elsewhere.
 """
 
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +38,30 @@ def _disk_of(path: str) -> str | None:
         with open(os.path.join(sys_dev, "..", "dev"), encoding="ascii") as f:
             return f.read().strip()
     return f"{os.major(dev)}:{os.minor(dev)}"
+
+
+def remove_cgroup(cg: str) -> None:
+    """rmdir a cgroup once its last process has gone (they leave it as they exit)."""
+    for _ in range(50):
+        try:
+            os.rmdir(cg)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def throttled_cgroup(data: str, rate_bps: int, tag: str):
+    """A blkio cgroup whose reads from `data`'s disk are throttled to `rate_bps`, removed
+    after."""
+    cg = os.path.join(BLKIO, f"gputop-dl-{tag}-{os.getpid()}")
+    os.makedirs(cg, exist_ok=True)
+    try:
+        with open(os.path.join(cg, "blkio.throttle.read_bps_device"), "w") as f:
+            f.write(f"{_disk_of(data)} {rate_bps}\n")
+        yield cg
+    finally:
+        remove_cgroup(cg)
 
 
 def _why_not(data_dir: str) -> str | None:
@@ -139,12 +164,7 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     finally:
         for p in procs:
             p.kill()
-        for _ in range(50):  # the cgroup goes once its last process has gone
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                time.sleep(0.1)
+        remove_cgroup(cg)
     # --once: the readings (one second of them: its verdict may waver on a busy box, so the
     # verdict is checked on the live judge below)
     readers = [j for j in snap["jobs"] if j["name"].startswith("disk_reader.py")]

@@ -566,6 +566,9 @@ def test_end_to_end_launch_then_export(home, capsys):
     (job,) = data["jobs"]
     assert job["name"] == "tiny" and job["status"] == "done" and len(job["epochs"]) == 2
     assert job["solo_step_time_s"] and job["slowdown"] and job["step_time_s"] > 0.005
+    # the launch's verdict carries the comparison with the box's peaks: no profile stored here
+    peaks = data["verdict"]["evidence"]["box_peaks"]
+    assert peaks["profile"] is None and "gputop-dl machine" in peaks["note"]
     # the report's numbers are this run's numbers
     st = Store(str(home / "home" / "sessions.db"))
     try:

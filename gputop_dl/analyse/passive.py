@@ -40,6 +40,7 @@ from typing import Sequence
 
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
+from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
 from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
@@ -74,6 +75,8 @@ class PassiveJudge:
     _hist: dict[tuple[str, int | None], deque[Tick]] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
     _outside: OutsideWindow = field(default_factory=OutsideWindow)
+    # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
+    peaks: Peaks | None = None
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -110,6 +113,7 @@ class PassiveJudge:
                           runnable_ticks=len(self._runnable), outside=self._outside)
         # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
         v = with_memory_lines(v, jobs, host)
+        v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)  # live rates vs measured peaks
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
@@ -299,10 +303,10 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
     return out
 
 
-def once(snap: Snapshot) -> Snapshot:
+def once(snap: Snapshot, peaks: Peaks | None = None) -> Snapshot:
     """`--once`: the live verdict of one snapshot (its CPU wait read over the interval between
-    its two samples), judged from that one reading."""
-    judge = PassiveJudge(min_ticks=1)
+    its two samples), judged from that one reading; `peaks`: the stored machine profile's."""
+    judge = PassiveJudge(min_ticks=1, peaks=peaks)
     v, est = judge.verdict(snap.jobs, snap.host, snap.gpu_processes, snap.gpus, snap.time)
     return dataclasses.replace(snap, jobs=tuple(annotate(snap.jobs, est)),
                                verdict=v.to_json() if v is not None else snap.verdict)

@@ -170,12 +170,14 @@ class Engine:
                 pass
 
     def start_run(self, w: Workload, phase: str, cuda: bool, *, tag: str = "",
-                  go_file: str | None = None, solo: SoloBaseline | None = None) -> JobRun:
-        """Start workload `w` as a job of this session; it is polled from the next tick on."""
+                  go_file: str | None = None, solo: SoloBaseline | None = None,
+                  cpus: frozenset[int] | None = None) -> JobRun:
+        """Start workload `w` as a job of this session; it is polled from the next tick on.
+        `cpus`: the CPUs it may run on (None: this process's)."""
         proc: Job
         try:
             proc = start_job(w, self.recorder.work_dir or session_work_dir("unrecorded"), cuda,
-                             tag, go_file)
+                             tag, go_file, cpus=cpus)
         except StartError as exc:  # this job fails; the others go on
             proc = exc.job
             self.say(f"{w.name} ({phase}) failed: {exc}")

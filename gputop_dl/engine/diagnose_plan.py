@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 import psutil
 
 from gputop_dl.analyse import outside_load
+from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.thresholds import SLOW
@@ -43,6 +44,7 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.solo_window import SoloReading, SoloWatch
+from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.pause import Pauser, may_signal
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
@@ -107,6 +109,7 @@ class DiagnosePlan(Plan):
         # the live estimate (analyse/passive.py), over the observe phase only: once the probe
         # pauses jobs, their neighbours' waits no longer say how they run together
         self.passive = PassiveJudge()
+        self.peaks: Peaks | None = None  # the stored machine profile's (read when it runs)
         self.estimates: dict[str, Estimate] = {}
         self._observed: list[_Observed] = []  # (t, jobs, host, gpu processes, gpus) per tick
         self._observing = True
@@ -154,6 +157,7 @@ class DiagnosePlan(Plan):
     # --- the session ---------------------------------------------------------------------------
     def run(self, engine: Engine) -> str:
         rec = engine.recorder
+        self.passive.peaks = self.peaks = load_peaks(rec.store_path)  # the box's measured peaks
         rec.open_monitor(self.command, engine.env, engine.interval, kind="diagnose")
         self._cpus = engine.env.get("cpus") or 1
         t0 = self._t0 = time.monotonic()
@@ -228,7 +232,7 @@ class DiagnosePlan(Plan):
         """The live estimate over the observe phase, each job's data stall from the py-spy
         burst together (its critical path: analyse/passive.py)."""
         stall = {pid: est.fraction for pid, est in together.items() if est and est.samples}
-        judge = PassiveJudge()
+        judge = PassiveJudge(peaks=self.peaks)
         v: Verdict | None = None
         est: dict[str, Estimate] = {}
         for now, jobs, host, gprocs, gpus in self._observed:
@@ -353,6 +357,9 @@ class DiagnosePlan(Plan):
                 reason=f"{pv.reason} (the probe: {v.reason})",
                 evidence={**v.evidence, **pv.evidence},
                 evidence_lines=pv.evidence_lines + v.evidence_lines)
+        if self._observed:  # the probe's verdict against the box's measured peaks too
+            _, jobs, _, gprocs, gpus = self._observed[-1]
+            v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)
         return v
 
     def result(self) -> dict[str, Any]:

@@ -25,15 +25,19 @@ from typing import TYPE_CHECKING
 from gputop_dl.analyse.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
 from gputop_dl.record.paths import create_private, session_work_dir
+from gputop_dl.sched.budget import budget_lines
+from gputop_dl.sched.fit import job_demands
 from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.analyse.verdict import HostEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
@@ -69,9 +73,11 @@ class LaunchPlan(Plan):
         self.passive = PassiveJudge()  # the live estimate, until the slowdowns are measured
         self.live_verdict: VerdictJson | None = None  # its verdict, shown until the measured one is
         self._machine: MachineSample | None = None  # the co-run's latest machine sample
+        self._corun_rows: list[JobSample] = []  # the co-run's rows at the latest tick
 
     def run(self, engine: Engine) -> str:
         engine.recorder.open_launch(self.spec, self.command, engine.env)
+        self.passive.peaks = load_peaks(engine.recorder.store_path)  # the box's measured peaks
         if self.spec.cpu_fallback_reason:
             engine.say(self.spec.cpu_fallback_reason)
         self._prelaunch_check(engine)
@@ -118,6 +124,8 @@ class LaunchPlan(Plan):
         Not while the probe has a job paused: its neighbours' waits would read low."""
         m = self._machine
         corun = [j for j in jobs if j.phase == "co-run" and j.status == "running"]
+        if corun:
+            self._corun_rows = corun
         if not corun:  # nothing runs together (yet, or any more): no live verdict to show
             self.live_verdict = None
         if m is None or not corun or (self.probe is not None and self.probe.current):
@@ -161,17 +169,15 @@ class LaunchPlan(Plan):
 
     # --- phases ------------------------------------------------------------------------------
     def _prelaunch_check(self, engine: Engine) -> None:
-        """Warn when cached solo baselines say the jobs need more cores than there are."""
-        needs = []
-        for w in self.spec.workloads:
-            base = engine.recorder.cached_baseline(fingerprint(w, self.spec.cuda, engine.env))
-            if not base or base.get("cpu_cores") is None:
-                return
-            needs.append(base["cpu_cores"])
-        cpus = engine.env.get("cpus") or 1
-        if len(needs) > 1 and sum(needs) > cpus:
-            engine.say(f"warning: cached solo baselines say these jobs need ≈ {sum(needs):.1f} "
-                       f"cores at full speed; this machine allows {cpus}: expect a CPU-bound co-run")
+        """Warn when cached solo baselines say the jobs need more cores, memory, disk reads or
+        GPU memory than there are (sched/budget.py, the figures `gputop-dl plan` uses)."""
+        jobs = job_demands(self.spec, lambda w: engine.recorder.cached_solo_profile(
+            fingerprint(w, self.spec.cuda, engine.env)))
+        profile = load_profile(engine.recorder.store_path)
+        capacity, pools = box_capacity(profile, engine.env.get("cpus") or 1)
+        when = measured_when(profile["created"]) if profile and profile.get("created") else ""
+        for line in budget_lines(jobs, capacity, pools, disk_when=when):
+            engine.say(f"warning: {line}")
 
     def _baselines(self, engine: Engine) -> None:
         spec, rec = self.spec, engine.recorder
@@ -372,6 +378,9 @@ class LaunchPlan(Plan):
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
         v = judge(jobs, host, self.spec.baseline, final=final)
+        m = self._machine
+        if m is not None:  # the co-run's latest rates against the box's measured peaks
+            v = with_box_peaks(v, self._corun_rows, m.gpu_processes, m.gpus, self.passive.peaks)
         # step phases (issue 22): which phase grew, solo against the overlap window
         v = add_phase_evidence(v, series, now)
         if died:

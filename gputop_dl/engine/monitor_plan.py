@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.snapshot import JobSample
 
@@ -31,6 +32,7 @@ class MonitorPlan(Plan):
         self._rows: tuple[tuple[JobSample, ...], list[JobSample]] = ((), [])  # this tick's
 
     def run(self, engine: Engine) -> str:
+        self.passive.peaks = load_peaks(engine.recorder.store_path)  # the box's measured peaks
         engine.loop(lambda: False)
         return "finished"  # quitting is how a monitor run ends
 

@@ -23,6 +23,7 @@ from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.engine.jobrun import SoloBaseline
 from gputop_dl.engine.plan import Plan, QueueJson, VerdictJson
 from gputop_dl.sched.model import Job, Machine, Running
+from gputop_dl.sched.numa import NumaPlacer
 from gputop_dl.sched.policies import Policy, decide
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import SessionSpec, Workload
@@ -131,13 +132,16 @@ class QueuePlan(Plan):
     kind = "queue"
 
     def __init__(self, spec: SessionSpec, jobs: Sequence[Job] | None, policy: Policy,
-                 machine: Machine, *, cpu_aware: bool | None = True, command: str = ""):
+                 machine: Machine, *, cpu_aware: bool | None = True, command: str = "",
+                 numa: NumaPlacer | None = None):
         """`jobs` None: built from the workloads when the queue starts, each job's expected
         duration and CPU need from its cached solo baseline (`job_for`); `cpu_aware` None: on
         when any job has a cached CPU need."""
         self.spec: SessionSpec = spec
         self.policy, self.machine = policy, machine
         self.cpu_aware, self.command = cpu_aware, command
+        self.numa = numa or NumaPlacer(())  # several nodes: a job on one node's CPUs (sched/numa.py)
+        self._gpu_node: dict[int, int | None] = {}  # GPU index -> its NUMA node (NVML)
         self.workloads = {w.name: w for w in spec.workloads}
         self.queue = policy.queue()
         self.t0: float | None = None
@@ -194,6 +198,10 @@ class QueuePlan(Plan):
                    + (f"CPU-aware ({m.cpus:g} cores)" if self.cpu_aware and self.policy.name != "lyapunov"
                       else "not CPU-aware" if self.policy.name != "lyapunov"
                       else f"CPU overcommit weighed with v = {self.policy.v:g}"))
+        if self.numa.active:
+            engine.say(f"queue: {len(self.numa.nodes)} NUMA nodes ("
+                       + ", ".join(f"{n.node}: {len(n.cpus)} CPUs" for n in self.numa.nodes)
+                       + "): a job whose solo CPU need fits one node's free cores runs there")
         for name, src in self.sources.items():
             j = self.jobs[name]
             engine.say(f"queue: {name} expects {j.duration_s:.1f} s ({src}), "
@@ -207,6 +215,7 @@ class QueuePlan(Plan):
         return "finished"
 
     def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
+        self._gpu_node = {g.index: g.numa_node for g in machine.gpus}
         if self.t0 is not None and self.jobs and not engine.stopping:
             self._schedule(engine, now)
         h = machine.host
@@ -313,6 +322,7 @@ class QueuePlan(Plan):
                 end = self.times[name]["end_s"] = (run.ended or now) - t0
                 rec.queue_event(name, "queue-end", t0 + end, end_s=end, status=run.status)
                 del self._running[name]
+                self.numa.release(name)
         while self._pending and self._pending[0].arrival_s <= t:
             job = self._pending.pop(0)
             self.queue.add(job)
@@ -329,15 +339,20 @@ class QueuePlan(Plan):
             if self.spec.cuda:
                 w = w.with_(gpus=s.gpus)
             self.queue.remove(s.job)
-            engine.start_run(w, "co-run", self.spec.cuda, solo=self.solos.get(w.name))
+            near = {self._gpu_node.get(g) for g in s.gpus} if self.spec.cuda else set()
+            pl = self.numa.place(s.job.name, s.job.cpu_cores,
+                                 near=next(iter(near)) if len(near) == 1 else None)
+            engine.start_run(w, "co-run", self.spec.cuda, solo=self.solos.get(w.name),
+                             cpus=pl.cpus or None)
             self._running[s.job.name] = Running(s.job, t, s.gpus)
             self.times[s.job.name]["start_s"] = t
             why = self._first_reason.get(s.job.name)
             rec.queue_event(s.job.name, "queue-start", now, start_s=t, on=list(s.gpus),
-                            wait_s=t - s.job.arrival_s, waited_because=why)
+                            wait_s=t - s.job.arrival_s, waited_because=why, cpus=pl.cpulist)
             engine.say(f"queue: start {s.job.name} on {self.machine.unit} "
                        f"{','.join(map(str, s.gpus)) or '-'} after {t - s.job.arrival_s:.1f} s"
-                       + (f" (waited: {why})" if why else ""))
+                       + (f" (waited: {why})" if why else "")
+                       + (f"; {pl.why}" if self.numa.active else ""))
         for name, why in d.reasons.items():
             self._first_reason.setdefault(name, why)
             if self._said.get(name) != _shape(why):

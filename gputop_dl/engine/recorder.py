@@ -197,6 +197,11 @@ class Recorder:
     def cached_baseline(self, fingerprint: str) -> SoloBaseline | None:
         return self._store.baseline(fingerprint) if self._store is not None else None
 
+    def cached_solo_profile(self, fingerprint: str) -> dict[str, Any] | None:
+        """A cached solo baseline with its solo run's peak RSS, read rate and GPU memory
+        (Store.solo_profile); None without one, or when recording is off."""
+        return self._store.solo_profile(fingerprint) if self._store is not None else None
+
     def cached_baseline_any(self, fingerprint: str) -> SoloBaseline | None:
         """A cached solo baseline, also before a session is open (None when recording is off)."""
         if self._store is not None or not self.enabled:

@@ -169,8 +169,8 @@ def plan_json(path: str, where: str, plan: FitPlan) -> dict[str, Any]:
     """The `gputop-dl.plan/1` document of `plan FILE --json` (gputop_dl/schemas/plan.json)."""
     return {"schema": "gputop-dl.plan/1", "file": path, "profile": where, "fit": plan.fit,
             "asked": plan.asked, "binding": plan.binding,
-            "jobs": [{"name": j.name, "demand": dict(j.demand), "source": j.source}
-                     for j in plan.jobs],
+            "jobs": [{"name": j.name, "demand": dict(j.demand), "source": j.source,
+                      "gpus": list(j.gpus)} for j in plan.jobs],
             "resources": [dict(r.__dict__) for r in plan.resources], "lines": plan_lines(plan)}
 
 

@@ -88,18 +88,24 @@ def queue_engine(spec: SessionSpec, nvml: Nvml, *, policy: str | None = None, co
                  store_path: str | None = None, record: bool = True) -> Engine:
     """`gputop-dl queue`: the workloads of `spec` as jobs arriving over time, started by a
     scheduling policy (`policy` overrides the file's) on the GPUs, or on `slots` without CUDA."""
-    from gputop_dl.config import usable_cpus
+    from gputop_dl.collect.boxprofile.cpus import read_cpus
     from gputop_dl.engine.queue_plan import QueuePlan
     from gputop_dl.sched.model import Machine
+    from gputop_dl.sched.numa import NumaPlacer, nodes_from
     from gputop_dl.sched.policies import Policy
+    from gputop_dl.text.cpulist import parse_cpulist
 
-    cpus = usable_cpus()
+    # the machine profile's CPU part, read now: usable = the allowed CPUs (affinity, cpuset)
+    # or the cgroup quota, the smaller; the NUMA nodes cut to the allowed CPUs
+    box = read_cpus()
+    cpus = float(box["usable_cpus"]) or 1.0
     if spec.cuda:
-        machine = Machine(gpus=nvml.device_count(), cpus=float(cpus), unit="GPU")
+        machine = Machine(gpus=nvml.device_count(), cpus=cpus, unit="GPU")
     else:
-        machine = Machine(gpus=spec.slots or cpus, cpus=float(cpus), unit="slot")
+        machine = Machine(gpus=spec.slots or max(1, int(cpus)), cpus=cpus, unit="slot")
+    numa = NumaPlacer(nodes_from(box["numa"], parse_cpulist(box["allowed"])))
     plan = QueuePlan(spec, None, Policy(policy or spec.policy, ageing_s=spec.ageing_s, v=spec.v),
-                     machine, cpu_aware=spec.cpu_aware, command=command)
+                     machine, cpu_aware=spec.cpu_aware, command=command, numa=numa)
     return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=False)),
                   recorder=Recorder(store_path, enabled=record), interval=spec.interval)
 

@@ -283,7 +283,9 @@ def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
     if stall_s < 0 or stall_s > 60:
         raise UsageError(f"--stall {stall_s:g}: expected seconds between 0 and 60")
     # two samples ONCE_S apart: the CPU wait (schedstat) is a difference of two readings
-    snap = passive.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s))
+    from gputop_dl.engine.box_profile import load_peaks
+
+    snap = passive.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s), load_peaks())
     if as_json:
         print(json.dumps(snap.to_json(), indent=2))
     else:

@@ -113,7 +113,8 @@ def run_plan(path: str, as_json: bool = False) -> int:
     from gputop_dl.config import load_session
     from gputop_dl.present.machine import plan_json, print_plan
     from gputop_dl.record.paths import StoreError
-    from gputop_dl.sched.fit import capacities, job_demands, plan_fit
+    from gputop_dl.engine.box_profile import box_capacity
+    from gputop_dl.sched.fit import job_demands, plan_fit
 
     with Nvml() as nvml:
         spec = load_session(path, gpu_count=nvml.device_count())
@@ -129,7 +130,8 @@ def run_plan(path: str, as_json: bool = False) -> int:
     finally:
         if st is not None:
             st.close()
-    plan = plan_fit(jobs, capacities(profile))
+    capacity, pools = box_capacity(profile)
+    plan = plan_fit(jobs, capacity, pools)
     if as_json:
         print(json.dumps(plan_json(path, where, plan), indent=2))
         return 0
@@ -143,7 +145,8 @@ def launch_fit_warning(spec: SessionSpec, nvml: Nvml) -> str | None:
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.fingerprint import fingerprint
     from gputop_dl.record.paths import StoreError
-    from gputop_dl.sched.fit import capacities, job_demands, plan_fit
+    from gputop_dl.engine.box_profile import box_capacity
+    from gputop_dl.sched.fit import job_demands, plan_fit
 
     if len(spec.workloads) < 2:
         return None
@@ -159,7 +162,8 @@ def launch_fit_warning(spec: SessionSpec, nvml: Nvml) -> str | None:
         jobs = job_demands(spec, lambda w: st.solo_profile(fingerprint(w, spec.cuda, env)))
     finally:
         st.close()
-    plan = plan_fit(jobs, capacities(profile))
+    capacity, pools = box_capacity(profile)
+    plan = plan_fit(jobs, capacity, pools)
     if plan.binding is None or plan.fit >= plan.asked:
         return None
     label = next(r.label for r in plan.resources if r.key == plan.binding)

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gputop_dl.collect.boxprofile.cpus import read_cpus
 from gputop_dl.collect.fingerprint import fingerprint
 from gputop_dl.collect.nvml import Nvml
-from gputop_dl.config import ConfigError, load_session, usable_cpus
+from gputop_dl.config import ConfigError, load_session
 from gputop_dl.config.fields import FIELDS
 from gputop_dl.engine.jobrun import SoloBaseline
 from gputop_dl.engine.queue_plan import job_for
@@ -67,9 +68,9 @@ def workload_trace(path: str, nvml: Nvml, cached: Callable[[str], SoloBaseline |
     tables = data.get("workload") or []
     listed = bool(tables) and all("arrival" in t for t in tables) or "arrival" in (data.get("defaults") or {})
     env = env or {}
-    cpus = float(usable_cpus())
+    cpus = float(read_cpus()["usable_cpus"]) or 1.0  # as the queue: affinity or quota
     machine = (Machine(gpus=gpus, cpus=cpus, unit="GPU") if spec.cuda else
-               Machine(gpus=spec.slots or int(cpus), cpus=cpus, unit="slot"))
+               Machine(gpus=spec.slots or max(1, int(cpus)), cpus=cpus, unit="slot"))
     kinds: list[JobKind] = []
     sources: dict[str, str] = {}
     for i, w in enumerate(spec.workloads):
