@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
 from gputop_dl.runner.engines import monitor_engine  # noqa: E402
+from tests.fakes.busy import busy_loops  # noqa: E402
 
 PY = sys.executable
 SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")
@@ -42,7 +43,7 @@ def main() -> int:
         engine = monitor_engine(Nvml(), stall_budget=0, record=False)
         for t in range(TICKS):
             if t == HOGS_ON:
-                hogs = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(3)]
+                hogs = busy_loops(3, own_session=False)
             if t == HOGS_OFF:
                 for h in hogs:
                     h.kill()
