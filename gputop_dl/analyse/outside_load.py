@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
@@ -202,3 +202,53 @@ def probe_verdict(v: Verdict, slowed: Sequence[tuple[str, float]],
                             f"speed), but even alone they wait for a CPU behind processes that "
                             f"are not training jobs: {named(consumers)}; without them {costs_} "
                             "faster (the probe's solo windows)")
+
+
+@dataclass(frozen=True)
+class SoloWindow:
+    """What ran beside one job's probe window (collect/solo_window.py reads it): its threads'
+    run-queue wait share and cores over the window, the busiest processes that were not jobs
+    (None: not read), its solo step time, and, for a GPU job, its data stall alone (only that
+    wait can shrink; None on the CPU)."""
+
+    name: str
+    seconds: float
+    wait: float | None
+    cores: float | None
+    outside: tuple[ProcLoad, ...] | None
+    step_s: float | None = None
+    stall: float | None = None
+
+
+def window_json(w: SoloWindow, cpus: int) -> dict[str, Any]:
+    """A probe window's `solo_outside` in the JSON: the window, what ran beside the job and how
+    much faster it would have run on an idle box (`slowdown`, null: its wait unknown)."""
+    cores = None if w.outside is None else round(sum(p.cores for p in w.outside), 2)
+    return {"seconds": w.seconds, "wait": w.wait, "cores": w.cores, "outside_cores": cores,
+            "consumers": None if w.outside is None else [
+                {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
+                for p in w.outside[:TOP]],
+            "slowdown": solo_outside(w.wait, w.cores, cores, cpus, w.stall)}
+
+
+def not_alone(v: Verdict, windows: Sequence[SoloWindow], cpus: int) -> Verdict:
+    """The probe's verdict once its solo windows are known: each window that the load outside
+    the jobs slowed by more than SLOW gets a line (its figure, and the job's slowdown against
+    an idle box), the windows go in the evidence (`probe_outside`), and `probe_verdict` names
+    the outside load (`outside-load` where the probe found the jobs at their solo speed)."""
+    slowed: list[tuple[str, float]] = []
+    consumers: Sequence[ProcLoad] | None = None
+    win: dict[str, dict[str, Any]] = {}
+    for w in windows:
+        out = win[w.name] = window_json(w, cpus)
+        s = out["slowdown"]
+        if s is None or s <= SLOW:
+            continue
+        slowed.append((w.name, s))
+        top = w.outside[:TOP] if w.outside is not None else None
+        consumers = consumers or top
+        probed = next((r.slowdown for r in v.jobs if r.name == w.name), None)
+        v = v.with_lines(solo_line(w.name, w.step_s, s, w.wait, top, probed))
+    if win:
+        v = v.with_evidence(probe_outside=win)
+    return probe_verdict(v, slowed, consumers, cpus)

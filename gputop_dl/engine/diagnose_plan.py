@@ -39,7 +39,6 @@ from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
-from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect import pyspy
@@ -296,46 +295,22 @@ class DiagnosePlan(Plan):
         return self._with_estimate(self._not_alone(v, live)).to_json()
 
     def _not_alone(self, v: Verdict, live: list[int]) -> Verdict:
-        """The solo windows the load outside the jobs slowed by more than SLOW: a line each
-        (its figure), the windows in the evidence, and `outside-load` where the probe found the
-        jobs at their solo speed."""
-        slowed, consumers, win = [], None, {}
-        for pid in live:
-            j = self.jobs[pid]
-            out = self._solo_outside(j)
-            if out is None:
-                continue
-            win[j["name"]] = out
-            if out["slowdown"] is not None and out["slowdown"] > SLOW:
-                slowed.append((j["name"], out["slowdown"]))
-                got = j["window"].outside
-                alone = j.get("alone")
-                consumers = consumers or (got[:outside_load.TOP] if got is not None else None)
-                step = alone.step_time_s if alone else None
-                probed = next((r.slowdown for r in v.jobs if r.name == j["name"]), None)
-                v = v.with_lines(outside_load.solo_line(
-                    j["name"], step, out["slowdown"], out["wait"],
-                    got[:outside_load.TOP] if got is not None else None, probed))
-        if win:
-            v = v.with_evidence(probe_outside=win)
-        return outside_load.probe_verdict(v, slowed, consumers, self._cpus)
+        """The solo windows that load outside the jobs slowed (analyse/outside_load.py)."""
+        return outside_load.not_alone(
+            v, [w for w in (self._window(self.jobs[pid]) for pid in live) if w is not None],
+            self._cpus)
 
-    def _solo_outside(self, j: Diagnosed) -> dict[str, Any] | None:
-        """What ran beside the job in its solo window (null: no window read)."""
+    def _window(self, j: Diagnosed) -> outside_load.SoloWindow | None:
+        """What ran beside the job in its solo window (None: no window read)."""
         r: SoloReading | None = j.get("window")
         if r is None:
             return None
-        cores = None if r.outside is None else round(sum(p.cores for p in r.outside), 2)
         alone = j.get("alone")
         on_gpu = bool(j.get("device")) and not str(j.get("device")).startswith("cpu")
-        stall = alone.fraction if on_gpu and alone is not None and alone.samples else None
-        return {"seconds": r.seconds, "wait": r.wait, "cores": r.cores,
-                "outside_cores": cores,
-                "consumers": None if r.outside is None else [
-                    {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
-                    for p in r.outside[:outside_load.TOP]],
-                "slowdown": outside_load.solo_outside(r.wait, r.cores, cores,
-                                                      self._cpus, stall)}
+        return outside_load.SoloWindow(
+            j["name"], r.seconds, r.wait, r.cores, r.outside,
+            step_s=alone.step_time_s if alone else None,
+            stall=alone.fraction if on_gpu and alone is not None and alone.samples else None)
 
     def _with_estimate(self, v: Verdict) -> Verdict:
         """Without the probe, the live estimate is the verdict; with it, the estimate stands
@@ -391,7 +366,8 @@ class DiagnosePlan(Plan):
                 "slowdown": slowdown, "slowdown_source": source,
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
                 "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
-                "solo_outside": self._solo_outside(j),
+                "solo_outside": (outside_load.window_json(win, self._cpus)
+                                 if (win := self._window(j)) is not None else None),
                 "estimated_slowdown": est,
                 "estimate_confidence": _est(self.estimates, j["name"], "confidence"),
                 **_waits(self.estimates.get(j["name"]),

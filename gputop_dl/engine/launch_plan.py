@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
+from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate
@@ -411,6 +412,8 @@ class LaunchPlan(Plan):
                 "missing": dict(probe.missing)}).with_lines(
                 f"solo step times from the in-situ probe: each job alone, the others paused "
                 f"({probe.paused_job_s:.1f} job-seconds paused in all)")
+            # a busy loop or a compile beside a solo window slows the "solo" figure too
+            v = outside_load.not_alone(v, probe.beside(), engine.env.get("cpus") or 1)
         self.verdict = v.to_json()
         # once a job has ended the overlap window is closed: the verdict cannot change
         win = overlap_window(series, now)

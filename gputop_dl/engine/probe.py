@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.jobstats import step_stats
+from gputop_dl.analyse.outside_load import SoloWindow
+from gputop_dl.collect.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
 from gputop_dl.pause import Pauser
 
@@ -34,6 +36,9 @@ class Window:
     t0: float
     t1: float | None = None
     paused: list[str] = field(default_factory=list)  # the jobs stopped meanwhile
+    watch: SoloWatch | None = None  # reading what runs beside the job, while the window is open
+    exclude: list[int] = field(default_factory=list)  # the paused jobs' processes: not outside load
+    reading: SoloReading | None = None  # what ran beside it, once the window closed
 
 
 class Probe:
@@ -86,12 +91,18 @@ class Probe:
                 continue
             others = [r for n, r in runs.items() if n != name and r.alive]
             self.pauser.pause([r.proc.pid for r in others if r.proc.pid is not None])  # alive: started
-            self.windows.append(Window(name, now, paused=[r.name for r in others]))
+            win = Window(name, now, paused=[r.name for r in others])
+            # what else runs beside it meanwhile (a busy loop, a compile): the window's reading
+            win.watch, win.exclude = SoloWatch(), [p for r in others for p in _tree(r)]
+            win.watch.start(_tree(run))
+            self.windows.append(win)
             engine.say(f"probe: {name} alone for up to {self.seconds:g} s / {self.steps} "
                        f"steps; paused {', '.join(r.name for r in others) or 'nothing'}")
             return
 
     def _close(self, engine: Engine, win: Window, run: JobRun | None, now: float) -> None:
+        if win.watch is not None:  # read before the others run again
+            win.reading, win.watch = win.watch.stop(exclude=win.exclude), None
         self.pauser.resume()
         win.t1 = now
         inside = _inside(run.steps, win.t0) if run is not None else []
@@ -111,12 +122,33 @@ class Probe:
         engine.say(f"probe: {win.job} solo step {st.step_time_s:.3f} s over {st.n} steps "
                    f"({now - win.t0:.1f} s; {', '.join(win.paused) or 'nothing'} resumed)")
 
+    def beside(self) -> list[SoloWindow]:
+        """The closed windows that gave a solo figure, with what ran beside each job."""
+        out = []
+        for w in self.windows:
+            base, r = self.solo.get(w.job), w.reading
+            if base is None or r is None or base.get("method") != "probe":
+                continue
+            device = str(base.get("device") or "")
+            on_gpu = bool(device) and not device.startswith("cpu")
+            out.append(SoloWindow(w.job, r.seconds, r.wait, r.cores, r.outside,
+                                  step_s=base.get("step_time_s"),
+                                  stall=base.get("stall_fraction") if on_gpu else None))
+        return out
+
     def close(self) -> None:
         """Resume anything still paused (the session ends, or an error)."""
         cur = self.current
         if cur is not None:
             cur.t1 = time.time()
         self.pauser.close()
+
+
+def _tree(run: JobRun) -> tuple[int, ...]:
+    """The job's processes as last sampled (its trainer alone before the first sample)."""
+    if run.tree_sample is not None:
+        return run.tree_sample.pids
+    return (run.proc.pid,) if run.proc.pid is not None else ()
 
 
 def _inside(steps: list[Event], t0: float) -> list[Event]:
