@@ -37,6 +37,8 @@ sys.path.insert(0, ROOT)
 os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 
 from gputop_dl.engine import core as engine_core  # noqa: E402
+from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
+from gputop_dl.collect.busiest import BusiestSampler  # noqa: E402
 from gputop_dl.collect.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
@@ -49,6 +51,8 @@ PARTS = {
     "NVML": [(Nvml, ("sample", "processes"))],
     "discovery pass": [(FoundJobs, ("refresh",))],
     "found-jobs sampling": [(FoundJobs, ("sample",))],
+    "busiest processes": [(BusiestSampler, ("sample",))],
+    "live judge": [(PassiveJudge, ("verdict",))],
     "store writes+commit": [(Store, ("__init__", "create_session", "upsert_job", "add_events",
                                      "add_host_sample", "add_gpu_samples", "add_job_sample",
                                      "heartbeat", "commit"))],
