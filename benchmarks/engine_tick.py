@@ -9,8 +9,9 @@ with `time.thread_time()`. The N jobs are plain PyTorch loops outside gputop-dl
 (`tests/external/stall_script.py`, each a trainer + 4 loader workers), as in `benchmarks/tui.py`.
 After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, whose parts are
 timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
-discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), store writes
-and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
+discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), the busiest
+processes (`BusiestSampler.sample`, on a busy host), the live judge (`PassiveJudge.verdict`),
+store writes and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
 
     .venv/bin/python benchmarks/engine_tick.py --cpu-wait --jobs 3 --ticks 100 --interval 0.5
 
