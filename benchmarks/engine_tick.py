@@ -9,8 +9,9 @@ with `time.thread_time()`. The N jobs are plain PyTorch loops outside gputop-dl
 (`tests/external/stall_script.py`, each a trainer + 4 loader workers), as in `benchmarks/tui.py`.
 After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, whose parts are
 timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
-discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), store writes
-and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
+discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), the busiest
+processes (`BusiestSampler.sample`, on a busy host), the live judge (`PassiveJudge.verdict`),
+store writes and commit, snapshot build; "rest" is the tick minus the parts. Prints median (min, max) ms.
 
     .venv/bin/python benchmarks/engine_tick.py --cpu-wait --jobs 3 --ticks 100 --interval 0.5
 
@@ -37,6 +38,8 @@ sys.path.insert(0, ROOT)
 os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 
 from gputop_dl.engine import core as engine_core  # noqa: E402
+from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
+from gputop_dl.collect.busiest import BusiestSampler  # noqa: E402
 from gputop_dl.collect.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
@@ -49,6 +52,8 @@ PARTS = {
     "NVML": [(Nvml, ("sample", "processes"))],
     "discovery pass": [(FoundJobs, ("refresh",))],
     "found-jobs sampling": [(FoundJobs, ("sample",))],
+    "busiest processes": [(BusiestSampler, ("sample",))],
+    "live judge": [(PassiveJudge, ("verdict",))],
     "store writes+commit": [(Store, ("__init__", "create_session", "upsert_job", "add_events",
                                      "add_host_sample", "add_gpu_samples", "add_job_sample",
                                      "heartbeat", "commit"))],

@@ -150,3 +150,36 @@ def test_the_app_shows_the_preview_then_lets_the_engine_start(monkeypatch):
             assert "reading NVML" not in str(app.query_one("#gpuline").render())
 
     asyncio.run(asyncio.wait_for(run(), WAIT))
+
+
+@pytest.mark.parametrize("fail", [None, RuntimeError("no engine")])
+def test_started_is_called_once_the_engine_runs_or_could_not_be_built(fail):
+    build = Builds(fail)
+    started = threading.Event()
+
+    def on_started():
+        # the engine is running by then (or its build failed): the start-up is over
+        assert (build.engine.started if fail is None else src.error is fail)
+        started.set()
+
+    src = DeferredSource(build, interval=1.0, preview=preview(), started=on_started)
+    src.start()
+    src.first_frame()
+    assert started.wait(WAIT) and build.calls == 1
+
+
+def test_settle_gc_freezes_the_start_up_and_collects_the_young_less_often():
+    import gc
+
+    from gputop_dl.runner.monitor import GC_YOUNG, settle_gc
+
+    was, frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        gc.disable()
+        settle_gc()
+        assert gc.isenabled() and gc.get_threshold()[0] == GC_YOUNG
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*was)
+        gc.enable()

@@ -155,7 +155,7 @@ def test_busiest_sampler_rates_between_passes_on_a_fake_proc(tmp_path, monkeypat
     _proc(tmp_path, 5, 0)
     _proc(tmp_path, 6, 0, cmd=b"")  # a kernel thread: its name
     _proc(tmp_path, 7, 0, cmd=b"train.py\0--token\0s3cr3t\0")
-    s = BusiestSampler(proc=str(tmp_path))
+    s = BusiestSampler(proc=str(tmp_path), every=1)
     assert s.sample() is None  # the first pass: no rates yet
     _proc(tmp_path, 5, tick)  # 1 s of CPU in 1 s: 1 core
     _proc(tmp_path, 6, tick // 2, cmd=b"")
@@ -166,6 +166,25 @@ def test_busiest_sampler_rates_between_passes_on_a_fake_proc(tmp_path, monkeypat
     assert "s3cr3t" not in got[2].command
     _proc(tmp_path, 5, 5 * tick, start=999)  # the PID reused by another process: no rate
     assert 5 not in {p.pid for p in s.sample()}
+
+
+def test_busiest_sampler_passes_every_second_call_and_names_each_process_once(tmp_path, monkeypatch):
+    tick = os.sysconf("SC_CLK_TCK")
+    clock = iter([0.0, 1.0, 3.0, 5.0])
+    monkeypatch.setattr("gputop_dl.collect.busiest.time.monotonic", lambda: next(clock))
+    _proc(tmp_path, 5, 0)
+    s = BusiestSampler(proc=str(tmp_path))  # every 2nd call, once it has rates
+    assert s.sample() is None
+    _proc(tmp_path, 5, tick)
+    first = s.sample()  # the second pass at once: the first had no rates
+    assert [(p.pid, p.cores) for p in first] == [(5, 1.0)]
+    _proc(tmp_path, 5, 3 * tick, cmd=b"renamed\0")
+    assert s.sample() is first  # between passes: the last pass's figures, /proc not read
+    got = s.sample()  # a pass over the 2 s since the last: 2 s of CPU, 1 core
+    assert [(p.pid, p.cores) for p in got] == [(5, 1.0)]
+    assert got[0].command == first[0].command  # read once per process (NAME_AGE_S)
+    s.forget()
+    assert s.sample() is None  # afresh: no rates until the next pass
 
 
 def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes():

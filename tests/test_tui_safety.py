@@ -132,6 +132,27 @@ def test_d_shows_its_progress_at_once_and_each_probe_window():
     assert said.is_set()
 
 
+def test_the_table_keeps_its_height_a_while_after_a_job_leaves():
+    from gputop_dl.present.tui.app import TABLE_HOLD_S
+
+    jobs = tuple(found(f"j{i}.py") for i in range(3))
+
+    async def body(app, src, pilot):
+        table = app.query_one(JobsTable)
+        src.emit(monitor_snapshot(0, jobs=jobs))
+        assert await until(pilot, lambda: table.outer_size.height == 3 + 3)
+        src.emit(monitor_snapshot(1, jobs=jobs[:2]))  # a job left: no new layout yet
+        await pilot.pause()
+        assert len(table.rows_by_key) == 2 and table.outer_size.height == 3 + 3
+        app.clock.now += TABLE_HOLD_S  # fewer rows for the whole hold: the table fits them
+        src.emit(monitor_snapshot(2, jobs=jobs[:2]))
+        assert await until(pilot, lambda: table.outer_size.height == 2 + 3)
+        src.emit(monitor_snapshot(3, jobs=jobs))  # a new row shows at once
+        assert await until(pilot, lambda: table.outer_size.height == 3 + 3)
+
+    run(body)
+
+
 def test_identity_columns_empty_columns_hidden_and_a_table_as_high_as_its_rows():
     slurm = found("a.py", slurm=SlurmJob("4711", ME, "gpu", "lab"),
                   procs=(ProcSample(1, None, 0, "main", 0.4, 1 << 28, "R"),

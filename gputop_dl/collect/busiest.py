@@ -1,12 +1,15 @@
 """The host's busiest processes over a tick: who else takes the cores the jobs wait for.
 
-Read only while a job waits for a CPU (or the host is nearly all busy): one pass over
-`/proc/PID/stat` of every process (about 5 µs each; ~140 processes on the 2-core box), the CPU
-seconds of each against its last reading, kept per (PID, start time) so a reused PID is not a
-rate. The first pass after a quiet spell gives no rates (nothing to compare with): the tick
-after does. Only the few busiest get their user (the owner of /proc/PID) and command line
-(redacted as found jobs' are). The live verdict (analyse/passive.py) leaves out the jobs'
-own processes and names the rest as load from outside the jobs.
+Read only while a job waits for a CPU (or the host is nearly all busy): every second tick, one
+pass over `/proc/PID/stat` of every process (about 5-8 µs each; ~140-240 processes on the
+2-core box), the CPU seconds of each against its last reading, kept per (PID, start time) so a
+reused PID is not a rate; the tick between gives the last pass's figures. The first pass after
+a quiet spell gives no rates (nothing to compare with): the tick after does. Only the few
+busiest get their user (the owner of /proc/PID) and command line (redacted as found jobs'
+are), read once per process (PID and start time) and again after `NAME_AGE_S` (an `exec`
+keeps both): the same few are the busiest tick after tick. The live verdict
+(analyse/passive.py) leaves out the jobs' own processes and names the rest as load from
+outside the jobs.
 """
 
 from __future__ import annotations
@@ -23,23 +26,40 @@ from gputop_dl.workload import redact_line
 
 KEEP = 12  # the busiest processes kept per tick (the judge leaves the jobs' own out of them)
 MIN_CORES = 0.05  # below this a process is not worth naming
+NAME_AGE_S = 30.0  # a process's user and command line are read again after this
+# a pass every this many calls (ticks); the calls between give the last pass's figures, as the
+# CPU wait's reading does (collect/schedstat.py): a pass over /proc is ~2 ms on a busy box
+READ_EVERY = 2
 
 
 class BusiestSampler:
     """CPU per process between two passes; `sample()` once a tick while someone waits."""
 
-    def __init__(self, proc: str = "/proc", keep: int = KEEP) -> None:
-        self.proc, self.keep = proc, keep
+    def __init__(self, proc: str = "/proc", keep: int = KEEP, every: int = READ_EVERY) -> None:
+        self.proc, self.keep, self.every = proc, keep, max(1, every)
+        self._result: tuple[ProcLoad, ...] | None = None  # the last pass's, with rates
+        self._since = 0  # calls since that pass
         self._last: dict[tuple[int, int], float] = {}  # (pid, start ticks) -> CPU seconds
         self._t: float | None = None
+        # (pid, start ticks) -> (when read, user, command): the busiest's names
+        self._names: dict[tuple[int, int], tuple[float, str | None, str | None]] = {}
 
     def forget(self) -> None:
         """Nobody waits: drop the last pass (the next one starts afresh)."""
-        self._last, self._t = {}, None
+        self._last, self._t, self._result = {}, None, None
 
     def sample(self) -> tuple[ProcLoad, ...] | None:
         """The busiest processes since the last pass, most cores first; None on the first
-        pass (no rates yet) or where /proc cannot be listed."""
+        pass (no rates yet) or where /proc cannot be listed. A pass every `every` calls once
+        it has rates; the calls between give the last pass's result."""
+        self._since += 1
+        if self._result is not None and self._since < self.every:
+            return self._result
+        self._since = 0
+        self._result = self._pass()
+        return self._result
+
+    def _pass(self) -> tuple[ProcLoad, ...] | None:
         try:
             names = os.listdir(self.proc)
         except OSError:
@@ -61,10 +81,17 @@ class BusiestSampler:
         if t0 is None or now <= t0:
             return None
         dt = now - t0
-        rates = sorted(((cpu - last[k]) / dt, k[0]) for k, cpu in cur.items() if k in last)
-        top = [(c, pid) for c, pid in reversed(rates[-self.keep:]) if c >= MIN_CORES]
-        return tuple(ProcLoad(pid=pid, cores=round(c, 3), user=self._user(pid),
-                              command=self._command(pid)) for c, pid in top)
+        rates = sorted(((cpu - last[k]) / dt, k) for k, cpu in cur.items() if k in last)
+        top = [(c, k) for c, k in reversed(rates[-self.keep:]) if c >= MIN_CORES]
+        named = {}
+        for _c, k in top:
+            got = self._names.get(k)
+            if got is None or now - got[0] >= NAME_AGE_S:
+                got = (now, self._user(k[0]), self._command(k[0]))
+            named[k] = got
+        self._names = named  # only the busiest are kept
+        return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k][1], command=named[k][2])
+                     for c, k in top)
 
     def _user(self, pid: int) -> str | None:
         try:

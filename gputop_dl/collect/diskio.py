@@ -184,6 +184,10 @@ class DiskReader:
         self._io = dataclasses.replace(rates, device=self._device, device_label=self._label)
         return self._io
 
+    def reading(self) -> bool:
+        """Whether its last reading found it reading from storage (what `only_reading` peeks at)."""
+        return bool(self._io.read_bps)
+
     def peek(self, proc: str | None = None, only_reading: bool = False) -> None:
         """One more look at the states of the processes of the last reading, between two ticks
         (`--once` looks fifty times in its second; the monitor nine times between its ticks, at

@@ -163,6 +163,10 @@ class FoundJobs:
             kept = self._apart_names[key] = (others, apart_names(f, ident, same))
         return first_free(kept[1], names)
 
+    def reading(self) -> bool:
+        """Whether a found job read from storage at its last reading."""
+        return any(tree.reading() for tree in self._trees.values())
+
     def peek_io(self, only_reading: bool = False) -> None:
         """One more look at each found job's process states (collect/diskio.py `peek`)."""
         for tree in self._trees.values():

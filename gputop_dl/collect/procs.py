@@ -229,6 +229,10 @@ class TreeSampler:
         if self._disk is not None and self.cpu_wait:
             self._disk.peek(only_reading=only_reading)
 
+    def reading(self) -> bool:
+        """Whether the job read from storage at the last reading (the looks between ticks)."""
+        return self._disk is not None and self.cpu_wait and self._disk.reading()
+
     def stats(self) -> dict[int, Stat]:
         """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""
         return self._last

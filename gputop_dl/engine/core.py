@@ -153,13 +153,21 @@ class Engine:
                 next_t = time.monotonic()
                 delay = 0.0
             # looks at the states of found jobs that read from storage, between the ticks: their
-            # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py)
-            for k in range(1, PEEKS):
+            # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py);
+            # while none reads, the thread sleeps until the next tick
+            for k in range(1, PEEKS if self._reading() else 1):
                 at = next_t - self.interval * (1 - k / PEEKS)
                 if self._stop.wait(max(0.0, at - time.monotonic())):
                     return
                 self._peek()
             self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def _reading(self) -> bool:
+        found = getattr(self.sampler, "found", None)
+        try:
+            return found is not None and found.reading()
+        except Exception:  # noqa: BLE001 - a look is never worth a failed tick
+            return False
 
     def _peek(self) -> None:
         found = getattr(self.sampler, "found", None)

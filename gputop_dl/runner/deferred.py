@@ -38,9 +38,12 @@ class DeferredSource:
     """The Engine's thread-facing API (present/tui/source.py), the engine built on first frame."""
 
     def __init__(self, build: Callable[[], Any], *, interval: float,
-                 preview: Snapshot | None = None):
+                 preview: Snapshot | None = None, started: Callable[[], None] | None = None):
+        """`started()`: called in the source's thread once the engine is running (or could
+        not be built, or was never to be)."""
         self.interval = interval
         self._build = build
+        self._started = started
         self._preview = preview
         self._subs: list[Callable[[Snapshot], None]] = []
         self._lock = threading.Lock()
@@ -122,6 +125,13 @@ class DeferredSource:
             fn(snap)
 
     def _main(self) -> None:
+        try:
+            self._start_engine()
+        finally:
+            if self._started is not None:
+                self._started()
+
+    def _start_engine(self) -> None:
         if self._preview is not None:
             self._emit(self._preview)
         self._shown.wait(FIRST_FRAME_WAIT_S)

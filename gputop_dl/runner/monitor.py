@@ -9,6 +9,7 @@ diagnosis (`d`) and the export (`e`) import theirs when used.
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,22 @@ if TYPE_CHECKING:
     from gputop_dl.workload import SessionSpec
 
 JOIN_TIMEOUT_S = 60.0  # how long quitting waits for an engine to stop its jobs
+
+
+GC_YOUNG = 10_000  # allocations between two collections of the youngest objects (Python: 700)
+
+
+def settle_gc() -> None:
+    """The start-up is over: what it built (modules, the app, the engine) lives as long as the
+    process. Moved out of the cyclic collector's sight (`gc.freeze`), the collections that
+    follow look at what came after; and they come after GC_YOUNG allocations, not 700: each
+    frame and tick makes thousands of short-lived objects that reference counting frees, and
+    a collection costs what is alive at the time, so fewer of them cost less in all. Together
+    ~2 ms of a second's CPU before (docs/benchmarks.md). Collection, off during the start-up
+    (its ~90 collections found nothing to free), is back on."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+    gc.enable()
 
 
 class LazyLauncher:
@@ -68,6 +85,16 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
     then built before the first frame, so that a port in use is one line and exit 2)."""
     require_foreground("run it in the foreground or with `timeout --foreground`; "
                        "`gputop-dl --once` prints one snapshot")
+    gc.disable()  # until the engine runs (settle_gc)
+    try:
+        return _run_monitor(interval=interval, stall_budget=stall_budget, metrics=metrics,
+                            readonly=readonly)
+    finally:
+        gc.enable()
+
+
+def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | None,
+                 readonly: bool) -> int:
     from gputop_dl.record.store import check_store
 
     check_store()
@@ -82,13 +109,14 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
                               stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
 
     preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
-    source = DeferredSource(build, interval=max(0.1, interval), preview=preview)
+    source = DeferredSource(build, interval=max(0.1, interval), preview=preview, started=settle_gc)
     if metrics:  # served until this process exits
         from gputop_dl.runner.remote import start_metrics
 
         engine = build()
         start_metrics(engine, metrics, "monitor")
-        source = DeferredSource(lambda: engine, interval=engine.interval, preview=preview)
+        source = DeferredSource(lambda: engine, interval=engine.interval, preview=preview,
+                                started=settle_gc)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
                     exporter=export, readonly=readonly,
                     diagnoser=functools.partial(diagnose, readonly=readonly))

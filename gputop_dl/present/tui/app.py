@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from gputop_dl.workload import SessionSpec
 
 BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
+# the jobs table keeps its height this long after its rows became fewer: jobs that come and go
+# (a test suite's short runs beside the jobs) would resize the table and the charts below it
+# each time, a new layout of the whole screen and six chart builds (docs/benchmarks.md)
+TABLE_HOLD_S = 30.0
 
 
 class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
@@ -96,6 +100,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.first_render_at: float | None = None  # time.perf_counter() of the first rendered snapshot
         self.exported: list[str] = []
         self.trends = Trends()  # each job's recent figures, for the rows' sparklines
+        self.table_rows_held, self.table_held_at = 0, -float("inf")  # _fit_table's hold
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -257,7 +262,12 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
 
     def _fit_table(self, rows: int) -> None:
         """The jobs table as high as its rows (+ header and border), no higher than what the
-        panels above and the bottom row's least height leave: no empty lines under 3 rows."""
+        panels above and the bottom row's least height leave: no empty lines under 3 rows.
+        With fewer rows it keeps its height for TABLE_HOLD_S since it last had as many."""
+        now = self.clock()
+        if rows >= self.table_rows_held or now - self.table_held_at >= TABLE_HOLD_S:
+            self.table_rows_held, self.table_held_at = rows, now
+        rows = self.table_rows_held
         spare = (self.screen_stack[0].size.height - self.head.outer_size.height
                  - self.top.outer_size.height - 1 - BOTTOM_MIN)
         height = max(4, min(max(rows, 1) + 3, spare))

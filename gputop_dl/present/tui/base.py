@@ -39,8 +39,10 @@ def set_border(widget: Widget, *, title: str | None = None, subtitle: str | None
 
 
 class Panel(Static):
-    """A Static with change-only updates."""
+    """A Static with change-only updates. `SIZED_BY_LAYOUT`: its size never follows its
+    content (a `1fr` panel), so no update needs a new layout."""
 
+    SIZED_BY_LAYOUT = False
     _signature: tuple[object, ...] | None = None
     _lines: int = -1
 
@@ -51,7 +53,7 @@ class Panel(Static):
             return False
         self._signature = sig
         lines = content.plain.count("\n")
-        self.update(content, layout=lines != self._lines)
+        self.update(content, layout=lines != self._lines and not self.SIZED_BY_LAYOUT)
         self._lines = lines
         return True
 

@@ -26,6 +26,7 @@ class LogPanel(Panel):
     DEFAULT_CSS = """
     LogPanel { height: 1fr; }
     """
+    SIZED_BY_LAYOUT = True  # 1fr high and wide (app.tcss): a new message needs no layout
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(Content.styled("no messages", "$text-muted"), **kw)
