@@ -23,7 +23,8 @@ def test_cpu_bound_trio_on_two_cores():
         pytest.skip("the trio needs ~3.3 cores: CPU-bound only on a machine with <= 3 cores")
     v = run("cpu_bound_trio.toml").verdict
     assert v["kind"] == "cpu-bound", v
-    assert all(j["slowdown"] > 1.2 for j in v["jobs"])
+    assert all(j["slowdown"] > 1.2 for j in v["jobs"]), [
+        (j["name"], j["slowdown"]) for j in v["jobs"]]  # one read <= 1.2 once (issue 39, run 7)
     assert all(j["stall"] - j["solo_stall"] >= 0.05 for j in v["jobs"])
     # the cause attribution names the synthetic augmentation (py-spy on a loader worker)
     assert any("spin_cpu" in line for line in v["evidence_lines"]), v["evidence_lines"]
