@@ -332,3 +332,40 @@ def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path,
     r = w.stop(exclude=[20])
     assert r.seconds == 2.0 and r.wait == pytest.approx(0.5) and r.cores == pytest.approx(0.5)
     assert [(p.pid, p.cores) for p in r.outside] == [(4242, 1.0)]
+
+
+def test_a_solo_baseline_beside_outside_load_is_said_and_the_kind_kept():
+    """baseline = "measure": a job's solo run beside a busy loop makes its solo figure slow and
+    its slowdown too small; the verdict says so per job, keeps its kind (the loop may have gone
+    before the co-run, which the live judge reads) and says to measure again."""
+    from gputop_dl.analyse.outside_load import not_alone
+    from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
+    from gputop_dl.engine.solo_beside import slowed_by_outside, windows
+
+    beside = {"seconds": 1.5, "wait": 0.6, "cores": 0.17,
+              "consumers": [{"pid": 4242, "user": "ana", "command": "python3 -c 'while True: pass'",
+                             "cores": 1.0}]}
+    solo = {"a": {"step_time_s": 0.118, "device": "cpu", "beside": beside},
+            "b": {"step_time_s": 0.120, "device": "cpu",
+                  "beside": dict(beside, wait=0.01, consumers=[])},
+            "c": {"step_time_s": 0.120, "device": "cpu"}}  # an old cached baseline: not read
+    wins = windows(solo, ["a", "b", "c", "gone"])
+    assert [w.name for w in wins] == ["a", "b"]
+    s_out = 1 / (1 - 0.6 * 0.17 / 0.4)  # as a probe window of the same figures
+    assert slowed_by_outside("a", solo["a"], 2) == pytest.approx(s_out, abs=1e-3)
+    assert slowed_by_outside("b", solo["b"], 2) is None  # nothing beside it
+    assert slowed_by_outside("c", solo["c"], 2) is None  # not read: nothing claimed
+    parallel = Verdict(kind="parallel", reason="no job is slowed", confidence=0.9,
+                       jobs=(JobVerdict(name="a", slowdown=0.8), JobVerdict(name="b", slowdown=1.01)))
+    v = not_alone(parallel, wins, 2, by="baseline")
+    assert v.kind == "parallel" and v.reason == "no job is slowed"
+    line = next(x for x in v.evidence_lines if x.startswith("solo baseline: a was not alone"))
+    assert "its solo run" in line and "PID 4242" in line and f"about {s_out:.2f}×" in line
+    assert f"{0.8 * s_out:.2f}× against an idle box" in line
+    assert not any(x.startswith("solo baseline: b") for x in v.evidence_lines)
+    assert set(v.evidence["baseline_outside"]) == {"a", "b"} and "probe_outside" not in v.evidence
+    assert any("measure the solo baselines again" in r and "a shared the CPU" in r
+               and "its slowdown here is too small" in r for r in v.recommendations)
+    # nothing beside any solo run: evidence only, no line, no fix
+    quiet = not_alone(parallel, windows(solo, ["b"]), 2, by="baseline")
+    assert quiet == parallel.with_evidence(baseline_outside=quiet.evidence["baseline_outside"])

@@ -10,7 +10,10 @@ and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict get
 How the split is made: docs/verdict.md. And the probe's side (engine/diagnose_plan.py): a job
 timed "alone" with the other jobs paused still shares the box with them; `solo_outside` is
 what they cost its solo window, and a probe that finds the jobs at their solo speed while that
-window was not alone says `outside-load`, not parallel (`probe_verdict`).
+window was not alone says `outside-load`, not parallel (`probe_verdict`). The solo baselines
+measured before a launch's co-run (`baseline = "measure"`) are read the same way (`by =
+"baseline"`): outside load during a job's solo run makes its solo figure slow and its slowdown
+too small.
 """
 
 from __future__ import annotations
@@ -172,36 +175,45 @@ def solo_outside(wait: float | None, cores: float | None, outside_cores: float |
     return round(max(1.0, s), 3)
 
 
+# who timed the jobs alone: the in-situ probe (the other jobs paused) or the solo baselines
+# measured before the co-run (`baseline = "measure"` / `"cache"`): the words and evidence key
+BY = {"probe": ("probe", "solo window", "the probe", "probe_outside"),
+      "baseline": ("solo baseline", "solo run", "the solo baselines", "baseline_outside")}
+
+
 def solo_line(name: str, step_s: float | None, s_out: float, wait: float | None,
-              consumers: Sequence[ProcLoad] | None, slowdown: float | None) -> str:
+              consumers: Sequence[ProcLoad] | None, slowdown: float | None,
+              by: str = "probe") -> str:
     """The evidence line of a solo window that was not alone."""
+    who, window, _, _ = BY[by]
     step = f"its solo step {step_s:.3f} s is" if step_s else "its solo figures are"
-    vs = (f"; its slowdown {slowdown:.2f}× is against that window, about {slowdown * s_out:.2f}× "
-          "against an idle box" if slowdown else "")
-    return (f"probe: {name} was not alone in its solo window: it waited {wait or 0:.0%} of its "
+    vs = (f"; its slowdown {slowdown:.2f}× is against that {window}, about "
+          f"{slowdown * s_out:.2f}× against an idle box" if slowdown else "")
+    return (f"{who}: {name} was not alone in its {window}: it waited {wait or 0:.0%} of its "
             f"runnable time for a CPU behind processes outside the jobs ({named(consumers)}); "
             f"{step} about {s_out:.2f}× what it would be on an idle box{vs}")
 
 
 def probe_verdict(v: Verdict, slowed: Sequence[tuple[str, float]],
-                  consumers: Sequence[ProcLoad] | None, cpus: int) -> Verdict:
+                  consumers: Sequence[ProcLoad] | None, cpus: int, by: str = "probe") -> Verdict:
     """The probe's verdict when load from outside the jobs slowed their solo windows by more
     than SLOW (`slowed`: name, solo_outside): `outside-load` where the probe found the jobs at
     their solo speed (`parallel`); else the jobs' own verdict, the outside load said after it."""
     if not slowed or v.kind == "outside-load":
         return v
+    _, window, timed, _ = BY[by]
     costs_ = ", ".join(f"{n} {s:.2f}×" for n, s in slowed)
     if v.kind != "parallel":
         return v.replace(reason=f"{v.reason}; even alone the jobs waited for a CPU behind "
                                 f"processes outside them: {named(consumers)}; without them "
-                                f"their solo windows {costs_} faster",
+                                f"their {window}s {costs_} faster",
                          recommendations=v.recommendations + fixes(consumers, cpus))
     return v.replace(kind="outside-load", title="",
                      recommendations=fixes(consumers, cpus),
-                     reason=f"the jobs do not slow each other (the probe: each at about its solo "
+                     reason=f"the jobs do not slow each other ({timed}: each at about its solo "
                             f"speed), but even alone they wait for a CPU behind processes that "
                             f"are not training jobs: {named(consumers)}; without them {costs_} "
-                            "faster (the probe's solo windows)")
+                            f"faster (their {window}s)")
 
 
 @dataclass(frozen=True)
@@ -231,11 +243,13 @@ def window_json(w: SoloWindow, cpus: int) -> dict[str, Any]:
             "slowdown": solo_outside(w.wait, w.cores, cores, cpus, w.stall)}
 
 
-def not_alone(v: Verdict, windows: Sequence[SoloWindow], cpus: int) -> Verdict:
+def not_alone(v: Verdict, windows: Sequence[SoloWindow], cpus: int, by: str = "probe") -> Verdict:
     """The probe's verdict once its solo windows are known: each window that the load outside
     the jobs slowed by more than SLOW gets a line (its figure, and the job's slowdown against
-    an idle box), the windows go in the evidence (`probe_outside`), and `probe_verdict` names
-    the outside load (`outside-load` where the probe found the jobs at their solo speed)."""
+    an idle box), the windows go in the evidence (`probe_outside`; `baseline_outside` for the
+    solo baselines, `by = "baseline"`), and `probe_verdict` names the outside load
+    (`outside-load` where the jobs ran at about their solo speed). The baselines ran before the
+    co-run, whose own outside load is judged live: for them the kind stays, with a fix."""
     slowed: list[tuple[str, float]] = []
     consumers: Sequence[ProcLoad] | None = None
     win: dict[str, dict[str, Any]] = {}
@@ -248,7 +262,15 @@ def not_alone(v: Verdict, windows: Sequence[SoloWindow], cpus: int) -> Verdict:
         top = w.outside[:TOP] if w.outside is not None else None
         consumers = consumers or top
         probed = next((r.slowdown for r in v.jobs if r.name == w.name), None)
-        v = v.with_lines(solo_line(w.name, w.step_s, s, w.wait, top, probed))
+        v = v.with_lines(solo_line(w.name, w.step_s, s, w.wait, top, probed, by))
     if win:
-        v = v.with_evidence(probe_outside=win)
-    return probe_verdict(v, slowed, consumers, cpus)
+        v = v.with_evidence(**{BY[by][3]: win})
+    if by == "probe":
+        return probe_verdict(v, slowed, consumers, cpus, by)
+    if not slowed:  # the baselines ran before the co-run: the load may have gone since
+        return v
+    return v.replace(recommendations=v.recommendations + (
+        "measure the solo baselines again on a quieter box (baseline = \"measure\"): "
+        f"{', '.join(n for n, _ in slowed)} shared the CPU with {named(consumers)} while "
+        f"timed alone, so {'its slowdown' if len(slowed) == 1 else 'their slowdowns'} here "
+        f"{'is' if len(slowed) == 1 else 'are'} too small",))

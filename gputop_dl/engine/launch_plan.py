@@ -36,6 +36,7 @@ from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
+from gputop_dl.engine.solo_beside import SoloRunWatch, slowed_by_outside, windows
 from gputop_dl.record.paths import create_private, session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands
@@ -192,7 +193,11 @@ class LaunchPlan(Plan):
             fp = fingerprint(w, spec.cuda, engine.env)
             if spec.baseline == "cache":
                 cached = rec.cached_baseline(fp)
-                if cached:
+                slowed = slowed_by_outside(w.name, cached, engine.env.get("cpus") or 1) if cached else None
+                if slowed:
+                    engine.say(f"{w.name}: the cached solo baseline was not alone (about "
+                               f"{slowed:.2f}× slower than on an idle box): measuring it again")
+                elif cached:
                     self.solo[w.name] = dict(cached, cached=True)
                     engine.say(f"{w.name}: cached solo baseline, step {cached['step_time_s']:.3f} s")
                     continue
@@ -226,9 +231,10 @@ class LaunchPlan(Plan):
         """The built-in trainer alone for warm-up + baseline_steps steps (it stops by itself)."""
         short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + self.spec.baseline_steps)
         run = engine.start_run(short, "baseline", self.spec.cuda, tag=".solo")
-        engine.loop(lambda: not run.alive)
+        watch = SoloRunWatch(run)
+        engine.loop(watch.until(lambda: not run.alive))
         if run.status == "done":
-            return _solo_stats(run, w.warmup_steps)
+            return _with_beside(_solo_stats(run, w.warmup_steps), watch)
         if run.status != "stopped":
             self.no_solo[w.name] = f"no solo baseline ({run.failure or run.status})"
             engine.say(f"{w.name}: {self.no_solo[w.name]}")
@@ -241,10 +247,11 @@ class LaunchPlan(Plan):
         `baseline_timeout_s` gets no baseline, with that reason."""
         want = w.warmup_steps + self.spec.baseline_steps
         run = engine.start_run(w, "baseline", self.spec.cuda, tag=".solo")
+        watch = SoloRunWatch(run)
         t0 = time.monotonic()
         timeout = self.spec.baseline_timeout_s
-        engine.loop(lambda: not run.alive or len(run.steps) >= want
-                    or time.monotonic() - t0 > timeout)
+        engine.loop(watch.until(lambda: not run.alive or len(run.steps) >= want
+                                or time.monotonic() - t0 > timeout))
         if engine.stopping:
             return None
         if run.alive:
@@ -261,7 +268,7 @@ class LaunchPlan(Plan):
             engine.say(f"{w.name}: no solo baseline: {why}")
             return None
         warm = w.warmup_steps if seen > w.warmup_steps else max(0, seen - 1)
-        base = _solo_stats(run, warm)
+        base = _with_beside(_solo_stats(run, warm), watch)
         if base is None:
             return None
         if seen < want:
@@ -404,7 +411,10 @@ class LaunchPlan(Plan):
                     r for r in v.recommendations if "measure each job alone" not in r) + (
                     "a job across nodes has no solo baseline here: compare its step time with a "
                     "run that has its nodes to itself",))
-        if probe is not None:
+        if probe is None:  # a busy loop or a compile beside a solo baseline: it is slow too
+            v = outside_load.not_alone(v, windows(self.solo, [r.name for r in runs]),
+                                       engine.env.get("cpus") or 1, by="baseline")
+        else:
             v = v.with_evidence(probe={
                 "paused_job_s": round(probe.paused_job_s, 2),
                 "windows": [{"job": w.job, "seconds": round((w.t1 or now) - w.t0, 2),
@@ -440,6 +450,12 @@ def not_judged(verdict: Verdict, died: dict[str, str]) -> Verdict:
     return verdict.with_evidence(died_at_start=dict(died)).with_lines(
         "; ".join(f"{n} failed at start-up ({why})" for n, why in died.items())
         + ": not judged, the verdict is of the jobs that ran")
+
+
+def _with_beside(base: SoloBaseline | None, watch: SoloRunWatch) -> SoloBaseline | None:
+    """The baseline with what ran beside its solo run (`beside`; engine/solo_beside.py)."""
+    beside = watch.reading() if base is not None else None
+    return base if base is None or beside is None else dict(base, beside=beside)
 
 
 def _solo_stats(run: JobRun, warmup: int) -> SoloBaseline | None:

@@ -1,0 +1,94 @@
+"""What ran beside a job's measured solo baseline: its CPU wait and the busiest other processes.
+
+A launch with `baseline = "measure"` runs each job alone before the co-run, but "alone" only
+among the jobs: a compile, a notebook or another user's tests may share the box meanwhile, and
+then the solo step time is slow and every slowdown measured against it too small. `SoloRunWatch`
+reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
+run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
+processes that are not the job's (collect/busiest.py: one pass at each end). The reading is
+kept with the baseline (`beside`, cached with it); analyse/outside_load.py's `not_alone` judges
+it as it does the probe's solo windows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from gputop_dl.analyse.outside_load import SoloWindow, solo_outside
+from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.engine.jobrun import JobRun, SoloBaseline
+from gputop_dl.snapshot import ProcLoad
+
+
+class SoloRunWatch:
+    """`tick()` after each engine tick of a solo run (`until(done)` wraps an engine loop's
+    condition), `reading()` once it has ended."""
+
+    def __init__(self, run: JobRun, proc: str = "/proc") -> None:
+        self.run = run
+        self._busiest = BusiestSampler(proc, every=1)
+        self._t0: float | None = None
+        self._pids: set[int] = set()  # every process of the job seen (its workers come and go)
+
+    def tick(self) -> None:
+        ts = self.run.tree_sample
+        if ts is not None:
+            self._pids.update(ts.pids)
+        if self._t0 is None and len(self.run.steps) > self.run.w.warmup_steps:
+            self._busiest.sample()  # the first pass: the rates are over the measured steps
+            self._t0 = time.monotonic()
+
+    def until(self, done: Callable[[], bool]) -> Callable[[], bool]:
+        """`done`, with a tick of the watch before each look."""
+        def check() -> bool:
+            self.tick()
+            return done()
+        return check
+
+    def reading(self) -> dict[str, Any] | None:
+        """The baseline's `beside`: {seconds, wait, cores, consumers (None: not read)}; None
+        where the run never got past its warm-up."""
+        if self._t0 is None:
+            return None
+        busy = self._busiest.sample()
+        mine = self._pids | {os.getpid()}  # the job's own, and gputop-dl's
+        return {"seconds": round(time.monotonic() - self._t0, 2),
+                "wait": self.run.measured_wait(),
+                "cores": self.run.measured_cpu_cores(),
+                "consumers": None if busy is None else [
+                    {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
+                    for p in busy if p.pid not in mine]}
+
+
+def window_of(name: str, base: SoloBaseline) -> SoloWindow | None:
+    """A baseline's solo run as outside_load reads a probe window (None: not read)."""
+    b = base.get("beside")
+    if not b or b.get("seconds") is None:
+        return None
+    cons = b.get("consumers")
+    device = str(base.get("device") or "")
+    on_gpu = bool(device) and not device.startswith("cpu")
+    return SoloWindow(name, b["seconds"], b.get("wait"), b.get("cores"),
+                      None if cons is None else tuple(ProcLoad(**c) for c in cons),
+                      step_s=base.get("step_time_s"),
+                      stall=base.get("stall_fraction") if on_gpu else None)
+
+
+def windows(solo: Mapping[str, SoloBaseline], names: Iterable[str]) -> list[SoloWindow]:
+    """The solo runs of these jobs that have a reading of what ran beside them."""
+    return [w for w in (window_of(n, solo[n]) for n in names if n in solo) if w is not None]
+
+
+def slowed_by_outside(name: str, base: SoloBaseline, cpus: int) -> float | None:
+    """How much faster the baseline's solo run would have been on an idle box, where that is
+    more than SLOW (a cached baseline so slowed is measured again); None otherwise."""
+    w = window_of(name, base)
+    if w is None:
+        return None
+    out = None if w.outside is None else sum(p.cores for p in w.outside)
+    s = solo_outside(w.wait, w.cores, out, cpus, w.stall)
+    return s if s is not None and s > SLOW else None
