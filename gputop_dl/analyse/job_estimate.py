@@ -75,25 +75,27 @@ def outside_procs(jobs: Sequence[JobSample], host: HostSample | None
     return tuple(p for p in host.busiest if p.pid not in mine)
 
 
-def critical_speedup(j: JobSample, on_gpu: bool, cpus: int, share: float) -> float | None:
+def critical_speedup(j: JobSample, on_gpu: bool, cpus: int, share: float
+                     ) -> tuple[float | None, float | None]:
     """s_cpu on the job's critical path, its CPU wait put down to the other jobs by `share`
     (1: every wait, as on a box with nothing but this job), an intra-op pool's critical path
-    where that is larger. None: its CPU wait is unknown."""
+    where that is as large; and that pool figure where it set s_cpu (else None). None: its
+    CPU wait is unknown."""
     f, stall = j.cpu_wait_fraction, j.stall_fraction
     if f is None:
-        return None
+        return None, None
     if on_gpu and stall is not None:
         # only the data wait can shrink: the workers' cores, up to the stall itself
         if stall < STALL_GATE:
-            return 1.0
+            return 1.0, None
         fw = j.cpu_wait_workers if j.cpu_wait_workers is not None else f
         return max(1.0, min(cpu_speedup(fw, j.cpu_cores, cpus, share) or 1.0,
-                            1.0 / (1.0 - clip_wait(stall))))
+                            1.0 / (1.0 - clip_wait(stall)))), None
     s_cpu = cpu_speedup(f, j.cpu_cores, cpus, share)
     s_pool = None if on_gpu else pool_speedup(j.cpu_pool, share)
-    if s_pool is not None and s_cpu is not None and s_pool > s_cpu:
-        return s_pool
-    return s_cpu
+    if s_pool is not None and s_cpu is not None and s_pool >= s_cpu:
+        return s_pool, s_pool
+    return s_cpu, None
 
 
 def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
@@ -123,15 +125,12 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
         if f is not None and on_gpu and stall is not None:
             crit = (j.cpu_wait_workers if j.cpu_wait_workers is not None else f) \
                 if stall >= STALL_GATE else 0.0
-        s_cpu = critical_speedup(j, on_gpu, cpus, share)
+        s_cpu, s_pool = critical_speedup(j, on_gpu, cpus, share)
         # the outside load's part of the wait, the other jobs' part kept (they stay): not
         # s_all / s_cpu, which credits the outside with the product of both parts
-        s_out = critical_speedup(j, on_gpu, cpus, 1.0 - share)
-        s_pool = pool_speedup(j.cpu_pool, share) if f is not None and not on_gpu else None
-        if s_pool is not None and s_cpu is not None and s_pool >= s_cpu:
+        s_out, _ = critical_speedup(j, on_gpu, cpus, 1.0 - share)
+        if s_pool is not None:
             crit = round(1.0 - 1.0 / s_pool, 4)  # the share the pool stood still
-        else:
-            s_pool = None
         g = gpu.get(j.name)
         out[j.name] = Tick(t=t, cpu=s_cpu, gpu=g[0] if g else None, cpu_wait=f,
                            critical_wait=crit, gpu_wait=g[1] if g else None,
