@@ -301,7 +301,7 @@ def _verdict_changes_section(data: SessionDoc) -> str:
     if not changes:
         return "\n".join(out + ["No verdict was reached in this session, so none changed."
                                 if not data.get("verdict") else
-                                "No change recorded: the verdict above was the only one."])
+                                "No change recorded with the verdict above (it was stored without one)."])
     t0 = data.get("started")
     rows = [[when(c["t"], "%H:%M:%S"), _since(c["t"], t0),
              md_cell(c.get("from") or "(none)"), md_cell(c["to"]),
