@@ -589,6 +589,14 @@ def test_end_to_end_launch_then_export(home, capsys):
     assert "vCPUs" in env["CPU"] and env["torch"] not in ("", "–")
     assert rows_by_job(table_with(text, "step CV"))["tiny"]["source"] == "measured"
     assert fences(text, "mermaid")
+    # its verdict over time (issue 35): recorded as the run went, the first from none, the
+    # last the session's verdict, each a change of kind
+    changes = data["verdict_changes"]
+    assert data["verdict_changes_recorded"] is True and changes and changes[0]["from"] is None
+    assert changes[-1]["to"] == data["verdict"]["kind"]
+    assert all(a["to"] == b["from"] != b["to"] for a, b in zip(changes, changes[1:]))
+    assert all(data["started"] <= c["t"] <= data["ended"] for c in changes)
+    assert [r[3] for r in table_with(text, "worst slowdown")["rows"]] == [c["to"] for c in changes]
 
 
 # --- the aggregated (SQL) summary equals a plain computation over the raw records ---------

@@ -431,7 +431,7 @@ class LaunchPlan(Plan):
         if final or (win is not None and now - win[1] > 2.0
                      and (probe is None or probe.done or not any(r.alive for r in runs))):
             self._frozen = True
-        engine.recorder.verdict(self.verdict)
+        engine.recorder.verdict(self.verdict, now)
 
 
 def died_at_start(given: Iterable[JobRun]) -> tuple[list[JobRun], dict[str, str]]:

@@ -48,7 +48,7 @@ class MonitorPlan(Plan):
         self._rows = (tuple(machine.found), rows)
         rec.found(now, tuple(rows))
         if rec.is_open and self.verdict is not None:
-            rec.verdict(self.verdict)
+            rec.verdict(self.verdict, now)
 
     def found_rows(self, engine: Engine, found: list[JobSample]) -> list[JobSample]:
         """The rows with their estimates; the ones after_tick annotated this tick are reused

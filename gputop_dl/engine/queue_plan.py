@@ -267,7 +267,7 @@ class QueuePlan(Plan):
             + judged.evidence_lines)
         v = judged.to_json()
         self.verdict = v
-        engine.recorder.verdict(v)
+        engine.recorder.verdict(v, now)
 
     def rows(self, engine: Engine, launched: list[JobSample]) -> list[JobSample]:
         jobs = list(launched)

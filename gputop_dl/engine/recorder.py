@@ -8,6 +8,7 @@ its plans never ask whether they record:
     rec.open_monitor(command, env, interval)   # the monitor from the first training job seen
     rec.launched(now, run, row, was_alive)     # a launched job's row (when it changed) + sample
     rec.found(now, jobs)                       # the monitor's found jobs (rows + samples)
+    rec.verdict(v, now)                        # the latest verdict; a change of its kind kept
     rec.tick(now, host, gpus)                  # host/GPU samples, heartbeat, one commit per tick
     rec.close(state, verdict)
 
@@ -19,6 +20,7 @@ write is a no-op, so the jobs and the live view go on.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import time
@@ -27,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse.phases import ranks_json
+from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.engine.plan import VerdictJson
 from gputop_dl.record.paths import StoreError, session_work_dir
 from gputop_dl.record.store import Store
@@ -55,6 +58,7 @@ class Recorder:
         # found pid -> (its row's name, device, distributed)
         self._found_live: dict[int | None, tuple[str, str | None, Distributed | None]] = {}
         self._found_names: set[str] = set()  # the monitor session's job rows
+        self._verdict_kind: str | None = None  # the kind of the last verdict change recorded
         self.failure: str | None = None  # why recording stopped mid-run
 
     @contextmanager
@@ -123,6 +127,7 @@ class Recorder:
         with self._writing():
             if self._store is not None:
                 if self.session_id is not None:
+                    self._note_change(self._store, self.session_id, verdict, time.time())
                     self._store.end_session(self.session_id, state, verdict)
                 self._store.close()
                 return
@@ -224,10 +229,27 @@ class Recorder:
                 self._store.add_events(self.session_id, job, "baseline",
                                        [{"ev": "baseline", "t": time.time(), **base}])
 
-    def verdict(self, v: VerdictJson | None) -> None:
+    def verdict(self, v: VerdictJson | None, now: float | None = None) -> None:
+        """The session's latest verdict (each tick it is judged); when its kind differs from
+        the last one recorded, a verdict change at `now` too (a kind comparison per tick, a
+        row per change: a live verdict that wavers between two kinds writes each change)."""
         with self._writing():
             if self._store is not None and self.session_id is not None:
+                self._note_change(self._store, self.session_id, v, now)
                 self._store.set_verdict(self.session_id, v)
+
+    def _note_change(self, st: Store, sid: str, v: VerdictJson | None, now: float | None) -> None:
+        kind = v.get("kind") if v else None
+        if not isinstance(kind, str) or kind == self._verdict_kind:
+            return  # no verdict (the last one stands), or the same kind
+        assert v is not None
+        reason = v.get("reason")
+        first = str(reason).strip().splitlines()[0] if reason and str(reason).strip() else None
+        slow = [x for x in verdict_slowdowns(v).values()
+                if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
+        st.add_verdict_change(sid, time.time() if now is None else now, self._verdict_kind, kind,
+                              first, max(slow) if slow else None)
+        self._verdict_kind = kind
 
     # --- found jobs (monitor) -----------------------------------------------------------------
     def found(self, now: float, jobs: tuple[JobSample, ...]) -> None:

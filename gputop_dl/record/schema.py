@@ -58,11 +58,16 @@ CREATE TABLE IF NOT EXISTS job_samples (
     gpu_mem INTEGER, stall REAL, step_time REAL, samples_per_s REAL,
     PRIMARY KEY (jk, t)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS machine_profiles (created REAL, host TEXT, quick INTEGER, data TEXT);
+CREATE TABLE IF NOT EXISTS verdict_changes (
+    sk INTEGER, t REAL, from_kind TEXT, to_kind TEXT, reason TEXT, worst_slowdown REAL);
+CREATE INDEX IF NOT EXISTS verdict_changes_by_session ON verdict_changes (sk, t);
 """
 # Tables added after schema 2 are in SCHEMA with IF NOT EXISTS: a schema-2 database opened to
 # write gets them; a reader of one written before asks `Store.has_table` first.
 # machine_profiles (issue 34, `gputop-dl machine`): one row per profile, JSON of
 # gputop-dl.machine/1
+# verdict_changes (issue 35): one row per change of a session's verdict kind (the first verdict
+# is a change from NULL), written only when the kind changes, never per tick
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
 # a new figure never costs the user their recorded sessions. Readers ask `has_column` first.
@@ -72,6 +77,9 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("steps", "ph_h2d", "REAL"), ("steps", "ph_forward", "REAL"),
     ("steps", "ph_backward", "REAL"), ("steps", "ph_optimizer", "REAL"),
     ("steps", "rank", "INTEGER"), ("steps", "ph_cuda", "INTEGER"),
+    # 1: this session records its verdict changes (issue 35); NULL: a session recorded
+    # before, whose changes are not known (never "there were none")
+    ("sessions", "verdict_history", "INTEGER"),
 )
 # job_samples columns added after schema 2 that `add_job_sample` writes straight from a
 # `JobSample` attribute: (column, attribute); each feature adds its own block

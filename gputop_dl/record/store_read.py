@@ -54,6 +54,17 @@ class JobRecord(TypedDict):
     info: JsonObject
 
 
+class VerdictChange(TypedDict):
+    """A change of a session's verdict kind (`SessionReads.verdict_changes`); `from` is None
+    for the session's first verdict."""
+
+    t: float
+    from_: str | None
+    to: str
+    reason: str | None
+    worst_slowdown: float | None
+
+
 class SessionStats(TypedDict):
     """A session's job count and last heartbeat (`SessionReads.session_stats`, listings)."""
 
@@ -152,6 +163,19 @@ class SessionReads(StoreKeys):
             d.update(job=names[jk], phase=phase_, t=t, ev=ev_)
             out.append(d)
         return out
+
+    def verdict_changes(self, sid: str) -> list[VerdictChange] | None:
+        """The session's verdict changes in time order; None when the session did not record
+        them (written by a gputop-dl before they were kept): not known, never "none"."""
+        if not (self.has_table("verdict_changes") and self.has_column("sessions", "verdict_history")):
+            return None
+        r = self.db.execute("SELECT sk, verdict_history FROM sessions WHERE id=?", (sid,)).fetchone()
+        if r is None or not r[1]:
+            return None
+        return [{"t": t, "from_": a, "to": b, "reason": why, "worst_slowdown": worst}
+                for t, a, b, why, worst in self.db.execute(
+                    "SELECT t, from_kind, to_kind, reason, worst_slowdown FROM verdict_changes"
+                    " WHERE sk=? ORDER BY t, rowid", (r[0],))]
 
     def session_stats(self) -> dict[str, SessionStats]:
         """Per session id: {"jobs": count, "heartbeat": last heartbeat time} (for listings)."""

@@ -46,7 +46,8 @@ class SessionWrites(StoreKeys):
         now = time.time()
         self.db.execute(
             "INSERT INTO sessions (id, name, file, command, kind, started, state, heartbeat,"
-            " owner_pid, owner_host, environment, spec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " owner_pid, owner_host, environment, spec, verdict_history)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
             (sid, name, file, redact_line(command), kind, now, "running", now, os.getpid(),
              socket.gethostname(), dumps(environment), dumps(spec)))
         self.db.commit()
@@ -62,6 +63,12 @@ class SessionWrites(StoreKeys):
 
     def set_verdict(self, sid: str, verdict: JsonIn | None) -> None:
         self.db.execute("UPDATE sessions SET verdict=? WHERE id=?", (dumps(verdict), sid))
+
+    def add_verdict_change(self, sid: str, t: float, old: str | None, new: str,
+                           reason: str | None, worst_slowdown: float | None) -> None:
+        """The session's verdict changed kind at `t` (`old` None: its first verdict)."""
+        self.db.execute("INSERT INTO verdict_changes VALUES (?,?,?,?,?,?)",
+                        (self._sk(sid), t, old, new, reason, worst_slowdown))
 
     def upsert_job(self, sid: str, name: str, *, launched: bool, config: JsonIn | None,
                    status: str, failure: str | None = None, device: str | None = None,

@@ -192,6 +192,17 @@ def _memory(store: Store, sid: str, job: str) -> dict[str, Any] | None:
             "memory_wait": _r(wait), "samples": n}
 
 
+def _verdict_changes(store: Store, sid: str) -> dict[str, Any]:
+    """`verdict_changes`, each change of the verdict's kind in time order (`from` null: the
+    first verdict), and `verdict_changes_recorded`: false for a session recorded before they
+    were kept, whose `[]` means "not known", not "none"."""
+    changes = store.verdict_changes(sid)
+    return {"verdict_changes": [{"t": c["t"], "from": c["from_"], "to": c["to"],
+                                 "reason": c["reason"], "worst_slowdown": _r(c["worst_slowdown"], 3)}
+                                for c in changes or ()],
+            "verdict_changes_recorded": changes is not None}
+
+
 def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS) -> dict[str, Any]:
     """The session export (schema gputop-dl.session/1) of session `sid` (id or unique prefix)."""
     row = store.session(sid)
@@ -275,6 +286,7 @@ def session_json(store: Store, sid: str | None, *, max_points: int = MAX_POINTS)
         "cuda": spec.get("cuda"),
         "environment": env,
         "verdict": row.verdict,
+        **_verdict_changes(store, sid),
         "queue": queue,
         "jobs": jobs,
         "host": host,

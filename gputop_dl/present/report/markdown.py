@@ -289,6 +289,32 @@ def _solo_section(jobs: list[JobDoc], baseline: str | None) -> str:
                           "step CV", "source", "device"], rows, "lrrrrrrll")
 
 
+def _verdict_changes_section(data: SessionDoc) -> str:
+    """When the verdict's kind changed; "not recorded" for a session (or a saved export) from
+    before the changes were kept: never "none" where the store could not know."""
+    out = ["## Verdict over time", ""]
+    changes = data.get("verdict_changes") or []
+    if not data.get("verdict_changes_recorded"):
+        return "\n".join(out + ["Not recorded in this session: it was recorded by a gputop-dl "
+                                "that kept only the latest verdict, so when it changed is not "
+                                "known."])
+    if not changes:
+        return "\n".join(out + ["No verdict was reached in this session, so none changed."
+                                if not data.get("verdict") else
+                                "No change recorded with the verdict above (it was stored without one)."])
+    t0 = data.get("started")
+    rows = [[when(c["t"], "%H:%M:%S"), _since(c["t"], t0),
+             md_cell(c.get("from") or "(none)"), md_cell(c["to"]),
+             num(c.get("worst_slowdown"), ".2f", "×"), md_cell(c.get("reason"))]
+            for c in changes]
+    out.append(table(["time", "since start", "from", "to", "worst slowdown", "reason"], rows,
+                     "lrllrl"))
+    out += ["", "Each change of the verdict's kind, as it was judged while the session ran (a "
+            "live verdict is estimated; a launch's is measured over the overlap window). Worst "
+            "slowdown: the largest of the new verdict's per-job slowdowns."]
+    return "\n".join(out)
+
+
 def _events_section(data: SessionDoc) -> str:
     t0 = data.get("started")
     evs = data.get("events") or []
@@ -338,7 +364,8 @@ def render_markdown(data: SessionDoc) -> str:
              _results_section(data), phases_section(data["jobs"]),
              cpu_wait_section(data["jobs"]), disk_section(data["jobs"]),
              memory_section(data["jobs"]), queue_section(data),
-             verdict_section(v), charts_section(data), _events_section(data),
+             verdict_section(v), _verdict_changes_section(data), charts_section(data),
+             _events_section(data),
              f"---\n\n*{md_text(data.get('generator') or 'gputop-dl')}; the JSON export "
              f"(`gputop-dl export OUT.json --session {md_text(data.get('id'))}`) has the same "
              "content.*"]

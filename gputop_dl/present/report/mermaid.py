@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 MAX_POINTS = 60
 
@@ -86,11 +87,18 @@ def bar_line_chart(title: str, categories: list[str], bars: list[float | None],
     return _block(lines)
 
 
+def mark_points(marks: Sequence[float], n: int) -> list[int]:
+    """The points (0..n-1) of an `n`-point axis where marks at fractions 0..1 of it fall."""
+    return sorted({min(int(f * n), n - 1) for f in marks if 0.0 <= f <= 1.0}) if n else []
+
+
 def time_chart(title: str, t_end: float, series: list[list[float | None]], y_title: str,
                t_unit: str = "min", y_max: float | None = None,
-               fill: str = "prev") -> str | None:
+               fill: str = "prev", marks: Sequence[float] = ()) -> str | None:
     """Lines over a numeric time axis 0 --> t_end (points evenly spaced); None if no data.
-    Gaps: see `_fill`."""
+    Gaps: see `_fill`. `marks` (fractions 0..1 of the axis, the moments the verdict changed):
+    a full-height bar at each, drawn after the lines so they keep their colours (xychart has no
+    vertical rule)."""
     filled = [f for f in (_fill(downsample(s), fill) for s in series) if f]
     if not filled:
         return None
@@ -100,6 +108,10 @@ def time_chart(title: str, t_end: float, series: list[list[float | None]], y_tit
              f'    y-axis "{label(y_title)}" 0 --> {_n(top)}']
     for f in filled:
         lines.append("    line [" + ", ".join(_n(v) for v in f) + "]")
+    at = mark_points(marks, len(filled[0]))
+    if at:
+        lines.append("    bar [" + ", ".join(_n(top if i in at else 0.0)
+                                             for i in range(len(filled[0]))) + "]")
     return _block(lines)
 
 
