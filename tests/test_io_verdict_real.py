@@ -151,16 +151,20 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
         snap = check(json.loads(once.stdout))
         # the live judge over several ticks (diagnose observes ~6 s): the figures to check;
         # --once judges one second, whose read rates scatter by a quarter on a busy box
+        t0 = time.time()
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
                                "--json", "--seconds", "10"],
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
         found = check(json.loads(diag.stdout))
+        t1 = time.time()
         for p in procs:
             p.kill()
-        own = [{"median_step_s": statistics.median(early[p.pid][1:] + [  # the first: warm-up
-                    r["recent_step_s"] for r in _reports(p) if "recent_step_s" in r])}
-               for p in procs]
+        later = {p.pid: [r for r in _reports(p) if "recent_step_s" in r] for p in procs}
+        own = {p.pid: statistics.median(early[p.pid][1:] + [  # the first: warm-up
+                   r["recent_step_s"] for r in later[p.pid]]) for p in procs}
+        window = {pid: [r["recent_step_s"] for r in rs if t0 <= r["t"] <= t1 + 1]
+                  for pid, rs in later.items()}
     finally:
         for p in procs:
             p.kill()
@@ -171,17 +175,23 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     assert len(readers) == 2
     for j in readers:
         assert j["io_device_label"] and j["io_read_bytes_per_s"] > 0, j
-    truths = [o["median_step_s"] / solo["median_step_s"] for o in own]
-    assert all(1.5 <= t <= 2.3 for t in truths), truths  # the setup itself: about 2x
+    # each job against its own ratio (the pair's split of the disk is uneven and drifts: one
+    # run's whole-run ratios were 1.99 and 1.53), over the span the judge looked at
+    whole = {pid: o / solo["median_step_s"] for pid, o in own.items()}
+    assert all(len(w) >= 3 for w in window.values()), window
+    truths = {pid: statistics.median(w) / solo["median_step_s"] for pid, w in window.items()}
     v = found["verdict"]
     psi = (v.get("evidence") or {}).get("io_pressure_some10")
     ev = v.get("evidence") or {}
     brief = [(j["name"], j.get("slowdown"), (ev.get("io_wait") or {}).get(j["name"]),
               (ev.get("io_read_bytes_per_s") or {}).get(j["name"])) for j in v.get("jobs") or []]
+    ests = {j["pid"]: j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")}
+    print(f"\nIO-PAIR solo {solo['median_step_s']:.3f}s truth {truths} whole run {whole} "
+          f"est {ests} kind {v['kind']} PSI {psi} brief {brief}")
+    # the setup itself: the pair about 2x (each job's part of that is its share of the disk)
+    assert 1.5 <= statistics.mean(whole.values()) <= 2.3, whole
     assert v["kind"] == "io-bound", f"{v['kind']}: PSI io {psi}; {brief}; {v['reason'][:200]}"
     assert "wait on reads from" in v["reason"]
-    truth = sum(truths) / 2
-    ests = [j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")]
-    assert len(ests) == 2
-    for s in ests:
-        assert abs(s - truth) / truth <= 0.25, (ests, truths)
+    assert sorted(ests) == sorted(truths)
+    for pid, s in ests.items():
+        assert abs(s - truths[pid]) / truths[pid] <= 0.25, (ests, truths)
