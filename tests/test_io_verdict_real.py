@@ -149,11 +149,13 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
                               capture_output=True, text=True, timeout=60, env=env)
         assert once.returncode == 0, once.stderr
         snap = check(json.loads(once.stdout))
-        # the live judge over several ticks (diagnose observes ~6 s): the figures to check;
-        # --once judges one second, whose read rates scatter by a quarter on a busy box
+        # the live judge over several ticks: the figures to check; --once judges one second,
+        # whose read rates scatter by a quarter on a busy box. `diagnose --no-probe` observes a
+        # third of --seconds, at most 6 s: 18 gives its judge 6 ticks (10 gave it 3, whose
+        # share of the disk drifted from the pair's over the seconds their truth spans)
         t0 = time.time()
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
-                               "--json", "--seconds", "10"],
+                               "--json", "--seconds", "18"],
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
         found = check(json.loads(diag.stdout))
