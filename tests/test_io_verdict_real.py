@@ -182,13 +182,15 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     whole = {pid: o / solo["median_step_s"] for pid, o in own.items()}
     assert all(len(w) >= 3 for w in window.values()), window
     truths = {pid: statistics.median(w) / solo["median_step_s"] for pid, w in window.items()}
+    # each report is the mean of its 2 steps: their mean, the mean-step ratio (throughput)
+    means = {pid: round(statistics.mean(w) / solo["median_step_s"], 3) for pid, w in window.items()}
     v = found["verdict"]
     psi = (v.get("evidence") or {}).get("io_pressure_some10")
     ev = v.get("evidence") or {}
     brief = [(j["name"], j.get("slowdown"), (ev.get("io_wait") or {}).get(j["name"]),
               (ev.get("io_read_bytes_per_s") or {}).get(j["name"])) for j in v.get("jobs") or []]
     ests = {j["pid"]: j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")}
-    print(f"\nIO-PAIR solo {solo['median_step_s']:.3f}s truth {truths} whole run {whole} "
+    print(f"\nIO-PAIR solo {solo['median_step_s']:.3f}s truth {truths} mean-step {means} whole run {whole} "
           f"est {ests} kind {v['kind']} PSI {psi} brief {brief}")
     # the setup itself: the pair about 2x (each job's part of that is its share of the disk)
     assert 1.5 <= statistics.mean(whole.values()) <= 2.3, whole
