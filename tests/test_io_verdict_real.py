@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from gputop_dl.engine.diagnose_plan import NO_PROBE_OBSERVE_S
 from tests.fakes.orphan import orphan_shell
 from tests.schema_check import check
 
@@ -26,6 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "external", "disk_reader.py")
 BLKIO = "/sys/fs/cgroup/blkio"
 RATE = 4 << 20  # bytes/s the two share: one 1 MiB step takes ~0.25 s alone, ~0.5 s together
+# the seconds after `diagnose --no-probe` starts that its estimate is made of: its start-up and
+# its observe phase (the py-spy burst after it is not in the estimate). The pair's split of
+# the disk drifts: in one run a job read 41 % of the pair's bytes while the judge looked
+# (estimate 2.36x) and ran 1.74x slower over the whole 19 s of diagnose
+JUDGED_S = 3 + NO_PROBE_OBSERVE_S
 
 
 def _disk_of(path: str) -> str | None:
@@ -159,13 +165,12 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
         found = check(json.loads(diag.stdout))
-        t1 = time.time()
         for p in procs:
             p.kill()
         later = {p.pid: [r for r in _reports(p) if "recent_step_s" in r] for p in procs}
         own = {p.pid: statistics.median(early[p.pid][1:] + [  # the first: warm-up
                    r["recent_step_s"] for r in later[p.pid]]) for p in procs}
-        window = {pid: [r["recent_step_s"] for r in rs if t0 <= r["t"] <= t1 + 1]
+        window = {pid: [r["recent_step_s"] for r in rs if t0 <= r["t"] <= t0 + JUDGED_S]
                   for pid, rs in later.items()}
     finally:
         for p in procs:
