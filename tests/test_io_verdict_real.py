@@ -120,11 +120,6 @@ def _reports(p: Reader) -> list[dict]:
 
 
 @pytest.mark.heavy
-@pytest.mark.xfail(strict=False, reason=(
-    "known open defect (issue 32): each estimate is now checked against its own job's ratio "
-    "and passed 7 of 8 runs under the box lock (docs/benchmarks.md); in the 8th a job that "
-    "read 41 % of the pair's bytes while the judge looked read 2.36x against its own 1.74x. "
-    "Kept running so a fix shows as XPASS"))
 def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_path):
     why = _why_not(str(tmp_path))
     if why:
