@@ -3,13 +3,15 @@ verdict's `io-bound` kind on hand-made samples (no process, no clock)."""
 
 import errno
 import os
+import random
+import statistics
 
 import pytest
 
 from gputop_dl.analyse.io_share import IO_BUSY, io_ratios, io_slowdown
 from gputop_dl.analyse.passive import PassiveJudge
-from gputop_dl.collect.diskio import (NOT_READABLE, DiskReader, io_fields, parse_io,
-                                      parse_mountinfo)
+from gputop_dl.collect.diskio import (NOT_READABLE, DiskReader, io_fields, look_times,
+                                      parse_io, parse_mountinfo)
 from gputop_dl.collect.procs import Stat
 from gputop_dl.snapshot import HostSample, JobSample
 from tests.schema_check import check
@@ -105,6 +107,24 @@ def test_looks_between_ticks_make_the_blocked_share(tmp_path):
     assert reader.read({5: stat("R")}, now=3.0).blocked == 0.0
 
 
+def test_looks_fall_at_random_moments_of_their_slots_not_on_a_grid():
+    """A job whose step locks to 100 ms (a throttled disk's slices) looked at every 100 ms is
+    seen at one moment of its step: the memory pair's 47 % wait read 15-94 % over grid starts
+    (benchmarks/look_aliasing.py). One look in each slot, at a random moment of it."""
+    rng = random.Random(7)
+    draws = [look_times(9, rng) for _ in range(200)]
+    for times in draws:
+        assert len(times) == 9
+        assert all(k / 10 <= t < (k + 1) / 10 for k, t in enumerate(times, start=1))
+    # a job in D for the first 47 % of every 100 ms, looked at 9 times a second for 5 s: a grid
+    # reads 0 or 1, the random moments its share
+    def share(times):
+        return sum((t * 10) % 1 < 0.47 for t in times) / len(times)
+    est = [share([s + f for s in range(5) for f in look_times(9, rng)]) for _ in range(200)]
+    assert abs(statistics.mean(est) - 0.47) < 0.02 and statistics.pstdev(est) < 0.1
+    assert share([s + k / 10 for s in range(5) for k in range(1, 10)]) in (0.0, 1.0)
+
+
 def test_reader_says_when_another_users_io_is_hidden(tmp_path):
     def denied(path, *a):
         raise PermissionError(errno.EACCES, "denied", path)
@@ -177,6 +197,20 @@ def test_the_wait_is_the_share_of_ticks_blocked_on_io():
     v, est = run(lambda t: [reader_job("a", 1, 1 * MB, blocked=float(t % 2 == 0)),
                             reader_job("b", 3, 1 * MB)], PRESSED)
     assert est["a"].io_wait == 0.5 and est["a"].slowdown == pytest.approx(1 / (1 - 0.25), abs=0.001)
+
+
+def test_the_fetch_share_is_the_windows_bytes_not_a_median_of_ticks():
+    """The throttled pair of tests/test_io_verdict_real.py read 1.90 and 2.29 MB/s in one tick
+    (a 45/55 split) and the other way round in the next. Over five ticks `a` read 10.28 of the
+    pair's 20.95 MB: alone it would fetch 2.04x faster, not the 2.2x of the ticks it read
+    least in (the median of five ticks' R / r_i)."""
+    v, est = run(lambda t: [reader_job("a", 1, (1.9 if t % 2 == 0 else 2.29) * MB, blocked=0.8),
+                            reader_job("b", 3, (2.29 if t % 2 == 0 else 1.9) * MB, blocked=0.8)],
+                 PRESSED, ticks=5)
+    a = 1 / (1 - 0.8 * (1 - 10.28 / 20.95))
+    assert est["a"].slowdown == pytest.approx(a, abs=0.002)  # 1.69x; the ticks' median: 1.78x
+    b = 1 / (1 - 0.8 * (1 - 10.67 / 20.95))
+    assert est["b"].slowdown == pytest.approx(b, abs=0.002)
 
 
 @pytest.mark.parametrize("cpu_wait, kind", [(0.3, "io-bound"), (0.5, "cpu-bound")])

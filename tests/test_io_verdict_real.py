@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from gputop_dl.engine.diagnose_plan import NO_PROBE_OBSERVE_S
 from tests.fakes.orphan import orphan_shell
 from tests.schema_check import check
 
@@ -26,6 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "external", "disk_reader.py")
 BLKIO = "/sys/fs/cgroup/blkio"
 RATE = 4 << 20  # bytes/s the two share: one 1 MiB step takes ~0.25 s alone, ~0.5 s together
+# the seconds after `diagnose --no-probe` starts that its estimate is made of: its start-up and
+# its observe phase (the py-spy burst after it is not in the estimate). The pair's split of
+# the disk drifts: in one run a job read 41 % of the pair's bytes while the judge looked
+# (estimate 2.36x) and ran 1.74x slower over the whole 19 s of diagnose
+JUDGED_S = 3 + NO_PROBE_OBSERVE_S
 
 
 def _disk_of(path: str) -> str | None:
@@ -114,11 +120,6 @@ def _reports(p: Reader) -> list[dict]:
 
 
 @pytest.mark.heavy
-@pytest.mark.xfail(strict=False, reason=(
-    "known open defect (issue 32): on the shared 2-core box the throttled pair's own slowdowns "
-    "split unevenly (2.26x and 1.41x in one run) and the live estimate read 2.38x against the "
-    "pair's 1.74x in another, past the 25 % bound; it passes in some runs. Kept running so a "
-    "fix shows as XPASS"))
 def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_path):
     why = _why_not(str(tmp_path))
     if why:
@@ -149,18 +150,23 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
                               capture_output=True, text=True, timeout=60, env=env)
         assert once.returncode == 0, once.stderr
         snap = check(json.loads(once.stdout))
-        # the live judge over several ticks (diagnose observes ~6 s): the figures to check;
-        # --once judges one second, whose read rates scatter by a quarter on a busy box
+        # the live judge over several ticks: the figures to check; --once judges one second,
+        # whose read rates scatter by a quarter on a busy box. `diagnose --no-probe` observes a
+        # third of --seconds, at most 6 s: 18 gives its judge 6 ticks (10 gave it 3, whose
+        # share of the disk drifted from the pair's over the seconds their truth spans)
+        t0 = time.time()
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
-                               "--json", "--seconds", "10"],
+                               "--json", "--seconds", "18"],
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
         found = check(json.loads(diag.stdout))
         for p in procs:
             p.kill()
-        own = [{"median_step_s": statistics.median(early[p.pid][1:] + [  # the first: warm-up
-                    r["recent_step_s"] for r in _reports(p) if "recent_step_s" in r])}
-               for p in procs]
+        later = {p.pid: [r for r in _reports(p) if "recent_step_s" in r] for p in procs}
+        own = {p.pid: statistics.median(early[p.pid][1:] + [  # the first: warm-up
+                   r["recent_step_s"] for r in later[p.pid]]) for p in procs}
+        window = {pid: [r["recent_step_s"] for r in rs if t0 <= r["t"] <= t0 + JUDGED_S]
+                  for pid, rs in later.items()}
     finally:
         for p in procs:
             p.kill()
@@ -171,17 +177,25 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     assert len(readers) == 2
     for j in readers:
         assert j["io_device_label"] and j["io_read_bytes_per_s"] > 0, j
-    truths = [o["median_step_s"] / solo["median_step_s"] for o in own]
-    assert all(1.5 <= t <= 2.3 for t in truths), truths  # the setup itself: about 2x
+    # each job against its own ratio (the pair's split of the disk is uneven and drifts: one
+    # run's whole-run ratios were 1.99 and 1.53), over the span the judge looked at
+    whole = {pid: o / solo["median_step_s"] for pid, o in own.items()}
+    assert all(len(w) >= 3 for w in window.values()), window
+    truths = {pid: statistics.median(w) / solo["median_step_s"] for pid, w in window.items()}
+    # each report is the mean of its 2 steps: their mean, the mean-step ratio (throughput)
+    means = {pid: round(statistics.mean(w) / solo["median_step_s"], 3) for pid, w in window.items()}
     v = found["verdict"]
     psi = (v.get("evidence") or {}).get("io_pressure_some10")
     ev = v.get("evidence") or {}
     brief = [(j["name"], j.get("slowdown"), (ev.get("io_wait") or {}).get(j["name"]),
               (ev.get("io_read_bytes_per_s") or {}).get(j["name"])) for j in v.get("jobs") or []]
+    ests = {j["pid"]: j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")}
+    print(f"\nIO-PAIR solo {solo['median_step_s']:.3f}s truth {truths} mean-step {means} whole run {whole} "
+          f"est {ests} kind {v['kind']} PSI {psi} brief {brief}")
+    # the setup itself: the pair about 2x (each job's part of that is its share of the disk)
+    assert 1.5 <= statistics.mean(whole.values()) <= 2.3, whole
     assert v["kind"] == "io-bound", f"{v['kind']}: PSI io {psi}; {brief}; {v['reason'][:200]}"
     assert "wait on reads from" in v["reason"]
-    truth = sum(truths) / 2
-    ests = [j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")]
-    assert len(ests) == 2
-    for s in ests:
-        assert abs(s - truth) / truth <= 0.25, (ests, truths)
+    assert sorted(ests) == sorted(truths)
+    for pid, s in ests.items():
+        assert abs(s - truths[pid]) / truths[pid] <= 0.25, (ests, truths)

@@ -23,7 +23,7 @@ import pytest
 
 from tests.fakes.orphan import orphan_shell
 
-from tests.test_io_verdict_real import BLKIO, ROOT, SCRIPT, _disk_of
+from tests.test_io_verdict_real import BLKIO, JUDGED_S, ROOT, SCRIPT, _disk_of
 
 SIZE, BUDGET, RATE = 64, 80, 16  # MiB each file, MiB of cache for both, MiB/s of reads
 
@@ -127,10 +127,10 @@ def own_step(reports: list[dict], after: float) -> float:
 
 @pytest.mark.heavy
 @pytest.mark.xfail(strict=False, reason=(
-    "known open defect (issue 32): the memory estimate is steep in the I/O wait share; on the "
-    "shared 2-core box one run read 'parallel' (wait share 7.5 %) and another memory-bound at "
-    "2.5x against the scripts' own 1.72x; it passed under the box lock once. Kept running so "
-    "a fix shows as XPASS"))
+    "known open defect (issue 32): the memory estimate is 1 / (1 - w), steep in the I/O wait "
+    "share w; with the looks at random moments it passed 4 of 5 runs under the box lock "
+    "(docs/benchmarks.md); in the 5th w read 58 % and 64 % for own ratios of 1.94x and 1.93x "
+    "(2.38x, 2.78x). Kept running so a fix shows as XPASS"))
 def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
     why = why_not(str(tmp_path))
     if why:
@@ -146,7 +146,7 @@ def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
     try:
         jobs, t_solo = start(files[:1], cgs, 6)
         solo = own_step(jobs[0].finish(), t_solo + 1)  # its file fits: cache hits
-        jobs, t_set = start(files, cgs, 40)
+        jobs, t_set = start(files, cgs, 90)  # killed once the judge has looked
         # wait for the event: the group has re-read a file's worth of evicted pages
         deadline = time.monotonic() + 60
         base = refaults(cgs[0])
@@ -155,11 +155,12 @@ def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
         env = dict(os.environ, PYTHONPATH=ROOT)
         t0 = time.time()
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
-                               "--json", "--seconds", "8"],
+                               "--json", "--seconds", "18"],
                               capture_output=True, text=True, timeout=120, env=env)
-        t1 = time.time()
         assert diag.returncode == 0, diag.stderr
         found = json.loads(diag.stdout)
+        for j in jobs:
+            j.kill()
         own = [j.finish() for j in jobs]
     finally:
         for j in jobs:
@@ -172,20 +173,25 @@ def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
                 except OSError:
                     time.sleep(0.1)
     # the setup itself: alone its file fits; together each waits on re-reads
-    truths = [statistics_median([r["recent_step_s"] for r in rep if t0 <= r["t"] <= t1 + 0.3])
-              / solo for rep in own]
+    truths = {j.pid: statistics_median([r["recent_step_s"] for r in rep
+                                         if t0 <= r["t"] <= t0 + JUDGED_S]) / solo
+              for j, rep in zip(jobs, own)}
     v = found["verdict"]
     ev = v.get("evidence") or {}
-    brief = [(j["name"], j.get("slowdown"), (ev.get("memory_wait") or {}).get(j["name"]),
+    brief = [(j["name"], j.get("slowdown"), (ev.get("io_wait") or {}).get(j["name"]),
+              (ev.get("memory_wait") or {}).get(j["name"]),
               (ev.get("refault_share") or {}).get(j["name"])) for j in v.get("jobs") or []]
-    assert all(t >= 1.3 for t in truths), (solo, truths, v["kind"], brief)
+    ests = {j["pid"]: j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")}
+    print(f"\nMEM-PAIR solo {solo:.3f}s truth {truths} est {ests} kind {v['kind']} brief {brief}")
+    # the pair about 1.3x or more, each slowed (their split of the re-reads is uneven: one run
+    # was 1.23x and 1.83x, each estimate within 13 % of its own)
+    assert sum(truths.values()) / len(truths) >= 1.3, truths
+    assert all(t > 1.1 for t in truths.values()), (solo, truths, v["kind"], brief)
     assert v["kind"] == "memory-bound", f"{v['kind']}: {brief}; {v['reason'][:300]}"
     assert "no longer fits in the page cache" in v["reason"]
-    truth = sum(truths) / len(truths)
-    ests = [j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")]
-    assert len(ests) == 2
-    for s in ests:
-        assert abs(s - truth) / truth <= 0.25, (ests, truths)
+    assert sorted(ests) == sorted(truths)
+    for pid, s in ests.items():
+        assert abs(s - truths[pid]) / truths[pid] <= 0.25, (ests, truths)
 
 
 def statistics_median(xs: list[float]) -> float:

@@ -209,9 +209,23 @@ def memory_window(ticks: Sequence[Tick], w: float | None) -> tuple[float | None,
     shared = [k for k in ticks if k.mem_shared and k.mem_q is not None]
     if len(shared) * 2 < len(ticks) or q <= 0:
         return None, round(q, 3)
-    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
-    ratio = statistics.median(ratios) if len(ratios) * 2 >= len(ticks) else None
-    return round(memory_slowdown(w, q, ratio), 3), round(q, 3)
+    return round(memory_slowdown(w, q, window_ratio(ticks)), 3), round(q, 3)
+
+
+def window_ratio(ticks: Sequence[Tick]) -> float | None:
+    """The fetch speed-up alone over the window, `R / r_i` of the window's reads summed: the
+    jobs' bytes over its own bytes in the ticks where it shared a busy device (None: it did in
+    fewer than half of them). Not the median of the ticks' ratios: a tick holds two or three of
+    a slow reader's steps, so its share jumps from tick to tick, and R / r_i is steep in the
+    share (a 40 % tick reads 2.5, a 60 % one 1.67): the window's bytes weigh each tick by what
+    was read in it."""
+    shared = [k for k in ticks if k.io_ratio is not None]
+    if len(shared) * 2 < len(ticks):
+        return None
+    own = sum(k.io_read_bps or 0 for k in shared)
+    if own <= 0:
+        return statistics.median([k.io_ratio or 1.0 for k in shared])
+    return sum((k.io_read_bps or 0) * (k.io_ratio or 1.0) for k in shared) / own
 
 
 def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
@@ -228,10 +242,10 @@ def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
         # I/O too: only its data stall can be I/O wait. On the CPU the states say it (py-spy's
         # stall of a job that waits on a throttled disk was seen at 59 % beside 100 % blocked)
         w = min(w, statistics.median(stalls))
-    ratios = [k.io_ratio for k in ticks if k.io_ratio is not None]
-    if len(ratios) * 2 < len(ticks):
+    ratio = window_ratio(ticks)
+    if ratio is None:
         return None, round(w, 3)
-    return round(io_slowdown(w, statistics.median(ratios)), 3), round(w, 3)
+    return round(io_slowdown(w, ratio), 3), round(w, 3)
 
 
 def _pstdev(xs: list[float]) -> float:

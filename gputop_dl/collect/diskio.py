@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import random
 import stat
 from collections import Counter
 from dataclasses import dataclass
@@ -269,6 +270,19 @@ class DiskReader:
 
     def close(self) -> None:
         self._files.close()
+
+
+def look_times(n: int, rng: random.Random | None = None) -> list[float]:
+    """When to look at the jobs' states between two samples, as fractions of the span between
+    them: one at a random moment of each of `n` equal slots (slot 0 starts at the first
+    sample, which is a look of its own; the slots are 1..n of n + 1). Not the slots' starts: a
+    job whose step locks to a 100 ms grid (a throttled disk dispatches in 100 ms slices) and
+    looks every 100 ms find it at the same moment of its step every time. Looked at
+    densely, a pair that waited 47 % and 48 % of 10 s read between 15 % and 94 % from looks
+    on a 100 ms grid, as the grid's start moved; 41-58 % from looks at random moments of the
+    same slots (benchmarks/look_aliasing.py)."""
+    r = rng or random
+    return [(k + r.random()) / (n + 1) for k in range(1, n + 1)]
 
 
 def _blocked(states: dict[int, str], root: int | None) -> int:

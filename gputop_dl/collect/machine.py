@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.affinity import CpuAffinity
 from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.collect.diskio import look_times
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
@@ -135,8 +136,8 @@ def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: floa
     errors = sampler.measure_stall(stall_s)
     # fifty looks at the jobs' process states in the second: a job's share of time blocked on
     # I/O from one look would be 0 or 1 (collect/diskio.py)
-    for k in range(1, PEEKS + 1):
-        time.sleep(max(0.0, t0 + settle_s * k / (PEEKS + 1) - time.monotonic()))
+    for frac in look_times(PEEKS):
+        time.sleep(max(0.0, t0 + settle_s * frac - time.monotonic()))
         if sampler.found is not None:
             sampler.found.peek_io()
     time.sleep(max(0.0, settle_s - (time.monotonic() - t0)))

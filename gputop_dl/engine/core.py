@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_dl.collect import discover
+from gputop_dl.collect.diskio import look_times
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
@@ -155,8 +156,8 @@ class Engine:
             # looks at the states of found jobs that read from storage, between the ticks: their
             # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py);
             # while none reads, the thread sleeps until the next tick
-            for k in range(1, PEEKS if self._reading() else 1):
-                at = next_t - self.interval * (1 - k / PEEKS)
+            for frac in look_times(PEEKS - 1) if self._reading() else ():
+                at = next_t - self.interval * (1 - frac)
                 if self._stop.wait(max(0.0, at - time.monotonic())):
                     return
                 self._peek()
