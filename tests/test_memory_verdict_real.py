@@ -128,9 +128,9 @@ def own_step(reports: list[dict], after: float) -> float:
 @pytest.mark.heavy
 @pytest.mark.xfail(strict=False, reason=(
     "known open defect (issue 32): the memory estimate is 1 / (1 - w), steep in the I/O wait "
-    "share w; with the looks at random moments it passed 4 of 5 runs under the box lock "
-    "(docs/benchmarks.md); in the 5th w read 58 % and 64 % for own ratios of 1.94x and 1.93x "
-    "(2.38x, 2.78x). Kept running so a fix shows as XPASS"))
+    "share w; with the looks at random moments it passed 5 of 6 runs under the box lock, then "
+    "2 of 4 on the merged code (docs/benchmarks.md); in a failed run w read 58 % and 64 % for "
+    "own ratios of 1.94x and 1.93x (2.38x, 2.78x). Kept running so a fix shows as XPASS"))
 def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
     why = why_not(str(tmp_path))
     if why:
