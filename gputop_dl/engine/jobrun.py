@@ -69,9 +69,9 @@ class JobRun:
         self.distributed: Distributed | None = None  # its ranks on this node (kept after the job ended)
         self.rank_cpu: tuple[tuple[int, float], ...] = ()
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
-        # (time, ns its threads ran, ns they waited runnable) since the last reading: its solo
-        # baseline's CPU wait (what ran beside it, analyse/outside_load.py)
-        self.sched_series: list[tuple[float, int, int]] = []
+        # ns its threads ran and waited runnable after warm-up, summed over the ticks of a solo
+        # baseline only: its CPU wait alone (what ran beside it, engine/solo_beside.py)
+        self._solo_ran = self._solo_waited = 0
         # what the verdict's evidence reads (analyse.evidence.JobSeries) besides the above
         self.name = w.name
         self.device: str | None = None  # its "started" event's
@@ -153,9 +153,10 @@ class JobRun:
                 self.rank_cpu = rank_cpu(self.distributed, ts, cmap)
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
-                if ts is not None and ts.waits:
-                    self.sched_series.append((now, sum(v[0] for v in ts.waits.values()),
-                                              sum(v[1] for v in ts.waits.values())))
+                if (ts is not None and ts.waits and self.phase == "baseline"
+                        and len(self.steps) > self.w.warmup_steps):
+                    self._solo_ran += sum(v[0] for v in ts.waits.values())
+                    self._solo_waited += sum(v[1] for v in ts.waits.values())
         return evs
 
     def _oom_killed(self, code: int) -> bool | None:
@@ -186,11 +187,10 @@ class JobRun:
         return statistics.fmean(vals) if vals else None
 
     def measured_wait(self) -> float | None:
-        """Its threads' run-queue wait over their runnable time after warm-up, 0..1 (None: no
-        reading). A reading handed on between two reads counts twice: the share stays."""
-        t0 = self.steps[self.w.warmup_steps]["t"] if len(self.steps) > self.w.warmup_steps else 0.0
-        ran = sum(r for t, r, _ in self.sched_series if t >= t0)
-        waited = sum(w for t, _, w in self.sched_series if t >= t0)
+        """A solo baseline's run-queue wait over its threads' runnable time after warm-up, 0..1
+        (None: no reading, or not a baseline). A reading handed on between two reads counts
+        twice: the share stays."""
+        ran, waited = self._solo_ran, self._solo_waited
         return round(waited / (ran + waited), 4) if ran + waited > 0 else None
 
     def sample(self, gpu: GpuUse) -> JobSample:

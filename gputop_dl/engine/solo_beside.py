@@ -15,13 +15,32 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TypedDict
 
 from gputop_dl.analyse.outside_load import SoloWindow, solo_outside
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.collect.busiest import BusiestSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.snapshot import ProcLoad
+
+
+class Consumer(TypedDict):
+    """A process beside the solo run, as `ProcLoad`'s fields (stored as JSON)."""
+
+    pid: int
+    user: str | None
+    command: str | None
+    cores: float
+
+
+class SoloBeside(TypedDict):
+    """A baseline's `beside`: its solo run from the end of warm-up (seconds), its threads'
+    CPU wait share and cores, and the busiest processes outside it (None: not read)."""
+
+    seconds: float
+    wait: float | None
+    cores: float | None
+    consumers: list[Consumer] | None
 
 
 class SoloRunWatch:
@@ -49,7 +68,7 @@ class SoloRunWatch:
             return done()
         return check
 
-    def reading(self) -> dict[str, Any] | None:
+    def reading(self) -> SoloBeside | None:
         """The baseline's `beside`: {seconds, wait, cores, consumers (None: not read)}; None
         where the run never got past its warm-up."""
         if self._t0 is None:
