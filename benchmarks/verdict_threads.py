@@ -2,6 +2,7 @@
 
     python benchmarks/verdict_threads.py [--only dcgan] [--alone-s 15] [--together-s 25]
                                          [--raw FILE.json] [--native]
+                                         [--wait-policy passive]
 
 Ground truth: tests/external/mt_examples.py, PyTorch's dcgan, mnist and word_language_model
 examples shrunk, each with `torch.set_num_threads(2)` (an OpenMP intra-op pool of two) and one
@@ -153,7 +154,8 @@ def alone(example: str, seconds: float, native: bool = False) -> dict:
 
 
 def thread_stats(pids) -> dict:
-    """Each job's threads (its processes'): tid -> [pid, comm, ran ns, waited ns]."""
+    """Each job's threads (its processes'): tid -> [pid, comm, ran ns, waited ns, time slices,
+    voluntary and involuntary context switches]."""
     out: dict = {}
     for root in pids:
         tree = [root]
@@ -173,10 +175,15 @@ def thread_stats(pids) -> dict:
                     with open(f"/proc/{pid}/task/{tid}/comm") as f:
                         comm = f.read().strip()
                     with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                        ran, waited, _ = map(int, f.read().split())
+                        ran, waited, slices = map(int, f.read().split())
+                    with open(f"/proc/{pid}/task/{tid}/status") as f:
+                        sw = {k: int(v) for k, v in (ln.split(":") for ln in f
+                              if ln.endswith("ctxt_switches:") or "ctxt_switches:" in ln)}
                 except (OSError, ValueError):
                     continue
-                threads[tid] = [pid, comm, ran, waited]
+                threads[tid] = [pid, comm, ran, waited, slices,
+                                sw.get("voluntary_ctxt_switches"),
+                                sw.get("nonvoluntary_ctxt_switches")]
         out[root] = threads
     return out
 
@@ -270,10 +277,15 @@ def main() -> None:
     ap.add_argument("--alone-s", type=float, default=15.0)
     ap.add_argument("--together-s", type=float, default=25.0)
     ap.add_argument("--raw", default=None)
+    ap.add_argument("--wait-policy", choices=("default", "passive"), default="default",
+                    help="passive: the scripts run with OMP_WAIT_POLICY=PASSIVE (their pool's "
+                         "threads sleep, not spin, while they wait for each other)")
     ap.add_argument("--native", action="store_true",
                     help="also one py-spy --native burst per job: the spin-share model")
     a = ap.parse_args()
     scen = {k: v for k, v in SCENARIOS.items() if not a.only or a.only in k}
+    if a.wait_policy == "passive":
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # the scripts inherit it
     raw: dict = {}
     lines = []
     with tempfile.TemporaryDirectory() as work:
@@ -288,6 +300,8 @@ def main() -> None:
                 truth = base / row["rate"] if base and row["rate"] else None
                 est = row["estimate"]
                 ratio = est / truth if est and truth else None
+                raw.setdefault("_truth", []).append({"scenario": name, "example": e,
+                                                     "pid": row["pid"], "truth": truth})
                 cells = [name, e, str(THREADS), _f(base, ".2f"), _f(row["rate"], ".2f"),
                          _f(truth, ".2f"), _f(row["mean_thread"], ".2f"), _f(est, ".2f"),
                          _f(ratio, ".2f"), "yes" if ratio and abs(ratio - 1) <= 0.25 else "no"]
@@ -300,7 +314,8 @@ def main() -> None:
                          f"{r['span']:.0f} s, a job paused: {'YES' if r['stopped'] else 'never'} "
                          + "| " * (12 if a.native else 9) + "|")
     print(f"load1 at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; torch threads "
-          f"{THREADS}, loader workers {WORKERS} per job")
+          f"{THREADS}, loader workers {WORKERS} per job, OMP_WAIT_POLICY "
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     head = ["scenario", "script", "threads", "alone it/s", "together it/s", "true slowdown",
             "mean-thread model", "gputop-dl estimate", "estimate / truth", "within 25 %"]
     if a.native:
