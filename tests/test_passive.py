@@ -429,6 +429,37 @@ def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
                                                                for ln in v.evidence_lines)
 
 
+def test_spinning_pools_get_the_wait_policy_fix_and_sleeping_ones_do_not():
+    """Issue 33: the threads' time on a CPU per time slice tells a pool that spins at its
+    barrier (it runs until preempted: 2.2-3.7 ms measured) from one that sleeps
+    (OMP_WAIT_POLICY=PASSIVE: 0.07-0.47 ms), where runnable shares cannot (a sleeping pool on a
+    busy box was runnable 87-94 %). Spinning pools beside each other get the fix first, named;
+    the evidence says their true cost can be several times the estimate."""
+    from gputop_dl.analyse.cpu_wait_model import spins
+
+    pool = ((0.5, 1.0), (0.5, 0.98))
+    assert spins(pool, 3.0) and not spins(pool, 0.2)  # slices known: they decide
+    assert spins(pool, None) and not spins(((0.5, 1.0), (0.5, 0.5)), None)  # else runnable
+    assert not spins(((0.5, 1.0),), 3.0)  # one thread is no pool
+    jobs = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=pool, cpu_pool_slice_ms=3.1)
+            for i, n in enumerate("ab", 1)]
+    v, _ = run(PassiveJudge(), 3, lambda t: jobs)
+    assert v.kind == "cpu-bound"
+    fix = v.recommendations[0]
+    assert fix.startswith("a, b: their intra-op pools spin") and "OMP_WAIT_POLICY=PASSIVE" in fix
+    line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
+    assert "on a CPU 3.10 ms per time slice: they spin" in line and "several times" in line
+    # the same waits, short slices: a sleeping pool (still cpu-bound), no spin, no such fix
+    v, _ = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool_slice_ms=0.2) for j in jobs])
+    assert v.kind == "cpu-bound"
+    assert not any("OMP_WAIT_POLICY" in r for r in v.recommendations)
+    line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
+    assert "0.20 ms per time slice" in line and "spin" not in line
+    # one job's pool spins, the other's sleeps: only it is named
+    v, _ = run(PassiveJudge(), 3, lambda t: [jobs[0], replace(jobs[1], cpu_pool_slice_ms=0.2)])
+    assert v.recommendations[0].startswith("a: its intra-op pool spins")
+
+
 def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():
     pool = ((0.5, 1.0), (0.5, 1.0))
     jobs = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=pool, device="cuda:0", stall_fraction=0.0)

@@ -14,11 +14,11 @@ from gputop_dl.collect.schedstat import (KERNEL_NOTE, CgroupThrottle, SchedReade
 from gputop_dl.snapshot import Distributed, JobSample, RankProc, Snapshot
 
 
-def _thread(root, pid, tid, run, wait):
+def _thread(root, pid, tid, run, wait, slices=7):
     d = root / str(pid) / "task" / str(tid)
     d.mkdir(parents=True, exist_ok=True)
     (root / str(pid) / "stat").write_text(f"{pid} (python) S 1 0\n")
-    (d / "schedstat").write_text(f"{run} {wait} 7\n")
+    (d / "schedstat").write_text(f"{run} {wait} {slices}\n")
 
 
 def _reader(root, **kw):
@@ -26,7 +26,8 @@ def _reader(root, **kw):
 
 
 def test_parse_schedstat():
-    assert parse_schedstat(b"171074 2210766 2\n") == (171074, 2210766)
+    assert parse_schedstat(b"171074 2210766 2\n") == (171074, 2210766, 2)
+    assert parse_schedstat(b"171074 2210766\n") == (171074, 2210766, 0)  # no slices: 0
     assert parse_schedstat(b"") is None and parse_schedstat(b"x y z") is None
 
 
@@ -278,22 +279,27 @@ def test_idle_threads_are_read_every_few_ticks_unless_the_process_ran_more(tmp_p
 def test_busy_threads_of_a_process_are_its_pool(tmp_path):
     """Two threads of the trainer runnable most of the interval (an intra-op pool), a third
     asleep, a worker busy: the trainer's busy threads, (wait share, runnable share), busiest
-    first; the pool of a job is its trainer's, never a worker's."""
+    first, with their time on a CPU per time slice (ms); the pool of a job is its trainer's,
+    never a worker's, and its threads' median time per slice says whether they spin."""
     for tid in (10, 11, 12):
         _thread(tmp_path, 10, tid, 0, 0)
     _thread(tmp_path, 20, 20, 0, 0)
     r = _reader(tmp_path)
     procs = {10: (1.0, 3), 20: (2.0, 1)}
     r.read(procs)
-    _thread(tmp_path, 10, 10, 500_000_000, 480_000_000)  # runnable 98 % of 1 s, waited half
-    _thread(tmp_path, 10, 11, 300_000_000, 300_000_000)  # runnable 60 %
+    # runnable 98 % of 1 s, waited half, 200 slices of 2.5 ms (preempted: it spins)
+    _thread(tmp_path, 10, 10, 500_000_000, 480_000_000, 207)
+    _thread(tmp_path, 10, 11, 300_000_000, 300_000_000, 3007)  # runnable 60 %, 0.1 ms slices
     _thread(tmp_path, 10, 12, 1_000_000, 0)  # asleep
-    _thread(tmp_path, 20, 20, 900_000_000, 0)
+    _thread(tmp_path, 20, 20, 900_000_000, 0)  # no slice counted: unknown, not 0
     waits = r.read(procs)
     r.span_s = 1.0  # (the reads' real span is microseconds here)
     busy = r.busy(waits)
-    assert busy[10] == ((round(48 / 98, 4), 0.98), (0.5, 0.6)) and busy[20] == ((0.0, 0.9),)
-    assert job_wait(waits, {10}, busy=busy).pool == busy[10]
+    assert busy[10] == ((round(48 / 98, 4), 0.98, 2.5), (0.5, 0.6, 0.1))
+    assert busy[20] == ((0.0, 0.9, None),)
+    cw = job_wait(waits, {10}, busy=busy)
+    assert cw.pool == ((round(48 / 98, 4), 0.98), (0.5, 0.6)) and cw.pool_slice_ms == 1.3
+    assert job_wait(waits, {20}, busy=busy).pool_slice_ms is None  # one thread: no pool
     assert job_wait(waits, {99}, busy=busy).pool == ()  # no trainer among them: no pool
     assert SchedReader(proc=str(tmp_path), read=read_proc).busy({10: (1, 1)}) == {}  # no span
 

@@ -65,6 +65,10 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
 
 
 SPIN_RUNNABLE = 0.9  # every thread of a pool runnable this share of the time: they spin
+# a pool's threads on a CPU this long per time slice, median: they run until preempted (a
+# thread that spins at a barrier) rather than yield (one that sleeps): measured on the 2-core
+# box, spinning pools 2.2-3.7 ms, the same pools with OMP_WAIT_POLICY=PASSIVE 0.07-0.47 ms
+SPIN_SLICE_MS = 1.0
 
 
 def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
@@ -90,18 +94,38 @@ def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
     return max(1.0, min(s, 1.0 / (1.0 - MAX_WAIT)))
 
 
-def spins(pool: Pool) -> bool:
-    """Every thread of the pool runnable nearly all the time (OpenMP's busy-wait: a thread that
-    waits for its peers stays on the run queue): a pool, and its waits are spin."""
-    return len(pool) >= 2 and all(b >= SPIN_RUNNABLE for _, b in pool)
+def spins(pool: Pool, slice_ms: float | None = None) -> bool:
+    """Whether a pool's threads spin while they wait for each other (OpenMP's busy-wait: a
+    waiting thread stays on its CPU until it is preempted). From their time on a CPU per time
+    slice (`slice_ms`) where the kernel counted slices; else every thread runnable nearly all
+    the time (a sleeping pool can be too, on a busy box: the cruder sign)."""
+    if len(pool) < 2:
+        return False
+    if slice_ms is not None:
+        return slice_ms >= SPIN_SLICE_MS
+    return all(b >= SPIN_RUNNABLE for _, b in pool)
 
 
-def pool_line(name: str, pool: Pool, s: float) -> str:
+def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None) -> str:
     """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
     pool's critical-path estimate `s`."""
+    spun = spins(pool, slice_ms)
+    on_cpu = "" if slice_ms is None else f", on a CPU {slice_ms:.2f} ms per time slice"
     return (f"{name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
             + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
-            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + " of the time: they "
-               "spin while they wait for each other" if spins(pool) else "")
+            + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + f" of the time{on_cpu}: "
+               "they spin while they wait for each other" if spun else on_cpu)
             + f"; an operator needs them all on a CPU at once, so their waits multiply "
-              f"({s:.2f}× on its critical path)")
+              f"({s:.2f}× on its critical path"
+            + ("; a spinning pool's true cost also depends on how often the scheduler runs its "
+               "threads together, which these readings cannot see: it can be several times "
+               "this" if spun else "") + ")")
+
+
+def spin_fix(names: Sequence[str]) -> str:
+    """The fix for jobs whose intra-op pools spin beside each other."""
+    return (f"{', '.join(names)}: {'its' if len(names) == 1 else 'their'} intra-op "
+            f"{'pool spins' if len(names) == 1 else 'pools spin'} while waiting for a CPU "
+            "(OpenMP's busy-wait), burning the cores the other jobs need: start "
+            f"{'it' if len(names) == 1 else 'them'} with OMP_WAIT_POLICY=PASSIVE, or with fewer "
+            "intra-op threads (OMP_NUM_THREADS=1, torch.set_num_threads(1))")

@@ -56,6 +56,7 @@ class Tick:
     mem_domain: str | None = None
     pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
     pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
+    pool_slice_ms: float | None = None  # its threads' time per slice (JobSample.cpu_pool_slice_ms)
     # how much faster its critical path would run without the load from outside the jobs, the
     # other jobs still beside it (its wait's outside part, 1 - set_share: >= 1; None: unknown)
     outside: float | None = None
@@ -141,6 +142,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
                            mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
+                           pool_slice_ms=j.cpu_pool_slice_ms,
                            outside=s_out)
     return out
 

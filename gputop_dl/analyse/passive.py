@@ -41,7 +41,7 @@ from typing import Sequence
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share
+from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share, spin_fix, spins
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
@@ -181,7 +181,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
-    lines += [pool_line(e.name, e.last.pool, s) for e in judged
+    lines += [pool_line(e.name, e.last.pool, s, e.last.pool_slice_ms) for e in judged
               if (s := e.last.pool_speedup) is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
@@ -252,6 +252,9 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
         if fit < len(judged):
             recs.append(at_most(fit, cpus))
         recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
+        spun = [e.name for e in cpu_slowed if spins(e.last.pool, e.last.pool_slice_ms)]
+        if spun:  # the cheapest fix first: measured 5-14x the pair's throughput (validation.md)
+            recs.insert(0, spin_fix(spun))
         return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
                        reason=f"the critical path of {names} waits for a CPU: the jobs need "

@@ -139,7 +139,7 @@ class TreeSample:
     waits: dict[int, tuple[int, int]] | None = None
     wait_note: str | None = None
     throttled: float | None = None
-    busy: dict[int, tuple[tuple[float, float], ...]] | None = None  # per process: SchedReader.busy
+    busy: schedstat.Busy | None = None  # per process: SchedReader.busy
     io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
     memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
 

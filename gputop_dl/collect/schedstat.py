@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
 
 # pid -> (start time, thread count[, CPU seconds]) of this tick's live processes (`SchedReader.read`)
 ProcTimes = tuple[float, int] | tuple[float, int, float]
-Busy = dict[int, tuple[tuple[float, float], ...]]  # pid -> its busy threads (`SchedReader.busy`)
+# pid -> its busy threads (`SchedReader.busy`): (wait share, runnable share, ms run per slice)
+Busy = dict[int, tuple[tuple[float, float, float | None], ...]]
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # the tree sampler reads the threads every this many ticks and shows the last reading between:
@@ -53,11 +55,12 @@ MIN_RUNNABLE_NS = 0  # a group with no runnable time in the interval has no shar
 POOL_BUSY = 0.25
 
 
-def parse_schedstat(data: bytes) -> tuple[int, int] | None:
-    """'RUN_NS WAIT_NS SLICES' -> (ran ns, waited ns); None for a malformed line."""
+def parse_schedstat(data: bytes) -> tuple[int, int, int] | None:
+    """'RUN_NS WAIT_NS SLICES' -> (ran ns, waited ns, time slices; 0 where a kernel writes
+    no third number); None for a malformed line."""
     parts = data.split()
     try:
-        return int(parts[0]), int(parts[1])
+        return int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
     except (IndexError, ValueError):
         return None
 
@@ -71,6 +74,9 @@ class CpuWait:
     # the busy threads of the trainer process with the most of them: (wait share, runnable share
     # of the interval) each, the busiest first; () when none is busy or not read per thread
     pool: tuple[tuple[float, float], ...] = ()
+    # those threads' median time on a CPU per time slice, ms (None: no pool, or unknown): a
+    # thread that spins while it waits runs until it is preempted, one that sleeps yields soon
+    pool_slice_ms: float | None = None
     workers: float | None = None  # the other processes' threads (data-loader workers)
     throttled: float | None = None  # cgroup quota: share of the interval spent throttled
     note: str | None = None
@@ -78,7 +84,7 @@ class CpuWait:
 
 class _Threads:
     """One process's threads as last listed: ids, how each is read (a kept descriptor, or its
-    path), and each one's last (ran, waited) totals (None: no reading yet)."""
+    path), and each one's last (ran, waited, slices) totals (None: no reading yet)."""
 
     __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta", "skipped", "quiet")
 
@@ -86,10 +92,11 @@ class _Threads:
         self.start = start
         self.tids: list[int] = []
         self.handles: list[int | str] = []
-        self.last: list[tuple[int, int] | None] = []
+        self.last: list[tuple[int, int, int] | None] = []  # ran, waited ns; time slices
         self.idle: list[bool] = []  # neither ran nor waited between its last two readings
         self.cpu: float | None = None  # the process's CPU seconds at the last read
-        self.delta: dict[int, tuple[int, int]] = {}  # tid -> (ran, waited) ns at the last read
+        # tid -> (ran ns, waited ns, time slices) over the last read
+        self.delta: dict[int, tuple[int, int, int]] = {}
         self.skipped = 0  # readings skipped in a row: it used no CPU since its last one
         self.quiet = False  # its last reading: no thread ran or waited since the one before
 
@@ -278,8 +285,8 @@ class SchedReader:
             h = handles[i]
             try:
                 data = pread(h, 128, 0) if type(h) is int else get(h)
-                sp = data.split(None, 2)
-                now = (int(sp[0]), int(sp[1]))
+                sp = data.split(None, 3)
+                now = (int(sp[0]), int(sp[1]), int(sp[2]) if len(sp) > 2 else 0)
             except OSError:
                 lost = True  # the thread exited mid-read
                 continue
@@ -290,14 +297,15 @@ class SchedReader:
             if prev is not None:
                 run += now[0] - prev[0]
                 wait += now[1] - prev[1]
-                delta[st.tids[i]] = (now[0] - prev[0], now[1] - prev[1])
+                delta[st.tids[i]] = (now[0] - prev[0], now[1] - prev[1], now[2] - prev[2])
                 counted = True
                 idle[i] = now == prev
         return run, wait, counted, lost
 
     def busy(self, pids: Iterable[int]) -> Busy:
         """Per process of `pids`, its threads busy over the last read's span (runnable at least
-        POOL_BUSY of it): (wait share, runnable share), the busiest first."""
+        POOL_BUSY of it): (wait share, runnable share, ms on a CPU per time slice; None where
+        the kernel counted no slice), the busiest first."""
         span = self.span_s
         out: Busy = {}
         if not span:
@@ -306,9 +314,11 @@ class SchedReader:
             st = self._procs.get(pid)
             if st is None:
                 continue
-            rows = [(w / (r + w), min(1.0, (r + w) / 1e9 / span)) for r, w in st.delta.values()
+            rows = [(w / (r + w), min(1.0, (r + w) / 1e9 / span), r / n / 1e6 if n > 0 else None)
+                    for r, w, n in st.delta.values()
                     if r + w > 0 and (r + w) / 1e9 / span >= POOL_BUSY]
-            out[pid] = tuple(sorted(((round(f, 4), round(b, 4)) for f, b in rows),
+            out[pid] = tuple(sorted(((round(f, 4), round(b, 4),
+                                      None if ms is None else round(ms, 3)) for f, b, ms in rows),
                                     key=lambda x: -x[1]))
         return out
 
@@ -346,7 +356,11 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
     if not waits:
         return CpuWait(throttled=throttled, note=note)
     pools = [v for p, v in (busy or {}).items() if p in trainers]
-    pool = max(pools, key=len, default=())
+    threads = max(pools, key=len, default=())
+    pool = tuple((f, b) for f, b, _ in threads)
+    slices = [ms for _, _, ms in threads if ms is not None]
+    slice_ms = (round(statistics.median(slices), 3)
+                if len(threads) >= 2 and len(slices) == len(threads) else None)
     tr = [v for p, v in waits.items() if p in trainers]
     wk = [v for p, v in waits.items() if p not in trainers]
 
@@ -354,7 +368,7 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
         return _share(sum(v[0] for v in vals), sum(v[1] for v in vals)) if vals else None
 
     return CpuWait(fraction=share(list(waits.values())), trainer=share(tr), workers=share(wk),
-                   throttled=throttled, note=note, pool=pool)
+                   throttled=throttled, note=note, pool=pool, pool_slice_ms=slice_ms)
 
 
 def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
@@ -434,10 +448,11 @@ class WaitFields(TypedDict):
     cpu_throttled_fraction: float | None
     cpu_wait_note: str | None
     cpu_pool: tuple[tuple[float, float], ...]
+    cpu_pool_slice_ms: float | None
 
 
 def wait_fields(cw: CpuWait) -> WaitFields:
     """The `JobSample` fields of a `CpuWait` (cpu_wait_fraction, ...), as keyword arguments."""
     return {"cpu_wait_fraction": cw.fraction, "cpu_wait_trainer": cw.trainer,
             "cpu_wait_workers": cw.workers, "cpu_throttled_fraction": cw.throttled,
-            "cpu_wait_note": cw.note, "cpu_pool": cw.pool}
+            "cpu_wait_note": cw.note, "cpu_pool": cw.pool, "cpu_pool_slice_ms": cw.pool_slice_ms}

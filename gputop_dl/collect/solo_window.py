@@ -31,9 +31,9 @@ class SoloReading:
     outside: tuple[ProcLoad, ...] | None  # the busiest processes that are not the job's
 
 
-def tree_schedstat(pids: Iterable[int], proc: str = "/proc") -> dict[int, tuple[int, int]]:
-    """Each thread of these processes: (ran ns, waited ns) so far."""
-    out: dict[int, tuple[int, int]] = {}
+def tree_schedstat(pids: Iterable[int], proc: str = "/proc") -> dict[int, tuple[int, int, int]]:
+    """Each thread of these processes: (ran ns, waited ns, time slices) so far."""
+    out: dict[int, tuple[int, int, int]] = {}
     for pid in pids:
         try:
             tids = os.listdir(f"{proc}/{pid}/task")
@@ -57,7 +57,7 @@ class SoloWatch:
         self._busiest = BusiestSampler(proc)
         self._pids: list[int] = []
         self._t0 = 0.0
-        self._s0: dict[int, tuple[int, int]] = {}
+        self._s0: dict[int, tuple[int, int, int]] = {}
 
     def start(self, pids: Iterable[int]) -> None:
         self._pids = list(pids)
