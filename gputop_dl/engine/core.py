@@ -43,8 +43,10 @@ class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
 
     def __init__(self, plan: Plan, *, sampler: MachineSampler, recorder: Recorder | None = None,
-                 interval: float = 1.0, grace_s: float = 5.0):
+                 interval: float = 1.0, grace_s: float = 5.0, peeks: int = PEEKS):
+        """`peeks`: looks a tick at the states of found jobs that read from storage (`loop`)."""
         self.plan = plan
+        self.peeks = peeks
         self.sampler = sampler
         self.recorder = recorder or Recorder()
         self.interval = interval
@@ -156,7 +158,7 @@ class Engine:
             # looks at the states of found jobs that read from storage, between the ticks: their
             # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py);
             # while none reads, the thread sleeps until the next tick
-            for frac in look_times(PEEKS - 1) if self._reading() else ():
+            for frac in look_times(self.peeks - 1) if self._reading() else ():
                 at = next_t - self.interval * (1 - frac)
                 if self._stop.wait(max(0.0, at - time.monotonic())):
                     return
