@@ -771,6 +771,64 @@ def test_verdict_marks_and_axis_labels():
     assert ticks(595.0) == [-480.0, -360.0, -240.0, -120.0, 0.0]
 
 
+def test_recorded_verdict_changes_replace_the_snapshots_marks_up_to_the_last_one():
+    """The store's changes (the first verdict, `from` None, is no mark) stand for everything up
+    to the last of them; a snapshot's change after it stays; a snapshot older than it is no news."""
+    from gputop_dl.present.tui.timeline import Marks
+
+    m = Marks()
+    m.push(5.0, "parallel")
+    m.push(30.0, "cpu-bound")  # seen late: recorded at 22
+    m.push(50.0, "parallel")  # not recorded yet when the store was read
+    m.load([(4.0, None, "parallel"), (12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound")])
+    assert list(m.changes) == [(12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound"),
+                               (50.0, "cpu-bound", "parallel")]
+    assert m.kind == "parallel"
+    m.load([(4.0, None, "parallel"), (12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound"),
+            (50.0, "cpu-bound", "parallel"), (60.0, "parallel", "io-bound")])
+    assert m.kind == "io-bound" and len(m.changes) == 4
+    m.push(55.0, "parallel")  # a snapshot from before the last recorded change
+    m.push(61.0, "io-bound")
+    assert len(m.changes) == 4 and m.loaded_until == 60.0
+    m.load([])  # nothing recorded (yet): the marks stand
+    assert len(m.changes) == 4
+
+
+@aio
+async def test_history_marks_the_verdict_changes_the_session_recorded_before_the_screen_saw_them(tmp_path):
+    """A session that changed its verdict before the screen's first snapshot (or while the
+    screen was busy): the charts mark those changes from the store's `verdict_changes`."""
+    from gputop_dl.present.tui.history_panel import HistoryPanel
+    from gputop_dl.record.store import Store
+
+    from tests.fakes.source import found_jobs_snapshot
+
+    db = str(tmp_path / "sessions.db")
+    store = Store(db)
+    sid = store.create_session("monitor box", file=None, command="gputop-dl", kind="monitor",
+                               environment={})
+    store.add_verdict_change(sid, T0 - 150, None, "parallel", "fine", 1.0)
+    store.add_verdict_change(sid, T0 - 100, "parallel", "cpu-bound", "CPU saturated", 2.3)
+    store.add_verdict_change(sid, T0 - 40, "cpu-bound", "parallel", "recovered", 1.1)
+    store.commit()
+    app, src = new_app(mode="monitor", session_id=sid, live=())
+    src.store_path = db
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(10, 30)])
+        panel = app.query_one(HistoryPanel)
+        assert panel.builds >= 1 and panel.recorded.reads >= 1
+        assert [(t - T0, a, b) for t, a, b in panel.marks.changes] == [
+            (-100, "parallel", "cpu-bound"), (-40, "cpu-bound", "parallel")]
+        legend = panel.query_one("#legend").render().plain
+        assert "verdict cpu-bound → parallel at -1:00" in legend  # the -40 s change, 20 s ago
+        # a change recorded later (the screen missed its snapshot) shows at the next build
+        store.add_verdict_change(sid, T0 + 31, "parallel", "io-bound", "disk", 1.4)
+        store.commit()
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(30, 80)])
+        assert (T0 + 31, "parallel", "io-bound") in panel.marks.changes
+    store.close()
+
+
 def test_history_buckets_and_draws_from_its_buckets(monkeypatch):
     """A strip is drawn from the kept buckets: the samples are bucketed once, when the width is
     first set or changes, not on every draw (the GPU panel draws 8 of them every tick)."""
