@@ -243,13 +243,16 @@ class HistoryPanel(Vertical):
                 parts += [("━━ ", _hex(GPU_COLOURS[i % len(GPU_COLOURS)])), (f"{idx}  ", "bold")]
         if not parts:
             parts.append(("no job found yet", "$text-muted"))
+        self.query_one("#legend", Panel).set(Content.assemble(*parts))
+        # the newest change in view, in the border's title: the legend's second line may be cut
         newest = self.marks.within(end - window, end)
         if newest:
             t, old, new = newest[-1]
-            parts += [("│ ", _hex(MARK_COLOUR)),
-                      (f"verdict {old} → {new} at {ago(t - end)}",
-                       "$text-muted")]
-        self.query_one("#legend", Panel).set(Content.assemble(*parts))
+            more = f" · {len(newest) - 1} earlier" if len(newest) > 1 else ""
+            title = f"history · [{_hex(MARK_COLOUR)}]│[/] verdict {old} → {new} at {ago(t - end)}{more}"
+        else:
+            title = "history"
+        set_border(self, title=title)
         span = "whole session" if self.whole else f"last {FINE_S / 60:.0f} min"
         set_border(self, subtitle=f"{span} (z: {'last 5 min' if self.whole else 'whole session'})"
                                   f" · a point per {bucket:.3g} s, bucket means, redrawn every "
