@@ -944,6 +944,31 @@ async def test_every_key_the_screen_answers_is_in_the_key_bar_and_the_help():
 
 
 @aio
+async def test_a_narrow_key_bar_keeps_every_key_and_drops_descriptions_from_the_end():
+    """At 80 and 100 columns the bar was cut at the screen's edge (the palette, the sort keys,
+    zoom...); now each key stays, the descriptions going from the last key back."""
+    from gputop_dl.present.tui.key_bar import KeyBar
+
+    for width in (80, 100):
+        app, src = new_app(mode="monitor", session_id=None, live=(), launcher=object(),
+                           diagnoser=lambda **kw: {})
+        async with app.run_test(size=(width, 40)) as pilot:
+            await feed(pilot, src, monitor_snapshot(0))
+            bar = app.query_one(KeyBar)
+            text = bar.render().plain
+            assert len(text) == width and text.startswith(" ⏎ Details  q Quit  ? Help  v")
+            shown = [app.get_key_display(b) for _n, b, en, _t in app.screen.active_bindings.values()
+                     if b.show and en]
+            tokens = set(text.replace("/", " ").split())
+            for key in shown:
+                assert key in tokens, (key, text)
+            assert "c/m/n/t/o" in text and text.endswith("▏^p palette ")
+            assert ("Zoom" in text) == (width > 100) and ("Verdict" in text) == (width >= 100)
+            x0 = next(x for x, _x1, key in bar._spans if key == "z")
+            assert text[x0] == "z"  # a click on it presses it
+
+
+@aio
 async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
     from gputop_dl.present.tui.key_bar import KeyBar
 
