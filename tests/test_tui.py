@@ -984,3 +984,31 @@ async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
         x0 = next(x for x, _x1, key in bar._spans if key == "question_mark")
         await pilot.click(KeyBar, offset=(x0 + 1, 0))
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+
+
+def test_tone_text_colours_read_on_the_panels_under_every_light_theme():
+    """Issue 35 item 5: `$text-success/-warning/-error/-accent` at 4.5:1 or better on the
+    surface, the panel and the tone's muted background (the banner's) of Textual's own themes
+    (textual-light's warning was 3.0:1, atom-one-light's success 2.5:1); one that reads is kept."""
+    from textual.color import Color
+    from textual.theme import BUILTIN_THEMES
+
+    from gputop_dl.present.tui.contrast import MIN_CONTRAST, TEXT_TONES, contrast, readable
+
+    light = [n for n, t in BUILTIN_THEMES.items() if not t.dark and not n.startswith("ansi")]
+    assert len(light) >= 4
+    before = []
+    for name in light:
+        theme = BUILTIN_THEMES[name]
+        v = {**theme.to_color_system().generate(), **theme.variables}
+        out = readable(v, dark=False)
+        base = Color.parse(v["background"])
+        for var, tone in TEXT_TONES:
+            for back in ("surface", "panel", f"{tone}-muted"):
+                bg = base + Color.parse(v[back])
+                before.append(contrast(Color.parse(v[var]), bg))
+                assert contrast(Color.parse(out[var]), bg) >= MIN_CONTRAST, (name, var, back)
+    assert min(before) < 3.0  # the themes as they come: some did not read
+    dark = BUILTIN_THEMES["textual-dark"]
+    v = {**dark.to_color_system().generate(), **dark.variables}
+    assert readable(v, dark=True) == v  # already readable: as the theme has it
