@@ -1012,3 +1012,7 @@ def test_tone_text_colours_read_on_the_panels_under_every_light_theme():
     dark = BUILTIN_THEMES["textual-dark"]
     v = {**dark.to_color_system().generate(), **dark.variables}
     assert readable(v, dark=True) == v  # already readable: as the theme has it
+    for name in ("ansi-light", "ansi-dark"):  # the terminal's palette: left as it is
+        theme = BUILTIN_THEMES[name]
+        v = {**theme.to_color_system().generate(), **theme.variables}
+        assert readable(v, dark=theme.dark) == v

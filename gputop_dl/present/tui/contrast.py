@@ -6,7 +6,8 @@ panels' own surface some read at 2.5–3.5:1 (textual-light's warning 3.0:1, ato
 success 2.5:1), under the 4.5:1 that WCAG asks of text. The screen writes slowdowns, waits,
 statuses and the verdict's title in them, so each is moved, in small steps, to the first shade
 that reads at 4.5:1 on the surface, the panel and the tone's muted background (the verdict
-banner's). A colour that already reads is kept as the theme has it.
+banner's). A colour that already reads is kept as the theme has it, and so are the ANSI
+themes' (the terminal's palette decides how they look).
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ def _parse(value: str | None) -> Color | None:
 def readable(variables: dict[str, str], dark: bool) -> dict[str, str]:
     """`variables` (a theme's CSS variables) with its tone text colours made readable."""
     base = _parse(variables.get("background"))
-    if base is None:
+    if base is None or base.ansi is not None:  # the terminal's own palette (ansi-*): not ours to judge
         return variables
     out = dict(variables)
     for var, tone in TEXT_TONES:
         colour = _parse(variables.get(var))
-        if colour is None or colour.a < 1:
+        if colour is None or colour.a < 1 or colour.ansi is not None:
             continue
         backs = [base + c for c in (_parse(variables.get(k)) for k in ("surface", "panel", f"{tone}-muted"))
                  if c is not None]
