@@ -1016,3 +1016,21 @@ def test_tone_text_colours_read_on_the_panels_under_every_light_theme():
         theme = BUILTIN_THEMES[name]
         v = {**theme.to_color_system().generate(), **theme.variables}
         assert readable(v, dark=theme.dark) == v
+
+
+@aio
+async def test_the_verdict_title_reads_under_an_ansi_theme():
+    """ansi-light's tone text and tone background are one ANSI colour (the terminal cannot
+    blend them): the title was red on red; it is in the text colour there, the tone elsewhere."""
+    from gputop_dl.present.tui.verdict_banner import VerdictBanner
+
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        banner = app.query_one(VerdictBanner)
+        styles = {str(s.style) for s in banner.render_content(app.latest[0], mode="launch").spans}
+        assert "bold $text-warning" in styles
+        app.theme = "ansi-light"
+        await pilot.pause()
+        styles = {str(s.style) for s in banner.render_content(app.latest[0], mode="launch").spans}
+        assert "bold $text-warning" not in styles and "bold" in styles
