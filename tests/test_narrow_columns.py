@@ -118,8 +118,11 @@ def test_names_that_differ_at_their_end_are_shown_whole(width):
 
 @pytest.mark.parametrize("width", [None, 120])
 def test_once_table_shows_names_that_differ_at_their_end_whole(width):
+    """`--once` prints its table once: the job column takes the room its names need (the live
+    headless table keeps its widths, so that a name that comes does not shift the columns)."""
     console = Console(width=width or 200, file=io.StringIO(), color_system=None)
-    console.print(jobs_table(Snapshot(time=0.0, gpu_status="ok", jobs=_long_named()), width))
+    console.print(jobs_table(Snapshot(time=0.0, gpu_status="ok", jobs=_long_named()), width,
+                             fit_names=True))
     lines = console.file.getvalue().splitlines()
     for line, job in zip(lines[1:], _long_named()):
         assert line.startswith(job.name + " ")
