@@ -127,3 +127,30 @@ def test_once_table_shows_names_that_differ_at_their_end_whole(width):
     for line, job in zip(lines[1:], _long_named()):
         assert line.startswith(job.name + " ")
     assert max(len(x) for x in lines) <= (width or 200)
+
+
+def test_the_job_column_narrows_only_after_its_long_name_is_gone_a_while():
+    """A long-named job that comes and goes widens the column at once; it narrows again only
+    once no row has needed the width for GROW_HOLD_S (each change lays the table out again)."""
+    now = [1000.0]
+    long = _long_named()[:1]
+    short = (JobSample(name="a.py", pid=7, launched=False, pids=(7,), status="running", cpu_cores=0.5),)
+
+    async def go() -> list[int]:
+        src = FakeSource(live=[], spec=None, session_id=None)
+        app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
+        widths = []
+        async with app.run_test(size=(160, 30)) as pilot:
+            table = app.query_one(JobsTable)
+            table.clock = lambda: now[0]
+            for dt, jobs in ((0, short + long), (5, short), (20, short), (31, short)):
+                now[0] = 1000.0 + dt
+                src.emit(make_snapshot(dt, jobs=jobs, gpu_processes=()))
+                for _ in range(20):
+                    await pilot.pause()
+                table.render_line(0)
+                widths.append(table._widths[0])
+        return widths
+
+    widths = asyncio.run(go())
+    assert widths[0] == widths[1] == widths[2] > widths[3] == 26  # held 30 s, then the default

@@ -15,6 +15,7 @@ theme's CSS variables; a theme change re-renders them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -101,6 +102,9 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
     # DROP_ORDER (the details show what they held)
     GROW: str | None = None
     GROW_MAX = 48
+    # it narrows only once no row has needed its width for this long: rows that come and go
+    # (a test suite's short runs beside the jobs) would lay the table out again each time
+    GROW_HOLD_S = 30.0
     GROW_YIELDS: frozenset[str] = frozenset()
     EMPTY_TEXTS = ("", "–")
 
@@ -156,7 +160,9 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
         self._widths = tuple(c[2] for c in self.COLUMNS)  # the shown columns' widths
         self._empty: frozenset[str] = frozenset()  # HIDE_EMPTY columns left out now
-        self._grow_want = 0  # the cells the GROW column's longest cell needs
+        self._grow_want = 0  # the cells the GROW column's longest cell needs (held: GROW_HOLD_S)
+        self._grow_needed_at = -float("inf")  # when a row last needed that width
+        self.clock = time.monotonic  # for GROW_HOLD_S (tests set their own)
         self._subtitle = ""
         self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
 
@@ -224,7 +230,11 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         for key in [k for k in self._strips if k not in new]:
             del self._strips[key]
         empty = self._empty_columns(rows)
-        want = self._grow_width(rows)
+        want, now = self._grow_width(rows), self.clock()
+        if want >= self._grow_want:
+            self._grow_needed_at = now
+        elif now - self._grow_needed_at < self.GROW_HOLD_S:
+            want = self._grow_want
         relayout = empty != self._empty or want != self._grow_want
         if relayout:
             self._empty, self._grow_want = empty, want
