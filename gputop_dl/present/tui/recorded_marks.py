@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from typing import TYPE_CHECKING
 
-from gputop_dl.record.paths import StoreError
-from gputop_dl.record.store import Store
+if TYPE_CHECKING:
+    from gputop_dl.record.store import Store
 
 Change = tuple[float, str | None, str]  # (time, old kind or None, new kind)
 BUSY_MS = 50  # how long a read waits for a writer's lock (the UI thread waits meanwhile)
@@ -36,6 +37,10 @@ class RecordedChanges:
     def read(self, store_path: str | None, session_id: str | None) -> list[Change] | None:
         if not store_path or not session_id:
             return None
+        # here, not at the top: the monitor's first frame does without the store's reads
+        from gputop_dl.record.paths import StoreError
+        from gputop_dl.record.store import Store
+
         try:
             if self._store is None or self._path != store_path:
                 self.close()
