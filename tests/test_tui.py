@@ -1034,3 +1034,26 @@ async def test_the_verdict_title_reads_under_an_ansi_theme():
         await pilot.pause()
         styles = {str(s.style) for s in banner.render_content(app.latest[0], mode="launch").spans}
         assert "bold $text-warning" not in styles and "bold" in styles
+
+
+@aio
+async def test_a_longer_verdict_reason_wraps_onto_a_line_more_and_is_shown_whole():
+    """The banner was laid out by its newlines only: a reason that became longer than the
+    screen (the live verdict names each waiting job) wrapped, and its end was cut off."""
+    from gputop_dl.present.tui.verdict_banner import VerdictBanner
+
+    def verdict(reason: str) -> dict:
+        return {"kind": "cpu-bound", "title": "concurrent: CPU-bound", "reason": reason,
+                "confidence": 0.8}
+
+    long = ", ".join(f"calibrated.py --compute-ms {n} (waits {n}%)" for n in range(40, 50)) + " END"
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0, verdict=verdict("short")))
+        banner = app.query_one(VerdictBanner)
+        short_height = banner.size.height
+        await feed(pilot, src, make_snapshot(1, verdict=verdict(long)))
+        await pilot.pause()
+        assert banner.size.height >= short_height + 2  # 400-odd cells on 158: three lines
+        shown = "".join(banner.render_line(y).text for y in range(banner.size.height))
+        assert "END" in shown
