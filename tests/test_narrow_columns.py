@@ -79,3 +79,78 @@ def test_once_table_at_80_and_120_columns_keeps_the_ranked_columns():
         assert pos == sorted(pos)  # in the ranking's order
     assert all(x in narrow for x in labels[:5]) and "elapsed" not in narrow
     assert all(x in wide for x in labels) and "step" in wide and "status" in wide
+
+
+def _long_named() -> tuple[JobSample, ...]:
+    """Three copies of one script told apart by their last argument (collect/found.py)."""
+    return tuple(JobSample(name=f"calibrated.py {arg}", pid=pid, launched=False, pids=(pid,),
+                           status="running", cpu_cores=0.5, cpu_wait_fraction=0.1,
+                           slowdown=1.0, slowdown_source="estimated", user="ada",
+                           cmdline=f"/opt/venv/bin/python /home/ada/exp/calibrated.py {arg}")
+                 for arg, pid in (("--compute-ms 60", 101), ("--compute-ms 50", 102),
+                                  ("--sample-io-ms 2", 103)))
+
+
+async def _lines(width: int) -> tuple[list[str], list[str]]:
+    src = FakeSource(live=[], spec=None, session_id=None)
+    app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
+    async with app.run_test(size=(width, 30)) as pilot:
+        src.emit(make_snapshot(0, jobs=_long_named(), gpu_processes=()))
+        for _ in range(100):
+            await pilot.pause()
+            table = app.query_one(JobsTable)
+            if table.row_count and not app.screen_stack[0].has_class("-starting"):
+                break
+        await pilot.pause()
+        table = app.query_one(JobsTable)
+        return [table.render_line(y).text for y in range(1, 4)], table.visible_columns()
+
+
+@pytest.mark.parametrize("width", [160, 100])
+def test_names_that_differ_at_their_end_are_shown_whole(width):
+    """The job column takes the spare width its longest name needs, before the command; where
+    the screen has not got it, the command (its cell cut to nothing useful) gives it up."""
+    rows, shown = asyncio.run(_lines(width))
+    for row, job in zip(rows, _long_named()):
+        assert f"  {job.name} " in row
+    assert ("command" in shown) == (width == 160)
+
+
+@pytest.mark.parametrize("width", [None, 120])
+def test_once_table_shows_names_that_differ_at_their_end_whole(width):
+    """`--once` prints its table once: the job column takes the room its names need (the live
+    headless table keeps its widths, so that a name that comes does not shift the columns)."""
+    console = Console(width=width or 200, file=io.StringIO(), color_system=None)
+    console.print(jobs_table(Snapshot(time=0.0, gpu_status="ok", jobs=_long_named()), width,
+                             fit_names=True))
+    lines = console.file.getvalue().splitlines()
+    for line, job in zip(lines[1:], _long_named()):
+        assert line.startswith(job.name + " ")
+    assert max(len(x) for x in lines) <= (width or 200)
+
+
+def test_the_job_column_narrows_only_after_its_long_name_is_gone_a_while():
+    """A long-named job that comes and goes widens the column at once; it narrows again only
+    once no row has needed the width for GROW_HOLD_S (each change lays the table out again)."""
+    now = [1000.0]
+    long = _long_named()[:1]
+    short = (JobSample(name="a.py", pid=7, launched=False, pids=(7,), status="running", cpu_cores=0.5),)
+
+    async def go() -> list[int]:
+        src = FakeSource(live=[], spec=None, session_id=None)
+        app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
+        widths = []
+        async with app.run_test(size=(160, 30)) as pilot:
+            table = app.query_one(JobsTable)
+            table.clock = lambda: now[0]
+            for dt, jobs in ((0, short + long), (5, short), (20, short), (31, short)):
+                now[0] = 1000.0 + dt
+                src.emit(make_snapshot(dt, jobs=jobs, gpu_processes=()))
+                for _ in range(20):
+                    await pilot.pause()
+                table.render_line(0)
+                widths.append(table._widths[0])
+        return widths
+
+    widths = asyncio.run(go())
+    assert widths[0] == widths[1] == widths[2] > widths[3] == 26  # held 30 s, then the default

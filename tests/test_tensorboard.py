@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from gputop_dl.cli import main
+from gputop_dl.present.report.tensorboard import export_tensorboard
 from gputop_dl.record.store import Store, default_db_path
 
 from tests.fakes.reports import EPOCH_TIMES, GIB, JOBS, make_session
@@ -158,3 +159,45 @@ def test_jobs_whose_names_clean_to_one_folder_keep_their_own_runs(tmp_path):
     runs = export_tensorboard(store, sid, str(tmp_path / "tb"))
     store.close()
     assert sorted(os.path.basename(p) for p, _ in runs) == ["a_b", "a_b-2", "job", "job-2"]
+
+
+def _text(event) -> str:
+    return event.tensor_proto.string_val[0].decode()
+
+
+def test_the_verdict_changes_are_their_own_run_text_and_steps(tmp_path):
+    """parallel -> cpu-bound -> parallel: a text per change, the worst slowdown, and a 0/1 step
+    per kind that changes where the verdict did (read back with TensorBoard's own reader)."""
+    store = Store(str(tmp_path / "s.db"))
+    sid = make_session(store, ticks=120)
+    t0 = store.session(sid).started
+    store.add_verdict_change(sid, t0 + 10, None, "parallel", "the jobs keep their pace", 1.05)
+    store.add_verdict_change(sid, t0 + 40, "parallel", "cpu-bound", "CPU saturated", 2.5)
+    store.add_verdict_change(sid, t0 + 80, "cpu-bound", "parallel", "recovered", None)
+    store.commit()
+    written = export_tensorboard(store, sid, str(tmp_path / "tb"))
+    run = str(tmp_path / "tb" / sid / "_verdict")
+    assert (run, 3 + 2 + 2 * 7) in written  # 3 texts, 2 slowdowns, 2 kinds x (3 x 2 + 1)
+    acc = event_accumulator.EventAccumulator(run, size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    texts = acc.Tensors("verdict/change")
+    assert [(e.step, e.wall_time - t0) for e in texts] == [(1, 10), (2, 40), (3, 80)]
+    assert _text(texts[0]).startswith("**parallel** (was no verdict yet) (0:10 after the start)")
+    assert _text(texts[1]) == ("**cpu-bound** (was parallel) (0:40 after the start)  \n"
+                               "worst slowdown 2.50×  \nCPU saturated")
+    assert "worst slowdown" not in _text(texts[2]) and _text(texts[2]).endswith("recovered")
+    assert [(e.step, e.value) for e in acc.Scalars("verdict/worst_slowdown")] == [
+        (1, pytest.approx(1.05)), (2, pytest.approx(2.5))]
+    cpu = [(e.wall_time - t0, e.value) for e in acc.Scalars("verdict/is/cpu-bound")]
+    assert cpu == [(10, 0), (10, 0), (40, 0), (40, 1), (80, 1), (80, 0), (120, 0)]
+    par = [(e.wall_time - t0, e.value) for e in acc.Scalars("verdict/is/parallel")]
+    assert par == [(10, 0), (10, 1), (40, 1), (40, 0), (80, 0), (80, 1), (120, 1)]
+    store.close()
+
+
+def test_no_verdict_run_without_recorded_changes(tmp_path):
+    store = Store(str(tmp_path / "s.db"))
+    sid = make_session(store)  # its verdict was set without a change recorded
+    export_tensorboard(store, sid, str(tmp_path / "tb"))
+    assert "_verdict" not in os.listdir(tmp_path / "tb" / sid)
+    store.close()

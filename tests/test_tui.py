@@ -771,6 +771,74 @@ def test_verdict_marks_and_axis_labels():
     assert ticks(595.0) == [-480.0, -360.0, -240.0, -120.0, 0.0]
 
 
+def test_recorded_verdict_changes_replace_the_snapshots_marks_up_to_the_last_one():
+    """The store's changes (the first verdict, `from` None, is no mark) stand for everything up
+    to the last of them; a snapshot's change after it stays; a snapshot older than it is no news."""
+    from gputop_dl.present.tui.timeline import Marks
+
+    m = Marks()
+    m.push(5.0, "parallel")
+    m.push(30.0, "cpu-bound")  # seen late: recorded at 22
+    m.push(50.0, "parallel")  # not recorded yet when the store was read
+    m.load([(4.0, None, "parallel"), (12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound")])
+    assert list(m.changes) == [(12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound"),
+                               (50.0, "cpu-bound", "parallel")]
+    assert m.kind == "parallel"
+    m.load([(4.0, None, "parallel"), (12.0, "parallel", "io-bound"), (22.0, "io-bound", "cpu-bound"),
+            (50.0, "cpu-bound", "parallel"), (60.0, "parallel", "io-bound")])
+    assert m.kind == "io-bound" and len(m.changes) == 4
+    m.push(55.0, "parallel")  # a snapshot from before the last recorded change
+    m.push(61.0, "io-bound")
+    assert len(m.changes) == 4 and m.loaded_until == 60.0
+    m.load([])  # nothing recorded (yet): the marks stand
+    assert len(m.changes) == 4
+    # the live verdict's first seconds are "insufficient-data": the first verdict after them is
+    # no change (else every session would start with a mark); later, a change to it and back is
+    m = Marks()
+    for t, kind in ((0, "insufficient-data"), (2, "parallel"), (9, "insufficient-data"), (12, "cpu-bound")):
+        m.push(float(t), kind)
+    assert list(m.changes) == [(9.0, "parallel", "insufficient-data"), (12.0, "insufficient-data", "cpu-bound")]
+    m = Marks()
+    m.load([(0.0, None, "insufficient-data"), (2.0, "insufficient-data", "parallel"),
+            (5.0, "parallel", "cpu-bound")])
+    assert list(m.changes) == [(5.0, "parallel", "cpu-bound")] and m.judged
+
+
+@aio
+async def test_history_marks_the_verdict_changes_the_session_recorded_before_the_screen_saw_them(tmp_path):
+    """A session that changed its verdict before the screen's first snapshot (or while the
+    screen was busy): the charts mark those changes from the store's `verdict_changes`."""
+    from gputop_dl.present.tui.history_panel import HistoryPanel
+    from gputop_dl.record.store import Store
+
+    from tests.fakes.source import found_jobs_snapshot
+
+    db = str(tmp_path / "sessions.db")
+    store = Store(db)
+    sid = store.create_session("monitor box", file=None, command="gputop-dl", kind="monitor",
+                               environment={})
+    store.add_verdict_change(sid, T0 - 150, None, "parallel", "fine", 1.0)
+    store.add_verdict_change(sid, T0 - 100, "parallel", "cpu-bound", "CPU saturated", 2.3)
+    store.add_verdict_change(sid, T0 - 40, "cpu-bound", "parallel", "recovered", 1.1)
+    store.commit()
+    app, src = new_app(mode="monitor", session_id=sid, live=())
+    src.store_path = db
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(10, 30)])
+        panel = app.query_one(HistoryPanel)
+        assert panel.builds >= 1 and panel.recorded.reads >= 1
+        assert [(t - T0, a, b) for t, a, b in panel.marks.changes] == [
+            (-100, "parallel", "cpu-bound"), (-40, "cpu-bound", "parallel")]
+        # the newest change in view is named in the border's title (the legend may be cut)
+        assert "verdict cpu-bound → parallel at -1:00 · 1 earlier" in panel.border_title  # 20 s ago
+        # a change recorded later (the screen missed its snapshot) shows at the next build
+        store.add_verdict_change(sid, T0 + 31, "parallel", "io-bound", "disk", 1.4)
+        store.commit()
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(30, 80)])
+        assert (T0 + 31, "parallel", "io-bound") in panel.marks.changes
+    store.close()
+
+
 def test_history_buckets_and_draws_from_its_buckets(monkeypatch):
     """A strip is drawn from the kept buckets: the samples are bucketed once, when the width is
     first set or changes, not on every draw (the GPU panel draws 8 of them every tick)."""
@@ -876,6 +944,31 @@ async def test_every_key_the_screen_answers_is_in_the_key_bar_and_the_help():
 
 
 @aio
+async def test_a_narrow_key_bar_keeps_every_key_and_drops_descriptions_from_the_end():
+    """At 80 and 100 columns the bar was cut at the screen's edge (the palette, the sort keys,
+    zoom...); now each key stays, the descriptions going from the last key back."""
+    from gputop_dl.present.tui.key_bar import KeyBar
+
+    for width in (80, 100):
+        app, src = new_app(mode="monitor", session_id=None, live=(), launcher=object(),
+                           diagnoser=lambda **kw: {})
+        async with app.run_test(size=(width, 40)) as pilot:
+            await feed(pilot, src, monitor_snapshot(0))
+            bar = app.query_one(KeyBar)
+            text = bar.render().plain
+            assert len(text) == width and text.startswith(" ⏎ Details  q Quit  ? Help  v")
+            shown = [app.get_key_display(b) for _n, b, en, _t in app.screen.active_bindings.values()
+                     if b.show and en]
+            tokens = set(text.replace("/", " ").split())
+            for key in shown:
+                assert key in tokens, (key, text)
+            assert "c/m/n/t/o" in text and text.endswith("▏^p palette ")
+            assert ("Zoom" in text) == (width > 100) and ("Verdict" in text) == (width >= 100)
+            x0 = next(x for x, _x1, key in bar._spans if key == "z")
+            assert text[x0] == "z"  # a click on it presses it
+
+
+@aio
 async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
     from gputop_dl.present.tui.key_bar import KeyBar
 
@@ -891,3 +984,76 @@ async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
         x0 = next(x for x, _x1, key in bar._spans if key == "question_mark")
         await pilot.click(KeyBar, offset=(x0 + 1, 0))
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+
+
+def test_tone_text_colours_read_on_the_panels_under_every_light_theme():
+    """Issue 35 item 5: `$text-success/-warning/-error/-accent` at 4.5:1 or better on the
+    surface, the panel and the tone's muted background (the banner's) of Textual's own themes
+    (textual-light's warning was 3.0:1, atom-one-light's success 2.5:1); one that reads is kept."""
+    from textual.color import Color
+    from textual.theme import BUILTIN_THEMES
+
+    from gputop_dl.present.tui.contrast import MIN_CONTRAST, TEXT_TONES, contrast, readable
+
+    light = [n for n, t in BUILTIN_THEMES.items() if not t.dark and not n.startswith("ansi")]
+    assert len(light) >= 4
+    before = []
+    for name in light:
+        theme = BUILTIN_THEMES[name]
+        v = {**theme.to_color_system().generate(), **theme.variables}
+        out = readable(v, dark=False)
+        base = Color.parse(v["background"])
+        for var, tone in TEXT_TONES:
+            for back in ("surface", "panel", f"{tone}-muted"):
+                bg = base + Color.parse(v[back])
+                before.append(contrast(Color.parse(v[var]), bg))
+                assert contrast(Color.parse(out[var]), bg) >= MIN_CONTRAST, (name, var, back)
+    assert min(before) < 3.0  # the themes as they come: some did not read
+    dark = BUILTIN_THEMES["textual-dark"]
+    v = {**dark.to_color_system().generate(), **dark.variables}
+    assert readable(v, dark=True) == v  # already readable: as the theme has it
+    for name in ("ansi-light", "ansi-dark"):  # the terminal's palette: left as it is
+        theme = BUILTIN_THEMES[name]
+        v = {**theme.to_color_system().generate(), **theme.variables}
+        assert readable(v, dark=theme.dark) == v
+
+
+@aio
+async def test_the_verdict_title_reads_under_an_ansi_theme():
+    """ansi-light's tone text and tone background are one ANSI colour (the terminal cannot
+    blend them): the title was red on red; it is in the text colour there, the tone elsewhere."""
+    from gputop_dl.present.tui.verdict_banner import VerdictBanner
+
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        banner = app.query_one(VerdictBanner)
+        styles = {str(s.style) for s in banner.render_content(app.latest[0], mode="launch").spans}
+        assert "bold $text-warning" in styles
+        app.theme = "ansi-light"
+        await pilot.pause()
+        styles = {str(s.style) for s in banner.render_content(app.latest[0], mode="launch").spans}
+        assert "bold $text-warning" not in styles and "bold" in styles
+
+
+@aio
+async def test_a_longer_verdict_reason_wraps_onto_a_line_more_and_is_shown_whole():
+    """The banner was laid out by its newlines only: a reason that became longer than the
+    screen (the live verdict names each waiting job) wrapped, and its end was cut off."""
+    from gputop_dl.present.tui.verdict_banner import VerdictBanner
+
+    def verdict(reason: str) -> dict:
+        return {"kind": "cpu-bound", "title": "concurrent: CPU-bound", "reason": reason,
+                "confidence": 0.8}
+
+    long = ", ".join(f"calibrated.py --compute-ms {n} (waits {n}%)" for n in range(40, 50)) + " END"
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0, verdict=verdict("short")))
+        banner = app.query_one(VerdictBanner)
+        short_height = banner.size.height
+        await feed(pilot, src, make_snapshot(1, verdict=verdict(long)))
+        await pilot.pause()
+        assert banner.size.height >= short_height + 2  # 400-odd cells on 158: three lines
+        shown = "".join(banner.render_line(y).text for y in range(banner.size.height))
+        assert "END" in shown

@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--tensorboard", action="store_true",
                     help="write TensorBoard event files into the folder DIR instead: one run per "
                     "job (step time, samples/s, data stall, loss, epoch time, CPU, GPU util and "
-                    "memory); needs the tensorboard package")
+                    "memory) and a `_verdict` run of the verdict's changes; needs the "
+                    "tensorboard package")
     ep.add_argument("--shared", action="store_true",
                     help="write OUT readable by others as your umask allows (usually 0644); "
                     "default: private to you (0600), since a report holds each job's command "

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from gputop_dl.analyse.summary import JobResult
     from gputop_dl.workload import SessionSpec
 
-JOB_WIDTH = 28  # the job column's width: a longer name is cut with …
+JOB_WIDTH = 28  # the job column's width (`--once`: at least; a longer name takes what is left)
+JOB_WIDTH_MAX = 48  # ... up to this (then it is cut with …)
 PLAIN_EVERY_S = 10.0  # a progress line per job this often when stdout is not a terminal
 
 Justify = Literal["left", "right"]
@@ -49,12 +51,15 @@ def header_lines(spec: SessionSpec, session_id: str | None, gpu_status_detail: s
     return out
 
 
-def jobs_table(snap: Snapshot, width: int | None = None) -> Table:
+def jobs_table(snap: Snapshot, width: int | None = None, *, fit_names: bool = False) -> Table:
     """The jobs as a Rich table; columns with nothing known for any job are left out, so a
     monitor's jobs found running (no epochs, steps or slowdown) fit in 80 columns. Widths are
-    fixed (the job's name is cut with …), so a long name never shifts the other columns. The
-    columns come in the order of present/job_columns.py's RANK; with `width` (the terminal's),
-    those that do not fit are left out from the end."""
+    fixed (the job's name is cut with …), so a long name never shifts the other columns of the
+    live table; printed once (`fit_names`, `--once`), the job's column takes its longest name
+    where the columns that fit leave the room (up to JOB_WIDTH_MAX: a name that tells two
+    copies of a script apart by its last argument is read whole). The columns come in the
+    order of present/job_columns.py's RANK; with `width` (the terminal's), those that do not
+    fit are left out from the end."""
     cols: dict[str, tuple[str, Justify, int]] = {"job": ("job", "left", JOB_WIDTH), "status": ("status", "left", 13),
             "device": ("device", "left", 6), "progress": ("epoch · step", "right", 12),
             "step": ("step", "right", 7), "sps": ("samples/s", "right", 9),
@@ -79,8 +84,12 @@ def jobs_table(snap: Snapshot, width: int | None = None) -> Table:
                      "command": f"session {j.launched_by}" if j.launched_by else DASH})
     keep = [k for k in ranked(list(cols))
             if k in ("job", "status") or any(r[k] != DASH for r in rows)]
+    longest = min(JOB_WIDTH_MAX, max((cell_len(r["job"]) for r in rows), default=0)) if fit_names else 0
     if width is not None:  # two blanks between columns (Rich's padding, none at the edges)
         keep = fit([(k, max(cols[k][2], len(cols[k][0])) + 2) for k in keep], width + 2)
+        spare = width + 2 - sum(max(cols[k][2], len(cols[k][0])) + 2 for k in keep)
+        longest = min(longest, JOB_WIDTH + max(0, spare))
+    cols["job"] = ("job", "left", max(JOB_WIDTH, longest))
     t = Table(box=None, pad_edge=False, header_style="bold")
     for k in keep:
         label, justify, w = cols[k]

@@ -47,7 +47,7 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
     if snap.jobs:
         from gputop_dl.present.headless import jobs_table
 
-        console.print(jobs_table(snap, console.width))
+        console.print(jobs_table(snap, console.width, fit_names=True))
     if snap.verdict:  # the live verdict (estimated from the jobs' waits; nothing paused)
         from gputop_dl.present.headless import verdict_lines
 

@@ -18,6 +18,17 @@ and the wall time it was measured at:
   `job/io_read_bytes_per_s` (from storage), `job/io_wait` (share of the live verdict's window
   blocked on I/O) and `job/major_faults_per_s` (issue 32).
 
+The session's verdict over time is its own run, `DIR/<session id>/_verdict` (a job's folder
+never starts with `_`), where the session recorded its verdict changes (docs/contracts.md),
+against the change's wall time; the global step counts the changes from 1:
+
+- `verdict/change`, a text (TensorBoard's Text tab) per change: the new kind, the old one, the
+  time since the session started, its worst slowdown and the first line of its reason;
+- `verdict/worst_slowdown` at each change whose new verdict had a slowdown (estimated live);
+- `verdict/is/<kind>`, per kind the session had, 1 while the verdict was of that kind and 0
+  otherwise: two points per change at its time (before, after) and one at the session's end,
+  so that on the Wall axis each kind is a step that starts and ends where the verdict changed.
+
 The writer is TensorBoard's own `EventFileWriter` (the one `torch.utils.tensorboard` uses),
 from the `tensorboard` package: the export needs no torch. tensorboardX was the other
 candidate; it imports torch at import time whenever torch is installed (2.4 s here), which the
@@ -38,6 +49,7 @@ from gputop_dl.record.store import Store
 INSTALL_HINT = ("--tensorboard needs the tensorboard package: pip install 'gputop-dl[tensorboard]' "
                 "(or pip install tensorboard)")
 PHASE_SUFFIX = {"baseline": ".solo"}  # other phases: the job's own name
+VERDICT_RUN = "_verdict"  # the session's verdict changes: `_run_dir` never names a job so
 
 
 def _writer_api() -> tuple[Any, Any, Any]:
@@ -87,6 +99,18 @@ class _Run:
         self._w.add_event(self._event_pb2.Event(wall_time=wall, step=step, summary=summary))
         self.count += 1
 
+    def text(self, tag: str, value: str, step: int, wall: float) -> None:
+        """A text summary (TensorBoard's Text tab renders it as Markdown)."""
+        from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
+        from tensorboard.plugins.text.metadata import create_summary_metadata
+
+        tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[value.encode()],
+                                        tensor_shape=tensor_shape_pb2.TensorShapeProto())
+        summary = self._summary_pb2.Summary(value=[self._summary_pb2.Summary.Value(
+            tag=tag, metadata=create_summary_metadata("", ""), tensor=tensor)])
+        self._w.add_event(self._event_pb2.Event(wall_time=wall, step=step, summary=summary))
+        self.count += 1
+
     def close(self) -> None:
         self._w.close()
 
@@ -100,9 +124,11 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
         by_t.setdefault(t, {})[g] = (util, mem)
     written = []
     taken: dict[str, str] = {}  # run folder -> the job it is for: every job keeps its own
+    samples_seen: list[tuple[Any, ...]] = []  # each job's last sample (the session's last tick)
     for job in store.jobs(sid):
         name, gpus = job["name"], _gpu_indices(job)
         samples = store.job_samples(sid, name)  # (t, job, phase, cores, rss, nprocs, gmem, ...)
+        samples_seen += samples[-1:]
         phases = list(dict.fromkeys(r[2] for r in samples))
         phases += [p for p in ("baseline", "co-run") if p not in phases
                    and store.step_count(sid, name, p)]
@@ -118,7 +144,54 @@ def export_tensorboard(store: Store, sid: str, out: str) -> list[tuple[str, int]
             finally:
                 run.close()
             written.append((run.path, run.count))
-    return written
+    last = max([t for t in by_t] + [r[0] for r in samples_seen], default=None)
+    verdict = _write_verdict_changes(store, sid, out, api, last)
+    return written + ([verdict] if verdict else [])
+
+
+def _since(t: float, t0: float | None) -> str:
+    if t0 is None or t < t0:
+        return ""
+    m, s = divmod(int(t - t0), 60)
+    return f" ({m}:{s:02d} after the start)" if m < 60 else f" ({m // 60}:{m % 60:02d}:{s:02d} after the start)"
+
+
+def _write_verdict_changes(store: Store, sid: str, out: str, api: tuple[Any, Any, Any],
+                           last_sample: float | None) -> tuple[str, int] | None:
+    """The `_verdict` run (module docstring); None when the session recorded no change (or
+    not at all: a session from before they were kept). The last kind holds until the session
+    ended (a session still running: its last sample)."""
+    changes = store.verdict_changes(sid)
+    if not changes:
+        return None
+    row = store.session(sid)
+    t0 = row.started if row is not None else None
+    ended = row.ended if row is not None else None
+    end = max(c["t"] for c in changes)
+    end = max(end, ended if ended is not None else last_sample if last_sample is not None else end)
+    kinds = list(dict.fromkeys(k for c in changes for k in (c["from_"], c["to"]) if k))
+    run = _Run(os.path.join(out, sid, VERDICT_RUN), api)
+    try:
+        kind: str | None = None
+        for i, c in enumerate(changes, start=1):
+            worst = c["worst_slowdown"]
+            lines = [f"**{c['to']}** (was {c['from_'] or 'no verdict yet'})"
+                     f"{_since(c['t'], t0)}"]
+            if worst is not None:
+                lines.append(f"worst slowdown {worst:.2f}×")
+            if c["reason"]:
+                lines.append(c["reason"])
+            run.text("verdict/change", "  \n".join(lines), i, c["t"])
+            run.scalar("verdict/worst_slowdown", worst, i, c["t"])
+            for k in kinds:  # the step: the old kind's value, then the new one, at the change
+                run.scalar(f"verdict/is/{k}", float(k == kind), 2 * i - 1, c["t"])
+                run.scalar(f"verdict/is/{k}", float(k == c["to"]), 2 * i, c["t"])
+            kind = c["to"]
+        for k in kinds:  # the last kind holds until the session's end
+            run.scalar(f"verdict/is/{k}", float(k == kind), 2 * len(changes) + 1, end)
+    finally:
+        run.close()
+    return run.path, run.count
 
 
 def _write_step_phases(run: _Run, store: Store, sid: str, name: str, phase: str | None) -> None:

@@ -144,6 +144,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.table = self.query_one(JobsTable)
         self.epoch_panel = self.query_one(EpochPanel)
         self.history_panel = self.query_one(HistoryPanel)
+        self.history_panel.session = self._recorded_session
         self.banner = self.query_one(VerdictBanner)
         self.log_panel = self.query_one(LogPanel)
         self.queue_panel = self.query_one(QueuePanel)
@@ -154,6 +155,11 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.ready(self.query_one(TitleBar))
         if self.handle_signals:
             self.install_signal_handlers()
+
+    def _recorded_session(self) -> tuple[str | None, str | None]:
+        """The store and session the monitor's source records (None until it opened one)."""
+        src = self.sources[0]
+        return source_attr(src, "store_path"), src.session_id
 
     def _attach_source(self, index: int, src: Source) -> None:
         src.subscribe(functools.partial(self._receive, index))

@@ -52,8 +52,14 @@ class Panel(Static):
         if sig == self._signature:
             return False
         self._signature = sig
-        lines = content.plain.count("\n")
-        self.update(content, layout=lines != self._lines and not self.SIZED_BY_LAYOUT)
+        if self.SIZED_BY_LAYOUT:
+            self.update(content, layout=False)
+            return True
+        # its height as wrapped at its width (a longer reason in the banner wraps onto one more
+        # line with no more newlines in it: laid out by its newlines alone, it was cut)
+        width = self.content_region.width
+        lines = content.get_height({}, width) if width > 0 else content.plain.count("\n") + 1
+        self.update(content, layout=lines != self._lines)
         self._lines = lines
         return True
 

@@ -5,7 +5,9 @@ Per job: step time, estimated slowdown, CPU wait and data wait; per GPU: utilisa
 used; one braille line per job or GPU (colours in the legend line), drawn by `textual-plotext`.
 The last 5 minutes by default; `z` zooms out to the whole session and back. The moments the
 verdict's kind changed are vertical lines on the time axis (and the newest is named in the
-legend). A chart whose figure no job has a sample of is not shown; an unknown stretch is a gap.
+legend): those the session recorded, read from the store before each build (recorded_marks.py),
+then those of the snapshots since. A chart whose figure no job has a sample of is not shown; an
+unknown stretch is a gap.
 
 Cost: a snapshot only appends to each series (timeline.py, O(1)); the charts are built again
 when a bucket closed (the window over the plot's width: 5 min over ~30 columns is 10 s) and
@@ -27,6 +29,7 @@ from textual.containers import Container, Vertical
 from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel, set_border
+from gputop_dl.present.tui.recorded_marks import RecordedChanges
 from gputop_dl.present.tui.timeline import FINE_S, MARK_COLOUR, Marks, Timeline, ago
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
@@ -104,6 +107,10 @@ class HistoryPanel(Vertical):
         self.builds = 0  # chart builds (for tests and benchmarks)
         self._mounted_charts: dict[str, SeriesChart] | None = None
         self.colour: dict[int | str, int] = {}  # a job's index into JOB_COLOURS
+        # the recorded session's (store path, session id), set by the app: its verdict changes
+        # are read from the store before each build (None: the snapshots' marks alone)
+        self.session: Callable[[], tuple[str | None, str | None]] | None = None
+        self.recorded = RecordedChanges()
 
     def compose(self) -> ComposeResult:
         yield Panel(Content.styled("no job found yet", "$text-muted"), id="legend")
@@ -193,6 +200,10 @@ class HistoryPanel(Vertical):
         if charts.styles.grid_size_columns != ncols:
             charts.styles.grid_size_columns = ncols
         n = max(1, round(window / bucket))
+        if self.session is not None:
+            rows = self.recorded.read(*self.session())
+            if rows is not None:
+                self.marks.load(rows)
         marks = [t - end for t, _a, _b in self.marks.within(end - window, end)]
         # the jobs with a sample in the view, in the order they came (ended ones too)
         in_view = [(k, v) for k, v in self.jobs.items() if v[1]["cpuwait"].last_t >= end - window]
@@ -232,13 +243,16 @@ class HistoryPanel(Vertical):
                 parts += [("━━ ", _hex(GPU_COLOURS[i % len(GPU_COLOURS)])), (f"{idx}  ", "bold")]
         if not parts:
             parts.append(("no job found yet", "$text-muted"))
+        self.query_one("#legend", Panel).set(Content.assemble(*parts))
+        # the newest change in view, in the border's title: the legend's second line may be cut
         newest = self.marks.within(end - window, end)
         if newest:
             t, old, new = newest[-1]
-            parts += [("│ ", _hex(MARK_COLOUR)),
-                      (f"verdict {old} → {new} at {ago(t - end)}",
-                       "$text-muted")]
-        self.query_one("#legend", Panel).set(Content.assemble(*parts))
+            more = f" · {len(newest) - 1} earlier" if len(newest) > 1 else ""
+            title = f"history · [{_hex(MARK_COLOUR)}]│[/] verdict {old} → {new} at {ago(t - end)}{more}"
+        else:
+            title = "history"
+        set_border(self, title=title)
         span = "whole session" if self.whole else f"last {FINE_S / 60:.0f} min"
         set_border(self, subtitle=f"{span} (z: {'last 5 min' if self.whole else 'whole session'})"
                                   f" · a point per {bucket:.3g} s, bucket means, redrawn every "
@@ -246,3 +260,6 @@ class HistoryPanel(Vertical):
 
     def on_resize(self) -> None:
         self.redraw()
+
+    def on_unmount(self) -> None:
+        self.recorded.close()

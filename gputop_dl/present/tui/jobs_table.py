@@ -236,6 +236,8 @@ class JobsTable(KeyedTable[JobRow]):
     TABLE_TITLE = "jobs"
     HIDE_EMPTY = HIDE_EMPTY
     FLEX = "command"
+    GROW = "job"  # a found job's name carries what tells it apart ("train.py --lr 0.1")
+    GROW_YIELDS = frozenset(RANK[6:])  # what a user needs to act on stays (present/job_columns.py)
 
     def filled_by_note(self) -> str:
         """What would fill the hidden columns, once (for the subtitle)."""

@@ -5,13 +5,15 @@ monitor's first frame on a 2-core box (docs/benchmarks.md). This bar draws the s
 `screen.active_bindings` in one `render()`: the key in bold, its description, dimmed when the
 action is disabled, the command palette's key on the right; redrawn when the screen's bindings
 change; a click on a key presses it, as the footer's keys do. Keys of one binding group are one
-entry ("j/k Move", "c/m/n/t/o Sort"); a hidden binding (`show=False`) is only an alias.
+entry ("j/k Move", "c/m/n/t/o Sort"); a hidden binding (`show=False`) is only an alias. On a
+narrow screen every key stays: descriptions go, from the last key back ("? Help" keeps its own).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from textual import events
 from textual.content import Content
 from textual.screen import Screen
@@ -73,12 +75,28 @@ class KeyBar(Widget, can_focus=False):
 
     def render(self) -> Content:
         keys, palette = self._keys()
+        width = self.size.width
+        # a narrow screen: every key stays, their descriptions go from the last one back
+        # ("? Help" stays whole: it lists them all), then the palette's
+        plain = [cell_len(d) + 1 + cell_len(t) for d, t, _e, _k in keys]
+        need = 1 + sum(plain) + len(SEP) * max(0, len(keys) - 1)
+        if palette is not None:
+            need += 1 + cell_len(palette[0]) + 1 + cell_len(palette[1]) + 1
+        bare = [False] * len(keys)
+        for i in reversed(range(len(keys))):
+            if need <= width:
+                break
+            if keys[i][3] != "question_mark":
+                bare[i] = True
+                need -= 1 + cell_len(keys[i][1])
+        bare_palette = palette is not None and need > width
         parts: list[Content] = []
         spans: list[tuple[int, int, str]] = []
         x = 1
-        for display, description, enabled, key in keys:
+        for (display, description, enabled, key), short in zip(keys, bare):
             style = "bold $footer-key-foreground" if enabled else "dim"
-            item = Content.assemble((display, style), " ", (description, "" if enabled else "dim"))
+            item = (Content.styled(display, style) if short else
+                    Content.assemble((display, style), " ", (description, "" if enabled else "dim")))
             spans.append((x, x + item.cell_length, key))
             parts.append(item)
             x += item.cell_length + len(SEP)
@@ -86,10 +104,10 @@ class KeyBar(Widget, can_focus=False):
         if palette is not None:
             display, description, enabled, key = palette
             right = Content.assemble(("▏", "$foreground 20%"), (display, "bold $footer-key-foreground"),
-                                     " ", description, " ")
-            gap = self.size.width - left.cell_length - right.cell_length
+                                     *(() if bare_palette else (" ", description)), " ")
+            gap = width - left.cell_length - right.cell_length
             if gap >= 1:
-                spans.append((self.size.width - right.cell_length + 1, self.size.width, key))
+                spans.append((width - right.cell_length + 1, width, key))
                 left = left + Content(" " * gap) + right
         self._spans = spans
         return left

@@ -15,10 +15,12 @@ theme's CSS variables; a theme change re-renders them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -94,6 +96,16 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
     TABLE_TITLE = ""
     HIDE_EMPTY: tuple[str, ...] = ()  # left out while no row has a value in them
     FLEX: str | None = None  # the column that takes the width the others leave (its width: the least)
+    # the column that first takes what width is left, as much as its longest cell needs (up to
+    # GROW_MAX): the names that tell rows apart are read whole where the screen has the room;
+    # where it has not, the columns of GROW_YIELDS are left out for it, FLEX first, then in
+    # DROP_ORDER (the details show what they held)
+    GROW: str | None = None
+    GROW_MAX = 48
+    # it narrows only once no row has needed its width for this long: rows that come and go
+    # (a test suite's short runs beside the jobs) would lay the table out again each time
+    GROW_HOLD_S = 30.0
+    GROW_YIELDS: frozenset[str] = frozenset()
     EMPTY_TEXTS = ("", "–")
 
     COMPONENT_CLASSES = {"keyed-table--header", "keyed-table--cursor"}
@@ -148,6 +160,9 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
         self._widths = tuple(c[2] for c in self.COLUMNS)  # the shown columns' widths
         self._empty: frozenset[str] = frozenset()  # HIDE_EMPTY columns left out now
+        self._grow_want = 0  # the cells the GROW column's longest cell needs (held: GROW_HOLD_S)
+        self._grow_needed_at = -float("inf")  # when a row last needed that width
+        self.clock = time.monotonic  # for GROW_HOLD_S (tests set their own)
         self._subtitle = ""
         self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
 
@@ -192,6 +207,13 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         return frozenset(c for c in self.HIDE_EMPTY
                          if all(r.cells[keys.index(c)].text.strip() in empty for r in rows))
 
+    def _grow_width(self, rows: Sequence[RowT]) -> int:
+        """The width the GROW column's longest cell needs (at most GROW_MAX; 0: no GROW)."""
+        if self.GROW is None or not rows:
+            return 0
+        i = self._keys.index(self.GROW)
+        return min(self.GROW_MAX, max(cell_len(r.cells[i].text) for r in rows))
+
     # --- updates -------------------------------------------------------------------------------
     def show(self, rows: Sequence[RowT]) -> None:
         """Apply rows (given in default order): repaint changed lines; re-order when needed.
@@ -208,9 +230,14 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         for key in [k for k in self._strips if k not in new]:
             del self._strips[key]
         empty = self._empty_columns(rows)
-        relayout = empty != self._empty
+        want, now = self._grow_width(rows), self.clock()
+        if want >= self._grow_want:
+            self._grow_needed_at = now
+        elif now - self._grow_needed_at < self.GROW_HOLD_S:
+            want = self._grow_want
+        relayout = empty != self._empty or want != self._grow_want
         if relayout:
-            self._empty = empty
+            self._empty, self._grow_want = empty, want
             self._layout_sig = None
         cursor = self.cursor_key
         if cursor not in new:
@@ -378,7 +405,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
 
     def _check_layout(self, width: int) -> None:
         """Drop the cached lines when the width, the empty columns or the styles changed."""
-        sig = (width, self._styles(), self._empty)
+        sig = (width, self._styles(), self._empty, self._grow_want)
         if sig == self._layout_sig:
             return
         self._layout_sig = sig
@@ -388,10 +415,18 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         while sum(w + 2 * PAD for _k, _l, w, _r in cols) > width and drop:
             gone = drop.pop(0)
             cols = [c for c in cols if c[0] != gone]
-        spare = width - sum(w + 2 * PAD for _k, _l, w, _r in cols)
+        spare = max(0, width - sum(w + 2 * PAD for _k, _l, w, _r in cols))
+        want = max([0] + [self._grow_want - w for k, _l, w, _r in cols if k == self.GROW])
+        yields = [k for k in [self.FLEX, *drop] if k in self.GROW_YIELDS]
+        while want > spare and yields:  # the name before the columns that yield to it
+            gone = yields.pop(0)
+            spare += sum(w + 2 * PAD for k, _l, w, _r in cols if k == gone)
+            cols = [c for c in cols if c[0] != gone]
+        grow = {k: min(spare, want) for k, _l, _w, _r in cols if k == self.GROW}
+        spare -= sum(grow.values())
         self._columns = tuple(cols)
         self._shown = tuple(self.COLUMNS.index(c) for c in cols)
-        self._widths = tuple(w + max(0, spare) if k == self.FLEX else w for k, _l, w, _r in cols)
+        self._widths = tuple(w + spare if k == self.FLEX else w + grow.get(k, 0) for k, _l, w, _r in cols)
 
     def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
         """Cells padded into one line of `width` cells, in their own styles (no background yet)."""

@@ -22,6 +22,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.theme import Theme
 
+from gputop_dl.present.tui.contrast import readable
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.keyed_table import Palette
 from gputop_dl.present.tui.source import Inbox, S
@@ -130,6 +131,12 @@ class LiveApp(App[int], Generic[S]):
         if self._stale_handle is not None:
             self._stale_handle.cancel()
             self._stale_handle = None
+
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's variables, its tone text colours made readable (contrast.py)."""
+        variables = readable(super().get_css_variables(), self.current_theme.dark)
+        self.theme_variables = variables
+        return variables
 
     def _on_theme_changed(self, _theme: Theme) -> None:
         self.palette = Palette(self.get_css_variables())

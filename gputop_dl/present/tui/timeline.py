@@ -91,23 +91,60 @@ class Timeline:
         return [acc[i] / cnt[i] if cnt[i] else None for i in range(n)]
 
 
+PENDING = "insufficient-data"  # a verdict not reached yet: until a first one, no change to mark
+
+
 class Marks:
-    """The moments the verdict's kind changed: (time, old kind or None, new kind)."""
+    """The moments the verdict's kind changed: (time, old kind or None, new kind).
 
-    __slots__ = ("kind", "changes")
+    From the snapshots (`push`), and from the session's recorded changes (`load`), which
+    replace what the snapshots gave up to the last one recorded. The first verdict is no
+    change, nor is the first after the session's opening "insufficient-data" (the live
+    verdict's first seconds): a mark from it would stand at every session's start."""
 
-    def __init__(self, keep: int = 64):
+    __slots__ = ("kind", "changes", "loaded_until", "judged")
+
+    def __init__(self, keep: int = 256):
         self.kind: str | None = None
         self.changes: deque[tuple[float, str | None, str]] = deque(maxlen=keep)
+        self.loaded_until = -math.inf  # the time of the last recorded change loaded
+        self.judged = False  # a kind other than PENDING was seen
 
     def push(self, t: float, kind: str | None) -> None:
         """The verdict's kind at `t` (None: no verdict): a change from one kind to another is
-        a mark; a verdict that goes away and comes back as the same kind is not."""
-        if kind is None or kind == self.kind:
+        a mark; a verdict that goes away and comes back as the same kind is not. A snapshot
+        from before the last recorded change loaded is not news."""
+        if kind is None or kind == self.kind or t <= self.loaded_until:
             return
-        if self.kind is not None:
+        if self.kind is not None and self.judged:
             self.changes.append((t, self.kind, kind))
         self.kind = kind
+        self.judged = self.judged or kind != PENDING
+
+    def load(self, recorded: Iterable[tuple[float, str | None, str]]) -> None:
+        """The session's recorded changes in time order (the first verdict's `from` is None:
+        no mark): they replace the marks up to the last of them. The snapshots' marks after it
+        stay where they still change the kind from the last recorded one (the store has not got
+        them yet); one that only repeats a recorded change (seen late: the screen missed the
+        snapshot it was judged in) goes."""
+        rows = list(recorded)
+        if not rows:
+            return
+        until, kind = rows[-1][0], rows[-1][2]
+        later = [c for c in self.changes if c[0] > until]
+        self.changes.clear()
+        judged = False
+        for c in rows:
+            if c[1] is not None and judged:
+                self.changes.append(c)
+            judged = judged or c[2] != PENDING
+        for t, _old, new in later:
+            if new != kind:
+                self.changes.append((t, kind, new))
+                kind = new
+        self.kind = kind
+        self.judged = judged or any(c[2] != PENDING for c in later)
+        self.loaded_until = max(self.loaded_until, until)
 
     def within(self, t0: float, t1: float) -> list[tuple[float, str | None, str]]:
         return [c for c in self.changes if t0 <= c[0] <= t1]

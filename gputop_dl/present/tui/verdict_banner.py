@@ -84,7 +84,10 @@ class VerdictBanner(Panel):
             kind = v.get("kind")
             self._tone(verdict_class(kind))
             label = KIND_LABEL.get(kind or "", (kind or "verdict").upper())
-            style = {"-good": "bold $text-success", "-bad": "bold $text-warning"}.get(
+            # an ANSI theme's tone text on its tone background is one colour twice (the
+            # terminal cannot blend them): the title is then in the text colour, bold
+            ansi = str(self.app.theme_variables.get("background", "")).startswith("ansi")
+            style = "bold" if ansi else {"-good": "bold $text-success", "-bad": "bold $text-warning"}.get(
                 verdict_class(kind), "bold")
             conf = v.get("confidence")
             conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
