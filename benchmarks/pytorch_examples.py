@@ -10,6 +10,12 @@
    judged by `gputop-dl diagnose`; its own printed batch times ("Time  x.xxx (avg)") are the
    ground truth for the step time diagnose reads with py-spy.
 
+3. `dcgan/main.py --dataset fake` (64x64, batch 64, torch's default intra-op threads, one
+   loader worker) alone, then twice started by hand and judged by `gputop-dl diagnose
+   --no-probe` (the live estimate, nothing paused); then the same with
+   `OMP_WAIT_POLICY=PASSIVE` (`--only dcgan`; issue 33). Its own rate: the arrival times of
+   the line it prints per iteration (unbuffered).
+
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
 
@@ -134,11 +140,97 @@ def imagenet(examples: str, work: str, env: dict, seconds: float) -> None:
             p.wait()
 
 
+def _arrivals(proc: subprocess.Popen, into: list[float]) -> None:
+    """The time each iteration's line arrived ("[epoch/niter][i/n] Loss_D ...")."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("[") and "Loss_D" in line:
+            into.append(time.time())
+
+
+def _dcgan_run(script: str, work: str, env: dict, n: int, seconds: float,
+               judge: bool) -> tuple[list[float | None], dict | None]:
+    """`n` copies for `seconds`: each one's it/s past its first 3 iterations (over the span
+    when all ran) and, with `judge`, `diagnose --no-probe --json` of them from its middle."""
+    import threading
+
+    procs, stamps = [], []
+    for i in range(n):
+        out = os.path.join(work, f"dcgan{i}")
+        os.makedirs(out, exist_ok=True)
+        procs.append(subprocess.Popen(
+            [sys.executable, script, "--dataset", "fake", "--workers", "1", "--outf", out,
+             "--niter", "100"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=dict(env, PYTHONUNBUFFERED="1"), start_new_session=True))
+        stamps.append([])
+    readers = [threading.Thread(target=_arrivals, args=(p, s), daemon=True)
+               for p, s in zip(procs, stamps)]
+    for r in readers:
+        r.start()
+    doc = None
+    try:
+        deadline = time.time() + 120
+        while any(len(s) < 4 for s in stamps) and time.time() < deadline:
+            time.sleep(0.2)  # every copy past its warm-up
+        t0 = time.time()
+        if judge:
+            pids = ",".join(str(p.pid) for p in procs)
+            out = gdl("diagnose", "--no-probe", "--seconds", "18", "--json", "--pid", pids,
+                      env=env)
+            doc = json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-300:]}
+        time.sleep(max(0.0, t0 + seconds - time.time()))
+        t1 = time.time()
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                pass
+            p.wait()
+    rates: list[float | None] = []
+    for s in stamps:
+        span = [t for t in s[3:] if t0 <= t <= t1]
+        rates.append((len(span) - 1) / (span[-1] - span[0]) if len(span) > 2 else None)
+    return rates, doc
+
+
+def dcgan(examples: str, work: str, env: dict, seconds: float) -> None:
+    script = os.path.join(examples, "dcgan", "main.py")
+    print("## dcgan/main.py --dataset fake: alone, then two by hand judged by diagnose "
+          "--no-probe\n")
+    print("| OMP_WAIT_POLICY | job | alone it/s | together it/s | true slowdown | estimate | "
+          "pool's time per slice, voluntary switches | spinning-pool fix given | verdict |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
+    for policy in ("unset", "PASSIVE"):
+        penv = dict(env, OMP_WAIT_POLICY=policy) if policy != "unset" else env
+        (alone,), _ = _dcgan_run(script, work, penv, 1, seconds, judge=False)
+        rates, doc = _dcgan_run(script, work, penv, 2, seconds, judge=True)
+        v = (doc or {}).get("verdict") or {}
+        fix = any("OMP_WAIT_POLICY=PASSIVE" in r for r in v.get("recommendations") or [])
+        jobs = sorted((doc or {}).get("jobs") or [], key=lambda j: j["pid"])
+        lines = v.get("evidence_lines") or []
+        for i, r in enumerate(rates):
+            j = jobs[i] if i < len(jobs) else {}
+            per = [f"{m.group(1)} ms, {m.group(2) or '–'}" for ln in lines
+                   if ln.startswith(f"{j.get('name')}: ") and (m := re.search(
+                       r"on a CPU ([0-9.]+) ms per time slice(?:, ([0-9]+%) of their switches)?",
+                       ln))]
+            j = dict(j, pool=per[0] if per else "–")
+            truth = alone / r if alone and r else None
+            print(f"| {policy} | dcgan {i + 1} | {alone or 0:.2f} | {r or 0:.2f} | "
+                  f"{'–' if truth is None else f'{truth:.2f}'} | {j.get('slowdown', '–')} | "
+                  f"{j['pool']} | {'yes' if fix else 'no'} | "
+                  f"{v.get('kind', (doc or {}).get('error', '–'))} |")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
-    ap.add_argument("--only", choices=("mnist", "imagenet"))
+    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan"))
+    ap.add_argument("--dcgan-seconds", type=float, default=40.0,
+                    help="each dcgan phase's span past warm-up")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         env = dict(os.environ, GPUTOP_DL_HOME=os.path.join(work, "home"))
@@ -146,6 +238,8 @@ def main() -> None:
             mnist(os.path.abspath(a.examples), work, env)
         if a.only in (None, "imagenet"):
             imagenet(os.path.abspath(a.examples), work, env, a.seconds)
+        if a.only in (None, "dcgan"):
+            dcgan(os.path.abspath(a.examples), work, env, a.dcgan_seconds)
 
 
 if __name__ == "__main__":

@@ -247,9 +247,11 @@ class JobSample:
     # the trainer's busy threads (an intra-op pool when two or more): (wait share, runnable
     # share of the interval) each (collect/schedstat.py: SchedReader.busy)
     cpu_pool: tuple[tuple[float, float], ...] = ()
-    # those threads' median time on a CPU per time slice, ms (None: no pool, or unknown): long
-    # slices (a thread runs until preempted) while it waits say the pool spins
+    # those threads' median time on a CPU per time slice, ms, and median share of their
+    # context switches that were voluntary (None: no pool, or unknown): a pool whose threads
+    # are preempted, never giving their CPU up themselves, spins while it waits
     cpu_pool_slice_ms: float | None = None
+    cpu_pool_yields: float | None = None
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share

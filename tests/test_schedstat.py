@@ -276,11 +276,17 @@ def test_idle_threads_are_read_every_few_ticks_unless_the_process_ran_more(tmp_p
     assert waits[10] == (1000 + 50_000_000, 7_000_000)
 
 
+def _switches(root, pid, tid, vol, inv):
+    (root / str(pid) / "task" / str(tid) / "status").write_text(
+        f"Name:\tpython\nState:\tR (running)\nvoluntary_ctxt_switches:\t{vol}\n"
+        f"nonvoluntary_ctxt_switches:\t{inv}\n")
+
+
 def test_busy_threads_of_a_process_are_its_pool(tmp_path):
     """Two threads of the trainer runnable most of the interval (an intra-op pool), a third
-    asleep, a worker busy: the trainer's busy threads, (wait share, runnable share), busiest
-    first, with their time on a CPU per time slice (ms); the pool of a job is its trainer's,
-    never a worker's, and its threads' median time per slice says whether they spin."""
+    asleep, a worker busy: the trainer's busy threads, (wait share, runnable share, ms on a CPU
+    per time slice, voluntary share of their context switches), busiest first; the pool of a
+    job is its trainer's, never a worker's, with its threads' medians of both."""
     for tid in (10, 11, 12):
         _thread(tmp_path, 10, tid, 0, 0)
     _thread(tmp_path, 20, 20, 0, 0)
@@ -292,15 +298,29 @@ def test_busy_threads_of_a_process_are_its_pool(tmp_path):
     _thread(tmp_path, 10, 11, 300_000_000, 300_000_000, 3007)  # runnable 60 %, 0.1 ms slices
     _thread(tmp_path, 10, 12, 1_000_000, 0)  # asleep
     _thread(tmp_path, 20, 20, 900_000_000, 0)  # no slice counted: unknown, not 0
+    for tid, (v, n) in {10: (5, 100), 11: (400, 100)}.items():
+        _switches(tmp_path, 10, tid, v, n)
     waits = r.read(procs)
     r.span_s = 1.0  # (the reads' real span is microseconds here)
-    busy = r.busy(waits)
-    assert busy[10] == ((round(48 / 98, 4), 0.98, 2.5), (0.5, 0.6, 0.1))
-    assert busy[20] == ((0.0, 0.9, None),)
+    busy = r.busy(waits)  # the switches' first reading: no share yet
+    assert busy[10] == ((round(48 / 98, 4), 0.98, 2.5, None), (0.5, 0.6, 0.1, None))
+    assert busy[20] == ((0.0, 0.9, None, None),)  # no status file: unknown
     cw = job_wait(waits, {10}, busy=busy)
     assert cw.pool == ((round(48 / 98, 4), 0.98), (0.5, 0.6)) and cw.pool_slice_ms == 1.3
-    assert job_wait(waits, {20}, busy=busy).pool_slice_ms is None  # one thread: no pool
+    assert cw.pool_yields is None
+    # the next interval: 10 preempted 195 times and yielded 5 (it spins), 11 yielded 3 in 4
+    for tid, (v, n) in {10: (10, 295), 11: (700, 200)}.items():
+        _switches(tmp_path, 10, tid, v, n)
+    _thread(tmp_path, 10, 10, 1_000_000_000, 960_000_000, 407)
+    _thread(tmp_path, 10, 11, 600_000_000, 600_000_000, 6007)
+    waits = r.read(procs)
+    r.span_s = 1.0
+    busy = r.busy(waits)
+    assert [t[3] for t in busy[10]] == [round(5 / 200, 4), 0.75]
+    cw = job_wait(waits, {10}, busy=busy)
+    assert cw.pool_yields == round((5 / 200 + 0.75) / 2, 4)
     assert job_wait(waits, {99}, busy=busy).pool == ()  # no trainer among them: no pool
+    assert job_wait(waits, {20}, busy=busy).pool_slice_ms is None  # one thread: no pool
     assert SchedReader(proc=str(tmp_path), read=read_proc).busy({10: (1, 1)}) == {}  # no span
 
 

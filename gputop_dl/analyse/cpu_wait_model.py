@@ -65,10 +65,12 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
 
 
 SPIN_RUNNABLE = 0.9  # every thread of a pool runnable this share of the time: they spin
-# a pool's threads on a CPU this long per time slice, median: they run until preempted (a
-# thread that spins at a barrier) rather than yield (one that sleeps): measured on the 2-core
-# box, spinning pools 2.2-3.7 ms, the same pools with OMP_WAIT_POLICY=PASSIVE 0.07-0.47 ms
-SPIN_SLICE_MS = 1.0
+# how a pool's threads leave their CPU, medians over the pool (measured on the 2-core box,
+# docs/validation.md, "Multi-threaded jobs"): a thread that spins at a barrier is preempted
+# (0.8-11 % of its switches voluntary; 2.2-3.8 ms on a CPU per slice); one that sleeps gives
+# its CPU up itself (OMP_WAIT_POLICY=PASSIVE: 25-81 %; 0.07-1.21 ms a slice)
+SPIN_YIELDS = 0.2  # the pool spins below this voluntary share
+SPIN_SLICE_MS = 2.0  # where the switches are unknown: it spins at this time per slice or more
 
 
 def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
@@ -94,23 +96,28 @@ def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
     return max(1.0, min(s, 1.0 / (1.0 - MAX_WAIT)))
 
 
-def spins(pool: Pool, slice_ms: float | None = None) -> bool:
+def spins(pool: Pool, slice_ms: float | None = None, yields: float | None = None) -> bool:
     """Whether a pool's threads spin while they wait for each other (OpenMP's busy-wait: a
-    waiting thread stays on its CPU until it is preempted). From their time on a CPU per time
-    slice (`slice_ms`) where the kernel counted slices; else every thread runnable nearly all
-    the time (a sleeping pool can be too, on a busy box: the cruder sign)."""
+    waiting thread stays on its CPU until it is preempted). From the share of their context
+    switches that were voluntary (`yields`) where known; else their time on a CPU per time
+    slice (`slice_ms`); else every thread runnable nearly all the time (the crudest sign: a
+    sleeping pool on a busy box can be too)."""
     if len(pool) < 2:
         return False
+    if yields is not None:
+        return yields < SPIN_YIELDS
     if slice_ms is not None:
         return slice_ms >= SPIN_SLICE_MS
     return all(b >= SPIN_RUNNABLE for _, b in pool)
 
 
-def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None) -> str:
+def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None,
+              yields: float | None = None) -> str:
     """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
     pool's critical-path estimate `s`."""
-    spun = spins(pool, slice_ms)
-    on_cpu = "" if slice_ms is None else f", on a CPU {slice_ms:.2f} ms per time slice"
+    spun = spins(pool, slice_ms, yields)
+    on_cpu = ("" if slice_ms is None else f", on a CPU {slice_ms:.2f} ms per time slice") + (
+        "" if yields is None else f", {yields:.0%} of their switches their own")
     return (f"{name}: {len(pool)} busy threads in its trainer (an intra-op pool), each waiting "
             + "/".join(f"{f:.0%}" for f, _ in pool) + " of its runnable time"
             + (" and runnable " + "/".join(f"{b:.0%}" for _, b in pool) + f" of the time{on_cpu}: "

@@ -57,6 +57,7 @@ class Tick:
     pool: tuple[tuple[float, float], ...] = ()  # its trainer's busy threads (JobSample.cpu_pool)
     pool_speedup: float | None = None  # the pool's critical path, where it set s_cpu
     pool_slice_ms: float | None = None  # its threads' time per slice (JobSample.cpu_pool_slice_ms)
+    pool_yields: float | None = None  # their voluntary switches' share (JobSample.cpu_pool_yields)
     # how much faster its critical path would run without the load from outside the jobs, the
     # other jobs still beside it (its wait's outside part, 1 - set_share: >= 1; None: unknown)
     outside: float | None = None
@@ -142,7 +143,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            io_read_bps=j.io_read_bytes_per_s, io_device=j.io_device_label,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
                            mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
-                           pool_slice_ms=j.cpu_pool_slice_ms,
+                           pool_slice_ms=j.cpu_pool_slice_ms, pool_yields=j.cpu_pool_yields,
                            outside=s_out)
     return out
 
@@ -165,6 +166,9 @@ class Estimate:
     mem_wait: float | None = None  # the part of io_wait spent on those re-reads
     outside: float | None = None  # how much faster without the load from outside the jobs
     outside_confidence: float | None = None  # how sure `outside` sits on its side of SLOW
+    # what its estimate comes from, slowed or not (a job kept slowed below SLOW by the live
+    # verdict's hysteresis is grouped by it)
+    leans: str | None = None
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:
@@ -186,13 +190,15 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
     if s_data is not None and s_data > s:
         s = s_data
     data_cause = "memory" if s_mem is not None and q is not None and q >= THRASH else "io"
-    cause = None if s <= SLOW else (data_cause if s_data is not None and s_data >= max(cpu, gpu, s)
-                                    else "cpu" if cpu >= gpu else "gpu")
+    leans = (data_cause if s_data is not None and s_data >= max(cpu, gpu, s)
+             else "cpu" if cpu >= gpu else "gpu")
+    cause = None if s <= SLOW else leans
     conf = _confidence([s_data] * len(vals) if cause in ("io", "memory") and s_data else vals, s,
                        known, cause)
     outs = [v for k in known if (v := k.outside) is not None]
     s_out = statistics.median(outs) if outs else None
     return Estimate(name, round(s, 3), conf, cause, len(known), last, io=s_io, io_wait=w_io,
+                    leans=leans,
                     mem=s_mem, mem_q=q,
                     mem_wait=None if q is None or w_io is None else round(w_io * q, 3),
                     outside=None if s_out is None else round(s_out, 3),

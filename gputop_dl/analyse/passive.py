@@ -22,7 +22,8 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
   when none does.
 
 One noisy tick does not flip it: each job's estimate is the median of its last WINDOW ticks,
-and a verdict needs MIN_TICKS of them. A job whose CPU wait is unknown (a kernel without
+and a verdict needs MIN_TICKS of them; a job the last verdict took for slowed stays so down to
+SLOW_STAY (hysteresis: one that hovers about SLOW does not flip the verdict every few ticks). A job whose CPU wait is unknown (a kernel without
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
 has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
 in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py, the disk one in
@@ -36,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
@@ -48,7 +49,7 @@ from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_p
 from gputop_dl.analyse.outside_load import OutsideWindow
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
-from gputop_dl.analyse.thresholds import SLOW
+from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
@@ -77,6 +78,7 @@ class PassiveJudge:
     _outside: OutsideWindow = field(default_factory=OutsideWindow)
     # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
     peaks: Peaks | None = None
+    _slowed: frozenset[str] = frozenset()  # the jobs the last verdict took for slowed
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -110,7 +112,9 @@ class PassiveJudge:
         if not jobs:
             return None, est
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
-                          runnable_ticks=len(self._runnable), outside=self._outside)
+                          runnable_ticks=len(self._runnable), outside=self._outside,
+                          slowed_before=self._slowed)
+        self._slowed = frozenset(e.name for e in slowed(est.values(), self._slowed))
         # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
         v = with_memory_lines(v, jobs, host)
         v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)  # live rates vs measured peaks
@@ -123,12 +127,21 @@ def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
     return f"host load {num(load1, '.1f')}"
 
 
+def slowed(est: Iterable[Estimate], before: frozenset[str] = frozenset()) -> list[Estimate]:
+    """The judged jobs slowed: estimate above SLOW, or above SLOW_STAY for one that `before`
+    (the last verdict) took for slowed already (hysteresis)."""
+    return [e for e in est if e.slowdown is not None
+            and e.slowdown > (SLOW_STAY if e.name in before else SLOW)]
+
+
 def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                   runnable: float | None = None, runnable_ticks: int = 0,
-                  outside: OutsideWindow | None = None) -> Verdict:
+                  outside: OutsideWindow | None = None,
+                  slowed_before: frozenset[str] = frozenset()) -> Verdict:
     """The set's verdict from its jobs' estimates (see the module docstring); `runnable`: the
     host's mean runnable threads over `runnable_ticks` ticks, when the judge had them;
-    `outside`: the processes outside the jobs over the judge's window."""
+    `outside`: the processes outside the jobs over the judge's window; `slowed_before`: the
+    jobs the last verdict took for slowed (they stay so down to SLOW_STAY)."""
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -167,11 +180,11 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         return v.replace(reason=v.reason + f" ({why}: no slowdown is estimated)", jobs=rows,
                          recommendations=(), evidence={**v.evidence, **evidence},
                          confidence=1.0 if signals else 0.5)
-    slowed = [e for e in judged if _s(e) > SLOW]
-    cpu_slowed = [e for e in slowed if e.cause == "cpu"]
-    gpu_slowed = [e for e in slowed if e.cause == "gpu"]
-    io_slowed = [e for e in slowed if e.cause == "io"]
-    mem_slowed = [e for e in slowed if e.cause == "memory"]
+    slow = slowed(judged, slowed_before)
+    cpu_slowed = [e for e in slow if (e.cause or e.leans) == "cpu"]
+    gpu_slowed = [e for e in slow if (e.cause or e.leans) == "gpu"]
+    io_slowed = [e for e in slow if (e.cause or e.leans) == "io"]
+    mem_slowed = [e for e in slow if (e.cause or e.leans) == "memory"]
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
@@ -181,8 +194,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
     if signals:
         lines.append("CPU signals: " + "; ".join(signals))
-    lines += [pool_line(e.name, e.last.pool, s, e.last.pool_slice_ms) for e in judged
-              if (s := e.last.pool_speedup) is not None]
+    lines += [pool_line(e.name, e.last.pool, s, e.last.pool_slice_ms, e.last.pool_yields)
+              for e in judged if (s := e.last.pool_speedup) is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
     if any(e.last.set_share < 0.9 for e in judged):
@@ -205,10 +218,10 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
             v = v.replace(reason=f"{v.reason}; {outside_load.clause(out_slowed, consumers)}",
                           recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
         return v
-    if not slowed and out_slowed and len(judged) > 1:
+    if not slow and out_slowed and len(judged) > 1:
         return outside_load.outside_verdict(judged, out_slowed, consumers, cpus, evidence,
                                             lines, rows)
-    if not slowed:
+    if not slow:
         conf = min(_c(e) for e in judged)
         return Verdict(kind="parallel", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows,
@@ -218,7 +231,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                               "live, nothing paused)",
                        recommendations=(f"headroom: the jobs used {evidence['co_cpu_cores']:.1f}"
                                         f" of {cpus} cores",))
-    conf = max(_c(e) for e in slowed)
+    conf = max(_c(e) for e in slow)
     v = _jobs_own(cpu_slowed, gpu_slowed, io_slowed, mem_slowed, judged, host, evidence, lines,
                   conf, rows)
     if out_slowed:  # the jobs' own contention first, then the load from outside them
@@ -252,7 +265,8 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
         if fit < len(judged):
             recs.append(at_most(fit, cpus))
         recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
-        spun = [e.name for e in cpu_slowed if spins(e.last.pool, e.last.pool_slice_ms)]
+        spun = [e.name for e in cpu_slowed
+                if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
         if spun:  # the cheapest fix first: measured 5-14x the pair's throughput (validation.md)
             recs.insert(0, spin_fix(spun))
         return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,

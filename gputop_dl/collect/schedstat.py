@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 # pid -> (start time, thread count[, CPU seconds]) of this tick's live processes (`SchedReader.read`)
 ProcTimes = tuple[float, int] | tuple[float, int, float]
-# pid -> its busy threads (`SchedReader.busy`): (wait share, runnable share, ms run per slice)
-Busy = dict[int, tuple[tuple[float, float, float | None], ...]]
+# pid -> its busy threads (`SchedReader.busy`): (wait share, runnable share, ms run per slice,
+# share of its context switches that were voluntary)
+Busy = dict[int, tuple[tuple[float, float, float | None, float | None], ...]]
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # the tree sampler reads the threads every this many ticks and shows the last reading between:
@@ -74,9 +75,11 @@ class CpuWait:
     # the busy threads of the trainer process with the most of them: (wait share, runnable share
     # of the interval) each, the busiest first; () when none is busy or not read per thread
     pool: tuple[tuple[float, float], ...] = ()
-    # those threads' median time on a CPU per time slice, ms (None: no pool, or unknown): a
-    # thread that spins while it waits runs until it is preempted, one that sleeps yields soon
+    # those threads' median time on a CPU per time slice, ms, and median share of their context
+    # switches that were voluntary (None: no pool, or unknown): a thread that spins while it
+    # waits runs until it is preempted; one that sleeps gives its CPU up itself
     pool_slice_ms: float | None = None
+    pool_yields: float | None = None
     workers: float | None = None  # the other processes' threads (data-loader workers)
     throttled: float | None = None  # cgroup quota: share of the interval spent throttled
     note: str | None = None
@@ -86,7 +89,8 @@ class _Threads:
     """One process's threads as last listed: ids, how each is read (a kept descriptor, or its
     path), and each one's last (ran, waited, slices) totals (None: no reading yet)."""
 
-    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta", "skipped", "quiet")
+    __slots__ = ("start", "tids", "handles", "last", "idle", "cpu", "delta", "skipped", "quiet",
+                 "switches")
 
     def __init__(self, start: float):
         self.start = start
@@ -99,6 +103,8 @@ class _Threads:
         self.delta: dict[int, tuple[int, int, int]] = {}
         self.skipped = 0  # readings skipped in a row: it used no CPU since its last one
         self.quiet = False  # its last reading: no thread ran or waited since the one before
+        # tid -> (voluntary, involuntary) context switches at its last `busy` reading
+        self.switches: dict[int, tuple[int, int]] = {}
 
 
 class SchedReader:
@@ -304,8 +310,10 @@ class SchedReader:
 
     def busy(self, pids: Iterable[int]) -> Busy:
         """Per process of `pids`, its threads busy over the last read's span (runnable at least
-        POOL_BUSY of it): (wait share, runnable share, ms on a CPU per time slice; None where
-        the kernel counted no slice), the busiest first."""
+        POOL_BUSY of it): (wait share, runnable share, ms on a CPU per time slice, share of its
+        context switches since its last busy reading that were voluntary; None where the
+        kernel counted no slice, or on a thread's first such reading), the busiest first. The
+        switches come from /proc/PID/task/TID/status, read for busy threads only."""
         span = self.span_s
         out: Busy = {}
         if not span:
@@ -314,13 +322,36 @@ class SchedReader:
             st = self._procs.get(pid)
             if st is None:
                 continue
-            rows = [(w / (r + w), min(1.0, (r + w) / 1e9 / span), r / n / 1e6 if n > 0 else None)
-                    for r, w, n in st.delta.values()
-                    if r + w > 0 and (r + w) / 1e9 / span >= POOL_BUSY]
-            out[pid] = tuple(sorted(((round(f, 4), round(b, 4),
-                                      None if ms is None else round(ms, 3)) for f, b, ms in rows),
-                                    key=lambda x: -x[1]))
+            rows = []
+            seen: dict[int, tuple[int, int]] = {}
+            for tid, (r, w, n) in st.delta.items():
+                if r + w <= 0 or (r + w) / 1e9 / span < POOL_BUSY:
+                    continue
+                now = self._switches(pid, tid)
+                old = st.switches.get(tid)
+                yields = None
+                if now is not None:
+                    seen[tid] = now
+                    if old is not None and (dv := now[0] - old[0]) + (dn := now[1] - old[1]) > 0:
+                        yields = round(dv / (dv + dn), 4)
+                rows.append((round(w / (r + w), 4), round(min(1.0, (r + w) / 1e9 / span), 4),
+                             None if n <= 0 else round(r / n / 1e6, 3), yields))
+            st.switches = seen  # a thread no longer busy starts again from its next reading
+            out[pid] = tuple(sorted(rows, key=lambda x: -x[1]))
         return out
+
+    def _switches(self, pid: int, tid: int) -> tuple[int, int] | None:
+        """A thread's (voluntary, involuntary) context switches so far (None: unreadable)."""
+        try:
+            data = self._read_path(f"{self.proc}/{pid}/task/{tid}/status", 4096)
+        except OSError:
+            return None
+        vol, inv = data.rfind(_VOL), data.rfind(_INV)
+        try:
+            return (int(data[vol + len(_VOL):].split(None, 1)[0]),
+                    int(data[inv + len(_INV):].split(None, 1)[0])) if vol >= 0 and inv >= 0 else None
+        except (ValueError, IndexError):
+            return None
 
     def _stopped(self) -> bool:
         """Whether the kernel has no schedstat (`off`, set by `_list`); the note then says so."""
@@ -341,6 +372,9 @@ class SchedReader:
     __del__ = close
 
 
+_VOL, _INV = b"\nvoluntary_ctxt_switches:", b"\nnonvoluntary_ctxt_switches:"
+
+
 def _share(run: int, wait: int) -> float | None:
     total = run + wait
     return round(wait / total, 4) if total > MIN_RUNNABLE_NS else None
@@ -357,10 +391,16 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
         return CpuWait(throttled=throttled, note=note)
     pools = [v for p, v in (busy or {}).items() if p in trainers]
     threads = max(pools, key=len, default=())
-    pool = tuple((f, b) for f, b, _ in threads)
-    slices = [ms for _, _, ms in threads if ms is not None]
-    slice_ms = (round(statistics.median(slices), 3)
-                if len(threads) >= 2 and len(slices) == len(threads) else None)
+    pool = tuple((f, b) for f, b, _, _ in threads)
+
+    def pooled(vals: list[float | None], digits: int) -> float | None:
+        """The pool threads' median (None: no pool, or a thread's figure unknown)."""
+        known = [v for v in vals if v is not None]
+        return (round(statistics.median(known), digits)
+                if len(threads) >= 2 and len(known) == len(threads) else None)
+
+    slice_ms = pooled([t[2] for t in threads], 3)
+    yields = pooled([t[3] for t in threads], 4)
     tr = [v for p, v in waits.items() if p in trainers]
     wk = [v for p, v in waits.items() if p not in trainers]
 
@@ -368,7 +408,8 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
         return _share(sum(v[0] for v in vals), sum(v[1] for v in vals)) if vals else None
 
     return CpuWait(fraction=share(list(waits.values())), trainer=share(tr), workers=share(wk),
-                   throttled=throttled, note=note, pool=pool, pool_slice_ms=slice_ms)
+                   throttled=throttled, note=note, pool=pool, pool_slice_ms=slice_ms,
+                   pool_yields=yields)
 
 
 def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
@@ -449,10 +490,12 @@ class WaitFields(TypedDict):
     cpu_wait_note: str | None
     cpu_pool: tuple[tuple[float, float], ...]
     cpu_pool_slice_ms: float | None
+    cpu_pool_yields: float | None
 
 
 def wait_fields(cw: CpuWait) -> WaitFields:
     """The `JobSample` fields of a `CpuWait` (cpu_wait_fraction, ...), as keyword arguments."""
     return {"cpu_wait_fraction": cw.fraction, "cpu_wait_trainer": cw.trainer,
             "cpu_wait_workers": cw.workers, "cpu_throttled_fraction": cw.throttled,
-            "cpu_wait_note": cw.note, "cpu_pool": cw.pool, "cpu_pool_slice_ms": cw.pool_slice_ms}
+            "cpu_wait_note": cw.note, "cpu_pool": cw.pool, "cpu_pool_slice_ms": cw.pool_slice_ms,
+            "cpu_pool_yields": cw.pool_yields}
