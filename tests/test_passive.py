@@ -435,32 +435,3 @@ def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():
             for i, n in enumerate("ab", 1)]
     v, est = run(PassiveJudge(), 3, lambda t: jobs)
     assert all(e.last.pool_speedup is None for e in est.values())
-
-
-def test_a_window_of_like_ticks_keeps_its_estimate_and_any_change_is_judged_again():
-    """Issue 35 (speed): a job whose ticks carry the same figures (a quiet job) is not smoothed
-    again once its window holds nothing else: the estimate is the one `smooth` gives, with this
-    tick as its last; a tick with other figures is smoothed at once."""
-    judge = PassiveJudge()
-    steady = [job("a", 100, f=0.5, cores=0.5), job("b", 200, f=0.5, cores=0.5)]
-    calls = []
-    real = P.smooth
-
-    def counted(ticks, name, min_ticks=E.MIN_TICKS):
-        calls.append(name)
-        return real(ticks, name, min_ticks)
-
-    P.smooth = counted
-    try:
-        for t in range(3 * P.WINDOW):
-            est = judge.update(steady, TWO, t=float(t))
-            fresh = real(list(judge._hist[("a", 100)]), "a")
-            assert est["a"] == fresh and est["a"].last.t == float(t)  # as smooth says, now
-        assert calls.count("a") == P.WINDOW  # while the window fills; then none
-        calls.clear()
-        moved = [job("a", 100, f=0.8, cores=0.4), steady[1]]
-        est = judge.update(moved, TWO, t=99.0)
-        assert calls == ["a"] and est["a"] == real(list(judge._hist[("a", 100)]), "a")
-        assert est["b"] == real(list(judge._hist[("b", 200)]), "b")  # b's figures stood still
-    finally:
-        P.smooth = real

@@ -75,10 +75,6 @@ class PassiveJudge:
     _hist: dict[tuple[str, int | None], deque[Tick]] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
     _outside: OutsideWindow = field(default_factory=OutsideWindow)
-    # per job: its last tick's figures (all but the time), ticks in a row with those figures,
-    # and the estimate of a window made of them alone (`update`)
-    _same: dict[tuple[str, int | None], tuple[tuple[object, ...], int, Estimate | None]] = field(
-        default_factory=dict)
     # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
     peaks: Peaks | None = None
 
@@ -99,23 +95,11 @@ class PassiveJudge:
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
             del self._hist[key]
-            self._same.pop(key, None)
         out = {}
         for key, name in keys.items():
             h = self._hist.setdefault(key, deque(maxlen=self.window))
-            tick = ticks[name]
-            h.append(tick)
-            # a window of ticks with the same figures (a quiet job, collect/procs.py) has the
-            # estimate it had: only its last tick is new
-            figures = tuple(tick.__dict__.values())[1:]  # all but `t`, the first field
-            last, n, kept = self._same.get(key, ((), 0, None))
-            n = n + 1 if figures == last else 1
-            if n > len(h) == h.maxlen and kept is not None:
-                est = dataclasses.replace(kept, last=tick)
-            else:
-                est = smooth(list(h), name, self.min_ticks)
-            self._same[key] = (figures, n, est if n >= len(h) == h.maxlen else None)
-            out[name] = est
+            h.append(ticks[name])
+            out[name] = smooth(list(h), name, self.min_ticks)
         return out
 
     def verdict(self, jobs: Sequence[JobSample], host: HostSample | None,
