@@ -19,7 +19,7 @@ from gputop_dl.record.paths import (  # noqa: F401
 from gputop_dl.record.recovery import (  # noqa: F401
     CORRUPT_CODES, damage, is_corrupt, move_corrupt_aside, moved_aside)
 from gputop_dl.record.schema import open_readonly
-from gputop_dl.record.store_open import check_store, open_to_write  # noqa: F401
+from gputop_dl.record.store_open import open_to_write
 from gputop_dl.record.store_read import SessionReads
 from gputop_dl.record.store_samples import SampleReads
 from gputop_dl.record.store_write import SessionWrites

@@ -6,7 +6,7 @@ Imported when the history panel first shows (history_panel.py), not on the first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plotext import _utility as plotext_ut
 from rich.text import Span, Text
@@ -26,28 +26,28 @@ _STYLES: dict[tuple[object, object, object], Style | None] = {}
 
 def cell_style(colours: tuple[object, object, object]) -> Style | None:
     """The style that `Text.from_ansi` gives a cell of these plotext colours (None: plain)."""
-    style = _STYLES.get(colours, False)
-    if style is False:
+    if colours not in _STYLES:
         ansi = plotext_ut.colors_to_ansi(*colours)
-        parsed = Text.from_ansi(ansi + "x" + plotext_ut.ansi_end) if ansi else None
-        style = _STYLES[colours] = (parsed.spans[0].style if parsed is not None and parsed.spans
-                                    else None)  # type: ignore[assignment]
-    return style  # type: ignore[return-value]
+        spans = Text.from_ansi(ansi + "x" + plotext_ut.ansi_end).spans if ansi else []
+        style = spans[0].style if spans else None
+        _STYLES[colours] = Style.parse(style) if isinstance(style, str) else style
+    return _STYLES[colours]
 
 
 def matrix_text(plot: Plot) -> Text:
     """The built figure as Text, read from plotext's cell matrix: what
     `Text.from_ansi(plot.build())` gives, without writing the ANSI string and parsing it back
-    (about half of a chart's build, docs/benchmarks.md)."""
-    plot._set_sizes()
-    plot._build_matrix()
-    m = plot.monitor.matrix
+    (about two thirds of a chart's build, docs/benchmarks.md)."""
+    fig: Any = plot  # plotext's figure: untyped
+    fig._set_sizes()
+    fig._build_matrix()
+    m = fig.monitor.matrix
     plain: list[str] = []
     spans: list[Span] = []
     at = 0
     cols = range(m.cols)
     for row in reversed(m.Rows):  # plotext's row 0 is the bottom one
-        markers, fg, st, bg = m.marker[row], m.fullground[row], m.style[row], m.background[row]
+        fg, st, bg = m.fullground[row], m.style[row], m.background[row]
         start, last = 0, None
         for col in cols:
             colours = (fg[col], st[col], bg[col])
@@ -57,7 +57,7 @@ def matrix_text(plot: Plot) -> Text:
                 start, last = col, colours
         if last is not None and m.cols > start and (style := cell_style(last)) is not None:
             spans.append(Span(at + start, at + m.cols, style))
-        line = "".join(markers)
+        line = "".join(m.marker[row])
         plain.append(line)
         at += len(line) + 1
     plain.append("")  # the ANSI string's last line ends with a newline too
