@@ -27,7 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.screen_speed import PY, commands, first_screen, start_jobs, wait_jobs_ready  # noqa: E402
+from benchmarks.screen_speed import (PY, commands, first_screen, start_jobs,  # noqa: E402
+                                     stop_all, wait_jobs_ready)
 from benchmarks.tui import Tmux, find_proc, own_cpu, thread_cpu  # noqa: E402
 
 
@@ -67,15 +68,7 @@ def cpu_pair(roots: dict[str, str], n_jobs: int, seconds: float) -> dict[str, di
                          if v > t0[k].get(n, 0.0)}}
         return out
     finally:
-        for tmux in panes.values():
-            tmux("send-keys", "-t", "b", "q")
-        time.sleep(0.5)
-        for tmux in panes.values():
-            tmux.kill()
-        for j in jobs:
-            j.terminate()
-        for j in jobs:
-            j.wait()
+        stop_all(panes, jobs)
 
 
 def main() -> int:
