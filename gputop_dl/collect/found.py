@@ -98,7 +98,7 @@ class FoundJobs:
             ident = self._idents[key]
             name = shown[key]
             kept = self._rows.get(key)
-            if ts.quiet and kept is not None and kept[1] is res:
+            if ts.quiet and kept is not None and kept[1] == res:  # (a new StallResult a call)
                 js = quiet_row(kept[0], ts, name, mem, sm, gpus, ident.elapsed_s(now))
                 if js is not None:
                     jobs.append(js)
@@ -206,9 +206,10 @@ def quiet_row(last: JobSample, ts: TreeSample, name: str, mem: int | None, sm: f
               gpus: Sequence[int], elapsed_s: float | None) -> JobSample | None:
     """A quiet job's row (`TreeSample.quiet`: nothing of its tree moved since its last full
     reading, which found nothing moving): its last row, with this tick's age and CPU (0,
-    measured: its CPU seconds stood still). Its CPU wait, disk and memory fields are its last full reading's:
-    nothing ran, waited or read then, and nothing has run since. None where the row would
-    differ otherwise (another name, other processes, memory, GPU figures): build it again."""
+    measured: its CPU seconds stood still). Its CPU wait, disk and memory fields are its last
+    full reading's: nothing ran, waited or read then, and nothing has run since. None where the
+    row would differ otherwise (another name, other processes, memory, GPU figures): build it
+    again."""
     device = ("gpu" + ",".join(map(str, gpus))) if gpus else None
     if (last.name != name or last.pids != ts.pids or last.rss != ts.rss
             or last.threads != ts.threads or last.gpu_mem != mem or last.gpu_sm != sm
