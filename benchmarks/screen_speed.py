@@ -249,15 +249,20 @@ def cpu_side_by_side(n_jobs: int, seconds: float, home: str, glances: str = GLAN
         out["jobs_on_screen"] = screen.count("stall_script.py")
         return out
     finally:
-        for tmux in panes.values():
-            tmux("send-keys", "-t", "b", "q")
-        time.sleep(0.5)
-        for tmux in panes.values():
-            tmux.kill()
-        for j in jobs:
-            j.terminate()
-        for j in jobs:
-            j.wait()
+        stop_all(panes, jobs)
+
+
+def stop_all(panes: dict[str, Tmux], jobs: list[subprocess.Popen]) -> None:
+    """Quit every pane's program (`q`), close the panes, end the jobs and reap them."""
+    for tmux in panes.values():
+        tmux("send-keys", "-t", "b", "q")
+    time.sleep(0.5)
+    for tmux in panes.values():
+        tmux.kill()
+    for j in jobs:
+        j.terminate()
+    for j in jobs:
+        j.wait()
 
 
 def med(xs: list[float]) -> float | None:

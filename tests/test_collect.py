@@ -261,3 +261,44 @@ def test_pyspy_charges_a_stdlib_helper_to_its_caller():
              "_lazy_call (torch/cuda/__init__.py:551);format_stack (traceback.py:213);"
              "StackSummary.format_frame_summary (traceback.py:450);getline (linecache.py:26)")
     assert pyspy.attribute(stack) == "_lazy_call (cuda/__init__.py)"
+
+
+def test_a_quiet_tree_is_read_in_full_every_few_ticks_and_at_once_when_it_works(monkeypatch):
+    """Issue 35 (speed): a tree whose last full reading found nothing moving and whose
+    processes stand still (same CPU seconds, state, memory) gets a quiet tick: that reading's
+    figures, CPU 0, no per-thread or disk read; every QUIET_EVERY-th tick is read in full all
+    the same, and a tree whose CPU time moved, or that is running or blocked on the disk, at
+    once: no stale figure is shown as fresh."""
+    clock = [0.0]
+    monkeypatch.setattr(procs, "time", SimpleNamespace(monotonic=lambda: clock[0],
+                                                       time=lambda: 1000 + clock[0]))
+    table = {1: Stat(5.0, 100, 2, 900.0, "S"), 2: Stat(1.0, 10, 1, 900.0, "S")}
+    ts = TreeSampler(1, read=table.get)
+    cmap = {1: [2]}
+
+    def tick() -> procs.TreeSample:
+        clock[0] += 1.0
+        s = ts.sample(cmap)
+        assert s is not None
+        return s
+
+    assert not tick().quiet and not tick().quiet  # first sight, then the full reading: still
+    quiet = [tick() for _ in range(procs.QUIET_EVERY)]
+    assert [s.quiet for s in quiet] == [True] * (procs.QUIET_EVERY - 1) + [False]
+    assert all(s.cpu_cores == 0.0 and s.cpu_by_pid == {1: 0.0, 2: 0.0} for s in quiet)
+    assert tick().quiet
+    table[2] = Stat(1.01, 10, 1, 900.0, "S")  # a worker used a clock tick: read at once
+    s = tick()
+    assert not s.quiet and s.cpu_cores == 0.01 and s.cpu_by_pid is not None and s.cpu_by_pid[1] == 0.0
+    assert not tick().quiet  # the full reading after it: it found CPU time moving
+    assert tick().quiet  # still again since
+    for state in ("R", "D"):  # running or blocked on the disk, with no CPU second moved yet
+        table[1] = Stat(5.0, 100, 2, 900.0, state)
+        assert not tick().quiet and not tick().quiet
+        table[1] = Stat(5.0, 100, 2, 900.0, "S")
+        assert not tick().quiet and not tick().quiet and tick().quiet
+    table[1] = Stat(5.0, 200, 2, 900.0, "S")  # its memory grew: read again
+    assert not tick().quiet
+    cmap = {1: []}  # a worker left
+    del table[2]
+    assert not tick().quiet

@@ -18,8 +18,9 @@ import pytest
 from gputop_dl.collect import discover, pyspy
 from gputop_dl.collect.discover import Discoverer, job_name, outside_note
 from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.procs import read_stat
 from gputop_dl.collect.nvml import Nvml
-from gputop_dl.collect.stall import StallSampler
+from gputop_dl.collect.stall import StallResult, StallSampler
 
 
 from tests.fakes.nvml import FakeProcess, FakePynvml
@@ -649,3 +650,69 @@ def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     assert j["peak_gpu_mem"] == 2 * GiB
     md = open(export_session(sid, str(tmp_path / "m.md"))).read()
     assert "process: python me" in md and "| me\\_train.py |" not in md
+
+
+QUIET_THEN_WORK = """\
+import signal, time
+def work(*_):
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    print("worked", flush=True)
+signal.signal(signal.SIGUSR1, work)
+print("ready", flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+
+class PooledStall:
+    """A stall sampler whose result is the same burst pooled again: a new, equal object a call
+    (as `StallSampler.result` makes one)."""
+
+    note = None
+
+    def result(self, key):
+        return StallResult(0.25, 120, None, 1000.0, (("data", 30),))
+
+    def round(self, targets):
+        pass
+
+
+@pytest.mark.parametrize("stall", [None, PooledStall()], ids=["py-spy off", "py-spy on"])
+def test_a_quiet_found_job_keeps_its_row_until_it_works_then_is_read_at_once(tmp_path, stall):
+    """Issue 35 (speed): a found job whose processes stand still gets quiet ticks (its last
+    row, CPU 0: no per-thread, disk, process-tree or rank reading); the tick after its CPU
+    time moves reads it in full, with its CPU use: never an idle row shown for a working job.
+    With py-spy on, its pooled stall result (equal, not the same object) keeps it quiet."""
+    child = subprocess.Popen([sys.executable, "-c", QUIET_THEN_WORK], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while getattr(read_stat(child.pid), "state", None) != "S":  # asleep, not runnable
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        fp = FakeProc(str(tmp_path / "proc"))
+        fp.add(child.pid, 1, ["python", "quiet.py"], TORCH_MAPS)
+        fj = FoundJobs(stall=stall is not None, stall_sampler=stall,
+                       discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+
+        def row():
+            fj.refresh()
+            jobs, _notes = fj.sample()
+            assert [j.pid for j in jobs] == [child.pid]
+            return jobs[0]
+
+        rows = [row() for _ in range(3)]  # first sight, a full reading, then a quiet tick
+        assert rows[2].procs is rows[1].procs and rows[2].cpu_cores == 0.0  # its last row
+        assert rows[2].elapsed_s is not None
+        assert rows[2].stall_fraction == (0.25 if stall is not None else None)
+        child.send_signal(signal.SIGUSR1)
+        assert child.stdout.readline().strip() == "worked"
+        busy = row()
+        assert busy.procs is not rows[2].procs and busy.cpu_cores and busy.cpu_cores > 0
+        assert busy.procs[0].cpu_cores and busy.procs[0].cpu_cores > 0  # read afresh
+    finally:
+        child.kill()
+        child.wait()

@@ -119,3 +119,24 @@ def test_no_string_imports_of_the_package():
                         and not arg.value.startswith("gputop_dl")):
                     raise AssertionError(f"{os.path.relpath(path, PKG)}:{node.lineno}: "
                                          f"{name}({ast.unparse(arg)}) hides an import")
+
+
+def test_the_monitors_first_frame_does_without_the_stores_reads_and_writes(tmp_path):
+    """Issue 35 (speed): before the first frame the monitor checks the store
+    (record/store_open.py) without importing its reads and writes or the workload parser's
+    redaction (an existing database was scrubbed once already); the engine imports them
+    after that frame."""
+    code = ("import sys\n"
+            "from gputop_dl.record.store_open import check_store\n"
+            "check_store()\n"
+            "sys.modules.pop('gputop_dl.workload', None)  # a new database is scrubbed: used it\n"
+            "check_store()  # an existing one, as on every later start\n"
+            "import gputop_dl.runner.monitor, gputop_dl.present.tui.app\n"
+            "gputop_dl.runner.monitor.host_preview()\n"
+            "bad = sorted(m for m in ('gputop_dl.record.store', 'gputop_dl.record.store_read',\n"
+            "             'gputop_dl.record.store_write', 'gputop_dl.workload') if m in sys.modules)\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "GPUTOP_DL_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -194,6 +194,36 @@ async def test_history_charts_build_once_per_bucket_and_only_when_shown():
 
 
 @aio
+async def test_a_chart_read_from_plotexts_matrix_is_what_its_ansi_parse_gives():
+    """Issue 35 (speed): the charts skip plotext's ANSI string and its parse (`matrix_text`);
+    the Text is the same, character for character and style for style, in a dark and a light
+    theme, with lines, a gap and a verdict mark."""
+    from rich.text import Text
+
+    from gputop_dl.present.tui.series_chart import SeriesChart
+
+    from tests.fakes.source import found_jobs_snapshot
+
+    def spans(t: Text) -> list:
+        return [(s.start, s.end, s.style) for s in t.spans]
+
+    app, src = new_app(mode="monitor", session_id=None, live=())
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, *[found_jobs_snapshot(t) for t in range(0, 300, 3)])
+        for theme in ("textual-dark", "textual-light"):
+            app.theme = theme
+            await pilot.pause()
+            charts = [c for c in app.query(SeriesChart) if c.size.width]
+            assert len(charts) >= 4
+            for chart in charts:
+                mine = chart.render()
+                plot = chart._plot
+                ref = Text.from_ansi(plot.build())  # sized and themed by the render above
+                assert "⠀" in mine.plain or any("\u2800" < ch <= "\u28ff" for ch in mine.plain)
+                assert (mine.plain, spans(mine), mine.end) == (ref.plain, spans(ref), ref.end)
+
+
+@aio
 async def test_rows_update_in_place_and_cursor_keeps_its_row():
     app, src = new_app()
     async with app.run_test(size=SIZE) as pilot:

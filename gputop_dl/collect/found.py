@@ -28,14 +28,14 @@ from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
-from gputop_dl.collect.procs import TreeSampler
+from gputop_dl.collect.procs import TreeSample, TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
 from gputop_dl.collect.schedstat import tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
-from gputop_dl.snapshot import JobSample
+from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.workload import redact_args
 
 
@@ -57,6 +57,8 @@ class FoundJobs:
         self._apart_names: dict[tuple[int, int], tuple[tuple[tuple[int, int], ...], list[str]]] = {}
         self.found: list[Found] = []
         self._measured: dict[tuple[int, int], StallResult] = {}  # by `measure_stall`
+        # root -> its last row and the stall result it showed (a quiet tick reuses the row)
+        self._rows: dict[tuple[int, int], tuple[JobSample, StallResult | None]] = {}
         self.seen: set[tuple[int, int]] = set()
 
     def refresh(self) -> dict[int, list[int]] | None:
@@ -93,9 +95,16 @@ class FoundJobs:
             pids = ts.pids  # sorted, the root included
             mem, sm, gpus = gpu.of_pids(pids)
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
-            dist = self._ranks[key].read(f.pid, cmap)
             ident = self._idents[key]
             name = shown[key]
+            kept = self._rows.get(key)
+            if ts.quiet and kept is not None and kept[1] == res:  # (a new StallResult a call)
+                js = quiet_row(kept[0], ts, name, mem, sm, gpus, ident.elapsed_s(now))
+                if js is not None:
+                    jobs.append(js)
+                    self._rows[key] = (js, res)
+                    continue
+            dist = self._ranks[key].read(f.pid, cmap)
             command = self.disc.describe(f)
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
@@ -116,11 +125,13 @@ class FoundJobs:
                 **wait_fields(tree_wait(ts, f.pid, dist)), **io_fields(ts), **memory_fields(ts),
                 phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
                 phase_shares_samples=res.phase_samples if res else None))
+            self._rows[key] = (jobs[-1], res)
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
             del self._idents[key]
             self._apart_names.pop(key, None)
+            self._rows.pop(key, None)
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
         if self.stall is not None:
@@ -189,6 +200,22 @@ class FoundJobs:
         fresh = [f for f in self.found if (f.pid, f.start) not in self.seen]
         self.seen = {(f.pid, f.start) for f in self.found}
         return fresh
+
+
+def quiet_row(last: JobSample, ts: TreeSample, name: str, mem: int | None, sm: float | None,
+              gpus: Sequence[int], elapsed_s: float | None) -> JobSample | None:
+    """A quiet job's row (`TreeSample.quiet`: nothing of its tree moved since its last full
+    reading, which found nothing moving): its last row, with this tick's age and CPU (0,
+    measured: its CPU seconds stood still). Its CPU wait, disk and memory fields are its last
+    full reading's: nothing ran, waited or read then, and nothing has run since. None where the
+    row would differ otherwise (another name, other processes, memory, GPU figures): build it
+    again."""
+    device = ("gpu" + ",".join(map(str, gpus))) if gpus else None
+    if (last.name != name or last.pids != ts.pids or last.rss != ts.rss
+            or last.threads != ts.threads or last.gpu_mem != mem or last.gpu_sm != sm
+            or last.device != device):
+        return None
+    return evolve(last, cpu_cores=0.0, elapsed_s=elapsed_s)
 
 
 def _args(f: Found) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from collections.abc import Mapping
@@ -29,6 +30,9 @@ if PROC:
 
 
 GONE_STATES = (b"Z", b"X")  # zombie (exited, not yet reaped) and dead
+# a quiet tree (see `TreeSampler.sample`) is read in full at least every this many ticks
+QUIET_EVERY = 4
+WORKING_STATES = ("R", "D")  # running or runnable; blocked on the disk: never quiet
 # a tree's CPU-wait reading: pid -> (ran, waited) ns, the reader's note, the cgroup's throttled
 # share, pid -> busy threads (Nones when not read)
 WaitReading = tuple[dict[int, tuple[int, int]] | None, str | None, float | None,
@@ -142,6 +146,9 @@ class TreeSample:
     busy: schedstat.Busy | None = None  # per process: SchedReader.busy
     io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
     memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
+    # True: a quiet tick (`TreeSampler.sample`): nothing moved, the reading's other fields are
+    # those of its last full reading, which found nothing moving either
+    quiet: bool = False
 
 
 class TreeSampler:
@@ -168,6 +175,8 @@ class TreeSampler:
         self._root_start: float | None = None
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
+        self._full: TreeSample | None = None  # the last full reading, when it found nothing moving
+        self._quiet_skips = 0  # quiet ticks in a row since it
 
     def sample(self, cmap: dict[int, list[int]] | None = None) -> TreeSample | None:
         """None when the root process is gone. `cmap`: this tick's `children_map()`."""
@@ -184,6 +193,10 @@ class TreeSampler:
                 stats[pid] = st
         if stats.keys() != self._last.keys():  # processes came or went: close what they left
             self._files.keep_only({f"/proc/{pid}/stat" for pid in stats})
+        quiet = self._quiet_tick(stats)
+        if quiet is not None:
+            self._last, self._t = stats, now
+            return quiet
         cores, by_pid = None, None
         if self._t is not None and now > self._t:
             interval, wall = now - self._t, time.time()
@@ -200,12 +213,47 @@ class TreeSampler:
         waits, note, throttled, busy = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
+        still = self._still(stats)
         self._last, self._t = stats, now
-        return TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
-                          rss=sum(st.rss for st in stats.values()),
-                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
-                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
-                          memory=mem)
+        out = TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
+                         rss=sum(st.rss for st in stats.values()),
+                         threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
+                         waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
+                         memory=mem)
+        # a full reading that found nothing moving: no CPU second since the last tick, no
+        # thread that ran or waited for a CPU, no read from storage, no process blocked on it
+        self._full = out if (still and not any(r or w for r, w in (waits or {}).values())
+                             and (io is None or (not io.read_bps and not io.blocked))) else None
+        self._quiet_skips = 0
+        return out
+
+    def _still(self, stats: dict[int, Stat]) -> bool:
+        """Whether nothing moved since the last tick: the same processes, each in the same
+        state (none running, runnable or blocked on the disk), with the same CPU seconds
+        (utime + stime of all its threads) and resident memory."""
+        last = self._last
+        if self._t is None or stats.keys() != last.keys():
+            return False
+        for pid, st in stats.items():
+            prev = last[pid]
+            if (st.cpu != prev.cpu or st.start != prev.start or st.state != prev.state
+                    or st.state in WORKING_STATES or st.rss != prev.rss
+                    or st.threads != prev.threads):
+                return False
+        return True
+
+    def _quiet_tick(self, stats: dict[int, Stat]) -> TreeSample | None:
+        """This tick's sample without the per-thread, disk and memory readings, where the tree is
+        quiet: its last full reading found nothing moving and nothing moved since (`_still`);
+        then that reading's figures stand (what ran under a clock tick meanwhile lands in the
+        next full reading's deltas). Every `QUIET_EVERY`th tick is read in full all the same;
+        a tree whose CPU time moved is read at once. None: read in full now."""
+        full = self._full
+        if full is None or self._quiet_skips >= QUIET_EVERY - 1 or not self._still(stats):
+            return None
+        self._quiet_skips += 1
+        return dataclasses.replace(full, cpu_cores=0.0, cpu_by_pid=dict.fromkeys(stats, 0.0),
+                                   quiet=True)
 
     def _read_waits(self, stats: dict[int, Stat], now: float) -> WaitReading:
         """(pid -> (ran, waited) ns, note, throttled share, pid -> busy threads); Nones when

@@ -19,7 +19,6 @@ from typing import Any
 
 from gputop_dl.record.paths import StoreError, private
 from gputop_dl.record.recovery import damage, move_corrupt_aside, moved_aside
-from gputop_dl.workload import redact_args, redact_line, redact_secrets
 
 SCHEMA_VERSION = 2
 
@@ -267,6 +266,8 @@ def _add_columns(db: sqlite3.Connection) -> None:
 def redacted_spec(spec: Any) -> Any:
     """A session's spec as read: its workloads' `env` values redacted, whatever wrote it (an
     older gputop-dl stored them in clear)."""
+    from gputop_dl.workload import redact_secrets  # not on the first frame's path (open_for_writing)
+
     if isinstance(spec, dict) and isinstance(spec.get("workloads"), list):
         return dict(spec, workloads=[redact_secrets(w) for w in spec["workloads"]])
     return spec
@@ -275,6 +276,8 @@ def redacted_spec(spec: Any) -> Any:
 def redacted_info(info: object) -> JsonObject:
     """A job's info as read: the command line of a found job and the argv of a launched one
     redacted, whatever wrote them (`workload.redact_secrets`'s rule)."""
+    from gputop_dl.workload import redact_args, redact_line
+
     if not isinstance(info, dict):
         return {}
     out: JsonObject = info
@@ -291,6 +294,8 @@ def _scrub_secrets(db: sqlite3.Connection, data: str) -> None:
     gputop-dl kept in clear (jobs' configs and infos, sessions' specs and command lines, the
     jobs' spec files beside the database) replaced by REDACTED (`workload.redact_secrets`),
     with SQLite's secure_delete on so the old text is overwritten, not just unlinked."""
+    from gputop_dl.workload import redact_line, redact_secrets
+
     db.execute("PRAGMA secure_delete=ON")
     for table, col, fix in (("jobs", "config", redact_secrets), ("sessions", "spec", redacted_spec),
                             ("jobs", "info", redacted_info)):

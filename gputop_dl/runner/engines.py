@@ -21,7 +21,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
-from gputop_dl.record.store import check_store as check_store  # runner's API
+from gputop_dl.record.store_open import check_store as check_store  # runner's API
 from gputop_dl.workload import SessionSpec
 
 

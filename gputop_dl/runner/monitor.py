@@ -95,7 +95,7 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
 
 def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | None,
                  readonly: bool) -> int:
-    from gputop_dl.record.store import check_store
+    from gputop_dl.record.store_open import check_store  # not the store's reads and writes
 
     check_store()
     from gputop_dl.present.tui.app import GputopApp

@@ -6,8 +6,11 @@ Imported when the history panel first shows (history_panel.py), not on the first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from plotext import _utility as plotext_ut
+from rich.text import Span, Text
+from rich.style import Style
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
@@ -15,6 +18,50 @@ from gputop_dl.present.tui.timeline import MARK_COLOUR, ago, ticks
 
 if TYPE_CHECKING:
     from gputop_dl.present.tui.history_panel import Figure
+
+
+# plotext's cell colours (foreground, style, background) -> the Rich style its ANSI codes parse to
+_STYLES: dict[tuple[object, object, object], Style | None] = {}
+
+
+def cell_style(colours: tuple[object, object, object]) -> Style | None:
+    """The style that `Text.from_ansi` gives a cell of these plotext colours (None: plain)."""
+    if colours not in _STYLES:
+        ansi = plotext_ut.colors_to_ansi(*colours)
+        spans = Text.from_ansi(ansi + "x" + plotext_ut.ansi_end).spans if ansi else []
+        style = spans[0].style if spans else None
+        _STYLES[colours] = Style.parse(style) if isinstance(style, str) else style
+    return _STYLES[colours]
+
+
+def matrix_text(plot: Plot) -> Text:
+    """The built figure as Text, read from plotext's cell matrix: what
+    `Text.from_ansi(plot.build())` gives, without writing the ANSI string and parsing it back
+    (about two thirds of a chart's build, docs/benchmarks.md)."""
+    fig: Any = plot  # plotext's figure: untyped
+    fig._set_sizes()
+    fig._build_matrix()
+    m = fig.monitor.matrix
+    plain: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    cols = range(m.cols)
+    for row in reversed(m.Rows):  # plotext's row 0 is the bottom one
+        fg, st, bg = m.fullground[row], m.style[row], m.background[row]
+        start, last = 0, None
+        for col in cols:
+            colours = (fg[col], st[col], bg[col])
+            if colours != last:
+                if last is not None and col > start and (style := cell_style(last)) is not None:
+                    spans.append(Span(at + start, at + col, style))
+                start, last = col, colours
+        if last is not None and m.cols > start and (style := cell_style(last)) is not None:
+            spans.append(Span(at + start, at + m.cols, style))
+        line = "".join(m.marker[row])
+        plain.append(line)
+        at += len(line) + 1
+    plain.append("")  # the ANSI string's last line ends with a newline too
+    return Text("\n".join(plain), spans=spans, end="\n")
 
 
 class SeriesChart(PlotextPlot):
@@ -66,3 +113,11 @@ class SeriesChart(PlotextPlot):
         at = ticks(window, most=max(1, (self.size.width - 8) // 8))
         plt.xticks(at, [ago(t) for t in at])
         self.refresh()
+
+    def render(self) -> Text:
+        """As `PlotextPlot.render` (the size, then the theme), read from plotext's matrix."""
+        plot = self._plot
+        plot.plotsize(self.size.width, self.size.height)
+        plot._set_size(self.size.width, self.size.height)  # as textual-plotext does (its issue 5)
+        plot.theme(self._get_plotext_theme_name(self.app.theme))
+        return matrix_text(plot)
