@@ -1,7 +1,7 @@
 """Issue 32 end to end: two plain scripts that read their samples from one slow disk, started by
 hand, run about twice as slow together; `gputop-dl --once --json` must call them I/O-bound and
 name the filesystem, and the live judge (`diagnose --no-probe`, a few ticks) must estimate each
-one's slowdown within 25 % of the scripts' own ratio.
+one's slowdown within 25 % of the scripts' own ratio (mean step together over alone).
 
 The disk is made slow for them alone: both run in one cgroup whose reads are throttled
 (cgroup v1 `blkio.throttle.read_bps_device`), and they read with O_DIRECT so the page cache
@@ -132,7 +132,11 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     try:
         with open(os.path.join(cg, "blkio.throttle.read_bps_device"), "w") as f:
             f.write(f"{_disk_of(data)} {RATE}\n")
-        solo = _reports(_start(cg, data, "--steps", "14", "--report-every", "0"))[-1]
+        solo_reports = _reports(_start(cg, data, "--steps", "14", "--report-every", "2"))
+        solo = solo_reports[-1]
+        # its mean step alone (each report is the mean of its 2 steps; the first: warm-up)
+        solo_mean = statistics.mean(r["recent_step_s"] for r in solo_reports[1:]
+                                    if "recent_step_s" in r)
         # until killed (a fixed 30 s once ran out before `diagnose` had looked, on a busy box,
         # and `--once` then found neither): their step times together are the reports they
         # print while gputop-dl looks
@@ -181,16 +185,20 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     # run's whole-run ratios were 1.99 and 1.53), over the span the judge looked at
     whole = {pid: o / solo["median_step_s"] for pid, o in own.items()}
     assert all(len(w) >= 3 for w in window.values()), window
-    truths = {pid: statistics.median(w) / solo["median_step_s"] for pid, w in window.items()}
-    # each report is the mean of its 2 steps: their mean, the mean-step ratio (throughput)
-    means = {pid: round(statistics.mean(w) / solo["median_step_s"], 3) for pid, w in window.items()}
+    # truth: each job's mean step while the judge looked over its mean step alone (each report
+    # is the mean of its 2 steps): its throughput, as the estimate is (a share of time), and as
+    # the memory pair's test takes it; the medians (printed beside) leave the long steps out
+    # and read +31 % below an estimate the mean put at +19 % (docs/benchmarks.md)
+    truths = {pid: statistics.mean(w) / solo_mean for pid, w in window.items()}
+    medians = {pid: round(statistics.median(w) / solo["median_step_s"], 3)
+               for pid, w in window.items()}
     v = found["verdict"]
     psi = (v.get("evidence") or {}).get("io_pressure_some10")
     ev = v.get("evidence") or {}
     brief = [(j["name"], j.get("slowdown"), (ev.get("io_wait") or {}).get(j["name"]),
               (ev.get("io_read_bytes_per_s") or {}).get(j["name"])) for j in v.get("jobs") or []]
     ests = {j["pid"]: j["slowdown"] for j in found["jobs"] if j["name"].startswith("disk_reader.py")}
-    print(f"\nIO-PAIR solo {solo['median_step_s']:.3f}s truth {truths} mean-step {means} whole run {whole} "
+    print(f"\nIO-PAIR solo {solo_mean:.3f}s truth {truths} medians {medians} whole run {whole} "
           f"est {ests} kind {v['kind']} PSI {psi} brief {brief}")
     # the setup itself: the pair about 2x (each job's part of that is its share of the disk)
     assert 1.5 <= statistics.mean(whole.values()) <= 2.3, whole

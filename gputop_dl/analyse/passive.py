@@ -23,7 +23,8 @@ Every tick, from what the samplers already read (no job is stopped, nothing runs
 
 One noisy tick does not flip it: each job's estimate is the median of its last WINDOW ticks,
 and a verdict needs MIN_TICKS of them; a job the last verdict took for slowed stays so down to
-SLOW_STAY (hysteresis: one that hovers about SLOW does not flip the verdict every few ticks). A job whose CPU wait is unknown (a kernel without
+SLOW_STAY (hysteresis: one that hovers about SLOW does not flip the verdict every few ticks).
+A job whose CPU wait is unknown (a kernel without
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
 has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
 in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py, the disk one in
@@ -267,7 +268,7 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
         recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
         spun = [e.name for e in cpu_slowed
                 if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
-        if spun:  # the cheapest fix first: measured 5-14x the pair's throughput (validation.md)
+        if spun:  # the cheapest fix first: 2-14x a pair's throughput, measured (validation.md)
             recs.insert(0, spin_fix(spun))
         return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
