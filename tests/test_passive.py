@@ -496,5 +496,6 @@ def test_a_job_hovering_about_the_threshold_does_not_flip_the_verdict():
     assert PassiveJudge(window=1, min_ticks=1).verdict(pair, TWO)[0].kind == "parallel"
     est = PassiveJudge(window=1, min_ticks=1).update(pair, TWO)
     assert judge_passive(list(est.values()), TWO).kind == "parallel"
+    assert [e.name for e in P.slowed(est.values(), frozenset({"a"}))] == ["a"]  # stays
     assert judge_passive(list(est.values()), TWO,
-                         slowed_before=frozenset({"a"})).kind == "cpu-bound"
+                         slowed_names=frozenset({"a"})).kind == "cpu-bound"

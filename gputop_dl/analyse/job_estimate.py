@@ -166,8 +166,8 @@ class Estimate:
     mem_wait: float | None = None  # the part of io_wait spent on those re-reads
     outside: float | None = None  # how much faster without the load from outside the jobs
     outside_confidence: float | None = None  # how sure `outside` sits on its side of SLOW
-    # what its estimate comes from, slowed or not (a job kept slowed below SLOW by the live
-    # verdict's hysteresis is grouped by it)
+    # what its estimate comes from, slowed or not: `cause` once above SLOW (a job the live
+    # verdict's hysteresis keeps slowed below SLOW is grouped by it)
     leans: str | None = None
 
 

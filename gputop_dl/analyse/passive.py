@@ -112,10 +112,10 @@ class PassiveJudge:
         est = self.update(jobs, host, gprocs, gpus, t)
         if not jobs:
             return None, est
+        self._slowed = frozenset(e.name for e in slowed(est.values(), self._slowed))
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
                           runnable_ticks=len(self._runnable), outside=self._outside,
-                          slowed_before=self._slowed)
-        self._slowed = frozenset(e.name for e in slowed(est.values(), self._slowed))
+                          slowed_names=self._slowed)
         # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
         v = with_memory_lines(v, jobs, host)
         v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)  # live rates vs measured peaks
@@ -138,11 +138,12 @@ def slowed(est: Iterable[Estimate], before: frozenset[str] = frozenset()) -> lis
 def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                   runnable: float | None = None, runnable_ticks: int = 0,
                   outside: OutsideWindow | None = None,
-                  slowed_before: frozenset[str] = frozenset()) -> Verdict:
+                  slowed_names: frozenset[str] | None = None) -> Verdict:
     """The set's verdict from its jobs' estimates (see the module docstring); `runnable`: the
     host's mean runnable threads over `runnable_ticks` ticks, when the judge had them;
-    `outside`: the processes outside the jobs over the judge's window; `slowed_before`: the
-    jobs the last verdict took for slowed (they stay so down to SLOW_STAY)."""
+    `outside`: the processes outside the jobs over the judge's window; `slowed_names`: the
+    jobs taken for slowed (`slowed`, with the last verdict's hysteresis; None: those above
+    SLOW)."""
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -181,11 +182,12 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         return v.replace(reason=v.reason + f" ({why}: no slowdown is estimated)", jobs=rows,
                          recommendations=(), evidence={**v.evidence, **evidence},
                          confidence=1.0 if signals else 0.5)
-    slow = slowed(judged, slowed_before)
-    cpu_slowed = [e for e in slow if (e.cause or e.leans) == "cpu"]
-    gpu_slowed = [e for e in slow if (e.cause or e.leans) == "gpu"]
-    io_slowed = [e for e in slow if (e.cause or e.leans) == "io"]
-    mem_slowed = [e for e in slow if (e.cause or e.leans) == "memory"]
+    slow = (slowed(judged) if slowed_names is None
+            else [e for e in judged if e.name in slowed_names])
+    cpu_slowed = [e for e in slow if e.leans == "cpu"]
+    gpu_slowed = [e for e in slow if e.leans == "gpu"]
+    io_slowed = [e for e in slow if e.leans == "io"]
+    mem_slowed = [e for e in slow if e.leans == "memory"]
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]

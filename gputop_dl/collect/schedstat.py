@@ -313,7 +313,8 @@ class SchedReader:
         POOL_BUSY of it): (wait share, runnable share, ms on a CPU per time slice, share of its
         context switches since its last busy reading that were voluntary; None where the
         kernel counted no slice, or on a thread's first such reading), the busiest first. The
-        switches come from /proc/PID/task/TID/status, read for busy threads only."""
+        switches come from /proc/PID/task/TID/status, read only in a process with two or more
+        busy threads (a pool; a lone busy thread, e.g. a loader worker's, costs no read)."""
         span = self.span_s
         out: Busy = {}
         if not span:
@@ -322,16 +323,18 @@ class SchedReader:
             st = self._procs.get(pid)
             if st is None:
                 continue
-            rows = []
+            busy = [(tid, r, w, n) for tid, (r, w, n) in st.delta.items()
+                    if r + w > 0 and (r + w) / 1e9 / span >= POOL_BUSY]
+            # the switches tell a pool's spin (job_wait): read only where there can be a pool
+            pooled = len(busy) >= 2
             seen: dict[int, tuple[int, int]] = {}
-            for tid, (r, w, n) in st.delta.items():
-                if r + w <= 0 or (r + w) / 1e9 / span < POOL_BUSY:
-                    continue
-                now = self._switches(pid, tid)
-                old = st.switches.get(tid)
+            rows = []
+            for tid, r, w, n in busy:
                 yields = None
+                now = self._switches(pid, tid) if pooled else None
                 if now is not None:
                     seen[tid] = now
+                    old = st.switches.get(tid)
                     if old is not None and (dv := now[0] - old[0]) + (dn := now[1] - old[1]) > 0:
                         yields = round(dv / (dv + dn), 4)
                 rows.append((round(w / (r + w), 4), round(min(1.0, (r + w) / 1e9 / span), 4),
