@@ -22,17 +22,15 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(os.path.dirname(HERE), "tests", "external", "mt_examples.py")
-ARGS = {"dcgan": ["dcgan", "--width", "32", "--batch", "64"], "mnist": ["mnist", "--batch", "64"],
-        "lm": ["lm", "--width", "128", "--batch", "20"]}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# the same scripts, sizes, threads and rates as the estimate's benchmark
+from verdict_threads import EXAMPLES as ARGS, argv, rate  # noqa: E402
 
 
 def start(example: str, seconds: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, SCRIPT, *ARGS[example], "--threads", "2",
-                             "--workers", "1", "--seconds", str(seconds)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(argv(example, seconds), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
 def stamps(p: subprocess.Popen, out: list[float]) -> None:
@@ -50,7 +48,8 @@ def look(pid: int, tid: str) -> tuple[int, int]:
 
 
 def run(examples: list[str], seconds: float
-        ) -> tuple[list[subprocess.Popen], list[list[float]], list[tuple[float, dict]]]:
+        ) -> tuple[list[subprocess.Popen], list[list[float]],
+                   list[tuple[float, dict[int, tuple[int, ...]]]]]:
     ps = [start(e, seconds) for e in examples]
     outs: list[list[float]] = [[] for _ in ps]
     readers = [threading.Thread(target=stamps, args=(p, o), daemon=True) for p, o in zip(ps, outs)]
@@ -66,7 +65,7 @@ def run(examples: list[str], seconds: float
         except OSError:
             continue
         pools[p.pid] = [t for _, t in busy[:2]]
-    looks: list[tuple[float, dict]] = []
+    looks: list[tuple[float, dict[int, tuple[int, ...]]]] = []  # (when, pid -> its threads' CPUs)
     while all(p.poll() is None for p in ps):
         try:
             looks.append((time.time(), {pid: tuple(look(pid, t)[0] for t in tids)
@@ -79,11 +78,6 @@ def run(examples: list[str], seconds: float
     for r in readers:
         r.join(5)
     return ps, outs, looks
-
-
-def rate(ts: list[float], lo: float, hi: float) -> float | None:
-    n = [t for t in ts if lo <= t <= hi]
-    return (len(n) - 1) / (n[-1] - n[0]) if len(n) > 2 and n[-1] > n[0] else None
 
 
 def main() -> None:

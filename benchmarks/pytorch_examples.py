@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,17 @@ def mnist(examples: str, work: str, env: dict) -> None:
 TIME_RE = re.compile(r"Time\s+([0-9.]+)\s+\(\s*([0-9.]+)\)")
 
 
-def imagenet(examples: str, work: str, env: dict, seconds: float) -> None:
+def kill_groups(procs: list[subprocess.Popen]) -> None:
+    """Kill each started script with its process group (its loader workers), and reap it."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass  # gone already
+        p.wait()
+
+
+def imagenet(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
     script = os.path.join(examples, "imagenet", "main.py")
     procs, logs = [], []
     for i in range(2):
@@ -132,12 +143,7 @@ def imagenet(examples: str, work: str, env: dict, seconds: float) -> None:
                   f"{j['solo_cpu_cores']} |")
         print()
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                pass
-            p.wait()
+        kill_groups(procs)
 
 
 def _arrivals(proc: subprocess.Popen, into: list[float]) -> None:
@@ -148,8 +154,8 @@ def _arrivals(proc: subprocess.Popen, into: list[float]) -> None:
             into.append(time.time())
 
 
-def _dcgan_run(script: str, work: str, env: dict, n: int, seconds: float,
-               judge: bool) -> tuple[list[float | None], dict | None]:
+def _dcgan_run(script: str, work: str, env: dict[str, str], n: int, seconds: float,
+               judge: bool) -> tuple[list[float | None], dict[str, Any] | None]:
     """`n` copies for `seconds`: each one's it/s past its first 3 iterations (over the span
     when all ran) and, with `judge`, `diagnose --no-probe --json` of them from its middle."""
     import threading
@@ -181,12 +187,7 @@ def _dcgan_run(script: str, work: str, env: dict, n: int, seconds: float,
         time.sleep(max(0.0, t0 + seconds - time.time()))
         t1 = time.time()
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                pass
-            p.wait()
+        kill_groups(procs)
     rates: list[float | None] = []
     for s in stamps:
         span = [t for t in s[3:] if t0 <= t <= t1]
@@ -194,7 +195,7 @@ def _dcgan_run(script: str, work: str, env: dict, n: int, seconds: float,
     return rates, doc
 
 
-def dcgan(examples: str, work: str, env: dict, seconds: float) -> None:
+def dcgan(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
     script = os.path.join(examples, "dcgan", "main.py")
     print("## dcgan/main.py --dataset fake: alone, then two by hand judged by diagnose "
           "--no-probe\n")

@@ -41,18 +41,24 @@ def test_the_ranking_drops_from_the_end():
     assert fit(cols, 3) == ["job"]  # the job always stays
 
 
-async def _shown(width: int) -> list[str]:
+async def _settled(width: int, height: int, jobs: tuple[JobSample, ...], read):
+    """The monitor at `width` x `height` fed one snapshot of `jobs`, once its jobs table has
+    rows and the start-up screen is gone: what `read(table)` returns."""
     src = FakeSource(live=[], spec=None, session_id=None)
     app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
-    async with app.run_test(size=(width, 24)) as pilot:
-        src.emit(make_snapshot(0, jobs=found_jobs(), gpu_processes=()))
+    async with app.run_test(size=(width, height)) as pilot:
+        src.emit(make_snapshot(0, jobs=jobs, gpu_processes=()))
         for _ in range(100):
             await pilot.pause()
             table = app.query_one(JobsTable)
             if table.row_count and not app.screen_stack[0].has_class("-starting"):
                 break
         await pilot.pause()
-        return app.query_one(JobsTable).visible_columns()
+        return read(app.query_one(JobsTable))
+
+
+async def _shown(width: int) -> list[str]:
+    return await _settled(width, 24, found_jobs(), lambda t: t.visible_columns())
 
 
 @pytest.mark.parametrize("width, want", [
@@ -92,18 +98,8 @@ def _long_named() -> tuple[JobSample, ...]:
 
 
 async def _lines(width: int) -> tuple[list[str], list[str]]:
-    src = FakeSource(live=[], spec=None, session_id=None)
-    app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
-    async with app.run_test(size=(width, 30)) as pilot:
-        src.emit(make_snapshot(0, jobs=_long_named(), gpu_processes=()))
-        for _ in range(100):
-            await pilot.pause()
-            table = app.query_one(JobsTable)
-            if table.row_count and not app.screen_stack[0].has_class("-starting"):
-                break
-        await pilot.pause()
-        table = app.query_one(JobsTable)
-        return [table.render_line(y).text for y in range(1, 4)], table.visible_columns()
+    return await _settled(width, 30, _long_named(), lambda t: (
+        [t.render_line(y).text for y in range(1, 4)], t.visible_columns()))
 
 
 @pytest.mark.parametrize("width", [160, 100])
