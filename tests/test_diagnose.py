@@ -15,10 +15,11 @@ import pytest
 from rich.console import Console
 
 from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy import StallEstimate
 from gputop_dl.engine import diagnose_plan
 from gputop_dl.present.diagnosis import diagnosis_table
-from gputop_dl.snapshot import HostSample, JobSample
+from gputop_dl.snapshot import HostSample, JobSample, ProcSample
 from gputop_dl.record.store import Store
 from gputop_dl.runner import diagnose_engine
 
@@ -77,6 +78,81 @@ def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
     assert (jobs["a"]["slowdown"], jobs["a"]["slowdown_source"]) == (2.0, "probe")
     assert jobs["b"]["slowdown_source"] == "estimated"
     assert jobs["b"]["slowdown"] == jobs["b"]["estimated_slowdown"]
+
+
+def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
+    """Where py-spy timed no step, each job's loader workers' CPU rate alone (its probe
+    window) over together (the observe phase) is its slowdown (`slowdown_from`), and the
+    verdict is judged on those; a job whose loader cannot be rated says why."""
+    host = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
+    engine = types.SimpleNamespace(recorder=types.SimpleNamespace(is_open=False),
+                                   env={"cpus": 2})
+    plan = diagnose_plan.DiagnosePlan(seconds=6, probe=True)
+    # the workers' work so far, per tick: 5 ms of CPU and 40 switches a second together
+    work = {11: [LoaderWork(float(t), ((11, t * 5 * 10**6, t * 40),)) for t in range(11)],
+            21: [LoaderWork(float(t), ((21, t * 5 * 10**6, t * 40),)) for t in range(11)]}
+    monkeypatch.setattr(diagnose_plan, "read_work",
+                        lambda pids: work[pids[0]].pop(0) if pids and work[pids[0]] else None)
+    for t in range(11):
+        jobs = [JobSample(name=n, pid=pid, launched=False, pids=(pid, pid + 1), cpu_cores=1.0,
+                          cpu_wait_fraction=0.5,
+                          procs=(ProcSample(pid, 1, 0, "main", 1.0, None, "R"),
+                                 ProcSample(pid + 1, pid, 1, "worker", 0.0, None, "S")))
+                for n, pid in (("a", 10), ("b", 20))]
+        plan.after_tick(engine, float(t), types.SimpleNamespace(
+            host=host, gpus=(), found=jobs, gpu_processes=()))
+    assert [w.t for w in plan.jobs[10]["loader"]] == [float(t) for t in range(11)]
+    for pid in (10, 20):
+        plan.jobs[pid]["together"] = StallEstimate(1, 99, None)  # no step time read
+        plan.jobs[pid]["alone"] = StallEstimate(1, 99, None)
+    plan._observing = False
+    plan.estimate, plan.estimates = plan._estimate({})
+    # alone, 4 s: a's workers ran 4x the CPU rate and 4.4x the switches (they agree: the
+    # slowdown is their geometric mean); b's did too little
+    plan.jobs[10]["loader_alone"] = work_rate(LoaderWork(0.0, ((11, 0, 0),)),
+                                              LoaderWork(4.0, ((11, 80 * 10**6, 704),)))
+    plan.jobs[20]["loader_alone"] = work_rate(LoaderWork(0.0, ((21, 0, 0),)),
+                                              LoaderWork(4.0, ((21, 80 * 10**6, 10),)))
+    jobs = {j["name"]: j for j in plan.result()["jobs"]}
+    a, b = jobs["a"], jobs["b"]
+    assert (a["slowdown_source"], a["slowdown_from"]) == ("probe", "loader work rate")
+    assert a["slowdown"] == a["loader_slowdown"] == round((4 * 4.4) ** 0.5, 3)
+    assert a["loader_why"] is None
+    assert b["slowdown_source"] == "estimated" and b["slowdown_from"] is None
+    assert b["loader_slowdown"] is None and "too little" in b["loader_why"]
+    check({"schema": diagnose_plan.SCHEMA, "verdict": None, "jobs": list(jobs.values()),
+           "notes": []}, "diagnosis")
+    shown = Console(width=220, record=True, file=io.StringIO())
+    shown.print(diagnosis_table(plan.result()))
+    assert f"{a['slowdown']:.2f}× probe (loader)" in shown.export_text()
+    # b unrated: no slowdown claimed, and the line says why b's loader could not rate it
+    v = plan._judge(engine, [10, 20])
+    assert "no slowdown is claimed" in v["reason"]
+    assert any(ln.startswith("b: no slowdown from its loader: alone, its loader workers did "
+                             "too little") for ln in v["evidence_lines"])
+    # both rated: the verdict is judged on the loader's slowdowns
+    plan.jobs[20]["loader_alone"] = plan.jobs[10]["loader_alone"]
+    v = plan._judge(engine, [10, 20])
+    s = round((4 * 4.4) ** 0.5, 3)
+    assert v["kind"] == "cpu-bound" and v["evidence"]["loader_slowdowns"] == {"a": s, "b": s}
+    assert {j["name"]: round(j["slowdown"], 3) for j in v["jobs"]} == {"a": s, "b": s}
+    assert 0 < v["confidence"] < 1  # CPU 4x, switches 4.4x
+    assert any("data-loader workers, their work rate alone" in ln
+               and f"a {s:.2f}× (its workers' CPU 4.00×, switches 4.40×)" in ln
+               for ln in v["evidence_lines"])
+    assert "loader workers' work rate" in v["evidence"]["method"]["step_times"]
+    # py-spy timed a at 1.5x, its loader says 4.2x: more than 1.6x apart, the loader's is kept
+    plan.jobs[10]["together"] = StallEstimate(1, 99, 0.3, 10)
+    plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.2, 10)
+    a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
+    assert (a["slowdown"], a["slowdown_from"], a["step_time_s"]) == (s, "loader work rate", 0.3)
+    v = plan._judge(engine, [10, 20])
+    assert v["evidence"]["loader_slowdowns"] == {"a": s, "b": s}
+    assert any(ln.startswith("a: py-spy's step times gave 1.50×, its loader 4.20×")
+               for ln in v["evidence_lines"])
+    plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.08, 10)  # 3.75x: near enough, py-spy's
+    a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
+    assert (a["slowdown"], a["slowdown_from"]) == (3.75, "py-spy step times")
 
 
 def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):

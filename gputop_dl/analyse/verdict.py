@@ -71,6 +71,9 @@ class JobEvidence:
     source: str = "trainer"  # where the steps come from: "trainer", or "hook" (a user's script)
     mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
     solo_mean_step_time_s: float | None = None
+    # a slowdown measured by another rate than step times, where those are unknown (diagnose's
+    # probe: the loader workers' work rate alone over together, analyse/loader_rate.py)
+    rate_slowdown: float | None = None
 
     @property
     def mean_slowdown(self) -> float | None:
@@ -84,7 +87,7 @@ class JobEvidence:
     def slowdown(self) -> float | None:
         if self.step_time_s and self.solo_step_time_s:
             return self.step_time_s / self.solo_step_time_s
-        return None
+        return self.rate_slowdown
 
     @property
     def on_cpu(self) -> bool:

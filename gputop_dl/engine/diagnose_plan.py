@@ -28,6 +28,7 @@ where the probe could claim no slowdown.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Hashable, Iterable, Sequence
@@ -41,7 +42,9 @@ from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
+from gputop_dl.analyse.loader_rate import DISAGREE, LoaderSlowdown, loader_slowdown
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.loader_work import LoaderWork, WorkRate, read_work, work_rate
 from gputop_dl.collect.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
@@ -78,6 +81,9 @@ class Diagnosed(TypedDict):
     no_solo: NotRequired[str]  # why it has no probe window
     window: NotRequired[SoloReading]  # what ran beside it in its probe window
     solo_cpu_cores: NotRequired[float]
+    workers: NotRequired[list[int]]  # its data-loader worker processes (role "worker")
+    loader: NotRequired[list[LoaderWork]]  # their work, each observed tick and after the burst
+    loader_alone: NotRequired[tuple[WorkRate | None, str | None]]  # in its probe window
 
 
 # one observed tick: (time, the jobs asked for, host, GPU processes, GPUs)
@@ -131,6 +137,10 @@ class DiagnosePlan(Plan):
                 rec["cpu"].append(j.cpu_cores)
             if j.cpu_wait_fraction is not None and not rec.get("frozen"):
                 rec.setdefault("cpu_wait", []).append(j.cpu_wait_fraction)
+            if not rec.get("frozen"):  # the loader's work together: the observe phase
+                rec["workers"] = [p.pid for p in j.procs if p.role == "worker"]
+                if (w := read_work(rec["workers"])) is not None:
+                    rec.setdefault("loader", []).append(w)
         if self._observing:
             mine = self._mine(machine.found)
             self._observed.append((now, mine, machine.host, machine.gpu_processes, machine.gpus))
@@ -180,6 +190,8 @@ class DiagnosePlan(Plan):
         together = _spy_all({pid: found[pid].target for pid in live}, self.burst_s)
         for pid in live:
             self.jobs[pid]["together"] = together.get(pid)
+            if (w := read_work(self.jobs[pid].get("workers") or ())) is not None:
+                self.jobs[pid].setdefault("loader", []).append(w)  # together until the probe
         self._observing = False
         self.estimate, self.estimates = self._estimate(together)
         if self.probe and len(live) > 1:
@@ -213,10 +225,13 @@ class DiagnosePlan(Plan):
                 watch = SoloWatch()
                 watch.start(self.jobs[pid]["pids"])
                 cpu0 = _tree_cpu_s(self.jobs[pid]["pids"])
+                work0 = read_work(self.jobs[pid].get("workers") or ())
                 t0 = time.monotonic()
                 alone = _spy_all({pid: found[pid].target}, per).get(pid)
                 cpu1 = _tree_cpu_s(self.jobs[pid]["pids"])
+                work1 = read_work(self.jobs[pid].get("workers") or ())
                 dt = time.monotonic() - t0
+                self.jobs[pid]["loader_alone"] = work_rate(work0, work1)
                 self.jobs[pid]["window"] = watch.stop(
                     exclude=[q for p in others for q in self.jobs[p]["pids"]])
             finally:
@@ -266,10 +281,41 @@ class DiagnosePlan(Plan):
             throttled=_mean([h.throttled for h in hs]),
             gpu_util={g: statistics.fmean(v) for g, v in self._gpu.items() if v})
         # a slowdown needs py-spy's step time of every job, together and alone (a verdict on
-        # some jobs' slowdowns would say nothing of the others)
+        # some jobs' slowdowns would say nothing of the others); where py-spy could not time a
+        # job, the probe's loader work rate alone against together may measure it instead
+        by_loader = {pid: self._loader(self.jobs[pid]) for pid in live} if self.probe else {}
+        rated = {self.jobs[pid]["name"]: got for pid, got in by_loader.items()
+                 if got.slowdown is not None}
+        # py-spy's ratio where the loader's contradicts it: its cycles are read from 100 Hz
+        # samples of one thread, which alias steps of a few samples; the loader counts every
+        # batch of the window, so its figure is kept
+        contradicted = {e.name: s for e in evs if (s := e.slowdown) is not None
+                        and e.name in rated and _apart(s, rated[e.name].slowdown)}
+        evs = [JobEvidence(**{**e.__dict__, "steps": 0, "step_time_s": None,
+                              "solo_step_time_s": None}) if e.name in contradicted else e
+               for e in evs]
         untimed = [e.name for e in evs if not e.steps or (self.probe and not e.solo_step_time_s)]
         if not untimed:
             v = judge(evs, host, "probe" if self.probe else "none")
+        elif all(n in rated for n in untimed):  # every untimed job measured by its loader
+            v = judge([JobEvidence(**{**e.__dict__, "rate_slowdown": rated[e.name].slowdown})
+                       if e.name in untimed else e for e in evs], host, "probe", need_steps=0)
+            # its confidence: how closely the loader's two rates agree, the weakest job's
+            v = v.replace(confidence=min(rated[n].agreement or 0.0 for n in untimed))
+            v = v.with_evidence(loader_slowdowns={n: round(rated[n].slowdown or 0.0, 3)
+                                                  for n in untimed}).with_lines(
+                "slowdowns from each job's data-loader workers, their work rate alone (the others "
+                "paused) against together (py-spy could not time the steps of "
+                + ", ".join(n for n in untimed if n not in contradicted)
+                + (", and contradicted by the loader for " + ", ".join(contradicted)
+                   if contradicted else "") + "): " + ", ".join(
+                    f"{n} {rated[n].slowdown:.2f}× (its workers' CPU {rated[n].by_cpu:.2f}×, "
+                    f"switches {rated[n].by_switches:.2f}×)" for n in untimed))
+            v = v.with_lines(*(f"{n}: py-spy's step times gave {s:.2f}×, its loader "
+                               f"{rated[n].slowdown:.2f}×: more than {DISAGREE:g}× apart, so the "
+                               "loader's is kept (py-spy's step cycles are read from 100 Hz "
+                               "samples, which alias short steps; the loader counts every batch)"
+                               for n, s in contradicted.items()))
         else:  # judge on the signals, and say so
             v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
                       host, "none", need_steps=0)
@@ -279,7 +325,10 @@ class DiagnosePlan(Plan):
                                    + ", so no slowdown is claimed)"),
                 confidence=_signal_agreement(hs, host.cpus, bool(v.evidence["cpu_signals"])))
         v = v.with_evidence(method={
-            "step_times": "py-spy sample order of each job's main thread",
+            "step_times": "py-spy sample order of each job's main thread" + (
+                "; where it could not time them, the loader workers' work rate"
+                if self.probe and any(g.slowdown is not None for g in by_loader.values())
+                else ""),
             "solo": "in-situ probe (the other jobs paused)" if self.probe else None,
             "paused_job_s": round(self.paused_job_s, 2)})
         if v.kind == "no-baseline":
@@ -287,12 +336,29 @@ class DiagnosePlan(Plan):
                 "run without --no-probe so each job is measured alone" if not self.probe else
                 "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
                 "figures from the start-up hook",))
+        v = v.with_lines(*(f"{self.jobs[pid]['name']}: no slowdown from its loader: {why}"
+                           for pid, (s, why) in ((p, (g.slowdown, g.why))
+                                                 for p, g in by_loader.items())
+                           if s is None and why and self.jobs[pid]["name"] in untimed
+                           and not self.jobs[pid].get("no_solo")))
         v = v.with_lines(*(f"{self.jobs[pid]['name']}: measured passively, "
                            f"{self.jobs[pid]['no_solo']}" for pid in live
                            if self.jobs[pid].get("no_solo")))
         if self.probe and self.paused_job_s:
             v = v.with_lines(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
         return self._with_estimate(self._not_alone(v, live)).to_json()
+
+    def _loader(self, j: Diagnosed) -> LoaderSlowdown:
+        """The job's slowdown from its loader workers' work rate, alone (its probe window)
+        against together (the observe phase and the py-spy burst after it)."""
+        if "loader_alone" not in j:
+            return LoaderSlowdown(why=j.get("no_solo") or "it was not measured alone")
+        tog, why = _together_work(j.get("loader") or [])
+        alone, why_alone = j["loader_alone"]
+        if tog is None or alone is None:
+            return LoaderSlowdown(why=why or why_alone)
+        return loader_slowdown((tog.seconds, tog.cpu_s, tog.switches),
+                               (alone.seconds, alone.cpu_s, alone.switches))
 
     def _not_alone(self, v: Verdict, live: list[int]) -> Verdict:
         """The solo windows that load outside the jobs slowed (analyse/outside_load.py)."""
@@ -349,6 +415,11 @@ class DiagnosePlan(Plan):
             # one slowdown, as in `--once --json`: the probe's where it timed the job both
             # together and alone, else the live estimate's (analyse/passive.py)
             slowdown, source = (round(step / solo, 3), "probe") if step and solo else (None, None)
+            by = "py-spy step times" if slowdown is not None else None
+            got = self._loader(j) if self.probe else LoaderSlowdown()
+            loader, loader_why = got.slowdown, got.why
+            if loader is not None and (slowdown is None or _apart(slowdown, loader)):
+                slowdown, source, by = round(loader, 3), "probe", "loader work rate"
             est = _est(self.estimates, j["name"], "slowdown")
             if slowdown is None and est is not None:
                 slowdown, source = est, "estimated"
@@ -363,7 +434,9 @@ class DiagnosePlan(Plan):
                 "solo_stall_fraction": (round(alone.fraction, 3) if alone and alone.samples
                                         and alone.fraction is not None else None),
                 "step_time_s": step, "solo_step_time_s": solo,
-                "slowdown": slowdown, "slowdown_source": source,
+                "slowdown": slowdown, "slowdown_source": source, "slowdown_from": by,
+                "loader_slowdown": None if loader is None else round(loader, 3),
+                "loader_why": loader_why,
                 "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
                 "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
                 "solo_outside": (outside_load.window_json(win, self._cpus)
@@ -414,6 +487,27 @@ def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEs
     """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
     keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()}
     return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
+
+
+def _apart(a: float, b: float | None) -> bool:
+    """Whether two slowdowns of one job disagree: more than `DISAGREE` times apart."""
+    return b is not None and a > 0 and b > 0 and abs(math.log(a / b)) > math.log(DISAGREE)
+
+
+def _together_work(readings: list[LoaderWork]) -> tuple[WorkRate | None, str | None]:
+    """The loader's work together: from the first reading of the same workers as the last (a
+    new epoch's workers start the span again) to the last, after the py-spy burst."""
+    if not readings:
+        return work_rate(None, None)
+    last = readings[-1]
+    first = last
+    for r in reversed(readings):
+        if r.pids != last.pids:
+            break
+        first = r
+    if first is last:
+        return None, "its loader workers were read once together (a new epoch's workers)"
+    return work_rate(first, last)
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:

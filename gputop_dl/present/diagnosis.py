@@ -14,7 +14,8 @@ from gputop_dl.text.safe import text
 
 def diagnosis_table(result: Mapping[str, Any]) -> Table:
     """One row per job: CPU together and alone, its CPU wait, stall together and alone, step
-    times, its one slowdown with its source (the probe's, else the live estimate) and the live
+    times, its one slowdown with its source (the probe's, "(loader)" where the loader workers'
+    work rate measured it; else the live estimate) and the live
     estimate beside it (with its confidence) and what that estimate finds it waits on."""
     t = Table(title="Diagnosis (jobs found running)", title_justify="left")
     for col in ("job", "pid", "CPU cores", "alone", "CPU wait", "data-wait", "alone", "step", "alone",
@@ -26,7 +27,8 @@ def diagnosis_table(result: Mapping[str, Any]) -> Table:
                   pct(j["stall_fraction"]),
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
                   secs(j["solo_step_time_s"]),
-                  slowdown_text(j["slowdown"], j.get("slowdown_source")),
+                  slowdown_text(j["slowdown"], j.get("slowdown_source"))
+                  + (" (loader)" if j.get("slowdown_from") == "loader work rate" else ""),
                   num(j.get("estimated_slowdown"), ".2f", "×")
                   + (f" ({j['estimate_confidence']:.0%})"
                      if j.get("estimate_confidence") is not None else ""),

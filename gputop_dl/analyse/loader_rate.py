@@ -1,0 +1,73 @@
+"""A job's slowdown from its data-loader workers' work rate, alone against together.
+
+The workers' CPU time and voluntary switches per batch do not depend on how fast the trainer
+runs (collect/loader_work.py), so each rate alone over the same rate together is the job's
+step rate alone over together: its slowdown, measured without its step times. Where py-spy
+cannot time a job's steps (steps longer than its burst, or no data wait to mark them) and its
+intra-op pool spins (its CPU time says nothing of its progress), this is what `diagnose`'s
+probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").
+
+Neither rate is exact. Between alone and together, on the 2-core box (four examples, spinning
+and passive pools, pairs and a trio: docs/validation.md), a batch's CPU time moved by −12 % to
++31 % and its voluntary switches by −29 % to +41 % (a worker that finds the trainer's queue
+full switches once more a batch; one that is woken more often pays more per batch), mostly in
+opposite directions: their geometric mean is the slowdown (−12 % to +29 % of the scripts' own
+rates there, 10 of 11 within 25 %). Where the two disagree by more than `DISAGREE`, or a
+window holds too little work, the slowdown is unknown and says why. Both are also off by the
+batches in flight at a window's ends (a worker runs ahead of the trainer by its prefetch): a
+few batches in a window of tens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIN_SWITCHES = 40  # voluntary switches a window needs (each batch is several)
+MIN_CPU_S = 0.02  # CPU-seconds of the workers a window needs
+DISAGREE = 1.6  # the two ratios may differ by this factor at most
+
+# one window's loader work: (seconds, CPU-seconds, voluntary switches)
+Work = tuple[float, float, int]
+
+
+def too_little(w: Work) -> str | None:
+    """Why a window's work is too little to rate (None: enough)."""
+    seconds, cpu_s, switches = w
+    if seconds <= 0:
+        return "an empty window"
+    if switches < MIN_SWITCHES or cpu_s < MIN_CPU_S:
+        return (f"its loader workers did too little in {seconds:.1f} s ({switches} switches, "
+                f"{cpu_s * 1000:.0f} ms of CPU; {MIN_SWITCHES} and {MIN_CPU_S * 1000:.0f} ms "
+                "needed)")
+    return None
+
+
+@dataclass(frozen=True)
+class LoaderSlowdown:
+    """A job's slowdown from its loader (None: unknown, `why` says why), the two ratios it
+    comes from, and how closely they agree (1: equal, 0: `DISAGREE` apart), its confidence."""
+
+    slowdown: float | None = None
+    by_cpu: float | None = None
+    by_switches: float | None = None
+    agreement: float | None = None
+    why: str | None = None
+
+
+def loader_slowdown(together: Work, alone: Work) -> LoaderSlowdown:
+    """The workers' work rate alone over together's: the geometric mean of their CPU and
+    switch ratios, where both windows hold enough work and the two ratios agree."""
+    for label, w in (("together", together), ("alone", alone)):
+        why = too_little(w)
+        if why is not None:
+            return LoaderSlowdown(why=f"{label}, {why}")
+    (t_s, t_cpu, t_sw), (a_s, a_cpu, a_sw) = together, alone
+    by_cpu = (a_cpu / a_s) / (t_cpu / t_s)
+    by_sw = (a_sw / a_s) / (t_sw / t_s)
+    apart = abs(math.log(by_cpu / by_sw))
+    if apart > math.log(DISAGREE):
+        return LoaderSlowdown(None, by_cpu, by_sw, why=(
+            f"its loader's CPU and switches disagree ({by_cpu:.2f}× against {by_sw:.2f}×)"))
+    return LoaderSlowdown(math.sqrt(by_cpu * by_sw), by_cpu, by_sw,
+                          round(1.0 - apart / math.log(DISAGREE), 2))

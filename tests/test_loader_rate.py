@@ -1,0 +1,69 @@
+"""A job's slowdown from its loader workers' work (collect/loader_work.py, analyse/loader_rate.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gputop_dl.analyse.loader_rate import DISAGREE, loader_slowdown
+from gputop_dl.collect.loader_work import LoaderWork, read_work, work_rate
+
+
+def test_the_slowdown_is_the_geometric_mean_of_the_cpu_and_switch_ratios():
+    # alone: 50 ms of CPU and 400 switches a second; together 1/4 of the CPU, 1/5 of the switches
+    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1600))
+    assert got.why is None and got.slowdown == pytest.approx(20 ** 0.5)
+    assert (got.by_cpu, got.by_switches) == (pytest.approx(4.0), pytest.approx(5.0))
+    assert 0 < got.agreement < 1  # 4x against 5x: near, not equal
+    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1280))  # both 4x
+    assert (got.slowdown, got.agreement) == (pytest.approx(4.0), 1.0)
+
+
+def test_ratios_that_disagree_or_too_little_work_give_no_slowdown_and_say_why():
+    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1280 * DISAGREE * 1.1))
+    assert got.slowdown is None and got.agreement is None
+    assert "disagree" in got.why and "4.00×" in got.why
+    got = loader_slowdown((10.0, 0.125, 30), (4.0, 0.2, 1280))
+    assert got.slowdown is None
+    assert got.why.startswith("together, its loader workers did too little")
+    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.001, 1280))
+    assert got.slowdown is None and got.why.startswith("alone, ") and "1 ms of CPU" in got.why
+
+
+def test_work_rate_needs_the_same_workers_in_both_readings():
+    a = LoaderWork(0.0, ((11, 0, 0), (12, 0, 0)))
+    b = LoaderWork(2.0, ((11, 10**9, 300), (12, 5 * 10**8, 100)))
+    rate, why = work_rate(a, b)
+    assert why is None and rate is not None
+    assert (rate.cpu_s, rate.switches, rate.cores, rate.switches_per_s) == (1.5, 400, 0.75, 200)
+    rate, why = work_rate(a, LoaderWork(2.0, ((13, 10**9, 300),)))  # a new epoch's worker
+    assert rate is None and "replaced" in why
+    rate, why = work_rate(None, b)
+    assert rate is None and "no data-loader worker" in why
+
+
+def test_read_work_sums_a_real_process_threads_and_moves_with_its_work():
+    me = os.getpid()
+    a = read_work([me, 2**22 + 12345])  # the second PID does not exist: left out
+    assert a is not None and a.pids == frozenset({me})
+    x = 0
+    for i in range(300_000):  # CPU time, measured in ns by the kernel
+        x += i
+    os.sched_yield()
+    b = read_work([me])
+    rate, why = work_rate(a, b)
+    assert why is None and rate is not None and rate.cpu_s > 0
+    assert read_work([2**22 + 12345]) is None
+
+
+def test_read_work_from_a_fake_proc(tmp_path):
+    for pid, tids in ((7, (7, 8)), (9, (9,))):
+        for tid in tids:
+            d = tmp_path / str(pid) / "task" / str(tid)
+            d.mkdir(parents=True)
+            (d / "schedstat").write_text(f"{tid * 1000} 5 3\n")
+            (d / "status").write_text(f"Name:\tpt_data_worker\nvoluntary_ctxt_switches:\t{tid}\n"
+                                      "nonvoluntary_ctxt_switches:\t1\n")
+    w = read_work([9, 7], proc=str(tmp_path), clock=lambda: 5.0)
+    assert w == LoaderWork(5.0, ((7, 15000, 15), (9, 9000, 9)))
