@@ -15,6 +15,9 @@
    --no-probe` (the live estimate, nothing paused); then the same with
    `OMP_WAIT_POLICY=PASSIVE` (`--only dcgan`; issue 33). Its own rate: the arrival times of
    the line it prints per iteration (unbuffered).
+4. the same two dcgan copies judged by `diagnose --seconds 120` with its probe
+   (`--only dcgan-probe`): each job's slowdown, from py-spy's step times or its loader
+   workers' work rate, beside its own rate alone (its probe window) over together.
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -225,13 +228,84 @@ def dcgan(examples: str, work: str, env: dict[str, str], seconds: float) -> None
     print()
 
 
+def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
+    """Two dcgan copies by hand (torch's default, spinning pools) judged by `diagnose` with its
+    probe: each job's slowdown (from py-spy's step times or its loader's work rate) beside
+    its own rate alone (its probe window) over together (before the first window), both from
+    the arrival of its per-iteration lines (issue 33)."""
+    import threading
+
+    from diagnose_loader import alone_span
+
+    script = os.path.join(examples, "dcgan", "main.py")
+    procs, stamps = [], []
+    for i in range(2):
+        out = os.path.join(work, f"dcgan-probe{i}")
+        os.makedirs(out, exist_ok=True)
+        procs.append(subprocess.Popen(
+            [sys.executable, script, "--dataset", "fake", "--workers", "1", "--outf", out,
+             "--niter", "100"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=dict(env, PYTHONUNBUFFERED="1"), start_new_session=True))
+        stamps.append([])
+    for p, s in zip(procs, stamps):
+        threading.Thread(target=_arrivals, args=(p, s), daemon=True).start()
+    try:
+        deadline = time.time() + 120
+        while any(len(s) < 4 for s in stamps) and time.time() < deadline:
+            time.sleep(0.2)
+        t0 = time.time()
+        out = gdl("diagnose", "--seconds", str(seconds), "--json", "--pid",
+                  ",".join(str(p.pid) for p in procs), env=env, timeout=seconds + 300)
+        time.sleep(8)  # a copy's next line after the last window shows where that window ended
+    finally:
+        kill_groups(procs)
+    print(f"## dcgan/main.py x2 by hand (spinning pools), judged by diagnose --seconds {seconds:g}"
+          " with its probe\n")
+    if out.returncode != 0:
+        print(f"diagnose exit {out.returncode}: {out.stderr[-500:]}")
+        return
+    doc = json.loads(out.stdout)
+    v = doc["verdict"] or {}
+    windows = [alone_span(i, stamps, t0) for i in range(2)]
+    first = min((w[0] - 0.3 for w in windows if w), default=None)
+    print(f"verdict: {v.get('kind')} (confidence {v.get('confidence')})\n")
+    print("| job | together it/s | alone it/s (its window) | true slowdown | diagnose | from | "
+          "loader | estimate |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    jobs = {j["pid"]: j for j in doc["jobs"]}
+    for i, p in enumerate(procs):
+        j = jobs.get(p.pid, {})
+        tog = _rate(stamps[i], t0 + 2, first - 0.3) if first else None
+        alone = _rate(stamps[i], *windows[i]) if windows[i] else None
+        truth = alone / tog if alone and tog else None
+        print(f"| dcgan {i + 1} | {_n(tog)} | {_n(alone)} | {_n(truth)} | {_n(j.get('slowdown'))} "
+              f"| {j.get('slowdown_from') or 'estimate'} | "
+              f"{_n(j.get('loader_slowdown')) if j.get('loader_slowdown') else j.get('loader_why')} "
+              f"| {_n(j.get('estimated_slowdown'))} |")
+    for line in v.get("evidence_lines") or []:
+        if "loader" in line:
+            print(f"\n- {line}")
+    print()
+
+
+def _rate(ts: list[float], lo: float, hi: float) -> float | None:
+    inside = [t for t in ts if lo <= t <= hi]
+    return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) > 2 else None
+
+
+def _n(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
-    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan"))
+    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
+    ap.add_argument("--probe-seconds", type=float, default=120.0,
+                    help="dcgan-probe: diagnose --seconds (its windows are a tenth of it)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         env = dict(os.environ, GPUTOP_DL_HOME=os.path.join(work, "home"))
@@ -241,6 +315,8 @@ def main() -> None:
             imagenet(os.path.abspath(a.examples), work, env, a.seconds)
         if a.only in (None, "dcgan"):
             dcgan(os.path.abspath(a.examples), work, env, a.dcgan_seconds)
+        if a.only in (None, "dcgan-probe"):
+            dcgan_probe(os.path.abspath(a.examples), work, env, a.probe_seconds)
 
 
 if __name__ == "__main__":

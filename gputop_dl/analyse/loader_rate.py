@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 MIN_SWITCHES = 40  # voluntary switches a window needs (each batch is several)
-MIN_CPU_S = 0.02  # CPU-seconds of the workers a window needs
+MIN_CPU_S = 0.005  # CPU-seconds of the workers a window needs (a batch took 1-5 ms here)
 DISAGREE = 1.6  # the two ratios may differ by this factor at most
 
 # one window's loader work: (seconds, CPU-seconds, voluntary switches)

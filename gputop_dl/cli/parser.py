@@ -129,15 +129,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "seconds while it runs, then resumed (other processes run on: a solo "
                         "window they slowed says so, with its figure). Prints the verdict (parallel or "
                         "only concurrent, and why) with its evidence and fixes; recorded as a "
-                        "session. Jobs you may not signal are measured passively. Each job's "
-                        "slowdown is also estimated live from its CPU wait, beside the probe's.")
+                        "session. Jobs you may not signal are measured passively. A job's "
+                        "probe slowdown comes from py-spy's step times or, where those fail, "
+                        "from its DataLoader workers' work rate alone against together. Each "
+                        "job's slowdown is also estimated live from its CPU wait, beside the "
+                        "probe's.")
     dp.add_argument("--seconds", type=float, default=30.0, metavar="S",
                     help="about how long the diagnosis takes (default 30, 3 to 3600), split "
                     "in three: a third observing CPU and host signals (longer until a job is "
                     "found); then py-spy on all jobs together for S/6 s (1 to 4 s); then the "
                     "rest shared among the jobs, each alone for as long (at least 1 s, at "
-                    "most the py-spy time) while the others are paused. --seconds 10: 3 s "
-                    "observing, 1.7 s together, about 1.7 s alone per job")
+                    "most the py-spy time or S/10, whichever is longer) while the others are "
+                    "paused. --seconds 10: 3 s observing, 1.7 s together, about 1.7 s alone "
+                    "per job; --seconds 120 for jobs of a step a second or slower: 12 s alone")
     dp.add_argument("--no-probe", action="store_true",
                     help="never pause a job: the live estimate is the verdict (each job's "
                     "slowdown from its CPU wait and stall), in about 10 s")

@@ -207,7 +207,9 @@ class DiagnosePlan(Plan):
 
     def _probe(self, engine: Engine, live: list[int], found: dict[int, Found]) -> None:
         left = max(1.0, self.seconds - (time.monotonic() - self._t0))
-        per = max(1.0, min(self.burst_s, left / len(live) - 0.5))
+        # a window of at least the burst, longer in a longer diagnosis: a loader whose job
+        # makes a step a second needs more than a few seconds alone to be rated
+        per = max(1.0, min(max(self.burst_s, self.seconds / 10), left / len(live) - 0.5))
         for pid in live:
             if engine.stopping:
                 return
