@@ -6,14 +6,15 @@ import os
 
 import pytest
 
-from gputop_dl.analyse.loader_rate import DISAGREE, loader_slowdown
-from gputop_dl.collect.loader_work import LoaderWork, read_work, work_rate
+from gputop_dl.analyse.loader_rate import CHECK, loader_slowdown
+from gputop_dl.collect.loader_work import (LoaderWork, WorkWatch, chain_rate, read_work,
+                                           work_rate, workers_of)
 
 
-def test_the_slowdown_is_the_geometric_mean_of_the_cpu_and_switch_ratios():
+def test_the_slowdown_is_the_cpu_ratio_and_the_switches_its_check():
     # alone: 50 ms of CPU and 400 switches a second; together 1/4 of the CPU, 1/5 of the switches
     got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1600))
-    assert got.why is None and got.slowdown == pytest.approx(20 ** 0.5)
+    assert got.why is None and got.slowdown == pytest.approx(4.0)
     assert (got.by_cpu, got.by_switches) == (pytest.approx(4.0), pytest.approx(5.0))
     assert 0 < got.agreement < 1  # 4x against 5x: near, not equal
     got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1280))  # both 4x
@@ -21,7 +22,7 @@ def test_the_slowdown_is_the_geometric_mean_of_the_cpu_and_switch_ratios():
 
 
 def test_ratios_that_disagree_or_too_little_work_give_no_slowdown_and_say_why():
-    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1280 * DISAGREE * 1.1))
+    got = loader_slowdown((10.0, 0.125, 800), (4.0, 0.2, 1280 * CHECK * 1.1))
     assert got.slowdown is None and got.agreement is None
     assert "disagree" in got.why and "4.00×" in got.why
     got = loader_slowdown((10.0, 0.125, 30), (4.0, 0.2, 1280))
@@ -37,8 +38,8 @@ def test_work_rate_needs_the_same_workers_in_both_readings():
     rate, why = work_rate(a, b)
     assert why is None and rate is not None
     assert (rate.cpu_s, rate.switches, rate.cores, rate.switches_per_s) == (1.5, 400, 0.75, 200)
-    rate, why = work_rate(a, LoaderWork(2.0, ((13, 10**9, 300),)))  # a new epoch's worker
-    assert rate is None and "replaced" in why
+    rate, why = work_rate(a, LoaderWork(3.0, ((13, 10**9, 300),)))  # a new epoch's worker,
+    assert rate is None and "replaced" in why  # and what the old ones did before they ended?
     rate, why = work_rate(None, b)
     assert rate is None and "no data-loader worker" in why
 
@@ -67,3 +68,43 @@ def test_read_work_from_a_fake_proc(tmp_path):
                                       "nonvoluntary_ctxt_switches:\t1\n")
     w = read_work([9, 7], proc=str(tmp_path), clock=lambda: 5.0)
     assert w == LoaderWork(5.0, ((7, 15000, 15), (9, 9000, 9)))
+
+
+def test_a_chain_of_close_readings_counts_through_a_new_epochs_workers():
+    ms = 10**6
+    readings = [LoaderWork(0.0, ((11, 0, 0),)), LoaderWork(0.5, ((11, 5 * ms, 10),)),
+                None,  # between two epochs: no worker to read
+                LoaderWork(1.5, ((12, 3 * ms, 6),)),  # the new worker, counted from its start
+                LoaderWork(2.0, ((12, 8 * ms, 16),))]
+    rate, why = chain_rate(readings)
+    assert why is None and (rate.seconds, rate.switches) == (2.0, 26)
+    assert rate.cpu_s == pytest.approx(0.013)
+    # a worker ended across a long step: the run breaks there; the longest part is rated
+    readings += [LoaderWork(5.0, ((13, 1 * ms, 2),)), LoaderWork(5.5, ((13, 2 * ms, 4),))]
+    rate, why = chain_rate(readings)
+    assert why is None and rate.seconds == 2.0 and rate.switches == 26
+    rate, why = chain_rate([LoaderWork(0.0, ((11, 0, 0),))])
+    assert rate is None and "read once" in why
+
+
+def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
+    import subprocess
+    import sys
+    import threading
+
+    busy = "import time\nwhile True: sum(range(10**5)); time.sleep(0.001)"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        assert child.pid in workers_of(os.getpid())  # under this process
+        assert child.pid not in workers_of(os.getpid(), [child.pid])
+        watch = WorkWatch(lambda: [child.pid], every_s=0.05).start()
+        seen = threading.Event()
+        while not seen.wait(0.01):  # until the watch has read it twice (an event, not a sleep)
+            if sum(r is not None for r in watch.readings) >= 2:
+                seen.set()
+        rate, why = chain_rate(watch.stop())
+        assert why is None and rate is not None and rate.cpu_s > 0 and rate.switches > 0
+    finally:
+        child.kill()
+        child.wait()
+    assert workers_of(2**22 + 12345) == []

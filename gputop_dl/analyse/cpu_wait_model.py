@@ -126,8 +126,8 @@ def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None,
               f"({s:.2f}× on its critical path"
             + ("; a spinning pool's true cost also depends on how often the scheduler runs its "
                "threads together, which these readings cannot see: it can be several times "
-               "this; `gputop-dl diagnose` measures it from the job's loader workers, pausing "
-               "the other jobs a few seconds each" if spun else "") + ")")
+               "this; `gputop-dl diagnose` measures it where the job has DataLoader workers, "
+               "pausing the other jobs a few seconds each" if spun else "") + ")")
 
 
 def spin_fix(names: Sequence[str]) -> str:

@@ -7,15 +7,17 @@ cannot time a job's steps (steps longer than its burst, or no data wait to mark 
 intra-op pool spins (its CPU time says nothing of its progress), this is what `diagnose`'s
 probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").
 
-Neither rate is exact. Between alone and together, on the 2-core box (four examples, spinning
-and passive pools, pairs and a trio: docs/validation.md), a batch's CPU time moved by −12 % to
-+31 % and its voluntary switches by −29 % to +41 % (a worker that finds the trainer's queue
-full switches once more a batch; one that is woken more often pays more per batch), mostly in
-opposite directions: their geometric mean is the slowdown (−12 % to +29 % of the scripts' own
-rates there, 10 of 11 within 25 %). Where the two disagree by more than `DISAGREE`, or a
-window holds too little work, the slowdown is unknown and says why. Both are also off by the
-batches in flight at a window's ends (a worker runs ahead of the trainer by its prefetch): a
-few batches in a window of tens.
+The CPU ratio is the slowdown; the switches are its check. Neither is exact: between alone
+and together, a batch's CPU time moved by −29 % to +51 % of the scripts' own rate ratios on the
+2-core box (PyTorch's dcgan, mnist and LSTM examples shrunk, spinning and passive pools, pairs
+and a trio; PyTorch's own dcgan: −14 % and −7 %), its switches by −43 % to +155 % (a worker
+that finds the trainer's queue full switches once more a batch; PyTorch's dcgan worker, whose
+PIL transforms make it the slower side alone, switched 2.4–2.7× as often a batch alone):
+docs/validation.md, "Slowdown from the loader". Where the switch ratio is more than
+`CHECK` times apart from the CPU ratio (a worker whose work per batch changed with the pace
+beyond that), or a window holds too little work, the slowdown is unknown and says why. Both
+are also off by the batches in flight at a window's ends (a worker runs ahead of the trainer
+by its prefetch): a few batches in a window of tens.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from dataclasses import dataclass
 
 MIN_SWITCHES = 40  # voluntary switches a window needs (each batch is several)
 MIN_CPU_S = 0.005  # CPU-seconds of the workers a window needs (a batch took 1-5 ms here)
-DISAGREE = 1.6  # the two ratios may differ by this factor at most
+CHECK = 3.0  # the switch ratio may be this many times apart from the CPU ratio at most
+CONTRADICT = 1.6  # a step-time ratio this many times apart from the loader's gives way to it
 
 # one window's loader work: (seconds, CPU-seconds, voluntary switches)
 Work = tuple[float, float, int]
@@ -45,8 +48,8 @@ def too_little(w: Work) -> str | None:
 
 @dataclass(frozen=True)
 class LoaderSlowdown:
-    """A job's slowdown from its loader (None: unknown, `why` says why), the two ratios it
-    comes from, and how closely they agree (1: equal, 0: `DISAGREE` apart), its confidence."""
+    """A job's slowdown from its loader (None: unknown, `why` says why), the two ratios, and
+    how closely they agree (1: equal, 0: `CHECK` apart), its confidence."""
 
     slowdown: float | None = None
     by_cpu: float | None = None
@@ -56,8 +59,8 @@ class LoaderSlowdown:
 
 
 def loader_slowdown(together: Work, alone: Work) -> LoaderSlowdown:
-    """The workers' work rate alone over together's: the geometric mean of their CPU and
-    switch ratios, where both windows hold enough work and the two ratios agree."""
+    """The workers' CPU rate alone over together's, where both windows hold enough work and
+    the switch ratio is within `CHECK` of it."""
     for label, w in (("together", together), ("alone", alone)):
         why = too_little(w)
         if why is not None:
@@ -66,8 +69,7 @@ def loader_slowdown(together: Work, alone: Work) -> LoaderSlowdown:
     by_cpu = (a_cpu / a_s) / (t_cpu / t_s)
     by_sw = (a_sw / a_s) / (t_sw / t_s)
     apart = abs(math.log(by_cpu / by_sw))
-    if apart > math.log(DISAGREE):
+    if apart > math.log(CHECK):
         return LoaderSlowdown(None, by_cpu, by_sw, why=(
             f"its loader's CPU and switches disagree ({by_cpu:.2f}× against {by_sw:.2f}×)"))
-    return LoaderSlowdown(math.sqrt(by_cpu * by_sw), by_cpu, by_sw,
-                          round(1.0 - apart / math.log(DISAGREE), 2))
+    return LoaderSlowdown(by_cpu, by_cpu, by_sw, round(1.0 - apart / math.log(CHECK), 2))

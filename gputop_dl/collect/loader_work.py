@@ -13,16 +13,20 @@ trainer, not in its loader). `analyse/loader_rate.py` turns two rates into a slo
 
 Each worker process is read over all its threads: `/proc/PID/task/TID/schedstat` (ns on a
 CPU) and `/proc/PID/task/TID/status` (voluntary switches). A worker that is gone, or a set
-of workers that changed between two readings (a new epoch starts new workers unless
-`persistent_workers`), gives no rate: its work before and after cannot be added.
+of workers that changed between two readings far apart (a new epoch starts new workers unless
+`persistent_workers`), gives no rate across that step: `chain_rate` adds a run of close
+readings through new workers, and `WorkWatch` takes them while the caller waits elsewhere.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import psutil
 
 from gputop_dl.collect.procfs import read_proc
 
@@ -98,13 +102,77 @@ def read_work(pids: Iterable[int], proc: str = "/proc",
 def work_rate(a: LoaderWork | None, b: LoaderWork | None) -> tuple[WorkRate | None, str | None]:
     """What the workers did from reading `a` to `b`, or None and why."""
     if a is None or b is None:
-        return None, "it has no data-loader worker processes (or they could not be read)"
-    if a.pids != b.pids:
-        return None, "its loader workers were replaced meanwhile (a new epoch's workers)"
-    dt = b.t - a.t
-    if dt <= 0:
-        return None, "no time between the readings"
-    first = {p: (r, v) for p, r, v in a.workers}
-    ran = sum(r - first[p][0] for p, r, _ in b.workers)
-    vol = sum(v - first[p][1] for p, _, v in b.workers)
-    return WorkRate(dt, max(0, ran) / 1e9, max(0, vol)), None
+        return None, NO_WORKERS
+    return chain_rate([a, b])
+
+
+NO_WORKERS = "it has no data-loader worker processes (or they could not be read)"
+MAX_GAP_S = 2.0  # a worker gone between readings further apart loses too much of its work
+
+
+def chain_rate(readings: Sequence[LoaderWork | None]) -> tuple[WorkRate | None, str | None]:
+    """What the workers did over a run of readings, through new epochs' workers: each step
+    adds what the workers of both readings did between them, and the whole count of a worker
+    new in the second (it started after the first). A worker that ended between two readings
+    loses what it did after the first, so a step more than `MAX_GAP_S` long across which a
+    worker ended breaks the run; the longest unbroken part is rated. None, and why, when no
+    part spans two readings."""
+    rows = [r for r in readings if r is not None]
+    if not rows:
+        return None, NO_WORKERS
+    best: WorkRate | None = None
+    start, ran, vol = rows[0], 0, 0
+    for a, b in zip(rows, rows[1:] + [None]):
+        if b is not None and not (a.pids - b.pids and b.t - a.t > MAX_GAP_S):
+            first = {p: (r, v) for p, r, v in a.workers}
+            ran += sum(r - first.get(p, (0, 0))[0] for p, r, _ in b.workers)
+            vol += sum(v - first.get(p, (0, 0))[1] for p, _, v in b.workers)
+            continue
+        dt = a.t - start.t  # the run ends at `a`
+        if dt > 0 and (best is None or dt > best.seconds):
+            best = WorkRate(dt, max(0, ran) / 1e9, max(0, vol))
+        if b is not None:
+            start, ran, vol = b, 0, 0
+    if best is None:
+        return None, ("its loader workers were replaced meanwhile (a new epoch's workers)"
+                      if len(rows) > 1 else "its loader workers were read once")
+    return best, None
+
+
+def workers_of(root: int, not_workers: Iterable[int] = ()) -> list[int]:
+    """A job's loader worker processes now: the processes under `root` less `not_workers`
+    (its ranks, as the last tick named them); [] when it is gone."""
+    skip = set(not_workers) | {root}
+    try:
+        return sorted(p.pid for p in psutil.Process(root).children(recursive=True)
+                      if p.pid not in skip)
+    except psutil.Error:
+        return []
+
+
+class WorkWatch:
+    """Reads a job's loader work every `every_s` seconds in a thread, until `stop()`: the
+    readings of a window the caller spends elsewhere (diagnose's py-spy burst)."""
+
+    def __init__(self, workers: Callable[[], Iterable[int]], every_s: float = 0.5):
+        self._workers, self._every = workers, every_s
+        self.readings: list[LoaderWork | None] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="gdl-loader-work")
+
+    def _run(self) -> None:
+        while True:
+            self.readings.append(read_work(self._workers()))
+            if self._done.wait(self._every):
+                return
+
+    def start(self) -> WorkWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[LoaderWork | None]:
+        """The last reading, and all of them."""
+        self._done.set()
+        self._thread.join()
+        self.readings.append(read_work(self._workers()))
+        return self.readings

@@ -28,6 +28,7 @@ where the probe could claim no slowdown.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 import time
@@ -42,9 +43,10 @@ from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Verdict
-from gputop_dl.analyse.loader_rate import DISAGREE, LoaderSlowdown, loader_slowdown
+from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
 from gputop_dl.collect import pyspy
-from gputop_dl.collect.loader_work import LoaderWork, WorkRate, read_work, work_rate
+from gputop_dl.collect.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,
+                                           read_work, workers_of)
 from gputop_dl.collect.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
@@ -82,6 +84,7 @@ class Diagnosed(TypedDict):
     window: NotRequired[SoloReading]  # what ran beside it in its probe window
     solo_cpu_cores: NotRequired[float]
     workers: NotRequired[list[int]]  # its data-loader worker processes (role "worker")
+    not_workers: NotRequired[list[int]]  # its other processes (trainer, ranks)
     loader: NotRequired[list[LoaderWork]]  # their work, each observed tick and after the burst
     loader_alone: NotRequired[tuple[WorkRate | None, str | None]]  # in its probe window
 
@@ -139,6 +142,7 @@ class DiagnosePlan(Plan):
                 rec.setdefault("cpu_wait", []).append(j.cpu_wait_fraction)
             if not rec.get("frozen"):  # the loader's work together: the observe phase
                 rec["workers"] = [p.pid for p in j.procs if p.role == "worker"]
+                rec["not_workers"] = [p.pid for p in j.procs if p.role != "worker"]
                 if (w := read_work(rec["workers"])) is not None:
                     rec.setdefault("loader", []).append(w)
         if self._observing:
@@ -190,7 +194,8 @@ class DiagnosePlan(Plan):
         together = _spy_all({pid: found[pid].target for pid in live}, self.burst_s)
         for pid in live:
             self.jobs[pid]["together"] = together.get(pid)
-            if (w := read_work(self.jobs[pid].get("workers") or ())) is not None:
+            w = read_work(workers_of(pid, self.jobs[pid].get("not_workers") or ()))
+            if w is not None:
                 self.jobs[pid].setdefault("loader", []).append(w)  # together until the probe
         self._observing = False
         self.estimate, self.estimates = self._estimate(together)
@@ -227,13 +232,15 @@ class DiagnosePlan(Plan):
                 watch = SoloWatch()
                 watch.start(self.jobs[pid]["pids"])
                 cpu0 = _tree_cpu_s(self.jobs[pid]["pids"])
-                work0 = read_work(self.jobs[pid].get("workers") or ())
+                skip = self.jobs[pid].get("not_workers") or ()
+                work = WorkWatch(functools.partial(workers_of, pid, skip)).start()
                 t0 = time.monotonic()
-                alone = _spy_all({pid: found[pid].target}, per).get(pid)
+                try:
+                    alone = _spy_all({pid: found[pid].target}, per).get(pid)
+                finally:
+                    self.jobs[pid]["loader_alone"] = chain_rate(work.stop())
                 cpu1 = _tree_cpu_s(self.jobs[pid]["pids"])
-                work1 = read_work(self.jobs[pid].get("workers") or ())
                 dt = time.monotonic() - t0
-                self.jobs[pid]["loader_alone"] = work_rate(work0, work1)
                 self.jobs[pid]["window"] = watch.stop(
                     exclude=[q for p in others for q in self.jobs[p]["pids"]])
             finally:
@@ -300,24 +307,7 @@ class DiagnosePlan(Plan):
         if not untimed:
             v = judge(evs, host, "probe" if self.probe else "none")
         elif all(n in rated for n in untimed):  # every untimed job measured by its loader
-            v = judge([JobEvidence(**{**e.__dict__, "rate_slowdown": rated[e.name].slowdown})
-                       if e.name in untimed else e for e in evs], host, "probe", need_steps=0)
-            # its confidence: how closely the loader's two rates agree, the weakest job's
-            v = v.replace(confidence=min(rated[n].agreement or 0.0 for n in untimed))
-            v = v.with_evidence(loader_slowdowns={n: round(rated[n].slowdown or 0.0, 3)
-                                                  for n in untimed}).with_lines(
-                "slowdowns from each job's data-loader workers, their work rate alone (the others "
-                "paused) against together (py-spy could not time the steps of "
-                + ", ".join(n for n in untimed if n not in contradicted)
-                + (", and contradicted by the loader for " + ", ".join(contradicted)
-                   if contradicted else "") + "): " + ", ".join(
-                    f"{n} {rated[n].slowdown:.2f}× (its workers' CPU {rated[n].by_cpu:.2f}×, "
-                    f"switches {rated[n].by_switches:.2f}×)" for n in untimed))
-            v = v.with_lines(*(f"{n}: py-spy's step times gave {s:.2f}×, its loader "
-                               f"{rated[n].slowdown:.2f}×: more than {DISAGREE:g}× apart, so the "
-                               "loader's is kept (py-spy's step cycles are read from 100 Hz "
-                               "samples, which alias short steps; the loader counts every batch)"
-                               for n, s in contradicted.items()))
+            v = _by_loader(evs, host, untimed, rated, contradicted)
         else:  # judge on the signals, and say so
             v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
                       host, "none", need_steps=0)
@@ -338,10 +328,9 @@ class DiagnosePlan(Plan):
                 "run without --no-probe so each job is measured alone" if not self.probe else
                 "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
                 "figures from the start-up hook",))
-        v = v.with_lines(*(f"{self.jobs[pid]['name']}: no slowdown from its loader: {why}"
-                           for pid, (s, why) in ((p, (g.slowdown, g.why))
-                                                 for p, g in by_loader.items())
-                           if s is None and why and self.jobs[pid]["name"] in untimed
+        v = v.with_lines(*(f"{self.jobs[pid]['name']}: no slowdown from its loader: {g.why}"
+                           for pid, g in by_loader.items()
+                           if g.slowdown is None and g.why and self.jobs[pid]["name"] in untimed
                            and not self.jobs[pid].get("no_solo")))
         v = v.with_lines(*(f"{self.jobs[pid]['name']}: measured passively, "
                            f"{self.jobs[pid]['no_solo']}" for pid in live
@@ -355,7 +344,7 @@ class DiagnosePlan(Plan):
         against together (the observe phase and the py-spy burst after it)."""
         if "loader_alone" not in j:
             return LoaderSlowdown(why=j.get("no_solo") or "it was not measured alone")
-        tog, why = _together_work(j.get("loader") or [])
+        tog, why = chain_rate(j.get("loader") or [])
         alone, why_alone = j["loader_alone"]
         if tog is None or alone is None:
             return LoaderSlowdown(why=why or why_alone)
@@ -491,25 +480,33 @@ def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEs
     return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
 
 
+def _by_loader(evs: list[JobEvidence], host: HostEvidence, untimed: list[str],
+               rated: dict[str, LoaderSlowdown], contradicted: dict[str, float]) -> Verdict:
+    """The verdict on the slowdowns the loader measured for the jobs py-spy could not time
+    (or timed against the loader's figure, `contradicted`: py-spy's ratio); its confidence is
+    how closely the loader's two ratios agree, the weakest job's."""
+    v = judge([JobEvidence(**{**e.__dict__, "rate_slowdown": rated[e.name].slowdown})
+               if e.name in untimed else e for e in evs], host, "probe", need_steps=0)
+    v = v.replace(confidence=min(rated[n].agreement or 0.0 for n in untimed))
+    v = v.with_evidence(loader_slowdowns={n: round(rated[n].slowdown or 0.0, 3) for n in untimed})
+    v = v.with_lines(
+        "slowdowns from each job's data-loader workers, their work rate alone (the others "
+        "paused) against together (py-spy could not time the steps of "
+        + ", ".join(n for n in untimed if n not in contradicted)
+        + (", and contradicted by the loader for " + ", ".join(contradicted)
+           if contradicted else "") + "): " + ", ".join(
+            f"{n} {rated[n].slowdown:.2f}× (its workers' CPU {rated[n].by_cpu:.2f}×, "
+            f"switches {rated[n].by_switches:.2f}×)" for n in untimed))
+    return v.with_lines(*(
+        f"{n}: py-spy's step times gave {s:.2f}×, its loader {rated[n].slowdown:.2f}×: more "
+        f"than {CONTRADICT:g}× apart, so the loader's is kept (py-spy's step cycles are read from "
+        "100 Hz samples, which alias short steps; the loader counts every batch)"
+        for n, s in contradicted.items()))
+
+
 def _apart(a: float, b: float | None) -> bool:
-    """Whether two slowdowns of one job disagree: more than `DISAGREE` times apart."""
-    return b is not None and a > 0 and b > 0 and abs(math.log(a / b)) > math.log(DISAGREE)
-
-
-def _together_work(readings: list[LoaderWork]) -> tuple[WorkRate | None, str | None]:
-    """The loader's work together: from the first reading of the same workers as the last (a
-    new epoch's workers start the span again) to the last, after the py-spy burst."""
-    if not readings:
-        return work_rate(None, None)
-    last = readings[-1]
-    first = last
-    for r in reversed(readings):
-        if r.pids != last.pids:
-            break
-        first = r
-    if first is last:
-        return None, "its loader workers were read once together (a new epoch's workers)"
-    return work_rate(first, last)
+    """Whether two slowdowns of one job disagree: more than `CONTRADICT` times apart."""
+    return b is not None and a > 0 and b > 0 and abs(math.log(a / b)) > math.log(CONTRADICT)
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:
