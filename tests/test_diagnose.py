@@ -165,6 +165,13 @@ def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
     assert {j["pid"] for j in res["jobs"]} == pids and all(j["measured_alone"] for j in res["jobs"])
     assert all(j["solo_cpu_cores"] > j["cpu_cores"] for j in res["jobs"])
     assert v["evidence"]["method"]["paused_job_s"] > 0
+    # each script's loader workers (2) were read together and alone: their CPU rate alone over
+    # together is its slowdown, near its whole tree's CPU alone over together (the workers
+    # burn the CPU here), read by other means (/proc/PID/stat) over other windows
+    for j in res["jobs"]:
+        assert j["loader_slowdown"] is not None, j["loader_why"]
+        assert j["loader_slowdown"] == pytest.approx(j["solo_cpu_cores"] / j["cpu_cores"],
+                                                     rel=0.35), j
     assert never_left_stopped(pids)
     # recorded as a session, with the verdict
     row = Store().session(eng.session_id)

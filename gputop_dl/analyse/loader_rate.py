@@ -10,7 +10,7 @@ probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").
 The CPU ratio is the slowdown; the switches are its check. Neither is exact: between alone
 and together, a batch's CPU time moved by −29 % to +51 % of the scripts' own rate ratios on the
 2-core box (PyTorch's dcgan, mnist and LSTM examples shrunk, spinning and passive pools, pairs
-and a trio; PyTorch's own dcgan: −14 % and −7 %), its switches by −43 % to +155 % (a worker
+and a trio; PyTorch's own dcgan: −14 % to +38 %), its switches by −43 % to +155 % (a worker
 that finds the trainer's queue full switches once more a batch; PyTorch's dcgan worker, whose
 PIL transforms make it the slower side alone, switched 2.4–2.7× as often a batch alone):
 docs/validation.md, "Slowdown from the loader". Where the switch ratio is more than
