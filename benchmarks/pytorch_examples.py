@@ -6,9 +6,10 @@
    start-up hook times the script's DataLoader; the verdict comes from the solo baselines.
    MNIST is not downloaded: small MNIST files in the dataset's own IDX format are generated
    (random digits; the script cannot tell), so `download=True` finds them present.
-2. `imagenet/main.py --dummy` (FakeData, ResNet-18 on the CPU) started by hand, twice, and
-   judged by `gputop-dl diagnose`; its own printed batch times ("Time  x.xxx (avg)") are the
-   ground truth for the step time diagnose reads with py-spy.
+2. `imagenet/main.py --dummy` (FakeData, ResNet-18 on the CPU) alone for 40 s, then started
+   by hand twice and judged by `gputop-dl diagnose`; its own printed batch times ("Time
+   x.xxx (avg)") are the ground truth for the step time diagnose reads with py-spy, and their
+   medians together over alone for its slowdown.
 
 3. `dcgan/main.py --dataset fake` (64x64, batch 64, torch's default intra-op threads, one
    loader worker) alone, then twice started by hand and judged by `gputop-dl diagnose
@@ -112,8 +113,27 @@ def kill_groups(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
+def _imagenet_alone(script: str, work: str, env: dict[str, str], seconds: float = 40.0
+                    ) -> float | None:
+    """One copy alone: the median of its own printed batch times past its first two."""
+    path = os.path.join(work, "imagenet-alone.log")
+    with open(path, "w") as log:
+        p = subprocess.Popen(
+            [sys.executable, script, "--dummy", "-a", "resnet18", "-b", "4", "-j", "1",
+             "--print-freq", "5", "--epochs", "1"], cwd=work, stdout=log, stderr=log,
+            env=dict(env, OMP_NUM_THREADS="1"), start_new_session=True)
+        try:
+            time.sleep(seconds)
+        finally:
+            kill_groups([p])
+    with open(path) as f:
+        own = [float(a) for a, _ in TIME_RE.findall(f.read())]
+    return statistics.median(own[2:]) if len(own) > 3 else None
+
+
 def imagenet(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
     script = os.path.join(examples, "imagenet", "main.py")
+    alone_s = _imagenet_alone(script, work, env)
     procs, logs = [], []
     for i in range(2):
         log = open(os.path.join(work, f"imagenet{i}.log"), "w")
@@ -133,17 +153,21 @@ def imagenet(examples: str, work: str, env: dict[str, str], seconds: float) -> N
         doc = json.loads(out.stdout)
         v = doc["verdict"] or {}
         print(f"verdict: {v.get('kind')} (confidence {v.get('confidence')}) — {v.get('reason')}")
+        print(f"\nalone, one copy: its own batch time {alone_s} s (median of its lines)")
         print("\n| job | pid | step together (py-spy) | script's own batch time (median of "
-              "its lines) | step alone (py-spy) | slowdown | stall | CPU cores | alone |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "its lines) | step alone (py-spy) | slowdown | from | true slowdown (own batch "
+              "times together / alone) | estimate | stall | CPU cores | alone |")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
         for j, _p, log in zip(sorted(doc["jobs"], key=lambda j: j["pid"]), procs, logs):
             with open(log) as f:
                 own = [float(a) for a, _ in TIME_RE.findall(f.read())]
             own_med = statistics.median(own[2:]) if len(own) > 3 else None
+            truth = own_med / alone_s if own_med and alone_s else None
             print(f"| {j['name']} | {j['pid']} | {j['step_time_s']} | "
                   f"{None if own_med is None else round(own_med, 3)} | {j['solo_step_time_s']} "
-                  f"| {j['slowdown']} | {j['stall_fraction']} | {j['cpu_cores']} | "
-                  f"{j['solo_cpu_cores']} |")
+                  f"| {j['slowdown']} | {j.get('slowdown_from') or j.get('slowdown_source')} | "
+                  f"{_n(truth)} | {j.get('estimated_slowdown')} | {j['stall_fraction']} | "
+                  f"{j['cpu_cores']} | {j['solo_cpu_cores']} |")
         print()
     finally:
         kill_groups(procs)
