@@ -1,8 +1,8 @@
 """A job's slowdown from its data-loader workers' work rate, alone against together.
 
-The workers' CPU time and voluntary switches per batch do not depend on how fast the trainer
-runs (collect/loader_work.py), so each rate alone over the same rate together is the job's
-step rate alone over together: its slowdown, measured without its step times. Where py-spy
+The workers' CPU time and voluntary switches per batch depend little on how fast the trainer
+runs (collect/loader_work.py), so each rate alone over the same rate together is about the
+job's step rate alone over together: its slowdown, measured without its step times. Where py-spy
 cannot time a job's steps (steps longer than its burst, or no data wait to mark them) and its
 intra-op pool spins (its CPU time says nothing of its progress), this is what `diagnose`'s
 probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").

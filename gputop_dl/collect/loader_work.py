@@ -6,8 +6,8 @@
 
 A loader worker makes one batch after another for the trainer and blocks when the trainer's
 queue is full, so the CPU time it spends and the times it gives up its CPU (voluntary context
-switches: a blocked `put`, a file read, a lock) per batch do not depend on how fast the
-trainer consumes them: their rates are the job's step rate up to a constant, read from
+switches: a blocked `put`, a file read, a lock) per batch depend little on how fast the
+trainer consumes them: their rates are about the job's step rate times a constant, read from
 outside without its step times (issue 33: an intra-op pool that spins burns CPU in the
 trainer, not in its loader). `analyse/loader_rate.py` turns two rates into a slowdown.
 
