@@ -140,7 +140,7 @@ class DiagnosePlan(Plan):
                 rec["cpu"].append(j.cpu_cores)
             if j.cpu_wait_fraction is not None and not rec.get("frozen"):
                 rec.setdefault("cpu_wait", []).append(j.cpu_wait_fraction)
-            if not rec.get("frozen"):  # the loader's work together: the observe phase
+            if self.probe and not rec.get("frozen"):  # the loader's work together
                 rec["workers"] = [p.pid for p in j.procs if p.role == "worker"]
                 rec["not_workers"] = [p.pid for p in j.procs if p.role != "worker"]
                 if (w := read_work(rec["workers"])) is not None:
@@ -194,9 +194,10 @@ class DiagnosePlan(Plan):
         together = _spy_all({pid: found[pid].target for pid in live}, self.burst_s)
         for pid in live:
             self.jobs[pid]["together"] = together.get(pid)
-            w = read_work(workers_of(pid, self.jobs[pid].get("not_workers") or ()))
-            if w is not None:
-                self.jobs[pid].setdefault("loader", []).append(w)  # together until the probe
+            if self.probe:  # the loader's work together runs until the probe
+                w = read_work(workers_of(pid, self.jobs[pid].get("not_workers") or ()))
+                if w is not None:
+                    self.jobs[pid].setdefault("loader", []).append(w)
         self._observing = False
         self.estimate, self.estimates = self._estimate(together)
         if self.probe and len(live) > 1:
