@@ -91,6 +91,7 @@ def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
     # the workers' work so far, per tick: 5 ms of CPU and 40 switches a second together
     work = {11: [LoaderWork(float(t), ((11, t * 5 * 10**6, t * 40),)) for t in range(11)],
             21: [LoaderWork(float(t), ((21, t * 5 * 10**6, t * 40),)) for t in range(11)]}
+    monkeypatch.setattr(diagnose_plan, "workers_of", lambda root, skip=(): [root + 1])
     monkeypatch.setattr(diagnose_plan, "read_work",
                         lambda pids: work[pids[0]].pop(0) if pids and work[pids[0]] else None)
     for t in range(11):

@@ -108,3 +108,24 @@ def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
         child.kill()
         child.wait()
     assert workers_of(2**22 + 12345) == []
+
+
+def test_workers_are_the_processes_torch_named_loader_workers_where_any_is(monkeypatch):
+    from gputop_dl.collect import loader_work
+
+    class Proc:
+        def __init__(self, pid, name="python"):
+            self.pid, self._name = pid, name
+
+        def name(self):
+            return self._name
+
+        def children(self, recursive=False):
+            return tree.get(self.pid, [])
+
+    tree = {1: [Proc(2, "pt_data_worker"), Proc(3), Proc(4, "pt_data_worker"), Proc(5)]}
+    monkeypatch.setattr(loader_work.psutil, "Process", lambda pid: Proc(pid))
+    # a compiler's worker pool (3) beside torch's loader workers (2, 4); 5 is a rank
+    assert workers_of(1, [5]) == [2, 4]
+    tree[1] = [Proc(3), Proc(5)]  # an older torch names no process: all but the ranks
+    assert workers_of(1, [5]) == [3]

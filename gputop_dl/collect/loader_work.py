@@ -139,15 +139,28 @@ def chain_rate(readings: Sequence[LoaderWork | None]) -> tuple[WorkRate | None, 
     return best, None
 
 
+LOADER_NAME = "pt_data_worker"  # what torch names a DataLoader worker process (2.x)
+
+
 def workers_of(root: int, not_workers: Iterable[int] = ()) -> list[int]:
     """A job's loader worker processes now: the processes under `root` less `not_workers`
-    (its ranks, as the last tick named them); [] when it is gone."""
+    (its ranks, as the last tick named them), and of those only the ones torch named
+    `pt_data_worker` where any is (a compiler's worker pool is not a loader); [] when the
+    job is gone."""
     skip = set(not_workers) | {root}
+    named: list[int] = []
+    rest: list[int] = []
     try:
-        return sorted(p.pid for p in psutil.Process(root).children(recursive=True)
-                      if p.pid not in skip)
+        for p in psutil.Process(root).children(recursive=True):
+            if p.pid in skip:
+                continue
+            try:
+                (named if p.name() == LOADER_NAME else rest).append(p.pid)
+            except psutil.Error:
+                continue  # gone meanwhile
     except psutil.Error:
         return []
+    return sorted(named or rest)
 
 
 class WorkWatch:

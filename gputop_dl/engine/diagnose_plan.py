@@ -83,7 +83,6 @@ class Diagnosed(TypedDict):
     no_solo: NotRequired[str]  # why it has no probe window
     window: NotRequired[SoloReading]  # what ran beside it in its probe window
     solo_cpu_cores: NotRequired[float]
-    workers: NotRequired[list[int]]  # its data-loader worker processes (role "worker")
     not_workers: NotRequired[list[int]]  # its other processes (trainer, ranks)
     loader: NotRequired[list[LoaderWork]]  # their work, each observed tick and after the burst
     loader_alone: NotRequired[tuple[WorkRate | None, str | None]]  # in its probe window
@@ -141,9 +140,8 @@ class DiagnosePlan(Plan):
             if j.cpu_wait_fraction is not None and not rec.get("frozen"):
                 rec.setdefault("cpu_wait", []).append(j.cpu_wait_fraction)
             if self.probe and not rec.get("frozen"):  # the loader's work together
-                rec["workers"] = [p.pid for p in j.procs if p.role == "worker"]
                 rec["not_workers"] = [p.pid for p in j.procs if p.role != "worker"]
-                if (w := read_work(rec["workers"])) is not None:
+                if (w := read_work(workers_of(j.pid, rec["not_workers"]))) is not None:
                     rec.setdefault("loader", []).append(w)
         if self._observing:
             mine = self._mine(machine.found)
