@@ -18,7 +18,9 @@ from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy import StallEstimate
 from gputop_dl.engine import diagnose_plan
+from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.present.diagnosis import diagnosis_table
+from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import HostSample, JobSample, ProcSample
 from gputop_dl.record.store import Store
 from gputop_dl.runner import diagnose_engine
@@ -154,6 +156,29 @@ def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
     plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.08, 10)  # 3.75x: near enough, py-spy's
     a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
     assert (a["slowdown"], a["slowdown_from"]) == (3.75, "py-spy step times")
+
+
+def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
+    """A cpu-bound probe verdict keeps what the live estimate read of spinning intra-op pools:
+    their line and the fix (OMP_WAIT_POLICY=PASSIVE) first; the per-job line of a slowdown
+    not from step times says so."""
+    plan = diagnose_plan.DiagnosePlan(seconds=6, probe=True)
+    pool = "a: 2 busy threads in its trainer (an intra-op pool), ...: they spin while they wait"
+    plan.estimate = Verdict(kind="cpu-bound", reason="r", confidence=0.9,
+                            evidence={"spinning_pools": ["a"]}, evidence_lines=(pool,))
+    probe = Verdict(kind="cpu-bound", reason="measured", confidence=0.8,
+                    recommendations=("run fewer",),
+                    jobs=(JobVerdict("a", slowdown=4.0, step_time_s=0.46, stall=0.0,
+                                     solo_stall=0.03, cpu_cores=1.0, solo_cpu_cores=1.9),))
+    v = plan._with_estimate(probe)
+    assert v.recommendations[0].startswith("a: its intra-op pool spins while waiting for a CPU")
+    assert "OMP_WAIT_POLICY=PASSIVE" in v.recommendations[0]
+    assert v.recommendations[1:] == ("run fewer",) and pool in v.evidence_lines
+    assert job_line(v.jobs[0].to_json()) == (
+        "a: 4.00× slower, not from its step times (step 0.460 s together, – s alone), "
+        "data-wait 3% → 0%, CPU 1.00 cores (solo 1.90)")
+    plan.estimate = plan.estimate.replace(evidence={})  # no spinning pool: no such fix
+    assert plan._with_estimate(probe).recommendations == ("run fewer",)
 
 
 def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):

@@ -272,6 +272,7 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
                 if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
         if spun:  # the cheapest fix first: 2-14x a pair's throughput, measured (validation.md)
             recs.insert(0, spin_fix(spun))
+            evidence["spinning_pools"] = spun
         return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
                        evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
                        reason=f"the critical path of {names} waits for a CPU: the jobs need "
