@@ -18,6 +18,7 @@ from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy import StallEstimate
 from gputop_dl.engine import diagnose_plan
+from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.present.diagnosis import diagnosis_table
 from gputop_dl.present.verdict_text import job_line
@@ -165,7 +166,9 @@ def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
     plan = diagnose_plan.DiagnosePlan(seconds=6, probe=True)
     pool = "a: 2 busy threads in its trainer (an intra-op pool), ...: they spin while they wait"
     plan.estimate = Verdict(kind="cpu-bound", reason="r", confidence=0.9,
-                            evidence={"spinning_pools": ["a"]}, evidence_lines=(pool,))
+                            evidence={"spinning_pools": ["a"]},
+                            evidence_lines=(pool + " (3.65×; several times this"
+                                            + DIAGNOSE_HINT + ")",))
     probe = Verdict(kind="cpu-bound", reason="measured", confidence=0.8,
                     recommendations=("run fewer",),
                     jobs=(JobVerdict("a", slowdown=4.0, step_time_s=0.46, stall=0.0,
@@ -173,7 +176,8 @@ def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
     v = plan._with_estimate(probe)
     assert v.recommendations[0].startswith("a: its intra-op pool spins while waiting for a CPU")
     assert "OMP_WAIT_POLICY=PASSIVE" in v.recommendations[0]
-    assert v.recommendations[1:] == ("run fewer",) and pool in v.evidence_lines
+    assert v.recommendations[1:] == ("run fewer",)
+    assert pool + " (3.65×; several times this)" in v.evidence_lines  # no "run diagnose" in it
     assert job_line(v.jobs[0].to_json()) == (
         "a: 4.00× slower, not from its step times (step 0.460 s together, – s alone), "
         "data-wait 3% → 0%, CPU 1.00 cores (solo 1.90)")

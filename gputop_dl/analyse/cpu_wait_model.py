@@ -111,6 +111,11 @@ def spins(pool: Pool, slice_ms: float | None = None, yields: float | None = None
     return all(b >= SPIN_RUNNABLE for _, b in pool)
 
 
+# where a spinning pool's cost can be measured (diagnose's probe drops it from its own lines)
+DIAGNOSE_HINT = ("; `gputop-dl diagnose` measures it where the job has DataLoader workers, "
+                 "pausing the other jobs a few seconds each")
+
+
 def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None,
               yields: float | None = None) -> str:
     """An evidence line: a job's intra-op pool, its threads' waits, whether they spin, and the
@@ -126,8 +131,7 @@ def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None,
               f"({s:.2f}× on its critical path"
             + ("; a spinning pool's true cost also depends on how often the scheduler runs its "
                "threads together, which these readings cannot see: it can be several times "
-               "this; `gputop-dl diagnose` measures it where the job has DataLoader workers, "
-               "pausing the other jobs a few seconds each" if spun else "") + ")")
+               "this" + DIAGNOSE_HINT if spun else "") + ")")
 
 
 def spin_fix(names: Sequence[str]) -> str:

@@ -39,7 +39,7 @@ import psutil
 
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.cpu_wait_model import spin_fix
+from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT, spin_fix
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
@@ -393,7 +393,8 @@ class DiagnosePlan(Plan):
         if spun and v.kind == "cpu-bound":  # the estimate's cheapest fix holds for the probe's
             v = v.with_evidence(spinning_pools=spun).replace(
                 recommendations=(spin_fix(spun),) + v.recommendations).with_lines(
-                *(ln for ln in pv.evidence_lines if "they spin while they wait" in ln))
+                *(ln.replace(DIAGNOSE_HINT, "") for ln in pv.evidence_lines
+                  if "they spin while they wait" in ln))
         if self._observed:  # the probe's verdict against the box's measured peaks too
             _, jobs, _, gprocs, gpus = self._observed[-1]
             v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)
