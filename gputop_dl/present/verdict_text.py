@@ -46,17 +46,16 @@ def job_line(j: Mapping[str, Any]) -> str | None:
     if "step_time_s" not in j and "solo_step_time_s" not in j:
         return None
     s, m = j.get("slowdown"), j.get("mean_slowdown")
+    step, solo = _fmt(j.get("step_time_s"), ".3f"), _fmt(j.get("solo_step_time_s"), ".3f")
+    rest = (f"data-wait {_pct(j.get('solo_stall'))} → {_pct(j.get('stall'))}, CPU "
+            f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
     if s is not None and (j.get("step_time_s") is None or j.get("solo_step_time_s") is None):
         # measured by another rate than its step times (diagnose: its loader workers')
-        return (f"{name}: {_fmt(s)}× slower, not from its step times (step "
-                f"{_fmt(j.get('step_time_s'), '.3f')} s together, {_fmt(j.get('solo_step_time_s'), '.3f')} s alone), "
-                f"data-wait {_pct(j.get('solo_stall'))} → {_pct(j.get('stall'))}, CPU "
-                f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
-    return (f"{name}: step {_fmt(j.get('step_time_s'), '.3f')} s vs solo "
-            f"{_fmt(j.get('solo_step_time_s'), '.3f')} s ({_fmt(s)}×"
+        return (f"{name}: {_fmt(s)}× slower, not from its step times (step {step} s together, "
+                f"{solo} s alone), {rest}")
+    return (f"{name}: step {step} s vs solo {solo} s ({_fmt(s)}×"
             + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART else "")
-            + f"), data-wait {_pct(j.get('solo_stall'))} → {_pct(j.get('stall'))}, CPU "
-            f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
+            + f"), {rest}")
 
 
 def passive_line(j: Mapping[str, Any]) -> str:
