@@ -88,25 +88,33 @@ def test_a_chain_of_close_readings_counts_through_a_new_epochs_workers():
 
 
 def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
+    import signal
     import subprocess
     import sys
     import threading
+    import time
 
+    # a "trainer" whose one child burns CPU and sleeps, as a loader worker does (not this
+    # process's children: a test before may have left DataLoader workers under it)
     busy = "import time\nwhile True: sum(range(10**5)); time.sleep(0.001)"
-    child = subprocess.Popen([sys.executable, "-c", busy])
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
+                               f"[sys.executable, '-c', {busy!r}]).wait()"],
+                              start_new_session=True)
     try:
-        assert child.pid in workers_of(os.getpid())  # under this process
-        assert child.pid not in workers_of(os.getpid(), [child.pid])
-        watch = WorkWatch(lambda: [child.pid], every_s=0.05).start()
+        deadline = time.monotonic() + 60
+        while not (kids := workers_of(parent.pid)) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child is there (an event, with a deadline)
+        assert len(kids) == 1 and workers_of(parent.pid, kids) == []
+        watch = WorkWatch(lambda: workers_of(parent.pid), every_s=0.05).start()
         seen = threading.Event()
-        while not seen.wait(0.01):  # until the watch has read it twice (an event, not a sleep)
+        while not seen.wait(0.01) and time.monotonic() < deadline:  # read twice: an event
             if sum(r is not None for r in watch.readings) >= 2:
                 seen.set()
         rate, why = chain_rate(watch.stop())
         assert why is None and rate is not None and rate.cpu_s > 0 and rate.switches > 0
     finally:
-        child.kill()
-        child.wait()
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
     assert workers_of(2**22 + 12345) == []
 
 
