@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TypedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,7 +65,18 @@ def alone_span(i: int, stamps: list[list[float]], after: float) -> tuple[float, 
     return lo + 0.3, hi
 
 
-def scenario(name: str, seconds: float, env: dict[str, str]) -> list[dict]:
+# one job of a scenario: its own rates (it/s; None where a window did not show), the truth
+# from them, and what diagnose said (`from`: `slowdown_from`, `why`: `loader_why`, `ratios`:
+# the loader's CPU and switch ratios as its line gives them); "from" is a keyword, hence the
+# functional form
+Row = TypedDict("Row", {
+    "scenario": str, "example": str, "together": "float | None", "alone": "float | None",
+    "truth": "float | None", "slowdown": "float | None", "from": "str | None",
+    "loader": "float | None", "why": "str | None", "estimate": "float | None", "ratios": str,
+    "verdict": "str | None"})
+
+
+def scenario(name: str, seconds: float, env: dict[str, str]) -> list[Row]:
     examples = SCENARIOS[name]
     procs, lines = [], []
     for e in examples:
@@ -94,7 +106,7 @@ def scenario(name: str, seconds: float, env: dict[str, str]) -> list[dict]:
     stamps = [vt.stamps("".join(ln)) for ln in lines]
     windows = [alone_span(i, stamps, t0) for i in range(len(procs))]
     first_pause = min((w[0] - 0.3 for w in windows if w), default=None)
-    rows = []
+    rows: list[Row] = []
     by_pid = {j["pid"]: j for j in doc["jobs"]}
     lines_v = " ".join((doc.get("verdict") or {}).get("evidence_lines") or [])
     for i, (e, p) in enumerate(zip(examples, procs)):
@@ -103,13 +115,14 @@ def scenario(name: str, seconds: float, env: dict[str, str]) -> list[dict]:
         alone = vt.rate(stamps[i], *windows[i]) if windows[i] else None
         m = re.search(re.escape(j.get("name", "?")) + r" [0-9.]+× \(its workers' CPU ([0-9.]+)×, "
                       r"switches ([0-9.]+)×\)", lines_v)
-        rows.append({"scenario": name, "example": e, "together": tog, "alone": alone,
-                     "truth": alone / tog if alone and tog else None,
-                     "slowdown": j.get("slowdown"), "from": j.get("slowdown_from"),
-                     "loader": j.get("loader_slowdown"), "why": j.get("loader_why"),
-                     "estimate": j.get("estimated_slowdown"),
-                     "ratios": f"{m.group(1)} / {m.group(2)}" if m else "–",
-                     "verdict": (doc.get("verdict") or {}).get("kind")})
+        row: Row = {"scenario": name, "example": e, "together": tog, "alone": alone,
+                    "truth": alone / tog if alone and tog else None,
+                    "slowdown": j.get("slowdown"), "from": j.get("slowdown_from"),
+                    "loader": j.get("loader_slowdown"), "why": j.get("loader_why"),
+                    "estimate": j.get("estimated_slowdown"),
+                    "ratios": f"{m.group(1)} / {m.group(2)}" if m else "–",
+                    "verdict": (doc.get("verdict") or {}).get("kind")}
+        rows.append(row)
     return rows
 
 

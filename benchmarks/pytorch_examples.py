@@ -181,30 +181,41 @@ def _arrivals(proc: subprocess.Popen, into: list[float]) -> None:
             into.append(time.time())
 
 
-def _dcgan_run(script: str, work: str, env: dict[str, str], n: int, seconds: float,
-               judge: bool) -> tuple[list[float | None], dict[str, Any] | None]:
-    """`n` copies for `seconds`: each one's it/s past its first 3 iterations (over the span
-    when all ran) and, with `judge`, `diagnose --no-probe --json` of them from its middle."""
+def _start_dcgans(script: str, work: str, env: dict[str, str], n: int, tag: str
+                  ) -> tuple[list[subprocess.Popen], list[list[float]]]:
+    """`n` copies of dcgan/main.py on fake data (one loader worker), each in its own session,
+    and the arrival times of their per-iteration lines as they come."""
     import threading
 
-    procs, stamps = [], []
+    procs: list[subprocess.Popen] = []
+    stamps: list[list[float]] = []
     for i in range(n):
-        out = os.path.join(work, f"dcgan{i}")
+        out = os.path.join(work, f"{tag}{i}")
         os.makedirs(out, exist_ok=True)
         procs.append(subprocess.Popen(
             [sys.executable, script, "--dataset", "fake", "--workers", "1", "--outf", out,
              "--niter", "100"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=dict(env, PYTHONUNBUFFERED="1"), start_new_session=True))
         stamps.append([])
-    readers = [threading.Thread(target=_arrivals, args=(p, s), daemon=True)
-               for p, s in zip(procs, stamps)]
-    for r in readers:
-        r.start()
+        threading.Thread(target=_arrivals, args=(procs[-1], stamps[-1]), daemon=True).start()
+    return procs, stamps
+
+
+def _warm(stamps: list[list[float]], timeout: float = 120.0) -> None:
+    """Until every copy is past its warm-up (4 iterations), or `timeout`."""
+    deadline = time.time() + timeout
+    while any(len(s) < 4 for s in stamps) and time.time() < deadline:
+        time.sleep(0.2)
+
+
+def _dcgan_run(script: str, work: str, env: dict[str, str], n: int, seconds: float,
+               judge: bool) -> tuple[list[float | None], dict[str, Any] | None]:
+    """`n` copies for `seconds`: each one's it/s past its first 3 iterations (over the span
+    when all ran) and, with `judge`, `diagnose --no-probe --json` of them from its middle."""
+    procs, stamps = _start_dcgans(script, work, env, n, "dcgan")
     doc = None
     try:
-        deadline = time.time() + 120
-        while any(len(s) < 4 for s in stamps) and time.time() < deadline:
-            time.sleep(0.2)  # every copy past its warm-up
+        _warm(stamps)
         t0 = time.time()
         if judge:
             pids = ",".join(str(p.pid) for p in procs)
@@ -215,11 +226,7 @@ def _dcgan_run(script: str, work: str, env: dict[str, str], n: int, seconds: flo
         t1 = time.time()
     finally:
         kill_groups(procs)
-    rates: list[float | None] = []
-    for s in stamps:
-        span = [t for t in s[3:] if t0 <= t <= t1]
-        rates.append((len(span) - 1) / (span[-1] - span[0]) if len(span) > 2 else None)
-    return rates, doc
+    return [_rate(s[3:], t0, t1) for s in stamps], doc
 
 
 def dcgan(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
@@ -257,26 +264,12 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
     probe: each job's slowdown (from py-spy's step times or its loader's work rate) beside
     its own rate alone (its probe window) over together (before the first window), both from
     the arrival of its per-iteration lines (issue 33)."""
-    import threading
-
     from diagnose_loader import alone_span
 
     script = os.path.join(examples, "dcgan", "main.py")
-    procs, stamps = [], []
-    for i in range(2):
-        out = os.path.join(work, f"dcgan-probe{i}")
-        os.makedirs(out, exist_ok=True)
-        procs.append(subprocess.Popen(
-            [sys.executable, script, "--dataset", "fake", "--workers", "1", "--outf", out,
-             "--niter", "100"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=dict(env, PYTHONUNBUFFERED="1"), start_new_session=True))
-        stamps.append([])
-    for p, s in zip(procs, stamps):
-        threading.Thread(target=_arrivals, args=(p, s), daemon=True).start()
+    procs, stamps = _start_dcgans(script, work, env, 2, "dcgan-probe")
     try:
-        deadline = time.time() + 120
-        while any(len(s) < 4 for s in stamps) and time.time() < deadline:
-            time.sleep(0.2)
+        _warm(stamps)
         t0 = time.time()
         out = gdl("diagnose", "--seconds", str(seconds), "--json", "--pid",
                   ",".join(str(p.pid) for p in procs), env=env, timeout=seconds + 300)

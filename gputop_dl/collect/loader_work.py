@@ -29,8 +29,7 @@ from dataclasses import dataclass
 import psutil
 
 from gputop_dl.collect.procfs import read_proc
-
-_VOL = b"\nvoluntary_ctxt_switches:"
+from gputop_dl.collect.schedstat import parse_schedstat, parse_switches
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,8 @@ class WorkRate:
 
 
 def _process(pid: int, proc: str) -> tuple[int, int] | None:
-    """(ns on a CPU, voluntary switches) of all a process's threads; None when it is gone."""
+    """(ns on a CPU, voluntary switches) of all a process's threads; None when it is gone. A
+    thread that exits meanwhile counts in neither reading."""
     try:
         tids = os.listdir(f"{proc}/{pid}/task")
     except OSError:
@@ -74,16 +74,12 @@ def _process(pid: int, proc: str) -> tuple[int, int] | None:
     for tid in tids:
         base = f"{proc}/{pid}/task/{tid}"
         try:
-            ran += int(read_proc(f"{base}/schedstat").split()[0])
-            status = read_proc(f"{base}/status")
-        except (OSError, ValueError, IndexError):
-            continue  # a thread that just exited: its work stays in neither reading
-        at = status.rfind(_VOL)
-        if at >= 0:
-            try:
-                vol += int(status[at + len(_VOL):].split(None, 1)[0])
-            except (ValueError, IndexError):
-                pass
+            st, switches = (parse_schedstat(read_proc(f"{base}/schedstat", 128)),
+                            parse_switches(read_proc(f"{base}/status")))
+        except OSError:
+            continue
+        if st is not None and switches is not None:
+            ran, vol = ran + st[0], vol + switches[0]
     return ran, vol
 
 

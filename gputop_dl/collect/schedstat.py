@@ -66,6 +66,22 @@ def parse_schedstat(data: bytes) -> tuple[int, int, int] | None:
         return None
 
 
+_VOL, _INV = b"\nvoluntary_ctxt_switches:", b"\nnonvoluntary_ctxt_switches:"
+
+
+def parse_switches(status: bytes) -> tuple[int, int] | None:
+    """A thread's /proc status -> (voluntary, involuntary) context switches so far; None where
+    either line is missing or malformed."""
+    vol, inv = status.rfind(_VOL), status.rfind(_INV)
+    if vol < 0 or inv < 0:
+        return None
+    try:
+        return (int(status[vol + len(_VOL):].split(None, 1)[0]),
+                int(status[inv + len(_INV):].split(None, 1)[0]))
+    except (ValueError, IndexError):
+        return None
+
+
 @dataclass(frozen=True)
 class CpuWait:
     """A job's CPU wait over one interval (None: unknown, `note` says why where a user would ask)."""
@@ -349,12 +365,7 @@ class SchedReader:
             data = self._read_path(f"{self.proc}/{pid}/task/{tid}/status", 4096)
         except OSError:
             return None
-        vol, inv = data.rfind(_VOL), data.rfind(_INV)
-        try:
-            return (int(data[vol + len(_VOL):].split(None, 1)[0]),
-                    int(data[inv + len(_INV):].split(None, 1)[0])) if vol >= 0 and inv >= 0 else None
-        except (ValueError, IndexError):
-            return None
+        return parse_switches(data)
 
     def _stopped(self) -> bool:
         """Whether the kernel has no schedstat (`off`, set by `_list`); the note then says so."""
@@ -375,7 +386,6 @@ class SchedReader:
     __del__ = close
 
 
-_VOL, _INV = b"\nvoluntary_ctxt_switches:", b"\nnonvoluntary_ctxt_switches:"
 
 
 def _share(run: int, wait: int) -> float | None:
