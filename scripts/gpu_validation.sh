@@ -2,7 +2,8 @@
 # The validation list of docs/validation.md on a lent GPU machine, step by step, each step
 # time-boxed and logged on its own, so that one failure does not hide the others.
 #
-#   bash scripts/gpu_validation.sh OUTDIR STEP...    # steps: env once found serve pair
+#   bash scripts/gpu_validation.sh OUTDIR STEP...    # steps: env once startup machine
+#                                                    #        frameworks found serve pair
 #                                                    #        shots lab trio gpus2 command
 #
 # Needs: python3 with torch and CUDA (the device image's), the wheels of what it lacks already
@@ -53,6 +54,19 @@ for s in "$@"; do
     step once 60 $G --once --json
     cp "$OUTDIR/once.log" "$OUTDIR/once_idle.json"
     step nvml_sample 120 python3 benchmarks/nvml_sample.py --calls 300 ;;
+  startup)  # what a real GPU adds to the first screen: NVML's start, and one --once
+    for i in 1 2 3; do
+      python3 -c 'import time; t = time.perf_counter(); import pynvml; pynvml.nvmlInit(); print(f"nvmlInit {1e3 * (time.perf_counter() - t):.1f} ms")'
+      t0=$(date +%s%N); $G --once >/dev/null 2>&1; echo "--once $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    done >"$OUTDIR/startup.log" 2>&1
+    echo "step startup: done" ;;
+  machine)  # 10. machine's link and copy rates beside plain CUDA C (benchmarks/gpu_copy_ref.cu)
+    nvcc -O2 -o "$WORK/copy_ref" benchmarks/gpu_copy_ref.cu >"$OUTDIR/copy_ref_build.log" 2>&1
+    step copy_ref_1 60 "$WORK/copy_ref" 256 10
+    step machine 240 $G machine --json --out "$OUTDIR/machine.md"
+    step copy_ref_2 60 "$WORK/copy_ref" 256 10 ;;
+  frameworks)  # issue 33 on CUDA: the stacks' epochs, steps and phases, the hook's CUDA events
+    step frameworks 300 python3 benchmarks/frameworks.py --cuda ;;
   found)  # 6 and 9: one script alone (found, NVML memory, stall), then two on one GPU
     python3 tests/external/gpu_plain.py --seconds 20 --data-ms 5 >"$OUTDIR/solo.out" 2>&1 &
     PIDS+=($!)

@@ -32,11 +32,12 @@ def main():
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--stop-after", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--cuda", action="store_true", help="let accelerate use the GPU")
     for k, v in (("data", 8.0), ("fwd", 6.0), ("bwd", 6.0), ("opt", 3.0)):
         ap.add_argument(f"--{k}-ms", type=float, default=v)
     a = ap.parse_args()
     torch.set_num_threads(1)
-    acc = Accelerator(cpu=True, gradient_accumulation_steps=a.accumulate)
+    acc = Accelerator(cpu=not a.cuda, gradient_accumulation_steps=a.accumulate)
     model = torch.nn.Linear(8, 1)
     model.register_forward_pre_hook(lambda m, i: sleep("forward", a.fwd_ms / 1000))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

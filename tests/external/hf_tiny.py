@@ -94,6 +94,7 @@ def main():
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--accumulate", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--cuda", action="store_true", help="let the Trainer use the GPU")
     ap.add_argument("--stamps", default=None, metavar="FILE",
                     help="append each step's start (time.monotonic()) to FILE")
     for k, v in (("data", 8.0), ("fwd", 6.0), ("bwd", 6.0), ("opt", 3.0)):
@@ -123,7 +124,7 @@ def main():
         args = TrainingArguments(
             output_dir=os.path.join(out, "run"), num_train_epochs=a.epochs, max_steps=a.max_steps,
             per_device_train_batch_size=a.batch, gradient_accumulation_steps=a.accumulate,
-            logging_strategy="no", save_strategy="no", report_to=[], use_cpu=True,
+            logging_strategy="no", save_strategy="no", report_to=[], use_cpu=not a.cuda,
             dataloader_num_workers=0, disable_tqdm=True, seed=0)
         trainer = Trainer(model=model, args=args, optimizers=(opt, None), callbacks=[truth],
                           train_dataset=Tokens(a.samples, a.data_ms / 1000 / a.batch))

@@ -157,6 +157,7 @@ def main():
     ap.add_argument("--workers", type=int, default=0)  # training loader workers
     ap.add_argument("--manual", action="store_true")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--cuda", action="store_true", help="accelerator='cuda' instead of 'cpu'")
     ap.add_argument("--stamps", default=None, metavar="FILE",
                     help="append each training batch's start (time.monotonic()) to FILE")
     a = ap.parse_args()
@@ -167,7 +168,8 @@ def main():
     val = DataLoader(SleepyData(3 * a.batch, a.batch, 0.0), batch_size=a.batch)
     trainer = pl.Trainer(max_epochs=a.epochs, limit_train_batches=a.limit, limit_val_batches=3,
                          accumulate_grad_batches=a.accumulate, val_check_interval=a.val_every,
-                         accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         accelerator="cuda" if a.cuda else "cpu", devices=1, logger=False,
+                         enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False,
                          num_sanity_val_steps=2, callbacks=[truth])
     trainer.fit(Tiny(a), train, val)

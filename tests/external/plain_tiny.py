@@ -1,7 +1,7 @@
 """Plain PyTorch training loops as people write them; it does NOT import gputop_dl.
 
-One small model on the CPU, phases of known length (sleeps the script times itself: the dataset
-waits `--data-ms` per batch, a forward pre-hook `--fwd-ms`, a hook on the output's gradient
+One small model on the CPU (`--cuda`: on the GPU), phases of known length (sleeps the script
+times itself: the dataset waits `--data-ms` per batch, a forward pre-hook `--fwd-ms`, a hook on the output's gradient
 `--bwd-ms`, an optimizer step pre-hook `--opt-ms`), in one of these loops:
 
 - `--amp`: `torch.autocast("cpu", dtype=torch.bfloat16)` around the forward, and a
@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--iterable", action="store_true")
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--cuda", action="store_true", help="train on the GPU (the batch copied to it)")
     for k, v in (("data", 8.0), ("fwd", 6.0), ("bwd", 6.0), ("opt", 3.0)):
         ap.add_argument(f"--{k}-ms", type=float, default=v)
     a = ap.parse_args()
@@ -84,11 +85,12 @@ def main():
     else:
         data, epochs = (Stream(n, wait) if a.iterable else Sized(n, wait)), a.epochs
     loader = DataLoader(data, batch_size=a.batch)
-    model = torch.nn.Linear(8, 1)
+    dev = "cuda" if a.cuda else "cpu"
+    model = torch.nn.Linear(8, 1).to(dev)
     model.register_forward_pre_hook(lambda m, i: sleep("forward", a.fwd_ms / 1000))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     opt.register_step_pre_hook(lambda o, a_, k: sleep("optimizer", a.opt_ms / 1000))
-    scaler = torch.amp.GradScaler("cpu", enabled=a.amp)
+    scaler = torch.amp.GradScaler(dev, enabled=a.amp)
     done, batches, gaps, total, opt_steps = 0, [], [], 0, 0
     for _ in range(epochs):
         batches.append(0)
@@ -100,7 +102,9 @@ def main():
             last = now
             batches[-1] += 1
             total += 1
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.amp):
+            if a.cuda:
+                x, y = x.to(dev), y.to(dev)
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=a.amp):
                 out = model(x)
                 loss = torch.nn.functional.mse_loss(out.float(), y) / a.accumulate
             out.register_hook(lambda g: sleep("backward", a.bwd_ms / 1000))
