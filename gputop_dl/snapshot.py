@@ -252,6 +252,9 @@ class JobSample:
     # are preempted, never giving their CPU up themselves, spins while it waits
     cpu_pool_slice_ms: float | None = None
     cpu_pool_yields: float | None = None
+    # the CPU cores its processes other than the trainers (its loader workers) used over the
+    # last interval: their work rate follows the trainer's pace (analyse/own_pace.py)
+    cpu_cores_workers: float | None = None
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share

@@ -47,12 +47,14 @@ from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share, spin_
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
+from gputop_dl.analyse.loader_rate import CONTRADICT
 from gputop_dl.analyse.outside_load import OutsideWindow
+from gputop_dl.analyse.own_pace import OwnPace, Pace, pace_line
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
-from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, SlowdownSource, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
@@ -80,6 +82,7 @@ class PassiveJudge:
     # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
     peaks: Peaks | None = None
     _slowed: frozenset[str] = frozenset()  # the jobs the last verdict took for slowed
+    _pace: OwnPace = field(default_factory=OwnPace)  # each job's loader pace alone and now
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -98,11 +101,12 @@ class PassiveJudge:
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
             del self._hist[key]
+        paces = self._pace.update(jobs, t)
         out = {}
         for key, name in keys.items():
             h = self._hist.setdefault(key, deque(maxlen=self.window))
             h.append(ticks[name])
-            out[name] = smooth(list(h), name, self.min_ticks)
+            out[name] = with_pace(smooth(list(h), name, self.min_ticks), paces.get(name))
         return out
 
     def verdict(self, jobs: Sequence[JobSample], host: HostSample | None,
@@ -120,6 +124,26 @@ class PassiveJudge:
         v = with_memory_lines(v, jobs, host)
         v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)  # live rates vs measured peaks
         return with_gpu_findings(v, jobs, gprocs, gpus), est
+
+
+def with_pace(e: Estimate, p: Pace | None) -> Estimate:
+    """The estimate with its loader's pace (analyse/own_pace.py). The pace is the job's
+    slowdown where the CPU-wait estimate is known to miss (its intra-op pool spins: the model
+    reads 0.1-1.4 of such jobs' truth, docs/validation.md), where there is none, or where the
+    two are more than CONTRADICT apart: a measured rate of its own over a model."""
+    if p is None:
+        return e
+    if p.slowdown is None:
+        return dataclasses.replace(e, pace=p)
+    k = e.last
+    spun = spins(k.pool, k.pool_slice_ms, k.pool_yields)
+    est = e.slowdown
+    if not (spun or est is None or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
+        return dataclasses.replace(e, pace=p)
+    leans = e.leans or "cpu"
+    return dataclasses.replace(e, slowdown=p.slowdown, pace=p, pace_used=True, leans=leans,
+                               cause=leans if p.slowdown > SLOW else None,
+                               confidence=e.confidence if e.confidence is not None else 0.5)
 
 
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
@@ -165,6 +189,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                 "runnable_mean": None if runnable is None else round(runnable, 2),
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
+                "own_pace": {e.name: _pace_evidence(e) for e in est if e.pace is not None} or None,
                 "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
                 "set_share": {e.name: round(e.last.set_share, 3) for e in est},
                 "outside_load": outside_load.evidence(est, win)}
@@ -191,7 +216,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     stp = sum(1.0 / _s(e) for e in judged)
     evidence.update(stp=round(stp, 3), efficiency=round(stp / len(judged), 3))
     unknown = [e for e in est if e.slowdown is None]
-    lines = ["estimated alone-speed: " + ", ".join(f"{e.name} {_s(e):.2f}×" for e in judged)
+    lines = ["estimated alone-speed: " + ", ".join(
+        f"{e.name} {_s(e):.2f}×" + (" (its own pace)" if e.pace_used else "") for e in judged)
              + f" (STP {stp:.2f} of {len(judged)}), from each job's waits (CPU, shared GPU, disk, memory); nothing paused"]
     if unknown:
         lines.append("not estimated: " + "; ".join(f"{e.name} ({e.why})" for e in unknown))
@@ -199,6 +225,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         lines.append("CPU signals: " + "; ".join(signals))
     lines += [pool_line(e.name, e.last.pool, s, e.last.pool_slice_ms, e.last.pool_yields)
               for e in judged if (s := e.last.pool_speedup) is not None]
+    lines += [pace_line(e.name, e.pace, e.pace_used) for e in judged
+              if e.pace is not None and e.pace.slowdown is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
     if any(e.last.set_share < 0.9 for e in judged):
@@ -299,10 +327,23 @@ def _c(e: Estimate) -> float:
     return e.confidence if e.confidence is not None else 0.0
 
 
+def _pace_evidence(e: Estimate) -> dict[str, object]:
+    p = e.pace
+    assert p is not None
+    return {"slowdown": p.slowdown, "used": e.pace_used, "loader_cores_alone": p.alone_cores,
+            "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
+            "now_readings": p.now_ticks, "why": p.why}
+
+
+def _source(e: Estimate) -> SlowdownSource | None:
+    """Where a judged job's slowdown comes from: "own pace" or "estimated" (None: none)."""
+    return None if e.slowdown is None else "own pace" if e.pace_used else "estimated"
+
+
 def _job_verdict(e: Estimate) -> JobVerdict:
     k = e.last
     return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
-                      source="estimated" if e.slowdown is not None else None,
+                      source=_source(e),
                       slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
                       critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
 
@@ -314,7 +355,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
     for j in jobs:
         e = est.get(j.name)
         if j.slowdown is None and e is not None and e.slowdown is not None:
-            j = evolve(j, slowdown=e.slowdown, slowdown_source="estimated",
+            j = evolve(j, slowdown=e.slowdown, slowdown_source=_source(e),
                        slowdown_confidence=e.confidence)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,

@@ -19,7 +19,7 @@ KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 # a verdict's evidence: figures by name, free-form (each rule adds its own), published as the
 # JSON verdict's `evidence` (docs/verdict.md)
 Evidence = dict[str, Any]
-SlowdownSource = Literal["measured", "probe", "estimated"]
+SlowdownSource = Literal["measured", "probe", "estimated", "own pace"]
 
 TITLES: dict[VerdictKind, str] = {
     "parallel": "truly parallel",

@@ -149,6 +149,10 @@ class TreeSample:
     # True: a quiet tick (`TreeSampler.sample`): nothing moved, the reading's other fields are
     # those of its last full reading, which found nothing moving either
     quiet: bool = False
+    # cores per process other than the root, of its main thread, from /proc/PID/schedstat (ns,
+    # not 10 ms clock ticks: a loader worker busy 5 ms a second reads 0.005, not 0 or 0.01);
+    # None where not read (the first tick, not Linux)
+    main_cores_by_pid: dict[int, float] | None = None
 
 
 class TreeSampler:
@@ -176,6 +180,7 @@ class TreeSampler:
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
         self._full: TreeSample | None = None  # the last full reading, when it found nothing moving
+        self._main_ns: dict[int, tuple[float, int]] = {}  # pid -> (start, main thread's ran ns)
         self._quiet_skips = 0  # quiet ticks in a row since it
 
     def sample(self, cmap: dict[int, list[int]] | None = None) -> TreeSample | None:
@@ -192,7 +197,8 @@ class TreeSampler:
             if st is not None:
                 stats[pid] = st
         if stats.keys() != self._last.keys():  # processes came or went: close what they left
-            self._files.keep_only({f"/proc/{pid}/stat" for pid in stats})
+            self._files.keep_only({f"/proc/{pid}/stat" for pid in stats}
+                                  | {f"/proc/{pid}/schedstat" for pid in stats if pid != self.root_pid})
         quiet = self._quiet_tick(stats)
         if quiet is not None:
             self._last, self._t = stats, now
@@ -210,6 +216,7 @@ class TreeSampler:
                     # interval, unless it is older than the interval (first sight of an old process)
                     by_pid[pid] = st.cpu / interval
             cores = round(sum(by_pid.values()), 3)
+        main = self._main_cores(stats, now - self._t if self._t is not None else None)
         waits, note, throttled, busy = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
@@ -219,7 +226,7 @@ class TreeSampler:
                          rss=sum(st.rss for st in stats.values()),
                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
-                         memory=mem)
+                         memory=mem, main_cores_by_pid=main)
         # a full reading that found nothing moving: no CPU second since the last tick, no
         # thread that ran or waited for a CPU, no read from storage, no process blocked on it
         self._full = out if (still and not any(r or w for r, w in (waits or {}).values())
@@ -253,7 +260,33 @@ class TreeSampler:
             return None
         self._quiet_skips += 1
         return dataclasses.replace(full, cpu_cores=0.0, cpu_by_pid=dict.fromkeys(stats, 0.0),
-                                   quiet=True)
+                                   main_cores_by_pid=None if full.main_cores_by_pid is None
+                                   else dict.fromkeys(full.main_cores_by_pid, 0.0), quiet=True)
+
+    def _main_cores(self, stats: dict[int, Stat], interval: float | None) -> dict[int, float] | None:
+        """Cores of each process but the root over `interval` s, its main thread's schedstat
+        (a loader worker's work runs there); None where not read. A process first seen is
+        absent (its ns so far are not this interval's). What ran in quiet ticks between lands
+        here, as the ns are cumulative."""
+        if not PROC or not self.cpu_wait:
+            return None
+        out: dict[int, float] = {}
+        seen: dict[int, tuple[float, int]] = {}
+        for pid, st in stats.items():
+            if pid == self.root_pid:
+                continue
+            try:
+                got = schedstat.parse_schedstat(self._files.read(f"/proc/{pid}/schedstat"))
+            except OSError:
+                got = None
+            if got is None:
+                continue
+            seen[pid] = (st.start, got[0])
+            prev = self._main_ns.get(pid)
+            if interval and prev is not None and prev[0] == st.start:
+                out[pid] = max(0, got[0] - prev[1]) / 1e9 / interval
+        self._main_ns = seen
+        return out if interval else None
 
     def _read_waits(self, stats: dict[int, Stat], now: float) -> WaitReading:
         """(pid -> (ran, waited) ns, note, throttled share, pid -> busy threads); Nones when

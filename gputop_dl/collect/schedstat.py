@@ -25,6 +25,8 @@ job's quota: the job's own cgroup or the nearest parent with a `cpu.max` other t
 
 from __future__ import annotations
 
+import dataclasses
+
 import errno
 import os
 import statistics
@@ -97,6 +99,9 @@ class CpuWait:
     pool_slice_ms: float | None = None
     pool_yields: float | None = None
     workers: float | None = None  # the other processes' threads (data-loader workers)
+    # the CPU cores those other processes used over the interval (None: none, or no delta yet):
+    # a loader's work rate, which follows the trainer's pace (analyse/own_pace.py)
+    workers_cores: float | None = None
     throttled: float | None = None  # cgroup quota: share of the interval spent throttled
     note: str | None = None
 
@@ -490,7 +495,11 @@ def tree_wait(ts: TreeSample | None, root: int | None, dist: Distributed | None 
     trainers: set[int] = set() if root is None else {root}
     if dist is not None:
         trainers |= {r.pid for r in dist.ranks}
-    return job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
+    cw = job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
+    # the workers' main threads' schedstat ns where read (precise), else their CPU clock ticks
+    by_pid = ts.main_cores_by_pid if ts.main_cores_by_pid is not None else ts.cpu_by_pid
+    others = [c for p, c in (by_pid or {}).items() if p not in trainers]
+    return dataclasses.replace(cw, workers_cores=round(sum(others), 5)) if others else cw
 
 
 class WaitFields(TypedDict):
@@ -504,6 +513,7 @@ class WaitFields(TypedDict):
     cpu_pool: tuple[tuple[float, float], ...]
     cpu_pool_slice_ms: float | None
     cpu_pool_yields: float | None
+    cpu_cores_workers: float | None
 
 
 def wait_fields(cw: CpuWait) -> WaitFields:
@@ -511,4 +521,4 @@ def wait_fields(cw: CpuWait) -> WaitFields:
     return {"cpu_wait_fraction": cw.fraction, "cpu_wait_trainer": cw.trainer,
             "cpu_wait_workers": cw.workers, "cpu_throttled_fraction": cw.throttled,
             "cpu_wait_note": cw.note, "cpu_pool": cw.pool, "cpu_pool_slice_ms": cw.pool_slice_ms,
-            "cpu_pool_yields": cw.pool_yields}
+            "cpu_pool_yields": cw.pool_yields, "cpu_cores_workers": cw.workers_cores}

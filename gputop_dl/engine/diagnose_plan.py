@@ -419,7 +419,8 @@ class DiagnosePlan(Plan):
                 slowdown, source, by = round(loader, 3), "probe", "loader work rate"
             est = _est(self.estimates, j["name"], "slowdown")
             if slowdown is None and est is not None:
-                slowdown, source = est, "estimated"
+                slowdown, source = est, ("own pace" if _est(self.estimates, j["name"], "pace_used")
+                                         else "estimated")
             waits = j.get("cpu_wait") or []
             jobs.append({
                 "pid": j["pid"], "pids": j.get("pids") or [], "name": j["name"],

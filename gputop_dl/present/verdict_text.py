@@ -74,7 +74,9 @@ def passive_line(j: Mapping[str, Any]) -> str:
         est = f"slowdown {DASH}" + (f" ({j['why']})" if j.get("why") else "")
     else:
         conf = j.get("slowdown_confidence")
-        est = (f"{j.get('slowdown_source') or 'estimated'} slowdown {s:.2f}×"
+        src = j.get("slowdown_source") or "estimated"
+        est = ((f"slowdown {s:.2f}× by its own pace (its loader's work rate alone and now)"
+                if src == "own pace" else f"{src} slowdown {s:.2f}×")
                + (f" (confidence {conf:.0%})" if conf is not None else ""))
         out = j.get("outside_slowdown")
         if out is not None and out > SLOW:  # analyse/outside_load.py
@@ -82,7 +84,7 @@ def passive_line(j: Mapping[str, Any]) -> str:
     return f"{name}: {est}; " + ", ".join(bits)
 
 
-SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est"}
+SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est", "own pace": "pace"}
 
 
 def slowdown_text(s: float | None, source: str | None = None) -> str:

@@ -1,0 +1,150 @@
+"""The live slowdown from a job's own pace, against the job's own iteration rate (issue 33).
+
+    python benchmarks/own_pace.py [--only mnist] [--alone-s 40] [--together-s 45] [--wait-policy passive]
+
+Ground truth: tests/external/mt_examples.py (PyTorch's dcgan, mnist and word_language_model
+examples shrunk; `torch.set_num_threads(2)`, one loader worker, a timestamp per iteration), as
+a user starts them: the scenario's first copy alone, the others `--alone-s` later, by hand (no
+gputop-dl in them), watched by the monitor's engine from the start (found jobs, this run's
+only). The first copy ran alone, so the live judge keeps its loader's pace alone
+(analyse/own_pace.py) and compares its pace beside the others with it.
+
+- truth: the first copy's own rate while alone (after its warm-up, until the others start)
+  over its rate while every copy ran (after their warm-up);
+- gputop-dl: the first job's live slowdown (the median over the ticks of that span once the
+  pace had its readings), where it comes from ("own pace" or "estimated"), and its pace
+  and the CPU-wait estimate from the verdict's evidence.
+
+Run it under the box's lock (`flock /tmp/gputop-box.lock ...`). Prints a Markdown table and
+the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from verdict_threads import SCENARIOS, _lines, argv, rate, started, stamps  # noqa: E402
+
+from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.runner import monitor_engine  # noqa: E402
+from tests.fakes.by_hand import only_found  # noqa: E402
+
+
+def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> dict:
+    """The first example alone for `alone_s`, then all of them for `together_s`."""
+    pids: set[int] = set()
+    ticks: list = []
+
+    def on(snap) -> None:
+        v = snap.verdict or {}
+        ev = v.get("evidence") or {}
+        ticks.append((time.time(), len(snap.jobs), {j.pid: j for j in snap.jobs},
+                      ev.get("own_pace") or {}, v.get("kind")))
+
+    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    eng.subscribe(on)
+    eng.start()
+    procs: list[subprocess.Popen] = []
+    lines: list[list[str]] = []
+
+    def start(example: str, seconds: float) -> None:
+        p = subprocess.Popen(argv(example, seconds), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        ln: list[str] = []
+        threading.Thread(target=_lines, args=(p, ln), daemon=True).start()
+        procs.append(p)
+        lines.append(ln)
+        pids.add(p.pid)
+
+    try:
+        start(examples[0], alone_s + together_s + 60)
+        while not started(lines[0]) and procs[0].poll() is None:
+            time.sleep(0.2)
+        time.sleep(alone_s)
+        t_others = time.time()
+        for e in examples[1:]:
+            start(e, together_s)
+        for p in procs[1:]:
+            p.wait(timeout=together_s + 300)
+        t_end = time.time()
+    finally:
+        eng.request_stop()
+        eng.join(10)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    time.sleep(0.5)
+    ts = [stamps("".join(ln)) for ln in lines]
+    first = ts[0]
+    alone_rate = rate(first, first[3] if len(first) > 3 else t_others, t_others)
+    lo = max(t[3] for t in ts[1:] if len(t) > 3)
+    hi = min(min(t[-1] for t in ts[1:] if t), t_end)
+    together_rate = rate(first, lo, hi)
+    name = None
+    got, src, paces = [], set(), []
+    for t, n, jobs, pace, _ in ticks:
+        j = jobs.get(procs[0].pid)
+        if j is None or not (lo <= t <= hi) or n < len(examples):
+            continue
+        name = j.name
+        p = pace.get(j.name) or {}
+        if p.get("slowdown") is not None:
+            paces.append(p["slowdown"])
+            if j.slowdown is not None:
+                got.append(j.slowdown)
+                src.add(j.slowdown_source)
+    last = next((pace.get(name) for _, _, _, pace, _ in reversed(ticks) if name in pace), None)
+    truth = alone_rate / together_rate if alone_rate and together_rate else None
+    return {"truth": truth, "alone_rate": alone_rate, "together_rate": together_rate,
+            "slowdown": statistics.median(got) if got else None, "sources": sorted(src),
+            "pace": statistics.median(paces) if paces else None, "ticks": len(got),
+            "why": (last or {}).get("why"), "cores": ((last or {}).get("loader_cores_alone"),
+                                                      (last or {}).get("loader_cores_now")),
+            "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k})}
+
+
+def _f(x, f: str = ".2f") -> str:
+    return "–" if x is None else format(x, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=None, help="scenarios whose name contains this")
+    ap.add_argument("--alone-s", type=float, default=40.0)
+    ap.add_argument("--together-s", type=float, default=45.0)
+    ap.add_argument("--wait-policy", default=None, help="OMP_WAIT_POLICY for the scripts")
+    a = ap.parse_args()
+    if a.wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = a.wait_policy
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+    print("| scenario (first copy alone first) | alone it/s | together it/s | true slowdown | "
+          "gputop-dl live | from | its pace | live / truth | within 25 % | verdicts |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, examples in SCENARIOS.items():
+        if a.only and a.only not in name:
+            continue
+        r = staggered(examples, a.alone_s, a.together_s)
+        ratio = r["slowdown"] / r["truth"] if r["slowdown"] and r["truth"] else None
+        print(f"| {name} | {_f(r['alone_rate'])} | {_f(r['together_rate'])} | "
+              f"{_f(r['truth'])}× | {_f(r['slowdown'])}× ({r['ticks']} ticks) | "
+              f"{', '.join(r['sources']) or '–'} | {_f(r['pace'])}× "
+              f"({_f(r['cores'][0], '.3f')} → {_f(r['cores'][1], '.3f')} cores) | {_f(ratio)} | "
+              f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
+              f"{', '.join(r['kinds'])}{'' if r['pace'] else ' (' + str(r['why']) + ')'} |",
+              flush=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

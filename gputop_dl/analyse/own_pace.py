@@ -1,0 +1,133 @@
+"""A job's pace beside other jobs against its own pace while it ran alone: its loader's work rate.
+
+A DataLoader worker makes one batch after another and blocks when the trainer's queue is full,
+so the CPU its workers use per second follows the trainer's pace, whatever slows the trainer
+(docs/validation.md, "Slowdown from the loader": `diagnose`'s probe measures it by pausing the
+other jobs). The live judge pauses nothing; it can keep that rate from the ticks when a job was
+the only training job running, and divide once others run beside it:
+
+    pace slowdown = mean(workers' cores, ticks alone) / mean(workers' cores, last ticks)
+
+(means, not medians: a tick's CPU reading counts clock ticks of 10 ms, and a worker busy 30 ms a
+second reads 0.02, 0.03 or 0.04 cores; a median of such steps is biased, their mean is not)
+
+- alone: the judged set held this job only, SETTLE ticks or more after it was first seen (its
+  start-up and first workers are not its pace); the latest REF_TICKS such ticks are kept and a
+  reference needs REF_MIN of them, with MIN_CORES or more;
+- beside others: the last NOW_TICKS ticks with another job judged beside it (cleared when it is
+  alone again); a ratio needs NOW_MIN of them, and the workers busy at least MIN_CORES / 50
+  (an idle loader has no pace to read).
+
+A job that never ran alone here (started beside others) has no reference: its estimate stays the
+CPU-wait model's. Outside load while it ran alone is in its reference (it makes the ratio
+smaller). Only numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gputop_dl.snapshot import JobSample
+
+SETTLE = 10  # ticks after a job is first seen before its pace alone counts
+REF_TICKS = 60  # ticks alone kept (the latest)
+REF_MIN = 10  # ticks alone a reference needs
+NOW_TICKS = 20  # ticks beside others whose mean is its pace now (CPU readings count 10 ms clock ticks)
+NOW_MIN = 10
+MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
+
+Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
+# starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
+
+
+@dataclass(frozen=True)
+class Pace:
+    """One job's pace now against alone (`slowdown` None: unknown, `why` says why)."""
+
+    slowdown: float | None
+    alone_cores: float | None = None  # its workers' mean cores over its ticks alone
+    now_cores: float | None = None  # ... over its last ticks beside other jobs
+    alone_ticks: int = 0
+    now_ticks: int = 0
+    alone_until: float | None = None  # the time of its last tick alone
+    why: str | None = None
+
+
+@dataclass
+class _Track:
+    seen: int = 0
+    workers: bool = False  # its workers' cores were read on some tick
+    alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
+    now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_TICKS))
+    alone_until: float | None = None
+
+
+@dataclass
+class OwnPace:
+    """Each job's loader pace alone and beside others, tick by tick (jobs gone are forgotten)."""
+
+    _tracks: dict[Key, _Track] = field(default_factory=dict)
+
+    def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
+        keys = {_key(j) for j in jobs}
+        for key in [k for k in self._tracks if k not in keys]:
+            del self._tracks[key]
+        alone = len(jobs) == 1
+        out = {}
+        for j in jobs:
+            tr = self._tracks.setdefault(_key(j), _Track())
+            tr.seen += 1
+            c = j.cpu_cores_workers
+            tr.workers = tr.workers or c is not None
+            if alone:
+                tr.now.clear()
+                if c is not None and tr.seen > SETTLE:
+                    tr.alone.append(c)
+                    tr.alone_until = t
+            elif c is not None:
+                tr.now.append(c)
+            out[j.name] = pace(tr, alone)
+        return out
+
+
+def _key(j: JobSample) -> Key:
+    return j.pid if j.pid is not None else j.name
+
+
+def pace(tr: _Track, alone: bool) -> Pace:
+    """The `Pace` of one track (see the module docstring)."""
+    ref = statistics.fmean(tr.alone) if tr.alone else None
+    now = statistics.fmean(tr.now) if tr.now else None
+
+    def out(slowdown: float | None, why: str | None = None) -> Pace:
+        return Pace(slowdown, alone_cores=ref, now_cores=now, alone_ticks=len(tr.alone),
+                    now_ticks=len(tr.now), alone_until=tr.alone_until, why=why)
+
+    if alone:
+        return out(None, "it runs alone")
+    if not tr.workers:
+        return out(None, "no loader worker processes to pace it by")
+    if len(tr.alone) < REF_MIN:
+        return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
+                         "compare" if not tr.alone else f"{len(tr.alone)} of {REF_MIN} readings "
+                                                        "of it alone")
+    if ref is None or ref < MIN_CORES:
+        return out(None, f"its loader used {ref or 0:.3f} cores alone: too little to pace")
+    if now is None or len(tr.now) < NOW_MIN:
+        return out(None, f"{len(tr.now)} of {NOW_MIN} readings beside the others")
+    if now < MIN_CORES / 50:
+        return out(None, "its loader did no work in the last readings")
+    return out(round(ref / now, 3))
+
+
+def pace_line(name: str, p: Pace, used: bool) -> str:
+    """An evidence line: a job's loader pace alone and now, and whether its slowdown is it."""
+    assert p.slowdown is not None and p.alone_cores is not None and p.now_cores is not None
+    return (f"{name}: its loader workers used {p.alone_cores:.2f} cores while it ran alone "
+            f"({p.alone_ticks} readings) and {p.now_cores:.2f} beside the others: its own pace "
+            f"{p.slowdown:.2f}× slower"
+            + ("; its slowdown is this pace, not the CPU-wait estimate" if used
+               else "; the CPU-wait estimate agrees within 1.6×"))

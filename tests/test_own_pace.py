@@ -1,0 +1,157 @@
+"""The live slowdown from a job's own pace: its loader workers' cores beside other jobs against
+while it ran alone (analyse/own_pace.py), and where the live judge uses it (analyse/passive.py);
+hand-made samples, no process, no clock."""
+
+from dataclasses import replace
+
+import pytest
+
+from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.collect.procs import TreeSample
+from gputop_dl.collect.schedstat import tree_wait, wait_fields
+from gputop_dl.present.verdict_text import job_line, slowdown_text
+from gputop_dl.snapshot import HostSample, JobSample
+from tests.schema_check import check
+
+TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
+POOL = ((0.5, 1.0), (0.5, 1.0))  # two busy trainer threads, runnable all the time: they spin
+
+
+def job(name, pid, workers, f=0.5, cores=1.0, **kw):
+    return JobSample(name=name, pid=pid, launched=False, pids=(pid, pid + 1), cpu_cores=cores,
+                     cpu_wait_fraction=f, cpu_cores_workers=workers, **kw)
+
+
+def feed(judge, phases):
+    """`phases`: (ticks, jobs) pairs, fed in order, one tick a second; the last verdict."""
+    t, out = 0, (None, {})
+    for ticks, jobs in phases:
+        for _ in range(ticks):
+            out = judge.verdict(jobs, TWO, t=float(t))
+            t += 1
+    return out
+
+
+def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
+    pace = O.OwnPace()
+    a = lambda w: job("a", 100, w)  # noqa: E731
+    b = job("b", 200, 0.1)
+    # start-up (not its pace), then alone at 0.40 cores, then beside b at 0.10
+    for t in range(O.SETTLE):
+        got = pace.update([a(5.0)], float(t))
+    for t in range(O.SETTLE, O.SETTLE + O.REF_MIN):
+        got = pace.update([a(0.40)], float(t))
+    assert got["a"].slowdown is None and got["a"].why == "it runs alone"
+    assert got["a"].alone_cores == pytest.approx(0.40)  # the start-up's 5 cores are not in it
+    for t in range(O.NOW_MIN - 1):
+        got = pace.update([a(0.10), b], 100.0 + t)
+    assert got["a"].slowdown is None and "readings beside the others" in got["a"].why
+    got = pace.update([a(0.10), b], 200.0)
+    assert got["a"].slowdown == pytest.approx(4.0)
+    assert got["a"].alone_until == float(O.SETTLE + O.REF_MIN - 1)
+    # b never ran alone: nothing of its own to compare
+    assert got["b"].slowdown is None and "has not run alone" in got["b"].why
+
+
+@pytest.mark.parametrize("workers, why", [
+    (None, "no loader worker processes"),
+    (0.002, "too little to pace"),
+])
+def test_no_pace_without_a_loader_that_works(workers, why):
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("a", 100, workers)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("a", 100, workers), job("b", 200, 0.1)], 50.0 + t)
+    assert got["a"].slowdown is None and why in got["a"].why
+
+
+def test_a_loader_idle_beside_the_others_gives_no_pace_and_alone_again_clears_now():
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("a", 100, 0.3)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("a", 100, 0.0), job("b", 200, 0.1)], 50.0 + t)
+    assert got["a"].slowdown is None and "did no work" in got["a"].why
+    pace.update([job("a", 100, 0.3)], 60.0)  # b ended: alone again, the window starts over
+    got = pace.update([job("a", 100, 0.1), job("b2", 300, 0.1)], 61.0)
+    assert got["a"].now_ticks == 1 and got["a"].slowdown is None
+
+
+def test_a_job_renamed_when_its_twin_starts_keeps_its_pace_alone():
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("train.py", 100, 0.4)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("train.py (100)", 100, 0.1), job("train.py (200)", 200, 0.1)],
+                          50.0 + t)
+    assert got["train.py (100)"].slowdown == pytest.approx(4.0)
+
+
+def test_a_job_gone_is_forgotten():
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("a", 100, 0.3)], float(t))
+    pace.update([job("b", 200, 0.3)], 99.0)  # a ended; a new a (another pid) starts from nothing
+    got = pace.update([job("a", 101, 0.3), job("b", 200, 0.3)], 100.0)
+    assert got["a"].alone_ticks == 0
+
+
+def test_spinning_pools_take_their_slowdown_from_their_own_pace():
+    """Two jobs with spinning intra-op pools: the CPU-wait model reads them 0.1-1.4 of their
+    truth (docs/validation.md). The first ran alone at 0.40 loader cores, now 0.08 beside the
+    second: 5× by its own pace, which is its slowdown ("own pace"); the second never ran
+    alone and keeps the estimate."""
+    alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
+    both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL)]
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    a, b = est["a"], est["b"]
+    assert a.pace_used and a.slowdown == pytest.approx(5.0) and a.cause == "cpu"
+    assert not b.pace_used and b.slowdown is not None and b.slowdown < 5.0
+    assert v.kind == "cpu-bound"
+    data = v.to_json()
+    check(data, "verdict")
+    rows = {j["name"]: j for j in data["jobs"]}
+    assert rows["a"]["slowdown_source"] == "own pace" and rows["b"]["slowdown_source"] == "estimated"
+    assert "by its own pace" in job_line(rows["a"])
+    pace = data["evidence"]["own_pace"]
+    assert pace["a"]["used"] and pace["a"]["loader_cores_alone"] == pytest.approx(0.40)
+    assert pace["b"]["slowdown"] is None and "has not run alone" in pace["b"]["why"]
+    assert any("its own pace 5.00× slower" in line for line in v.evidence_lines)
+    assert "a 5.00× (its own pace)" in v.evidence_lines[0]
+    assert slowdown_text(5.0, "own pace") == "5.00× pace"
+
+
+def test_a_pace_that_agrees_with_the_estimate_is_evidence_only():
+    """No spin, the model's estimate and the pace within 1.6×: the estimate stays the slowdown,
+    the pace is said beside it."""
+    alone = [job("a", 100, 0.30, f=0.0, cores=0.9)]
+    both = [job("a", 100, 0.18, f=0.5, cores=0.6), job("b", 200, 0.18, f=0.5, cores=0.6)]
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    a = est["a"]
+    assert not a.pace_used and a.pace.slowdown == pytest.approx(0.30 / 0.18, rel=1e-3)
+    assert a.slowdown is not None and a.slowdown != pytest.approx(a.pace.slowdown)
+    assert any("the CPU-wait estimate agrees" in line for line in v.evidence_lines)
+    assert v.to_json()["jobs"][0]["slowdown_source"] == "estimated"
+
+
+def test_a_pace_far_from_the_estimate_wins_without_spin():
+    alone = [job("a", 100, 0.60, f=0.0, cores=0.9)]
+    both = [job("a", 100, 0.10, f=0.2, cores=0.6), job("b", 200, 0.10, f=0.2, cores=0.6)]
+    _, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    assert est["a"].pace_used and est["a"].slowdown == pytest.approx(6.0)
+
+
+def test_the_loader_cores_are_the_tree_less_its_trainers():
+    ts = TreeSample(pids=(10, 11, 12, 13), cpu_cores=1.5, rss=0, threads=9,
+                    cpu_by_pid={10: 1.0, 11: 0.2, 12: 0.25, 13: 0.05})
+    cw = tree_wait(ts, 10)
+    assert cw.workers_cores == pytest.approx(0.5)
+    assert wait_fields(cw)["cpu_cores_workers"] == pytest.approx(0.5)
+    alone = replace(ts, pids=(10,), cpu_by_pid={10: 1.0})
+    assert tree_wait(alone, 10).workers_cores is None  # no worker: no pace, not 0
+    assert tree_wait(replace(ts, cpu_by_pid=None), 10).workers_cores is None  # first tick
+    # the workers' main threads' schedstat, where read, before their 10 ms clock ticks
+    precise = replace(ts, main_cores_by_pid={11: 0.004, 12: 0.0021, 13: 0.0})
+    assert tree_wait(precise, 10).workers_cores == pytest.approx(0.0061)
