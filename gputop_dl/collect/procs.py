@@ -180,7 +180,8 @@ class TreeSampler:
         self._last: dict[int, Stat] = {}  # the previous tick's processes
         self._t: float | None = None
         self._full: TreeSample | None = None  # the last full reading, when it found nothing moving
-        self._main_ns: dict[int, tuple[float, int]] = {}  # pid -> (start, main thread's ran ns)
+        # pid -> (start, its main thread's ran ns, when read): quiet ticks skip the reading
+        self._main_ns: dict[int, tuple[float, int, float]] = {}
         self._quiet_skips = 0  # quiet ticks in a row since it
 
     def sample(self, cmap: dict[int, list[int]] | None = None) -> TreeSample | None:
@@ -216,7 +217,7 @@ class TreeSampler:
                     # interval, unless it is older than the interval (first sight of an old process)
                     by_pid[pid] = st.cpu / interval
             cores = round(sum(by_pid.values()), 3)
-        main = self._main_cores(stats, now - self._t if self._t is not None else None)
+        main = self._main_cores(stats, now)
         waits, note, throttled, busy = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
@@ -263,15 +264,15 @@ class TreeSampler:
                                    main_cores_by_pid=None if full.main_cores_by_pid is None
                                    else dict.fromkeys(full.main_cores_by_pid, 0.0), quiet=True)
 
-    def _main_cores(self, stats: dict[int, Stat], interval: float | None) -> dict[int, float] | None:
-        """Cores of each process but the root over `interval` s, its main thread's schedstat
-        (a loader worker's work runs there); None where not read. A process first seen is
-        absent (its ns so far are not this interval's). What ran in quiet ticks between lands
-        here, as the ns are cumulative."""
+    def _main_cores(self, stats: dict[int, Stat], now: float) -> dict[int, float] | None:
+        """Cores of each process but the root since its last reading, its main thread's
+        schedstat (a loader worker's work runs there); None where not read. A process first
+        seen is absent (its ns so far are not this interval's); quiet ticks between two
+        readings are in the interval (what ran then lands here: the ns are cumulative)."""
         if not PROC or not self.cpu_wait:
             return None
         out: dict[int, float] = {}
-        seen: dict[int, tuple[float, int]] = {}
+        seen: dict[int, tuple[float, int, float]] = {}
         for pid, st in stats.items():
             if pid == self.root_pid:
                 continue
@@ -281,12 +282,13 @@ class TreeSampler:
                 got = None
             if got is None:
                 continue
-            seen[pid] = (st.start, got[0])
+            seen[pid] = (st.start, got[0], now)
             prev = self._main_ns.get(pid)
-            if interval and prev is not None and prev[0] == st.start:
-                out[pid] = max(0, got[0] - prev[1]) / 1e9 / interval
+            if prev is not None and prev[0] == st.start and now > prev[2]:
+                out[pid] = max(0, got[0] - prev[1]) / 1e9 / (now - prev[2])
+        first = not self._main_ns and self._t is None
         self._main_ns = seen
-        return out if interval else None
+        return None if first else out
 
     def _read_waits(self, stats: dict[int, Stat], now: float) -> WaitReading:
         """(pid -> (ran, waited) ns, note, throttled share, pid -> busy threads); Nones when
