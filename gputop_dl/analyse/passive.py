@@ -134,16 +134,16 @@ def with_pace(e: Estimate, p: Pace | None) -> Estimate:
     if p is None:
         return e
     if p.slowdown is None:
-        return dataclasses.replace(e, pace=p)
+        return evolve(e, pace=p)
     k = e.last
     spun = spins(k.pool, k.pool_slice_ms, k.pool_yields)
     est = e.slowdown
     if not (spun or est is None or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
-        return dataclasses.replace(e, pace=p)
+        return evolve(e, pace=p)
     leans = e.leans or "cpu"
-    return dataclasses.replace(e, slowdown=p.slowdown, pace=p, pace_used=True, leans=leans,
-                               cause=leans if p.slowdown > SLOW else None,
-                               confidence=e.confidence if e.confidence is not None else 0.5)
+    return evolve(e, slowdown=p.slowdown, pace=p, pace_used=True, leans=leans,
+                  cause=leans if p.slowdown > SLOW else None,
+                  confidence=e.confidence if e.confidence is not None else 0.5)
 
 
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
