@@ -19,6 +19,9 @@
 4. the same two dcgan copies judged by `diagnose --seconds 120` with its probe
    (`--only dcgan-probe`): each job's slowdown, from py-spy's step times or its loader
    workers' work rate, beside its own rate alone (its probe window) over together.
+5. one dcgan copy alone, a second `--dcgan-seconds` × 1.5 later, watched by the monitor's
+   engine (`--only dcgan-pace`): the first job's live slowdown (its own pace) beside its own
+   rate alone over together.
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -38,6 +41,9 @@ import time
 from typing import Any
 
 import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # dcgan-pace runs the engine here
+sys.path.insert(0, ROOT)
 
 
 def fake_mnist(root: str, n_train: int, n_test: int) -> None:
@@ -305,6 +311,58 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
     print()
 
 
+def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
+    """dcgan/main.py as a user starts two: one, then a second `seconds` later, watched by the
+    monitor's engine from the start (found jobs, these two only). The first ran alone, so the
+    live judge paces it against itself (analyse/own_pace.py): its live slowdown over the
+    together span (median of the ticks once its pace is read) beside its own rate alone over
+    together, from the arrival of its per-iteration lines (issue 33)."""
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.runner import monitor_engine
+    from tests.fakes.by_hand import only_found
+
+    script = os.path.join(examples, "dcgan", "main.py")
+    pids: set[int] = set()
+    ticks: list[tuple[float, dict[int, Any]]] = []
+    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    eng.subscribe(lambda snap: ticks.append((time.time(), {j.pid: j for j in snap.jobs})))
+    eng.start()
+    procs: list[subprocess.Popen] = []
+    try:
+        first, s1 = _start_dcgans(script, work, env, 1, "dcgan-pace-a")
+        procs += first
+        pids.add(first[0].pid)
+        _warm(s1)
+        t_alone = time.time()
+        time.sleep(seconds)
+        second, s2 = _start_dcgans(script, work, env, 1, "dcgan-pace-b")
+        procs += second
+        pids.add(second[0].pid)
+        t_second = time.time()
+        _warm(s2)
+        t_tog = time.time()
+        time.sleep(seconds)
+        t_end = time.time()
+    finally:
+        eng.request_stop()
+        eng.join(10)
+        kill_groups(procs)
+    alone, tog = _rate(s1[0], t_alone, t_second), _rate(s1[0], t_tog, t_end)
+    truth = alone / tog if alone and tog else None
+    got = [(j.slowdown, j.slowdown_source) for t, jobs in ticks
+           if t_tog <= t <= t_end and (j := jobs.get(first[0].pid)) is not None
+           and len(jobs) == 2 and j.slowdown is not None]
+    paced = [s for s, src in got if src == "own pace"]
+    live = statistics.median(s for s, _ in got) if got else None
+    print(f"## dcgan/main.py: one alone for {seconds:g} s, then a second beside it; the first "
+          "job's live slowdown\n")
+    print("| job | alone it/s | together it/s | true slowdown | live (median) | ticks by its own "
+          "pace | live / truth |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| dcgan 1 (alone first) | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
+          f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |\n")
+
+
 def _rate(ts: list[float], lo: float, hi: float) -> float | None:
     inside = [t for t in ts if lo <= t <= hi]
     return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) > 2 else None
@@ -318,7 +376,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
-    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe"))
+    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
@@ -334,6 +392,8 @@ def main() -> None:
             dcgan(os.path.abspath(a.examples), work, env, a.dcgan_seconds)
         if a.only in (None, "dcgan-probe"):
             dcgan_probe(os.path.abspath(a.examples), work, env, a.probe_seconds)
+        if a.only in (None, "dcgan-pace"):
+            dcgan_pace(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
 
 
 if __name__ == "__main__":
