@@ -67,7 +67,7 @@ def _gpu_mem(g: GpuSample) -> float | None:
 
 FIGURES = (
     Figure("step", "step time (s)", "job", lambda j: j.step_time_s),
-    Figure("slowdown", "slowdown (× alone, est.)", "job", lambda j: j.slowdown, floor=None, least_top=1.5),
+    Figure("slowdown", "slowdown (× alone)", "job", lambda j: j.slowdown, floor=None, least_top=1.5),
     Figure("cpuwait", "CPU wait (%)", "job", lambda j: j.cpu_wait_fraction, percent=True),
     Figure("stall", "data wait (%)", "job", lambda j: j.stall_fraction, percent=True),
     Figure("gpu", "GPU util (%)", "gpu", lambda g: g.util, percent=True),
