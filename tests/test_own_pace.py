@@ -155,3 +155,5 @@ def test_the_loader_cores_are_the_tree_less_its_trainers():
     # the workers' main threads' schedstat, where read, before their 10 ms clock ticks
     precise = replace(ts, main_cores_by_pid={11: 0.004, 12: 0.0021, 13: 0.0})
     assert tree_wait(precise, 10).workers_cores == pytest.approx(0.0061)
+    # a quiet tick read no worker: no figure (the next reading's rate spans it), not 0
+    assert tree_wait(replace(ts, quiet=True, main_cores_by_pid=None), 10).workers_cores is None

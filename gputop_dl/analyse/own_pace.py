@@ -8,8 +8,10 @@ the only training job running, and divide once others run beside it:
 
     pace slowdown = mean(workers' cores, ticks alone) / mean(workers' cores, last ticks)
 
-(means, not medians: a tick's CPU reading counts clock ticks of 10 ms, and a worker busy 30 ms a
-second reads 0.02, 0.03 or 0.04 cores; a median of such steps is biased, their mean is not)
+(means, not medians: a worker's CPU comes a batch at a time, so a tick holds one batch's work,
+two or none; the mean over the window is its rate, a median of such steps is not. The workers'
+cores are their main threads' schedstat ns over the time since their last reading, so a tick
+that was not read (a quiet one) is left out, not counted as 0)
 
 - alone: the judged set held this job only, SETTLE ticks or more after it was first seen (its
   start-up and first workers are not its pace); the latest REF_TICKS such ticks are kept and a
@@ -35,8 +37,8 @@ from gputop_dl.snapshot import JobSample
 SETTLE = 10  # ticks after a job is first seen before its pace alone counts
 REF_TICKS = 60  # ticks alone kept (the latest)
 REF_MIN = 10  # ticks alone a reference needs
-NOW_TICKS = 20  # ticks beside others whose mean is its pace now (CPU readings count 10 ms clock ticks)
-NOW_MIN = 10
+NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are whole: a window
+NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or less)
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin

@@ -260,9 +260,9 @@ class TreeSampler:
         if full is None or self._quiet_skips >= QUIET_EVERY - 1 or not self._still(stats):
             return None
         self._quiet_skips += 1
+        # not read this tick: the next reading's rate spans it (a 0 here would count it twice)
         return dataclasses.replace(full, cpu_cores=0.0, cpu_by_pid=dict.fromkeys(stats, 0.0),
-                                   main_cores_by_pid=None if full.main_cores_by_pid is None
-                                   else dict.fromkeys(full.main_cores_by_pid, 0.0), quiet=True)
+                                   main_cores_by_pid=None, quiet=True)
 
     def _main_cores(self, stats: dict[int, Stat], now: float) -> dict[int, float] | None:
         """Cores of each process but the root since its last reading, its main thread's

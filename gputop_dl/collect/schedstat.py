@@ -496,6 +496,8 @@ def tree_wait(ts: TreeSample | None, root: int | None, dist: Distributed | None 
     if dist is not None:
         trainers |= {r.pid for r in dist.ranks}
     cw = job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
+    if ts.quiet:  # the workers were not read this tick (their next reading spans it)
+        return cw
     # the workers' main threads' schedstat ns where read (precise), else their CPU clock ticks
     by_pid = ts.main_cores_by_pid if ts.main_cores_by_pid is not None else ts.cpu_by_pid
     others = [c for p, c in (by_pid or {}).items() if p not in trainers]
