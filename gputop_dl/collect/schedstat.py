@@ -26,7 +26,6 @@ job's quota: the job's own cgroup or the nearest parent with a `cpu.max` other t
 from __future__ import annotations
 
 import dataclasses
-
 import errno
 import os
 import statistics

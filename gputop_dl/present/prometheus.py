@@ -367,7 +367,8 @@ class SnapshotCollector(Collector):
     def _live_slowdown(self, jobs: list[JobSample]) -> Iterator[Metric]:
         fam = _gauge(m.JOB_SLOWDOWN_BY_SOURCE, "The job's slowdown (1 = as fast as alone) with "
                      "its source: measured (solo baseline), probe (measured alone in the "
-                     "co-run) or estimated (live, from its CPU and GPU waits; nothing paused)",
+                     "co-run), estimated (live, from its CPU and GPU waits; nothing paused) or "
+                     "own pace (live, its loader's work rate against while it ran alone)",
                      JOB_LABELS + [m.SOURCE])
         conf = _gauge(m.JOB_SLOWDOWN_CONFIDENCE, "Confidence of an estimated slowdown, 0..1",
                       JOB_LABELS)
