@@ -125,7 +125,7 @@ VERDICT = "verdict"
 VERDICT_CONFIDENCE = "verdict_confidence"
 
 # live verdict (issue 21): each job's one slowdown with its source, an estimate's confidence
-JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated
+JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated | own pace
 JOB_SLOWDOWN_CONFIDENCE = "job_slowdown_confidence"
 # load from outside the jobs (issue 39): what it costs each job, and the cores it takes
 JOB_OUTSIDE_SLOWDOWN = "job_outside_slowdown"
