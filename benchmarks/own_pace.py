@@ -1,6 +1,7 @@
 """The live slowdown from a job's own pace, against the job's own iteration rate (issue 33).
 
     python benchmarks/own_pace.py [--only mnist] [--alone-s 40] [--together-s 45] [--wait-policy passive]
+    python benchmarks/own_pace.py --after [--only mnist]   # the last copy alone after the others
 
 Ground truth: tests/external/mt_examples.py (PyTorch's dcgan, mnist and word_language_model
 examples shrunk; `torch.set_num_threads(2)`, one loader worker, a timestamp per iteration), as
@@ -14,6 +15,10 @@ only). The first copy ran alone, so the live judge keeps its loader's pace alone
 - gputop-dl: the first job's live slowdown (the median over the ticks of that span once the
   pace had its readings), where it comes from ("own pace" or "estimated"), and its pace
   and the CPU-wait estimate from the verdict's evidence.
+
+`--after`: every copy at once, the others ending after `--together-s`, the last copy alone for
+`--alone-s` more: its pace then (the `alone` verdict's `earlier_slowdown`: how much slower it
+ran beside them) against its own rate alone over together.
 
 Run it under the box's lock (`flock /tmp/gputop-box.lock ...`). Prints a Markdown table and
 the load average.
@@ -114,6 +119,62 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> d
             "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k})}
 
 
+def after(examples: tuple[str, ...], together_s: float, alone_s: float) -> dict:
+    """All copies at once; the others end after `together_s`, the last copy runs on alone for
+    `alone_s`: its `earlier` pace (how much slower it ran beside them) against its own rate
+    alone over together."""
+    pids: set[int] = set()
+    ticks: list = []
+
+    def on(snap) -> None:
+        v = snap.verdict or {}
+        ticks.append((time.time(), (v.get("evidence") or {}).get("own_pace") or {},
+                      {j.pid: j.name for j in snap.jobs}))
+
+    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    eng.subscribe(on)
+    eng.start()
+    procs: list[subprocess.Popen] = []
+    lines: list[list[str]] = []
+    try:
+        for i, e in enumerate(examples):
+            seconds = together_s + (alone_s + 60 if i == len(examples) - 1 else 0)
+            p = subprocess.Popen(argv(e, seconds), stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+            ln: list[str] = []
+            threading.Thread(target=_lines, args=(p, ln), daemon=True).start()
+            procs.append(p)
+            lines.append(ln)
+            pids.add(p.pid)
+        for p in procs[:-1]:
+            p.wait(timeout=together_s + 300)
+        t_alone = time.time()
+        time.sleep(alone_s)
+        t_end = time.time()
+    finally:
+        eng.request_stop()
+        eng.join(10)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    time.sleep(0.5)
+    ts = [stamps("".join(ln)) for ln in lines]
+    last = ts[-1]
+    lo = max(t[3] for t in ts if len(t) > 3)
+    tog = rate(last, lo, min(t[-1] for t in ts[:-1] if t))
+    alone = rate(last, t_alone + 2, t_end)
+    pid = procs[-1].pid
+    earlier = None
+    for _t, pace, names in reversed(ticks):
+        got = pace.get(names.get(pid, "")) or {}
+        if got.get("earlier_slowdown") is not None:
+            earlier = got["earlier_slowdown"]
+            break
+    return {"truth": alone / tog if alone and tog else None, "alone_rate": alone,
+            "together_rate": tog, "earlier": earlier}
+
+
 def _f(x, f: str = ".2f") -> str:
     return "–" if x is None else format(x, f)
 
@@ -124,9 +185,23 @@ def main() -> None:
     ap.add_argument("--alone-s", type=float, default=40.0)
     ap.add_argument("--together-s", type=float, default=45.0)
     ap.add_argument("--wait-policy", default=None, help="OMP_WAIT_POLICY for the scripts")
+    ap.add_argument("--after", action="store_true",
+                    help="all at once, the last copy alone after the others end: its earlier pace")
     a = ap.parse_args()
     if a.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = a.wait_policy
+    if a.after:
+        print("| scenario (last copy alone after) | together it/s | alone it/s | true slowdown | "
+              "gputop-dl afterwards | / truth |")
+        print("|---|---|---|---|---|---|")
+        for name, examples in SCENARIOS.items():
+            if a.only and a.only not in name:
+                continue
+            r = after(examples, a.together_s, a.alone_s)
+            ratio = r["earlier"] / r["truth"] if r["earlier"] and r["truth"] else None
+            print(f"| {name} | {_f(r['together_rate'])} | {_f(r['alone_rate'])} | "
+                  f"{_f(r['truth'])}× | {_f(r['earlier'])}× | {_f(ratio)} |", flush=True)
+        return
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     print("| scenario (first copy alone first) | alone it/s | together it/s | true slowdown | "
           "gputop-dl live | from | its pace | live / truth | within 25 % | verdicts |")

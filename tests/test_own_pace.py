@@ -23,9 +23,10 @@ def job(name, pid, workers, f=0.5, cores=1.0, **kw):
                      cpu_wait_fraction=f, cpu_cores_workers=workers, **kw)
 
 
-def feed(judge, phases):
-    """`phases`: (ticks, jobs) pairs, fed in order, one tick a second; the last verdict."""
-    t, out = 0, (None, {})
+def feed(judge, phases, t0=0):
+    """`phases`: (ticks, jobs) pairs, fed in order, one tick a second from `t0`; the last
+    verdict."""
+    t, out = t0, (None, {})
     for ticks, jobs in phases:
         for _ in range(ticks):
             out = judge.verdict(jobs, TWO, t=float(t))
@@ -157,3 +158,24 @@ def test_the_loader_cores_are_the_tree_less_its_trainers():
     assert tree_wait(precise, 10).workers_cores == pytest.approx(0.0061)
     # a quiet tick read no worker: no figure (the next reading's rate spans it), not 0
     assert tree_wait(replace(ts, quiet=True, main_cores_by_pid=None), 10).workers_cores is None
+
+
+def test_a_job_started_beside_others_is_paced_once_they_end():
+    """b never ran alone before: no pace while a runs. a ends; after 10 readings of b alone,
+    its pace alone over its last window beside a says how much slower it ran then, in the
+    `alone` verdict's evidence."""
+    both = [job("a", 100, 0.1), job("b", 200, 0.1)]
+    alone = [job("b", 200, 0.3, f=0.0, cores=0.9)]
+    judge = PassiveJudge()
+    v, est = feed(judge, [(O.NOW_TICKS, both)])
+    assert est["b"].pace.slowdown is None and "has not run alone" in est["b"].pace.why
+    v, est = feed(judge, [(O.REF_MIN - 1, alone)], t0=O.NOW_TICKS)
+    assert est["b"].pace.earlier is None  # too few readings alone yet
+    v, est = feed(judge, [(1, alone)], t0=O.NOW_TICKS + O.REF_MIN - 1)
+    assert v.kind == "alone"
+    assert est["b"].pace.earlier == pytest.approx(3.0)
+    data = check(v.to_json(), "verdict")
+    assert data["evidence"]["own_pace"]["b"]["earlier_slowdown"] == pytest.approx(3.0)
+    assert data["evidence"]["own_pace"]["b"]["earlier_ago_s"] == pytest.approx(O.REF_MIN)
+    assert any("its loader's pace was 3.00× slower than alone" in line
+               for line in v.evidence_lines)

@@ -21,12 +21,14 @@ that was not read (a quiet one) is left out, not counted as 0)
   (an idle loader has no pace to read).
 
 A job that never ran alone here (started beside others) has no reference: its estimate stays the
-CPU-wait model's. Outside load while it ran alone is in its reference (it makes the ratio
+CPU-wait model's until the others end; once it has run alone REF_MIN readings after them, its
+pace alone over its last window beside them says how much slower it ran then (`earlier`). Outside load while it ran alone is in its reference (it makes the ratio
 smaller). Only numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +58,11 @@ class Pace:
     now_ticks: int = 0
     alone_until: float | None = None  # the time of its last tick alone
     why: str | None = None
+    # alone again after others ran beside it: its pace alone over its pace in its last
+    # NOW_TICKS beside them (how much slower it ran then), once REF_MIN readings alone since;
+    # and how long ago that was, seconds
+    earlier: float | None = None
+    earlier_ago: float | None = None
 
 
 @dataclass
@@ -65,6 +72,10 @@ class _Track:
     alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
     now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_TICKS))
     alone_until: float | None = None
+    beside_t: float | None = None  # the time of its last tick beside others
+    beside: tuple[float, ...] = ()  # its last window beside others, kept once alone again
+    beside_until: float | None = None
+    alone_since: int = 0  # readings alone since that window
 
 
 @dataclass
@@ -85,12 +96,17 @@ class OwnPace:
             c = j.cpu_cores_workers
             tr.workers = tr.workers or c is not None
             if alone:
+                if len(tr.now) >= NOW_MIN:  # the others are gone: keep how it ran beside them
+                    tr.beside, tr.beside_until, tr.alone_since = tuple(tr.now), tr.beside_t, 0
                 tr.now.clear()
                 if c is not None and tr.seen > SETTLE:
                     tr.alone.append(c)
                     tr.alone_until = t
-            elif c is not None:
-                tr.now.append(c)
+                    tr.alone_since += 1
+            else:
+                tr.beside_t = t
+                if c is not None:
+                    tr.now.append(c)
             out[j.name] = pace(tr, alone)
         return out
 
@@ -109,7 +125,14 @@ def pace(tr: _Track, alone: bool) -> Pace:
                     now_ticks=len(tr.now), alone_until=tr.alone_until, why=why)
 
     if alone:
-        return out(None, "it runs alone")
+        p = out(None, "it runs alone")
+        was = statistics.fmean(tr.beside) if tr.beside else None
+        if (was is not None and ref is not None and ref >= MIN_CORES and was >= MIN_CORES / 50
+                and tr.alone_since >= REF_MIN and tr.beside_until is not None
+                and tr.alone_until is not None):
+            return dataclasses.replace(p, earlier=round(ref / was, 3),
+                                       earlier_ago=round(tr.alone_until - tr.beside_until, 1))
+        return p
     if not tr.workers:
         return out(None, "no loader worker processes to pace it by")
     if len(tr.alone) < REF_MIN:
@@ -123,6 +146,14 @@ def pace(tr: _Track, alone: bool) -> Pace:
     if now < MIN_CORES / 50:
         return out(None, "its loader did no work in the last readings")
     return out(round(ref / now, 3))
+
+
+def earlier_line(name: str, p: Pace) -> str:
+    """An evidence line for a job alone again: how much slower it ran beside the others."""
+    assert p.earlier is not None and p.earlier_ago is not None
+    return (f"{name}: while other jobs ran beside it (until {p.earlier_ago:.0f} s ago), its "
+            f"loader's pace was {p.earlier:.2f}× slower than alone: it ran about that much "
+            "slower then (its own pace)")
 
 
 def pace_line(name: str, p: Pace, used: bool) -> str:

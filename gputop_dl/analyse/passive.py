@@ -49,7 +49,7 @@ from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_p
                                             tick_estimates)
 from gputop_dl.analyse.loader_rate import CONTRADICT
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.own_pace import OwnPace, Pace, pace_line
+from gputop_dl.analyse.own_pace import OwnPace, Pace, earlier_line, pace_line
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
@@ -241,6 +241,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     evidence["cpu_demand_cores"] = round(want, 2)
     if len(est) == 1:  # nothing to be parallel with: its own waits, and what a second would meet
         e = est[0]
+        if e.pace is not None and e.pace.earlier is not None:  # how it ran beside the others
+            lines.append(earlier_line(e.name, e.pace))
         v = alone_verdict(e.name, cpus=cpus, cores=e.last.cpu_cores, cpu_wait=e.last.cpu_wait,
                           stall=e.last.stall, io_wait=e.io_wait, evidence=evidence,
                           lines=tuple(lines[1:]), jobs=rows,
@@ -332,7 +334,8 @@ def _pace_evidence(e: Estimate) -> dict[str, object]:
     assert p is not None
     return {"slowdown": p.slowdown, "used": e.pace_used, "loader_cores_alone": p.alone_cores,
             "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
-            "now_readings": p.now_ticks, "why": p.why}
+            "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
+            "earlier_ago_s": p.earlier_ago}
 
 
 def _source(e: Estimate) -> SlowdownSource | None:
