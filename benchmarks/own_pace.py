@@ -27,12 +27,15 @@ the load average.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypedDict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -45,7 +48,66 @@ from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import only_found  # noqa: E402
 
 
-def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> dict:
+@contextlib.contextmanager
+def watching(pids: set[int], on: Callable[[Any], None]) -> Iterator[None]:
+    """The monitor's engine at 1 s in this process, judging only the jobs whose root PIDs are in
+    `pids` (a set the caller fills as it starts them), `on(snapshot)` each tick; stopped after."""
+    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    eng.subscribe(on)
+    eng.start()
+    try:
+        yield
+    finally:
+        eng.request_stop()
+        eng.join(10)
+
+
+class Copies:
+    """mt_examples.py copies started by hand (each in its own session), their output lines as
+    they come, their PIDs added to `pids`; `close()` kills those still running."""
+
+    def __init__(self, pids: set[int]) -> None:
+        self.pids = pids
+        self.procs: list[subprocess.Popen] = []
+        self.lines: list[list[str]] = []
+
+    def start(self, example: str, seconds: float) -> None:
+        p = subprocess.Popen(argv(example, seconds), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        ln: list[str] = []
+        threading.Thread(target=_lines, args=(p, ln), daemon=True).start()
+        self.procs.append(p)
+        self.lines.append(ln)
+        self.pids.add(p.pid)
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def stamps(self) -> list[list[float]]:
+        """Each copy's iteration times (after its reader had a moment to take the last lines)."""
+        time.sleep(0.5)
+        return [stamps("".join(ln)) for ln in self.lines]
+
+
+class Staggered(TypedDict):
+    """The first copy's own rates alone and together, and gputop-dl's live figures for it."""
+
+    truth: float | None
+    alone_rate: float | None
+    together_rate: float | None
+    slowdown: float | None  # its live slowdown, median over the together ticks once paced
+    sources: list[str]
+    pace: float | None
+    ticks: int
+    why: str | None
+    cores: tuple[float | None, float | None]  # its loader's cores alone, now (the last tick)
+    kinds: list[str]
+
+
+def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> Staggered:
     """The first example alone for `alone_s`, then all of them for `together_s`."""
     pids: set[int] = set()
     ticks: list = []
@@ -56,41 +118,22 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> d
         ticks.append((time.time(), len(snap.jobs), {j.pid: j for j in snap.jobs},
                       ev.get("own_pace") or {}, v.get("kind")))
 
-    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
-    eng.subscribe(on)
-    eng.start()
-    procs: list[subprocess.Popen] = []
-    lines: list[list[str]] = []
-
-    def start(example: str, seconds: float) -> None:
-        p = subprocess.Popen(argv(example, seconds), stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        ln: list[str] = []
-        threading.Thread(target=_lines, args=(p, ln), daemon=True).start()
-        procs.append(p)
-        lines.append(ln)
-        pids.add(p.pid)
-
+    copies = Copies(pids)
     try:
-        start(examples[0], alone_s + together_s + 60)
-        while not started(lines[0]) and procs[0].poll() is None:
-            time.sleep(0.2)
-        time.sleep(alone_s)
-        t_others = time.time()
-        for e in examples[1:]:
-            start(e, together_s)
-        for p in procs[1:]:
-            p.wait(timeout=together_s + 300)
-        t_end = time.time()
+        with watching(pids, on):
+            copies.start(examples[0], alone_s + together_s + 60)
+            while not started(copies.lines[0]) and copies.procs[0].poll() is None:
+                time.sleep(0.2)
+            time.sleep(alone_s)
+            t_others = time.time()
+            for e in examples[1:]:
+                copies.start(e, together_s)
+            for p in copies.procs[1:]:
+                p.wait(timeout=together_s + 300)
+            t_end = time.time()
     finally:
-        eng.request_stop()
-        eng.join(10)
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    time.sleep(0.5)
-    ts = [stamps("".join(ln)) for ln in lines]
+        copies.close()
+    ts = copies.stamps()
     first = ts[0]
     alone_rate = rate(first, first[3] if len(first) > 3 else t_others, t_others)
     lo = max(t[3] for t in ts[1:] if len(t) > 3)
@@ -98,8 +141,9 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> d
     together_rate = rate(first, lo, hi)
     name = None
     got, src, paces = [], set(), []
+    first_pid = copies.procs[0].pid
     for t, n, jobs, pace, _ in ticks:
-        j = jobs.get(procs[0].pid)
+        j = jobs.get(first_pid)
         if j is None or not (lo <= t <= hi) or n < len(examples):
             continue
         name = j.name
@@ -119,7 +163,16 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> d
             "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k})}
 
 
-def after(examples: tuple[str, ...], together_s: float, alone_s: float) -> dict:
+class After(TypedDict):
+    """The last copy's own rates together and alone after, and its `earlier_slowdown`."""
+
+    truth: float | None
+    alone_rate: float | None
+    together_rate: float | None
+    earlier: float | None
+
+
+def after(examples: tuple[str, ...], together_s: float, alone_s: float) -> After:
     """All copies at once; the others end after `together_s`, the last copy runs on alone for
     `alone_s`: its `earlier` pace (how much slower it ran beside them) against its own rate
     alone over together."""
@@ -131,40 +184,24 @@ def after(examples: tuple[str, ...], together_s: float, alone_s: float) -> dict:
         ticks.append((time.time(), (v.get("evidence") or {}).get("own_pace") or {},
                       {j.pid: j.name for j in snap.jobs}))
 
-    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
-    eng.subscribe(on)
-    eng.start()
-    procs: list[subprocess.Popen] = []
-    lines: list[list[str]] = []
+    copies = Copies(pids)
     try:
-        for i, e in enumerate(examples):
-            seconds = together_s + (alone_s + 60 if i == len(examples) - 1 else 0)
-            p = subprocess.Popen(argv(e, seconds), stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-            ln: list[str] = []
-            threading.Thread(target=_lines, args=(p, ln), daemon=True).start()
-            procs.append(p)
-            lines.append(ln)
-            pids.add(p.pid)
-        for p in procs[:-1]:
-            p.wait(timeout=together_s + 300)
-        t_alone = time.time()
-        time.sleep(alone_s)
-        t_end = time.time()
+        with watching(pids, on):
+            for i, e in enumerate(examples):
+                copies.start(e, together_s + (alone_s + 60 if i == len(examples) - 1 else 0))
+            for p in copies.procs[:-1]:
+                p.wait(timeout=together_s + 300)
+            t_alone = time.time()
+            time.sleep(alone_s)
+            t_end = time.time()
     finally:
-        eng.request_stop()
-        eng.join(10)
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    time.sleep(0.5)
-    ts = [stamps("".join(ln)) for ln in lines]
+        copies.close()
+    ts = copies.stamps()
     last = ts[-1]
     lo = max(t[3] for t in ts if len(t) > 3)
     tog = rate(last, lo, min(t[-1] for t in ts[:-1] if t))
     alone = rate(last, t_alone + 2, t_end)
-    pid = procs[-1].pid
+    pid = copies.procs[-1].pid
     earlier = None
     for _t, pace, names in reversed(ticks):
         got = pace.get(names.get(pid, "")) or {}

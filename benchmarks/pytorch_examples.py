@@ -317,35 +317,30 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     live judge paces it against itself (analyse/own_pace.py): its live slowdown over the
     together span (median of the ticks once its pace is read) beside its own rate alone over
     together, from the arrival of its per-iteration lines (issue 33)."""
-    from gputop_dl.collect.nvml import Nvml
-    from gputop_dl.runner import monitor_engine
-    from tests.fakes.by_hand import only_found
+    from own_pace import watching
 
     script = os.path.join(examples, "dcgan", "main.py")
     pids: set[int] = set()
     ticks: list[tuple[float, dict[int, Any]]] = []
-    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
-    eng.subscribe(lambda snap: ticks.append((time.time(), {j.pid: j for j in snap.jobs})))
-    eng.start()
     procs: list[subprocess.Popen] = []
     try:
-        first, s1 = _start_dcgans(script, work, env, 1, "dcgan-pace-a")
-        procs += first
-        pids.add(first[0].pid)
-        _warm(s1)
-        t_alone = time.time()
-        time.sleep(seconds)
-        second, s2 = _start_dcgans(script, work, env, 1, "dcgan-pace-b")
-        procs += second
-        pids.add(second[0].pid)
-        t_second = time.time()
-        _warm(s2)
-        t_tog = time.time()
-        time.sleep(seconds)
-        t_end = time.time()
+        with watching(pids, lambda snap: ticks.append((time.time(),
+                                                       {j.pid: j for j in snap.jobs}))):
+            first, s1 = _start_dcgans(script, work, env, 1, "dcgan-pace-a")
+            procs += first
+            pids.add(first[0].pid)
+            _warm(s1)
+            t_alone = time.time()
+            time.sleep(seconds)
+            second, s2 = _start_dcgans(script, work, env, 1, "dcgan-pace-b")
+            procs += second
+            pids.add(second[0].pid)
+            t_second = time.time()
+            _warm(s2)
+            t_tog = time.time()
+            time.sleep(seconds)
+            t_end = time.time()
     finally:
-        eng.request_stop()
-        eng.join(10)
         kill_groups(procs)
     alone, tog = _rate(s1[0], t_alone, t_second), _rate(s1[0], t_tog, t_end)
     truth = alone / tog if alone and tog else None
