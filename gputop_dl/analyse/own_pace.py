@@ -33,6 +33,7 @@ import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from gputop_dl.snapshot import JobSample
 
@@ -63,6 +64,27 @@ class Pace:
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
+
+
+class PaceEvidence(TypedDict):
+    """One job's entry of the live verdict's `evidence.own_pace` (schemas/verdict.json)."""
+
+    slowdown: float | None
+    used: bool  # its slowdown is this pace, not the CPU-wait estimate
+    loader_cores_alone: float | None
+    loader_cores_now: float | None
+    alone_readings: int
+    now_readings: int
+    why: str | None
+    earlier_slowdown: float | None
+    earlier_ago_s: float | None
+
+
+def evidence(p: Pace, used: bool) -> PaceEvidence:
+    return {"slowdown": p.slowdown, "used": used, "loader_cores_alone": p.alone_cores,
+            "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
+            "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
+            "earlier_ago_s": p.earlier_ago}
 
 
 @dataclass

@@ -50,6 +50,7 @@ from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_p
 from gputop_dl.analyse.loader_rate import CONTRADICT
 from gputop_dl.analyse.outside_load import OutsideWindow
 from gputop_dl.analyse.own_pace import OwnPace, Pace, earlier_line, pace_line
+from gputop_dl.analyse.own_pace import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
@@ -189,7 +190,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                 "runnable_mean": None if runnable is None else round(runnable, 2),
                 "cpu_wait": {e.name: e.last.cpu_wait for e in est},
                 "estimated_slowdowns": {e.name: e.slowdown for e in judged},
-                "own_pace": {e.name: _pace_evidence(e) for e in est if e.pace is not None} or None,
+                "own_pace": {e.name: pace_evidence(e.pace, e.pace_used) for e in est
+                             if e.pace is not None} or None,
                 "co_cpu_cores": round(sum(e.last.cpu_cores or 0.0 for e in est), 2),
                 "set_share": {e.name: round(e.last.set_share, 3) for e in est},
                 "outside_load": outside_load.evidence(est, win)}
@@ -327,15 +329,6 @@ def _s(e: Estimate) -> float:
 
 def _c(e: Estimate) -> float:
     return e.confidence if e.confidence is not None else 0.0
-
-
-def _pace_evidence(e: Estimate) -> dict[str, object]:
-    p = e.pace
-    assert p is not None
-    return {"slowdown": p.slowdown, "used": e.pace_used, "loader_cores_alone": p.alone_cores,
-            "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
-            "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
-            "earlier_ago_s": p.earlier_ago}
 
 
 def _source(e: Estimate) -> SlowdownSource | None:
