@@ -1,14 +1,21 @@
-"""The hook's phase split beside Lightning's own PyTorch-profiler trace of the same steps (issue 33).
+"""The hook's phase split beside a `torch.profiler` trace of the same steps (issue 33).
 
-    python benchmarks/phases_vs_profiler.py [--runs 3] [--cuda]
+    python benchmarks/phases_vs_profiler.py [--stack {lightning,hf}] [--runs 3] [--cuda]
 
-Launches tests/external/lightning_profiled.py (a real convolutional net, no sleeps, Lightning's
-`PyTorchProfiler` active over 12 steps) as a `command` workload with no code change, and prints,
-per run, the trace's forward, backward and optimizer (ms per step and share of the step) beside
-the hook's over the same batches: the hook bills batch j's work to its step j + 1 (docs/phases.md,
-"What a step is"). Target (issue 33): each share within 10 points. Lightning runs the forward and
-backward inside the closure it hands to `optimizer.step`; the hook must bill them to forward and
-backward, not to the optimizer.
+Launches a real model's training script (no sleeps) as a `command` workload with no code
+change, and prints, per run, the trace's forward, backward and optimizer (ms per step and share
+of the step) beside the hook's over the same batches: the hook bills batch j's work to its step
+j + 1 (docs/phases.md, "What a step is"). Target (issue 33): each share within 10 points.
+
+- `--stack lightning` (the default): tests/external/lightning_profiled.py, a convolutional net
+  under Lightning's own `PyTorchProfiler`, active over 12 steps. Lightning runs the forward and
+  backward inside the closure it hands to `optimizer.step`; the hook must bill them to forward
+  and backward, not to the optimizer.
+- `--stack hf`: tests/external/hf_profiled.py, a small GPT-2 under transformers' `Trainer`, with
+  `torch.profiler` active over 12 steps from a `TrainerCallback`; the script labels the model's
+  forward and the Trainer's `accelerator.backward` with `record_function` ranges, and the
+  optimizer is torch's own `Optimizer.step#AdamW.step`. The Trainer fetches each batch through
+  accelerate's loader (one batch ahead) and clips the gradients before the step (not a phase).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ sys.path.insert(0, HERE)
 from frameworks import EXT, launch  # noqa: E402
 
 PHASES = ("forward", "backward", "optimizer")
+SCRIPTS = {"lightning": "lightning_profiled.py", "hf": "hf_profiled.py"}
 
 
 def hook_figures(run, own: dict) -> dict:
@@ -41,6 +49,8 @@ def hook_figures(run, own: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", choices=sorted(SCRIPTS), default="lightning",
+                    help="the training stack and its profiled script (default: lightning)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cuda", action="store_true", help="the script on the GPU")
     a = ap.parse_args()
@@ -50,7 +60,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         os.environ["GPUTOP_DL_HOME"] = os.path.join(work, "home")
         for i in range(a.runs):
-            argv = [sys.executable, os.path.join(EXT, "lightning_profiled.py"), *(["--cuda"] * a.cuda)]
+            argv = [sys.executable, os.path.join(EXT, SCRIPTS[a.stack]), *(["--cuda"] * a.cuda)]
             run, own = launch(work, argv)
             if "error" in own:
                 print(f"| {i + 1} | {own['error']} | | | | |")
