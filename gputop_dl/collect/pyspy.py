@@ -27,7 +27,7 @@ from gputop_dl.collect.pyspy_stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
     is_main_thread, phase_of, split_thread)
 from gputop_dl.collect.pyspy_stall import (
-    ANCHORS, StallEstimate, phase_shares, pooled_step_time, stall_from_sequence, stall_from_stacks,
+    ANCHORS, CHECK_S, StallEstimate, check_rate, checked, phase_shares, pooled_step_time, stall_from_sequence, stall_from_stacks,
     stall_from_timeline)
 from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
 from gputop_dl.collect.step_cycles import timed_cycles
@@ -125,7 +125,25 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
 
     py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
     time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
-    is read as samples `1 / rate` apart (`stall_from_sequence`)."""
+    is read as samples `1 / rate` apart (`stall_from_sequence`). A second py-spy samples the
+    same thread at the same time, `check_rate(rate)` Hz for `CHECK_S`: the step time stands only
+    where it agrees or where the main rate cannot alias (`checked`)."""
+    hz = check_rate(rate)
+    check: list[tuple[StallEstimate | None, str | None]] = []
+    t = threading.Thread(target=lambda: check.append(_stall_burst(pid, CHECK_S, hz, exe)),
+                         daemon=True, name="gdl-spy-check")
+    t.start()
+    main, err = _stall_burst(pid, duration_s, rate, exe)
+    t.join(CHECK_S + 25)
+    if main is None:
+        return None, err
+    got, check_err = check[0] if check else (None, "the check burst did not end")
+    return checked(main, got, rate, hz, check_err), None
+
+
+def _stall_burst(pid: int, duration_s: float, rate: int,
+                 exe: str | None) -> tuple[StallEstimate | None, str | None]:
+    """One py-spy burst's estimate, its step time not yet checked for aliasing."""
     text, err, cpu = _run_pyspy(pid, duration_s, rate, "chrometrace", ["--threads"], exe)
     if err is not None:
         return None, err

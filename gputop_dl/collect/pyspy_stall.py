@@ -7,10 +7,10 @@ step phase, and the step time where the phases' recurrences give it honestly.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_of
-from gputop_dl.collect.step_cycles import ACCUMULATION, cycles_of, timed_cycles
+from gputop_dl.collect.step_cycles import ACCUMULATION, MIN_CYCLES, cycles_of, timed_cycles
 
 
 class StallEstimate:
@@ -81,6 +81,91 @@ def pooled_step_time(bursts: Iterable[StallEstimate | tuple[float | None, int]])
     pairs = [(s, c) for s, c in read if s is not None and c]
     cycles = sum(c for _, c in pairs)
     return round(sum(s * c for s, c in pairs) / cycles, 4) if cycles else None
+
+
+def current_step_time(bursts: Sequence[tuple[float | None, int, str | None]],
+                      burst_s: float) -> tuple[float | None, str | None]:
+    """A job's step time now from its recent bursts, oldest first, each (step s or None, its
+    cycles, why no step): (step s, None) or (None, why). The newest burst says which readings
+    still hold: with a step of its own, those within AGREE of it, pooled (a job slowed down
+    by others shows its new step at once, not a mean with its steps alone); without one because
+    it saw fewer than MIN_CYCLES steps in `burst_s`, none shorter than it could have counted
+    (they are from before the job slowed down); else all of them."""
+    if not bursts:
+        return None, None
+    newest, _, why = bursts[-1]
+    use: list[tuple[float | None, int]]
+    if newest is not None:
+        use = [(s, c) for s, c, _ in bursts if s is not None and abs(s / newest - 1) <= AGREE]
+    elif why and FEW_STEPS in why:
+        floor = burst_s / (MIN_CYCLES + 1) * (1 - AGREE)
+        use = [(s, c) for s, c, _ in bursts if s is not None and s >= floor]
+    else:
+        use = [(s, c) for s, c, _ in bursts]
+    step = pooled_step_time(use)
+    return step, None if step is not None else why
+
+
+# The aliasing check (docs/architecture.md, "Step phases of found jobs"). py-spy samples at a
+# fixed rate: a step shorter than about two sampling intervals is seen at a beat between the two
+# (a 44 ms step sampled every 40 ms reads as a 0.2-0.4 s "step", its phases in order), which no
+# test on the samples of one burst can tell from a real step that long. A second, concurrent
+# burst at CHECK_FACTOR times the rate for CHECK_S (py-spy's shortest) settles it: its steps
+# alias only below 2 of its intervals; where it reads a step, the main burst must agree or be
+# unable to see one that short; where it sees its phases too short, the step cannot be timed.
+# Not caught: a step shorter than two of the check's intervals (20 ms at 100 Hz) that beats
+# with both rates alike (the main rate's samples are every fourth of the check's).
+CHECK_FACTOR = 4
+CHECK_MAX_RATE = 200  # Hz; py-spy keeps up (about 0.7 ms a sample)
+CHECK_S = 1.0
+AGREE = 0.2  # the two readings' largest relative difference that still agrees
+RESOLVES = 3  # a burst times steps at least this many of its sampling intervals long
+TOO_SHORT = "too short"  # in `timed_cycles`' reason: the phases are shorter than the interval
+FEW_STEPS = "fewer than"  # ... fewer than MIN_CYCLES steps in the burst: long steps
+
+
+def check_rate(rate: int) -> int:
+    """The check burst's rate for a main burst at `rate` Hz."""
+    return min(CHECK_MAX_RATE, CHECK_FACTOR * rate)
+
+
+def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_hz: int,
+            check_error: str | None = None) -> StallEstimate:
+    """`main` (a burst at `rate` Hz) with its step time confirmed, replaced or refused by the
+    concurrent `check` burst at `check_hz` (None: it failed, `check_error` says why). The data
+    fraction and phase counts stay the main burst's; its CPU cost adds the check's."""
+    if main.cpu_s is not None and check is not None and check.cpu_s is not None:
+        main.cpu_s += check.cpu_s
+    m, c = main.step_time_s, check.step_time_s if check is not None else None
+
+    def refuse(why: str) -> StallEstimate:
+        main.step_time_s, main.cycles, main.cv, main.anchor, main.why = None, 0, None, None, why
+        return main
+
+    if check is None:
+        return refuse("no check of py-spy's step time for aliasing"
+                      + (f" ({check_error})" if check_error else "")) if m is not None else main
+    if c is not None:
+        if m is not None and abs(m / c - 1) <= AGREE:  # both: pooled by their cycles
+            main.step_time_s = pooled_step_time([(m, main.cycles), (c, check.cycles)])
+            main.cycles += check.cycles
+            return main
+        if m is None or c < RESOLVES / rate:  # the main rate's reading, if any, is a beat
+            main.step_time_s, main.cycles, main.cv, main.anchor, main.why = (
+                c, check.cycles, check.cv, check.anchor, None)
+            return main
+        return refuse(f"py-spy's step times at two rates disagree ({m * 1000:.0f} ms at {rate} "
+                      f"Hz, {c * 1000:.0f} ms at {check_hz} Hz)")
+    why = check.why or ""
+    if m is None:
+        return main
+    if FEW_STEPS in why and m >= CHECK_S / (MIN_CYCLES + 1) * (1 - AGREE):
+        return main  # steps too long for the short check to count: the main reading stands
+    if TOO_SHORT in why:
+        return refuse(f"its steps are shorter than py-spy can time at {check_hz} Hz (its "
+                      f"{m * 1000:.0f} ms at {rate} Hz is a beat of the sampling, not a step)")
+    return refuse(f"py-spy's step time at {rate} Hz ({m * 1000:.0f} ms) was not confirmed at "
+                  f"{check_hz} Hz ({why or 'no step read'})")
 
 
 def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from gputop_dl.collect.pyspy_stall import StallEstimate
+from gputop_dl.collect.pyspy_stall import StallEstimate, current_step_time
 
 from gputop_dl.collect import pyspy
 from gputop_dl.threadname import name_native_thread
@@ -173,10 +173,10 @@ class StallSampler:
         data = sum(b[2] for b in use)
         n = data + sum(b[3] for b in use)
         phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
-        step = pyspy.pooled_step_time(b[4] for b in use)
+        step, why = current_step_time([(*b[4], b[6]) for b in use], self.duration_s)
         return StallResult(round(data / n, 3) if n else None, n, step, use[-1][1],
                            tuple((p, c) for p, c in phases.items()) if any(phases.values()) else (),
-                           step_note=None if step is not None else use[-1][6])
+                           step_note=why)
 
     def join(self, timeout: float | None = None) -> None:
         t = self._thread

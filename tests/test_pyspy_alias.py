@@ -1,0 +1,123 @@
+"""A found job's step time where py-spy's rate beats with the steps: the concurrent check burst
+at four times the rate (collect/pyspy_stall.py `checked`) and the pool that follows the newest
+burst (`current_step_time`)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy_stall import (
+    CHECK_S, MIN_CYCLES, StallEstimate, check_rate, checked, current_step_time)
+from tests.test_pyspy_timed import MAIN, PID, trace
+
+# wlm-like: pytorch/examples' word_language_model on this box steps every ~44 ms
+PARTS = (("data", 0.004), ("forward", 0.015), ("backward", 0.017), ("optimizer", 0.008))
+
+
+def sampled(parts, seconds: float, rate: int, seed: int = 0):
+    """The phase changes py-spy sees sampling a job whose steps repeat `parts` (phase, s) every
+    sum(parts) seconds, at `rate` Hz from a random offset, each sample ±1 ms late or early."""
+    rnd = random.Random(seed)
+    period = sum(d for _, d in parts)
+    t0, out, last = rnd.uniform(0, period), [], None
+    for k in range(int(seconds * rate)):
+        t = k / rate + rnd.uniform(-0.001, 0.001)
+        ph = phase_at((t + t0) % period, parts)
+        if ph != last:
+            out.append((round(max(0.0, t), 6), ph))
+            last = ph
+    return out, seconds
+
+
+def phase_at(x: float, parts) -> str:
+    """The phase `x` seconds into a step."""
+    for ph, d in parts:
+        if x < d:
+            return ph
+        x -= d
+    return parts[-1][0]
+
+
+def burst(parts, seconds: float, rate: int, seed: int = 0) -> StallEstimate:
+    seq, end = sampled(parts, seconds, rate, seed)
+    return pyspy.stall_from_timeline(pyspy.parse_chrometrace(trace(seq, end))[MAIN], rate, PID)
+
+
+def scaled(k: float):
+    return tuple((ph, d * k) for ph, d in PARTS)
+
+
+def test_one_rate_beats_with_a_step_near_its_interval_and_the_check_finds_the_step():
+    wrong = 0
+    for seed in range(8):
+        main = burst(PARTS, 2.0, 25, seed)
+        if main.step_time_s is not None and abs(main.step_time_s / 0.044 - 1) > 0.25:
+            wrong += 1  # a beat of 25 Hz and the 44 ms step, read as a step
+        got = checked(main, burst(PARTS, CHECK_S, check_rate(25), seed + 100), 25, check_rate(25))
+        assert got.step_time_s == pytest.approx(0.044, rel=0.1), (seed, got.why)
+    assert wrong, "the unchecked 25 Hz burst never read a beat: this test shows nothing"
+
+
+@pytest.mark.parametrize("k", [3.5, 6.0])  # steps of 154 and 264 ms: both rates time them
+def test_steps_both_rates_resolve_keep_the_main_reading(k):
+    step = 0.044 * k
+    main = burst(scaled(k), 2.0, 25, 1)
+    assert main.step_time_s == pytest.approx(step, rel=0.1)
+    got = checked(main, burst(scaled(k), CHECK_S, 100, 2), 25, 100)
+    assert got.step_time_s == pytest.approx(step, rel=0.1) and got.why is None
+
+
+def test_steps_shorter_than_the_check_can_time_are_refused_with_the_reason():
+    main = StallEstimate(4, 46, step_time_s=0.31, cycles=6)  # a beat, read as a step
+    check = StallEstimate(8, 92)
+    check.why = "its step phases are too short for py-spy's sampling interval"
+    got = checked(main, check, 25, 100)
+    assert got.step_time_s is None and "shorter than py-spy can time at 100 Hz" in got.why
+    assert got.fraction == 0.08  # the data wait is still the main burst's
+
+
+def test_long_steps_the_short_check_cannot_count_keep_the_main_reading():
+    check = StallEstimate(8, 92)
+    check.why = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    got = checked(StallEstimate(4, 46, step_time_s=0.3, cycles=6), check, 25, 100)
+    assert got.step_time_s == 0.3 and got.why is None
+    # ... but a main reading the check would have counted is not confirmed
+    got = checked(StallEstimate(4, 46, step_time_s=0.1, cycles=19), check, 25, 100)
+    assert got.step_time_s is None and "not confirmed" in got.why
+
+
+def test_two_rates_that_both_resolve_the_step_and_disagree_give_none():
+    got = checked(StallEstimate(4, 46, step_time_s=0.3, cycles=6),
+                  StallEstimate(8, 92, step_time_s=0.18, cycles=5), 25, 100)
+    assert got.step_time_s is None and "disagree" in got.why
+
+
+def test_a_failed_check_leaves_no_unchecked_step_time():
+    main = StallEstimate(5, 45, step_time_s=0.2, cycles=9)
+    got = checked(main, None, 25, 100, "py-spy: process gone")
+    assert got.step_time_s is None and "aliasing" in got.why and "process gone" in got.why
+
+
+def test_the_two_bursts_cpu_add_up():
+    main, check = StallEstimate(5, 45, cpu_s=0.04), StallEstimate(10, 90, cpu_s=0.07)
+    assert checked(main, check, 25, 100).cpu_s == pytest.approx(0.11)
+
+
+def test_the_pool_follows_the_newest_burst():
+    alone = [(0.057, 35, None)] * 3
+    # slowed 5x beside another job: the newest burst's step, not a mean with the old ones
+    step, why = current_step_time([*alone, (0.29, 7, None)], 2.0)
+    assert step == pytest.approx(0.29) and why is None
+    # slowed so far that a burst counts fewer than MIN_CYCLES steps: the old steps are stale
+    few = f"fewer than {MIN_CYCLES} steps seen"
+    step, why = current_step_time([*alone, (None, 0, few)], 2.0)
+    assert step is None and why == few
+    # ... but readings as long as the burst could not count still hold
+    assert current_step_time([(0.45, 4, None), (None, 0, few)], 2.0) == (0.45, None)
+    # a newest burst with no step for another reason: the older readings, pooled
+    assert current_step_time([(0.1, 10, None), (0.12, 10, None), (None, 0, "too short")],
+                             2.0) == (pytest.approx(0.11), None)
+    assert current_step_time([], 2.0) == (None, None)
