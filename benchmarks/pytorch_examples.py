@@ -22,6 +22,9 @@
 5. one dcgan copy alone, a second `--dcgan-seconds` × 1.5 later, watched by the monitor's
    engine (`--only dcgan-pace`): the first job's live slowdown (its own pace) beside its own
    rate alone over together.
+6. the same with `word_language_model/main.py` (no loader workers: paced by its py-spy step
+   times; a generated corpus in wikitext-2's layout), 60 s alone, 240 s together
+   (`--only wlm-pace`).
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -358,6 +361,84 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
           f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |\n")
 
 
+def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
+             together_s: float) -> None:
+    """word_language_model/main.py as a user starts two: one, then a second `alone_s` later,
+    watched by the monitor's engine from the start (found jobs, these two only, py-spy at its
+    default budget). It has no loader workers: the live judge paces the first by its py-spy
+    step times alone and beside the second (analyse/own_pace.py). Truth: its own `ms/batch`
+    lines (every 5 batches), their median in each span (issue 33)."""
+    import threading
+
+    from own_pace import watching
+    from step_beats import MS, corpus
+
+    wlm = os.path.join(examples, "word_language_model")
+    corpus(os.path.join(work, "wlm-data"))
+    pids: set[int] = set()
+    ticks: list[tuple[float, dict[int, Any]]] = []
+    procs: list[subprocess.Popen] = []
+    lines: list[list[tuple[float, str]]] = []
+
+    def start() -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-u", os.path.join(wlm, "main.py"), "--data",
+                              os.path.join(work, "wlm-data"), "--log-interval", "5", "--epochs",
+                              "1000", "--save", os.path.join(work, f"wlm{len(procs)}.pt")],
+                             cwd=wlm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env, start_new_session=True)
+        out: list[tuple[float, str]] = []
+        threading.Thread(target=lambda: [out.append((time.time(), ln)) for ln in p.stdout or ()],
+                         daemon=True).start()
+        procs.append(p)
+        lines.append(out)
+        pids.add(p.pid)
+        return p
+
+    try:
+        def on(snap) -> None:
+            ticks.append((time.time(), {j.pid: j for j in snap.jobs}))
+            why.append(((snap.verdict or {}).get("evidence") or {}).get("own_pace"))
+
+        why: list[Any] = []
+        with watching(pids, on):
+            first = start()
+            time.sleep(alone_s)
+            t_second = time.time()
+            start()
+            time.sleep(together_s)
+            t_end = time.time()
+    finally:
+        kill_groups(procs)
+
+    def ms(lo: float, hi: float) -> float | None:
+        got = [float(m.group(1)) for t, ln in lines[0] if lo < t <= hi and (m := MS.search(ln))]
+        return statistics.median(got) if got else None
+
+    alone, tog = ms(t_second - alone_s / 2, t_second), ms(t_second + 5, t_end)
+    truth = tog / alone if alone and tog else None
+    got = [(t - t_second, j.slowdown, j.slowdown_source, j.step_time_s) for t, jobs in ticks
+           if t > t_second and (j := jobs.get(first.pid)) is not None and len(jobs) == 2]
+    paced = [s for _, s, src, _ in got if src == "own pace" and s is not None]
+    est = [s for _, s, src, _ in got if src == "estimated" and s is not None]
+    first_paced = next((round(t) for t, _, src, _ in got if src == "own pace"), None)
+    print(f"## word_language_model/main.py: one alone for {alone_s:g} s, then a second beside "
+          f"it for {together_s:g} s; the first job's live slowdown\n")
+    print("| its own ms/batch alone | together | true slowdown | live by its own pace (median) "
+          "| ticks paced | first paced (s after the second started) | estimate before | "
+          "pace / truth |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    live = statistics.median(paced) if paced else None
+    print(f"| {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | {len(paced)} of {len(got)} | "
+          f"{first_paced if first_paced is not None else '–'} | "
+          f"{_n(statistics.median(est)) if est else '–'} | "
+          f"{_n(live / truth if live and truth else None)} |\n")
+    last = next((w for w in reversed(why) if w), None)
+    print(f"its own pace at the end: {json.dumps(last)}\n")
+    steps = sorted({(round(t), st) for t, _, _, st in got if st is not None})
+    print("its step time as the monitor showed it (s after the second started, s): "
+          + ", ".join(f"{t}: {st}" for t, st in steps[:: max(1, len(steps) // 12)]) + "\n")
+
+
 def _rate(ts: list[float], lo: float, hi: float) -> float | None:
     inside = [t for t in ts if lo <= t <= hi]
     return (len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) > 2 else None
@@ -371,7 +452,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
-    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace"))
+    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
+                                        "wlm-pace"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
@@ -389,6 +471,8 @@ def main() -> None:
             dcgan_probe(os.path.abspath(a.examples), work, env, a.probe_seconds)
         if a.only in (None, "dcgan-pace"):
             dcgan_pace(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
+        if a.only in (None, "wlm-pace"):
+            wlm_pace(os.path.abspath(a.examples), work, env, 60.0, 240.0)
 
 
 if __name__ == "__main__":

@@ -179,3 +179,43 @@ def test_a_job_started_beside_others_is_paced_once_they_end():
     assert data["evidence"]["own_pace"]["b"]["earlier_ago_s"] == pytest.approx(O.REF_MIN)
     assert any("its loader's pace was 3.00× slower than alone" in line
                for line in v.evidence_lines)
+
+
+def test_a_job_without_loader_workers_is_paced_by_its_step_times():
+    """PyTorch's word_language_model has no loader workers: alone, py-spy read 44 ms then 46 ms
+    a step; beside a second copy the value it shows at first is still its last one alone (not
+    a reading beside them), then a burst reads 1.5 s: 33.3x by its own steps, its slowdown
+    where its pool spins (the estimate read 4x)."""
+    def a(step, pool=((0.05, 1.0), (0.05, 1.0))):
+        return job("a", 100, None, f=0.05, step_time_s=step, cpu_pool=pool)
+
+    b = job("b", 200, None, cpu_pool=POOL)
+    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.044)]), (5, [a(0.046)]),
+              (3, [a(0.046, POOL), b])]
+    v, est = feed(PassiveJudge(), phases)
+    assert not est["a"].pace_used  # its last reading alone is no pace beside b
+    assert est["a"].pace.why == "no step time read since the others run beside it"
+    v, est = feed(PassiveJudge(), [*phases, (2, [a(1.5, POOL), b])])
+    e = est["a"]
+    assert e.pace_used and e.slowdown == pytest.approx(1.5 / 0.045, abs=1e-3)
+    assert e.pace.source == "steps"
+    data = v.to_json()
+    check(data, "verdict")
+    p = data["evidence"]["own_pace"]["a"]
+    assert p["source"] == "steps" and p["step_alone_readings"] == 2
+    assert p["step_alone_s"] == pytest.approx(0.045) and p["step_now_s"] == 1.5
+    assert any("its step time (py-spy) was 45 ms while it ran alone (2 readings) and 1500 ms"
+               in line for line in v.evidence_lines)
+    # a reading in its first SETTLE ticks is no reference (its start-up is not its pace)
+    pace = O.OwnPace()
+    for t in range(O.SETTLE):
+        got = pace.update([job("c", 300, None, step_time_s=0.05)], float(t))
+    got = pace.update([job("c", 300, None, step_time_s=0.2), b], 50.0)
+    assert got["c"].slowdown is None and "no step time of it alone" in got["c"].why
+    # with loader workers, their pace comes first
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("d", 400, 0.4, step_time_s=0.05 + 0.001 * t)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("d", 400, 0.1, step_time_s=0.3), b], 100.0 + t)
+    assert got["d"].slowdown == pytest.approx(4.0) and got["d"].source == "loader"

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.stall import StallSampler
 from gputop_dl.collect.pyspy_stall import (
     CHECK_S, MIN_CYCLES, StallEstimate, check_rate, checked, current_step_time)
 from tests.test_pyspy_timed import MAIN, PID, trace
@@ -107,17 +108,46 @@ def test_the_two_bursts_cpu_add_up():
 
 
 def test_the_pool_follows_the_newest_burst():
-    alone = [(0.057, 35, None)] * 3
+    alone = [(0.057, 35, None, 2.0)] * 3
     # slowed 5x beside another job: the newest burst's step, not a mean with the old ones
-    step, why = current_step_time([*alone, (0.29, 7, None)], 2.0)
+    step, why = current_step_time([*alone, (0.29, 7, None, 2.0)])
     assert step == pytest.approx(0.29) and why is None
     # slowed so far that a burst counts fewer than MIN_CYCLES steps: the old steps are stale
     few = f"fewer than {MIN_CYCLES} steps seen"
-    step, why = current_step_time([*alone, (None, 0, few)], 2.0)
+    step, why = current_step_time([*alone, (None, 0, few, 2.0)])
     assert step is None and why == few
     # ... but readings as long as the burst could not count still hold
-    assert current_step_time([(0.45, 4, None), (None, 0, few)], 2.0) == (0.45, None)
-    # a newest burst with no step for another reason: the older readings, pooled
-    assert current_step_time([(0.1, 10, None), (0.12, 10, None), (None, 0, "too short")],
-                             2.0) == (pytest.approx(0.11), None)
-    assert current_step_time([], 2.0) == (None, None)
+    assert current_step_time([(0.45, 4, None, 2.0), (None, 0, few, 2.0)]) == (0.45, None)
+    assert current_step_time([(0.45, 4, None, 2.0), (None, 0, few, 8.0)]) == (None, few)
+    # a newest burst with no step for another reason: unknown, not the older readings
+    assert current_step_time([(0.1, 10, None, 2.0), (0.12, 10, None, 2.0),
+                              (None, 0, "too short", 2.0)]) == (None, "too short")
+    assert current_step_time([(0.1, 10, None, 2.0), (0.12, 10, None, 2.0)]) == (
+        pytest.approx(0.11), None)
+    assert current_step_time([]) == (None, None)
+
+
+def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_back():
+    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    reads = iter([(None, few), (None, few), (None, few), (1.5, None), (0.3, None), (0.3, None),
+                  (0.05, None)])
+    spans = []
+
+    def record(pid, seconds, rate, exe):
+        spans.append((seconds, rate))
+        step, why = next(reads)
+        est = StallEstimate(2, 40, step_time_s=step, cycles=5 if step else 0)
+        est.why = why
+        return est, None
+
+    now = [0.0]
+    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
+                           clock=lambda: now[0])
+    for _ in range(7):
+        now[0] += 100.0
+        assert sampler.round([("a", 1)])
+        sampler.join(10)
+    # twice as long at half the rate (the same samples), at most LONGER times; shorter again
+    # once half the burst would count the steps it reads
+    assert spans == [(2.0, 25), (4.0, 12), (8.0, 6), (8.0, 6), (8.0, 6), (4.0, 12), (2.0, 25)]
+    assert sampler.result("a").step_time_s == pytest.approx(0.05)

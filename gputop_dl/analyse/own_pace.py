@@ -20,6 +20,18 @@ that was not read (a quiet one) is left out, not counted as 0)
   alone again); a ratio needs NOW_MIN of them, and the workers busy at least MIN_CORES / 50
   (an idle loader has no pace to read).
 
+A job with no loader workers (or whose loader's pace cannot be read) is paced by its step time
+where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
+against beats): the mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
+each is a checked burst of 4 steps or more) against the newest one since others run beside it:
+
+    step pace slowdown = step now / mean(steps alone)
+
+A reading counts once, when it changes (a new burst): the value a job shows on its first
+ticks beside others is its last reading alone, which is not its pace beside them. A job
+slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
+one (collect/stall.py `LONGER`).
+
 A job that never ran alone here (started beside others) has no reference: its estimate stays the
 CPU-wait model's until the others end; once it has run alone REF_MIN readings after them, its
 pace alone over its last window beside them says how much slower it ran then (`earlier`). Outside load while it ran alone is in its reference (it makes the ratio
@@ -31,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -43,6 +55,8 @@ REF_MIN = 10  # ticks alone a reference needs
 NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are whole: a window
 NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or less)
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
+STEP_REF = 10  # distinct step readings alone kept (the latest)
+STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
 
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
 # starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
@@ -64,6 +78,10 @@ class Pace:
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
+    source: str = "loader"  # what paced it: "loader" (its workers' cores) or "steps"
+    step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
+    step_now_s: float | None = None  # ... its newest since others run beside it
+    step_alone_readings: int = 0
 
 
 class PaceEvidence(TypedDict):
@@ -78,13 +96,18 @@ class PaceEvidence(TypedDict):
     why: str | None
     earlier_slowdown: float | None
     earlier_ago_s: float | None
+    source: str
+    step_alone_s: float | None
+    step_now_s: float | None
+    step_alone_readings: int
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
     return {"slowdown": p.slowdown, "used": used, "loader_cores_alone": p.alone_cores,
             "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
             "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
-            "earlier_ago_s": p.earlier_ago}
+            "earlier_ago_s": p.earlier_ago, "source": p.source, "step_alone_s": p.step_alone_s,
+            "step_now_s": p.step_now_s, "step_alone_readings": p.step_alone_readings}
 
 
 @dataclass
@@ -98,6 +121,9 @@ class _Track:
     beside: tuple[float, ...] = ()  # its last window beside others, kept once alone again
     beside_until: float | None = None
     alone_since: int = 0  # readings alone since that window
+    last_step: float | None = None  # the last step time seen (a new reading is a new value)
+    steps_alone: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_REF))
+    step_now: float | None = None  # the newest new reading beside others
 
 
 @dataclass
@@ -117,10 +143,18 @@ class OwnPace:
             tr.seen += 1
             c = j.cpu_cores_workers
             tr.workers = tr.workers or c is not None
+            s = j.step_time_s
+            if s is not None and s != tr.last_step:
+                if alone and tr.seen > SETTLE:
+                    tr.steps_alone.append(s)
+                elif not alone:
+                    tr.step_now = s
+            tr.last_step = s if s is not None else tr.last_step
             if alone:
                 if len(tr.now) >= NOW_MIN:  # the others are gone: keep how it ran beside them
                     tr.beside, tr.beside_until, tr.alone_since = tuple(tr.now), tr.beside_t, 0
                 tr.now.clear()
+                tr.step_now = None
                 if c is not None and tr.seen > SETTLE:
                     tr.alone.append(c)
                     tr.alone_until = t
@@ -155,8 +189,35 @@ def pace(tr: _Track, alone: bool) -> Pace:
             return dataclasses.replace(p, earlier=round(ref / was, 3),
                                        earlier_ago=round(tr.alone_until - tr.beside_until, 1))
         return p
+    loader = _by_loader(tr, ref, now, out)
+    if loader.slowdown is not None or not tr.steps_alone:
+        return loader
+    steps = _by_steps(tr)
+    return steps if steps.slowdown is not None or not tr.workers else loader
+
+
+def _by_steps(tr: _Track) -> Pace:
+    """A track's pace by its py-spy step times (see the module docstring)."""
+    ref = statistics.fmean(tr.steps_alone)
+
+    def out(slowdown: float | None, why: str | None = None) -> Pace:
+        return Pace(slowdown, alone_until=tr.alone_until, why=why, source="steps",
+                    step_alone_s=round(ref, 4), step_now_s=tr.step_now,
+                    step_alone_readings=len(tr.steps_alone))
+
+    if len(tr.steps_alone) < STEP_REF_MIN:
+        return out(None, f"{len(tr.steps_alone)} of {STEP_REF_MIN} step times of it alone")
+    if tr.step_now is None:
+        return out(None, "no step time read since the others run beside it")
+    return out(round(tr.step_now / ref, 3))
+
+
+def _by_loader(tr: _Track, ref: float | None, now: float | None,
+               out: Callable[..., Pace]) -> Pace:
+    """A track's pace by its loader workers' cores (see the module docstring)."""
     if not tr.workers:
-        return out(None, "no loader worker processes to pace it by")
+        return out(None, "no loader worker processes, and no step time of it alone, to pace "
+                         "it by")
     if len(tr.alone) < REF_MIN:
         return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
                          "compare" if not tr.alone else f"{len(tr.alone)} of {REF_MIN} readings "
@@ -179,10 +240,18 @@ def earlier_line(name: str, p: Pace) -> str:
 
 
 def pace_line(name: str, p: Pace, used: bool) -> str:
-    """An evidence line: a job's loader pace alone and now, and whether its slowdown is it."""
-    assert p.slowdown is not None and p.alone_cores is not None and p.now_cores is not None
-    return (f"{name}: its loader workers used {p.alone_cores:.2f} cores while it ran alone "
-            f"({p.alone_ticks} readings) and {p.now_cores:.2f} beside the others: its own pace "
-            f"{p.slowdown:.2f}× slower"
+    """An evidence line: a job's pace alone and now (its loader's, or its step time's), and
+    whether its slowdown is it."""
+    assert p.slowdown is not None
+    if p.source == "steps":
+        assert p.step_alone_s is not None and p.step_now_s is not None
+        head = (f"{name}: its step time (py-spy) was {p.step_alone_s * 1000:.0f} ms while it ran "
+                f"alone ({p.step_alone_readings} readings) and {p.step_now_s * 1000:.0f} ms "
+                "beside the others")
+    else:
+        assert p.alone_cores is not None and p.now_cores is not None
+        head = (f"{name}: its loader workers used {p.alone_cores:.2f} cores while it ran alone "
+                f"({p.alone_ticks} readings) and {p.now_cores:.2f} beside the others")
+    return (f"{head}: its own pace {p.slowdown:.2f}× slower"
             + ("; its slowdown is this pace, not the CPU-wait estimate" if used
                else "; the CPU-wait estimate agrees within 1.6×"))

@@ -83,25 +83,27 @@ def pooled_step_time(bursts: Iterable[StallEstimate | tuple[float | None, int]])
     return round(sum(s * c for s, c in pairs) / cycles, 4) if cycles else None
 
 
-def current_step_time(bursts: Sequence[tuple[float | None, int, str | None]],
-                      burst_s: float) -> tuple[float | None, str | None]:
+def current_step_time(bursts: Sequence[tuple[float | None, int, str | None, float]]
+                      ) -> tuple[float | None, str | None]:
     """A job's step time now from its recent bursts, oldest first, each (step s or None, its
-    cycles, why no step): (step s, None) or (None, why). The newest burst says which readings
-    still hold: with a step of its own, those within AGREE of it, pooled (a job slowed down
+    cycles, why no step, its seconds): (step s, None) or (None, why). The newest burst says
+    which readings still hold: with a step of its own, those within AGREE of it, pooled (a job slowed down
     by others shows its new step at once, not a mean with its steps alone); without one because
-    it saw fewer than MIN_CYCLES steps in `burst_s`, none shorter than it could have counted
-    (they are from before the job slowed down); else all of them."""
+    it saw fewer than MIN_CYCLES steps in its seconds, those as long as it could not count;
+    without one for another reason, none: the job's steps may have changed since the older
+    readings (a pair of word_language_model copies showed the step one had alone for 100 s
+    after the second started, while each burst beside it failed)."""
     if not bursts:
         return None, None
-    newest, _, why = bursts[-1]
+    newest, _, why, seconds = bursts[-1]
     use: list[tuple[float | None, int]]
     if newest is not None:
-        use = [(s, c) for s, c, _ in bursts if s is not None and abs(s / newest - 1) <= AGREE]
+        use = [(s, c) for s, c, _, _ in bursts if s is not None and abs(s / newest - 1) <= AGREE]
     elif why and FEW_STEPS in why:
-        floor = burst_s / (MIN_CYCLES + 1) * (1 - AGREE)
-        use = [(s, c) for s, c, _ in bursts if s is not None and s >= floor]
+        floor = seconds / (MIN_CYCLES + 1) * (1 - AGREE)
+        use = [(s, c) for s, c, _, _ in bursts if s is not None and s >= floor]
     else:
-        use = [(s, c) for s, c, _ in bursts]
+        return None, why
     step = pooled_step_time(use)
     return step, None if step is not None else why
 

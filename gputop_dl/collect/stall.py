@@ -28,7 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from gputop_dl.collect.pyspy_stall import StallEstimate, current_step_time
+from gputop_dl.collect.pyspy_stall import FEW_STEPS, StallEstimate, current_step_time
+from gputop_dl.collect.step_cycles import MIN_CYCLES
 
 from gputop_dl.collect import pyspy
 from gputop_dl.threadname import name_native_thread
@@ -56,8 +57,13 @@ class StallResult:
 # py-spy's burst: (pid, seconds, rate, its executable) -> (the estimate, or the error)
 Record = Callable[[int, float, int, str | None], tuple[StallEstimate | None, str | None]]
 # one burst kept: (clock, wall time, data samples, compute samples, (step time, cycles),
-# samples per phase, why no step time)
-Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None]
+# samples per phase, why no step time, its seconds)
+Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None, float]
+# a job whose burst saw fewer than MIN_CYCLES steps gets its next one twice as long at half the
+# rate (the same samples, the same cost), at most LONGER times: 2 s at 25 Hz, 4 s at 12, 8 s at
+# 6, which counts steps up to 1.6 s (a job slowed 10-40x beside others); and shorter again once
+# half of it would count the steps it reads
+LONGER = 2
 
 
 class StallSampler:
@@ -79,6 +85,7 @@ class StallSampler:
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
+        self._longer: dict[Hashable, int] = {}  # key -> times its bursts were doubled (LONGER)
         # key -> (clock, wall, data, compute, (step time, cycles), phases, why no step time)
         self._bursts: dict[Hashable, deque[Burst]] = {}
         self._busy: Hashable | None = None
@@ -92,15 +99,27 @@ class StallSampler:
             self._tokens = min(self.credit, self._tokens + (now - self._tokens_t) * self.cpu_budget)
         self._tokens_t = now
 
-    def _run(self, key: Hashable, pid: int) -> None:
+    def span(self, key: Hashable) -> tuple[float, int]:
+        """The next burst's (seconds, rate) for `key` (see LONGER)."""
+        n = self._longer.get(key, 0)
+        return self.duration_s * 2 ** n, max(1, self.rate >> n)
+
+    def _longer_next(self, key: Hashable, est: StallEstimate, seconds: float) -> None:
+        n, step = self._longer.get(key, 0), est.step_time_s
+        if step is None and FEW_STEPS in (getattr(est, "why", None) or "") and n < LONGER:
+            self._longer[key] = n + 1
+        elif step is not None and n and step * (MIN_CYCLES + 1) <= seconds / 2:
+            self._longer[key] = n - 1
+
+    def _run(self, key: Hashable, pid: int, seconds: float, rate: int) -> None:
         name_native_thread("gdl-stall")
         try:
-            est, err = self._record(pid, self.duration_s, self.rate, self.exe)
+            est, err = self._record(pid, seconds, rate, self.exe)
         except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor
             est, err = None, f"py-spy failed: {exc}"
         cost = getattr(est, "cpu_s", None)
         if cost is None:  # not measured (no wait4, or a burst that failed): the typical cost
-            cost = self.duration_s * self.rate * SAMPLE_CPU_S
+            cost = seconds * rate * SAMPLE_CPU_S
         with self._lock:
             self._busy = None
             self.bursts += 1
@@ -114,7 +133,8 @@ class StallSampler:
                     q.append((self.clock(), time.time(), est.data, est.compute,
                               (est.step_time_s, est.cycles),
                               dict(getattr(est, "phases", None) or {}),
-                              getattr(est, "why", None)))
+                              getattr(est, "why", None), seconds))
+                    self._longer_next(key, est, seconds)
                 if not self.denied:
                     self.note = None
                 return
@@ -139,6 +159,7 @@ class StallSampler:
             for k in [k for k in self._last if k not in keys and k != self._busy]:
                 del self._last[k]
                 self._bursts.pop(k, None)
+                self._longer.pop(k, None)
             if self._busy is not None or not jobs:
                 return False
             if self.denied or (self.note and "not installed" in self.note):
@@ -157,7 +178,8 @@ class StallSampler:
                 return False
             _, key, pid = min(due, key=lambda d: d[0])
             self._busy, self._last[key] = key, now
-        self._thread = threading.Thread(target=self._run, args=(key, pid), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(key, pid, *self.span(key)),
+                                        daemon=True,
                                         name=f"py-spy-stall-{pid}")
         self._thread.start()
         return True
@@ -173,7 +195,7 @@ class StallSampler:
         data = sum(b[2] for b in use)
         n = data + sum(b[3] for b in use)
         phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
-        step, why = current_step_time([(*b[4], b[6]) for b in use], self.duration_s)
+        step, why = current_step_time([(*b[4], b[6], b[7]) for b in use])
         return StallResult(round(data / n, 3) if n else None, n, step, use[-1][1],
                            tuple((p, c) for p, c in phases.items()) if any(phases.values()) else (),
                            step_note=why)
