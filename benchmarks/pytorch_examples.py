@@ -434,9 +434,16 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
           f"{_n(live / truth if live and truth else None)} |\n")
     last = next((w for w in reversed(why) if w), None)
     print(f"its own pace at the end: {json.dumps(last)}\n")
-    steps = sorted({(round(t), st) for t, _, _, st in got if st is not None})
-    print("its step time as the monitor showed it (s after the second started, s): "
-          + ", ".join(f"{t}: {st}" for t, st in steps[:: max(1, len(steps) // 12)]) + "\n")
+    shown, prev = [], None
+    for t, jobs in ticks:
+        j = jobs.get(first.pid)
+        cur = (j.step_time_s, j.step_time_note) if j is not None else None
+        if cur is not None and cur != prev:
+            shown.append(f"{t - t_second:+.0f} s: {cur[0] if cur[0] is not None else '–'}"
+                         + (f" ({cur[1]})" if cur[1] else ""))
+        prev = cur
+    print("its step time as the monitor showed it, each change (s after the second started):\n")
+    print("\n".join(f"- {x}" for x in shown) + "\n")
 
 
 def _rate(ts: list[float], lo: float, hi: float) -> float | None:

@@ -27,8 +27,8 @@ from gputop_dl.collect.pyspy_stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
     is_main_thread, phase_of, split_thread)
 from gputop_dl.collect.pyspy_stall import (
-    ANCHORS, CHECK_S, StallEstimate, check_rate, checked, phase_shares, pooled_step_time, stall_from_sequence, stall_from_stacks,
-    stall_from_timeline)
+    ANCHORS, CHECK_S, StallEstimate, check_rate, checked, phase_shares, pooled_step_time,
+    stall_from_sequence, stall_from_stacks, stall_from_timeline)
 from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
 from gputop_dl.collect.step_cycles import timed_cycles
 from gputop_dl.threadname import name_native_thread

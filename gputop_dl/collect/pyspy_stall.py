@@ -87,9 +87,10 @@ def current_step_time(bursts: Sequence[tuple[float | None, int, str | None, floa
                       ) -> tuple[float | None, str | None]:
     """A job's step time now from its recent bursts, oldest first, each (step s or None, its
     cycles, why no step, its seconds): (step s, None) or (None, why). The newest burst says
-    which readings still hold: with a step of its own, those within AGREE of it, pooled (a job slowed down
-    by others shows its new step at once, not a mean with its steps alone); without one because
-    it saw fewer than MIN_CYCLES steps in its seconds, those as long as it could not count;
+    which readings still hold: with a step of its own, those within AGREE of it, pooled (a job
+    slowed down by others shows its new step at once, not a mean with its steps alone); without
+    one because it saw fewer than MIN_CYCLES steps in its seconds, those as long as it could not
+    count;
     without one for another reason, none: the job's steps may have changed since the older
     readings (a pair of word_language_model copies showed the step one had alone for 100 s
     after the second started, while each burst beside it failed)."""

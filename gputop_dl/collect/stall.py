@@ -86,7 +86,7 @@ class StallSampler:
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
         self._longer: dict[Hashable, int] = {}  # key -> times its bursts were doubled (LONGER)
-        # key -> (clock, wall, data, compute, (step time, cycles), phases, why no step time)
+        # key -> its last bursts (`Burst`)
         self._bursts: dict[Hashable, deque[Burst]] = {}
         self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
