@@ -233,6 +233,8 @@ class JobSample:
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
     # why a found job's step time is unknown though py-spy sampled it (docs/verdict.md)
     step_time_note: str | None = None
+    # ... and where py-spy counted fewer than 4 steps in its burst: they are longer than this
+    step_time_over_s: float | None = None
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)

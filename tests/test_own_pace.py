@@ -219,3 +219,27 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
     for t in range(O.NOW_MIN):
         got = pace.update([job("d", 400, 0.1, step_time_s=0.3), b], 100.0 + t)
     assert got["d"].slowdown == pytest.approx(4.0) and got["d"].source == "loader"
+
+
+def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
+    """The pair fell into the regime where each step takes 3.3 s (74x): py-spy's 8 s bursts
+    count fewer than 4, so no step to divide; what they do say, steps over 1.6 s against 45 ms
+    alone, is evidence of at least 36x, and the estimate stays the slowdown."""
+    def a(step, over=None):
+        return job("a", 100, None, f=0.05, step_time_s=step, step_time_over_s=over, cpu_pool=POOL)
+
+    b = job("b", 200, None, cpu_pool=POOL)
+    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.045)]), (3, [a(0.3), b]),
+              (3, [a(None, 1.6), b])]
+    v, est = feed(PassiveJudge(), phases)
+    e = est["a"]
+    assert not e.pace_used and e.slowdown is not None and e.slowdown < 10
+    assert e.pace.slowdown is None and e.pace.at_least == pytest.approx(35.6)
+    data = v.to_json()
+    check(data, "verdict")
+    assert data["evidence"]["own_pace"]["a"]["at_least"] == pytest.approx(35.6)
+    assert any("at least 36× slower by its own steps (a bound" in line
+               for line in v.evidence_lines)
+    # a step read again beside the others replaces the bound
+    v, est = feed(PassiveJudge(), [*phases, (1, [a(0.9), b])])
+    assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)

@@ -151,3 +151,24 @@ def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_ba
     # once half the burst would count the steps it reads
     assert spans == [(2.0, 25), (4.0, 12), (8.0, 6), (8.0, 6), (8.0, 6), (4.0, 12), (2.0, 25)]
     assert sampler.result("a").step_time_s == pytest.approx(0.05)
+    assert sampler.result("a").step_over_s is None
+
+
+def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
+    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+
+    def record(pid, seconds, rate, exe):
+        est = StallEstimate(2, 40)
+        est.why = few
+        return est, None
+
+    now = [0.0]
+    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
+                           clock=lambda: now[0])
+    for seconds in (2.0, 4.0, 8.0):
+        now[0] += 100.0
+        assert sampler.round([("a", 1)])
+        sampler.join(10)
+        res = sampler.result("a")
+        assert res.step_time_s is None and res.step_note == few
+        assert res.step_over_s == pytest.approx(seconds / (MIN_CYCLES + 1))

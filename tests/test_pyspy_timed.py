@@ -151,3 +151,15 @@ def test_the_job_details_show_the_step_time_or_why_not():
     text = str(job_detail_lines(JobSample(name="a.py", pid=1, launched=False, step_time_s=0.154),
                                 None))
     assert "154 ms" in text and "step time –" not in text
+
+
+def test_steps_longer_than_a_burst_counts_show_as_over_in_details_and_table():
+    pytest.importorskip("textual")
+    from gputop_dl.present.tui.job_detail import job_detail_lines
+    from gputop_dl.present.tui.jobs_table import Palette, job_row
+
+    why = "fewer than 4 steps seen (a step longer than a quarter of the burst)"
+    j = JobSample(name="a.py", pid=1, launched=False, step_time_note=why, step_time_over_s=1.6)
+    text = str(job_detail_lines(j, None))
+    assert "over 1.6 s" in text and f"step time –: {why}" in text
+    assert job_row(j, Palette()).cell("step").text.strip().endswith(">1.6 s")

@@ -82,6 +82,9 @@ class Pace:
     step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
     step_now_s: float | None = None  # ... its newest since others run beside it
     step_alone_readings: int = 0
+    # its steps beside the others are longer than a py-spy burst could count 4 of: at least
+    # this many times its step alone (a bound where there is no step to divide: None otherwise)
+    at_least: float | None = None
 
 
 class PaceEvidence(TypedDict):
@@ -100,6 +103,7 @@ class PaceEvidence(TypedDict):
     step_alone_s: float | None
     step_now_s: float | None
     step_alone_readings: int
+    at_least: float | None
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -107,7 +111,8 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
             "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
             "earlier_ago_s": p.earlier_ago, "source": p.source, "step_alone_s": p.step_alone_s,
-            "step_now_s": p.step_now_s, "step_alone_readings": p.step_alone_readings}
+            "step_now_s": p.step_now_s, "step_alone_readings": p.step_alone_readings,
+            "at_least": p.at_least}
 
 
 @dataclass
@@ -124,6 +129,7 @@ class _Track:
     last_step: float | None = None  # the last step time seen (a new reading is a new value)
     steps_alone: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_REF))
     step_now: float | None = None  # the newest new reading beside others
+    step_over: float | None = None  # beside others, its steps are longer than this (s)
 
 
 @dataclass
@@ -148,13 +154,16 @@ class OwnPace:
                 if alone and tr.seen > SETTLE:
                     tr.steps_alone.append(s)
                 elif not alone:
-                    tr.step_now = s
+                    tr.step_now, tr.step_over = s, None
+            over = j.step_time_over_s
+            if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
+                tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
             tr.last_step = s if s is not None else tr.last_step
             if alone:
                 if len(tr.now) >= NOW_MIN:  # the others are gone: keep how it ran beside them
                     tr.beside, tr.beside_until, tr.alone_since = tuple(tr.now), tr.beside_t, 0
                 tr.now.clear()
-                tr.step_now = None
+                tr.step_now = tr.step_over = None
                 if c is not None and tr.seen > SETTLE:
                     tr.alone.append(c)
                     tr.alone_until = t
@@ -200,13 +209,17 @@ def _by_steps(tr: _Track) -> Pace:
     """A track's pace by its py-spy step times (see the module docstring)."""
     ref = statistics.fmean(tr.steps_alone)
 
-    def out(slowdown: float | None, why: str | None = None) -> Pace:
+    def out(slowdown: float | None, why: str | None = None, at_least: float | None = None) -> Pace:
         return Pace(slowdown, alone_until=tr.alone_until, why=why, source="steps",
                     step_alone_s=round(ref, 4), step_now_s=tr.step_now,
-                    step_alone_readings=len(tr.steps_alone))
+                    step_alone_readings=len(tr.steps_alone), at_least=at_least)
 
     if len(tr.steps_alone) < STEP_REF_MIN:
         return out(None, f"{len(tr.steps_alone)} of {STEP_REF_MIN} step times of it alone")
+    if tr.step_over is not None:
+        return out(None, f"its steps beside the others are longer than {tr.step_over:.1f} s "
+                         "(py-spy counted fewer than 4 in a burst): no step to divide",
+                   at_least=round(tr.step_over / ref, 1))
     if tr.step_now is None:
         return out(None, "no step time read since the others run beside it")
     return out(round(tr.step_now / ref, 3))
@@ -237,6 +250,16 @@ def earlier_line(name: str, p: Pace) -> str:
     return (f"{name}: while other jobs ran beside it (until {p.earlier_ago:.0f} s ago), its "
             f"loader's pace was {p.earlier:.2f}× slower than alone: it ran about that much "
             "slower then (its own pace)")
+
+
+def at_least_line(name: str, p: Pace) -> str:
+    """An evidence line: a job whose steps beside the others py-spy cannot count is at least
+    this much slower than its steps alone (a bound, not its slowdown)."""
+    assert p.at_least is not None and p.step_alone_s is not None
+    return (f"{name}: its steps beside the others are too long for py-spy to count (over "
+            f"{p.at_least * p.step_alone_s:.1f} s) against {p.step_alone_s * 1000:.0f} ms while "
+            f"it ran alone: at least {p.at_least:.0f}× slower by its own steps (a bound: its "
+            "slowdown is not measured)")
 
 
 def pace_line(name: str, p: Pace, used: bool) -> str:

@@ -49,7 +49,7 @@ from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_p
                                             tick_estimates)
 from gputop_dl.analyse.loader_rate import CONTRADICT
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.own_pace import OwnPace, Pace, earlier_line, pace_line
+from gputop_dl.analyse.own_pace import OwnPace, Pace, at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.own_pace import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
@@ -229,6 +229,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
               for e in judged if (s := e.last.pool_speedup) is not None]
     lines += [pace_line(e.name, e.pace, e.pace_used) for e in judged
               if e.pace is not None and e.pace.slowdown is not None]
+    lines += [at_least_line(e.name, e.pace) for e in judged
+              if e.pace is not None and e.pace.at_least is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
     if any(e.last.set_share < 0.9 for e in judged):

@@ -115,6 +115,7 @@ class FoundJobs:
                 stall_samples=res.samples if res else None,
                 step_time_s=res.step_time_s if res else None,
                 step_time_note=res.step_note if res else None,
+                step_time_over_s=res.step_over_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
                 command=command, distributed=dist,
                 rank_cpu_cores=rank_cpu(dist, ts, cmap),

@@ -83,6 +83,12 @@ def pooled_step_time(bursts: Iterable[StallEstimate | tuple[float | None, int]])
     return round(sum(s * c for s, c in pairs) / cycles, 4) if cycles else None
 
 
+def step_floor(why: str | None, seconds: float) -> float | None:
+    """What a burst of `seconds` that read no step because it counted fewer than MIN_CYCLES
+    says of the step: longer than this (None: it says nothing)."""
+    return seconds / (MIN_CYCLES + 1) if why and FEW_STEPS in why else None
+
+
 def current_step_time(bursts: Sequence[tuple[float | None, int, str | None, float]]
                       ) -> tuple[float | None, str | None]:
     """A job's step time now from its recent bursts, oldest first, each (step s or None, its
@@ -100,9 +106,8 @@ def current_step_time(bursts: Sequence[tuple[float | None, int, str | None, floa
     use: list[tuple[float | None, int]]
     if newest is not None:
         use = [(s, c) for s, c, _, _ in bursts if s is not None and abs(s / newest - 1) <= AGREE]
-    elif why and FEW_STEPS in why:
-        floor = seconds / (MIN_CYCLES + 1) * (1 - AGREE)
-        use = [(s, c) for s, c, _, _ in bursts if s is not None and s >= floor]
+    elif (floor := step_floor(why, seconds)) is not None:
+        use = [(s, c) for s, c, _, _ in bursts if s is not None and s >= floor * (1 - AGREE)]
     else:
         return None, why
     step = pooled_step_time(use)

@@ -28,7 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from gputop_dl.collect.pyspy_stall import FEW_STEPS, StallEstimate, current_step_time
+from gputop_dl.collect.pyspy_stall import (
+    FEW_STEPS, StallEstimate, current_step_time, step_floor)
 from gputop_dl.collect.step_cycles import MIN_CYCLES
 
 from gputop_dl.collect import pyspy
@@ -46,6 +47,8 @@ class StallResult:
     t: float  # wall time the burst ended
     phases: tuple[tuple[str, int], ...] = ()  # main-thread samples per step phase (pyspy.PHASES)
     step_note: str | None = None  # why `step_time_s` is None (the newest burst's reason)
+    # the newest burst counted fewer than MIN_CYCLES steps: they are longer than this (s)
+    step_over_s: float | None = None
 
     @property
     def phase_samples(self) -> int | None:
@@ -196,9 +199,10 @@ class StallSampler:
         n = data + sum(b[3] for b in use)
         phases = {p: sum(b[5].get(p, 0) for b in use) for p in pyspy.PHASES}
         step, why = current_step_time([(*b[4], b[6], b[7]) for b in use])
+        over = step_floor(why, use[-1][7]) if step is None else None
         return StallResult(round(data / n, 3) if n else None, n, step, use[-1][1],
                            tuple((p, c) for p, c in phases.items()) if any(phases.values()) else (),
-                           step_note=why)
+                           step_note=why, step_over_s=None if over is None else round(over, 3))
 
     def join(self, timeout: float | None = None) -> None:
         t = self._thread

@@ -56,7 +56,9 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
             ("device", j.device or DASH), ("model", j.model or DASH),
             ("batch", DASH if j.batch_size is None else str(j.batch_size)),
             ("progress", progress(j.epoch, j.epochs, j.step, j.steps_per_epoch) + f"  ETA {secs(j.eta_s)}"),
-            ("step", f"{secs(j.step_time_s)}  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"
+            ("step", (f"over {secs(j.step_time_over_s)}" if j.step_time_s is None
+                      and j.step_time_over_s is not None else secs(j.step_time_s))
+             + f"  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"
              + (f"  (step time {DASH}: {j.step_time_note})" if j.step_time_note else "")),
             ("throughput", f"{num(j.samples_per_s, '.1f')} samples/s"),
             ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")),

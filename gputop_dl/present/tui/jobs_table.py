@@ -160,7 +160,8 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
     sd = j.slowdown
     sd_style = p.tone(slowdown_tone(sd))
     sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
-    step = secs(j.step_time_s) if j.step_time_s is not None else DASH
+    step = (secs(j.step_time_s) if j.step_time_s is not None  # py-spy: longer than a burst counts
+            else f">{secs(j.step_time_over_s)}" if j.step_time_over_s is not None else DASH)
     by_key = {
         "job": Cell(name, p.bold),
         "user": Cell(clean(j.user or DASH), p.muted),
