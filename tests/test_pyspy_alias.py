@@ -172,3 +172,36 @@ def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
         res = sampler.result("a")
         assert res.step_time_s is None and res.step_note == few
         assert res.step_over_s == pytest.approx(seconds / (MIN_CYCLES + 1))
+
+
+def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():
+    calls = []
+
+    def burst(kind, reads):
+        it = iter(reads)
+
+        def record(pid, seconds, rate, exe):
+            calls.append(kind)
+            est = StallEstimate(2, 40, step_time_s=next(it), cycles=8)
+            return est, None
+        return record
+
+    now = [0.0]
+    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, cpu_budget=None,
+                           clock=lambda: now[0], record=burst("checked", [0.3, 0.6, 0.044, 0.045]),
+                           unchecked=burst("unchecked", [0.31, 0.6, 0.05]))
+    steps = []
+    for _ in range(7):
+        now[0] += 10.0
+        assert sampler.round([("a", 1)])
+        sampler.join(10)
+        steps.append((sampler.result("a").step_time_s, sampler.result("a").step_note))
+    # 0.3 s checked; 0.31 unchecked stands; 0.6 unchecked is held back and checked next; 50 ms
+    # unchecked is held back too; a 44 ms step is too short for 25 Hz to time: always checked
+    assert calls == ["checked", "unchecked", "unchecked", "checked", "unchecked", "checked",
+                     "checked"]
+    assert steps[1][0] == pytest.approx(0.305)
+    assert steps[2] == (None, "its step changed from 300 ms to 600 ms: the next burst checks it")
+    assert steps[3][0] == pytest.approx(0.6)
+    assert steps[4] == (None, "its step changed from 600 ms to 50 ms: the next burst checks it")
+    assert steps[6][0] == pytest.approx(0.0445)

@@ -39,6 +39,11 @@ from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.workload import redact_args
 
 
+# a job's first seconds are its imports and set-up: a py-spy burst then reads no step and costs
+# about twice a later one (0.15 s of CPU against 0.08, the check included), which the budget
+# then makes the job wait for (a minute at 0.25 % of a core)
+SPY_AFTER_S = 10.0
+
 class FoundJobs:
     """Found jobs with their samplers; touched only by the thread that ticks."""
 
@@ -135,8 +140,10 @@ class FoundJobs:
             self._rows.pop(key, None)
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
-        if self.stall is not None:
-            self.stall.round([((f.pid, f.start), f.target) for f in found])
+        if self.stall is not None:  # not in a job's start-up: its imports hold no step to read
+            self.stall.round([((f.pid, f.start), f.target) for f in found
+                              if (age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
+                              or age >= SPY_AFTER_S])
         notes = []
         out = self.disc.outside
         if out:

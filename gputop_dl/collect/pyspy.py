@@ -119,25 +119,29 @@ def _reap(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
         delay = min(2 * delay, 0.25)
 
 
-def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50,
-                 exe: str | None = None) -> tuple[StallEstimate | None, str | None]:
+def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50, exe: str | None = None,
+                 check: bool = True) -> tuple[StallEstimate | None, str | None]:
     """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None).
 
     py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
     time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
     is read as samples `1 / rate` apart (`stall_from_sequence`). A second py-spy samples the
     same thread at the same time, `check_rate(rate)` Hz for `CHECK_S`: the step time stands only
-    where it agrees or where the main rate cannot alias (`checked`)."""
+    where it agrees or where the main rate cannot alias (`checked`). `check=False`: the main
+    burst alone, its step time unchecked (the live sampler's, for a job whose step a check
+    confirmed before: collect/stall.py)."""
+    if not check:
+        return _stall_burst(pid, duration_s, rate, exe)
     hz = check_rate(rate)
-    check: list[tuple[StallEstimate | None, str | None]] = []
-    t = threading.Thread(target=lambda: check.append(_stall_burst(pid, CHECK_S, hz, exe)),
+    got_check: list[tuple[StallEstimate | None, str | None]] = []
+    t = threading.Thread(target=lambda: got_check.append(_stall_burst(pid, CHECK_S, hz, exe)),
                          daemon=True, name="gdl-spy-check")
     t.start()
     main, err = _stall_burst(pid, duration_s, rate, exe)
     t.join(CHECK_S + 25)
     if main is None:
         return None, err
-    got, check_err = check[0] if check else (None, "the check burst did not end")
+    got, check_err = got_check[0] if got_check else (None, "the check burst did not end")
     return checked(main, got, rate, hz, check_err), None
 
 

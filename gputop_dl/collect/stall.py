@@ -22,6 +22,7 @@ working); a job that ended mid-burst is simply sampled again next round.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from gputop_dl.collect.pyspy_stall import (
-    FEW_STEPS, StallEstimate, current_step_time, step_floor)
+    AGREE, FEW_STEPS, RESOLVES, StallEstimate, current_step_time, step_floor)
 from gputop_dl.collect.step_cycles import MIN_CYCLES
 
 from gputop_dl.collect import pyspy
@@ -67,6 +68,10 @@ Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], 
 # 6, which counts steps up to 1.6 s (a job slowed 10-40x beside others); and shorter again once
 # half of it would count the steps it reads
 LONGER = 2
+# the check burst (pyspy_stall.checked) costs py-spy about as much again as the burst it checks;
+# a job whose step a check confirmed, long enough for the main rate to time (RESOLVES of its
+# intervals), gets its next bursts unchecked while they read that step within AGREE; any other
+# reading is held back ("changed ...") and the next burst is checked
 
 
 class StallSampler:
@@ -75,7 +80,7 @@ class StallSampler:
     def __init__(self, duration_s: float = 2.0, rate: int = 25, every_s: float = 12.0,
                  pool: int = 4, exe: str | None = None, record: Record | None = None,
                  clock: Callable[[], float] = time.monotonic, cpu_budget: float | None = STALL_BUDGET,
-                 credit: float = 0.1):
+                 credit: float = 0.1, unchecked: Record | None = None):
         self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
         self.cpu_budget = cpu_budget  # share of one core py-spy may use on average (None: no limit)
         self.credit = credit  # CPU-seconds the bucket holds at most (and starts with)
@@ -85,6 +90,10 @@ class StallSampler:
         self._every = every_s  # the per-job period actually used in the last round
         self.exe = exe
         self._record = record or pyspy.record_stall
+        # a burst without the check (None: every burst is checked)
+        self._unchecked = unchecked if record is not None else functools.partial(
+            pyspy.record_stall, check=False)
+        self._confirmed: dict[Hashable, float] = {}  # key -> the step its last check confirmed
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
@@ -102,6 +111,24 @@ class StallSampler:
             self._tokens = min(self.credit, self._tokens + (now - self._tokens_t) * self.cpu_budget)
         self._tokens_t = now
 
+    def _confirm(self, key: Hashable, est: StallEstimate, trust: float | None) -> None:
+        """After a burst: a checked one's step is the job's confirmed step; an unchecked one's
+        stands only within AGREE of it (see above)."""
+        step = est.step_time_s
+        if trust is None:
+            if step is not None:
+                self._confirmed[key] = step
+            else:
+                self._confirmed.pop(key, None)
+            return
+        if step is not None and abs(step / trust - 1) <= AGREE:
+            return
+        self._confirmed.pop(key, None)
+        if step is not None:
+            est.step_time_s, est.cycles = None, 0
+            est.why = (f"its step changed from {trust * 1000:.0f} ms to "
+                       f"{step * 1000:.0f} ms: the next burst checks it")
+
     def span(self, key: Hashable) -> tuple[float, int]:
         """The next burst's (seconds, rate) for `key` (see LONGER)."""
         n = self._longer.get(key, 0)
@@ -116,10 +143,17 @@ class StallSampler:
 
     def _run(self, key: Hashable, pid: int, seconds: float, rate: int) -> None:
         name_native_thread("gdl-stall")
+        sure = self._confirmed.get(key)
+        burst = self._record
+        trust = None
+        if sure is not None and sure >= RESOLVES / rate and self._unchecked is not None:
+            burst, trust = self._unchecked, sure
         try:
-            est, err = self._record(pid, seconds, rate, self.exe)
+            est, err = burst(pid, seconds, rate, self.exe)
         except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor
             est, err = None, f"py-spy failed: {exc}"
+        if est is not None and err is None:
+            self._confirm(key, est, trust)
         cost = getattr(est, "cpu_s", None)
         if cost is None:  # not measured (no wait4, or a burst that failed): the typical cost
             cost = seconds * rate * SAMPLE_CPU_S
@@ -163,6 +197,7 @@ class StallSampler:
                 del self._last[k]
                 self._bursts.pop(k, None)
                 self._longer.pop(k, None)
+                self._confirmed.pop(k, None)
             if self._busy is not None or not jobs:
                 return False
             if self.denied or (self.note and "not installed" in self.note):
