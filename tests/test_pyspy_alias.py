@@ -205,3 +205,18 @@ def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():
     assert steps[3][0] == pytest.approx(0.6)
     assert steps[4] == (None, "its step changed from 600 ms to 50 ms: the next burst checks it")
     assert steps[6][0] == pytest.approx(0.0445)
+
+
+def test_longer_bursts_get_a_check_long_enough_to_rule_out_a_beat():
+    from gputop_dl.collect.pyspy_stall import check_seconds
+
+    assert [check_seconds(s) for s in (1, 2, 3, 4, 8)] == [1, 1, 2, 2, 4]
+    few = StallEstimate(8, 92)
+    few.why = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    # an 8 s burst at 6 Hz read 708 ms where the steps were ~195 ms (a beat); a 1 s check
+    # counting fewer than 4 says only "over 0.2 s", which 6 Hz cannot time without beats
+    got = checked(StallEstimate(4, 46, step_time_s=0.708, cycles=11), few, 6, 24, check_s=1)
+    assert got.step_time_s is None and "not confirmed" in got.why
+    # a 4 s check counting fewer than 4 says "over 0.8 s": 6 Hz times that
+    got = checked(StallEstimate(4, 46, step_time_s=0.95, cycles=8), few, 6, 24, check_s=4)
+    assert got.step_time_s == 0.95

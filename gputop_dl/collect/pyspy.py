@@ -27,7 +27,7 @@ from gputop_dl.collect.pyspy_stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
     is_main_thread, phase_of, split_thread)
 from gputop_dl.collect.pyspy_stall import (
-    ANCHORS, CHECK_S, StallEstimate, check_rate, checked, phase_shares, pooled_step_time,
+    ANCHORS, StallEstimate, check_rate, check_seconds, checked, phase_shares, pooled_step_time,
     stall_from_sequence, stall_from_stacks, stall_from_timeline)
 from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
 from gputop_dl.collect.step_cycles import timed_cycles
@@ -126,23 +126,24 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50, exe: str | N
     py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
     time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
     is read as samples `1 / rate` apart (`stall_from_sequence`). A second py-spy samples the
-    same thread at the same time, `check_rate(rate)` Hz for `CHECK_S`: the step time stands only
+    same thread at the same time, `check_rate(rate)` Hz for half as long (`check_seconds`, at
+    least CHECK_S): the step time stands only
     where it agrees or where the main rate cannot alias (`checked`). `check=False`: the main
     burst alone, its step time unchecked (the live sampler's, for a job whose step a check
     confirmed before: collect/stall.py)."""
     if not check:
         return _stall_burst(pid, duration_s, rate, exe)
-    hz = check_rate(rate)
+    hz, check_s = check_rate(rate), check_seconds(duration_s)
     got_check: list[tuple[StallEstimate | None, str | None]] = []
-    t = threading.Thread(target=lambda: got_check.append(_stall_burst(pid, CHECK_S, hz, exe)),
+    t = threading.Thread(target=lambda: got_check.append(_stall_burst(pid, check_s, hz, exe)),
                          daemon=True, name="gdl-spy-check")
     t.start()
     main, err = _stall_burst(pid, duration_s, rate, exe)
-    t.join(CHECK_S + 25)
+    t.join(check_s + 25)
     if main is None:
         return None, err
     got, check_err = got_check[0] if got_check else (None, "the check burst did not end")
-    return checked(main, got, rate, hz, check_err), None
+    return checked(main, got, rate, hz, check_err, check_s), None
 
 
 def _stall_burst(pid: int, duration_s: float, rate: int,

@@ -137,8 +137,15 @@ def check_rate(rate: int) -> int:
     return min(CHECK_MAX_RATE, CHECK_FACTOR * rate)
 
 
+def check_seconds(seconds: float) -> int:
+    """The check burst's seconds beside a main burst of `seconds` (py-spy's are whole): half, so
+    that the steps it counts (up to a fifth of it) reach those the main rate times without a
+    beat (RESOLVES of its intervals: 0.12 s at 25 Hz, 0.5 s at 6 Hz beside an 8 s burst)."""
+    return max(int(CHECK_S), int(round(seconds / 2)))
+
+
 def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_hz: int,
-            check_error: str | None = None) -> StallEstimate:
+            check_error: str | None = None, check_s: float = CHECK_S) -> StallEstimate:
     """`main` (a burst at `rate` Hz) with its step time confirmed, replaced or refused by the
     concurrent `check` burst at `check_hz` (None: it failed, `check_error` says why). The data
     fraction and phase counts stay the main burst's; its CPU cost adds the check's."""
@@ -167,8 +174,9 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
     why = check.why or ""
     if m is None:
         return main
-    if FEW_STEPS in why and m >= CHECK_S / (MIN_CYCLES + 1) * (1 - AGREE):
-        return main  # steps too long for the short check to count: the main reading stands
+    longer = check_s / (MIN_CYCLES + 1)  # the check counted fewer: its steps are longer
+    if FEW_STEPS in why and m >= longer * (1 - AGREE) and longer >= 2 / rate:
+        return main  # steps too long for the check to count, none a beat at the main rate
     if TOO_SHORT in why:
         return refuse(f"its steps are shorter than py-spy can time at {check_hz} Hz (its "
                       f"{m * 1000:.0f} ms at {rate} Hz is a beat of the sampling, not a step)")
