@@ -210,13 +210,14 @@ def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():
 def test_longer_bursts_get_a_check_long_enough_to_rule_out_a_beat():
     from gputop_dl.collect.pyspy_stall import check_seconds
 
-    assert [check_seconds(s) for s in (1, 2, 3, 4, 8)] == [1, 1, 2, 2, 4]
+    assert [check_seconds(s, r) for s, r in ((2, 25), (3, 50), (4, 12), (8, 6), (1, 6))] == [
+        1, 1, 2, 3, 1]
     few = StallEstimate(8, 92)
     few.why = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
     # an 8 s burst at 6 Hz read 708 ms where the steps were ~195 ms (a beat); a 1 s check
     # counting fewer than 4 says only "over 0.2 s", which 6 Hz cannot time without beats
     got = checked(StallEstimate(4, 46, step_time_s=0.708, cycles=11), few, 6, 24, check_s=1)
     assert got.step_time_s is None and "not confirmed" in got.why
-    # a 4 s check counting fewer than 4 says "over 0.8 s": 6 Hz times that
-    got = checked(StallEstimate(4, 46, step_time_s=0.95, cycles=8), few, 6, 24, check_s=4)
+    # a 3 s check counting fewer than 4 says "over 0.6 s": 6 Hz times that
+    got = checked(StallEstimate(4, 46, step_time_s=0.95, cycles=8), few, 6, 24, check_s=3)
     assert got.step_time_s == 0.95

@@ -126,14 +126,14 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50, exe: str | N
     py-spy writes a chrome trace: every change of stack with its sample's own time, so the step
     time is read in real seconds (`stall_from_timeline`); a speedscope file (an older py-spy)
     is read as samples `1 / rate` apart (`stall_from_sequence`). A second py-spy samples the
-    same thread at the same time, `check_rate(rate)` Hz for half as long (`check_seconds`, at
-    least CHECK_S): the step time stands only
+    same thread at the same time, `check_rate(rate)` Hz for `check_seconds` (at least
+    CHECK_S): the step time stands only
     where it agrees or where the main rate cannot alias (`checked`). `check=False`: the main
     burst alone, its step time unchecked (the live sampler's, for a job whose step a check
     confirmed before: collect/stall.py)."""
     if not check:
         return _stall_burst(pid, duration_s, rate, exe)
-    hz, check_s = check_rate(rate), check_seconds(duration_s)
+    hz, check_s = check_rate(rate), check_seconds(duration_s, rate)
     got_check: list[tuple[StallEstimate | None, str | None]] = []
     t = threading.Thread(target=lambda: got_check.append(_stall_burst(pid, check_s, hz, exe)),
                          daemon=True, name="gdl-spy-check")

@@ -6,6 +6,7 @@ step phase, and the step time where the phases' recurrences give it honestly.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -137,11 +138,13 @@ def check_rate(rate: int) -> int:
     return min(CHECK_MAX_RATE, CHECK_FACTOR * rate)
 
 
-def check_seconds(seconds: float) -> int:
-    """The check burst's seconds beside a main burst of `seconds` (py-spy's are whole): half, so
-    that the steps it counts (up to a fifth of it) reach those the main rate times without a
-    beat (RESOLVES of its intervals: 0.12 s at 25 Hz, 0.5 s at 6 Hz beside an 8 s burst)."""
-    return max(int(CHECK_S), int(round(seconds / 2)))
+def check_seconds(seconds: float, rate: int) -> int:
+    """The check burst's seconds beside a main burst of `seconds` at `rate` Hz (py-spy's are
+    whole): long enough that the steps it counts (up to a fifth of it) reach those the main rate
+    times without a beat (RESOLVES of its intervals: 0.12 s at 25 Hz, 0.5 s at 6 Hz); 1 s beside
+    the monitor's 2 s at 25 Hz and the one-shot bursts, 3 s beside its longest (8 s at 6 Hz)."""
+    need = math.ceil((MIN_CYCLES + 1) * RESOLVES / rate)
+    return max(int(CHECK_S), min(need, int(round(seconds))))
 
 
 def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_hz: int,
