@@ -44,6 +44,7 @@ from gputop_dl.workload import redact_args
 # then makes the job wait for (a minute at 0.25 % of a core)
 SPY_AFTER_S = 10.0
 
+
 class FoundJobs:
     """Found jobs with their samplers; touched only by the thread that ticks."""
 

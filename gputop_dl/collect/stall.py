@@ -143,7 +143,8 @@ class StallSampler:
 
     def _run(self, key: Hashable, pid: int, seconds: float, rate: int) -> None:
         name_native_thread("gdl-stall")
-        sure = self._confirmed.get(key)
+        with self._lock:
+            sure = self._confirmed.get(key)
         burst = self._record
         trust = None
         if sure is not None and sure >= RESOLVES / rate and self._unchecked is not None:
@@ -152,8 +153,6 @@ class StallSampler:
             est, err = burst(pid, seconds, rate, self.exe)
         except Exception as exc:  # noqa: BLE001 - a broken burst must not break the monitor
             est, err = None, f"py-spy failed: {exc}"
-        if est is not None and err is None:
-            self._confirm(key, est, trust)
         cost = getattr(est, "cpu_s", None)
         if cost is None:  # not measured (no wait4, or a burst that failed): the typical cost
             cost = seconds * rate * SAMPLE_CPU_S
@@ -165,6 +164,7 @@ class StallSampler:
             self._refill(self.clock())
             self._tokens -= cost
             if err is None and est is not None:
+                self._confirm(key, est, trust)
                 if est.samples:
                     q = self._bursts.setdefault(key, deque(maxlen=max(1, self.pool)))
                     q.append((self.clock(), time.time(), est.data, est.compute,
