@@ -221,3 +221,21 @@ def test_longer_bursts_get_a_check_long_enough_to_rule_out_a_beat():
     # a 3 s check counting fewer than 4 says "over 0.6 s": 6 Hz times that
     got = checked(StallEstimate(4, 46, step_time_s=0.95, cycles=8), few, 6, 24, check_s=3)
     assert got.step_time_s == 0.95
+
+
+def test_a_check_that_counted_micro_steps_gives_way_to_the_main_bursts_optimizer_steps():
+    """tests/external/phased.py --accumulate 2 (300 ms steps: two forwards and backwards, one
+    optimizer step): the 1 s check saw 3 optimizer steps and timed the backward's recurrence,
+    150 ms; the 2 s main burst timed the optimizer's, 300 ms."""
+    def est(step, anchor, opt):
+        e = StallEstimate(0, 100, step_time_s=step, cycles=6 if step else 0)
+        e.anchor, e.phases = anchor, {"forward": 40, "backward": 40, "optimizer": opt}
+        return e
+
+    got = checked(est(0.3, "optimizer", 20), est(0.15, "backward", 10), 50, 200)
+    assert got.step_time_s == 0.3 and got.anchor == "optimizer"
+    got = checked(est(None, None, 20), est(0.15, "backward", 10), 50, 200)
+    assert got.step_time_s is None and "more than once a step" in got.why
+    # no optimizer phase at all (word_language_model steps by hand): the check's step stands
+    got = checked(est(None, None, 0), est(0.044, "backward", 0), 25, 100)
+    assert got.step_time_s == 0.044

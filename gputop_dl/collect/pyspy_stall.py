@@ -133,6 +133,15 @@ TOO_SHORT = "too short"  # in `timed_cycles`' reason: the phases are shorter tha
 FEW_STEPS = "fewer than"  # ... fewer than MIN_CYCLES steps in the burst: long steps
 
 
+def micro_steps(main: StallEstimate, check: StallEstimate) -> bool:
+    """The check timed a phase other than the optimizer step where the job has one: where its
+    steps are long, too few optimizer steps pass in its short window for `ACCUMULATION`'s
+    guard to tell micro-steps (gradient accumulation: two forwards and backwards a step) from
+    steps."""
+    return (check.anchor is not None and "optimizer" not in check.anchor.split("+")
+            and (main.phases.get("optimizer", 0) > 0 or check.phases.get("optimizer", 0) > 0))
+
+
 def check_rate(rate: int) -> int:
     """The check burst's rate for a main burst at `rate` Hz."""
     return min(CHECK_MAX_RATE, CHECK_FACTOR * rate)
@@ -168,6 +177,12 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
             main.step_time_s = pooled_step_time([(m, main.cycles), (c, check.cycles)])
             main.cycles += check.cycles
             return main
+        if c >= RESOLVES / rate and micro_steps(main, check):  # its short window held few
+            # steps and may have counted micro-steps: the main's optimizer steps, where timed
+            if m is not None and main.anchor == "optimizer" and c >= 2 / rate:  # no beat
+                return main
+            return refuse("the check burst's phase may recur more than once a step (gradient "
+                          "accumulation) and the main burst timed no optimizer step")
         if m is None or c < RESOLVES / rate:  # the main rate's reading, if any, is a beat
             main.step_time_s, main.cycles, main.cv, main.anchor, main.why = (
                 c, check.cycles, check.cv, check.anchor, None)
