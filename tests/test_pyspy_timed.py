@@ -27,7 +27,8 @@ STACKS = {
 }
 
 
-def trace(phases_at: list[tuple[float, str]], end: float) -> str:
+def trace(phases_at: list[tuple[float, str]], end: float,
+          stacks: dict[str, list[str]] = STACKS) -> str:
     """A chrome trace as py-spy writes it: begin/end events for the frames that change, each
     stamped with its sample's time (µs); (seconds, phase) per change."""
     events, stack = [], []
@@ -38,7 +39,7 @@ def trace(phases_at: list[tuple[float, str]], end: float) -> str:
         return fn, path, int(line)
 
     for t, ph in [*phases_at, (end, None)]:
-        new = [MAIN] + STACKS[ph] if ph else []
+        new = [MAIN] + stacks[ph] if ph else []
         keep = 0
         while keep < min(len(stack), len(new)) and stack[keep] == new[keep]:
             keep += 1

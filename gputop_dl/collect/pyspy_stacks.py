@@ -166,23 +166,42 @@ def phase_of(stack: str, pid: int | None = None) -> str | None:
     forward or backward inside an optimizer step (its closure: Lightning calls
     `optimizer.step(closure)`, which runs them) is forward or backward. A `zero_grad` on the
     stack, or an import above the phase's frame, is "other"."""
+    return phase_site(stack, pid)[0]
+
+
+def phase_site(stack: str, pid: int | None = None) -> tuple[str | None, str | None]:
+    """One folded sample -> (its step phase as `phase_of`, where the loop calls it): the frame,
+    line included, that called the phase's own frame (`netD(real)` at main.py:232; the
+    DataLoader's iterator for "data"), None for "other". A training step calls each of its
+    call sites once (a GAN's two `optimizer.step()` lines, its three `backward()`s), so one
+    site's recurrences mark steps where a phase recurs more than once a step."""
     c = classify(stack, pid)
-    if c != "compute":
-        return c
+    if c is None:
+        return None, None
     _, _, rest = split_thread(stack)
-    outer = None
-    for func, path in _frames(rest):
+    raw = [f.strip() for f in rest.split(";")]
+    frames = _frames(rest)
+
+    def site(i: int) -> str | None:
+        return raw[i - 1] if 0 < i <= len(raw) else None
+
+    if c == "data":
+        i = next((i for i, (_, path) in enumerate(frames) if "torch/utils/data" in path), 0)
+        return "data", site(i)
+    outer: tuple[str, int] | None = None
+    for i, (func, path) in enumerate(frames):
         if func.rsplit(".", 1)[-1] == "zero_grad" or path.startswith("<frozen importlib"):
-            return outer or "other"  # (an import of torch.optim is no optimizer step)
+            # (an import of torch.optim is no optimizer step)
+            return (outer[0], site(outer[1])) if outer else ("other", None)
         ph = _step_phase(func, path)
         if ph is None:
             continue
         if outer is None:
-            outer = ph
+            outer = (ph, i)
             if ph != "optimizer":
-                return ph
+                return ph, site(i)
         elif ph != "optimizer":
             # the optimizer's closure (Lightning's automatic optimization, LBFGS): the forward
             # and backward it runs are theirs, not the optimizer's
-            return ph
-    return outer or "other"
+            return ph, site(i)
+    return (outer[0], site(outer[1])) if outer else ("other", None)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_of
-from gputop_dl.collect.step_cycles import ACCUMULATION, MIN_CYCLES, cycles_of, timed_cycles
+from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_site
+from gputop_dl.collect.step_cycles import (
+    ACCUMULATION, MIN_CYCLES, cycles_of, once_a_step, timed_cycles)
 
 
 class StallEstimate:
@@ -202,30 +203,72 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
                   f"{check_hz} Hz ({why or 'no step read'})")
 
 
+Mark = Callable[[str, str | None], bool]  # (phase, call site) -> inside the anchor?
+
+
+def call_sites(labels: Iterable[tuple[str, str | None, float]]) -> dict[str, list[str | None]]:
+    """(phase, call site, time) per sample or run -> phase -> its call sites, most time first."""
+    spent: dict[str, dict[str | None, float]] = {}
+    for ph, site, dt in labels:
+        by = spent.setdefault(ph, {})
+        by[site] = by.get(site, 0.0) + dt
+    return {ph: sorted(by, key=lambda k: -by[k]) for ph, by in spent.items()}
+
+
+def anchor_marks(anchor: tuple[str, ...], sites: dict[str, list[str | None]]) -> list[Mark]:
+    """The ways to mark `anchor`'s samples, to try in order. A phase called from one place a
+    step: its samples. A phase the loop calls from several lines (a GAN's two optimizers,
+    its three `backward()`s; `phase_site`): each line's own, most time first, as each recurs
+    once a step where the phase recurs more often. Two phases joined where either has several
+    lines: none (their runs would mark parts of a step)."""
+    def at(site: str | None) -> Mark:
+        return lambda ph, st: ph == anchor[0] and st == site
+
+    if len(anchor) == 1 and len(sites.get(anchor[0], ())) > 1:
+        return [at(s) for s in sites[anchor[0]]]
+    if any(len(sites.get(p, ())) > 1 for p in anchor):
+        return []
+    return [lambda ph, st: ph in anchor]
+
+
+def steps_seen(runs: Sequence[tuple[str, str | None]], phase: str = "optimizer") -> int:
+    """Runs of `phase` at its busiest call site: the steps it saw where it runs once a step (a
+    GAN's two optimizers are two runs a step, one a line)."""
+    per: dict[str | None, int] = {}
+    for ph, site in runs:
+        if ph == phase:
+            per[site] = per.get(site, 0) + 1
+    return max(per.values(), default=0)
+
+
 def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
     """Time-ordered samples of one thread -> stall fraction, samples per step phase, and a step
     time only when it can be read off honestly: the cycle of the first phase in `ANCHORS`
     whose recurrences pass `cycles_of` (an optimizer step, else backward, else the data wait,
-    else the forward); where optimizer steps were seen, another anchor counts only if it recurs
+    else the forward; one call site of it where the loop calls it from several,
+    `anchor_marks`); where optimizer steps were seen, another anchor counts only if it recurs
     no more often than they do."""
-    labels = [c for c in (phase_of(s, pid) for s in seq) if c is not None]
-    data = labels.count("data")
+    labels = [(ph, st) for ph, st in (phase_site(s, pid) for s in seq) if ph is not None]
+    phases_only = [ph for ph, _ in labels]
+    data = phases_only.count("data")
     est = StallEstimate(data, len(labels) - data)
-    est.phases = {p: labels.count(p) for p in PHASES}
-    # optimizer steps seen (runs of optimizer samples): another anchor must not recur more
-    # often, or it marks micro-steps (gradient accumulation) rather than steps
-    opt_runs = sum(1 for i, c in enumerate(labels)
-                   if c == "optimizer" and (i == 0 or labels[i - 1] != "optimizer"))
+    est.phases = {p: phases_only.count(p) for p in PHASES}
+    # optimizer steps seen (runs of optimizer samples at one line): another anchor must not
+    # recur more often, or it marks micro-steps (gradient accumulation) rather than steps
+    opt_runs = steps_seen([lab for i, lab in enumerate(labels) if i == 0 or labels[i - 1] != lab])
+    sites = call_sites((ph, st, interval_s) for ph, st in labels)
     for anchor in ANCHORS:
         if not all(est.phases.get(p) for p in anchor):
             continue
-        got = cycles_of([c in anchor for c in labels], interval_s)
-        if got is not None and anchor != ("optimizer",) and opt_runs and got[1] > 1.25 * opt_runs:
-            continue
-        if got is not None:
-            est.step_time_s, est.cycles, est.cv = got
-            est.anchor = "+".join(anchor)
-            break
+        for mark in anchor_marks(anchor, sites):
+            got = cycles_of([mark(ph, st) for ph, st in labels], interval_s)
+            if (got is not None and anchor != ("optimizer",) and opt_runs
+                    and got[1] > 1.25 * opt_runs):
+                continue
+            if got is not None:
+                est.step_time_s, est.cycles, est.cv = got
+                est.anchor = "+".join(anchor)
+                return est
     return est
 
 
@@ -233,40 +276,46 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                         pid: int | None = None) -> StallEstimate:
     """One thread's timed stack changes (`parse_chrometrace`) -> stall fraction and phases by
     the time spent in each (as sample counts at `rate`), and the step time where one anchor
-    (`ANCHORS` order) passes `timed_cycles`; else `why` says why it is unknown."""
-    runs: list[tuple[str, float, float]] = []  # (phase, start, end)
+    (`ANCHORS` order; one call site of it where the loop calls it from several,
+    `anchor_marks`) passes `timed_cycles`; else `why` says why it is unknown."""
+    runs: list[tuple[str, str | None, float, float]] = []  # (phase, call site, start, end)
     for (t, stack), (t2, _) in zip(timeline, timeline[1:]):
-        ph = phase_of(stack, pid) if stack else None
+        ph, site = phase_site(stack, pid) if stack else (None, None)
         if ph is None:
             continue
-        if runs and runs[-1][0] == ph and abs(runs[-1][2] - t) < 1e-9:
-            runs[-1] = (ph, runs[-1][1], t2)
+        if runs and runs[-1][:2] == (ph, site) and abs(runs[-1][3] - t) < 1e-9:
+            runs[-1] = (ph, site, runs[-1][2], t2)
         else:
-            runs.append((ph, t, t2))
-    spent = {p: sum(r[2] - r[1] for r in runs if r[0] == p) for p in PHASES}
+            runs.append((ph, site, t, t2))
+    spent = {p: sum(r[3] - r[2] for r in runs if r[0] == p) for p in PHASES}
     phases = {p: int(round(v * rate)) for p, v in spent.items()}
     est = StallEstimate(phases["data"], sum(phases.values()) - phases["data"])
     est.phases = phases
-    opt_runs = sum(1 for r in runs if r[0] == "optimizer")
+    opt_runs = steps_seen([r[:2] for r in runs])
+    sites = call_sites((ph, st, t1 - t0) for ph, st, t0, t1 in runs)
+    opt_site = sites.get("optimizer", [None])[0]
+    opt_starts = [t0 for ph, st, t0, _ in runs if ph == "optimizer" and st == opt_site]
     why = "no step phase (data wait, forward, backward, optimizer) was seen"
     est.why = None
     for anchor in ANCHORS:
         if not all(spent.get(p) for p in anchor):
             continue
-        merged: list[tuple[bool, float, float]] = []
-        for ph, t0, t1 in runs:
-            m = ph in anchor
-            if merged and merged[-1][0] == m:
-                merged[-1] = (m, merged[-1][1], t1)
-            else:
-                merged.append((m, t0, t1))
-        step, n, cv, note = timed_cycles(merged, 1.0 / rate)
-        if note is None and anchor != ("optimizer",) and opt_runs and n > ACCUMULATION * opt_runs:
-            note = "its data, forward or backward recur more often than its optimizer steps"
-        if note is None:
-            est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
-            est.why = None
-            return est
-        est.why = est.why or note  # the first anchor tried says it best
+        for mark in anchor_marks(anchor, sites):
+            merged: list[tuple[bool, float, float]] = []
+            for ph, st, t0, t1 in runs:
+                m = mark(ph, st)
+                if merged and merged[-1][0] == m:
+                    merged[-1] = (m, merged[-1][1], t1)
+                else:
+                    merged.append((m, t0, t1))
+            step, n, cv, note = timed_cycles(merged, 1.0 / rate)
+            if (note is None and anchor != ("optimizer",) and opt_runs
+                    and n > ACCUMULATION * opt_runs and not once_a_step(merged, opt_starts)):
+                note = "its data, forward or backward recur more often than its optimizer steps"
+            if note is None:
+                est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
+                est.why = None
+                return est
+            est.why = est.why or note  # the first anchor tried says it best
     est.why = est.why or why
     return est

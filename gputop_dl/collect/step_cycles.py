@@ -8,6 +8,7 @@ cannot tell the steps apart honestly; collect/pyspy_stall.py chooses the phase (
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 
@@ -70,11 +71,35 @@ def timed_cycles(runs: list[tuple[bool, float, float]],
     if not on or not off or min(statistics.median(on), statistics.median(off)) < ANCHOR_RUN * interval_s:
         return math.nan, 0, None, "its step phases are too short for py-spy's sampling interval"
     lengths = [b - a for a, b in zip(starts, starts[1:])]
-    mid = statistics.median(lengths)
-    ks = [max(1, round(x / mid)) for x in lengths]
+    ks = _steps_each(lengths)
     if sum(1 for k in ks if k > 1) > MAX_MERGED * len(ks):
         return math.nan, 0, None, "py-spy's samples missed a step phase too often to count steps"
     per = [x / k for x, k in zip(lengths, ks)]
     mean = statistics.fmean(per)
     return (round(sum(lengths) / sum(ks), 4), sum(ks),
             round(statistics.pstdev(per) / mean, 3) if mean > 0 else None, None)
+
+
+def _steps_each(lengths: list[float]) -> list[int]:
+    """The steps each cycle holds: a cycle k times the median one hid k - 1 anchor phases."""
+    mid = statistics.median(lengths)
+    return [max(1, round(x / mid)) for x in lengths]
+
+
+def once_a_step(runs: list[tuple[bool, float, float]], marks: list[float]) -> bool:
+    """Whether some two of `marks` (the start times of another phase's runs: optimizer steps)
+    fall in consecutive cycles of the anchor's timed runs, counted as `timed_cycles` counts
+    them: then the anchor recurs once a step there, not once a micro-step. Gradient
+    accumulation over k micro-steps puts its optimizer steps k cycles apart, however many of
+    them py-spy's samples missed; a step with one anchor puts those it saw any number of cycles
+    apart, 1 among them once it saw two steps running."""
+    starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
+    if len(starts) < 2:
+        return False
+    ks = _steps_each([b - a for a, b in zip(starts, starts[1:])])
+    at = [0]
+    for k in ks:
+        at.append(at[-1] + k)
+    seen = sorted({at[j] for t in marks
+                   if 0 <= (j := bisect.bisect_right(starts, t) - 1) < len(ks)})
+    return any(b - a == 1 for a, b in zip(seen, seen[1:]))

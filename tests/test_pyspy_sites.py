@@ -1,0 +1,111 @@
+"""A phase the loop calls from several lines a step (a GAN's two optimizers, its three
+backward passes): its step time from one line's recurrences (`phase_site`, `anchor_marks`),
+and gradient accumulation still told from steps whose optimizer py-spy mostly misses."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy_stacks import phase_site
+from gputop_dl.collect.step_cycles import once_a_step
+from tests.test_pyspy_timed import MAIN, PID, trace
+
+LOOP = ["<module> (main.py:1)", "train (main.py:{line})"]
+OPT = "Adam.step (torch/optim/adam.py:200)"
+FWD = "Module._call_impl (torch/nn/modules/module.py:1798)"
+BWD = "Tensor.backward (torch/_tensor.py:623)"
+DATA = "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:733)"
+
+
+def at(line: int, *frames: str) -> list[str]:
+    return [LOOP[0], LOOP[1].format(line=line), *frames]
+
+
+# PyTorch's dcgan example, one iteration: D on a real batch, D on a fake one, D's optimizer;
+# G through D, G's optimizer (the lines are main.py's)
+GAN = {"data": at(223, DATA), "fwd_real": at(234, FWD), "bwd_real": at(236, BWD),
+       "fwd_g": at(241, FWD), "fwd_fake": at(243, FWD), "bwd_fake": at(245, BWD),
+       "opt_d": at(248, OPT), "fwd_gd": at(255, FWD), "bwd_g": at(257, BWD),
+       "opt_g": at(259, OPT)}
+GAN_MS = (("data", 20), ("fwd_real", 100), ("bwd_real", 150), ("fwd_g", 80), ("fwd_fake", 100),
+          ("bwd_fake", 150), ("opt_d", 40), ("fwd_gd", 100), ("bwd_g", 200), ("opt_g", 60))
+
+
+def sampled(parts: tuple[tuple[str, float], ...], steps: int, rate: int, scale: float = 1.0,
+            phase: float = 0.37) -> tuple[list[tuple[float, str]], float]:
+    """`steps` steps of `parts` (name, ms), each `scale` times as long, sampled at `rate` Hz as
+    py-spy does: a change of stack is stamped with the sample that saw it."""
+    bounds, t = [], 0.0
+    for _ in range(steps):
+        for name, ms in parts:
+            bounds.append((t, name))
+            t += ms * scale / 1000
+    out: list[tuple[float, str]] = []
+    k, i = 0, 0
+    while (ts := (k + phase) / rate) < t:
+        while i + 1 < len(bounds) and bounds[i + 1][0] <= ts:
+            i += 1
+        if not out or out[-1][1] != bounds[i][1]:
+            out.append((round(ts, 6), bounds[i][1]))
+        k += 1
+    return out, round((k + phase) / rate, 6)
+
+
+def burst(parts, steps, rate, scale=1.0, stacks=GAN):
+    seq, end = sampled(parts, steps, rate, scale)
+    return pyspy.stall_from_timeline(pyspy.parse_chrometrace(trace(seq, end, stacks))[MAIN],
+                                     rate, PID)
+
+
+def test_phase_site_is_the_line_that_calls_the_phase():
+    assert phase_site(";".join([MAIN, *GAN["opt_d"]]), PID) == ("optimizer", "train (main.py:248)")
+    assert phase_site(";".join([MAIN, *GAN["bwd_g"]]), PID) == ("backward", "train (main.py:257)")
+    # the outermost module call's caller, not a submodule's
+    nested = ";".join([MAIN, *GAN["fwd_real"], "Net.forward (main.py:150)", FWD])
+    assert phase_site(nested, PID) == ("forward", "train (main.py:234)")
+    assert phase_site(";".join([MAIN, *GAN["data"]]), PID) == ("data", "train (main.py:223)")
+    assert phase_site(";".join([MAIN, *at(300)]), PID) == ("other", None)
+
+
+@pytest.mark.parametrize("rate,scale", [(50, 1.0), (25, 1.0), (50, 4.8), (12, 4.8)])
+def test_a_gan_step_is_one_iteration_not_one_optimizer_step(rate, scale):
+    """Its two optimizer steps (and three backward passes) a step once read as two (three)
+    steps: 0.5 s for 1 s (the live monitor showed 2.25 s for a dcgan copy's 4.8 s)."""
+    est = burst(GAN_MS, 12, rate, scale)
+    assert est.why is None and est.step_time_s == pytest.approx(1.0 * scale, rel=0.03), est
+
+
+def test_a_gan_whose_optimizer_steps_hide_between_samples_is_timed_by_one_backward():
+    """At 12 Hz the optimizer's 50-70 ms hide between samples; each backward line recurs
+    once a step (the whole backward phase, three times a step, read a third of it)."""
+    est = burst(GAN_MS, 12, 12, 1.2)
+    assert est.anchor == "backward" and est.step_time_s == pytest.approx(1.2, rel=0.05), est
+
+
+def test_gradient_accumulation_still_reads_no_micro_steps():
+    """Two micro-steps a step with one backward line, an optimizer step seen in some steps
+    only: the backward's cycles are micro-steps (the optimizer steps it saw are two cycles
+    apart), so no step time is read from them."""
+    one = {"data": at(10, DATA), "fwd": at(11, FWD), "bwd": at(12, BWD), "opt": at(14, OPT)}
+    parts = (("data", 30), ("fwd", 100), ("bwd", 150), ("data", 30), ("fwd", 100), ("bwd", 150),
+             ("opt", 25))
+    est = burst(parts, 10, 25, stacks=one)
+    assert est.step_time_s is None or est.step_time_s == pytest.approx(0.585, rel=0.05), est
+
+
+def test_once_a_step_tells_steps_from_micro_steps():
+    runs = [(i % 2 == 1, i * 0.5, (i + 1) * 0.5) for i in range(20)]  # an anchor run every 1 s
+    assert once_a_step(runs, [3.7, 4.7])  # optimizer steps seen in two running cycles
+    assert not once_a_step(runs, [3.7, 5.7, 9.7])  # always two cycles apart: micro-steps
+    assert not once_a_step(runs, [3.7])
+
+
+def test_optimizer_steps_seen_in_some_steps_do_not_make_the_steps_micro_steps():
+    """Alone at 50 Hz the dcgan copy's optimizer steps (10-20 ms) were seen in 6 of its 17
+    steps: the backward's 17 cycles are more than ACCUMULATION times 6, yet some of the six
+    fell in running cycles, so they are steps (it read 1.07 s, its own 1.07 s). Here 3 ms
+    optimizer steps are seen in 3 of 18."""
+    short = tuple((n, {"opt_d": 3.0, "opt_g": 3.0}.get(n, ms * 1.013)) for n, ms in GAN_MS)
+    est = burst(short, 18, 50)
+    assert est.step_time_s == pytest.approx(sum(ms for _, ms in short) / 1000, rel=0.03), est
