@@ -359,6 +359,22 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| dcgan 1 (alone first) | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
           f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |\n")
+    # its step time as shown (py-spy's bursts; two optimizers and three backward passes a step)
+    # against its own: the mean gap between its iteration lines over the 16 s before
+    print("its step time as the monitor showed it, each change (s after the second started; "
+          "its own mean step over the 16 s before):\n")
+    prev = None
+    for t, jobs in ticks:
+        j = jobs.get(first[0].pid)
+        cur = (j.step_time_s, j.step_time_note) if j is not None else None
+        if cur is not None and cur != prev:
+            own = _rate(s1[0], t - 16, t)
+            print(f"- {t - t_second:+.0f} s: {cur[0] if cur[0] is not None else '–'}"
+                  + (f" ({cur[1]})" if cur[1] else "")
+                  + f"; its own {_n(1 / own if own else None)} s"
+                  + (f" ({cur[0] * own:.2f} of it)" if cur[0] and own else ""))
+        prev = cur
+    print()
 
 
 def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,

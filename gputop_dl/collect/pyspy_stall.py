@@ -152,7 +152,8 @@ def check_seconds(seconds: float, rate: int) -> int:
     """The check burst's seconds beside a main burst of `seconds` at `rate` Hz (py-spy's are
     whole): long enough that the steps it counts (up to a fifth of it) reach those the main rate
     times without a beat (RESOLVES of its intervals: 0.12 s at 25 Hz, 0.5 s at 6 Hz); 1 s beside
-    the monitor's 2 s at 25 Hz and the one-shot bursts, 3 s beside its longest (8 s at 6 Hz)."""
+    the monitor's 2 s at 25 Hz and the one-shot bursts, 3 s beside 8 s at 6 Hz, 5 s beside its
+    longest (16 s at 3 Hz)."""
     need = math.ceil((MIN_CYCLES + 1) * RESOLVES / rate)
     return max(int(CHECK_S), min(need, int(round(seconds))))
 
@@ -300,7 +301,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     for anchor in ANCHORS:
         if not all(spent.get(p) for p in anchor):
             continue
-        for mark in anchor_marks(anchor, sites):
+        for k, mark in enumerate(anchor_marks(anchor, sites)):
             merged: list[tuple[bool, float, float]] = []
             for ph, st, t0, t1 in runs:
                 m = mark(ph, st)
@@ -316,6 +317,11 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                 est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
                 est.why = None
                 return est
-            est.why = est.why or note  # the first anchor tried says it best
+            # the first anchor tried says it best, but one seen each step that counted too few
+            # says the steps are long (collect/stall.py then times them with longer bursts);
+            # of a phase called from several lines only the busiest (a line the loop calls once
+            # an epoch must not say so)
+            if not est.why or (k == 0 and FEW_STEPS in note and FEW_STEPS not in est.why):
+                est.why = note
     est.why = est.why or why
     return est

@@ -65,9 +65,10 @@ Record = Callable[[int, float, int, str | None], tuple[StallEstimate | None, str
 Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None, float]
 # a job whose burst saw fewer than MIN_CYCLES steps gets its next one twice as long at half the
 # rate (the same samples, the same cost), at most LONGER times: 2 s at 25 Hz, 4 s at 12, 8 s at
-# 6, which counts steps up to 1.6 s (a job slowed 10-40x beside others); and shorter again once
-# half of it would count the steps it reads
-LONGER = 2
+# 6, 16 s at 3, which counts steps up to 3.2 s (a job slowed 10-40x beside others; PyTorch's
+# dcgan example alone at 1.1-1.5 s); and shorter again once half of it would count the steps
+# it reads
+LONGER = 3
 # the check burst (pyspy_stall.checked) costs py-spy about as much again as the burst it checks;
 # a job whose step a check confirmed, long enough for the main rate to time (RESOLVES of its
 # intervals), gets its next bursts unchecked while they read that step within AGREE; any other

@@ -16,6 +16,7 @@ MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time 
 ANCHOR_RUN = 1.5  # the anchor's runs (in and out of it) must last this many sample intervals (median)
 MAX_MERGED = 0.25  # of a burst's cycles, at most this share may hold a step that hid a phase
 ACCUMULATION = 1.75  # an anchor recurring this much more often than optimizer steps marks micro-steps
+TOO_SHORT_WHY = "its step phases are too short for py-spy's sampling interval"
 
 
 def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float | None] | None:
@@ -62,14 +63,21 @@ def timed_cycles(runs: list[tuple[bool, float, float]],
     them needed that, or the anchor's runs typically last less than ANCHOR_RUN sample intervals,
     the phase is too short to mark steps and no time is read."""
     starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
-    if len(starts) < MIN_CYCLES + 1:
-        return math.nan, 0, None, (f"fewer than {MIN_CYCLES} steps seen (a step longer than "
-                                   f"a quarter of the burst, or no phase that recurs)")
     inner = runs[1:-1]
     on = [t1 - t0 for m, t0, t1 in inner if m]
     off = [t1 - t0 for m, t0, t1 in inner if not m]
-    if not on or not off or min(statistics.median(on), statistics.median(off)) < ANCHOR_RUN * interval_s:
-        return math.nan, 0, None, "its step phases are too short for py-spy's sampling interval"
+    short = (not on or not off
+             or min(statistics.median(on), statistics.median(off)) < ANCHOR_RUN * interval_s)
+    if len(starts) < MIN_CYCLES + 1:
+        # few entries say the steps are long only where each step's anchor would be seen: runs
+        # as short as the interval are missed, and the burst counts fewer than it held
+        seen = [t1 - t0 for m, t0, t1 in (inner or runs) if m]
+        if seen and statistics.median(seen) < ANCHOR_RUN * interval_s:
+            return math.nan, 0, None, TOO_SHORT_WHY
+        return math.nan, 0, None, (f"fewer than {MIN_CYCLES} steps seen (a step longer than "
+                                   f"a quarter of the burst, or no phase that recurs)")
+    if short:
+        return math.nan, 0, None, TOO_SHORT_WHY
     lengths = [b - a for a, b in zip(starts, starts[1:])]
     ks = _steps_each(lengths)
     if sum(1 for k in ks if k > 1) > MAX_MERGED * len(ks):
