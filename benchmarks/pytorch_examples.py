@@ -25,6 +25,8 @@
 6. the same with `word_language_model/main.py` (no loader workers: paced by its py-spy step
    times; a generated corpus in wikitext-2's layout), 60 s alone, 240 s together
    (`--only wlm-pace`).
+7. the same with `mnist/main.py --no-accel` (on the CPU it has no loader workers either;
+   generated MNIST files), 60 s alone, 180 s together (`--only mnist-pace`).
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -41,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -377,31 +379,26 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     print()
 
 
-def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
-             together_s: float) -> None:
-    """word_language_model/main.py as a user starts two: one, then a second `alone_s` later,
-    watched by the monitor's engine from the start (found jobs, these two only, py-spy at its
-    default budget). It has no loader workers: the live judge paces the first by its py-spy
-    step times alone and beside the second (analyse/own_pace.py). Truth: its own `ms/batch`
-    lines (every 5 batches), their median in each span (issue 33)."""
+def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: float,
+                     together_s: float) -> dict[str, Any]:
+    """`argv` as a user starts two: one, then a second `alone_s` later, watched by the
+    monitor's engine from the start (found jobs, these two only, py-spy at its default budget)
+    for `together_s` more. Returns the first job's PID, when the second started and the run
+    ended, each tick's jobs and own-pace evidence, and both copies' output lines as they came
+    (time, line)."""
     import threading
 
     from own_pace import watching
-    from step_beats import MS, corpus
 
-    wlm = os.path.join(examples, "word_language_model")
-    corpus(os.path.join(work, "wlm-data"))
     pids: set[int] = set()
     ticks: list[tuple[float, dict[int, Any]]] = []
+    why: list[Any] = []
     procs: list[subprocess.Popen] = []
     lines: list[list[tuple[float, str]]] = []
 
     def start() -> subprocess.Popen:
-        p = subprocess.Popen([sys.executable, "-u", os.path.join(wlm, "main.py"), "--data",
-                              os.path.join(work, "wlm-data"), "--log-interval", "5", "--epochs",
-                              "1000", "--save", os.path.join(work, f"wlm{len(procs)}.pt")],
-                             cwd=wlm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env, start_new_session=True)
+        p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=env, start_new_session=True)
         out: list[tuple[float, str]] = []
         threading.Thread(target=lambda: [out.append((time.time(), ln)) for ln in p.stdout or ()],
                          daemon=True).start()
@@ -410,12 +407,11 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
         pids.add(p.pid)
         return p
 
-    try:
-        def on(snap) -> None:
-            ticks.append((time.time(), {j.pid: j for j in snap.jobs}))
-            why.append(((snap.verdict or {}).get("evidence") or {}).get("own_pace"))
+    def on(snap) -> None:
+        ticks.append((time.time(), {j.pid: j for j in snap.jobs}))
+        why.append(((snap.verdict or {}).get("evidence") or {}).get("own_pace"))
 
-        why: list[Any] = []
+    try:
         with watching(pids, on):
             first = start()
             time.sleep(alone_s)
@@ -425,41 +421,110 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
             t_end = time.time()
     finally:
         kill_groups(procs)
+    return {"pid": first.pid, "t_second": t_second, "t_end": t_end, "ticks": ticks, "why": why,
+            "lines": lines}
 
-    def ms(lo: float, hi: float) -> float | None:
-        got = [float(m.group(1)) for t, ln in lines[0] if lo < t <= hi and (m := MS.search(ln))]
-        return statistics.median(got) if got else None
 
-    alone, tog = ms(t_second - alone_s / 2, t_second), ms(t_second + 5, t_end)
+def _pace_report(title: str, run: dict[str, Any], alone: float | None, tog: float | None,
+                 unit: str, own_at: Callable[[float, float], float | None]) -> None:
+    """The first job's live slowdown beside its own step `alone` and `tog` (in `unit`), and
+    its step time as the monitor showed it, each change, beside its own over the 16 s before
+    (`own_at(lo, hi)`, seconds)."""
+    t_second, first = run["t_second"], run["pid"]
     truth = tog / alone if alone and tog else None
-    got = [(t - t_second, j.slowdown, j.slowdown_source, j.step_time_s) for t, jobs in ticks
-           if t > t_second and (j := jobs.get(first.pid)) is not None and len(jobs) == 2]
+    got = [(t - t_second, j.slowdown, j.slowdown_source, j.step_time_s)
+           for t, jobs in run["ticks"]
+           if t > t_second and (j := jobs.get(first)) is not None and len(jobs) == 2]
     paced = [s for _, s, src, _ in got if src == "own pace" and s is not None]
     est = [s for _, s, src, _ in got if src == "estimated" and s is not None]
     first_paced = next((round(t) for t, _, src, _ in got if src == "own pace"), None)
-    print(f"## word_language_model/main.py: one alone for {alone_s:g} s, then a second beside "
-          f"it for {together_s:g} s; the first job's live slowdown\n")
-    print("| its own ms/batch alone | together | true slowdown | live by its own pace (median) "
-          "| ticks paced | first paced (s after the second started) | estimate before | "
-          "pace / truth |")
+    print(f"## {title}\n")
+    print(f"| its own step alone ({unit}) | together | true slowdown | live by its own pace "
+          "(median) | ticks paced | first paced (s after the second started) | estimate before "
+          "| pace / truth |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     live = statistics.median(paced) if paced else None
     print(f"| {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | {len(paced)} of {len(got)} | "
           f"{first_paced if first_paced is not None else '–'} | "
           f"{_n(statistics.median(est)) if est else '–'} | "
           f"{_n(live / truth if live and truth else None)} |\n")
-    last = next((w for w in reversed(why) if w), None)
+    last = next((w for w in reversed(run["why"]) if w), None)
     print(f"its own pace at the end: {json.dumps(last)}\n")
     shown, prev = [], None
-    for t, jobs in ticks:
-        j = jobs.get(first.pid)
+    for t, jobs in run["ticks"]:
+        j = jobs.get(first)
         cur = (j.step_time_s, j.step_time_note) if j is not None else None
         if cur is not None and cur != prev:
+            own = own_at(t - 16, t)
             shown.append(f"{t - t_second:+.0f} s: {cur[0] if cur[0] is not None else '–'}"
-                         + (f" ({cur[1]})" if cur[1] else ""))
+                         + (f" ({cur[1]})" if cur[1] else "")
+                         + f"; its own {'–' if own is None else f'{own:.3f}'} s"
+                         + (f" ({cur[0] / own:.2f} of it)" if cur[0] and own else ""))
         prev = cur
-    print("its step time as the monitor showed it, each change (s after the second started):\n")
+    print("its step time as the monitor showed it, each change (s after the second started; "
+          "its own over the 16 s before):\n")
     print("\n".join(f"- {x}" for x in shown) + "\n")
+
+
+def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
+             together_s: float) -> None:
+    """word_language_model/main.py, one alone then a second (`_alone_then_pair`). It has no
+    loader workers: the live judge paces the first by its py-spy step times alone and beside
+    the second (analyse/own_pace.py). Truth: its own `ms/batch` lines (every 5 batches), their
+    median in each span (issue 33)."""
+    from step_beats import MS, corpus
+
+    wlm = os.path.join(examples, "word_language_model")
+    corpus(os.path.join(work, "wlm-data"))
+    run = _alone_then_pair([sys.executable, "-u", os.path.join(wlm, "main.py"), "--data",
+                            os.path.join(work, "wlm-data"), "--log-interval", "5", "--epochs",
+                            "1000", "--save", os.path.join(work, "wlm.pt")],
+                           wlm, env, alone_s, together_s)
+
+    def ms(lo: float, hi: float) -> float | None:
+        got = [float(m.group(1)) for t, ln in run["lines"][0]
+               if lo < t <= hi and (m := MS.search(ln))]
+        return statistics.median(got) if got else None
+
+    t_second = run["t_second"]
+    _pace_report(f"word_language_model/main.py: one alone for {alone_s:g} s, then a second "
+                 f"beside it for {together_s:g} s; the first job's live slowdown", run,
+                 ms(t_second - alone_s / 2, t_second), ms(t_second + 5, run["t_end"]), "ms",
+                 lambda lo, hi: None if (x := ms(lo, hi)) is None else x / 1000)
+
+
+MNIST_LOG = 10  # batches between its "Train Epoch" lines
+
+
+def mnist_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
+               together_s: float) -> None:
+    """mnist/main.py on the CPU (`--no-accel`: no loader workers, torch's default intra-op
+    threads), one alone then a second (`_alone_then_pair`), paced by its py-spy step times.
+    Truth: the arrival of its "Train Epoch" lines (one every MNIST_LOG batches), the mean gap
+    in each span over MNIST_LOG (gaps over 3x the median, its test pass, left out)."""
+    data = os.path.join(work, "data")
+    fake_mnist(data, 60000, 1000)
+    run_dir = os.path.join(work, "run")  # the script reads ../data
+    os.makedirs(run_dir, exist_ok=True)
+    run = _alone_then_pair([sys.executable, "-u", os.path.join(examples, "mnist", "main.py"),
+                            "--no-accel", "--epochs", "100", "--log-interval", str(MNIST_LOG)],
+                           run_dir, env, alone_s, together_s)
+
+    def step(lo: float, hi: float) -> float | None:
+        """Its mean step (s), the gaps across an epoch's end (its test pass) left out."""
+        ts = [t for t, ln in run["lines"][0] if lo < t <= hi and ln.startswith("Train Epoch")]
+        gaps = [b - a for a, b in zip(ts, ts[1:])]
+        if not gaps:
+            return None
+        cut = 3 * statistics.median(gaps)
+        return statistics.fmean(g for g in gaps if g <= cut) / MNIST_LOG
+
+    t_second = run["t_second"]
+    alone, tog = step(t_second - alone_s / 2, t_second), step(t_second + 5, run["t_end"])
+    _pace_report(f"mnist/main.py --no-accel: one alone for {alone_s:g} s, then a second beside "
+                 f"it for {together_s:g} s; the first job's live slowdown", run,
+                 None if alone is None else alone * 1000, None if tog is None else tog * 1000,
+                 "ms", step)
 
 
 def _rate(ts: list[float], lo: float, hi: float) -> float | None:
@@ -476,7 +541,7 @@ def main() -> None:
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
     ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
-                                        "wlm-pace"))
+                                        "wlm-pace", "mnist-pace"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
@@ -496,6 +561,8 @@ def main() -> None:
             dcgan_pace(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
         if a.only in (None, "wlm-pace"):
             wlm_pace(os.path.abspath(a.examples), work, env, 60.0, 240.0)
+        if a.only in (None, "mnist-pace"):
+            mnist_pace(os.path.abspath(a.examples), work, env, 60.0, 180.0)
 
 
 if __name__ == "__main__":
