@@ -33,6 +33,7 @@ from typing import TypeGuard
 import psutil
 
 from gputop_dl.channel import ENV_EVENTS
+from gputop_dl.child import die_with_parent
 from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.collect.procs import children_map, descendants
 from gputop_dl.errors import UsageError
@@ -43,7 +44,6 @@ from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
 ENV_GO = "GPUTOP_DL_GO"  # same name as gputop_dl.trainer.loop.ENV_GO
-_PR_SET_PDEATHSIG = 1
 LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
 LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -63,11 +63,7 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:  # not Linux: the signal handlers in the parent still clean up
-        pass
+_die_with_parent = die_with_parent  # runs in the child between fork and exec
 
 
 def nproc_for(w: Workload, cuda: bool) -> int:

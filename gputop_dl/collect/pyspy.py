@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from typing import Hashable, TypeVar
 
+from gputop_dl.child import die_with_parent
 from gputop_dl.collect.pyspy_stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
     is_main_thread, phase_of, split_thread)
@@ -83,7 +84,9 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
                "--pid", str(pid)]
         try:
             with open(log, "w+", encoding="utf-8", errors="replace") as logf:
-                proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                # it ends with gputop-dl (a burst runs up to 16 s, beside its check)
+                proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
                 cpu = _reap(proc, duration_s + 20)
                 logf.seek(0)
                 text = logf.read()
