@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from gputop_dl.child import die_with_parent
 from gputop_dl.lab import sweepfit
 from gputop_dl.lab.sweep_worker_protocol import RESULT_KEY, SweepRow
 
@@ -99,7 +100,7 @@ def run_batch(spec: SweepSpec, batch: int) -> SweepRow:
     t0 = time.time()
     try:
         p = subprocess.run(worker_command(spec, batch), capture_output=True, text=True, env=env,
-                           timeout=spec.timeout_s)
+                           timeout=spec.timeout_s, preexec_fn=die_with_parent)
         res = parse_worker_output(batch, p.returncode, p.stdout, p.stderr)
     except subprocess.TimeoutExpired:
         res = {"batch": batch, "status": "error",

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from gputop_dl.child import die_with_parent
 from gputop_dl.collect.boxprofile import Part
 
 __all__ = ["measure_links", "WORKER"]
@@ -25,7 +26,8 @@ TIMEOUT_S = 60.0
 def _run(cmd: list[str], timeout: float) -> Part:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                           preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer in {timeout:g} s"}
     except OSError as exc:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from gputop_dl.child import die_with_parent
 from gputop_dl.collect.boxprofile.memcopy import copy_rate
 from gputop_dl.collect.boxprofile import Part
 
@@ -54,8 +55,8 @@ def measure_copy(seconds: float, procs: int, mib: int = BUFFER_MIB) -> Part:
     cmd = [sys.executable, "-m", "gputop_dl.collect.boxprofile.memcopy", repr(start),
            repr(start + seconds), str(mib)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-                for _ in range(procs)]
+    children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                 preexec_fn=die_with_parent) for _ in range(procs)]
     total, ok = 0.0, 0
     for c in children:
         try:
