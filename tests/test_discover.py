@@ -408,7 +408,9 @@ def test_stall_sampler_pools_bursts_one_at_a_time(tmp_path):
     exe = fake_pyspy(tmp_path, f'while [ $# -gt 0 ]; do [ "$1" = -o ] && cp {src} "$2"; shift; done\n'
                                "sleep 0.3\n")
     clock = Clock()
-    sampler = StallSampler(duration_s=1, every_s=10, exe=exe, clock=clock)
+    # no CPU budget: the fake burst's own CPU (a shell, twice: the burst and its check, each
+    # forked with the parent-death signal) would set the period (test_stall_bursts_keep_...)
+    sampler = StallSampler(duration_s=1, every_s=10, exe=exe, clock=clock, cpu_budget=None)
     assert sampler.round([("a", 5), ("b", 6)])
     assert not sampler.round([("a", 5), ("b", 6)])  # one burst in flight at most
     sampler.join(10)

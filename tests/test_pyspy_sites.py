@@ -134,3 +134,19 @@ def test_a_long_step_whose_optimizer_is_too_short_to_see_still_says_its_steps_ar
     one = {"data": at(10, DATA), "fwd": at(11, FWD), "bwd": at(12, BWD), "opt": at(14, OPT)}
     est = burst((("data", 30), ("fwd", 1200), ("bwd", 1730), ("opt", 40)), 2, 25, stacks=one)
     assert est.step_time_s is None and est.why.startswith("fewer than"), est.why
+
+
+def test_few_steps_on_one_line_are_no_bound_where_another_counted_them():
+    """A dcgan copy alone (1.2 s a step) at 8 s and 6 Hz: one backward line counted 6 steps
+    but its optimizer, seen once, made them look like micro-steps; a forward line seen in 4
+    steps, in long runs, said 'fewer than 4 steps', and the table showed '>1.6 s'. Steps
+    another anchor counted are not long: the reason is the counted anchor's."""
+    a = ["fwd_fake", "fwd_fake", "bwd_real", "bwd_g", "bwd_g", "data", "data"]
+    b = ["bwd_real", "bwd_real", "data", "bwd_g", "bwd_g", "data", "data"]
+    labels = (a + b) * 3 + a  # 7 steps of 7 samples at 6 Hz
+    labels[20] = "opt_g"  # its optimizer, seen once
+    seq = [(round(i / 6, 6), n) for i, n in enumerate(labels) if i == 0 or labels[i - 1] != n]
+    est = pyspy.stall_from_timeline(
+        pyspy.parse_chrometrace(trace(seq, len(labels) / 6, GAN))[MAIN], 6, PID)
+    assert est.step_time_s is None
+    assert est.why == "its data, forward or backward recur more often than its optimizer steps"

@@ -296,8 +296,13 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     sites = call_sites((ph, st, t1 - t0) for ph, st, t0, t1 in runs)
     opt_site = sites.get("optimizer", [None])[0]
     opt_starts = [t0 for ph, st, t0, _ in runs if ph == "optimizer" and st == opt_site]
-    why = "no step phase (data wait, forward, backward, optimizer) was seen"
-    est.why = None
+    # why no step time: an anchor that counted enough steps says it (the steps are not long);
+    # where none did, one seen each step that counted too few says the steps are long
+    # (collect/stall.py then times them with longer bursts: only the busiest line of a phase,
+    # as a line the loop calls once an epoch must not say so); else the first anchor tried
+    counted: str | None = None
+    few: str | None = None
+    first: str | None = None
     for anchor in ANCHORS:
         if not all(spent.get(p) for p in anchor):
             continue
@@ -317,11 +322,12 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                 est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
                 est.why = None
                 return est
-            # the first anchor tried says it best, but one seen each step that counted too few
-            # says the steps are long (collect/stall.py then times them with longer bursts);
-            # of a phase called from several lines only the busiest (a line the loop calls once
-            # an epoch must not say so)
-            if not est.why or (k == 0 and FEW_STEPS in note and FEW_STEPS not in est.why):
-                est.why = note
-    est.why = est.why or why
+            entries = sum(1 for i, (m, _, _) in enumerate(merged) if m and i > 0)
+            if entries > MIN_CYCLES:
+                counted = counted or note
+            elif k == 0 and FEW_STEPS in note and few is None:
+                few = note
+            first = first or note
+    est.why = (counted or few or first
+               or "no step phase (data wait, forward, backward, optimizer) was seen")
     return est
