@@ -150,3 +150,29 @@ def test_the_job_column_narrows_only_after_its_long_name_is_gone_a_while():
 
     widths = asyncio.run(go())
     assert widths[0] == widths[1] == widths[2] > widths[3] == 26  # held 30 s, then the default
+
+
+def test_a_column_a_row_filled_stays_when_its_value_is_gone():
+    """A found job's step time (py-spy) read once, then not read by a later burst: the column
+    stays with "–" in it (it came and went with each burst before); it is left out again only
+    when no row is shown."""
+    def job(step: float | None) -> tuple[JobSample, ...]:
+        return (JobSample(name="a.py", pid=7, launched=False, pids=(7,), status="running",
+                          cpu_cores=0.5, step_time_s=step,
+                          step_time_note=None if step else "its step phases are too short"),)
+
+    async def go() -> list[bool]:
+        src = FakeSource(live=[], spec=None, session_id=None)
+        app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
+        shown = []
+        async with app.run_test(size=(160, 30)) as pilot:
+            for dt, jobs in ((0, job(None)), (1, job(1.1)), (2, job(None)), (3, ())):
+                src.emit(make_snapshot(dt, jobs=jobs, gpu_processes=()))
+                for _ in range(20):
+                    await pilot.pause()
+                table = app.query_one(JobsTable)
+                table.render_line(0)
+                shown.append("step" in table.visible_columns())
+        return shown
+
+    assert asyncio.run(go()) == [False, True, True, False]

@@ -8,7 +8,9 @@ cursor's scroll window, the width or the theme changes. Rows are never cleared: 
 key, and the cursor is a row key, so it stays on its row through adds, removes and re-sorts.
 
 Columns that do not fit the width are left out, least useful first (`DROP_ORDER`); a column of
-`HIDE_EMPTY` with no value ("–") in any row is left out too (`hidden_empty()` says which), and
+`HIDE_EMPTY` with no value ("–") in any row is left out too (`hidden_empty()` says which; once
+a row filled it, it stays while rows are shown: a job's step time that a later py-spy burst
+could not read shows "–" in its place rather than taking the column away), and
 the `FLEX` column takes the width the others leave. Cells carry Rich styles resolved from the
 theme's CSS variables; a theme change re-renders them.
 """
@@ -160,6 +162,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
         self._widths = tuple(c[2] for c in self.COLUMNS)  # the shown columns' widths
         self._empty: frozenset[str] = frozenset()  # HIDE_EMPTY columns left out now
+        self._filled: set[str] = set()  # HIDE_EMPTY columns a row filled since rows came
         self._grow_want = 0  # the cells the GROW column's longest cell needs (held: GROW_HOLD_S)
         self._grow_needed_at = -float("inf")  # when a row last needed that width
         self.clock = time.monotonic  # for GROW_HOLD_S (tests set their own)
@@ -201,11 +204,13 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
 
     def _empty_columns(self, rows: Sequence[RowT]) -> frozenset[str]:
         if not rows:  # nothing to show: only the columns that are always there
+            self._filled.clear()
             return frozenset(self.HIDE_EMPTY)
         keys = self._keys
         empty = self.EMPTY_TEXTS
-        return frozenset(c for c in self.HIDE_EMPTY
-                         if all(r.cells[keys.index(c)].text.strip() in empty for r in rows))
+        self._filled.update(c for c in self.HIDE_EMPTY if c not in self._filled and any(
+            r.cells[keys.index(c)].text.strip() not in empty for r in rows))
+        return frozenset(c for c in self.HIDE_EMPTY if c not in self._filled)
 
     def _grow_width(self, rows: Sequence[RowT]) -> int:
         """The width the GROW column's longest cell needs (at most GROW_MAX; 0: no GROW)."""
