@@ -1,6 +1,6 @@
 """Children that end with gputop-dl: the parent-death signal, set between fork and exec.
 
-A helper gputop-dl runs for a while (a py-spy burst of up to 16 s, a launched job) must not
+A helper gputop-dl runs for a while (a py-spy burst of up to 32 s, a launched job) must not
 outlive it, however it ends (`q`, Ctrl-C, `kill -9`). `die_with_parent` is a `preexec_fn`:
 Linux sends the child SIGTERM when the thread that started it ends, and every thread ends
 with the process. Elsewhere it does nothing (the parent's own handlers still clean up).

@@ -157,7 +157,10 @@ def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_ba
 def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
     few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
 
+    rates = []
+
     def record(pid, seconds, rate, exe):
+        rates.append(rate)
         est = StallEstimate(2, 40)
         est.why = few
         return est, None
@@ -165,13 +168,14 @@ def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
     now = [0.0]
     sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
                            clock=lambda: now[0])
-    for seconds in (2.0, 4.0, 8.0, 16.0, 16.0):
+    for seconds in (2.0, 4.0, 8.0, 16.0, 32.0, 32.0):
         now[0] += 100.0
         assert sampler.round([("a", 1)])
         sampler.join(10)
         res = sampler.result("a")
         assert res.step_time_s is None and res.step_note == few
         assert res.step_over_s == pytest.approx(seconds / (MIN_CYCLES + 1))
+    assert rates == [25, 12, 6, 3, 3, 3]  # the longest at 3 Hz still (twice the samples)
 
 
 def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():

@@ -15,7 +15,7 @@ SPY = ("import sys\nfrom gputop_dl.collect import pyspy\n"
 
 
 def test_a_burst_ends_with_its_process_killed_mid_burst():
-    """Before, py-spy ran on for the rest of its burst (up to 16 s in the monitor) after
+    """Before, py-spy ran on for the rest of its burst (up to 32 s in the monitor) after
     gputop-dl was killed; now the kernel ends it with its parent (PR_SET_PDEATHSIG)."""
     assert pyspy.pyspy_path() is not None, "py-spy is a dependency of gputop-dl"
     target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])

@@ -84,7 +84,7 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
                "--pid", str(pid)]
         try:
             with open(log, "w+", encoding="utf-8", errors="replace") as logf:
-                # it ends with gputop-dl (a burst runs up to 16 s, beside its check)
+                # it ends with gputop-dl (a burst runs up to 32 s, beside its check)
                 proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
                 cpu = _reap(proc, duration_s + 20)

@@ -64,11 +64,13 @@ Record = Callable[[int, float, int, str | None], tuple[StallEstimate | None, str
 # samples per phase, why no step time, its seconds)
 Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None, float]
 # a job whose burst saw fewer than MIN_CYCLES steps gets its next one twice as long at half the
-# rate (the same samples, the same cost), at most LONGER times: 2 s at 25 Hz, 4 s at 12, 8 s at
-# 6, 16 s at 3, which counts steps up to 3.2 s (a job slowed 10-40x beside others; PyTorch's
-# dcgan example alone at 1.1-1.5 s); and shorter again once half of it would count the steps
-# it reads
-LONGER = 3
+# rate (the same samples, the same cost), at most LONGER times, the rate no lower than
+# SLOWEST_HZ (twice the samples for the last): 2 s at 25 Hz, 4 s at 12, 8 s at 6, 16 s at 3,
+# 32 s at 3, which counts steps up to 6.4 s (a job slowed 10-70x beside others: a
+# word_language_model pair at 3.3 s a step, a dcgan pair at 4.8 s; dcgan alone at 1.1-1.5 s);
+# and shorter again once half of it would count the steps it reads
+LONGER = 4
+SLOWEST_HZ = 3  # a GAN's backward lines (0.3-1.4 s a pair) still mark steps at 3 Hz, not at 1
 # the check burst (pyspy_stall.checked) costs py-spy about as much again as the burst it checks;
 # a job whose step a check confirmed, long enough for the main rate to time (RESOLVES of its
 # intervals), gets its next bursts unchecked while they read that step within AGREE; any other
@@ -133,7 +135,7 @@ class StallSampler:
     def span(self, key: Hashable) -> tuple[float, int]:
         """The next burst's (seconds, rate) for `key` (see LONGER)."""
         n = self._longer.get(key, 0)
-        return self.duration_s * 2 ** n, max(1, self.rate >> n)
+        return self.duration_s * 2 ** n, max(min(SLOWEST_HZ, self.rate), self.rate >> n)
 
     def _longer_next(self, key: Hashable, est: StallEstimate, seconds: float) -> None:
         n, step = self._longer.get(key, 0), est.step_time_s
