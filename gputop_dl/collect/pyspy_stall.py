@@ -232,14 +232,16 @@ def anchor_marks(anchor: tuple[str, ...], sites: dict[str, list[str | None]]) ->
     return [lambda ph, st: ph in anchor]
 
 
-def steps_seen(runs: Sequence[tuple[str, str | None]], phase: str = "optimizer") -> int:
-    """Runs of `phase` at its busiest call site: the steps it saw where it runs once a step (a
-    GAN's two optimizers are two runs a step, one a line)."""
+def steps_seen(runs: Sequence[tuple[str, str | None]],
+               phase: str = "optimizer") -> tuple[int, str | None]:
+    """(runs of `phase` at its call site with the most runs, that site): the steps it saw
+    where it runs once a step (a GAN's two optimizers are two runs a step, one a line)."""
     per: dict[str | None, int] = {}
     for ph, site in runs:
         if ph == phase:
             per[site] = per.get(site, 0) + 1
-    return max(per.values(), default=0)
+    site = max(per, key=lambda s: per[s], default=None)
+    return (per[site] if per else 0), site
 
 
 def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = None) -> StallEstimate:
@@ -256,7 +258,8 @@ def stall_from_sequence(seq: list[str], interval_s: float, pid: int | None = Non
     est.phases = {p: phases_only.count(p) for p in PHASES}
     # optimizer steps seen (runs of optimizer samples at one line): another anchor must not
     # recur more often, or it marks micro-steps (gradient accumulation) rather than steps
-    opt_runs = steps_seen([lab for i, lab in enumerate(labels) if i == 0 or labels[i - 1] != lab])
+    opt_runs, _ = steps_seen([lab for i, lab in enumerate(labels)
+                              if i == 0 or labels[i - 1] != lab])
     sites = call_sites((ph, st, interval_s) for ph, st in labels)
     for anchor in ANCHORS:
         if not all(est.phases.get(p) for p in anchor):
@@ -292,9 +295,8 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     phases = {p: int(round(v * rate)) for p, v in spent.items()}
     est = StallEstimate(phases["data"], sum(phases.values()) - phases["data"])
     est.phases = phases
-    opt_runs = steps_seen([r[:2] for r in runs])
+    opt_runs, opt_site = steps_seen([r[:2] for r in runs])
     sites = call_sites((ph, st, t1 - t0) for ph, st, t0, t1 in runs)
-    opt_site = sites.get("optimizer", [None])[0]
     opt_starts = [t0 for ph, st, t0, _ in runs if ph == "optimizer" and st == opt_site]
     # why no step time: an anchor that counted enough steps says it (the steps are not long);
     # where none did, one seen each step that counted too few says the steps are long

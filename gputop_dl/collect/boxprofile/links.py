@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect.boxprofile import Part
 
