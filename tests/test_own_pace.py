@@ -195,6 +195,10 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
     v, est = feed(PassiveJudge(), phases)
     assert not est["a"].pace_used  # its last reading alone is no pace beside b
     assert est["a"].pace.why == "no step time read since the others run beside it"
+    # a burst that ended 3 s after b came may have begun before: no reading beside b
+    _, est = feed(PassiveJudge(), [*phases, (2, [a(0.052, POOL), b])])
+    assert est["a"].pace.why == "no step time read since the others run beside it"
+    phases[-1] = (int(O.STRADDLE_S) + 1, phases[-1][1])
     v, est = feed(PassiveJudge(), [*phases, (2, [a(1.5, POOL), b])])
     e = est["a"]
     assert e.pace_used and e.slowdown == pytest.approx(1.5 / 0.045, abs=1e-3)
@@ -240,6 +244,7 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
     assert data["evidence"]["own_pace"]["a"]["at_least"] == pytest.approx(35.6)
     assert any("at least 36× slower by its own steps (a bound" in line
                for line in v.evidence_lines)
-    # a step read again beside the others replaces the bound
+    # a step read again beside the others replaces the bound (its burst began after b came)
+    phases[-1] = (int(O.STRADDLE_S) + 1, phases[-1][1])
     v, est = feed(PassiveJudge(), [*phases, (1, [a(0.9), b])])
     assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)

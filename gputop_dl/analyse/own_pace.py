@@ -28,7 +28,11 @@ each is a checked burst of 4 steps or more) against the newest one since others 
     step pace slowdown = step now / mean(steps alone)
 
 A reading counts once, when it changes (a new burst): the value a job shows on its first
-ticks beside others is its last reading alone, which is not its pace beside them. A job
+ticks beside others is its last reading alone, which is not its pace beside them. A reading
+that comes within STRADDLE_S of the job starting or ending to run alone counts for neither
+side: its burst (up to 32 s) may have begun before the change (a word_language_model copy's
+burst that ended 1 s after a second copy started read its 52 ms alone, and paced it 1.05×
+for 37 ticks where it ran 4.9× slower). A job
 slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
 one (collect/stall.py `LONGER`).
 
@@ -56,6 +60,7 @@ NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are wh
 NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or less)
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
+STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
 
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
@@ -130,6 +135,8 @@ class _Track:
     steps_alone: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_REF))
     step_now: float | None = None  # the newest new reading beside others
     step_over: float | None = None  # beside others, its steps are longer than this (s)
+    was_alone: bool | None = None  # alone on its last tick
+    since: float = float("-inf")  # when it last started or stopped running alone
 
 
 @dataclass
@@ -149,8 +156,11 @@ class OwnPace:
             tr.seen += 1
             c = j.cpu_cores_workers
             tr.workers = tr.workers or c is not None
+            if tr.was_alone is not None and tr.was_alone != alone:
+                tr.since = t
+            tr.was_alone = alone
             s = j.step_time_s
-            if s is not None and s != tr.last_step:
+            if s is not None and s != tr.last_step and t - tr.since > STRADDLE_S:
                 if alone and tr.seen > SETTLE:
                     tr.steps_alone.append(s)
                 elif not alone:
