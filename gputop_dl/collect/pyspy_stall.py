@@ -153,7 +153,7 @@ def check_seconds(seconds: float, rate: int) -> int:
     whole): long enough that the steps it counts (up to a fifth of it) reach those the main rate
     times without a beat (RESOLVES of its intervals: 0.12 s at 25 Hz, 0.5 s at 6 Hz); 1 s beside
     the monitor's 2 s at 25 Hz and the one-shot bursts, 3 s beside 8 s at 6 Hz, 5 s beside its
-    16 s and 32 s at 3 Hz."""
+    longest, 32 s at 3 Hz."""
     need = math.ceil((MIN_CYCLES + 1) * RESOLVES / rate)
     return max(int(CHECK_S), min(need, int(round(seconds))))
 

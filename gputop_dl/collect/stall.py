@@ -63,13 +63,16 @@ Record = Callable[[int, float, int, str | None], tuple[StallEstimate | None, str
 # one burst kept: (clock, wall time, data samples, compute samples, (step time, cycles),
 # samples per phase, why no step time, its seconds)
 Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], str | None, float]
-# a job whose burst saw fewer than MIN_CYCLES steps gets its next one twice as long at half the
-# rate (the same samples, the same cost), at most LONGER times, the rate no lower than
-# SLOWEST_HZ (twice the samples for the last): 2 s at 25 Hz, 4 s at 12, 8 s at 6, 16 s at 3,
-# 32 s at 3, which counts steps up to 6.4 s (a job slowed 10-70x beside others: a
-# word_language_model pair at 3.3 s a step, a dcgan pair at 4.8 s; dcgan alone at 1.1-1.5 s);
-# and shorter again once half of it would count the steps it reads
-LONGER = 4
+# a job whose burst saw fewer than MIN_CYCLES steps gets its next one LONGER_BY times as long at
+# that fraction of the rate (the same samples, the same cost), at most LONGER times, the rate
+# no lower than SLOWEST_HZ (twice the samples for the last): 2 s at 25 Hz, 8 s at 6, 32 s at
+# 3, which counts steps up to 6.4 s (a job slowed 10-70x beside others: a word_language_model
+# pair at 3.3 s a step, a dcgan pair at 4.8 s; dcgan alone at 1.1-1.5 s); and shorter again
+# once the shorter burst would count the steps it reads. Four times, not twice: a pair of
+# word_language_model copies at 3.4 s a step got 2, 4 and 8 s bursts in its first 4 minutes
+# beside the other (a burst per job about every minute) and never reached the 32 s one.
+LONGER = 2
+LONGER_BY = 4
 SLOWEST_HZ = 3  # a GAN's backward lines (0.3-1.4 s a pair) still mark steps at 3 Hz, not at 1
 # the check burst (pyspy_stall.checked) costs py-spy about as much again as the burst it checks;
 # a job whose step a check confirmed, long enough for the main rate to time (RESOLVES of its
@@ -100,7 +103,7 @@ class StallSampler:
         self.clock = clock
         self._lock = threading.Lock()
         self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
-        self._longer: dict[Hashable, int] = {}  # key -> times its bursts were doubled (LONGER)
+        self._longer: dict[Hashable, int] = {}  # key -> times its bursts were lengthened (LONGER)
         # key -> its last bursts (`Burst`)
         self._bursts: dict[Hashable, deque[Burst]] = {}
         self._busy: Hashable | None = None
@@ -135,13 +138,14 @@ class StallSampler:
     def span(self, key: Hashable) -> tuple[float, int]:
         """The next burst's (seconds, rate) for `key` (see LONGER)."""
         n = self._longer.get(key, 0)
-        return self.duration_s * 2 ** n, max(min(SLOWEST_HZ, self.rate), self.rate >> n)
+        return (self.duration_s * LONGER_BY ** n,
+                max(min(SLOWEST_HZ, self.rate), self.rate // LONGER_BY ** n))
 
     def _longer_next(self, key: Hashable, est: StallEstimate, seconds: float) -> None:
         n, step = self._longer.get(key, 0), est.step_time_s
         if step is None and FEW_STEPS in (getattr(est, "why", None) or "") and n < LONGER:
             self._longer[key] = n + 1
-        elif step is not None and n and step * (MIN_CYCLES + 1) <= seconds / 2:
+        elif step is not None and n and step * (MIN_CYCLES + 1) <= seconds / LONGER_BY:
             self._longer[key] = n - 1
 
     def _run(self, key: Hashable, pid: int, seconds: float, rate: int) -> None:
