@@ -63,7 +63,6 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
-_die_with_parent = die_with_parent  # runs in the child between fork and exec
 
 
 def nproc_for(w: Workload, cuda: bool) -> int:
@@ -206,7 +205,7 @@ class JobProcess:
 def _pinned(cpus: frozenset[int]) -> Callable[[], None]:
     """The child's set-up between fork and exec: die with the parent, run on `cpus` only."""
     def setup() -> None:
-        _die_with_parent()
+        die_with_parent()
         os.sched_setaffinity(0, cpus)  # inherited by its threads and processes
     return setup
 
@@ -235,7 +234,7 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
             popen = subprocess.Popen(argv, cwd=w.cwd or None, env=env, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True,
-                                     preexec_fn=_pinned(cpus) if cpus else _die_with_parent)
+                                     preexec_fn=_pinned(cpus) if cpus else die_with_parent)
         except (OSError, subprocess.SubprocessError) as exc:  # exec format, permission, E2BIG
             why = f"could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}"
             why += _interpreter_note(argv[0], w.cwd, env.get("PATH"), exc)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_site
 from gputop_dl.collect.step_cycles import (
-    ACCUMULATION, MIN_CYCLES, cycles_of, once_a_step, timed_cycles)
+    ACCUMULATION, MIN_CYCLES, cycles_of, entries, once_a_step, timed_cycles)
 
 
 class StallEstimate:
@@ -324,8 +324,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                 est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
                 est.why = None
                 return est
-            entries = sum(1 for i, (m, _, _) in enumerate(merged) if m and i > 0)
-            if entries > MIN_CYCLES:
+            if len(entries(merged)) > MIN_CYCLES:
                 counted = counted or note
             elif k == 0 and FEW_STEPS in note and few is None:
                 few = note

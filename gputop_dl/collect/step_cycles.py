@@ -51,6 +51,11 @@ def cycles_of(marks: list[bool], interval_s: float) -> tuple[float, int, float |
             round(statistics.pstdev(lengths) / mean, 3) if mean > 0 else None)
 
 
+def entries(runs: list[tuple[bool, float, float]]) -> list[float]:
+    """The start times of the anchor's runs that follow another run: each starts a step."""
+    return [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
+
+
 def timed_cycles(runs: list[tuple[bool, float, float]],
                  interval_s: float) -> tuple[float, int, float | None, str | None]:
     """Timed runs (in the anchor phase?, start s, end s) -> (mean step s, steps, cv, None), or
@@ -62,7 +67,7 @@ def timed_cycles(runs: list[tuple[bool, float, float]],
     reads as two: a cycle k times the median cycle counts as k steps; if more than MAX_MERGED of
     them needed that, or the anchor's runs typically last less than ANCHOR_RUN sample intervals,
     the phase is too short to mark steps and no time is read."""
-    starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
+    starts = entries(runs)
     inner = runs[1:-1]
     on = [t1 - t0 for m, t0, t1 in inner if m]
     off = [t1 - t0 for m, t0, t1 in inner if not m]
@@ -71,7 +76,7 @@ def timed_cycles(runs: list[tuple[bool, float, float]],
     if len(starts) < MIN_CYCLES + 1:
         # few entries say the steps are long only where each step's anchor would be seen: runs
         # as short as the interval are missed, and the burst counts fewer than it held
-        seen = [t1 - t0 for m, t0, t1 in (inner or runs) if m]
+        seen = on if inner else [t1 - t0 for m, t0, t1 in runs if m]
         if seen and statistics.median(seen) < ANCHOR_RUN * interval_s:
             return math.nan, 0, None, TOO_SHORT_WHY
         return math.nan, 0, None, (f"fewer than {MIN_CYCLES} steps seen (a step longer than "
@@ -101,7 +106,7 @@ def once_a_step(runs: list[tuple[bool, float, float]], marks: list[float]) -> bo
     accumulation over k micro-steps puts its optimizer steps k cycles apart, however many of
     them py-spy's samples missed; a step with one anchor puts those it saw any number of cycles
     apart, 1 among them once it saw two steps running."""
-    starts = [t0 for i, (m, t0, _t1) in enumerate(runs) if m and i > 0]
+    starts = entries(runs)
     if len(starts) < 2:
         return False
     ks = _steps_each([b - a for a, b in zip(starts, starts[1:])])
