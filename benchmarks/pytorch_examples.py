@@ -362,21 +362,8 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     print(f"| dcgan 1 (alone first) | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
           f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |\n")
     # its step time as shown (py-spy's bursts; two optimizers and three backward passes a step)
-    # against its own: the mean gap between its iteration lines over the 16 s before
-    print("its step time as the monitor showed it, each change (s after the second started; "
-          "its own mean step over the 16 s before):\n")
-    prev = None
-    for t, jobs in ticks:
-        j = jobs.get(first[0].pid)
-        cur = (j.step_time_s, j.step_time_note) if j is not None else None
-        if cur is not None and cur != prev:
-            own = _rate(s1[0], t - 16, t)
-            print(f"- {t - t_second:+.0f} s: {cur[0] if cur[0] is not None else '–'}"
-                  + (f" ({cur[1]})" if cur[1] else "")
-                  + f"; its own {_n(1 / own if own else None)} s"
-                  + (f" ({cur[0] * own:.2f} of it)" if cur[0] and own else ""))
-        prev = cur
-    print()
+    _print_shown(ticks, first[0].pid, t_second,
+                 lambda lo, hi: None if (r := _rate(s1[0], lo, hi)) is None else 1 / r)
 
 
 def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: float,
@@ -450,9 +437,16 @@ def _pace_report(title: str, run: dict[str, Any], alone: float | None, tog: floa
           f"{_n(live / truth if live and truth else None)} |\n")
     last = next((w for w in reversed(run["why"]) if w), None)
     print(f"its own pace at the end: {json.dumps(last)}\n")
+    _print_shown(run["ticks"], first, t_second, own_at)
+
+
+def _print_shown(ticks: list[tuple[float, dict[int, Any]]], pid: int, t_second: float,
+                 own_at: Callable[[float, float], float | None]) -> None:
+    """The job's step time as the monitor showed it, each change, beside its own step (s)
+    over the 16 s before (`own_at(lo, hi)`)."""
     shown, prev = [], None
-    for t, jobs in run["ticks"]:
-        j = jobs.get(first)
+    for t, jobs in ticks:
+        j = jobs.get(pid)
         cur = (j.step_time_s, j.step_time_note) if j is not None else None
         if cur is not None and cur != prev:
             own = own_at(t - 16, t)
