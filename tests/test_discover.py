@@ -168,6 +168,16 @@ def fake_box(tmp_path):
     return fp
 
 
+def sampled_box(tmp_path):
+    """A fake /proc for tests whose found jobs are sampled from the real one (their PIDs real):
+    only init and a shell, no fake job whose PID may be a live process on this box (a fake
+    `python -m gputop_dl` at PID 400 was found as a job where a real PID 400 lived)."""
+    fp = FakeProc(str(tmp_path / "proc"))
+    fp.add(1, 0, ["/sbin/init"], BASH_MAPS)
+    fp.add(10, 1, ["bash"], BASH_MAPS)
+    return fp
+
+
 def test_discovery_groups_workers_and_torchrun_ranks(tmp_path):
     fp = fake_box(tmp_path)
     d = Discoverer(fp.root, own_pid=400, clock=Clock())
@@ -481,7 +491,7 @@ def test_stall_burst_cost_is_read_from_the_kernel(tmp_path):
 def test_monitor_engine_lists_found_jobs_and_the_namespace_note(tmp_path):
     from gputop_dl.runner import monitor_engine
 
-    fp = fake_box(tmp_path)
+    fp = sampled_box(tmp_path)
     me = os.getpid()
     fp.add(me, 10, ["python", "me_train.py"], TORCH_MAPS + GPU_MAPS)  # real, so psutil can sample it
     fake = FakePynvml(gpus=1)
@@ -590,7 +600,7 @@ def test_stall_flag_usage_errors(argv, capsys):
 
 
 def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
-    fp = fake_box(tmp_path)
+    fp = sampled_box(tmp_path)
     fp.add(os.getpid(), 10, ["python", "train.py"], TORCH_MAPS)  # real, so its tree can be sampled
     fj = FoundJobs(stall_budget=0, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
     assert fj.stall is None
@@ -618,7 +628,7 @@ def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
         def result(self, key):
             return StallResult(0.25, 120, None, time.time())
 
-    fp = fake_box(tmp_path)
+    fp = sampled_box(tmp_path)
     me = os.getpid()
     fake = FakePynvml(gpus=1)
     quiet = monitor_engine(Nvml(module=fake), found=FoundJobs(
