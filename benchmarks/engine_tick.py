@@ -2,12 +2,14 @@
 
     .venv/bin/python benchmarks/engine_tick.py                     # 0 and 3 jobs, 30 ticks each
     .venv/bin/python benchmarks/engine_tick.py --jobs 3 --ticks 30 --interval 1.0
+    .venv/bin/python benchmarks/engine_tick.py --jobs 3 --only-jobs --jobs-kind light
 
 Builds the monitor's engine (`runner.monitor_engine`) in this process (py-spy stall sampling off, the session store
 in a temp `GPUTOP_DL_HOME`) and calls its tick at `--interval` in the calling thread, timing it
 with `time.thread_time()`. The N jobs are plain PyTorch loops outside gputop-dl
 (`tests/external/stall_script.py`, each a trainer + 4 loader workers), as in `benchmarks/tui.py`.
-After `--warmup` ticks, plain ticks (totals) alternate with instrumented ticks, whose parts are
+After `--warmup` ticks, blocks of 2 plain ticks (totals) alternate with blocks of 2 instrumented
+ticks (a block's mean per tick: the busiest processes are read every second tick), whose parts are
 timed by wrapping methods from the outside (the engine holds no timing code): host sample, NVML,
 discovery pass (`FoundJobs.refresh`), found-jobs sampling (`FoundJobs.sample`), the busiest
 processes (`BusiestSampler.sample`, on a busy host), the live judge (`PassiveJudge.verdict`),
@@ -61,11 +63,16 @@ PARTS = {
 }
 
 
-def start_jobs(n: int, seconds: float) -> list[subprocess.Popen]:
-    """n plain PyTorch loops outside gputop-dl (as `benchmarks/tui.py` starts them)."""
+# the jobs' arguments: busy (as `benchmarks/tui.py` starts them: the host busy, the jobs waiting)
+# or light (as `benchmarks/screen_speed.py` does: a batch every 400 ms, nobody waits)
+JOB_ARGS = {"busy": ["--data-ms", "40", "--compute-ms", "10", "--num-workers", "4"],
+            "light": ["--data-ms", "400", "--compute-ms", "5", "--num-workers", "2"]}
+
+
+def start_jobs(n: int, seconds: float, kind: str = "busy") -> list[subprocess.Popen]:
+    """n plain PyTorch loops outside gputop-dl."""
     script = os.path.join(ROOT, "tests", "external", "stall_script.py")
-    return [subprocess.Popen([sys.executable, script, "--seconds", str(seconds), "--data-ms", "40",
-                              "--compute-ms", "10", "--num-workers", "4"],
+    return [subprocess.Popen([sys.executable, script, "--seconds", str(seconds), *JOB_ARGS[kind]],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(n)]
 
@@ -101,6 +108,9 @@ class Parts:
             setattr(owner, a, fn)
 
 
+BLOCK = 2  # ticks per block (see measure)
+
+
 def fmt(xs: list[float]) -> str:
     ms = [x * 1e3 for x in xs]
     return f"{statistics.median(ms):6.3f} ms  (min {min(ms):.3f}, max {max(ms):.3f})"
@@ -109,21 +119,34 @@ def fmt(xs: list[float]) -> str:
 def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))  # the monitor's, minus py-spy
     totals, parts = [], {p: [] for p in PARTS}
+    # blocks of BLOCK ticks, plain and instrumented in turn, each figure a block's mean per tick:
+    # the busiest processes are read every second tick (collect/busiest.py READ_EVERY), so
+    # single ticks in turn would put every pass on the same side
+    block: list[float] = []
+    spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
     for i in range(warmup + 2 * ticks):
         t0 = time.monotonic()
-        if i < warmup or (i - warmup) % 2 == 0:
+        k = i - warmup
+        if k < 0 or (k // BLOCK) % 2 == 0:
             c0 = time.thread_time()
             eng.tick()
-            if i >= warmup:
-                totals.append(time.thread_time() - c0)
+            if k >= 0:
+                block.append(time.thread_time() - c0)
+                if len(block) == BLOCK:
+                    totals.append(statistics.fmean(block))
+                    block = []
         else:
             with Parts() as p:
                 c0 = time.thread_time()
                 eng.tick()
                 total = time.thread_time() - c0
-            for k, v in p.spent.items():
-                parts[k].append(v)
-            parts.setdefault("rest", []).append(total - sum(p.spent.values()))
+            for name, v in p.spent.items():
+                spent[name] += v
+            spent["rest"] = spent.get("rest", 0.0) + total - sum(p.spent.values())
+            if k % BLOCK == BLOCK - 1:
+                for name, v in spent.items():
+                    parts.setdefault(name, []).append(v / BLOCK)
+                spent = dict.fromkeys(PARTS, 0.0)
         time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     found = len(eng.snapshot.jobs)
     print(f"\n{n_jobs} jobs started, {found} found "
@@ -196,12 +219,15 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--only-jobs", action="store_true", help="skip the 0-job run")
+    ap.add_argument("--jobs-kind", choices=sorted(JOB_ARGS), default="busy",
+                    help="busy: 4 workers, a batch every 40 ms (the host busy; default); "
+                         "light: screen_speed.py's jobs (2 workers, a batch every 400 ms)")
     ap.add_argument("--cpu-wait", action="store_true",
                     help="price the CPU-wait reading: ticks with and without it, N jobs")
     args = ap.parse_args()
     span = (args.warmup + 2 * args.ticks) * args.interval + 30
     if args.cpu_wait:
-        with_jobs(args.jobs, span, lambda: measure_cpu_wait(args.jobs, args.ticks, args.warmup,
+        with_jobs(args.jobs, span, args.jobs_kind, lambda: measure_cpu_wait(args.jobs, args.ticks, args.warmup,
                                                             args.interval))
         return
     print(f"CPU per monitor tick (thread_time), {os.cpu_count()} CPUs; "
@@ -209,13 +235,13 @@ def main() -> None:
     if not args.only_jobs:
         measure(0, args.ticks, args.warmup, args.interval)
     if args.jobs:
-        with_jobs(args.jobs, span, lambda: measure(args.jobs, args.ticks, args.warmup,
+        with_jobs(args.jobs, span, args.jobs_kind, lambda: measure(args.jobs, args.ticks, args.warmup,
                                                    args.interval))
 
 
-def with_jobs(n: int, span: float, run) -> None:
+def with_jobs(n: int, span: float, kind: str, run) -> None:
     """Start `n` jobs for `span` seconds, give them 8 s to import torch, `run()`, stop them."""
-    jobs = start_jobs(n, span)
+    jobs = start_jobs(n, span, kind)
     try:
         time.sleep(8.0)  # torch imported, workers forked
         run()

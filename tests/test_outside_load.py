@@ -187,6 +187,57 @@ def test_busiest_sampler_passes_every_second_call_and_names_each_process_once(tm
     assert s.sample() is None  # afresh: no rates until the next pass
 
 
+def _stat_fds(pid):
+    """This process's open files that are /proc/PID/stat."""
+    out = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out += os.readlink(f"/proc/self/fd/{fd}") == f"/proc/{pid}/stat"
+        except OSError:
+            continue
+    return out
+
+
+def test_busiest_sampler_keeps_the_files_of_the_pids_given_and_closes_those_gone():
+    """A pass reads only the processes it is given (the discovery's listing), keeps their
+    `stat` files open for the next pass (pread: half the system calls), closes the file of a
+    process that ended, and all of them when nobody waits."""
+    import subprocess
+    import sys
+
+    a = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    b = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        s = BusiestSampler(every=1)
+        s.sample([a.pid])
+        assert _stat_fds(a.pid) == 1 and _stat_fds(b.pid) == 0  # b not given: not read
+        s.sample([a.pid, b.pid])
+        assert _stat_fds(a.pid) == 1 and _stat_fds(b.pid) == 1  # kept, not opened again
+        a.kill()
+        a.wait()
+        s.sample([a.pid, b.pid])  # a reaped: its kept file fails, is read by path, is gone
+        assert _stat_fds(a.pid) == 0 and _stat_fds(b.pid) == 1
+        s.forget()
+        assert _stat_fds(b.pid) == 0
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
+
+
+def test_proc_files_with_their_own_budget_leave_the_shared_one_alone(tmp_path):
+    from gputop_dl.collect import procfs
+
+    for i in range(3):
+        (tmp_path / f"f{i}").write_text(str(i))
+    shared = procfs.ProcFiles.kept
+    own = procfs.ProcFiles(own_max=2)
+    assert [own.read(str(tmp_path / f"f{i}")) for i in range(3)] == [b"0", b"1", b"2"]
+    assert procfs.ProcFiles.kept == shared and len(own._fds) == 2  # the third read by path
+    own.close()
+    assert procfs.ProcFiles.kept == shared and not own._fds
+
+
 def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes():
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families

@@ -1,9 +1,12 @@
 """The host's busiest processes over a tick: who else takes the cores the jobs wait for.
 
 Read only while a job waits for a CPU (or the host is nearly all busy): every second tick, one
-pass over `/proc/PID/stat` of every process (about 5-8 µs each; ~140-240 processes on the
-2-core box), the CPU seconds of each against its last reading, kept per (PID, start time) so a
-reused PID is not a rate; the tick between gives the last pass's figures. The first pass after
+pass over `/proc/PID/stat` of every process (~90-240 processes on the 2-core box), the CPU
+seconds of each against its last reading, kept per (PID, start time) so a reused PID is not a
+rate; the tick between gives the last pass's figures. The files stay open between passes and
+are re-read with `pread` (`ProcFiles`, up to `KEEP` of them: 0.95 against 1.85 ms for 91
+processes, benchmarks/docs/benchmarks.md), and the processes are the discovery's listing of
+this tick where there is one (no second listing of /proc); all are closed when nobody waits. The first pass after
 a quiet spell gives no rates (nothing to compare with): the tick after does. Only the few
 busiest get their user (the owner of /proc/PID) and command line (redacted as found jobs'
 are), read once per process (PID and start time) and again after `NAME_AGE_S` (an `exec`
@@ -15,11 +18,13 @@ outside the jobs.
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import time
+from collections.abc import Collection
 
 from gputop_dl.collect.identity import user_name
-from gputop_dl.collect.procfs import _TICK, read_proc
+from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
 from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.snapshot import ProcLoad
 from gputop_dl.workload import redact_line
@@ -30,6 +35,13 @@ NAME_AGE_S = 30.0  # a process's user and command line are read again after this
 # a pass every this many calls (ticks); the calls between give the last pass's figures, as the
 # CPU wait's reading does (collect/schedstat.py): a pass over /proc is ~2 ms on a busy box
 READ_EVERY = 2
+
+
+def keep_files() -> int:
+    """How many `stat` files a pass keeps open: 512, or a quarter of the open-file limit where
+    that is lower (256 at the usual 1,024: the other readers keep up to 256, procfs.KEEP_MAX)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 512 if soft == resource.RLIM_INFINITY else max(0, min(512, soft // 4))
 
 
 class BusiestSampler:
@@ -43,39 +55,48 @@ class BusiestSampler:
         self._t: float | None = None
         # (pid, start ticks) -> (when read, user, command): the busiest's names
         self._names: dict[tuple[int, int], tuple[float, str | None, str | None]] = {}
+        self._files = ProcFiles(own_max=keep_files())
 
     def forget(self) -> None:
-        """Nobody waits: drop the last pass (the next one starts afresh)."""
+        """Nobody waits: drop the last pass (the next one starts afresh) and close its files."""
         self._last, self._t, self._result = {}, None, None
+        self._files.close()
 
-    def sample(self) -> tuple[ProcLoad, ...] | None:
+    def sample(self, pids: Collection[int] | None = None) -> tuple[ProcLoad, ...] | None:
         """The busiest processes since the last pass, most cores first; None on the first
         pass (no rates yet) or where /proc cannot be listed. A pass every `every` calls once
-        it has rates; the calls between give the last pass's result."""
+        it has rates; the calls between give the last pass's result. `pids`: every process
+        now (the discovery's listing of this tick); None: list /proc."""
         self._since += 1
         if self._result is not None and self._since < self.every:
             return self._result
         self._since = 0
-        self._result = self._pass()
+        self._result = self._pass(pids)
         return self._result
 
-    def _pass(self) -> tuple[ProcLoad, ...] | None:
-        try:
-            names = os.listdir(self.proc)
-        except OSError:
-            return None
+    def _pass(self, pids: Collection[int] | None) -> tuple[ProcLoad, ...] | None:
+        if pids is None:
+            try:
+                pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+            except OSError:
+                return None
         now = time.monotonic()
         cur: dict[tuple[int, int], float] = {}
-        for name in names:
-            if not name.isdigit():
-                continue
+        read, paths = self._files.read, set()
+        for pid in pids:
+            path = f"{self.proc}/{pid}/stat"
             try:
-                f = stat_fields(read_proc(f"{self.proc}/{name}/stat"), 20)
-                if f[0] in GONE_STATES:
-                    continue
-                cur[(int(name), int(f[19]))] = (int(f[11]) + int(f[12])) / _TICK
+                f = stat_fields(read(path), 20)
             except (OSError, IndexError, ValueError):
                 continue
+            paths.add(path)
+            try:
+                if f[0] in GONE_STATES:
+                    continue
+                cur[(pid, int(f[19]))] = (int(f[11]) + int(f[12])) / _TICK
+            except (IndexError, ValueError):
+                continue
+        self._files.keep_only(paths)  # the processes gone: their files closed
         last, t0 = self._last, self._t
         self._last, self._t = cur, now
         if t0 is None or now <= t0:

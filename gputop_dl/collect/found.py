@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
@@ -72,6 +72,11 @@ class FoundJobs:
         if not self.disc.ok:
             return None
         return self.disc.refresh()
+
+    def pids(self, proc: str) -> Collection[int] | None:
+        """Every process of this tick's listing of `proc` (`refresh()` first); None where
+        /proc is missing or the discovery lists another root (a test's fake one)."""
+        return self.disc.ppid.keys() if self.disc.ok and self.disc.proc == proc else None
 
     def sample(self, gpu: GpuUse = GpuUse(), exclude: set[int] | frozenset[int] = frozenset(),
                taken: set[str] | frozenset[str] = frozenset()) -> tuple[list[JobSample], list[str]]:

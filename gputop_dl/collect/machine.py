@@ -101,7 +101,8 @@ class MachineSampler:
         if not waits and (host.cpu_busy or 0.0) < BUSY:
             self.busiest.forget()
             return host
-        return evolve(host, busiest=self.busiest.sample())
+        pids = self.found.pids(self.busiest.proc) if self.found is not None else None
+        return evolve(host, busiest=self.busiest.sample(pids))
 
     def measure_stall(self, seconds: float) -> list[str]:
         """py-spy every found job for `seconds`, all at once, and wait (see FoundJobs)."""

@@ -40,17 +40,26 @@ class ProcFiles:
     reads whatever process has that PID now, as a fresh open would. Past `KEEP_MAX` files in all,
     a read opens and closes. An instance is for one thread."""
 
-    kept = 0  # files kept open by all instances
+    kept = 0  # files kept open by the instances that share KEEP_MAX
 
-    def __init__(self) -> None:
+    def __init__(self, own_max: int | None = None) -> None:
+        """`own_max`: this instance keeps up to that many files of its own, outside the shared
+        KEEP_MAX (one that reads every process: collect/busiest.py)."""
         self._fds: dict[str, int] = {}
+        self._own_max = own_max
+
+    def _may_keep(self) -> bool:
+        if self._own_max is not None:
+            return len(self._fds) < self._own_max
+        return ProcFiles.kept < KEEP_MAX
 
     def read(self, path: str, size: int = 4096) -> bytes:
         """The file's content, as `read_proc(path, size)`; OSError when it cannot be read."""
         fd = self._fds.get(path)
-        if fd is None and ProcFiles.kept < KEEP_MAX:
+        if fd is None and self._may_keep():
             fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            ProcFiles.kept += 1
+            if self._own_max is None:
+                ProcFiles.kept += 1
         if fd is not None:
             try:
                 data = os.pread(fd, size, 0)
@@ -64,7 +73,8 @@ class ProcFiles:
         fd = self._fds.pop(path, None)
         if fd is not None:
             os.close(fd)
-            ProcFiles.kept -= 1
+            if self._own_max is None:
+                ProcFiles.kept -= 1
 
     def keep_only(self, paths: set[str]) -> None:
         for path in [p for p in self._fds if p not in paths]:
