@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-import torchvision
 from torch import nn
 
 from gputop_dl.channel import (EventWriter, StepsOnly, failure_message, host_memory_cause,
@@ -56,6 +55,8 @@ def build_model(w: Workload, device: torch.device) -> nn.Module:
         gpu = w.gpus[0] if w.gpus else None
         emu = EmulatedDevice(device, gpu, os.environ.get(ENV_EMU_DIR))
         return SyntheticModel(w.input_size, w.num_classes, w.step_device_ms, w.step_cpu_ms, emu)
+    import torchvision  # here: a synthetic job starts without it (about 2.5 s of imports)
+
     model: nn.Module = torchvision.models.get_model(w.model, weights=None,  # torchvision: untyped
                                                     num_classes=w.num_classes)
     return model
