@@ -220,7 +220,34 @@ async def test_a_chart_read_from_plotexts_matrix_is_what_its_ansi_parse_gives():
                 plot = chart._plot
                 ref = Text.from_ansi(plot.build())  # sized and themed by the render above
                 assert "⠀" in mine.plain or any("\u2800" < ch <= "\u28ff" for ch in mine.plain)
-                assert (mine.plain, spans(mine), mine.end) == (ref.plain, spans(ref), ref.end)
+                # plotext draws every vertical line "│"; a slowdown's end is made "╎" (dashed)
+                assert (mine.plain.replace("╎", "│"), spans(mine), mine.end) == \
+                    (ref.plain, spans(ref), ref.end)
+
+
+def test_a_slowdowns_end_is_marked_dashed_and_its_start_solid():
+    """Issue 35: the verdict's change back to parallel (a slowdown's end) is a dashed grey
+    line, any other change (a slowdown's start, or its cause changing) a solid orange one."""
+    from textual_plotext.plot import Plot
+
+    from gputop_dl.present.tui.series_chart import matrix_text
+    from gputop_dl.present.tui.timeline import CLEAR_COLOUR, MARK_COLOUR, mark_glyph
+
+    assert mark_glyph("parallel") == ("╎", CLEAR_COLOUR)
+    assert mark_glyph("cpu-bound") == mark_glyph("io-bound") == ("│", MARK_COLOUR)
+    plot = Plot()
+    plot.plot([-100.0, -10.0], [1.0, 2.0], marker="braille", color=(0, 130, 200))
+    plot.vline(-70.0, MARK_COLOUR)  # slowed
+    plot.vline(-30.0, CLEAR_COLOUR)  # back to parallel
+    plot.xlim(-100.0, 0.0)
+    plot.plotsize(60, 12)
+    rows = matrix_text(plot).plain.split("\n")
+    left, right = rows[0].index("┌"), rows[0].index("┐")  # the frame's own "│" columns
+
+    def down(glyph):  # the columns inside the frame where `glyph` runs down 5 rows or more
+        return [c for c in range(left + 1, right) if sum(r[c:c + 1] == glyph for r in rows) >= 5]
+
+    assert len(down("│")) == 1 and len(down("╎")) == 1 and down("│")[0] < down("╎")[0]
 
 
 @aio

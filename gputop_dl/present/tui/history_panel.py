@@ -30,7 +30,8 @@ from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.recorded_marks import RecordedChanges
-from gputop_dl.present.tui.timeline import FINE_S, MARK_COLOUR, Marks, Timeline, ago
+from gputop_dl.present.tui.timeline import (CLEAR_COLOUR, FINE_S, MARK_COLOUR, Marks, Timeline,
+                                            ago, mark_glyph)
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
 
@@ -204,7 +205,7 @@ class HistoryPanel(Vertical):
             rows = self.recorded.read(*self.session())
             if rows is not None:
                 self.marks.load(rows)
-        marks = [t - end for t, _a, _b in self.marks.within(end - window, end)]
+        marks = [(t - end, new) for t, _old, new in self.marks.within(end - window, end)]
         # the jobs with a sample in the view, in the order they came (ended ones too)
         in_view = [(k, v) for k, v in self.jobs.items() if v[1]["cpuwait"].last_t >= end - window]
         jobs = [(JOB_COLOURS[self.colour[k] % len(JOB_COLOURS)], name, s) for k, (name, s) in in_view[:MAX_LINES]]
@@ -249,14 +250,17 @@ class HistoryPanel(Vertical):
         if newest:
             t, old, new = newest[-1]
             more = f" · {len(newest) - 1} earlier" if len(newest) > 1 else ""
-            title = f"history · [{_hex(MARK_COLOUR)}]│[/] verdict {old} → {new} at {ago(t - end)}{more}"
+            glyph, colour = mark_glyph(new)
+            title = f"history · [{_hex(colour)}]{glyph}[/] verdict {old} → {new} at {ago(t - end)}{more}"
         else:
             title = "history"
         set_border(self, title=title)
         span = "whole session" if self.whole else f"last {FINE_S / 60:.0f} min"
         set_border(self, subtitle=f"{span} (z: {'last 5 min' if self.whole else 'whole session'})"
-                                  f" · a point per {bucket:.3g} s, bucket means, redrawn every "
-                                  f"{math.ceil(REDRAW_S / bucket) * bucket:.3g} s · │ verdict changed")
+                                  f" · a point (mean) per {bucket:.3g} s, redrawn every "
+                                  f"{math.ceil(REDRAW_S / bucket) * bucket:.3g} s · "
+                                  f"[{_hex(MARK_COLOUR)}]│[/] verdict changed "
+                                  f"[{_hex(CLEAR_COLOUR)}]╎[/] parallel again")
 
     def on_resize(self) -> None:
         self.redraw()

@@ -14,7 +14,7 @@ from rich.style import Style
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from gputop_dl.present.tui.timeline import MARK_COLOUR, ago, ticks
+from gputop_dl.present.tui.timeline import CLEAR_COLOUR, CLEAR_KIND, MARK_COLOUR, ago, ticks
 
 if TYPE_CHECKING:
     from gputop_dl.present.tui.history_panel import Figure
@@ -42,6 +42,7 @@ def matrix_text(plot: Plot) -> Text:
     fig._set_sizes()
     fig._build_matrix()
     m = fig.monitor.matrix
+    dashed(m)
     plain: list[str] = []
     spans: list[Span] = []
     at = 0
@@ -64,6 +65,16 @@ def matrix_text(plot: Plot) -> Text:
     return Text("\n".join(plain), spans=spans, end="\n")
 
 
+def dashed(m: Any) -> None:
+    """plotext draws every vertical line with "│": those in CLEAR_COLOUR (a slowdown's end,
+    timeline.mark_glyph) are made "╎", in place in its cell matrix."""
+    for row in m.Rows:
+        fg, marker = m.fullground[row], m.marker[row]
+        for col, c in enumerate(fg):
+            if c == CLEAR_COLOUR and marker[col] == "│":
+                marker[col] = "╎"
+
+
 class SeriesChart(PlotextPlot):
     """One figure's chart: lines of bucket means on a relative time axis."""
 
@@ -72,9 +83,10 @@ class SeriesChart(PlotextPlot):
     """
 
     def draw(self, fig: Figure, lines: list[tuple[tuple[int, int, int], list[float | None]]],
-             window: float, marks: list[float]) -> None:
+             window: float, marks: list[tuple[float, str]]) -> None:
         """Set the chart's data (built on the next render): `lines` of (colour, n bucket means
-        over the `window` seconds up to now, oldest first), `marks` (seconds before now)."""
+        over the `window` seconds up to now, oldest first), `marks` (seconds before now, the
+        verdict's new kind: timeline.mark_glyph)."""
         # a new figure each time: plotext's clear_figure() keeps some of the last build's layout
         # (the tick labels moved with the builds before it), and a figure is 0.5 ms to make
         self._plot = plt = Plot()
@@ -104,8 +116,8 @@ class SeriesChart(PlotextPlot):
                     run_x, run_y = [], []
             if run_x:
                 plt.plot(run_x, run_y, marker="braille", color=colour)
-        for x in marks:
-            plt.vline(x, MARK_COLOUR)
+        for x, kind in marks:
+            plt.vline(x, CLEAR_COLOUR if kind == CLEAR_KIND else MARK_COLOUR)
         plt.xlim(-window, 0)
         plt.ylim(lo, hi)
         # labels that fit (about 8 cells each): plotext drops crowded ones, in an order that

@@ -18,6 +18,15 @@ from collections.abc import Iterable
 FINE_S = 300.0  # seconds kept sample by sample: the default view (last 5 min)
 CAP = 1024  # whole-session buckets kept at most; their width doubles past it
 MARK_COLOUR = (200, 120, 0)  # the verdict's changes on a chart: an orange no job's or GPU's line has
+# a change back to "parallel" (a slowdown's end) is drawn dashed (╎) in grey, the others solid
+# (│) in orange: the start and the end of a slowdown tell apart by shape, on any theme
+CLEAR_COLOUR = (120, 120, 120)
+CLEAR_KIND = "parallel"
+
+
+def mark_glyph(new_kind: str) -> tuple[str, tuple[int, int, int]]:
+    """The glyph and colour of a mark for a change to `new_kind`."""
+    return ("╎", CLEAR_COLOUR) if new_kind == CLEAR_KIND else ("│", MARK_COLOUR)
 
 
 class Timeline:
