@@ -5,7 +5,7 @@ and `verdict_changes`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gputop_dl.present.report import mermaid
@@ -26,6 +26,7 @@ def _time_unit(duration: float) -> tuple[str, float]:
 
 
 MARK = "┃"  # a verdict change in a sparkline's row of marks
+CLEAR_MARK = "╎"  # ... a change back to parallel: a slowdown's end (the TUI's charts alike)
 
 
 def change_marks(data: SessionDoc) -> list[tuple[float, str, float]]:
@@ -67,7 +68,8 @@ def charts_section(data: SessionDoc) -> str:
         marks = [f for f, _, _ in changes]
         if changes:
             out += ["Full-height bars on the time charts, and " + MARK + " in the per-job "
-                    "lines, mark where the verdict changed: " + "; ".join(
+                    "lines (" + CLEAR_MARK + " where it went back to parallel), mark where the "
+                    "verdict changed: " + "; ".join(
                         f"{md_text(what)} at {since / div:.3g} {unit}" for _, what, since in changes)
                     + " (see Verdict over time).", ""]
         busy = [None if v is None else v * 100 for v in s["host"]["cpu_busy"]]
@@ -86,7 +88,8 @@ def charts_section(data: SessionDoc) -> str:
                 order = ", ".join(md_text(js["name"]) for js in s["jobs"])
                 out += [f"CPU cores per job over time (one line per job, in order: {order}; "
                         "0 while it was not running; solo baselines included):", "", chart, ""]
-            out += _job_lines(s["jobs"], t_end, unit, marks)
+            ends = [f for f, what, _ in changes if what.endswith("→ parallel")]
+            out += _job_lines(s["jobs"], t_end, unit, marks, ends)
         if s.get("gpus"):
             order = ", ".join(str(g["index"]) for g in s["gpus"])
             chart = mermaid.time_chart(
@@ -123,10 +126,12 @@ def _spark_cell(values: list[float | None], fmt: Callable[[float], str]) -> str:
     return f"`{spark(pts, SPARK_W)}` {fmt(min(known))}–{fmt(max(known))}"
 
 
-def _job_lines(jobs: list[JobDoc], t_end: float, unit: str, marks: list[float]) -> list[str]:
+def _job_lines(jobs: list[JobDoc], t_end: float, unit: str, marks: list[float],
+               ends: Sequence[float] = ()) -> list[str]:
     """Each job's step time, data wait and CPU over the session as sparklines: when it slowed
     down and whether it recovered, at a glance, with the gaps where nothing was measured; a
-    first row marks where the verdict changed, on the same axis."""
+    first row marks where the verdict changed, on the same axis (`ends`, those of `marks` back
+    to parallel: CLEAR_MARK where no other change shares the point)."""
     rows = [[md_cell(j["name"]), _spark_cell(j["step_time_s"], lambda v: secs(v)),
              _spark_cell(j["stall"], pct), _spark_cell(j["cpu_cores"], lambda v: num(v, ".2f"))]
             for j in jobs]
@@ -134,8 +139,10 @@ def _job_lines(jobs: list[JobDoc], t_end: float, unit: str, marks: list[float]) 
         return []
     width = len(mermaid.downsample(jobs[0]["step_time_s"], SPARK_W))
     at = mermaid.mark_points(marks, width)
+    other = set(mermaid.mark_points([f for f in marks if f not in ends], width))
     if at:
-        line = "`" + "".join(MARK if i in at else "·" for i in range(width)) + "`"
+        line = "`" + "".join((MARK if i in other else CLEAR_MARK) if i in at else "·"
+                             for i in range(width)) + "`"
         rows.insert(0, ["*verdict changed*", line, line, line])
     return [f"Per job over the session (0 → {t_end:.3g} {unit}; each line spans its own range, "
             "low to high, shown beside it; a blank: no sample):", "",
