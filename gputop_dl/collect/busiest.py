@@ -4,13 +4,13 @@ Read only while a job waits for a CPU (or the host is nearly all busy): every se
 pass over `/proc/PID/stat` of every process (~90-240 processes on the 2-core box), the CPU
 seconds of each against its last reading, kept per (PID, start time) so a reused PID is not a
 rate; the tick between gives the last pass's figures. The files stay open between passes and
-are re-read with `pread` (`ProcFiles`, up to `KEEP` of them: 0.95 against 1.85 ms for 91
-processes, benchmarks/docs/benchmarks.md), and the processes are the discovery's listing of
-this tick where there is one (no second listing of /proc); all are closed when nobody waits. The first pass after
-a quiet spell gives no rates (nothing to compare with): the tick after does. Only the few
-busiest get their user (the owner of /proc/PID) and command line (redacted as found jobs'
-are), read once per process (PID and start time) and again after `NAME_AGE_S` (an `exec`
-keeps both): the same few are the busiest tick after tick. The live verdict
+are re-read with `pread` (`ProcFiles`, as many as `keep_files()` allows: 0.95 against 1.85 ms
+for 91 processes, docs/benchmarks.md "Engine tick"), and the processes are the discovery's
+listing of this tick where there is one (no second listing of /proc); all are closed when
+nobody waits. The first pass after a quiet spell gives no rates (nothing to compare with): the
+tick after does. Only the few busiest get their user (the owner of /proc/PID) and command line
+(redacted as found jobs' are), read once per process (PID and start time) and again after
+`NAME_AGE_S` (an `exec` keeps both): the same few are the busiest tick after tick. The live verdict
 (analyse/passive.py) leaves out the jobs' own processes and names the rest as load from
 outside the jobs.
 """

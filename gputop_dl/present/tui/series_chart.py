@@ -14,7 +14,7 @@ from rich.style import Style
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from gputop_dl.present.tui.timeline import CLEAR_COLOUR, CLEAR_KIND, MARK_COLOUR, ago, ticks
+from gputop_dl.present.tui.timeline import CLEAR_COLOUR, ago, mark_glyph, ticks
 
 if TYPE_CHECKING:
     from gputop_dl.present.tui.history_panel import Figure
@@ -117,7 +117,7 @@ class SeriesChart(PlotextPlot):
             if run_x:
                 plt.plot(run_x, run_y, marker="braille", color=colour)
         for x, kind in marks:
-            plt.vline(x, CLEAR_COLOUR if kind == CLEAR_KIND else MARK_COLOUR)
+            plt.vline(x, mark_glyph(kind)[1])
         plt.xlim(-window, 0)
         plt.ylim(lo, hi)
         # labels that fit (about 8 cells each): plotext drops crowded ones, in an order that
