@@ -248,3 +248,30 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
     phases[-1] = (int(O.STRADDLE_S) + 1, phases[-1][1])
     v, est = feed(PassiveJudge(), [*phases, (1, [a(0.9), b])])
     assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)
+
+
+def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
+    """Beside the other job, later bursts may read no step (too short, rates that disagree):
+    the newest reading stands, its age in the evidence, and past STEP_STALE_S it paces the job
+    no longer (the estimate is its slowdown again, with that reason)."""
+    def a(step):
+        return job("a", 100, None, f=0.05, step_time_s=step, cpu_pool=POOL)
+
+    b = job("b", 200, None, cpu_pool=POOL)
+    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.05)]), (int(O.STRADDLE_S) + 1, [a(0.05), b]),
+              (1, [a(0.5), b])]
+    v, est = feed(PassiveJudge(), phases)
+    assert est["a"].pace_used and est["a"].pace.step_now_age_s == 0.0
+    # 100 s more: the same reading (no burst read another), 100 s old, still its pace
+    v, est = feed(PassiveJudge(), [*phases, (100, [a(0.5), b])])
+    assert est["a"].pace_used and est["a"].slowdown == pytest.approx(10.0)
+    assert est["a"].pace.step_now_age_s == pytest.approx(100.0)
+    data = v.to_json()
+    check(data, "verdict")
+    assert data["evidence"]["own_pace"]["a"]["step_now_age_s"] == pytest.approx(100.0)
+    assert any("and 500 ms beside the others, read 100 s ago" in line for line in v.evidence_lines)
+    # past STEP_STALE_S: no pace; the estimate again, and why
+    v, est = feed(PassiveJudge(), [*phases, (int(O.STEP_STALE_S) + 2, [a(0.5), b])])
+    assert not est["a"].pace_used and est["a"].pace.slowdown is None
+    assert "read 242 s ago" in est["a"].pace.why and "not its pace now" in est["a"].pace.why
+    check(v.to_json(), "verdict")

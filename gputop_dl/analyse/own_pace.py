@@ -27,6 +27,9 @@ each is a checked burst of 4 steps or more) against the newest one since others 
 
     step pace slowdown = step now / mean(steps alone)
 
+(the newest reading paces it for STEP_STALE_S after its burst, and its age is in the evidence:
+later bursts that read no step leave it standing)
+
 A reading counts once, when it changes (a new burst): the value a job shows on its first
 ticks beside others is its last reading alone, which is not its pace beside them. A reading
 that comes within STRADDLE_S of the job starting or ending to run alone counts for neither
@@ -62,6 +65,11 @@ MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
 STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
+# the newest step reading beside others paces the job for this long after its burst: later
+# bursts that read no step (too short, rates that disagree) leave it standing, and a job's
+# bursts come about a minute apart beside another job at the default budget: past three or
+# four of them without a reading, the step it read is no longer its pace now
+STEP_STALE_S = 240.0
 
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
 # starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
@@ -86,6 +94,7 @@ class Pace:
     source: str = "loader"  # what paced it: "loader" (its workers' cores) or "steps"
     step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
     step_now_s: float | None = None  # ... its newest since others run beside it
+    step_now_age_s: float | None = None  # ... read this long ago (None: no reading now)
     step_alone_readings: int = 0
     # its steps beside the others are longer than a py-spy burst could count 4 of: at least
     # this many times its step alone (a bound where there is no step to divide: None otherwise)
@@ -107,6 +116,7 @@ class PaceEvidence(TypedDict):
     source: str
     step_alone_s: float | None
     step_now_s: float | None
+    step_now_age_s: float | None
     step_alone_readings: int
     at_least: float | None
 
@@ -116,7 +126,8 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "loader_cores_now": p.now_cores, "alone_readings": p.alone_ticks,
             "now_readings": p.now_ticks, "why": p.why, "earlier_slowdown": p.earlier,
             "earlier_ago_s": p.earlier_ago, "source": p.source, "step_alone_s": p.step_alone_s,
-            "step_now_s": p.step_now_s, "step_alone_readings": p.step_alone_readings,
+            "step_now_s": p.step_now_s, "step_now_age_s": p.step_now_age_s,
+            "step_alone_readings": p.step_alone_readings,
             "at_least": p.at_least}
 
 
@@ -134,6 +145,7 @@ class _Track:
     last_step: float | None = None  # the last step time seen (a new reading is a new value)
     steps_alone: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_REF))
     step_now: float | None = None  # the newest new reading beside others
+    step_now_t: float = 0.0  # ... when it was read
     step_over: float | None = None  # beside others, its steps are longer than this (s)
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
@@ -164,7 +176,7 @@ class OwnPace:
                 if alone and tr.seen > SETTLE:
                     tr.steps_alone.append(s)
                 elif not alone:
-                    tr.step_now, tr.step_over = s, None
+                    tr.step_now, tr.step_over, tr.step_now_t = s, None, t
             over = j.step_time_over_s
             if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
                 tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
@@ -182,7 +194,7 @@ class OwnPace:
                 tr.beside_t = t
                 if c is not None:
                     tr.now.append(c)
-            out[j.name] = pace(tr, alone)
+            out[j.name] = pace(tr, alone, t)
         return out
 
 
@@ -190,8 +202,8 @@ def _key(j: JobSample) -> Key:
     return j.pid if j.pid is not None else j.name
 
 
-def pace(tr: _Track, alone: bool) -> Pace:
-    """The `Pace` of one track (see the module docstring)."""
+def pace(tr: _Track, alone: bool, t: float) -> Pace:
+    """The `Pace` of one track at time `t` (see the module docstring)."""
     ref = statistics.fmean(tr.alone) if tr.alone else None
     now = statistics.fmean(tr.now) if tr.now else None
 
@@ -211,17 +223,18 @@ def pace(tr: _Track, alone: bool) -> Pace:
     loader = _by_loader(tr, ref, now, out)
     if loader.slowdown is not None or not tr.steps_alone:
         return loader
-    steps = _by_steps(tr)
+    steps = _by_steps(tr, t)
     return steps if steps.slowdown is not None or not tr.workers else loader
 
 
-def _by_steps(tr: _Track) -> Pace:
+def _by_steps(tr: _Track, t: float) -> Pace:
     """A track's pace by its py-spy step times (see the module docstring)."""
     ref = statistics.fmean(tr.steps_alone)
+    age = None if tr.step_now is None else round(max(0.0, t - tr.step_now_t), 1)
 
     def out(slowdown: float | None, why: str | None = None, at_least: float | None = None) -> Pace:
         return Pace(slowdown, alone_until=tr.alone_until, why=why, source="steps",
-                    step_alone_s=round(ref, 4), step_now_s=tr.step_now,
+                    step_alone_s=round(ref, 4), step_now_s=tr.step_now, step_now_age_s=age,
                     step_alone_readings=len(tr.steps_alone), at_least=at_least)
 
     if len(tr.steps_alone) < STEP_REF_MIN:
@@ -232,6 +245,9 @@ def _by_steps(tr: _Track) -> Pace:
                    at_least=round(tr.step_over / ref, 1))
     if tr.step_now is None:
         return out(None, "no step time read since the others run beside it")
+    if age is not None and age > STEP_STALE_S:
+        return out(None, f"its last step time beside the others was read {age:.0f} s ago "
+                         "(no burst since read one): not its pace now")
     return out(round(tr.step_now / ref, 3))
 
 
@@ -278,9 +294,10 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
     assert p.slowdown is not None
     if p.source == "steps":
         assert p.step_alone_s is not None and p.step_now_s is not None
+        ago = f", read {p.step_now_age_s:.0f} s ago" if p.step_now_age_s else ""
         head = (f"{name}: its step time (py-spy) was {p.step_alone_s * 1000:.0f} ms while it ran "
                 f"alone ({p.step_alone_readings} readings) and {p.step_now_s * 1000:.0f} ms "
-                "beside the others")
+                f"beside the others{ago}")
     else:
         assert p.alone_cores is not None and p.now_cores is not None
         head = (f"{name}: its loader workers used {p.alone_cores:.2f} cores while it ran alone "
