@@ -154,6 +154,32 @@ def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_ba
     assert sampler.result("a").step_over_s is None
 
 
+@pytest.mark.parametrize("floor, lengths", [(2.0, [2.0, 32.0, 32.0]), (1.7, [2.0, 32.0, 32.0]),
+                                            (1.5, [2.0, 8.0, 32.0]), (None, [2.0, 8.0, 32.0])])
+def test_steps_a_burst_says_are_too_long_for_the_next_length_skip_it(floor, lengths):
+    """A 2 s burst that saw steps of 1.7 s or more: an 8 s burst would count fewer than 5 step
+    starts again, so the next is the 32 s one (a word_language_model pair at 3.3 s a step got
+    2, 8 and only then 32 s bursts, about a minute apart each); at 1.5 s the 8 s one counts
+    them."""
+    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    spans = []
+
+    def record(pid, seconds, rate, exe):
+        spans.append(seconds)
+        est = StallEstimate(2, 40)
+        est.why, est.floor_s = few, floor
+        return est, None
+
+    now = [0.0]
+    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
+                           clock=lambda: now[0])
+    for _ in range(3):
+        now[0] += 100.0
+        assert sampler.round([("a", 1)])
+        sampler.join(10)
+    assert spans == lengths
+
+
 def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
     few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
 

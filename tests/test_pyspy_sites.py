@@ -150,3 +150,19 @@ def test_few_steps_on_one_line_are_no_bound_where_another_counted_them():
         pyspy.parse_chrometrace(trace(seq, len(labels) / 6, GAN))[MAIN], 6, PID)
     assert est.step_time_s is None
     assert est.why == "its data, forward or backward recur more often than its optimizer steps"
+
+
+def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least_from_what_it_saw():
+    """A 2 s burst inside a 3.3 s step (a word_language_model pair's 70x regime) sees one
+    phase change at most: the steps are at least as long as the longer side of it (`floor_s`),
+    which sizes the sampler's next burst; a burst that counted its steps has none."""
+    one = {"data": at(10, DATA), "fwd": at(11, FWD), "bwd": at(12, BWD), "opt": at(14, OPT)}
+    est = burst((("fwd", 500), ("bwd", 1500)), 1, 25, stacks=one)  # backward began at 0.5 s
+    assert est.step_time_s is None and est.why.startswith("fewer than")
+    assert est.floor_s == pytest.approx(1.5, abs=0.05)
+    est = burst((("fwd", 2000),), 1, 25, stacks=one)  # one phase: no step began at all
+    assert est.floor_s == pytest.approx(2.0, abs=0.05)
+    est = burst((("data", 30), ("fwd", 1200), ("bwd", 1730), ("opt", 40)), 2, 25, stacks=one)
+    assert est.why.startswith("fewer than") and est.floor_s == pytest.approx(3.0, abs=0.1)
+    est = burst(GAN_MS, 6, 25)  # counted: no floor
+    assert est.step_time_s is not None and est.floor_s is None

@@ -7,6 +7,7 @@ step phase, and the step time where the phases' recurrences give it honestly.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -20,7 +21,7 @@ class StallEstimate:
     and the samples per step phase (`PHASES`)."""
 
     __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor",
-                 "why")
+                 "why", "floor_s")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
@@ -31,6 +32,10 @@ class StallEstimate:
         self.phases: dict[str, int] = {}  # phase -> main-thread samples (empty: not classified)
         self.anchor: str | None = None  # the phase whose recurrences gave the step time
         self.why: str | None = None  # why the step time is unknown (None: read, or not tried)
+        # where `why` is that fewer than MIN_CYCLES steps were seen: how long the steps are at
+        # least by what the burst saw (`long_floor`; collect/stall.py sizes the next burst by
+        # it); else None
+        self.floor_s: float | None = None
 
     @property
     def samples(self) -> int:
@@ -304,6 +309,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     # as a line the loop calls once an epoch must not say so); else the first anchor tried
     counted: str | None = None
     few: str | None = None
+    few_floor: float | None = None
     first: str | None = None
     for anchor in ANCHORS:
         if not all(spent.get(p) for p in anchor):
@@ -327,8 +333,26 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
             if len(entries(merged)) > MIN_CYCLES:
                 counted = counted or note
             elif k == 0 and FEW_STEPS in note and few is None:
-                few = note
+                few, few_floor = note, long_floor(merged)
             first = first or note
     est.why = (counted or few or first
                or "no step phase (data wait, forward, backward, optimizer) was seen")
+    if counted is None and few is not None:
+        est.floor_s = few_floor
     return est
+
+
+def long_floor(runs: list[tuple[bool, float, float]]) -> float | None:
+    """What a burst that saw too few steps says of their length (anchor runs as in
+    `timed_cycles`): the span before its first step start and after its last (a step began
+    before the burst and ended at the first start; one began at the last and outlasted it), and
+    the median of the whole steps between starts, the longest of these; the burst's whole span
+    where no step began in it (None: no runs)."""
+    if not runs:
+        return None
+    t0, t1 = runs[0][1], runs[-1][2]
+    starts = entries(runs)
+    if not starts:
+        return round(t1 - t0, 3)
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    return round(max(starts[0] - t0, t1 - starts[-1], statistics.median(gaps) if gaps else 0.0), 3)

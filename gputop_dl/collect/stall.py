@@ -70,7 +70,8 @@ Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], 
 # pair at 3.3 s a step, a dcgan pair at 4.8 s; dcgan alone at 1.1-1.5 s); and shorter again
 # once the shorter burst would count the steps it reads. Four times, not twice: a pair of
 # word_language_model copies at 3.4 s a step got 2, 4 and 8 s bursts in its first 4 minutes
-# beside the other (a burst per job about every minute) and never reached the 32 s one.
+# beside the other (a burst per job about every minute) and never reached the 32 s one. Where
+# what a burst saw says the steps are too long for the next length too, it is skipped.
 LONGER = 2
 LONGER_BY = 4
 SLOWEST_HZ = 3  # a GAN's backward lines (0.3-1.4 s a pair) still mark steps at 3 Hz, not at 1
@@ -144,7 +145,13 @@ class StallSampler:
     def _longer_next(self, key: Hashable, est: StallEstimate, seconds: float) -> None:
         n, step = self._longer.get(key, 0), est.step_time_s
         if step is None and FEW_STEPS in (getattr(est, "why", None) or "") and n < LONGER:
-            self._longer[key] = n + 1
+            # the next burst long enough for MIN_CYCLES + 1 step starts at the length the steps
+            # had at least (`floor_s`): past the next length where that says the next would
+            # count too few again (a 2 s burst in 3.3 s steps: 32 s at once, not 8 s first)
+            k, need = n + 1, (MIN_CYCLES + 1) * (getattr(est, "floor_s", None) or 0.0)
+            while k < LONGER and self.duration_s * LONGER_BY ** k < need:
+                k += 1
+            self._longer[key] = k
         elif step is not None and n and step * (MIN_CYCLES + 1) <= seconds / LONGER_BY:
             self._longer[key] = n - 1
 
