@@ -63,8 +63,6 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
-
-
 def nproc_for(w: Workload, cuda: bool) -> int:
     """Processes for a job: one per GPU on CUDA (DDP), `nproc` if set, else 1 on CPU fallback."""
     if w.nproc:

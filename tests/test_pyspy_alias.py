@@ -17,6 +17,8 @@ from tests.test_pyspy_timed import MAIN, PID, trace
 # wlm-like: pytorch/examples' word_language_model on this box steps every ~44 ms
 PARTS = (("data", 0.004), ("forward", 0.015), ("backward", 0.017), ("optimizer", 0.008))
 
+FEW = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+
 
 def sampled(parts, seconds: float, rate: int, seed: int = 0):
     """The phase changes py-spy sees sampling a job whose steps repeat `parts` (phase, s) every
@@ -82,7 +84,7 @@ def test_steps_shorter_than_the_check_can_time_are_refused_with_the_reason():
 
 def test_long_steps_the_short_check_cannot_count_keep_the_main_reading():
     check = StallEstimate(8, 92)
-    check.why = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    check.why = FEW
     got = checked(StallEstimate(4, 46, step_time_s=0.3, cycles=6), check, 25, 100)
     assert got.step_time_s == 0.3 and got.why is None
     # ... but a main reading the check would have counted is not confirmed
@@ -127,9 +129,21 @@ def test_the_pool_follows_the_newest_burst():
     assert current_step_time([]) == (None, None)
 
 
+def each_burst(record, n, every_s=100.0, **kw):
+    """A sampler of 2 s bursts at 25 Hz with `record` for py-spy: `n` bursts of job "a",
+    `every_s` apart on its clock, yielding the sampler after each."""
+    now = [0.0]
+    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
+                           clock=lambda: now[0], **kw)
+    for _ in range(n):
+        now[0] += every_s
+        assert sampler.round([("a", 1)])
+        sampler.join(10)
+        yield sampler
+
+
 def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_back():
-    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
-    reads = iter([(None, few), (None, few), (None, few), (1.5, None), (0.3, None), (0.3, None),
+    reads = iter([(None, FEW), (None, FEW), (None, FEW), (1.5, None), (0.3, None), (0.3, None),
                   (0.05, None)])
     spans = []
 
@@ -140,13 +154,7 @@ def test_a_job_whose_bursts_count_too_few_steps_gets_longer_slower_bursts_and_ba
         est.why = why
         return est, None
 
-    now = [0.0]
-    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
-                           clock=lambda: now[0])
-    for _ in range(7):
-        now[0] += 100.0
-        assert sampler.round([("a", 1)])
-        sampler.join(10)
+    *_, sampler = each_burst(record, 7)
     # four times as long at a quarter of the rate (the same samples; 3 Hz at least), at most
     # LONGER times; shorter again once the shorter burst would count the steps it reads
     assert spans == [(2.0, 25), (8.0, 6), (32.0, 3), (32.0, 3), (8.0, 6), (2.0, 25), (2.0, 25)]
@@ -161,45 +169,30 @@ def test_steps_a_burst_says_are_too_long_for_the_next_length_skip_it(floor, leng
     starts again, so the next is the 32 s one (a word_language_model pair at 3.3 s a step got
     2, 8 and only then 32 s bursts, about a minute apart each); at 1.5 s the 8 s one counts
     them."""
-    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
     spans = []
 
     def record(pid, seconds, rate, exe):
         spans.append(seconds)
         est = StallEstimate(2, 40)
-        est.why, est.floor_s = few, floor
+        est.why, est.floor_s = FEW, floor
         return est, None
 
-    now = [0.0]
-    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
-                           clock=lambda: now[0])
-    for _ in range(3):
-        now[0] += 100.0
-        assert sampler.round([("a", 1)])
-        sampler.join(10)
+    list(each_burst(record, 3))
     assert spans == lengths
 
 
 def test_a_burst_that_counts_too_few_steps_says_how_long_they_are_at_least():
-    few = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
-
     rates = []
 
     def record(pid, seconds, rate, exe):
         rates.append(rate)
         est = StallEstimate(2, 40)
-        est.why = few
+        est.why = FEW
         return est, None
 
-    now = [0.0]
-    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, record=record, cpu_budget=None,
-                           clock=lambda: now[0])
-    for seconds in (2.0, 8.0, 32.0, 32.0):
-        now[0] += 100.0
-        assert sampler.round([("a", 1)])
-        sampler.join(10)
+    for seconds, sampler in zip((2.0, 8.0, 32.0, 32.0), each_burst(record, 4)):
         res = sampler.result("a")
-        assert res.step_time_s is None and res.step_note == few
+        assert res.step_time_s is None and res.step_note == FEW
         assert res.step_over_s == pytest.approx(seconds / (MIN_CYCLES + 1))
     assert rates == [25, 6, 3, 3]  # the longest at 3 Hz, not 1 (twice the samples)
 
@@ -216,16 +209,9 @@ def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():
             return est, None
         return record
 
-    now = [0.0]
-    sampler = StallSampler(duration_s=2.0, rate=25, every_s=0.0, cpu_budget=None,
-                           clock=lambda: now[0], record=burst("checked", [0.3, 0.6, 0.044, 0.045]),
-                           unchecked=burst("unchecked", [0.31, 0.6, 0.05]))
-    steps = []
-    for _ in range(7):
-        now[0] += 10.0
-        assert sampler.round([("a", 1)])
-        sampler.join(10)
-        steps.append((sampler.result("a").step_time_s, sampler.result("a").step_note))
+    steps = [(sampler.result("a").step_time_s, sampler.result("a").step_note)
+             for sampler in each_burst(burst("checked", [0.3, 0.6, 0.044, 0.045]), 7, every_s=10.0,
+                                       unchecked=burst("unchecked", [0.31, 0.6, 0.05]))]
     # 0.3 s checked; 0.31 unchecked stands; 0.6 unchecked is held back and checked next; 50 ms
     # unchecked is held back too; a 44 ms step is too short for 25 Hz to time: always checked
     assert calls == ["checked", "unchecked", "unchecked", "checked", "unchecked", "checked",
@@ -243,7 +229,7 @@ def test_longer_bursts_get_a_check_long_enough_to_rule_out_a_beat():
     assert [check_seconds(s, r) for s, r in ((2, 25), (3, 50), (4, 12), (8, 6), (1, 6))] == [
         1, 1, 2, 3, 1]
     few = StallEstimate(8, 92)
-    few.why = f"fewer than {MIN_CYCLES} steps seen (a step longer than a quarter of the burst)"
+    few.why = FEW
     # an 8 s burst at 6 Hz read 708 ms where the steps were ~195 ms (a beat); a 1 s check
     # counting fewer than 4 says only "over 0.2 s", which 6 Hz cannot time without beats
     got = checked(StallEstimate(4, 46, step_time_s=0.708, cycles=11), few, 6, 24, check_s=1)

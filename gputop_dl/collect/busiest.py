@@ -87,14 +87,10 @@ class BusiestSampler:
             path = f"{self.proc}/{pid}/stat"
             try:
                 f = stat_fields(read(path), 20)
+                paths.add(path)
+                if f[0] not in GONE_STATES:
+                    cur[(pid, int(f[19]))] = (int(f[11]) + int(f[12])) / _TICK
             except (OSError, IndexError, ValueError):
-                continue
-            paths.add(path)
-            try:
-                if f[0] in GONE_STATES:
-                    continue
-                cur[(pid, int(f[19]))] = (int(f[11]) + int(f[12])) / _TICK
-            except (IndexError, ValueError):
                 continue
         self._files.keep_only(paths)  # the processes gone: their files closed
         last, t0 = self._last, self._t

@@ -29,10 +29,10 @@ MARK = "┃"  # a verdict change in a sparkline's row of marks
 CLEAR_MARK = "╎"  # ... a change back to parallel: a slowdown's end (the TUI's charts alike)
 
 
-def change_marks(data: SessionDoc) -> list[tuple[float, str, float]]:
+def change_marks(data: SessionDoc) -> list[tuple[float, str, float, str]]:
     """The verdict's changes from one kind to another (not the first verdict), as (fraction
-    0..1 of the series' time axis, "old → new", seconds since the session's start), those
-    inside the sampled span only."""
+    0..1 of the series' time axis, "old → new", seconds since the session's start, the new
+    kind), those inside the sampled span only."""
     s = data.get("series")
     if not s or not s.get("t") or not s.get("bucket_s"):
         return []
@@ -41,7 +41,7 @@ def change_marks(data: SessionDoc) -> list[tuple[float, str, float]]:
     for c in data.get("verdict_changes") or ():
         f = (c["t"] - s["t0"]) / span
         if c.get("from") and 0.0 <= f <= 1.0:
-            out.append((f, f"{c['from']} → {c['to']}", c["t"] - data["started"]))
+            out.append((f, f"{c['from']} → {c['to']}", c["t"] - data["started"], c["to"]))
     return out
 
 
@@ -65,12 +65,12 @@ def charts_section(data: SessionDoc) -> str:
         unit, div = _time_unit(data.get("duration_s") or s["t"][-1])
         t_end = (s["t"][-1] + s["bucket_s"] / 2) / div
         changes = change_marks(data)
-        marks = [f for f, _, _ in changes]
+        marks = [f for f, _, _, _ in changes]
         if changes:
             out += ["Full-height bars on the time charts, and " + MARK + " in the per-job "
                     "lines (" + CLEAR_MARK + " where it went back to parallel), mark where the "
                     "verdict changed: " + "; ".join(
-                        f"{md_text(what)} at {since / div:.3g} {unit}" for _, what, since in changes)
+                        f"{md_text(what)} at {since / div:.3g} {unit}" for _, what, since, _ in changes)
                     + " (see Verdict over time).", ""]
         busy = [None if v is None else v * 100 for v in s["host"]["cpu_busy"]]
         chart = mermaid.time_chart("Host CPU busy (percent)", t_end, [busy], "busy, percent",
@@ -88,7 +88,7 @@ def charts_section(data: SessionDoc) -> str:
                 order = ", ".join(md_text(js["name"]) for js in s["jobs"])
                 out += [f"CPU cores per job over time (one line per job, in order: {order}; "
                         "0 while it was not running; solo baselines included):", "", chart, ""]
-            ends = [f for f, what, _ in changes if what.endswith("→ parallel")]
+            ends = [f for f, _, _, to in changes if to == "parallel"]
             out += _job_lines(s["jobs"], t_end, unit, marks, ends)
         if s.get("gpus"):
             order = ", ".join(str(g["index"]) for g in s["gpus"])
