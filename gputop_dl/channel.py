@@ -23,6 +23,9 @@ Events (one JSON object per line, always with "ev" and "t" = time.time()):
 - ``{"ev": "failed", "cause": "cuda-oom" | "host-oom" | "memory-limit" | "exception",
   "message"}`` (memory-limit: a MemoryError under an rlimit, `host_memory_cause`)
 - ``{"ev": "note", "message"}`` (anything worth showing, e.g. "no CUDA: training on the CPU")
+- ``{"ev": "ready"}``: a launched script is at its main loader's first pass and waits at the
+  co-run's start barrier (`wait_for_go`) until the launcher creates the file it was given
+  (the built-in trainer says "started" instead, then waits)
 
 Nothing here imports torch: the monitor reads, the trainer (and user scripts, through the
 start-up hook) write.
@@ -35,9 +38,11 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, Protocol, TypedDict, cast
 
 ENV_EVENTS = "GPUTOP_DL_EVENTS"
+ENV_GO = "GPUTOP_DL_GO"  # co-run start barrier: a file the launcher creates when all are ready
+GO_TIMEOUT_S = 600.0
 # what torchrun (torchelastic) tells each rank: RANK_ENV[name] = its key in `rank_info`
 RANK_ENV = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_size",
             "GROUP_RANK": "group_rank", "GROUP_WORLD_SIZE": "nnodes",
@@ -51,6 +56,24 @@ def reports_here(environ: Mapping[str, str]) -> bool:
     it is rank 0, as before."""
     local = environ.get("LOCAL_RANK")
     return (local if local is not None else environ.get("RANK", "")) in ("", "0")
+
+
+class Emits(Protocol):
+    def emit(self, ev: str, *, flush: bool = False, **data: Any) -> None: ...
+
+
+def wait_for_go(path: str | None, events: Emits, timeout_s: float = GO_TIMEOUT_S) -> None:
+    """Block until `path` exists (the launcher's go: every co-run job is ready), or give up
+    after timeout_s and say so. No path: no barrier."""
+    if not path:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            events.emit("note", flush=True, message=f"no co-run start signal after "
+                        f"{timeout_s:.0f} s: starting anyway")
+            return
+        time.sleep(0.02)
 
 
 class RankInfo(TypedDict, total=False):

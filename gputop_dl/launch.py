@@ -32,7 +32,7 @@ from typing import TypeGuard
 
 import psutil
 
-from gputop_dl.channel import ENV_EVENTS
+from gputop_dl.channel import ENV_EVENTS, ENV_GO
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.collect.procs import children_map, descendants
@@ -43,7 +43,6 @@ from gputop_dl.watchdog import shared
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
-ENV_GO = "GPUTOP_DL_GO"  # same name as gputop_dl.trainer.loop.ENV_GO
 LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
 LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -214,6 +213,7 @@ def start_job(w: Workload, work_dir: str, cuda: bool, tag: str = "",
     `cpus`: the CPUs it may run on (the queue's NUMA placement); None: this process's.
 
     With `go_file`, the built-in trainer reports "started" once its model and data are built,
+    and a script under the start-up hook reports "ready" at its main loader's first pass; each
     then waits for that file to exist before its first step (the co-run start barrier)."""
     os.makedirs(work_dir, mode=0o700, exist_ok=True)
     become_subreaper()

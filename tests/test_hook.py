@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import types
 
 import pytest
@@ -60,6 +62,7 @@ class Batch:
 
 def test_env_name_is_the_channels():
     assert dlhook.ENV_EVENTS == channel.ENV_EVENTS
+    assert report.ENV_GO == channel.ENV_GO
 
 
 def test_batch_len_of_common_batch_shapes():
@@ -222,6 +225,56 @@ def test_patch_dataloader_times_the_main_loader_and_swallows_its_own_errors():
     assert len(notes) == 1 and "gputop-dl hook: step failed" in notes[0]["message"]
 
 
+def test_the_start_barrier_holds_the_main_loaders_first_pass_only_before_it_starts(tmp_path,
+                                                                                    installs):
+    """The co-run start barrier: a launched script says "ready" and waits for the go file
+    before its main loader's first pass starts (its workers not started yet), once; an
+    evaluation loader that a framework says is not the main one does not wait, and the wait
+    is no part of the first step."""
+    mod = fake_dataloader_module()
+    seen = []
+    orig_iter = mod.DataLoader.__iter__
+
+    def iter_logged(self):
+        seen.append(("iter", os.path.exists(go)))
+        return orig_iter(self)
+
+    mod.DataLoader.__iter__ = iter_logged
+    go = str(tmp_path / "co-run.go")
+    rep, w = reporter()
+    hook = installs({dlhook.ENV_EVENTS: "unused", channel.ENV_GO: go})
+    hook.report = hook.tracker.report = rep
+    hook.tracker.may_be_main = lambda loader: loader is not val
+    dlhook.patch_dataloader(mod, hook.tracker, rep)
+    train, val = mod.DataLoader([Batch(2)] * 3), mod.DataLoader([Batch(2)])
+    assert len(list(val)) == 1 and kinds(w, "ready") == []  # not the main loader: no wait
+
+    def open_go():  # the launcher's go, once the script said "ready"
+        while not kinds(w, "ready"):
+            time.sleep(0.01)
+        seen.append(("go", None))
+        open(go, "w").close()
+
+    opener = threading.Thread(target=open_go)
+    opener.start()
+    assert len(list(train)) == 3
+    opener.join()
+    assert seen == [("iter", False), ("go", None), ("iter", True)]  # val, then train after go
+    assert len(list(train)) == 3 and len(kinds(w, "ready")) == 1  # the second pass: no wait
+    assert len(kinds(w, "step")) == 6
+
+
+def test_a_barrier_that_fails_is_the_hooks_error_not_the_scripts():
+    mod = fake_dataloader_module()
+    rep, w = reporter()
+    tr = dlhook.Tracker(rep)
+    tr.gate = lambda: 1 / 0
+    dlhook.patch_dataloader(mod, tr, rep)
+    assert len(list(mod.DataLoader([Batch(2)] * 2))) == 2
+    notes = kinds(w, "note")
+    assert len(notes) == 1 and "co-run start barrier failed (ZeroDivisionError" in notes[0]["message"]
+
+
 def test_post_import_finder_patches_the_module_once_it_ran(tmp_path, monkeypatch):
     pkg = tmp_path / "gdl_fakepkg"
     pkg.mkdir()
@@ -278,16 +331,24 @@ def test_reporter_is_silent_in_a_forked_child():
     assert w.events == []
 
 
-def test_install_does_nothing_off_gputop_dl_and_only_steps_off_rank_0(monkeypatch):
-    assert dlhook.install({}) is None
+@pytest.fixture
+def installs(monkeypatch):
+    """`dlhook.install` in this process, undone after the test: the excepthook, the import
+    finders, the atexit report and the real DataLoader (patched at once where a test of this
+    worker imported it)."""
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     monkeypatch.setattr(dlhook.atexit, "register", lambda f: None)
-    dl = sys.modules.get("torch.utils.data.dataloader")  # the real one, when a test imported it
-    if dl is not None:  # install patches it at once: restore it after this test
+    dl = sys.modules.get("torch.utils.data.dataloader")
+    if dl is not None:
         monkeypatch.setattr(dl.DataLoader, "__iter__", dl.DataLoader.__iter__)
         monkeypatch.setattr(dl._BaseDataLoaderIter, "__next__", dl._BaseDataLoaderIter.__next__)
-    hook = dlhook.install({"GPUTOP_DL_EVENTS": "/tmp/x", "RANK": "1", "LOCAL_RANK": "1"})
+    return dlhook.install
+
+
+def test_install_does_nothing_off_gputop_dl_and_only_steps_off_rank_0(installs):
+    assert installs({}) is None
+    hook = installs({"GPUTOP_DL_EVENTS": "/tmp/x", "RANK": "1", "LOCAL_RANK": "1"})
     assert hook.report.steps_only and hook.tracker.rank == 1  # its steps, as "rank_step"
     w = FakeWriter()
     rep = dlhook.Reporter("/x", False, writer=w, steps_only=True)

@@ -174,7 +174,13 @@ def test_real_launch_probe_heavy_trio_is_cpu_bound(tmp_path):
     out = v["evidence"].get("probe_outside") or {}
     idle = {n: s * ((out.get(n) or {}).get("slowdown") or 1.0)
             for n, s in v["evidence"]["slowdowns"].items()}
-    assert min(idle.values()) > 1.3, (v["evidence"]["slowdowns"], out)
+    # Their work together, not each job's: the kernel does not share 2 cores evenly among
+    # three jobs; one may keep the larger share for seconds (22 steps/s for 9 s against
+    # 6-14), so one job's slowdown read 1.39-2.86 in 21 runs and 1.0 and 1.11 in CI beside
+    # 1.9-3.0 (docs/verdict.md, "Where the solo step time comes from"). Three jobs that did
+    # not slow each other would do 3 jobs' work; these did 1.29-1.92 in 23 runs.
+    stp = sum(1 / s for s in idle.values())
+    assert stp < 2.2 and max(idle.values()) > 1.5, (v["evidence"]["slowdowns"], out)
 
 
 def test_real_launch_probe_beside_busy_loops_says_the_solo_windows_were_not_alone(tmp_path):

@@ -127,6 +127,22 @@ def test_insufficient_data_below_min_steps():
     assert judge([], CALM)["kind"] == "insufficient-data"
 
 
+def test_a_job_that_ran_apart_is_told_from_one_never_seen_stepping():
+    """A script that made its steps while another was still starting (none of them in the
+    window where all ran) is told apart from one whose DataLoader was never seen."""
+    from dataclasses import replace
+
+    apart = replace(job("a", steps=0), seen_steps=150, source="hook")
+    blind = replace(job("b", steps=0, gpus=(1,)), seen_steps=0, source="hook")
+    v = judge([apart, blind], CALM, final=True)
+    assert v["kind"] == "insufficient-data"
+    assert ("a made 150 steps, but not while every job was past its warm-up and running "
+            "(they did not run together)") in v["reason"]
+    assert "no DataLoader steps of b " in v["reason"] and "of a" not in v["reason"]
+    live = judge([apart, blind], CALM)["reason"]
+    assert "a made 150 steps" in live and "did not run together" not in live
+
+
 def test_no_baseline_names_the_signals():
     v = judge([job("a", solo=False), job("b", solo=False, gpus=(1,))], BUSY)
     assert v["kind"] == "no-baseline" and "CPU busy" in v["reason"]

@@ -117,7 +117,8 @@ def gather(jobs: list[JobSeries], host_series: list[HostPoint], gpu_series: list
                         else "custom"),
             batch_size=c.get("batch_size"), emulated_device=emulated and bool(gpus),
             solo_cv=solo.get("cv"), cv=st.cv, solo_steps=solo.get("steps"), source="hook" if j.config.get("command") else "trainer",
-            mean_step_time_s=st.mean_step_s, solo_mean_step_time_s=solo.get("mean_step_time_s")))
+            mean_step_time_s=st.mean_step_s, solo_mean_step_time_s=solo.get("mean_step_time_s"),
+            seen_steps=len(j.steps)))
     hs = [h for h in host_series if win and win[0] <= h.t <= win[1]
           and _outside(h.t, h.t, exclude)]
     gs = [g for g in gpu_series if win and win[0] <= g.t <= win[1]

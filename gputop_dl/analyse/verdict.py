@@ -74,6 +74,7 @@ class JobEvidence:
     # a slowdown measured by another rate than step times, where those are unknown (diagnose's
     # probe: the loader workers' work rate alone over together, analyse/loader_rate.py)
     rate_slowdown: float | None = None
+    seen_steps: int | None = None  # its steps in the whole session (None: not counted)
 
     @property
     def mean_slowdown(self) -> float | None:
@@ -180,10 +181,16 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
                         "no launched job has run yet", {}, [], [], 0.0)
     short = [j.name for j in jobs if j.steps < need_steps]
     if short:
-        blind = [j.name for j in jobs if j.steps == 0 and j.source == "hook"]
+        blind = [j.name for j in jobs if j.steps == 0 and j.source == "hook" and not j.seen_steps]
+        apart = [j for j in jobs if j.name in short and (j.seen_steps or 0) >= MIN_STEPS]
         reason = (f"fewer than {MIN_STEPS} co-run steps for {', '.join(short)} in the whole "
                   "session" if final else
                   f"fewer than {MIN_STEPS} co-run steps so far for {', '.join(short)}")
+        if apart:  # steps, but not while every job was past its warm-up and running
+            reason += ("; " + ", ".join(f"{j.name} made {j.seen_steps}" for j in apart)
+                       + f" step{'s' if len(apart) > 1 or apart[0].seen_steps != 1 else ''}, "
+                       "but not while every job was past its warm-up and running"
+                       + (" (they did not run together)" if final else ""))
         if blind:
             reason += (f"; the start-up hook has seen no DataLoader steps of {', '.join(blind)} "
                        "(a script that does not iterate a torch DataLoader cannot be timed)")

@@ -57,6 +57,7 @@ class JobRun:
         self.rank_steps: dict[int, list[Event]] = {}  # every rank's latest steps (docs/phases.md)
         self.epochs: list[Event] = []
         self.info: Event = {}  # its "started" event
+        self.ready = False  # a script at the co-run's start barrier said "ready" (channel.py)
         self.status = "starting"
         self.failure: str | None = getattr(proc, "reason", None)  # a job that never started
         self.exit_code: int | None = None
@@ -100,6 +101,8 @@ class JobRun:
                 self._rank_step(e)
             elif kind == "epoch":
                 self.epochs.append(e)
+            elif kind == "ready":
+                self.ready = True
             elif kind == "started":
                 self.info = e
                 self.device = e.get("device")

@@ -8,8 +8,11 @@ Phases, in the engine thread:
    start-up hook has seen them); its step time, stall and CPU need are kept (and cached by a
    fingerprint of what they depend on). With `baseline = "probe"` there is no such phase: the
    in-situ probe (probe.py) measures each job alone inside the co-run;
-3. the co-run: every job starts; the built-in trainers wait for a go file that is created once
-   all of them have reported "started", so the first co-run steps really run together;
+3. the co-run: every job starts; the built-in trainers (once their model and data are built)
+   and the scripts under the start-up hook (at their main loader's first pass) wait for a go
+   file that is created once all of them have said so ("started", "ready"), so the first
+   co-run steps really run together. A script that has not reached a DataLoader pass after
+   GO_WAIT_S is not waited for any longer;
 4. the verdict, re-judged each co-run tick over the overlap window and frozen 2 s after the
    window closed (the first job ended), so the same run gives the same verdict.
 """
@@ -49,6 +52,27 @@ from gputop_dl.workload import SessionSpec, Workload
 if TYPE_CHECKING:
     from gputop_dl.collect.machine import MachineSample
     from gputop_dl.engine.core import Engine
+
+
+GO_WAIT_S = 60.0  # the start barrier waits this long for a script to reach a DataLoader pass
+
+
+def go_now(engine: Engine, go: str, t0: float) -> None:
+    """Create the go file once every co-run job is ready (or ended), or once the only jobs
+    not ready are scripts that have not reached a DataLoader pass in GO_WAIT_S (one that does
+    not iterate a DataLoader never will); say which."""
+    waiting = [r for r in engine.runs.values() if r.alive and not (r.info or r.ready)]
+    took = time.time() - t0
+    if waiting and (took < GO_WAIT_S or not all(r.w.is_command for r in waiting)):
+        return
+    create_private(go)
+    if not waiting:
+        engine.say(f"co-run: all jobs ready after {took:.1f} s: go")
+        return
+    names = ", ".join(r.name for r in waiting)
+    one = len(waiting) == 1
+    engine.say(f"co-run: {names} {'has' if one else 'have'} not reached a DataLoader pass "
+               f"after {took:.0f} s: go without waiting for {'it' if one else 'them'}")
 
 
 class LaunchPlan(Plan):
@@ -287,21 +311,24 @@ class LaunchPlan(Plan):
             return
         engine.say(f"co-run: starting {names}")
         # Start barrier: the built-in trainers build their model and data, say "started", and
-        # wait for this file, so the co-run's first steps really run together (a job whose
-        # imports took 5 s longer would otherwise run its first steps alone).
+        # wait for this file; a script under the start-up hook says "ready" at its main
+        # loader's first pass and waits too. So the co-run's first steps really run together
+        # (a job whose imports took 5 s longer would otherwise run its first steps alone; seen
+        # in CI: one of three scripts ended before the others were past their warm-up).
+        # One job alone waits for nobody (a script's own clock of its first epoch would count
+        # the wait: seen as a stall 0.05 below the hook's).
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
+        barrier = len(workloads) > 1
         t0 = time.time()
         for w in workloads:
             if engine.stopping:  # a signal while starting many jobs: start no more
                 break
-            engine.start_run(w, "co-run", self.spec.cuda, go_file=None if w.is_command else go,
+            engine.start_run(w, "co-run", self.spec.cuda, go_file=go if barrier else None,
                              solo=self.solo.get(w.name))
 
         def done() -> bool:
-            if not os.path.exists(go) and all(r.info or not r.alive or r.w.is_command
-                                               for r in engine.runs.values()):
-                create_private(go)
-                engine.say(f"co-run: all jobs ready after {time.time() - t0:.1f} s: go")
+            if barrier and not os.path.exists(go):
+                go_now(engine, go, t0)
             return all(not r.alive for r in engine.runs.values())
 
         engine.loop(done)

@@ -68,6 +68,12 @@ class Hook:
         except Exception as exc:
             self.report.error("timing the step phases", exc)
 
+    def wait_for_go(self, path: str) -> None:
+        """The co-run start barrier, at the main loader's first pass: say "ready", then wait
+        for the launcher's go (every job of the co-run is ready, or it stopped waiting)."""
+        self.report.emit("ready", flush=True)
+        load_channel().wait_for_go(path, self.report)
+
     def on_import(self, module: ModuleType) -> None:
         try:
             patch_dataloader(module, self.tracker, self.report)
@@ -141,6 +147,9 @@ def install(environ: MutableMapping[str, str] | None = None) -> Hook | None:
     except ValueError:
         world = 1
     hook = Hook(Reporter(path, root, steps_only=steps_only), world, rank)
+    go = environ.get(rp.ENV_GO)
+    if go:  # launched for a co-run: its first steps wait until every job is ready
+        hook.tracker.gate = lambda: hook.wait_for_go(go)
     try:
         mod = sys.modules.get(TARGET)
         if mod is not None:

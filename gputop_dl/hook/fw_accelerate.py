@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .loaderpatch import clock, mark_wrapper, timed_next
+from .loaderpatch import clock, gate, mark_wrapper, timed_next
 
 if TYPE_CHECKING:
     from .report import Reporter
@@ -65,6 +65,7 @@ def patch(module: ModuleType, tracker: Tracker, report: Reporter) -> None:
             continue
 
         def __iter__(self: Any, orig: Any = orig) -> TimedIter:
+            gate(tracker, report, self)
             it = TimedIter(self, orig(self), tracker, report)
             try:
                 tracker.on_iter(self, it, clock())

@@ -47,6 +47,15 @@ def timed_next(tracker: Tracker, report: Reporter, it: Any, nxt: Callable[[], An
     return batch
 
 
+def gate(tracker: Tracker, report: Reporter, loader: Any) -> None:
+    """The tracker's gate before a loader's pass starts (the co-run start barrier); a failure
+    there is the hook's, never the script's."""
+    try:
+        tracker.before_iter(loader)
+    except Exception as exc:
+        report.error("the co-run start barrier", exc)
+
+
 def patch_dataloader(mod: ModuleType, tracker: Tracker, report: Reporter) -> None:
     """Wrap DataLoader.__iter__ and _BaseDataLoaderIter.__next__ of the just-imported module."""
     loader_cls, iter_cls = mod.DataLoader, mod._BaseDataLoaderIter
@@ -55,6 +64,7 @@ def patch_dataloader(mod: ModuleType, tracker: Tracker, report: Reporter) -> Non
     orig_iter, orig_next = loader_cls.__iter__, iter_cls.__next__
 
     def __iter__(self: Any) -> Any:  # a DataLoader and its iterator: torch's, untyped here
+        gate(tracker, report, self)
         it = orig_iter(self)
         try:
             tracker.on_iter(self, it, clock())

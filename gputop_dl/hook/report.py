@@ -14,6 +14,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
+ENV_GO = "GPUTOP_DL_GO"  # = gputop_dl.channel.ENV_GO (a test checks)
 CHANNEL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "channel.py")
 
 

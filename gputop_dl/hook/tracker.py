@@ -76,6 +76,19 @@ class Tracker:
         self.plan: Callable[[Any, int | None], RunPlan] | None = None
         self.inner = 0  # > 0: a framework's loader is fetching from a DataLoader it wraps
         self.drained = False  # the main pass handed over its last batch (fw_accelerate)
+        # called once, before the main loader's first pass starts (no worker started yet): the
+        # co-run's start barrier (dlhook), which may block until every launched job is ready
+        self.gate: Callable[[], None] | None = None
+
+    def before_iter(self, loader: Any) -> None:
+        """A loader is about to start a pass: if it will be the main loader's first, pass the
+        gate first (once). Called before the loader's own `__iter__` (its workers start there)."""
+        if self.gate is None or self.main is not None or self.inner:
+            return
+        if self.may_be_main is not None and not self.may_be_main(loader):
+            return
+        gate, self.gate = self.gate, None
+        gate()
 
     def on_iter(self, loader: Any, it: Any, now: float) -> None:
         if self.inner:

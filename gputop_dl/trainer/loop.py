@@ -19,29 +19,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from gputop_dl.channel import (EventWriter, StepsOnly, failure_message, host_memory_cause,
-                               rank_info, reports_here)
+from gputop_dl.channel import (ENV_GO, EventWriter, StepsOnly, failure_message,
+                               host_memory_cause, rank_info, reports_here, wait_for_go)
 from gputop_dl.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"
-ENV_GO = "GPUTOP_DL_GO"  # co-run start barrier: a file the launcher creates when all are ready
-GO_TIMEOUT_S = 600.0
-
-
-def wait_for_go(path: str | None, events: EventWriter | StepsOnly, timeout_s: float = GO_TIMEOUT_S) -> None:
-    """Block until `path` exists (the other co-run jobs are built too), or give up after timeout_s."""
-    if not path:
-        return
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            events.emit("note", flush=True, message=f"no co-run start signal after "
-                        f"{timeout_s:.0f} s: starting anyway")
-            return
-        time.sleep(0.02)
 
 
 def _peak_mem(device: torch.device) -> int:

@@ -1,0 +1,92 @@
+"""The co-run's start barrier for `command` jobs: scripts wait at their main loader's first pass
+until every job is ready, so the co-run's first steps run together."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import types
+
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.engine import launch_plan
+from gputop_dl.engine.launch_plan import GO_WAIT_S, go_now
+from gputop_dl.record.store import Store
+from gputop_dl.runner import run_file
+from tests.conftest import write
+
+CALIBRATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "external", "calibrated.py")
+
+
+def fake_engine(*runs):
+    eng = types.SimpleNamespace(runs={r.name: r for r in runs}, log=[])
+    eng.say = eng.log.append
+    return eng
+
+
+def run(name, command=True, alive=True, ready=False, info=None):
+    return types.SimpleNamespace(name=name, alive=alive, ready=ready, info=info or {},
+                                 w=types.SimpleNamespace(is_command=command))
+
+
+def test_go_once_every_job_is_ready_or_ended(tmp_path, monkeypatch):
+    go = str(tmp_path / "co-run.go")
+    monkeypatch.setattr(launch_plan.time, "time", lambda: 100.0)
+    eng = fake_engine(run("a", ready=True), run("b"), run("c", alive=False),
+                      run("d", command=False, info={"ev": "started"}))
+    go_now(eng, go, 95.0)
+    assert not os.path.exists(go) and eng.log == []  # b is not at its first pass yet
+    eng.runs["b"].ready = True
+    go_now(eng, go, 95.0)
+    assert os.path.exists(go) and eng.log == ["co-run: all jobs ready after 5.0 s: go"]
+
+
+def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_limit(
+        tmp_path, monkeypatch):
+    go = str(tmp_path / "co-run.go")
+    eng = fake_engine(run("a", ready=True), run("b"), run("c"))
+    monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S - 0.1)
+    go_now(eng, go, 0.0)
+    assert not os.path.exists(go)
+    monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S)
+    go_now(eng, go, 0.0)
+    assert os.path.exists(go)
+    assert eng.log == [f"co-run: b, c have not reached a DataLoader pass after {GO_WAIT_S:.0f} "
+                       "s: go without waiting for them"]
+
+
+def test_a_builtin_trainer_still_building_is_waited_for_past_the_limit(tmp_path, monkeypatch):
+    go = str(tmp_path / "co-run.go")
+    eng = fake_engine(run("a", ready=True), run("t", command=False))
+    monkeypatch.setattr(launch_plan.time, "time", lambda: 10 * GO_WAIT_S)
+    go_now(eng, go, 0.0)
+    assert not os.path.exists(go)  # it always says "started" or ends
+
+
+def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
+    """Two calibrated scripts, the second started 3 s late (a shell sleeps first): the first
+    says "ready" and waits, so both scripts' first steps begin after the go, and the
+    verdict's window holds the warm steps of both."""
+    argv = [sys.executable, CALIBRATED, "--steps", "30", "--sample-io-ms", "5",
+            "--compute-ms", "20"]
+    late = ["sh", "-c", "sleep 3; exec " + shlex.join(argv)]
+    body = ('[session]\nname = "barrier"\ninterval = 0.5\nbaseline = "none"\n'
+            '[defaults]\nwarmup_steps = 3\n'
+            f'[[workload]]\nname = "a"\ncommand = {json.dumps(argv)}\n'
+            f'[[workload]]\nname = "b"\ncommand = {json.dumps(late)}\n')
+    eng = run_file(write(tmp_path, "b.toml", body), nvml=Nvml())
+    said = [(t, line) for t, line in eng.log if line.startswith("co-run: all jobs ready")]
+    assert len(said) == 1, eng.log
+    store = Store()
+    ready = {n: store.events(eng.session_id, job=n, ev="ready", phase="co-run") for n in "ab"}
+    assert all(len(ready[n]) == 1 for n in "ab"), ready
+    assert ready["b"][0]["t"] - ready["a"][0]["t"] > 2.0  # a waited for b's sleep
+    go_t = said[0][0]
+    for n in "ab":
+        r = eng.runs[n]
+        assert r.status == "done" and len(r.steps) == 30, (n, r.status, r.stderr_tail)
+        first = r.steps[0]
+        assert first["t"] - first["t_step"] >= go_t - 0.5  # no step of a before the go
+        assert first["t_step"] < 1.0  # the wait is no part of the first step
+    assert all(j["steps"] >= 20 for j in eng.verdict["jobs"]), eng.verdict
