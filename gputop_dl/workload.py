@@ -13,10 +13,6 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from collections.abc import Mapping
 from typing import Any, overload
 
-TRANSFORM_PRESETS = ("light", "heavy")
-DATASETS = ("fake", "imagefolder", "synthetic")
-OPTIMIZERS = ("sgd", "adam", "adamw")
-BASELINES = ("measure", "cache", "probe", "none")
 REDACTED = "<redacted>"  # a secret (an env value, a secret-looking argument) wherever shown
 
 # The one rule for what is a secret in a job's settings (issue 37), used wherever gputop-dl

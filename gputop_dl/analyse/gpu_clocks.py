@@ -19,11 +19,13 @@ its CPU and GPU waits explain. Shown by presenters through `throttle_text` and `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 from gputop_dl.text.cpulist import format_cpulist, parse_cpulist
+
+if TYPE_CHECKING:
+    from gputop_dl.analyse.verdict_types import Verdict
 
 THROTTLE_SHOWN = 0.005  # a reason's share shown at all (rounds to 1 %)
 THROTTLE_FINDING = 0.05  # a reason holding a job's GPU down this share of the time: a finding

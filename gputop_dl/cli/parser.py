@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from gputop_dl import __version__
-from gputop_dl.workload import BASELINES
+from gputop_dl.choices import BASELINES
 
 EPILOG = """\
 examples:

@@ -19,7 +19,7 @@ from gputop_dl.tomlcheck import (MAX_STRING, Bad as _Bad, as_bool as _as_bool,
                                  as_title as _as_title, at_most as _at_most, check as _check,
                                  choice as _choice, did_you_mean as _did_you_mean, kind_of as _kind,
                                  list_of as _list_of, show as _show)
-from gputop_dl.workload import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS
+from gputop_dl.choices import BASELINES, DATASETS, OPTIMIZERS, TRANSFORM_PRESETS
 
 # ---- converters: (key, raw TOML value) -> value for Workload/SessionSpec, or raise _Bad ----------
 
