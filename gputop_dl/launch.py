@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -120,10 +120,17 @@ def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,
         for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[k] = str(threads)
     env.update(w.env)
-    if w.is_command and env.get(ENV_HOOK) != "0":
+    if hooked(w, env):
         env["PYTHONPATH"] = hook_pythonpath(env.get("PYTHONPATH"))
         env.pop(ENV_HOOK_ROOT, None)  # the job's first Python process is the hook's root
     return env
+
+
+def hooked(w: Workload, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a command job gets the start-up hook: not where its `env` (or the environment
+    it inherits) sets GPUTOP_DL_HOOK = "0"."""
+    env = {**(os.environ if environ is None else environ), **w.env}
+    return w.is_command and env.get(ENV_HOOK) != "0"
 
 
 def hook_pythonpath(user: str | None) -> str:

@@ -401,9 +401,11 @@ def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_
     secret = "hf_" + "s3cr3t" * 4
     job = [sys.executable, "-c", "import os; print('token', os.environ['HF_TOKEN'][:6])"]
     toml = tmp_path / "w.toml"
+    # two jobs: one alone has no start barrier, and its go file is checked below
     toml.write_text('[session]\nname = "secret"\ninterval = 0.2\nbaseline = "none"\n'
                     f'[[workload]]\nname = "job"\ncommand = {_json.dumps(job)}\n'
-                    f'env = {{ HF_TOKEN = "{secret}" }}\n')
+                    f'env = {{ HF_TOKEN = "{secret}" }}\n'
+                    '[[workload]]\nname = "other"\ncommand = ["true"]\n')
     eng = run_file(str(toml), nvml=Nvml())
     run = eng.runs["job"]
     with open(run.proc.log_path) as f:

@@ -35,10 +35,11 @@ def test_go_once_every_job_is_ready_or_ended(tmp_path, monkeypatch):
     monkeypatch.setattr(launch_plan.time, "time", lambda: 100.0)
     eng = fake_engine(run("a", ready=True), run("b"), run("c", alive=False),
                       run("d", command=False, info={"ev": "started"}))
-    go_now(eng, go, 95.0)
+    waits = {"a", "b", "c", "d"}
+    go_now(eng, go, 95.0, waits)
     assert not os.path.exists(go) and eng.log == []  # b is not at its first pass yet
     eng.runs["b"].ready = True
-    go_now(eng, go, 95.0)
+    go_now(eng, go, 95.0, waits)
     assert os.path.exists(go) and eng.log == ["co-run: all jobs ready after 5.0 s: go"]
 
 
@@ -47,10 +48,10 @@ def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_lim
     go = str(tmp_path / "co-run.go")
     eng = fake_engine(run("a", ready=True), run("b"), run("c"))
     monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S - 0.1)
-    go_now(eng, go, 0.0)
+    go_now(eng, go, 0.0, {"a", "b", "c"})
     assert not os.path.exists(go)
     monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S)
-    go_now(eng, go, 0.0)
+    go_now(eng, go, 0.0, {"a", "b", "c"})
     assert os.path.exists(go)
     assert eng.log == [f"co-run: b, c have not reached a DataLoader pass after {GO_WAIT_S:.0f} "
                        "s: go without waiting for them"]
@@ -60,8 +61,16 @@ def test_a_builtin_trainer_still_building_is_waited_for_past_the_limit(tmp_path,
     go = str(tmp_path / "co-run.go")
     eng = fake_engine(run("a", ready=True), run("t", command=False))
     monkeypatch.setattr(launch_plan.time, "time", lambda: 10 * GO_WAIT_S)
-    go_now(eng, go, 0.0)
+    go_now(eng, go, 0.0, {"a", "t"})
     assert not os.path.exists(go)  # it always says "started" or ends
+
+
+def test_a_command_without_the_hook_is_not_waited_for(tmp_path, monkeypatch):
+    go = str(tmp_path / "co-run.go")
+    monkeypatch.setattr(launch_plan.time, "time", lambda: 1.0)
+    eng = fake_engine(run("a", ready=True), run("b", ready=True), run("noise"))
+    go_now(eng, go, 0.0, {"a", "b"})  # "noise": GPUTOP_DL_HOOK = "0", never waited for
+    assert os.path.exists(go) and eng.log == ["co-run: all jobs ready after 1.0 s: go"]
 
 
 def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
@@ -90,3 +99,14 @@ def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
         assert first["t"] - first["t_step"] >= go_t - 0.5  # no step of a before the go
         assert first["t_step"] < 1.0  # the wait is no part of the first step
     assert all(j["steps"] >= 20 for j in eng.verdict["jobs"]), eng.verdict
+
+
+def test_who_gets_the_hook_and_so_can_wait():
+    from gputop_dl.launch import hooked
+    from gputop_dl.workload import Workload
+
+    script = Workload(name="s", command=("python", "train.py"))
+    assert hooked(script, {}) and not hooked(script, {"GPUTOP_DL_HOOK": "0"})
+    off = Workload(name="n", command=("dd", "if=/dev/zero"), env={"GPUTOP_DL_HOOK": "0"})
+    assert not hooked(off, {})
+    assert not hooked(Workload(name="t"), {})  # the built-in trainer reports by itself

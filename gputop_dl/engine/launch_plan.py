@@ -12,7 +12,7 @@ Phases, in the engine thread:
    and the scripts under the start-up hook (at their main loader's first pass) wait for a go
    file that is created once all of them have said so ("started", "ready"), so the first
    co-run steps really run together. A script that has not reached a DataLoader pass after
-   GO_WAIT_S is not waited for any longer;
+   GO_WAIT_S is not waited for any longer, nor is a command without the hook;
 4. the verdict, re-judged each co-run tick over the overlap window and frozen 2 s after the
    window closed (the first job ended), so the same run gives the same verdict.
 """
@@ -40,6 +40,7 @@ from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
 from gputop_dl.engine.solo_beside import SoloRunWatch, slowed_by_outside, windows
+from gputop_dl.launch import hooked
 from gputop_dl.record.paths import create_private, session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands
@@ -54,14 +55,16 @@ if TYPE_CHECKING:
     from gputop_dl.engine.core import Engine
 
 
-GO_WAIT_S = 60.0  # the start barrier waits this long for a script to reach a DataLoader pass
+GO_WAIT_S = 30.0  # the start barrier waits this long for a script to reach a DataLoader pass
 
 
-def go_now(engine: Engine, go: str, t0: float) -> None:
-    """Create the go file once every co-run job is ready (or ended), or once the only jobs
+def go_now(engine: Engine, go: str, t0: float, waits: set[str]) -> None:
+    """Create the go file once every co-run job of `waits` (those that wait for it: built-in
+    trainers and scripts under the start-up hook) is ready or ended, or once the only ones
     not ready are scripts that have not reached a DataLoader pass in GO_WAIT_S (one that does
     not iterate a DataLoader never will); say which."""
-    waiting = [r for r in engine.runs.values() if r.alive and not (r.info or r.ready)]
+    waiting = [r for r in engine.runs.values()
+               if r.name in waits and r.alive and not (r.info or r.ready)]
     took = time.time() - t0
     if waiting and (took < GO_WAIT_S or not all(r.w.is_command for r in waiting)):
         return
@@ -315,20 +318,24 @@ class LaunchPlan(Plan):
         # loader's first pass and waits too. So the co-run's first steps really run together
         # (a job whose imports took 5 s longer would otherwise run its first steps alone; seen
         # in CI: one of three scripts ended before the others were past their warm-up).
-        # One job alone waits for nobody (a script's own clock of its first epoch would count
-        # the wait: seen as a stall 0.05 below the hook's).
+        # A command without the hook (GPUTOP_DL_HOOK = "0", a program that is not Python
+        # runs the same way) cannot wait and is not waited for; one job alone waits for nobody
+        # (a script's own clock of its first epoch would count the wait: seen as a stall
+        # 0.05 below the hook's).
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
-        barrier = len(workloads) > 1
+        waits = {w.name for w in workloads if not w.is_command or hooked(w)}
+        if len(waits) < 2:
+            waits = set()
         t0 = time.time()
         for w in workloads:
             if engine.stopping:  # a signal while starting many jobs: start no more
                 break
-            engine.start_run(w, "co-run", self.spec.cuda, go_file=go if barrier else None,
-                             solo=self.solo.get(w.name))
+            engine.start_run(w, "co-run", self.spec.cuda,
+                             go_file=go if w.name in waits else None, solo=self.solo.get(w.name))
 
         def done() -> bool:
-            if barrier and not os.path.exists(go):
-                go_now(engine, go, t0)
+            if waits and not os.path.exists(go):
+                go_now(engine, go, t0, waits)
             return all(not r.alive for r in engine.runs.values())
 
         engine.loop(done)
