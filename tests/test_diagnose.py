@@ -197,11 +197,18 @@ def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
     assert v["evidence"]["method"]["paused_job_s"] > 0
     # each script's loader workers (2) were read together and alone: their CPU rate alone over
     # together is its slowdown, near its whole tree's CPU alone over together (the workers
-    # burn the CPU here), read by other means (/proc/PID/stat) over other windows
+    # burn the CPU here), read by other means (/proc/PID/stat) over other windows. Per job the
+    # windows differ, and after the probe's pauses the kernel moves CPU share between these
+    # jobs from window to window (docs/verdict.md, "What the probe disturbs"): per job the two
+    # agreed within 0.84-1.25x in 5 runs here and 1.35x in CI; the trio's work together (the
+    # sum of 1 / slowdown) within 0.92-0.94x in the same 5 runs.
     for j in res["jobs"]:
         assert j["loader_slowdown"] is not None, j["loader_why"]
         assert j["loader_slowdown"] == pytest.approx(j["solo_cpu_cores"] / j["cpu_cores"],
-                                                     rel=0.35), j
+                                                     rel=0.5), j
+    together = sum(1 / j["loader_slowdown"] for j in res["jobs"])
+    tree = sum(j["cpu_cores"] / j["solo_cpu_cores"] for j in res["jobs"])
+    assert together == pytest.approx(tree, rel=0.2), res["jobs"]
     assert never_left_stopped(pids)
     # recorded as a session, with the verdict
     row = Store().session(eng.session_id)
