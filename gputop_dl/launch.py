@@ -127,10 +127,10 @@ def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,
 
 
 def hooked(w: Workload, environ: Mapping[str, str] | None = None) -> bool:
-    """Whether a command job gets the start-up hook: not where its `env` (or the environment
-    it inherits) sets GPUTOP_DL_HOOK = "0"."""
-    env = {**(os.environ if environ is None else environ), **w.env}
-    return w.is_command and env.get(ENV_HOOK) != "0"
+    """Whether a command job gets the start-up hook: not where its `env` (or else the
+    environment it inherits) sets GPUTOP_DL_HOOK = "0"."""
+    inherited = (os.environ if environ is None else environ).get(ENV_HOOK)
+    return w.is_command and w.env.get(ENV_HOOK, inherited) != "0"
 
 
 def hook_pythonpath(user: str | None) -> str:

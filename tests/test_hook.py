@@ -249,8 +249,10 @@ def test_the_start_barrier_holds_the_main_loaders_first_pass_only_before_it_star
     train, val = mod.DataLoader([Batch(2)] * 3), mod.DataLoader([Batch(2)])
     assert len(list(val)) == 1 and kinds(w, "ready") == []  # not the main loader: no wait
 
-    def open_go():  # the launcher's go, once the script said "ready"
-        while not kinds(w, "ready"):
+    def open_go():  # the launcher's go, once the script said "ready" (the event, polled;
+        # the bound only keeps a broken gate from hanging the test: the order check fails)
+        deadline = time.monotonic() + 60
+        while not kinds(w, "ready") and time.monotonic() < deadline:
             time.sleep(0.01)
         seen.append(("go", None))
         open(go, "w").close()
