@@ -15,6 +15,9 @@ SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 # `gpu_status` of the monitor's first frame (runner/deferred.py): only the host was read yet;
 # never recorded, served or printed
 GPU_STATUS_STARTING = "starting"
+# a job's statuses while it lives: "ready" is a launched job at the co-run's start barrier
+# (it said ready and waits for the others), "waiting" a queued job not started yet
+LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused")
 
 
 @dataclass(frozen=True)

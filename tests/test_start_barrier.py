@@ -27,6 +27,7 @@ def fake_engine(*runs):
 
 def run(name, command=True, alive=True, ready=False, info=None):
     return types.SimpleNamespace(name=name, alive=alive, ready=ready, info=info or {},
+                                 status="running" if alive else "done",
                                  w=types.SimpleNamespace(is_command=command))
 
 
@@ -37,10 +38,17 @@ def test_go_once_every_job_is_ready_or_ended(tmp_path, monkeypatch):
                       run("d", command=False, info={"ev": "started"}))
     waits = {"a", "b", "c", "d"}
     go_now(eng, go, 95.0, waits)
-    assert not os.path.exists(go) and eng.log == []  # b is not at its first pass yet
+    assert not os.path.exists(go)  # b is not at its first pass yet
+    # the jobs held at the barrier say so, once each, and show it as their status
+    assert eng.log == ["co-run: a is ready; it waits for b before its first step",
+                       "co-run: d is ready; it waits for b before its first step"]
+    assert [r.status for r in eng.runs.values()] == ["ready", "running", "done", "ready"]
+    go_now(eng, go, 95.0, waits)
+    assert len(eng.log) == 2
     eng.runs["b"].ready = True
     go_now(eng, go, 95.0, waits)
-    assert os.path.exists(go) and eng.log == ["co-run: all jobs ready after 5.0 s: go"]
+    assert os.path.exists(go) and eng.log[2:] == ["co-run: all jobs ready after 5.0 s: go"]
+    assert [r.status for r in eng.runs.values()] == ["running", "running", "done", "running"]
 
 
 def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_limit(
@@ -53,8 +61,10 @@ def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_lim
     monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S)
     go_now(eng, go, 0.0, {"a", "b", "c"})
     assert os.path.exists(go)
-    assert eng.log == [f"co-run: b, c have not reached a DataLoader pass after {GO_WAIT_S:.0f} "
+    assert eng.log == ["co-run: a is ready; it waits for b, c before its first step",
+                       f"co-run: b, c have not reached a DataLoader pass after {GO_WAIT_S:.0f} "
                        "s: go without waiting for them"]
+    assert eng.runs["a"].status == "running"
 
 
 def test_a_builtin_trainer_still_building_is_waited_for_past_the_limit(tmp_path, monkeypatch):
@@ -87,6 +97,10 @@ def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
     eng = run_file(write(tmp_path, "b.toml", body), nvml=Nvml())
     said = [(t, line) for t, line in eng.log if line.startswith("co-run: all jobs ready")]
     assert len(said) == 1, eng.log
+    held = [(t, line) for t, line in eng.log if "is ready; it waits" in line]
+    assert [line for _, line in held] == [  # a said it waited for b, once, before the go
+        "co-run: a is ready; it waits for b before its first step"], eng.log
+    assert held[0][0] < said[0][0]
     store = Store()
     ready = {n: store.events(eng.session_id, job=n, ev="ready", phase="co-run") for n in "ab"}
     assert all(len(ready[n]) == 1 for n in "ab"), ready
@@ -111,3 +125,16 @@ def test_who_gets_the_hook_and_so_can_wait():
     off = Workload(name="n", command=("dd", "if=/dev/zero"), env={"GPUTOP_DL_HOOK": "0"})
     assert not hooked(off, {})
     assert not hooked(Workload(name="t"), {})  # the built-in trainer reports by itself
+
+
+def test_a_job_at_the_barrier_reads_ready_and_live_everywhere():
+    from gputop_dl.analyse.summary import status_after
+    from gputop_dl.present.tui.jobs_table import Palette, job_row, status_text
+    from gputop_dl.snapshot import JobSample
+
+    j = JobSample(name="a", pid=10, launched=True, pids=(10,), status="ready")
+    assert status_text(j) == "ready: waits for the others"
+    assert job_row(j, Palette()).alive  # a live row, not an ended one
+    # a session killed while a job waited at the barrier: the job reads interrupted
+    assert status_after("ready", "interrupted") == "interrupted"
+    assert status_after("ready", None) == "ready"

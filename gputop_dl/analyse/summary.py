@@ -13,6 +13,7 @@ from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
                                       phase_class)
 from gputop_dl.workload import command_line
+from gputop_dl.snapshot import LIVE_STATUSES
 
 
 @dataclass(frozen=True)
@@ -201,9 +202,6 @@ def _job_result(store: Any, sid: str, job: dict[str, Any], slowdowns: dict[str, 
         ranks=info.get("ranks"), straggler=info.get("straggler"))
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
-
-
-LIVE_STATUSES = ("running", "starting", "waiting", "paused")
 
 
 def status_after(status: str, session_state: str | None) -> str:

@@ -67,8 +67,12 @@ def go_now(engine: Engine, go: str, t0: float, waits: set[str]) -> None:
                if r.name in waits and r.alive and not (r.info or r.ready)]
     took = time.time() - t0
     if waiting and (took < GO_WAIT_S or not all(r.w.is_command for r in waiting)):
+        at_barrier(engine, waits, waiting)
         return
     create_private(go)
+    for r in engine.runs.values():
+        if r.status == "ready":
+            r.status = "running"
     if not waiting:
         engine.say(f"co-run: all jobs ready after {took:.1f} s: go")
         return
@@ -76,6 +80,17 @@ def go_now(engine: Engine, go: str, t0: float, waits: set[str]) -> None:
     one = len(waiting) == 1
     engine.say(f"co-run: {names} {'has' if one else 'have'} not reached a DataLoader pass "
                f"after {took:.0f} s: go without waiting for {'it' if one else 'them'}")
+
+
+def at_barrier(engine: Engine, waits: set[str], waiting: list[JobRun]) -> None:
+    """Each job of `waits` that is ready (a trainer that said "started", a script that said
+    "ready") and still held at the barrier gets status "ready", said once in the log with the
+    jobs it waits for (`waiting`)."""
+    for r in engine.runs.values():
+        if r.name in waits and r.alive and r.status == "running" and (r.info or r.ready):
+            r.status = "ready"
+            names = ", ".join(w.name for w in waiting)
+            engine.say(f"co-run: {r.name} is ready; it waits for {names} before its first step")
 
 
 class LaunchPlan(Plan):

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputop_dl.text.fmt import DASH, duration, epochs_done, num, pct, progress, rate, secs, size
-from gputop_dl.snapshot import Snapshot
+from gputop_dl.snapshot import LIVE_STATUSES, Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
 from gputop_dl.present.job_columns import fit, ranked
@@ -148,7 +148,7 @@ class Headless:
             return
         self._last_plain = snap.time
         for j in snap.jobs:
-            if j.status in ("running", "starting", "paused"):
+            if j.status in LIVE_STATUSES:
                 prog = progress(j.epoch, j.epochs, j.step, j.steps_per_epoch)
                 self.console.print(text(
                     f"  {j.name:<12} {j.phase or '':<8} {prog:<14} step {secs(j.step_time_s):>7}"

@@ -20,7 +20,7 @@ from textual.content import Content
 from gputop_dl.text.fmt import secs
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
-from gputop_dl.snapshot import JobSample
+from gputop_dl.snapshot import LIVE_STATUSES, JobSample
 from gputop_dl.text.safe import clean, escape
 from gputop_dl.present.verdict_text import slowdown_tone
 
@@ -46,7 +46,7 @@ def nice_ceiling(x: float) -> float:
 
 def current_epoch(j: JobSample) -> tuple[float, float] | None:
     """(estimated elapsed, estimated length) of the running epoch, in seconds."""
-    if j.status not in ("running", "starting", "paused") or not j.step or not j.step_time_s or not j.steps_per_epoch:
+    if j.status not in LIVE_STATUSES or not j.step or not j.step_time_s or not j.steps_per_epoch:
         return None
     return j.step * j.step_time_s, j.steps_per_epoch * j.step_time_s
 
