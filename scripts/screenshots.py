@@ -8,16 +8,17 @@
 Shots (160×50):
   monitor.svg          `gputop-dl` on this machine (the monitor's engine with the real NVML wrapper),
                        with three plain PyTorch scripts started outside it, each needing ~1.8
-                       cores: found, their CPU wait, and the live verdict with estimated slowdowns
+                       cores: found, their CPU wait, the live verdict with estimated slowdowns,
+                       and 45 s of history in the charts
   monitor_fake_gpus    the same engine with a fake NVML module (4 GPUs, 2 GPU processes), to show
                        the GPU panel on a machine without GPUs
   monitor_details      the first found job's details: who, command, cwd, Slurm/container where
                        there are, and its process tree (trainer, loader workers) with CPU, RSS, state
   monitor_gpu          (--only gpu, a real GPU only) two copies of tests/external/gpu_plain.py
                        started by hand on GPU 0: found, and the live verdict GPU-contended
-  launch_trio          a real launch of workloads/mobilenet_trio.toml ~40 s into the run, dark and
+  launch_trio          a real launch of workloads/mobilenet_trio.toml 25 s into its co-run, dark and
   launch_trio_light    light theme; launch_trio_done: the same run at its end, with its verdict
-  compare              `gputop-dl compare A B` of the two latest sessions in GPUTOP_DL_HOME
+  compare              `gputop-dl compare A B` of the two latest launches in GPUTOP_DL_HOME
                        (--home to pick a data dir). The one in screenshots/: two headless
                        launches of workloads/mobilenet_trio.toml, the second with
                        transforms = "light" (did a lighter input pipeline help? barely)
@@ -42,6 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 SIZE = (160, 50)
+CHARTS_S = 45.0  # the monitor shot waits for this much history in the charts
+CORUN_S = 25.0  # the mid-run trio shot: this far into its co-run
 DEMO_DIR = "/srv/demo/train"  # where the monitor shot's scripts run (removed after)
 
 
@@ -186,6 +189,12 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
                                  and sum(1 for j in engine.snapshot.jobs
                                          if j.slowdown_source == "estimated") >= 3, 60)
                 await pilot.pause(12)  # more ticks: the rows' sparklines fill in
+            # and the history charts: a point per closed bucket, built again every 15 s
+            from gputop_dl.present.tui.history_panel import HistoryPanel
+
+            hist = app.query_one(HistoryPanel)
+            await wait_until(pilot, lambda: hist.builds >= 2
+                             and hist.now - hist.started >= CHARTS_S, CHARTS_S + 40)
             await pilot.pause(0.3)
             save(app, out, "monitor_fake_gpus" if fake_gpus else "monitor")
             if scripts:
@@ -210,6 +219,8 @@ async def shot_trio(out: str, at_s: float) -> None:
     t0 = time.monotonic()
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: time.monotonic() - t0 >= at_s, at_s + 5, step=0.5)
+        await wait_until(pilot, lambda: engine.phase == "co-run", 300, step=0.5)
+        t_corun = time.monotonic()
 
         def corun_progress() -> bool:  # mid-run means the co-run jobs have taken steps
             snap = engine.snapshot
@@ -217,7 +228,8 @@ async def shot_trio(out: str, at_s: float) -> None:
                 j.step_time_s is not None for j in snap.jobs if j.status == "running") and any(
                 j.status == "running" for j in snap.jobs)
 
-        await wait_until(pilot, corun_progress, 40, step=0.5)
+        await wait_until(pilot, lambda: time.monotonic() - t_corun >= CORUN_S and corun_progress(),
+                         CORUN_S + 40, step=0.5)
         await pilot.pause(0.3)
         print(f"  trio at {time.monotonic() - t0:.0f} s: phase {engine.phase}")
         save(app, out, "launch_trio")
@@ -240,9 +252,10 @@ def shot_compare(out: str) -> None:
     from gputop_dl.present.report import list_sessions
     from gputop_dl.present.report.compare import compare_sessions, comparison_table
 
-    rows = list_sessions()
+    rows = [r for r in list_sessions() if r["file"]][:2]  # the two newest launches
     if len(rows) < 2:
-        print(f"  compare: {len(rows)} session(s) recorded, two needed: skipped")
+        print(f"  compare: {len(rows)} launch(es) recorded, two needed (launch twice into one "
+              "--home; a monitor session has no jobs in common with a launch): skipped")
         return
     doc = compare_sessions(rows[1]["id"], rows[0]["id"])
     console = Console(record=True, width=SIZE[0], file=open(os.devnull, "w"))
@@ -259,7 +272,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "screenshots"))
     ap.add_argument("--only", choices=("monitor", "fake-gpus", "trio", "compare", "gpu"))
-    ap.add_argument("--at", type=float, default=40.0, help="seconds into the trio run for the mid-run shot")
+    ap.add_argument("--at", type=float, default=0.0,
+                    help="at least this many seconds into the trio run for the mid-run shot (it is taken 25 s into the co-run)")
     ap.add_argument("--home", help="GPUTOP_DL_HOME for the recorded session (default: a temp dir)")
     args = ap.parse_args()
     os.chdir(ROOT)
