@@ -420,3 +420,21 @@ def test_a_solo_baseline_beside_outside_load_is_said_and_the_kind_kept():
     # nothing beside any solo run: evidence only, no line, no fix
     quiet = not_alone(parallel, windows(solo, ["b"]), 2, by="baseline")
     assert quiet == parallel.with_evidence(baseline_outside=quiet.evidence["baseline_outside"])
+
+
+def test_many_small_outside_processes_get_no_fix_with_a_pid_to_fill_in():
+    """A pass that found no process worth naming (each under 0.05 cores) gives no `renice -p
+    PID` with "PID" left in it: how to find them instead. Named ones keep their PID."""
+    from gputop_dl.analyse import outside_load
+    from gputop_dl.collect import busiest
+
+    assert outside_load.NAMED_CORES == busiest.MIN_CORES  # the one threshold, said the same
+    none = outside_load.fixes((), 2)
+    assert not any(f.startswith("lower the outside process's priority") for f in none)
+    assert not any("taskset -a -cp" in f for f in none)  # no single process to pin away
+    assert "many small processes" in none[0] and "ps -eo pid,user,pcpu,args" in none[0]
+    assert none[-1].startswith("move the job")
+    named = outside_load.fixes((LOOP,), 2)
+    assert f"renice -n 19 -p {LOOP.pid}`" in named[0] and f"0-0 {LOOP.pid}`" in named[1]
+    # not read yet: the PID comes with the second reading, the placeholder says where it goes
+    assert "renice -n 19 -p PID`" in outside_load.fixes(None, 2)[0]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 TOP = 3  # consumers named
 COMMAND_CHARS = 60  # a consumer's command line as shown
+NAMED_CORES = 0.05  # collect/busiest.py MIN_CORES: a process under it is not named (a test checks)
 
 
 @dataclass
@@ -94,7 +95,7 @@ def named(consumers: Sequence[ProcLoad] | None) -> str:
     if consumers is None:
         return "processes not named yet (read from the second tick a job waits)"
     if not consumers:
-        return "no single process of 0.05 cores or more (many small ones)"
+        return f"no single process of {NAMED_CORES:g} cores or more (many small ones)"
     return ", ".join(f"{_command(p)} (PID {p.pid}, user {p.user or '?'}, {p.cores:.2f} cores)"
                      for p in consumers)
 
@@ -111,7 +112,15 @@ def clause(out: Sequence[Estimate], consumers: Sequence[ProcLoad] | None) -> str
 
 
 def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
-    """What to do about it, naming the busiest consumer where known."""
+    """What to do about it, naming the busiest consumer where known. Where the pass found no
+    single process worth naming (many small ones), no command with a PID to fill in: how to
+    find them instead."""
+    move = "move the job to a machine (or GPU node) with idle cores"
+    if consumers is not None and not consumers:
+        return ("find what takes the cores, spread over many small processes (none used "
+                f"{NAMED_CORES:g} cores or more): `ps -eo pid,user,pcpu,args --sort=-pcpu | head`; "
+                "lower their priority with `renice -n 19 -p PID`, or give the jobs cores of "
+                "their own (a cpuset per job: `systemd-run --scope -p AllowedCPUs=...`)", move)
     top = consumers[0] if consumers else None
     pid = str(top.pid) if top else "PID"
     who = f" (user {top.user})" if top and top.user else ""
@@ -121,7 +130,7 @@ def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
             f"keep the jobs and the outside work on separate cores: `taskset -a -cp 0-{half - 1} "
             f"{pid}` for it and the other cores for the jobs, or a cpuset per job "
             "(`systemd-run --scope -p AllowedCPUs=...`, a container's `--cpuset-cpus`)",
-            "move the job to a machine (or GPU node) with idle cores")
+            move)
 
 
 def evidence(est: Sequence[Estimate], win: OutsideWindow) -> Evidence:
