@@ -177,6 +177,29 @@ def test_a_noisy_solo_baseline_is_flagged_and_halves_the_confidence():
     assert "noisy_baselines" not in judge([at_limit], BUSY)["evidence"]
 
 
+def test_a_job_faster_beside_the_others_than_alone_is_said_and_halves_the_confidence():
+    """Seen in a trial of the probe: one job of the CPU-bound trio at 0.73x beside 1.7-2.0x.
+    Its solo figure was slow; the verdict keeps its kind, says so and halves the confidence
+    once (not again where a noisy baseline halved it)."""
+    base = [job("b", 2.0, stall=0.3, solo_stall=0.05, gpus=(1,)),
+            job("c", 1.8, stall=0.3, solo_stall=0.05, gpus=(2,))]
+    ok = judge([job("a", 1.9, stall=0.3, solo_stall=0.05)] + base, BUSY)
+    v = judge([job("a", 0.73, stall=0.3, solo_stall=0.05)] + base, BUSY)
+    assert v["kind"] == ok["kind"] == "cpu-bound"
+    assert "faster_than_alone" not in ok["evidence"]
+    assert v["evidence"]["faster_than_alone"] == {"a": 0.73}
+    assert any(line.startswith("faster beside the others than alone: a 0.73×")
+               for line in v["evidence_lines"])
+    assert sum("quieter machine" in r for r in v["recommendations"]) == 1
+    at_limit = judge([job("a", V.FASTER, stall=0.3, solo_stall=0.05)] + base, BUSY)
+    assert "faster_than_alone" not in at_limit["evidence"]
+    assert v["confidence"] == round(at_limit["confidence"] / 2, 2)
+    noisy = JobEvidence(**{**job("a", 0.73, stall=0.3, solo_stall=0.05).__dict__, "solo_cv": 0.27})
+    both = judge([noisy] + base, BUSY)
+    assert both["confidence"] == v["confidence"]  # halved once, not twice
+    assert sum("quieter machine" in r for r in both["recommendations"]) == 1
+
+
 def test_a_single_slowed_job_is_not_blamed_on_other_jobs():
     v = judge([job("solo", 1.3, gpus=(0,))], CALM)
     assert v["kind"] == "other"
