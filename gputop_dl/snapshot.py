@@ -75,6 +75,11 @@ class GpuProcess:
     cpus_allowed: str | None = None
 
 
+# a process using fewer cores than this is not named as a consumer of the host's CPU
+# (collect/busiest.py leaves it out; analyse/outside_load.py says so)
+NAMED_MIN_CORES = 0.05
+
+
 @dataclass(frozen=True)
 class ProcLoad:
     """One process's CPU over the last tick (collect/busiest.py), read while a job waits."""

@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
-from gputop_dl.snapshot import ProcLoad
+from gputop_dl.snapshot import NAMED_MIN_CORES as NAMED_CORES, ProcLoad
 
 if TYPE_CHECKING:
     from gputop_dl.analyse.job_estimate import Estimate
 
 TOP = 3  # consumers named
 COMMAND_CHARS = 60  # a consumer's command line as shown
-NAMED_CORES = 0.05  # collect/busiest.py MIN_CORES: a process under it is not named (a test checks)
 
 
 @dataclass
