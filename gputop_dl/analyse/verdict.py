@@ -145,8 +145,10 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
 
     A solo baseline whose step times varied by more than NOISY_CV was taken on a busy machine
     or over too few steps: the verdict says so and advises a re-run; where that spread does not
-    already enter the confidence (`slowdown_confidence`), the confidence is halved. `final`:
-    the session has ended, so the verdict says what was seen, never "so far"."""
+    already enter the confidence (`slowdown_confidence`), the confidence is halved. So it is
+    for a job faster beside the others than alone (a slowdown under FASTER): its solo figure
+    was slow. Both say so, with the re-measure advice once, the confidence halved once.
+    `final`: the session has ended, so the verdict says what was seen, never "so far"."""
     v = _judge(jobs, host, need_steps, final)
     if len(jobs) == 1 and v.kind == "parallel":  # one job: nothing to be parallel with
         j = jobs[0]
@@ -157,48 +159,37 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
                           measured=f"{v.reason}; measured").replace(confidence=v.confidence)
     if final and v.kind == "insufficient-data":
         v = v.replace(title="not enough data")  # the session ended: no "yet"
+    if v.kind in ("insufficient-data", "no-baseline"):
+        return v
     noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]
-    halved = False
-    if noisy and v.kind not in ("insufficient-data", "no-baseline"):
+    if noisy:
         v = v.with_evidence(noisy_baselines={j.name: round(cv, 3) for j, cv in noisy})
         v = v.with_lines(
             "noisy solo baseline: " + ", ".join(f"{j.name} step-time CV {cv:.2f}"
                                                 for j, cv in noisy)
             + f" (> {NOISY_CV:.2f}): the machine was busy while it ran, or the baseline was "
             "too short, so the slowdowns are uncertain")
-        v = v.replace(recommendations=v.recommendations + (measure_again(baseline_mode),))
-        if any(side_probability(j) is None for j, _ in noisy):  # else the spread is counted
-            v, halved = v.replace(confidence=round(v.confidence / 2, 2)), True
-    return faster_than_alone(v, jobs, baseline_mode, halved=halved)
-
-
-def measure_again(baseline_mode: str) -> str:
-    """The advice where the solo figures are in doubt."""
-    return ("probe longer (a larger probe_s and baseline_steps) or on a quieter machine"
+    # A job more than 1/FASTER faster beside the others than alone had a solo figure slower
+    # than its work can be: something else took its cores while it ran alone, or the kernel
+    # shared them unevenly (docs/verdict.md, "What the probe disturbs").
+    fast = [(j, s) for j in jobs if (s := j.slowdown) is not None and s < FASTER]
+    if fast:
+        v = v.with_evidence(faster_than_alone={j.name: round(s, 3) for j, s in fast}).with_lines(
+            "faster beside the others than alone: "
+            + ", ".join(f"{j.name} {s:.2f}×" for j, s in fast)
+            + ": its solo figure is slower than the work it did in the co-run (something else "
+            "took cores while it ran alone, or the cores were shared unevenly), so its slowdown "
+            "reads low and the others' may too")
+    if noisy or fast:
+        v = v.replace(recommendations=v.recommendations + (
+            "probe longer (a larger probe_s and baseline_steps) or on a quieter machine"
             if baseline_mode == "probe" else
             "measure the baselines again on a quieter machine or with more baseline_steps "
-            "(baseline = \"measure\"; \"cache\" would reuse these)")
-
-
-def faster_than_alone(v: Verdict, jobs: list[JobEvidence], baseline_mode: str,
-                      halved: bool = False) -> Verdict:
-    """A job that ran more than 1/FASTER faster beside the others than alone (a slowdown under
-    FASTER) had a solo figure slower than its work can be: measured while something else took
-    its cores, or while the kernel shared them unevenly (docs/verdict.md, "What the probe
-    disturbs"). Said, with the re-measure advice, and the confidence halved (unless the noisy
-    baseline's check halved it already: `halved`)."""
-    fast = [(j, s) for j in jobs if (s := j.slowdown) is not None and s < FASTER]
-    if not fast or v.kind in ("insufficient-data", "no-baseline"):
-        return v
-    v = v.with_evidence(faster_than_alone={j.name: round(s, 3) for j, s in fast}).with_lines(
-        "faster beside the others than alone: " + ", ".join(f"{j.name} {s:.2f}×" for j, s in fast)
-        + ": its solo figure is slower than the work it did in the co-run (something else took "
-        "cores while it ran alone, or the cores were shared unevenly), so its slowdown reads "
-        "low and the others' may too")
-    again = measure_again(baseline_mode)
-    if again not in v.recommendations:
-        v = v.replace(recommendations=v.recommendations + (again,))
-    return v if halved else v.replace(confidence=round(v.confidence / 2, 2))
+            "(baseline = \"measure\"; \"cache\" would reuse these)",))
+    # halved once: a noisy baseline's spread, where known, is in the confidence already
+    if fast or any(side_probability(j) is None for j, _ in noisy):
+        v = v.replace(confidence=round(v.confidence / 2, 2))
+    return v
 
 
 def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS,
