@@ -86,10 +86,10 @@ def at_barrier(engine: Engine, waits: set[str], waiting: list[JobRun]) -> None:
     """Each job of `waits` that is ready (a trainer that said "started", a script that said
     "ready") and still held at the barrier gets status "ready", said once in the log with the
     jobs it waits for (`waiting`)."""
+    names = ", ".join(w.name for w in waiting)
     for r in engine.runs.values():
         if r.name in waits and r.alive and r.status == "running" and (r.info or r.ready):
             r.status = "ready"
-            names = ", ".join(w.name for w in waiting)
             engine.say(f"co-run: {r.name} is ready; it waits for {names} before its first step")
 
 
