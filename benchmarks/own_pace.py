@@ -15,6 +15,10 @@ only). The first copy ran alone, so the live judge keeps its loader's pace alone
 - gputop-dl: the first job's live slowdown (the median over the ticks of that span once the
   pace had its readings), where it comes from ("own pace" or "estimated"), and its pace
   and the CPU-wait estimate from the verdict's evidence.
+- twins: every copy runs the same command line (the others are stopped after `--together-s`),
+  so a later copy of the first's example borrows the first's pace alone (`twin_pid`): its truth
+  is the first copy's rate alone over its own rate while every copy ran, its live slowdown the
+  median over the same span once paced.
 
 `--after`: every copy at once, the others ending after `--together-s`, the last copy alone for
 `--alone-s` more: its pace then (the `alone` verdict's `earlier_slowdown`: how much slower it
@@ -105,6 +109,19 @@ class Staggered(TypedDict):
     why: str | None
     cores: tuple[float | None, float | None]  # its loader's cores alone, now (the last tick)
     kinds: list[str]
+    twins: list[Twin]  # the later copies of the first's example
+
+
+class Twin(TypedDict):
+    """A later copy of the first copy's example: its truth and its live slowdown (borrowed)."""
+
+    truth: float | None
+    together_rate: float | None
+    slowdown: float | None
+    sources: list[str]
+    ticks: int
+    twin_pid: int | None  # whose reference alone its pace used (None: none)
+    why: str | None
 
 
 def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> Staggered:
@@ -119,17 +136,17 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
                       ev.get("own_pace") or {}, v.get("kind")))
 
     copies = Copies(pids)
+    seconds = alone_s + together_s + 60  # one command line for every copy of an example
     try:
         with watching(pids, on):
-            copies.start(examples[0], alone_s + together_s + 60)
+            copies.start(examples[0], seconds)
             while not started(copies.lines[0]) and copies.procs[0].poll() is None:
                 time.sleep(0.2)
             time.sleep(alone_s)
             t_others = time.time()
             for e in examples[1:]:
-                copies.start(e, together_s)
-            for p in copies.procs[1:]:
-                p.wait(timeout=together_s + 300)
+                copies.start(e, seconds)
+            time.sleep(together_s)
             t_end = time.time()
     finally:
         copies.close()
@@ -138,29 +155,46 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
     alone_rate = rate(first, first[3] if len(first) > 3 else t_others, t_others)
     lo = max(t[3] for t in ts[1:] if len(t) > 3)
     hi = min(min(t[-1] for t in ts[1:] if t), t_end)
+
+    def live(pid: int) -> tuple[list[float], set[str], list[float], dict | None]:
+        """A copy's live slowdowns and their sources, its paces, its last pace evidence."""
+        name = None
+        got, src, paces = [], set(), []
+        for t, n, jobs, pace, _ in ticks:
+            j = jobs.get(pid)
+            if j is None or not (lo <= t <= hi) or n < len(examples):
+                continue
+            name = j.name
+            p = pace.get(j.name) or {}
+            if p.get("slowdown") is not None:
+                paces.append(p["slowdown"])
+                if j.slowdown is not None:
+                    got.append(j.slowdown)
+                    src.add(j.slowdown_source)
+        last = next((pace.get(name) for _, _, _, pace, _ in reversed(ticks) if name in pace),
+                    None)
+        return got, src, paces, last
+
     together_rate = rate(first, lo, hi)
-    name = None
-    got, src, paces = [], set(), []
-    first_pid = copies.procs[0].pid
-    for t, n, jobs, pace, _ in ticks:
-        j = jobs.get(first_pid)
-        if j is None or not (lo <= t <= hi) or n < len(examples):
-            continue
-        name = j.name
-        p = pace.get(j.name) or {}
-        if p.get("slowdown") is not None:
-            paces.append(p["slowdown"])
-            if j.slowdown is not None:
-                got.append(j.slowdown)
-                src.add(j.slowdown_source)
-    last = next((pace.get(name) for _, _, _, pace, _ in reversed(ticks) if name in pace), None)
+    got, src, paces, last = live(copies.procs[0].pid)
     truth = alone_rate / together_rate if alone_rate and together_rate else None
+    twins: list[Twin] = []
+    for i, e in enumerate(examples[1:], 1):
+        if e != examples[0]:
+            continue
+        tr = rate(ts[i], lo, hi)
+        tgot, tsrc, _, tlast = live(copies.procs[i].pid)
+        twins.append({"truth": alone_rate / tr if alone_rate and tr else None,
+                      "together_rate": tr, "slowdown": statistics.median(tgot) if tgot else None,
+                      "sources": sorted(tsrc), "ticks": len(tgot),
+                      "twin_pid": (tlast or {}).get("twin_pid"), "why": (tlast or {}).get("why")})
     return {"truth": truth, "alone_rate": alone_rate, "together_rate": together_rate,
             "slowdown": statistics.median(got) if got else None, "sources": sorted(src),
             "pace": statistics.median(paces) if paces else None, "ticks": len(got),
             "why": (last or {}).get("why"), "cores": ((last or {}).get("loader_cores_alone"),
                                                       (last or {}).get("loader_cores_now")),
-            "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k})}
+            "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k}),
+            "twins": twins}
 
 
 class After(TypedDict):
@@ -255,6 +289,14 @@ def main() -> None:
               f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
               f"{', '.join(r['kinds'])}{'' if r['pace'] else ' (' + str(r['why']) + ')'} |",
               flush=True)
+        for k, tw in enumerate(r["twins"], 2):
+            ratio = tw["slowdown"] / tw["truth"] if tw["slowdown"] and tw["truth"] else None
+            print(f"| {name}, copy {k} (a twin{'' if tw['twin_pid'] else ': none lent'}) | "
+                  f"{_f(r['alone_rate'])} (copy 1) | {_f(tw['together_rate'])} | "
+                  f"{_f(tw['truth'])}× | {_f(tw['slowdown'])}× ({tw['ticks']} ticks) | "
+                  f"{', '.join(tw['sources']) or '–'} | – | {_f(ratio)} | "
+                  f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
+                  f"{'' if tw['twin_pid'] else str(tw['why'])} |", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -275,3 +275,64 @@ def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
     assert not est["a"].pace_used and est["a"].pace.slowdown is None
     assert "read 242 s ago" in est["a"].pace.why and "not its pace now" in est["a"].pace.why
     check(v.to_json(), "verdict")
+
+
+def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
+    """The usual order by hand: one copy alone, then a second of the same command in the same
+    directory beside it. The second never ran alone, but it makes the same batches: its loader's
+    pace is divided by the first's alone (`twin_pid`). Its own first SETTLE ticks (its workers'
+    start-up, 5 cores here) are not its pace beside the others; a job whose command or directory
+    differs borrows nothing."""
+    cmd = dict(command="python main.py --workers 1", cwd="/runs/dcgan")
+    a = lambda w, **kw: job("main.py", 100, w, cpu_pool=POOL, **(cmd | kw))  # noqa: E731
+    b = lambda w: job("main.py (200)", 200, w, cpu_pool=POOL, **cmd)  # noqa: E731
+    other = lambda w: job("other.py", 300, w, cpu_pool=POOL, command="python other.py",  # noqa: E731
+                          cwd="/runs/dcgan")
+    there = lambda w: job("main.py (400)", 400, w, cpu_pool=POOL,  # noqa: E731
+                          command=cmd["command"], cwd="/elsewhere")
+    judge = PassiveJudge()
+    feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.40, f=0.05)])])
+    t0 = O.SETTLE + O.REF_MIN
+    v, est = feed(judge, [(O.SETTLE, [a(0.08), b(5.0), other(0.1), there(0.1)]),
+                          (O.NOW_MIN, [a(0.08), b(0.10), other(0.1), there(0.1)])], t0=t0)
+    pb = est["main.py (200)"].pace
+    assert pb.twin_pid == 100 and pb.slowdown == pytest.approx(4.0)  # 0.40 / 0.10: no 5 cores
+    assert est["main.py (200)"].pace_used  # its pool spins: the pace is its slowdown
+    assert est["main.py"].pace.twin_pid is None and est["main.py"].pace.slowdown == pytest.approx(5.0)
+    for name in ("other.py", "main.py (400)"):
+        assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
+    data = check(v.to_json(), "verdict")
+    assert data["evidence"]["own_pace"]["main.py (200)"]["twin_pid"] == 100
+    assert data["evidence"]["own_pace"]["main.py"]["twin_pid"] is None
+    assert any(line.startswith("main.py (200): its twin's (PID 100, the same command) loader "
+                               "workers used 0.40 cores while it ran alone (10 readings) and its "
+                               "own 0.10 beside the others: its own pace 4.00× slower")
+               for line in v.evidence_lines)
+
+
+def test_a_twins_reference_outlives_it_for_an_hour_and_an_own_one_wins():
+    pace = O.OwnPace()
+    cmd = dict(command="python train.py", cwd="/w")
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("train.py", 100, 0.4, **cmd)], float(t))
+    t = 100.0  # the first copy ended; two copies started together later
+    for i in range(O.SETTLE + O.NOW_MIN):
+        got = pace.update([job("train.py (200)", 200, 0.2, **cmd),
+                           job("train.py (300)", 300, 0.1, **cmd)], t + i)
+    assert got["train.py (200)"].slowdown == pytest.approx(2.0)
+    assert got["train.py (300)"].slowdown == pytest.approx(4.0)
+    assert got["train.py (300)"].twin_pid == 100
+    # an hour after the first copy's last tick alone, its reference is no longer lent
+    late = O.SETTLE + O.REF_MIN - 1 + O.TWIN_MAX_AGE_S + 1
+    got = pace.update([job("train.py (200)", 200, 0.2, **cmd), job("train.py (300)", 300, 0.1, **cmd)],
+                      late)
+    assert got["train.py (300)"].slowdown is None
+    # a copy that ran alone itself keeps its own reference, not its twin's
+    own = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        own.update([job("a", 100, 0.4, **cmd)], float(t))
+    for t in range(O.SETTLE + O.REF_MIN):
+        own.update([job("b", 200, 0.2, **cmd)], 100.0 + t)  # a ended; b alone at 0.2
+    for t in range(O.SETTLE + O.NOW_MIN):
+        got = own.update([job("b", 200, 0.1, **cmd), job("c", 300, 0.1)], 200.0 + t)
+    assert got["b"].twin_pid is None and got["b"].slowdown == pytest.approx(2.0)

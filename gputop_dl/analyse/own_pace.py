@@ -39,7 +39,12 @@ for 37 ticks where it ran 4.9× slower). A job
 slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
 one (collect/stall.py `LONGER`).
 
-A job that never ran alone here (started beside others) has no reference: its estimate stays the
+A job that never ran alone here (started beside others) borrows the reference of its twin: a
+job with the same command line in the same directory that ran alone REF_MIN readings or more
+(one still running, or one that ended within TWIN_MAX_AGE_S): a copy started by hand beside the
+first makes the same batches, so its loader's pace alone is the first's (`twin_pid` names it).
+Its own readings beside the others count once it has run SETTLE ticks (its workers' start-up is
+not its pace). Without a twin it has no reference: its estimate stays the
 CPU-wait model's until the others end; once it has run alone REF_MIN readings after them, its
 pace alone over its last window beside them says how much slower it ran then (`earlier`). Outside load while it ran alone is in its reference (it makes the ratio
 smaller). Only numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
@@ -71,6 +76,9 @@ STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 ste
 # four of them without a reading, the step it read is no longer its pace now
 STEP_STALE_S = 240.0
 
+TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
+TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
+
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
 # starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
 
@@ -99,6 +107,7 @@ class Pace:
     # its steps beside the others are longer than a py-spy burst could count 4 of: at least
     # this many times its step alone (a bound where there is no step to divide: None otherwise)
     at_least: float | None = None
+    twin_pid: int | None = None  # its reference alone is this twin's (the same command)
 
 
 class PaceEvidence(TypedDict):
@@ -119,6 +128,7 @@ class PaceEvidence(TypedDict):
     step_now_age_s: float | None
     step_alone_readings: int
     at_least: float | None
+    twin_pid: int | None
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -128,7 +138,7 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "earlier_ago_s": p.earlier_ago, "source": p.source, "step_alone_s": p.step_alone_s,
             "step_now_s": p.step_now_s, "step_now_age_s": p.step_now_age_s,
             "step_alone_readings": p.step_alone_readings,
-            "at_least": p.at_least}
+            "at_least": p.at_least, "twin_pid": p.twin_pid}
 
 
 @dataclass
@@ -151,11 +161,23 @@ class _Track:
     since: float = float("-inf")  # when it last started or stopped running alone
 
 
+@dataclass(frozen=True)
+class _Ref:
+    """A job's readings alone, lent to its twins (see the module docstring)."""
+
+    pid: int | None
+    alone: tuple[float, ...]
+    steps: tuple[float, ...]
+    until: float  # its last tick alone
+
+
 @dataclass
 class OwnPace:
-    """Each job's loader pace alone and beside others, tick by tick (jobs gone are forgotten)."""
+    """Each job's loader pace alone and beside others, tick by tick (jobs gone are forgotten,
+    their references alone lent to twins for TWIN_MAX_AGE_S)."""
 
     _tracks: dict[Key, _Track] = field(default_factory=dict)
+    _twins: dict[tuple[str, str | None], _Ref] = field(default_factory=dict)
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
         keys = {_key(j) for j in jobs}
@@ -175,7 +197,7 @@ class OwnPace:
             if s is not None and s != tr.last_step and t - tr.since > STRADDLE_S:
                 if alone and tr.seen > SETTLE:
                     tr.steps_alone.append(s)
-                elif not alone:
+                elif not alone and tr.seen > SETTLE:
                     tr.step_now, tr.step_over, tr.step_now_t = s, None, t
             over = j.step_time_over_s
             if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
@@ -190,20 +212,49 @@ class OwnPace:
                     tr.alone.append(c)
                     tr.alone_until = t
                     tr.alone_since += 1
+                self._lend(j, tr, t)
             else:
                 tr.beside_t = t
-                if c is not None:
+                if c is not None and tr.seen > SETTLE:
                     tr.now.append(c)
-            out[j.name] = pace(tr, alone, t)
+            twin = None if alone or _has_ref(tr) else self._twin(j, t)
+            out[j.name] = pace(tr, alone, t, twin)
         return out
+
+    def _lend(self, j: JobSample, tr: _Track, t: float) -> None:
+        """Keep a job's readings alone for its twins, once they are a reference."""
+        if j.command and _has_ref(tr):
+            key = (j.command, j.cwd)
+            self._twins.pop(key, None)  # re-inserted: the newest last, the oldest dropped first
+            self._twins[key] = _Ref(j.pid, tuple(tr.alone), tuple(tr.steps_alone),
+                                    tr.alone_until if tr.alone_until is not None else t)
+            while len(self._twins) > TWINS_KEPT:
+                del self._twins[next(iter(self._twins))]
+
+    def _twin(self, j: JobSample, t: float) -> _Ref | None:
+        """The reference alone of another job with `j`'s command and directory, if one is lent."""
+        ref = self._twins.get((j.command, j.cwd)) if j.command else None
+        if ref is None or ref.pid == j.pid or t - ref.until > TWIN_MAX_AGE_S:
+            return None
+        return ref
+
+
+def _has_ref(tr: _Track) -> bool:
+    return len(tr.alone) >= REF_MIN or len(tr.steps_alone) >= STEP_REF_MIN
 
 
 def _key(j: JobSample) -> Key:
     return j.pid if j.pid is not None else j.name
 
 
-def pace(tr: _Track, alone: bool, t: float) -> Pace:
-    """The `Pace` of one track at time `t` (see the module docstring)."""
+def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
+    """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
+    alone lent by a twin, for a track without its own."""
+    if twin is not None:
+        lent = dataclasses.replace(tr, alone=deque(twin.alone, maxlen=REF_TICKS),
+                                   steps_alone=deque(twin.steps, maxlen=STEP_REF),
+                                   alone_until=twin.until)
+        return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
     ref = statistics.fmean(tr.alone) if tr.alone else None
     now = statistics.fmean(tr.now) if tr.now else None
 
@@ -292,16 +343,18 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
     """An evidence line: a job's pace alone and now (its loader's, or its step time's), and
     whether its slowdown is it."""
     assert p.slowdown is not None
+    twin = "" if p.twin_pid is None else f" its twin's (PID {p.twin_pid}, the same command)"
     if p.source == "steps":
         assert p.step_alone_s is not None and p.step_now_s is not None
         ago = f", read {p.step_now_age_s:.0f} s ago" if p.step_now_age_s else ""
-        head = (f"{name}: its step time (py-spy) was {p.step_alone_s * 1000:.0f} ms while it ran "
-                f"alone ({p.step_alone_readings} readings) and {p.step_now_s * 1000:.0f} ms "
-                f"beside the others{ago}")
+        head = (f"{name}:{twin or ' its'} step time (py-spy) was {p.step_alone_s * 1000:.0f} ms "
+                f"while it ran alone ({p.step_alone_readings} readings) and"
+                f"{' its own' if twin else ''} {p.step_now_s * 1000:.0f} ms beside the others{ago}")
     else:
         assert p.alone_cores is not None and p.now_cores is not None
-        head = (f"{name}: its loader workers used {p.alone_cores:.2f} cores while it ran alone "
-                f"({p.alone_ticks} readings) and {p.now_cores:.2f} beside the others")
+        head = (f"{name}:{twin or ' its'} loader workers used {p.alone_cores:.2f} cores while it "
+                f"ran alone ({p.alone_ticks} readings) and{' its own' if twin else ''} "
+                f"{p.now_cores:.2f} beside the others")
     return (f"{head}: its own pace {p.slowdown:.2f}× slower"
             + ("; its slowdown is this pace, not the CPU-wait estimate" if used
                else "; the CPU-wait estimate agrees within 1.6×"))
