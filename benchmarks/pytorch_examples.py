@@ -21,7 +21,8 @@
    workers' work rate, beside its own rate alone (its probe window) over together.
 5. one dcgan copy alone, a second `--dcgan-seconds` × 1.5 later, watched by the monitor's
    engine (`--only dcgan-pace`): the first job's live slowdown (its own pace) beside its own
-   rate alone over together.
+   rate alone over together; and the second's (another `--outf`: a twin that borrows the
+   first's pace alone) beside the first's rate alone over its own together.
 6. the same with `word_language_model/main.py` (no loader workers: paced by its py-spy step
    times; a generated corpus in wikitext-2's layout), 60 s alone, 240 s together
    (`--only wlm-pace`).
@@ -360,7 +361,20 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
           "pace | live / truth |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| dcgan 1 (alone first) | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
-          f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |\n")
+          f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |")
+    # the second copy (another --outf: a twin, analyse/twins.py) never ran alone: it borrows the
+    # first's pace alone once it has its own readings beside it; its truth is the first's rate
+    # alone over its own together
+    tog2 = _rate(s2[0], t_tog, t_end)
+    truth2 = alone / tog2 if alone and tog2 else None
+    got2 = [(j.slowdown, j.slowdown_source) for t, jobs in ticks
+            if t_tog <= t <= t_end and (j := jobs.get(second[0].pid)) is not None
+            and len(jobs) == 2 and j.slowdown is not None]
+    paced2 = [s for s, src in got2 if src == "own pace"]
+    live2 = statistics.median(paced2) if paced2 else None
+    print(f"| dcgan 2 (its twin, beside it) | {_n(alone)} (dcgan 1) | {_n(tog2)} | {_n(truth2)} | "
+          f"{_n(live2)} (paced ticks) | {len(paced2)} of {len(got2)} | "
+          f"{_n(live2 / truth2 if live2 and truth2 else None)} |\n")
     # its step time as shown (py-spy's bursts; two optimizers and three backward passes a step)
     _print_shown(ticks, first[0].pid, t_second,
                  lambda lo, hi: None if (r := _rate(s1[0], lo, hi)) is None else 1 / r)

@@ -278,14 +278,15 @@ def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
 
 
 def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
-    """The usual order by hand: one copy alone, then a second of the same command in the same
-    directory beside it. The second never ran alone, but it makes the same batches: its loader's
+    """The usual order by hand: one copy alone, then a second of the same command (another
+    output folder) in the same directory beside it. The second never ran alone, but it makes the same batches: its loader's
     pace is divided by the first's alone (`twin_pid`). Its own first SETTLE ticks (its workers'
     start-up, 5 cores here) are not its pace beside the others; a job whose command or directory
     differs borrows nothing."""
-    cmd = dict(command="python main.py --workers 1", cwd="/runs/dcgan")
+    cmd = dict(command="python main.py --workers 1 --outf o1", cwd="/runs/dcgan")
     a = lambda w, **kw: job("main.py", 100, w, cpu_pool=POOL, **(cmd | kw))  # noqa: E731
-    b = lambda w: job("main.py (200)", 200, w, cpu_pool=POOL, **cmd)  # noqa: E731
+    b = lambda w: job("main.py (200)", 200, w, cpu_pool=POOL,  # noqa: E731
+                      command="python main.py --workers 1 --outf o2", cwd="/runs/dcgan")
     other = lambda w: job("other.py", 300, w, cpu_pool=POOL, command="python other.py",  # noqa: E731
                           cwd="/runs/dcgan")
     there = lambda w: job("main.py (400)", 400, w, cpu_pool=POOL,  # noqa: E731
@@ -303,8 +304,10 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
         assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
     data = check(v.to_json(), "verdict")
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_pid"] == 100
+    assert data["evidence"]["own_pace"]["main.py (200)"]["twin_args"] == ["--outf"]
     assert data["evidence"]["own_pace"]["main.py"]["twin_pid"] is None
-    assert any(line.startswith("main.py (200): its twin's (PID 100, the same command) loader "
+    assert any(line.startswith("main.py (200): its twin's (PID 100, the same command but for "
+                               "--outf) loader "
                                "workers used 0.40 cores while it ran alone (10 readings) and its "
                                "own 0.10 beside the others: its own pace 4.00× slower")
                for line in v.evidence_lines)

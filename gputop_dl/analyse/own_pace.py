@@ -40,9 +40,10 @@ slowed so far that a burst counts fewer than 4 steps shows none until its longer
 one (collect/stall.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
-job with the same command line in the same directory that ran alone REF_MIN readings or more
-(one still running, or one that ended within TWIN_MAX_AGE_S): a copy started by hand beside the
-first makes the same batches, so its loader's pace alone is the first's (`twin_pid` names it).
+job in the same directory with the same command line but for where it writes, its name or seed
+(analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
+ended within TWIN_MAX_AGE_S): a copy started by hand beside the first makes the same batches, so
+its loader's pace alone is the first's (`twin_pid` names it, `twin_args` what differs).
 Its own readings beside the others count once it has run SETTLE ticks (its workers' start-up is
 not its pace). Without a twin it has no reference: its estimate stays the
 CPU-wait model's until the others end; once it has run alone REF_MIN readings after them, its
@@ -59,6 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from gputop_dl.analyse import twins
 from gputop_dl.snapshot import JobSample
 
 SETTLE = 10  # ticks after a job is first seen before its pace alone counts
@@ -107,7 +109,8 @@ class Pace:
     # its steps beside the others are longer than a py-spy burst could count 4 of: at least
     # this many times its step alone (a bound where there is no step to divide: None otherwise)
     at_least: float | None = None
-    twin_pid: int | None = None  # its reference alone is this twin's (the same command)
+    twin_pid: int | None = None  # its reference alone is this twin's (analyse/twins.py)
+    twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
 
 
 class PaceEvidence(TypedDict):
@@ -129,6 +132,7 @@ class PaceEvidence(TypedDict):
     step_alone_readings: int
     at_least: float | None
     twin_pid: int | None
+    twin_args: list[str]
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -138,7 +142,8 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "earlier_ago_s": p.earlier_ago, "source": p.source, "step_alone_s": p.step_alone_s,
             "step_now_s": p.step_now_s, "step_now_age_s": p.step_now_age_s,
             "step_alone_readings": p.step_alone_readings,
-            "at_least": p.at_least, "twin_pid": p.twin_pid}
+            "at_least": p.at_least, "twin_pid": p.twin_pid,
+            "twin_args": list(p.twin_args)}
 
 
 @dataclass
@@ -166,6 +171,7 @@ class _Ref:
     """A job's readings alone, lent to its twins (see the module docstring)."""
 
     pid: int | None
+    command: str
     alone: tuple[float, ...]
     steps: tuple[float, ...]
     until: float  # its last tick alone
@@ -177,7 +183,7 @@ class OwnPace:
     their references alone lent to twins for TWIN_MAX_AGE_S)."""
 
     _tracks: dict[Key, _Track] = field(default_factory=dict)
-    _twins: dict[tuple[str, str | None], _Ref] = field(default_factory=dict)
+    _twins: dict[tuple[tuple[str, ...], str | None], _Ref] = field(default_factory=dict)
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
         keys = {_key(j) for j in jobs}
@@ -219,21 +225,24 @@ class OwnPace:
                     tr.now.append(c)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
+            if twin is not None and j.command:
+                out[j.name] = dataclasses.replace(out[j.name],
+                                                  twin_args=twins.differ(twin.command, j.command))
         return out
 
     def _lend(self, j: JobSample, tr: _Track, t: float) -> None:
         """Keep a job's readings alone for its twins, once they are a reference."""
         if j.command and _has_ref(tr):
-            key = (j.command, j.cwd)
+            key = (twins.key(j.command), j.cwd)
             self._twins.pop(key, None)  # re-inserted: the newest last, the oldest dropped first
-            self._twins[key] = _Ref(j.pid, tuple(tr.alone), tuple(tr.steps_alone),
+            self._twins[key] = _Ref(j.pid, j.command, tuple(tr.alone), tuple(tr.steps_alone),
                                     tr.alone_until if tr.alone_until is not None else t)
             while len(self._twins) > TWINS_KEPT:
                 del self._twins[next(iter(self._twins))]
 
     def _twin(self, j: JobSample, t: float) -> _Ref | None:
-        """The reference alone of another job with `j`'s command and directory, if one is lent."""
-        ref = self._twins.get((j.command, j.cwd)) if j.command else None
+        """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory."""
+        ref = self._twins.get((twins.key(j.command), j.cwd)) if j.command else None
         if ref is None or ref.pid == j.pid or t - ref.until > TWIN_MAX_AGE_S:
             return None
         return ref
@@ -343,7 +352,8 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
     """An evidence line: a job's pace alone and now (its loader's, or its step time's), and
     whether its slowdown is it."""
     assert p.slowdown is not None
-    twin = "" if p.twin_pid is None else f" its twin's (PID {p.twin_pid}, the same command)"
+    but = f" but for {', '.join(p.twin_args)}" if p.twin_args else ""
+    twin = "" if p.twin_pid is None else f" its twin's (PID {p.twin_pid}, the same command{but})"
     if p.source == "steps":
         assert p.step_alone_s is not None and p.step_now_s is not None
         ago = f", read {p.step_now_age_s:.0f} s ago" if p.step_now_age_s else ""

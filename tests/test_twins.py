@@ -1,0 +1,40 @@
+"""Twins: command lines equal but for where a run writes, its name or seed (analyse/twins.py)."""
+
+import pytest
+
+from gputop_dl.analyse import twins
+
+
+@pytest.mark.parametrize("a, b", [
+    ("python main.py --dataset fake --workers 1 --outf out0",
+     "python main.py --dataset fake --workers 1 --outf out1"),
+    ("python train.py --seed 1 --run-name a --lr 0.1", "python train.py --lr 0.1 --seed=2 --run-name b"),
+    ("python main.py --manualSeed 7 --save_dir x --log-interval 10",
+     "python main.py --manualSeed 8 --save_dir y"),
+    ("python main.py --save-model --epochs 2", "python main.py --epochs 2"),
+])
+def test_twins_differ_only_in_where_they_write_their_name_or_seed(a, b):
+    assert twins.key(a) == twins.key(b)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("python main.py --batch-size 64", "python main.py --batch-size 128"),
+    ("python main.py --workers 1", "python main.py --workers 2"),
+    ("python main.py --dataset fake", "python main.py --dataset cifar10"),
+    ("python a.py", "python b.py"),
+    ("python main.py --lr -0.1 --seed 1", "python main.py --lr -0.2 --seed 1"),  # a negative value
+])
+def test_any_other_difference_makes_two_jobs(a, b):
+    assert twins.key(a) != twins.key(b)
+
+
+def test_what_differs_is_named_as_written():
+    a = "python train.py --seed 1 --outf=o1 --run-name a --lr 0.1"
+    b = "python train.py --lr 0.1 --seed 2 --outf=o2 --run-name a --tag x"
+    assert twins.differ(a, b) == ("--seed", "--outf", "--tag")
+    assert twins.differ(a, a) == ()
+    assert twins.differ(b, a) == ("--seed", "--outf", "--tag")
+
+
+def test_an_unbalanced_quote_is_one_token():
+    assert twins.key("python 'a.py --seed 1") == ("python 'a.py --seed 1",)
