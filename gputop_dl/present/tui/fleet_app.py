@@ -220,7 +220,7 @@ class FleetApp(LiveApp[FleetSnap]):
                  Cell(clean(verdict), p.accent if n.verdict else p.plain))
         sort = {"node": n.label.lower(), "cpu": n.cpu_busy, "gpumem": used,
                 "util": sum(utils) / len(utils) if utils else None}
-        return Row(f"node:{n.address}", cells, sort, name=n.label, alive=n.ok)
+        return Row(f"node:{n.address}", cells, sort, name=n.label)
 
     def job_row(self, n: FleetNode, j: FleetJob) -> Row:
         p = self.palette
@@ -233,8 +233,7 @@ class FleetApp(LiveApp[FleetSnap]):
         name = j.name or DASH  # None: the exporter's series had no job label
         sort = {"job": name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem,
                 "step": j.step_time_s}
-        return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=name,
-                   alive=j.status == "running")
+        return Row(f"job:{n.address}:{j.name}:{j.pid}", tuple(cells), sort, name=name)
 
     def dist_row(self, d: Mapping[str, Any]) -> Row:
         p = self.palette

@@ -20,7 +20,7 @@ from rich.style import Style
 from gputop_dl.present.job_columns import RANK
 from gputop_dl.text.spark import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
-from gputop_dl.snapshot import LIVE_STATUSES, GpuProcess, JobSample, Snapshot
+from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
@@ -189,8 +189,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
     cells = tuple(by_key[k] for k in COLUMN_KEYS)
     sort = {"job": j.name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem if j.gpu_mem is not None else j.rss,
             "step": j.step_time_s}
-    alive = j.status in LIVE_STATUSES
-    return JobRow(key, cells, sort, name=j.name, alive=alive, launched=j.launched,
+    return JobRow(key, cells, sort, name=j.name, launched=j.launched,
                   source=source, job=j)
 
 

@@ -73,13 +73,12 @@ class Cell(NamedTuple):
 @dataclass
 class Row:
     """One row: its key (the cursor follows it), cells in the table's `COLUMNS` order, raw sort
-    values by column key (None = unknown), a display name and whether its subject is alive."""
+    values by column key (None = unknown) and a display name."""
 
     key: str
     cells: tuple[Cell, ...]
     sort: dict[str, Any]  # column key -> raw value for sorting (None = unknown)
     name: str = ""
-    alive: bool = False
 
 
 RowT = TypeVar("RowT", bound=Row)
