@@ -362,9 +362,14 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
                 f"{' its own' if twin else ''} {p.step_now_s * 1000:.0f} ms beside the others{ago}")
     else:
         assert p.alone_cores is not None and p.now_cores is not None
-        head = (f"{name}:{twin or ' its'} loader workers used {p.alone_cores:.2f} cores while it "
-                f"ran alone ({p.alone_ticks} readings) and{' its own' if twin else ''} "
-                f"{p.now_cores:.2f} beside the others")
+        head = (f"{name}:{twin or ' its'} loader workers used {_cores(p.alone_cores)} cores "
+                f"while it ran alone ({p.alone_ticks} readings) and{' its own' if twin else ''} "
+                f"{_cores(p.now_cores)} beside the others")
     return (f"{head}: its own pace {p.slowdown:.2f}× slower"
             + ("; its slowdown is this pace, not the CPU-wait estimate" if used
                else "; the CPU-wait estimate agrees within 1.6×"))
+
+
+def _cores(x: float) -> str:
+    """A loader's cores with the digits that tell a light one's rates apart (0.004, not 0.00)."""
+    return f"{x:.3f}" if x < 0.1 else f"{x:.2f}"
