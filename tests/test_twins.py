@@ -1,4 +1,5 @@
-"""Twins: command lines equal but for where a run writes, its name or seed (analyse/twins.py)."""
+"""Twins: command lines equal but for where a run writes, its name or seed, its optimizer's
+figures or its length (analyse/twins.py)."""
 
 import pytest
 
@@ -12,8 +13,10 @@ from gputop_dl.analyse import twins
     ("python main.py --manualSeed 7 --save_dir x --log-interval 10",
      "python main.py --manualSeed 8 --save_dir y"),
     ("python main.py --save-model --epochs 2", "python main.py --epochs 2"),
+    ("python main.py --lr 0.1 --weight-decay 1e-4 --epochs 90 --beta1 0.5",
+     "python main.py --lr=0.01 --weight_decay 5e-4 --epochs 30 --beta1 0.9"),
 ])
-def test_twins_differ_only_in_where_they_write_their_name_or_seed(a, b):
+def test_twins_differ_only_in_where_they_write_their_name_seed_optimizer_or_length(a, b):
     assert twins.key(a) == twins.key(b)
 
 
@@ -22,7 +25,10 @@ def test_twins_differ_only_in_where_they_write_their_name_or_seed(a, b):
     ("python main.py --workers 1", "python main.py --workers 2"),
     ("python main.py --dataset fake", "python main.py --dataset cifar10"),
     ("python a.py", "python b.py"),
-    ("python main.py --lr -0.1 --seed 1", "python main.py --lr -0.2 --seed 1"),  # a negative value
+    ("python main.py --arch resnet18", "python main.py --arch resnet50"),
+    ("python main.py --lr 0.1", "python main.py --lr 0.1 --amp"),
+    ("python main.py --shift -0.1 --seed 1", "python main.py --shift -0.2 --seed 1"),  # negative
+    ("python main.py --out-channels 64", "python main.py --out-channels 128"),
 ])
 def test_any_other_difference_makes_two_jobs(a, b):
     assert twins.key(a) != twins.key(b)

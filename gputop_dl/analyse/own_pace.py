@@ -40,8 +40,8 @@ slowed so far that a burst counts fewer than 4 steps shows none until its longer
 one (collect/stall.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
-job in the same directory with the same command line but for where it writes, its name or seed
-(analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
+job in the same directory with the same command line but for where it writes, its name, seed,
+optimizer figures or length (analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
 ended within TWIN_MAX_AGE_S): a copy started by hand beside the first makes the same batches, so
 its loader's pace alone is the first's (`twin_pid` names it, `twin_args` what differs).
 Its own readings beside the others count once it has run SETTLE ticks (its workers' start-up is

@@ -1,12 +1,14 @@
-"""Twins: two jobs that run the same command but for arguments that do not change their batches.
+"""Twins: two jobs that run the same command but for arguments that do not change a step's work.
 
 A user who starts a second copy of a training script by hand gives it another output folder,
-seed or run name; its DataLoader still makes the same batches at the same cost, so the first
-copy's loader pace alone is the second's too (analyse/own_pace.py). Two command lines are twins
-when they are equal once the options named for where a run writes and what it is called are
-left out (IGNORED, matched on the option's name without dashes, lowercased, by prefix; the value
-after it goes with it). Anything else that differs (a batch size, a number of workers, a dataset,
-a positional argument) makes them different jobs. Only strings, no I/O.
+seed or run name, or another learning rate (a sweep by hand); it still makes the same batches
+and the same steps at the same cost alone, so the first copy's pace alone is the second's too
+(analyse/own_pace.py: a loader's pace follows its trainer's). Two command lines are twins when
+they are equal once the options named for where a run writes, what it is called, how it is
+seeded, and the optimizer's figures and the run's length are left out (IGNORED, matched on the
+option's name without dashes, "-" or "_", lowercased, by prefix; the value after it goes with
+it). Anything else that differs (a batch size, a number of workers, a model, a dataset, a
+precision, a positional argument) makes them different jobs. Only strings, no I/O.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from __future__ import annotations
 import functools
 import shlex
 
-# options that name where a run writes, what it is called or how it is seeded (prefixes of the
-# option's name without its dashes, lowercased: "--outf", "--output-dir", "--save_dir", "--seed",
-# "--manualSeed", "--run-name", "--log-interval" are left out; "--batch-size" is not)
-IGNORED = ("out", "save", "log", "seed", "manualseed", "name", "run", "exp", "ckpt",
-           "checkpoint", "wandb", "tensorboard", "project", "tag", "notes", "resume")
+# options that name where a run writes, what it is called or how it is seeded, and the
+# optimizer's figures and the run's length, which leave a step's work as it is (prefixes of the
+# option's name without its dashes, "-" and "_", lowercased: "--outf", "--output-dir",
+# "--save_dir", "--seed", "--manualSeed", "--run-name", "--log-interval", "--lr",
+# "--weight-decay", "--epochs" are left out; "--batch-size", "--arch", "--amp" are not)
+IGNORED = ("outf", "output", "outdir", "outpath", "save", "log", "seed", "manualseed", "name", "run", "exp", "ckpt",
+           "checkpoint", "wandb", "tensorboard", "project", "tag", "notes", "resume",
+           "lr", "learningrate", "momentum", "weightdecay", "wd", "beta", "gamma", "epoch",
+           "niter")
 
 
 def _option(tok: str) -> str | None:
