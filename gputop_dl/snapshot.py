@@ -298,6 +298,8 @@ class JobSample:
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
     slowdown_confidence: float | None = None
+    # why an estimated slowdown can be far from the truth (its intra-op pool spins); None: none
+    slowdown_doubt: str | None = None
     # live: how much faster without the load from outside the jobs (analyse/outside_load.py)
     outside_slowdown: float | None = None
     # identity (issue 23): who, since when, what and where (collect/identity.py)

@@ -339,3 +339,29 @@ def test_a_twins_reference_outlives_it_for_an_hour_and_an_own_one_wins():
     for t in range(O.SETTLE + O.NOW_MIN):
         got = own.update([job("b", 200, 0.1, **cmd), job("c", 300, 0.1)], 200.0 + t)
     assert got["b"].twin_pid is None and got["b"].slowdown == pytest.approx(2.0)
+
+
+def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
+    """b's pool spins and it has no pace (never alone, no twin): its slowdown is the CPU-wait
+    estimate, which reads 0.08-1.40 of such jobs' truth. It is shown "est?" with the reason, in
+    the verdict's row, the snapshot's row, the details' line; a's, its own pace, and a job whose
+    pool sleeps, carry no doubt."""
+    from gputop_dl.analyse.passive import annotate
+    from gputop_dl.present.verdict_text import passive_line
+
+    sleeping = ((0.5, 1.0), (0.5, 1.0))
+    alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
+    both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL),
+            job("c", 300, 0.08, cpu_pool=sleeping, cpu_pool_yields=0.6)]
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    assert est["b"].doubt and "spins" in est["b"].doubt
+    assert est["a"].doubt is None and est["c"].doubt is None and est["c"].slowdown is not None
+    rows = {j["name"]: j for j in check(v.to_json(), "verdict")["jobs"]}
+    assert "spins" in rows["b"]["slowdown_doubt"] and "slowdown_doubt" not in rows["a"]
+    assert "can be several times this" in passive_line(rows["b"])
+    snap_rows = {j.name: j for j in annotate(both, est)}
+    assert snap_rows["b"].slowdown_doubt == est["b"].doubt and snap_rows["c"].slowdown_doubt is None
+    b = snap_rows["b"]
+    assert slowdown_text(b.slowdown, b.slowdown_source, b.slowdown_doubt).endswith("× est?")
+    assert slowdown_text(2.0, "estimated") == "2.00× est"
+    assert slowdown_text(2.0, None, "x") == "2.00×"  # a mark only where there is a source

@@ -174,6 +174,8 @@ class Estimate:
     # not read), and whether `slowdown` is that pace rather than the CPU-wait estimate
     pace: Pace | None = None
     pace_used: bool = False
+    # why `slowdown`, an estimate, can be far from the truth (None: no known reason)
+    doubt: str | None = None
 
 
 def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Estimate:

@@ -127,17 +127,21 @@ class PassiveJudge:
         return with_gpu_findings(v, jobs, gprocs, gpus), est
 
 
+# the doubt an estimate of a job whose intra-op pool spins carries, where no pace replaces it
+# (docs/validation.md, "Multi-threaded jobs": such estimates read 0.08-1.40 of the truth)
+SPIN_DOUBT = ("its intra-op pool spins, which the CPU-wait estimate cannot follow: the true "
+              "slowdown can be several times this (`gputop-dl diagnose` measures it)")
+
+
 def with_pace(e: Estimate, p: Pace | None) -> Estimate:
     """The estimate with its loader's pace (analyse/own_pace.py). The pace is the job's
     slowdown where the CPU-wait estimate is known to miss (its intra-op pool spins: the model
     reads 0.1-1.4 of such jobs' truth, docs/validation.md), where there is none, or where the
     two are more than CONTRADICT apart: a measured rate of its own over a model."""
-    if p is None:
-        return e
-    if p.slowdown is None:
-        return evolve(e, pace=p)
     k = e.last
     spun = spins(k.pool, k.pool_slice_ms, k.pool_yields)
+    if p is None or p.slowdown is None:
+        return evolve(e, pace=p, doubt=SPIN_DOUBT if spun and e.slowdown is not None else None)
     est = e.slowdown
     if not (spun or est is None or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
         return evolve(e, pace=p)
@@ -341,7 +345,7 @@ def _source(e: Estimate) -> SlowdownSource | None:
 def _job_verdict(e: Estimate) -> JobVerdict:
     k = e.last
     return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
-                      source=_source(e),
+                      source=_source(e), slowdown_doubt=e.doubt,
                       slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
                       critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
 
@@ -354,7 +358,7 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
         e = est.get(j.name)
         if j.slowdown is None and e is not None and e.slowdown is not None:
             j = evolve(j, slowdown=e.slowdown, slowdown_source=_source(e),
-                       slowdown_confidence=e.confidence)
+                       slowdown_confidence=e.confidence, slowdown_doubt=e.doubt)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
                        memory_wait_fraction=e.mem_wait,

@@ -54,6 +54,7 @@ class JobVerdict:
     # the passive judgement (analyse/passive.py)
     source: SlowdownSource | None = None
     slowdown_confidence: float | None = None
+    slowdown_doubt: str | None = None  # why the estimate can be far from the truth
     cpu_wait: float | None = None  # 0..1 of the job's runnable time spent waiting for a CPU
     critical_wait: float | None = None  # the share of its critical path spent waiting for CPU
     gpu_wait: float | None = None  # 0..1 of its GPU time another job held the GPU
@@ -70,8 +71,8 @@ class JobVerdict:
                "solo_cpu_cores": self.solo_cpu_cores, "steps": self.steps,
                "mean_slowdown": self.mean_slowdown, "step_time_s": self.step_time_s,
                "solo_step_time_s": self.solo_step_time_s}
-        for k in ("source", "slowdown_confidence", "cpu_wait", "critical_wait", "gpu_wait", "why",
-                  "outside_slowdown"):
+        for k in ("source", "slowdown_confidence", "slowdown_doubt", "cpu_wait", "critical_wait",
+                  "gpu_wait", "why", "outside_slowdown"):
             if getattr(self, k) is not None:
                 out["slowdown_source" if k == "source" else k] = getattr(self, k)
         return out

@@ -27,7 +27,7 @@ def diagnosis_table(result: Mapping[str, Any]) -> Table:
                   pct(j["stall_fraction"]),
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
                   secs(j["solo_step_time_s"]),
-                  slowdown_text(j["slowdown"], j.get("slowdown_source"))
+                  slowdown_text(j["slowdown"], j.get("slowdown_source"), j.get("slowdown_doubt"))
                   + (" (loader)" if j.get("slowdown_from") == "loader work rate" else ""),
                   num(j.get("estimated_slowdown"), ".2f", "×")
                   + (f" ({j['estimate_confidence']:.0%})"

@@ -78,7 +78,7 @@ def jobs_table(snap: Snapshot, width: int | None = None, *, fit_names: bool = Fa
                      "stall": pct(j.stall_fraction), "cpuwait": pct(j.cpu_wait_fraction),
                      "cpu": num(j.cpu_cores, ".2f"), "disk": rate(j.io_read_bytes_per_s),
                      "waitson": j.waits_on or DASH, "rss": size(j.rss), "gpumem": size(j.gpu_mem),
-                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source),
+                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt),
                      "eta": secs(j.eta_s), "user": j.user or DASH,
                      "elapsed": duration(j.elapsed_s),
                      "command": f"session {j.launched_by}" if j.launched_by else DASH})

@@ -77,7 +77,8 @@ def passive_line(j: Mapping[str, Any]) -> str:
         src = j.get("slowdown_source") or "estimated"
         est = ((f"slowdown {s:.2f}× by its own pace (its loader's work rate alone and now)"
                 if src == "own pace" else f"{src} slowdown {s:.2f}×")
-               + (f" (confidence {conf:.0%})" if conf is not None else ""))
+               + (f" (confidence {conf:.0%})" if conf is not None else "")
+               + (f"; {j['slowdown_doubt']}" if j.get("slowdown_doubt") else ""))
         out = j.get("outside_slowdown")
         if out is not None and out > SLOW:  # analyse/outside_load.py
             est += f", {out:.2f}× from load outside the jobs"
@@ -87,9 +88,10 @@ def passive_line(j: Mapping[str, Any]) -> str:
 SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est", "own pace": "pace"}
 
 
-def slowdown_text(s: float | None, source: str | None = None) -> str:
-    """A job's one slowdown with where it comes from: "1.64× meas", "2.94× est", "1.50× probe"."""
+def slowdown_text(s: float | None, source: str | None = None, doubt: str | None = None) -> str:
+    """A job's one slowdown with where it comes from: "1.64× meas", "2.94× est", "1.50× probe";
+    "2.94× est?" where the estimate carries a doubt (`slowdown_doubt`)."""
     if s is None:
         return DASH
     mark = SOURCE_MARK.get(source or "")
-    return f"{s:.2f}×" + (f" {mark}" if mark else "")
+    return f"{s:.2f}×" + (f" {mark}" if mark else "") + ("?" if doubt and mark else "")

@@ -113,7 +113,8 @@ def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
                      + (f" · {j.cpu_wait_note}" if j.cpu_wait_note else "")))
     if j.slowdown_source:
         rows.append(("slowdown", f"{num(j.slowdown, '.2f', '×')} {j.slowdown_source}"
-                     + (f" (confidence {pct(j.slowdown_confidence)})" if j.slowdown_confidence is not None else "")))
+                     + (f" (confidence {pct(j.slowdown_confidence)})" if j.slowdown_confidence is not None else "")
+                     + (f" · {j.slowdown_doubt}" if j.slowdown_doubt else "")))
     if j.user or j.elapsed_s is not None:
         rows.append(("user", f"{j.user or DASH} · running for {duration(j.elapsed_s)}"))
     cmd = j.cmdline or j.command

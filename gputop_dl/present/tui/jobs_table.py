@@ -182,7 +182,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
         "waitson": Cell(j.waits_on or DASH, p.err if j.waits_on else p.plain),
         "rss": Cell(size(j.rss)),
         "gpumem": Cell(size(j.gpu_mem)),
-        "slowdown": Cell(slowdown_text(j.slowdown, j.slowdown_source), sd_style),
+        "slowdown": Cell(slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt), sd_style),
         "slurm": Cell(clean(j.slurm.job_id) if j.slurm else DASH),
         "command": Cell(clean(command_text(j)), p.muted),
     }
