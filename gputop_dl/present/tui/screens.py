@@ -141,6 +141,11 @@ class HelpScreen(_InfoScreen):
             "has ended, / step time alone (the verdict's figure); the epoch chart's ratio = the "
             "whole epoch / solo step × steps; data-wait = share of each step spent waiting for "
             "the next batch", "$text-muted"))
+        lines.append(Content.styled(
+            "slowdown's mark: meas a launch's baselines · probe diagnose paused the others · est "
+            "estimated live from the jobs' waits · pace its own pace, alone and now · est? an "
+            "estimate its spinning intra-op pool can put several times off (v: why)",
+            "$text-muted"))
         return Content("\n").join(lines)
 
 
