@@ -51,11 +51,13 @@ def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
     host = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
     engine = types.SimpleNamespace(recorder=types.SimpleNamespace(is_open=False))
 
-    def observed(probe, waits=(0.6, 0.7, 0.65)):
+    def observed(probe, waits=(0.6, 0.7, 0.65), pool=()):
         plan = diagnose_plan.DiagnosePlan(seconds=6, probe=probe)
         for t, f in enumerate(waits):
             jobs = [JobSample(name=n, pid=pid, launched=False, pids=(pid, pid + 1),
-                              cpu_cores=0.66, cpu_wait_fraction=f) for n, pid in (("a", 10), ("b", 20))]
+                              cpu_cores=0.66, cpu_wait_fraction=f,
+                              cpu_pool=pool if n == "a" else (), cpu_pool_yields=0.05 if pool else None)
+                    for n, pid in (("a", 10), ("b", 20))]
             machine = types.SimpleNamespace(host=host, gpus=(), found=jobs, gpu_processes=())
             plan.after_tick(engine, float(t), machine)
         together = {10: StallEstimate(1, 99, 0.2, 10), 20: StallEstimate(1, 99, None)}
@@ -74,7 +76,15 @@ def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
     shown = Console(width=200, record=True, file=io.StringIO())
     shown.print(diagnosis_table(plan.result()))
     table = shown.export_text()
-    assert "× est" in table and "65%" in table
+    assert "× est" in table and "65%" in table and "est?" not in table
+    assert all(j["slowdown_doubt"] is None for j in jobs.values())
+    # a's intra-op pool spins: its estimate carries the doubt, shown "est?"
+    plan = observed(probe=False, pool=((0.6, 1.0), (0.6, 1.0)))
+    jobs = {j["name"]: j for j in check(plan.result(), "diagnosis")["jobs"]}
+    assert "spins" in jobs["a"]["slowdown_doubt"] and jobs["b"]["slowdown_doubt"] is None
+    shown = Console(width=200, record=True, file=io.StringIO())
+    shown.print(diagnosis_table(plan.result()))
+    assert "× est?" in shown.export_text()
     plan = observed(probe=True)
     plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.1, 10)  # b's step time was never read
     jobs = {j["name"]: j for j in plan.result()["jobs"]}

@@ -21,10 +21,10 @@ import shlex
 # option's name without its dashes, "-" and "_", lowercased: "--outf", "--output-dir",
 # "--save_dir", "--seed", "--manualSeed", "--run-name", "--log-interval", "--lr",
 # "--weight-decay", "--epochs" are left out; "--batch-size", "--arch", "--amp" are not)
-IGNORED = ("outf", "output", "outdir", "outpath", "save", "log", "seed", "manualseed", "name", "run", "exp", "ckpt",
-           "checkpoint", "wandb", "tensorboard", "project", "tag", "notes", "resume",
-           "lr", "learningrate", "momentum", "weightdecay", "wd", "beta", "gamma", "epoch",
-           "niter")
+IGNORED = ("outf", "output", "outdir", "outpath", "save", "log", "seed", "manualseed", "name",
+           "run", "exp", "ckpt", "checkpoint", "wandb", "tensorboard", "project", "tag", "notes",
+           "resume", "lr", "learningrate", "momentum", "weightdecay", "wd", "beta", "gamma",
+           "epoch", "niter")
 
 
 def _option(tok: str) -> str | None:

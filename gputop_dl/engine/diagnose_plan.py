@@ -441,6 +441,8 @@ class DiagnosePlan(Plan):
                                  if (win := self._window(j)) is not None else None),
                 "estimated_slowdown": est,
                 "estimate_confidence": _est(self.estimates, j["name"], "confidence"),
+                "slowdown_doubt": (self.estimates[j["name"]].doubt
+                                   if source == "estimated" else None),
                 **_waits(self.estimates.get(j["name"]),
                          round(statistics.fmean(waits), 3) if waits else None)})
         return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
