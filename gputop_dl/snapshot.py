@@ -239,6 +239,7 @@ class JobSample:
     phase: str | None = None  # baseline | co-run (launched jobs only)
     stderr_tail: tuple[str, ...] = ()
     stall_samples: int | None = None  # main-thread samples behind a py-spy stall figure
+    stall_note: str | None = None  # why a found job's data stall is unknown (py-spy's pace)
     # why a found job's step time is unknown though py-spy sampled it (docs/verdict.md)
     step_time_note: str | None = None
     # ... and where py-spy counted fewer than 4 steps in its burst: they are longer than this

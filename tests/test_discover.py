@@ -472,6 +472,10 @@ def test_stall_bursts_keep_py_spy_within_its_cpu_budget():
         times = [t for t, p in started if p == pid]
         assert min(b - a for a, b in zip(times, times[1:])) >= 60 - 1e-9
     assert sampler.result("a").samples == 200  # its last 4 bursts pooled
+    # a job not read yet says why and at what pace bursts come (0.05 CPU-s / 0.25 %: 20 s)
+    assert sampler.pending_note(10.0) == (
+        "not read yet: py-spy reads found jobs one burst at a time, within 0.25% of a core "
+        "(--stall-budget): about one burst every 20 s, a job's first once it has run 10 s")
 
 
 def test_stall_burst_cost_is_read_from_the_kernel(tmp_path):
@@ -608,6 +612,7 @@ def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
     jobs, notes = fj.sample()
     assert [j.name for j in jobs] == ["train.py"] and jobs[0].stall_fraction is None
     assert notes == ["data stall of jobs found running is not measured (--stall-budget 0)"]
+    assert jobs[0].stall_note == notes[0]  # the row says why its data-wait is "–"
     assert FoundJobs(stall_budget=0.01).stall.cpu_budget == 0.01
 
 

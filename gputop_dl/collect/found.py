@@ -124,6 +124,7 @@ class FoundJobs:
                 stall_fraction=res.fraction if res else None,
                 stall_source="py-spy" if res else None,
                 stall_samples=res.samples if res else None,
+                stall_note=None if res else self._stall_note(),
                 step_time_s=res.step_time_s if res else None,
                 step_time_note=res.step_note if res else None,
                 step_time_over_s=res.step_over_s if res else None,
@@ -196,6 +197,12 @@ class FoundJobs:
         """One more look at each found job's process states (collect/diskio.py `peek`)."""
         for tree in self._trees.values():
             tree.peek_io(only_reading)
+
+    def _stall_note(self) -> str | None:
+        """Why a found job's data stall is unknown (None: no reason to give)."""
+        if self.stall is None:
+            return self.off_note
+        return self.stall.note or self.stall.pending_note(SPY_AFTER_S)
 
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,

@@ -236,6 +236,15 @@ class StallSampler:
         self._thread.start()
         return True
 
+    def pending_note(self, after_s: float) -> str:
+        """Why a job has no data stall yet though bursts run: they come one job at a time, at
+        the pace the CPU budget allows (the last burst's cost over the budget), a job's first
+        once it has run `after_s`."""
+        pace = (f", within {self.cpu_budget:.2%} of a core (--stall-budget): about one burst "
+                f"every {self._cost / self.cpu_budget:.0f} s" if self.cpu_budget else "")
+        return (f"not read yet: py-spy reads found jobs one burst at a time{pace}, a job's "
+                f"first once it has run {after_s:.0f} s")
+
     def result(self, key: Hashable) -> StallResult | None:
         """The job's recent bursts pooled; None before its first burst with samples."""
         with self._lock:

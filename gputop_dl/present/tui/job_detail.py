@@ -61,7 +61,8 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
              + f"  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"
              + (f"  (step time {DASH}: {j.step_time_note})" if j.step_time_note else "")),
             ("throughput", f"{num(j.samples_per_s, '.1f')} samples/s"),
-            ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")),
+            ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")
+             + (f" ({j.stall_note})" if j.stall_fraction is None and j.stall_note else "")),
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
             *_identity_rows(j),
