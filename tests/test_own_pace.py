@@ -279,10 +279,10 @@ def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
 
 def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
     """The usual order by hand: one copy alone, then a second of the same command (another
-    output folder) in the same directory beside it. The second never ran alone, but it makes the same batches: its loader's
-    pace is divided by the first's alone (`twin_pid`). Its own first SETTLE ticks (its workers'
-    start-up, 5 cores here) are not its pace beside the others; a job whose command or directory
-    differs borrows nothing."""
+    output folder) in the same directory beside it. The second never ran alone, but it makes
+    the same batches: its loader's pace is divided by the first's alone (`twin_pid`). Its own
+    first SETTLE ticks (its workers' start-up, 5 cores here) are not its pace beside the
+    others; a job whose command, directory or user differs borrows nothing."""
     cmd = dict(command="python main.py --workers 1 --outf o1", cwd="/runs/dcgan")
     a = lambda w, **kw: job("main.py", 100, w, cpu_pool=POOL, **(cmd | kw))  # noqa: E731
     b = lambda w: job("main.py (200)", 200, w, cpu_pool=POOL,  # noqa: E731
@@ -291,16 +291,19 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
                           cwd="/runs/dcgan")
     there = lambda w: job("main.py (400)", 400, w, cpu_pool=POOL,  # noqa: E731
                           command=cmd["command"], cwd="/elsewhere")
+    theirs = lambda w: job("main.py (500)", 500, w, cpu_pool=POOL, user="bo",  # noqa: E731
+                           command=cmd["command"], cwd="/runs/dcgan")
     judge = PassiveJudge()
     feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.40, f=0.05)])])
     t0 = O.SETTLE + O.REF_MIN
-    v, est = feed(judge, [(O.SETTLE, [a(0.08), b(5.0), other(0.1), there(0.1)]),
-                          (O.NOW_MIN, [a(0.08), b(0.10), other(0.1), there(0.1)])], t0=t0)
+    v, est = feed(judge, [(O.SETTLE, [a(0.08), b(5.0), other(0.1), there(0.1), theirs(0.1)]),
+                          (O.NOW_MIN, [a(0.08), b(0.10), other(0.1), there(0.1), theirs(0.1)])],
+                  t0=t0)
     pb = est["main.py (200)"].pace
     assert pb.twin_pid == 100 and pb.slowdown == pytest.approx(4.0)  # 0.40 / 0.10: no 5 cores
     assert est["main.py (200)"].pace_used  # its pool spins: the pace is its slowdown
     assert est["main.py"].pace.twin_pid is None and est["main.py"].pace.slowdown == pytest.approx(5.0)
-    for name in ("other.py", "main.py (400)"):
+    for name in ("other.py", "main.py (400)", "main.py (500)"):  # another user's: no twin
         assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
     data = check(v.to_json(), "verdict")
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_pid"] == 100

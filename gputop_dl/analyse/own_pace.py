@@ -40,8 +40,8 @@ slowed so far that a burst counts fewer than 4 steps shows none until its longer
 one (collect/stall.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
-job in the same directory with the same command line but for where it writes, its name, seed,
-optimizer figures or length (analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
+job of the same user, in the same directory and container, with the same command line but for
+where it writes, its name, seed, optimizer figures or length (analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
 ended within TWIN_MAX_AGE_S): a copy started by hand beside the first makes the same batches, so
 its loader's pace alone is the first's (`twin_pid` names it, `twin_args` what differs).
 Its own readings beside the others count once it has run SETTLE ticks (its workers' start-up is
@@ -80,6 +80,10 @@ STEP_STALE_S = 240.0
 
 TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
 TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
+
+# what twins share: the command line's key (analyse/twins.py), directory, user and container
+# (two users' `python train.py` in /workspace of two containers read different data)
+TwinKey = tuple[tuple[str, ...], str | None, str | None, str | None]
 
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
 # starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
@@ -183,7 +187,7 @@ class OwnPace:
     their references alone lent to twins for TWIN_MAX_AGE_S)."""
 
     _tracks: dict[Key, _Track] = field(default_factory=dict)
-    _twins: dict[tuple[tuple[str, ...], str | None], _Ref] = field(default_factory=dict)
+    _twins: dict[TwinKey, _Ref] = field(default_factory=dict)
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
         keys = {_key(j) for j in jobs}
@@ -233,7 +237,7 @@ class OwnPace:
     def _lend(self, j: JobSample, tr: _Track, t: float) -> None:
         """Keep a job's readings alone for its twins, once they are a reference."""
         if j.command and _has_ref(tr):
-            key = (twins.key(j.command), j.cwd)
+            key = _twin_key(j, j.command)
             self._twins.pop(key, None)  # re-inserted: the newest last, the oldest dropped first
             self._twins[key] = _Ref(j.pid, j.command, tuple(tr.alone), tuple(tr.steps_alone),
                                     tr.alone_until if tr.alone_until is not None else t)
@@ -242,10 +246,14 @@ class OwnPace:
 
     def _twin(self, j: JobSample, t: float) -> _Ref | None:
         """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory."""
-        ref = self._twins.get((twins.key(j.command), j.cwd)) if j.command else None
+        ref = self._twins.get(_twin_key(j, j.command)) if j.command else None
         if ref is None or ref.pid == j.pid or t - ref.until > TWIN_MAX_AGE_S:
             return None
         return ref
+
+
+def _twin_key(j: JobSample, command: str) -> TwinKey:
+    return twins.key(command), j.cwd, j.user, j.container
 
 
 def _has_ref(tr: _Track) -> bool:
