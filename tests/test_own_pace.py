@@ -2,6 +2,7 @@
 while it ran alone (analyse/own_pace.py), and where the live judge uses it (analyse/passive.py);
 hand-made samples, no process, no clock."""
 
+from collections import deque
 from dataclasses import replace
 
 import pytest
@@ -368,3 +369,23 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     assert slowdown_text(b.slowdown, b.slowdown_source, b.slowdown_doubt).endswith("× est?")
     assert slowdown_text(2.0, "estimated") == "2.00× est"
     assert slowdown_text(2.0, None, "x") == "2.00×"  # a mark only where there is a source
+
+
+def test_a_slow_loaders_window_holds_eight_of_its_batches():
+    """PyTorch's dcgan beside a copy of it: a batch every 6 ticks. 20 ticks held 3 or 4 of them
+    and its pace moved ±30 % from tick to tick; the window goes back until it holds NOW_BUSY
+    busy ticks (48 here), up to NOW_MAX. A loader busy every tick keeps NOW_TICKS."""
+    slow = deque([0.1 if i % 6 == 0 else 0.0 for i in range(O.NOW_MAX)], maxlen=O.NOW_MAX)
+    got = O._recent(slow)
+    assert len(got) == 48 and sum(x > 0 for x in got) == O.NOW_BUSY  # back to the 8th batch
+    assert len(O._recent(deque([0.1] * O.NOW_MAX))) == O.NOW_TICKS
+    assert len(O._recent(deque([0.0] * O.NOW_MAX))) == O.NOW_MAX  # idle: all it has
+    assert O._recent(deque([0.1] * 5)) == (0.1,) * 5
+    # the pace over that window: one reading of 0.1 in 6 against 0.05 alone is 3.0×
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("a", 100, 0.05)], float(t))
+    for i in range(O.NOW_MAX):
+        got = pace.update([job("a", 100, 0.1 if i % 6 == 0 else 0.0), job("b", 200, 0.1)],
+                          100.0 + i)
+    assert got["a"].now_ticks == 48 and got["a"].slowdown == pytest.approx(3.0)

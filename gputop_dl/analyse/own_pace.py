@@ -17,8 +17,10 @@ that was not read (a quiet one) is left out, not counted as 0)
   start-up and first workers are not its pace); the latest REF_TICKS such ticks are kept and a
   reference needs REF_MIN of them, with MIN_CORES or more;
 - beside others: the last NOW_TICKS ticks with another job judged beside it (cleared when it is
-  alone again); a ratio needs NOW_MIN of them, and the workers busy at least MIN_CORES / 50
-  (an idle loader has no pace to read).
+  alone again), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
+  worked (a slow loader makes a batch every few ticks: PyTorch's dcgan beside a copy of it, one
+  in 6, so 20 ticks held 3 or 4 and its pace moved ±30 % from tick to tick); a ratio needs
+  NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
 
 A job with no loader workers (or whose loader's pace cannot be read) is paced by its step time
 where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
@@ -68,6 +70,8 @@ REF_TICKS = 60  # ticks alone kept (the latest)
 REF_MIN = 10  # ticks alone a reference needs
 NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are whole: a window
 NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or less)
+NOW_BUSY = 8  # ... or back as far as holds this many ticks in which its loader worked,
+NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
 STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
@@ -101,7 +105,7 @@ class Pace:
     alone_until: float | None = None  # the time of its last tick alone
     why: str | None = None
     # alone again after others ran beside it: its pace alone over its pace in its last
-    # NOW_TICKS beside them (how much slower it ran then), once REF_MIN readings alone since;
+    # window beside them (how much slower it ran then), once REF_MIN readings alone since;
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
@@ -155,7 +159,7 @@ class _Track:
     seen: int = 0
     workers: bool = False  # its workers' cores were read on some tick
     alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
-    now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_TICKS))
+    now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others
     beside: tuple[float, ...] = ()  # its last window beside others, kept once alone again
@@ -215,7 +219,7 @@ class OwnPace:
             tr.last_step = s if s is not None else tr.last_step
             if alone:
                 if len(tr.now) >= NOW_MIN:  # the others are gone: keep how it ran beside them
-                    tr.beside, tr.beside_until, tr.alone_since = tuple(tr.now), tr.beside_t, 0
+                    tr.beside, tr.beside_until, tr.alone_since = _recent(tr.now), tr.beside_t, 0
                 tr.now.clear()
                 tr.step_now = tr.step_over = None
                 if c is not None and tr.seen > SETTLE:
@@ -256,6 +260,18 @@ def _twin_key(j: JobSample, command: str) -> TwinKey:
     return twins.key(command), j.cwd, j.user, j.container
 
 
+def _recent(now: deque[float]) -> tuple[float, ...]:
+    """The readings beside the others that are its pace now: the last NOW_TICKS, or back as far
+    as holds NOW_BUSY in which its loader worked (see the module docstring)."""
+    n = busy = 0
+    for x in reversed(now):
+        n += 1
+        busy += x > MIN_CORES / 50
+        if n >= NOW_TICKS and busy >= NOW_BUSY:
+            break
+    return tuple(now)[len(now) - n:]
+
+
 def _has_ref(tr: _Track) -> bool:
     return len(tr.alone) >= REF_MIN or len(tr.steps_alone) >= STEP_REF_MIN
 
@@ -273,11 +289,12 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
                                    alone_until=twin.until)
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
     ref = statistics.fmean(tr.alone) if tr.alone else None
-    now = statistics.fmean(tr.now) if tr.now else None
+    recent = _recent(tr.now)
+    now = statistics.fmean(recent) if recent else None
 
     def out(slowdown: float | None, why: str | None = None) -> Pace:
         return Pace(slowdown, alone_cores=ref, now_cores=now, alone_ticks=len(tr.alone),
-                    now_ticks=len(tr.now), alone_until=tr.alone_until, why=why)
+                    now_ticks=len(recent), alone_until=tr.alone_until, why=why)
 
     if alone:
         p = out(None, "it runs alone")
