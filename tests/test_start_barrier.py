@@ -128,13 +128,18 @@ def test_who_gets_the_hook_and_so_can_wait():
 
 
 def test_a_job_at_the_barrier_reads_ready_and_live_everywhere():
+    from dataclasses import replace
+
     from gputop_dl.analyse.summary import status_after
-    from gputop_dl.present.tui.jobs_table import Palette, job_row, status_text
+    from gputop_dl.present.tui.epoch_panel import current_epoch
+    from gputop_dl.present.tui.jobs_table import status_text
     from gputop_dl.snapshot import JobSample
 
     j = JobSample(name="a", pid=10, launched=True, pids=(10,), status="ready")
     assert status_text(j) == "ready: waits for the others"
-    assert job_row(j, Palette()).alive  # a live row, not an ended one
+    live = replace(j, step=2, step_time_s=0.5, steps_per_epoch=10)
+    assert current_epoch(live) == (1.0, 5.0)  # a live job's running epoch, not an ended one's
+    assert current_epoch(replace(live, status="done")) is None
     # a session killed while a job waited at the barrier: the job reads interrupted
     assert status_after("ready", "interrupted") == "interrupted"
     assert status_after("ready", None) == "ready"
