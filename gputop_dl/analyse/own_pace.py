@@ -172,17 +172,17 @@ class _Track:
     step_over: float | None = None  # beside others, its steps are longer than this (s)
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
+    last_alone: float | None = None  # the time of its last tick alone (read or not)
 
 
 @dataclass(frozen=True)
 class _Ref:
-    """A job's readings alone, lent to its twins (see the module docstring)."""
+    """A job's track, whose readings alone are lent to its twins (see the module docstring):
+    the track itself, not a copy, so it is lent once and stays its latest."""
 
     pid: int | None
     command: str
-    alone: tuple[float, ...]
-    steps: tuple[float, ...]
-    until: float  # its last tick alone
+    track: _Track
 
 
 @dataclass
@@ -226,7 +226,8 @@ class OwnPace:
                     tr.alone.append(c)
                     tr.alone_until = t
                     tr.alone_since += 1
-                self._lend(j, tr, t)
+                tr.last_alone = t
+                self._lend(j, tr)
             else:
                 tr.beside_t = t
                 if c is not None and tr.seen > SETTLE:
@@ -238,20 +239,23 @@ class OwnPace:
                                                   twin_args=twins.differ(twin.command, j.command))
         return out
 
-    def _lend(self, j: JobSample, tr: _Track, t: float) -> None:
-        """Keep a job's readings alone for its twins, once they are a reference."""
-        if j.command and _has_ref(tr):
-            key = _twin_key(j, j.command)
-            self._twins.pop(key, None)  # re-inserted: the newest last, the oldest dropped first
-            self._twins[key] = _Ref(j.pid, j.command, tuple(tr.alone), tuple(tr.steps_alone),
-                                    tr.alone_until if tr.alone_until is not None else t)
-            while len(self._twins) > TWINS_KEPT:
-                del self._twins[next(iter(self._twins))]
+    def _lend(self, j: JobSample, tr: _Track) -> None:
+        """Lend a job's readings alone to its twins, once they are a reference."""
+        if not j.command or not _has_ref(tr):
+            return
+        key = _twin_key(j, j.command)
+        lent = self._twins.get(key)
+        if lent is not None and lent.track is tr:
+            return  # lent already: its track's deques are read where they are
+        self._twins[key] = _Ref(j.pid, j.command, tr)
+        while len(self._twins) > TWINS_KEPT:  # the one alone longest ago goes
+            del self._twins[min(self._twins, key=lambda k: _until(self._twins[k].track) or 0.0)]
 
     def _twin(self, j: JobSample, t: float) -> _Ref | None:
         """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory."""
         ref = self._twins.get(_twin_key(j, j.command)) if j.command else None
-        if ref is None or ref.pid == j.pid or t - ref.until > TWIN_MAX_AGE_S:
+        until = None if ref is None else _until(ref.track)
+        if ref is None or ref.pid == j.pid or until is None or t - until > TWIN_MAX_AGE_S:
             return None
         return ref
 
@@ -272,6 +276,11 @@ def _recent(now: deque[float]) -> tuple[float, ...]:
     return tuple(now)[len(now) - n:]
 
 
+def _until(tr: _Track) -> float | None:
+    """When a lent reference was last added to: its last reading alone, or its last tick alone."""
+    return tr.alone_until if tr.alone_until is not None else tr.last_alone
+
+
 def _has_ref(tr: _Track) -> bool:
     return len(tr.alone) >= REF_MIN or len(tr.steps_alone) >= STEP_REF_MIN
 
@@ -283,10 +292,10 @@ def _key(j: JobSample) -> Key:
 def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
     alone lent by a twin, for a track without its own."""
-    if twin is not None:
-        lent = dataclasses.replace(tr, alone=deque(twin.alone, maxlen=REF_TICKS),
-                                   steps_alone=deque(twin.steps, maxlen=STEP_REF),
-                                   alone_until=twin.until)
+    if twin is not None:  # its track with the twin's readings alone (read, never changed)
+        lent = dataclasses.replace(tr, alone=twin.track.alone,
+                                   steps_alone=twin.track.steps_alone,
+                                   alone_until=_until(twin.track))
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
     ref = statistics.fmean(tr.alone) if tr.alone else None
     recent = _recent(tr.now)

@@ -73,6 +73,7 @@ def key(command: str) -> tuple[str, ...]:
     return _split(command)[0]
 
 
+@functools.lru_cache(maxsize=256)  # asked for each job paced by a twin, every tick
 def differ(a: str, b: str) -> tuple[str, ...]:
     """The IGNORED options whose values differ between two twins' command lines, as written in
     them ("--outf", "--seed"), in the order they come in `b`, then those only `a` has."""
