@@ -5,6 +5,7 @@ import errno
 import os
 import random
 import statistics
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,10 +20,11 @@ from tests.schema_check import check
 MB = 1_000_000
 
 
-def test_parse_io_takes_rchar_and_read_bytes():
+def test_parse_io_takes_rchar_read_bytes_and_syscw():
     data = (b"rchar: 5000\nwchar: 1\nsyscr: 2\nsyscw: 3\nread_bytes: 4096\nwrite_bytes: 0\n"
             b"cancelled_write_bytes: 0\n")
-    assert parse_io(data) == (5000, 4096)
+    assert parse_io(data) == (5000, 4096, 3)
+    assert parse_io(b"rchar: 5000\nread_bytes: 4096\n") == (5000, 4096, None)  # no syscw
     assert parse_io(b"rchar: x\nread_bytes: 1\n") is None
     assert parse_io(b"") is None
 
@@ -47,10 +49,11 @@ class FakeProc:
         (root / "self" / "mountinfo").write_text(
             f"22 1 {os.major(dev)}:{os.minor(dev)} / /data rw - xfs /dev/nvme1n1 rw\n")
 
-    def set(self, pid, rchar, read_bytes, open_data=True):
+    def set(self, pid, rchar, read_bytes, open_data=True, syscw=None):
         d = self.root / str(pid)
         (d / "fd").mkdir(parents=True, exist_ok=True)
-        (d / "io").write_text(f"rchar: {rchar}\nread_bytes: {read_bytes}\n")
+        writes = "" if syscw is None else f"syscw: {syscw}\n"
+        (d / "io").write_text(f"rchar: {rchar}\n{writes}read_bytes: {read_bytes}\n")
         link = d / "fd" / "3"
         if open_data and not link.exists():
             link.symlink_to(self.data)
@@ -295,3 +298,29 @@ def test_blkio_delay_is_unknown_unless_delay_accounting_is_on(tmp_path):
     r = DiskReader(5, proc=str(tmp_path), read=files(True), listdir=lambda p: [])
     r.read({5: blk(None)}, now=1.0)
     assert r.read({5: blk(None)}, now=3.0).blkio_share is None
+
+
+def test_a_loaders_write_calls_are_its_workers_not_its_trainers(tmp_path):
+    """A loader worker hands each batch over in a fixed number of write calls (syscw): the
+    job's `loader_writes_per_s` is its workers' calls a second, the trainer's own left out; a
+    process new since the last reading has no rate yet, and a kernel without syscw gives none."""
+    data = tmp_path / "shard-000.bin"
+    data.write_bytes(b"x")
+    fake = FakeProc(tmp_path / "proc", data)
+    for pid, calls in ((10, 100), (11, 50), (12, 70)):
+        fake.set(pid, 0, 0, open_data=False, syscw=calls)
+    reader = DiskReader(10, proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
+    ts = SimpleNamespace(io=reader.read({10: stat("S"), 11: stat("S"), 12: stat("S")}, now=1.0))
+    assert io_fields(ts, {10})["loader_writes_per_s"] is None  # one reading: no rate yet
+    fake.set(10, 0, 0, open_data=False, syscw=900)  # the trainer writes its logs: not batches
+    fake.set(11, 0, 0, open_data=False, syscw=68)  # 2 batches of 9 calls in 2 s
+    fake.set(12, 0, 0, open_data=False, syscw=79)  # 1 batch
+    fake.set(13, 0, 0, open_data=False, syscw=40)  # a new worker: its count is its first reading
+    io = reader.read({p: stat("S") for p in (10, 11, 12, 13)}, now=3.0)
+    assert dict(io.writes_ps) == {10: 400.0, 11: 9.0, 12: 4.5}
+    assert io_fields(SimpleNamespace(io=io), {10})["loader_writes_per_s"] == 13.5
+    assert io_fields(SimpleNamespace(io=io), {10, 11, 12})["loader_writes_per_s"] is None
+    fake.set(14, 0, 0, open_data=False)  # no syscw in its file: unknown, never 0
+    other = DiskReader(14, proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
+    other.read({14: stat("S")}, now=1.0)
+    assert other.read({14: stat("S")}, now=3.0).writes_ps == ()

@@ -389,3 +389,76 @@ def test_a_slow_loaders_window_holds_eight_of_its_batches():
         got = pace.update([job("a", 100, 0.1 if i % 6 == 0 else 0.0), job("b", 200, 0.1)],
                           100.0 + i)
     assert got["a"].now_ticks == 48 and got["a"].slowdown == pytest.approx(3.0)
+
+
+def test_batches_pace_a_job_whose_loader_takes_more_cpu_a_batch_beside_the_others():
+    """PyTorch's dcgan beside a copy (the 2-core box): its worker spent 0.154 s of CPU a batch
+    against 0.109 s alone, always 9 write calls a batch. Its loader's cores read 2.0× slower,
+    its batches 2.9× (its own iterations: 2.88×). The write calls pace it, and the pace is its
+    slowdown even where the CPU-wait estimate is within CONTRADICT of it (a count of its own
+    batches over a model); the line says so."""
+    a = lambda cores, writes, f=0.5: job("a", 100, cores, f=f,  # noqa: E731
+                                         loader_writes_per_s=writes)
+    b = job("b", 200, 0.1, loader_writes_per_s=1.0)
+    judge = PassiveJudge()
+    feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.0417, 3.44, f=0.05)])])
+    v, est = feed(judge, [(O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
+    p = est["a"].pace
+    assert p.source == "batches" and p.slowdown == pytest.approx(3.44 / 1.20, rel=1e-3)
+    assert p.alone_cores == pytest.approx(0.0417)  # the cores' pace, 2.03x, is not used
+    assert est["a"].pace_used and est["a"].slowdown == pytest.approx(2.867, rel=1e-3)
+    data = check(v.to_json(), "verdict")["evidence"]["own_pace"]["a"]
+    assert data["source"] == "batches" and data["loader_writes_alone"] == pytest.approx(3.44)
+    assert data["loader_writes_now"] == pytest.approx(1.2)
+    assert any(line.startswith("a: its loader workers handed over batches at 3.44 write calls "
+                               "a second while it ran alone (10 readings) and at 1.20 beside "
+                               "the others (a batch is a fixed number of them): its own pace "
+                               "2.87× slower; its slowdown is this pace")
+               for line in v.evidence_lines)
+
+
+def test_without_write_calls_the_cores_pace_it_and_no_batch_says_so():
+    """Another user's worker: /proc/PID/io is not readable, so no write calls: the cores pace
+    it as before. A loader whose write calls stop beside the others handed no batch over: no
+    pace by its cores either (they may be spent on a batch that never arrives)."""
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("a", 100, 0.4)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("a", 100, 0.1), job("b", 200, 0.1)], 50.0 + t)
+    assert got["a"].source == "loader" and got["a"].slowdown == pytest.approx(4.0)
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("c", 300, 0.4, loader_writes_per_s=9.0)], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("c", 300, 0.3, loader_writes_per_s=0.0), job("b", 200, 0.1)],
+                          50.0 + t)
+    assert got["c"].slowdown is None and got["c"].source == "batches"
+    assert got["c"].why == "its loader handed its trainer no batch in the last readings"
+
+
+def test_alone_again_its_earlier_slowdown_is_by_its_batches():
+    pace = O.OwnPace()
+    c = lambda cores, writes: job("c", 300, cores, loader_writes_per_s=writes)  # noqa: E731
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([c(0.4, 9.0)], float(t))
+    for t in range(O.NOW_MIN):
+        pace.update([c(0.3, 3.0), job("b", 200, 0.1)], 50.0 + t)
+    for t in range(O.REF_MIN):
+        got = pace.update([c(0.4, 9.0)], 100.0 + t)
+    assert got["c"].earlier == pytest.approx(3.0)  # 9 / 3 write calls, not 0.4 / 0.3 cores
+    assert got["c"].earlier_ago == pytest.approx(100.0 + O.REF_MIN - 1 - (50 + O.NOW_MIN - 1))
+
+
+def test_a_twin_borrows_the_write_calls_alone_too():
+    pace = O.OwnPace()
+    cmd = dict(command="python main.py --outf o", cwd="/w")
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("main.py", 100, 0.04, loader_writes_per_s=3.4, **cmd)], float(t))
+    for t in range(O.SETTLE + O.NOW_MIN):
+        got = pace.update([job("main.py", 100, 0.02, loader_writes_per_s=1.2, **cmd),
+                           job("main.py (200)", 200, 0.02, loader_writes_per_s=1.1, **cmd)],
+                          50.0 + t)
+    twin = got["main.py (200)"]
+    assert twin.twin_pid == 100 and twin.source == "batches"
+    assert twin.slowdown == pytest.approx(3.4 / 1.1, rel=1e-3)

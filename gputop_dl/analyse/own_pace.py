@@ -73,6 +73,7 @@ NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or les
 NOW_BUSY = 8  # ... or back as far as holds this many ticks in which its loader worked,
 NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
+MIN_WRITES = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
 STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
@@ -109,7 +110,8 @@ class Pace:
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
-    source: str = "loader"  # what paced it: "loader" (its workers' cores) or "steps"
+    # what paced it: "batches" (its workers' write calls), "loader" (their cores) or "steps"
+    source: str = "loader"
     step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
     step_now_s: float | None = None  # ... its newest since others run beside it
     step_now_age_s: float | None = None  # ... read this long ago (None: no reading now)
@@ -119,6 +121,8 @@ class Pace:
     at_least: float | None = None
     twin_pid: int | None = None  # its reference alone is this twin's (analyse/twins.py)
     twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
+    alone_writes: float | None = None  # its workers' mean write calls a second alone
+    now_writes: float | None = None  # ... over its last ticks beside other jobs
 
 
 class PaceEvidence(TypedDict):
@@ -141,6 +145,8 @@ class PaceEvidence(TypedDict):
     at_least: float | None
     twin_pid: int | None
     twin_args: list[str]
+    loader_writes_alone: float | None
+    loader_writes_now: float | None
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -151,7 +157,12 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "step_now_s": p.step_now_s, "step_now_age_s": p.step_now_age_s,
             "step_alone_readings": p.step_alone_readings,
             "at_least": p.at_least, "twin_pid": p.twin_pid,
-            "twin_args": list(p.twin_args)}
+            "twin_args": list(p.twin_args), "loader_writes_alone": _r(p.alone_writes),
+            "loader_writes_now": _r(p.now_writes)}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 @dataclass
@@ -160,9 +171,13 @@ class _Track:
     workers: bool = False  # its workers' cores were read on some tick
     alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
     now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
+    # its workers' write calls a second, alone and beside others (its batches: see above)
+    walone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
+    wnow: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others
     beside: tuple[float, ...] = ()  # its last window beside others, kept once alone again
+    wbeside: tuple[float, ...] = ()  # ... of its write calls
     beside_until: float | None = None
     alone_since: int = 0  # readings alone since that window
     last_step: float | None = None  # the last step time seen (a new reading is a new value)
@@ -202,8 +217,8 @@ class OwnPace:
         for j in jobs:
             tr = self._tracks.setdefault(_key(j), _Track())
             tr.seen += 1
-            c = j.cpu_cores_workers
-            tr.workers = tr.workers or c is not None
+            c, w = j.cpu_cores_workers, j.loader_writes_per_s
+            tr.workers = tr.workers or c is not None or w is not None
             if tr.was_alone is not None and tr.was_alone != alone:
                 tr.since = t
             tr.was_alone = alone
@@ -218,12 +233,18 @@ class OwnPace:
                 tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
             tr.last_step = s if s is not None else tr.last_step
             if alone:
-                if len(tr.now) >= NOW_MIN:  # the others are gone: keep how it ran beside them
-                    tr.beside, tr.beside_until, tr.alone_since = _recent(tr.now), tr.beside_t, 0
+                if len(tr.now) >= NOW_MIN or len(tr.wnow) >= NOW_MIN:  # the others are gone:
+                    # keep how it ran beside them
+                    tr.beside, tr.wbeside = _recent(tr.now), _recent(tr.wnow, MIN_WRITES / 50)
+                    tr.beside_until, tr.alone_since = tr.beside_t, 0
                 tr.now.clear()
+                tr.wnow.clear()
                 tr.step_now = tr.step_over = None
-                if c is not None and tr.seen > SETTLE:
-                    tr.alone.append(c)
+                if (c is not None or w is not None) and tr.seen > SETTLE:
+                    if c is not None:
+                        tr.alone.append(c)
+                    if w is not None:
+                        tr.walone.append(w)
                     tr.alone_until = t
                     tr.alone_since += 1
                 tr.last_alone = t
@@ -232,6 +253,8 @@ class OwnPace:
                 tr.beside_t = t
                 if c is not None and tr.seen > SETTLE:
                     tr.now.append(c)
+                if w is not None and tr.seen > SETTLE:
+                    tr.wnow.append(w)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
             if twin is not None and j.command:
@@ -264,13 +287,13 @@ def _twin_key(j: JobSample, command: str) -> TwinKey:
     return twins.key(command), j.cwd, j.user, j.container
 
 
-def _recent(now: deque[float]) -> tuple[float, ...]:
+def _recent(now: deque[float], idle: float = MIN_CORES / 50) -> tuple[float, ...]:
     """The readings beside the others that are its pace now: the last NOW_TICKS, or back as far
-    as holds NOW_BUSY in which its loader worked (see the module docstring)."""
+    as holds NOW_BUSY in which its loader worked (above `idle`; see the module docstring)."""
     n = busy = 0
     for x in reversed(now):
         n += 1
-        busy += x > MIN_CORES / 50
+        busy += x > idle
         if n >= NOW_TICKS and busy >= NOW_BUSY:
             break
     return tuple(now)[len(now) - n:]
@@ -282,7 +305,8 @@ def _until(tr: _Track) -> float | None:
 
 
 def _has_ref(tr: _Track) -> bool:
-    return len(tr.alone) >= REF_MIN or len(tr.steps_alone) >= STEP_REF_MIN
+    return (len(tr.alone) >= REF_MIN or len(tr.walone) >= REF_MIN
+            or len(tr.steps_alone) >= STEP_REF_MIN)
 
 
 def _key(j: JobSample) -> Key:
@@ -293,28 +317,31 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
     alone lent by a twin, for a track without its own."""
     if twin is not None:  # its track with the twin's readings alone (read, never changed)
-        lent = dataclasses.replace(tr, alone=twin.track.alone,
+        lent = dataclasses.replace(tr, alone=twin.track.alone, walone=twin.track.walone,
                                    steps_alone=twin.track.steps_alone,
                                    alone_until=_until(twin.track))
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
     ref = statistics.fmean(tr.alone) if tr.alone else None
     recent = _recent(tr.now)
     now = statistics.fmean(recent) if recent else None
+    wref = statistics.fmean(tr.walone) if tr.walone else None
+    wrecent = _recent(tr.wnow, MIN_WRITES / 50)
+    wnow = statistics.fmean(wrecent) if wrecent else None
 
-    def out(slowdown: float | None, why: str | None = None) -> Pace:
-        return Pace(slowdown, alone_cores=ref, now_cores=now, alone_ticks=len(tr.alone),
-                    now_ticks=len(recent), alone_until=tr.alone_until, why=why)
+    def out(slowdown: float | None, why: str | None = None, source: str = "loader") -> Pace:
+        batches = source == "batches"
+        return Pace(slowdown, alone_cores=ref, now_cores=now,
+                    alone_ticks=len(tr.walone if batches else tr.alone),
+                    now_ticks=len(wrecent if batches else recent), alone_until=tr.alone_until,
+                    why=why, source=source, alone_writes=wref, now_writes=wnow)
 
     if alone:
         p = out(None, "it runs alone")
-        was = statistics.fmean(tr.beside) if tr.beside else None
-        if (was is not None and ref is not None and ref >= MIN_CORES and was >= MIN_CORES / 50
-                and tr.alone_since >= REF_MIN and tr.beside_until is not None
-                and tr.alone_until is not None):
-            return dataclasses.replace(p, earlier=round(ref / was, 3),
-                                       earlier_ago=round(tr.alone_until - tr.beside_until, 1))
-        return p
-    loader = _by_loader(tr, ref, now, out)
+        earlier = _earlier(tr) if tr.alone_since >= REF_MIN else None
+        if earlier is None:
+            return p
+        return dataclasses.replace(p, earlier=earlier[0], earlier_ago=earlier[1])
+    loader = _by_batches(tr, wref, wnow, out) or _by_loader(tr, ref, now, out)
     if loader.slowdown is not None or not tr.steps_alone:
         return loader
     steps = _by_steps(tr, t)
@@ -345,12 +372,43 @@ def _by_steps(tr: _Track, t: float) -> Pace:
     return out(round(tr.step_now / ref, 3))
 
 
+def _earlier(tr: _Track) -> tuple[float, float] | None:
+    """Alone again: how much slower it ran in its last window beside the others, by its
+    batches (write calls) where read, else its loader's cores, and how long ago that window
+    ended; None where neither tells."""
+    if tr.beside_until is None or tr.alone_until is None:
+        return None
+    ago = round(tr.alone_until - tr.beside_until, 1)
+    for alone, beside, least in ((tr.walone, tr.wbeside, MIN_WRITES),
+                                 (tr.alone, tr.beside, MIN_CORES)):
+        ref = statistics.fmean(alone) if len(alone) >= REF_MIN else None
+        was = statistics.fmean(beside) if beside else None
+        if ref is not None and was is not None and ref >= least and was >= least / 50:
+            return round(ref / was, 3), ago
+    return None
+
+
+def _by_batches(tr: _Track, ref: float | None, now: float | None,
+                out: Callable[..., Pace]) -> Pace | None:
+    """A track's pace by its loader's write calls, a fixed number a batch (see the module
+    docstring); None where they cannot pace it (not read alone, or too few beside the others):
+    its loader's cores may."""
+    if len(tr.walone) < REF_MIN or ref is None or ref < MIN_WRITES or len(tr.wnow) < NOW_MIN:
+        return None
+    if now is None or now < MIN_WRITES / 50:
+        return out(None, "its loader handed its trainer no batch in the last readings",
+                   source="batches")
+    return out(round(ref / now, 3), source="batches")
+
+
 def _by_loader(tr: _Track, ref: float | None, now: float | None,
                out: Callable[..., Pace]) -> Pace:
     """A track's pace by its loader workers' cores (see the module docstring)."""
     if not tr.workers:
         return out(None, "no loader worker processes, and no step time of it alone, to pace "
                          "it by")
+    if not tr.alone and len(tr.walone) >= REF_MIN:  # its batches were read alone, not its cores
+        return out(None, f"{len(tr.wnow)} of {NOW_MIN} readings beside the others")
     if len(tr.alone) < REF_MIN:
         return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
                          "compare" if not tr.alone else f"{len(tr.alone)} of {REF_MIN} readings "
@@ -394,6 +452,12 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
         head = (f"{name}:{twin or ' its'} step time (py-spy) was {p.step_alone_s * 1000:.0f} ms "
                 f"while it ran alone ({p.step_alone_readings} readings) and"
                 f"{' its own' if twin else ''} {p.step_now_s * 1000:.0f} ms beside the others{ago}")
+    elif p.source == "batches":
+        assert p.alone_writes is not None and p.now_writes is not None
+        head = (f"{name}:{twin or ' its'} loader workers handed over batches at "
+                f"{p.alone_writes:.2f} write calls a second while it ran alone ({p.alone_ticks} "
+                f"readings) and{' its own' if twin else ''} at {p.now_writes:.2f} beside the "
+                "others (a batch is a fixed number of them)")
     else:
         assert p.alone_cores is not None and p.now_cores is not None
         head = (f"{name}:{twin or ' its'} loader workers used {_cores(p.alone_cores)} cores "

@@ -135,15 +135,17 @@ SPIN_DOUBT = ("its intra-op pool spins, which the CPU-wait estimate cannot follo
 
 def with_pace(e: Estimate, p: Pace | None) -> Estimate:
     """The estimate with its loader's pace (analyse/own_pace.py). The pace is the job's
-    slowdown where the CPU-wait estimate is known to miss (its intra-op pool spins: the model
-    reads 0.1-1.4 of such jobs' truth, docs/validation.md), where there is none, or where the
-    two are more than CONTRADICT apart: a measured rate of its own over a model."""
+    slowdown where it counts batches (its loader's write calls: its progress itself), where the
+    CPU-wait estimate is known to miss (its intra-op pool spins: the model reads 0.1-1.4 of
+    such jobs' truth, docs/validation.md), where there is none, or where the two are more than
+    CONTRADICT apart: a measured rate of its own over a model."""
     k = e.last
     spun = spins(k.pool, k.pool_slice_ms, k.pool_yields)
     if p is None or p.slowdown is None:
         return evolve(e, pace=p, doubt=SPIN_DOUBT if spun and e.slowdown is not None else None)
     est = e.slowdown
-    if not (spun or est is None or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
+    if not (p.source == "batches" or spun or est is None
+            or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
         return evolve(e, pace=p)
     leans = e.leans or "cpu"
     return evolve(e, slowdown=p.slowdown, pace=p, pace_used=True, leans=leans,

@@ -28,7 +28,7 @@ import random
 import stat
 from collections import Counter
 from dataclasses import dataclass
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
@@ -36,8 +36,8 @@ from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
 if TYPE_CHECKING:
     from gputop_dl.collect.procs import Stat, TreeSample
 
-# pid -> (start, rchar, read_bytes, majflt, blkio) of one reading; a None counter is unknown
-Counters = dict[int, tuple[float, int, int, int | None, int | None]]
+# pid -> (start, rchar, read_bytes, majflt, blkio, syscw) of one reading; None: unknown
+Counters = dict[int, tuple[float, int, int, int | None, int | None, int | None]]
 
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
 READ_EVERY = 2  # ticks between two readings of the byte counters (the states: every tick)
@@ -48,19 +48,20 @@ NOT_READABLE = "disk I/O: not readable (another user's process)"
 SKIP_PREFIXES = ("/dev/", "/proc/", "/sys/", "/usr/lib/", "/usr/share/", "/etc/")
 
 
-def parse_io(data: bytes) -> tuple[int, int] | None:
-    """/proc/PID/io -> (rchar, read_bytes); None for a malformed file."""
+def parse_io(data: bytes) -> tuple[int, int, int | None] | None:
+    """/proc/PID/io -> (rchar, read_bytes, syscw); None for a malformed file (syscw None where
+    the file has none)."""
     vals = {}
     for line in data.split(b"\n"):
         key, _, val = line.partition(b":")
-        if key in (b"rchar", b"read_bytes"):
+        if key in (b"rchar", b"read_bytes", b"syscw"):
             try:
                 vals[key] = int(val)
             except ValueError:
                 return None
-    if len(vals) != 2:
+    if b"rchar" not in vals or b"read_bytes" not in vals:
         return None
-    return vals[b"rchar"], vals[b"read_bytes"]
+    return vals[b"rchar"], vals[b"read_bytes"], vals.get(b"syscw")
 
 
 def delayacct_on(path: str = DELAYACCT, read: Callable[[str], bytes] = read_proc) -> bool:
@@ -116,6 +117,9 @@ class DiskIO:
     device: int | None = None  # st_dev of the filesystem its open files are on
     device_label: str | None = None  # "vda (/, ext4)"
     note: str | None = None
+    # write calls a second of each process read at both ends of the interval (syscw): a
+    # loader worker makes a fixed number a batch, whatever its CPU (analyse/own_pace.py)
+    writes_ps: tuple[tuple[int, float], ...] = ()
 
 
 class DiskReader:
@@ -169,7 +173,7 @@ class DiskReader:
                 io = None
             if io is None:
                 continue
-            cur[pid] = (st.start, io[0], io[1], st.majflt, st.blkio)
+            cur[pid] = (st.start, io[0], io[1], st.majflt, st.blkio, io[2])
         if cur.keys() != self._last.keys():
             self._files.keep_only({f"{self.proc}/{pid}/io" for pid in cur})
         last, t_last = self._last, self._t
@@ -214,12 +218,15 @@ class DiskReader:
         dt = now - t_last
         rchar = rb = flt = blk = 0
         counted, flt_known, blk_known = False, True, self._delayacct
-        for pid, (start, rc, r, mf, bk) in cur.items():
+        writes = []
+        for pid, (start, rc, r, mf, bk, sw) in cur.items():
             prev = last.get(pid)
             if prev is None or prev[0] != start:
                 continue  # a new process: its totals are its first reading
             rchar += rc - prev[1]
             rb += r - prev[2]
+            if sw is not None and prev[5] is not None:
+                writes.append((pid, max(0, sw - prev[5]) / dt))
             if mf is None or prev[3] is None:
                 flt_known = False
             else:
@@ -234,7 +241,7 @@ class DiskReader:
         return DiskIO(read_bps=max(0, rb) / dt, rchar_bps=max(0, rchar) / dt, blocked=blocked,
                       majflt_ps=max(0, flt) / dt if flt_known else None,
                       blkio_share=(max(0, blk) / _TICK / dt) if blk_known else None,
-                      note=note)
+                      note=note, writes_ps=tuple(writes))
 
     def _device_label(self) -> str | None:
         if self._device is None:
@@ -309,12 +316,16 @@ class IoFields(TypedDict):
     io_device: int | None
     io_device_label: str | None
     io_note: str | None
+    loader_writes_per_s: float | None
 
 
-def io_fields(ts: TreeSample | None) -> IoFields:
-    """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone)."""
+def io_fields(ts: TreeSample | None, trainers: Collection[int] = ()) -> IoFields:
+    """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone);
+    `trainers`: its trainer PIDs (schedstat.trainer_pids), whose writes are not its loader's."""
     d: DiskIO = getattr(ts, "io", None) or DiskIO()
-    return {"io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
+    workers = [w for pid, w in d.writes_ps if pid not in trainers]
+    return {"loader_writes_per_s": round(sum(workers), 3) if workers else None,
+            "io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
             "io_rchar_bytes_per_s": None if d.rchar_bps is None else round(d.rchar_bps),
             "io_blocked": None if d.blocked is None else round(d.blocked, 3), "major_faults_per_s":
                 None if d.majflt_ps is None else round(d.majflt_ps, 2),

@@ -33,7 +33,7 @@ from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
-from gputop_dl.collect.schedstat import tree_wait, wait_fields
+from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.workload import redact_args
@@ -135,7 +135,8 @@ class FoundJobs:
                 slurm=ident.slurm, container=ident.container, launched_by=ident.launched_by,
                 identity_note=ident.note,
                 procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu),
-                **wait_fields(tree_wait(ts, f.pid, dist)), **io_fields(ts), **memory_fields(ts),
+                **wait_fields(tree_wait(ts, f.pid, dist)),
+                **io_fields(ts, trainer_pids(f.pid, dist)), **memory_fields(ts),
                 phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
                 phase_shares_samples=res.phase_samples if res else None))
             self._rows[key] = (jobs[-1], res)

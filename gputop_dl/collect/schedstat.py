@@ -486,14 +486,21 @@ class CgroupThrottle:
         self._files.close()
 
 
+def trainer_pids(root: int | None, dist: Distributed | None = None) -> set[int]:
+    """A job's trainer processes: its root and its ranks (the rest of its tree are its loader
+    workers and helpers)."""
+    trainers: set[int] = set() if root is None else {root}
+    if dist is not None:
+        trainers |= {r.pid for r in dist.ranks}
+    return trainers
+
+
 def tree_wait(ts: TreeSample | None, root: int | None, dist: Distributed | None = None) -> CpuWait:
     """A job's `CpuWait` from its tree sample (`procs.TreeSample`, None: gone), its root PID and
     its ranks (`snapshot.Distributed`): the root and the rank processes are its trainers."""
     if ts is None:
         return CpuWait()
-    trainers: set[int] = set() if root is None else {root}
-    if dist is not None:
-        trainers |= {r.pid for r in dist.ranks}
+    trainers = trainer_pids(root, dist)
     cw = job_wait(ts.waits, trainers, ts.wait_note, ts.throttled, ts.busy)
     if ts.quiet:  # the workers were not read this tick (their next reading spans it)
         return cw

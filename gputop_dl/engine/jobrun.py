@@ -24,7 +24,7 @@ from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
-from gputop_dl.collect.schedstat import tree_wait, wait_fields
+from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.procs import TreeSample
 from gputop_dl.launch import Job, describe_exit
 from gputop_dl.snapshot import Distributed, JobSample, ProcSample
@@ -232,7 +232,8 @@ class JobRun:
             rank_cpu_cores=self.rank_cpu, **self._identity(ts, gpu),
             phases=live_phases(self.steps, w.warmup_steps, (solo or {}).get("solo_phases")),
             ranks=ranks, straggler=straggler,
-            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)), **io_fields(ts), **memory_fields(ts))
+            **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)),
+            **io_fields(ts, trainer_pids(self.proc.pid, self.distributed)), **memory_fields(ts))
 
     def _identity(self, ts: TreeSample | None, gpu: GpuUse) -> dict[str, Any]:
         """The identity fields of JobSample (issue 23) for a job launched here."""
