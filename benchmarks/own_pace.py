@@ -193,6 +193,8 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
             "pace": statistics.median(paces) if paces else None, "ticks": len(got),
             "why": (last or {}).get("why"), "cores": ((last or {}).get("loader_cores_alone"),
                                                       (last or {}).get("loader_cores_now")),
+            "writes": ((last or {}).get("loader_writes_alone"),
+                       (last or {}).get("loader_writes_now"), (last or {}).get("source")),
             "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k}),
             "twins": twins}
 
@@ -250,6 +252,14 @@ def _f(x, f: str = ".2f") -> str:
     return "–" if x is None else format(x, f)
 
 
+def _by(r: dict[str, Any]) -> str:
+    """What paced it: its loader's write calls a second (batches) or its cores, alone → now."""
+    w_alone, w_now, source = r["writes"]
+    if source == "batches":
+        return f"by batches: {_f(w_alone)} → {_f(w_now)} write calls/s"
+    return f"{_f(r['cores'][0], '.3f')} → {_f(r['cores'][1], '.3f')} cores"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="scenarios whose name contains this")
@@ -285,7 +295,7 @@ def main() -> None:
         print(f"| {name} | {_f(r['alone_rate'])} | {_f(r['together_rate'])} | "
               f"{_f(r['truth'])}× | {_f(r['slowdown'])}× ({r['ticks']} ticks) | "
               f"{', '.join(r['sources']) or '–'} | {_f(r['pace'])}× "
-              f"({_f(r['cores'][0], '.3f')} → {_f(r['cores'][1], '.3f')} cores) | {_f(ratio)} | "
+              f"({_by(r)}) | {_f(ratio)} | "
               f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
               f"{', '.join(r['kinds'])}{'' if r['pace'] else ' (' + str(r['why']) + ')'} |",
               flush=True)

@@ -28,6 +28,9 @@
    (`--only wlm-pace`).
 7. the same with `mnist/main.py --no-accel` (on the CPU it has no loader workers either;
    generated MNIST files), 60 s alone, 180 s together (`--only mnist-pace`).
+8. the same with `imagenet/main.py --dummy -a resnet18 -b 4 -j 1` (one loader worker: paced
+   by its batches, the worker's write calls), 60 s alone, 120 s together, and the second copy
+   by its twin's pace (`--only imagenet-pace`).
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -501,6 +504,41 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
                  lambda lo, hi: None if (x := ms(lo, hi)) is None else x / 1000)
 
 
+def imagenet_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
+                  together_s: float) -> None:
+    """imagenet/main.py --dummy (ResNet-18, batch 4, one loader worker, torch's default
+    intra-op threads), one alone then a second (`_alone_then_pair`): the live judge paces both
+    by the loader's batches (its write calls), the second by its twin's pace alone. Truth: each
+    copy's own batch times (its "Time" lines, one a batch), their median in each span."""
+    run = _alone_then_pair([sys.executable, "-u", os.path.join(examples, "imagenet", "main.py"),
+                            "--dummy", "-a", "resnet18", "-b", "4", "-j", "1", "--print-freq",
+                            "1", "--epochs", "1"], work, env, alone_s, together_s)
+
+    def batch(k: int, lo: float, hi: float) -> float | None:
+        got = [float(m.group(1)) for t, ln in run["lines"][k]
+               if lo < t <= hi and (m := TIME_RE.search(ln))]
+        return statistics.median(got[1:]) if len(got) > 3 else None
+
+    t_second, t_end = run["t_second"], run["t_end"]
+    alone = batch(0, t_second - alone_s / 2, t_second)
+    _pace_report(f"imagenet/main.py --dummy: one alone for {alone_s:g} s, then a second beside "
+                 f"it for {together_s:g} s; the first job's live slowdown", run,
+                 None if alone is None else alone * 1000,
+                 None if (tog := batch(0, t_second + 20, t_end)) is None else tog * 1000, "ms",
+                 lambda lo, hi: batch(0, lo, hi))
+    second = next((pid for _, jobs in run["ticks"] for pid in jobs if pid != run["pid"]), None)
+    tog2 = batch(1, t_second + 20, t_end)
+    truth2 = tog2 / alone if tog2 and alone else None
+    paced = [j.slowdown for t, jobs in run["ticks"] if t > t_second + 20
+             and (j := jobs.get(second)) is not None and j.slowdown_source == "own pace"
+             and j.slowdown is not None]
+    live2 = statistics.median(paced) if paced else None
+    print(f"its twin (the second copy, PID {second}): its own batch together {_n(tog2 and tog2 * 1000)} "
+          f"ms, true slowdown {_n(truth2)} (over the first's alone), live by the twin's pace "
+          f"{_n(live2)} ({len(paced)} ticks), pace / truth "
+          f"{_n(live2 / truth2 if live2 and truth2 else None)}\n")
+
+
 MNIST_LOG = 10  # batches between its "Train Epoch" lines
 
 
@@ -549,7 +587,7 @@ def main() -> None:
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
     ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
-                                        "wlm-pace", "mnist-pace"))
+                                        "wlm-pace", "mnist-pace", "imagenet-pace"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
@@ -571,6 +609,8 @@ def main() -> None:
             wlm_pace(os.path.abspath(a.examples), work, env, 60.0, 240.0)
         if a.only in (None, "mnist-pace"):
             mnist_pace(os.path.abspath(a.examples), work, env, 60.0, 180.0)
+        if a.only in (None, "imagenet-pace"):
+            imagenet_pace(os.path.abspath(a.examples), work, env, 60.0, 120.0)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,21 @@ def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
     plan.jobs[10]["alone"] = StallEstimate(1, 99, 0.08, 10)  # 3.75x: near enough, py-spy's
     a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
     assert (a["slowdown"], a["slowdown_from"]) == (3.75, "py-spy step times")
+    # with the workers' write calls read (9 a batch): their ratio is the slowdown, whatever the
+    # CPU a batch took (here 2.5 batches a second alone, 0.5 together: 5x, its CPU 4x)
+    plan.jobs[10]["alone"] = plan.jobs[20]["alone"] = StallEstimate(1, 99, None)
+    plan.jobs[10]["loader"] = [LoaderWork(float(t), ((11, t * 5 * 10**6, t * 40),),
+                                          ((11, round(t * 4.5)),)) for t in range(11)]
+    plan.jobs[10]["loader_alone"] = work_rate(LoaderWork(0.0, ((11, 0, 0),), ((11, 0),)),
+                                              LoaderWork(4.0, ((11, 80 * 10**6, 704),),
+                                                         ((11, 90),)))
+    a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
+    assert (a["slowdown"], a["slowdown_from"]) == (5.0, "loader batches")
+    v = plan._judge(engine, [10, 20])
+    assert any("a 5.00× (its workers' batches 5.00× (write calls), CPU 4.00×)" in ln
+               for ln in v["evidence_lines"])
+    check({"schema": diagnose_plan.SCHEMA, "verdict": None, "jobs": [a], "notes": []},
+          "diagnosis")
 
 
 def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():

@@ -137,3 +137,38 @@ def test_workers_are_the_processes_torch_named_loader_workers_where_any_is(monke
     assert workers_of(1, [5]) == [2, 4]
     tree[1] = [Proc(3), Proc(5)]  # an older torch names no process: all but the ranks
     assert workers_of(1, [5]) == [3]
+
+
+def test_batches_by_write_calls_are_the_slowdown_where_both_windows_hold_enough():
+    """PyTorch's dcgan beside a copy (the 2-core box): 9 write calls a batch, its worker's CPU
+    a batch up by 41 %. The write calls' ratio is its slowdown (its own iterations: 2.88×),
+    the CPU's (2.04×) is said beside it; too few write calls fall back to CPU and switches."""
+    alone, together = (60.0, 2.51, 600), (90.0, 1.84, 450)  # seconds, CPU-s, switches
+    got = loader_slowdown(together, alone, (108, 207))
+    assert got.slowdown == pytest.approx((207 / 60) / (108 / 90)) == got.by_writes
+    assert got.by_cpu == pytest.approx((2.51 / 60) / (1.84 / 90)) and got.agreement == 1.0
+    got = loader_slowdown(together, alone, (12, 207))  # fewer than MIN_WRITES together
+    assert got.by_writes is None and got.slowdown == pytest.approx(got.by_cpu)
+    assert loader_slowdown(together, alone, (None, 207)).by_writes is None  # not readable
+
+
+def test_write_calls_chain_through_readings_and_a_new_worker():
+    readings = [LoaderWork(0.0, ((11, 0, 0),), ((11, 100),)),
+                LoaderWork(0.5, ((11, 10**6, 10),), ((11, 118),)),
+                LoaderWork(1.0, ((12, 10**6, 6),), ((12, 27),))]  # a new worker: all its 27
+    rate, why = chain_rate(readings)
+    assert why is None and rate.writes == 18 + 27
+    rate, _ = chain_rate([LoaderWork(0.0, ((11, 0, 0),), ((11, 100),)),
+                          LoaderWork(0.5, ((11, 10**6, 10),))])  # its io not readable now
+    assert rate.writes is None
+
+
+def test_read_work_reads_each_workers_write_calls_where_readable(tmp_path):
+    for pid in (7, 9):
+        d = tmp_path / str(pid) / "task" / str(pid)
+        d.mkdir(parents=True)
+        (d / "schedstat").write_text("1000 5 3\n")
+        (d / "status").write_text("voluntary_ctxt_switches:\t4\n")
+    (tmp_path / "7" / "io").write_text("rchar: 1\nsyscw: 45\nread_bytes: 0\n")  # 9: not readable
+    w = read_work([7, 9], proc=str(tmp_path), clock=lambda: 1.0)
+    assert w.writes == ((7, 45),) and len(w.workers) == 2

@@ -1,18 +1,22 @@
-"""The work a job's data-loader workers have done so far: their CPU time and voluntary switches.
+"""The work a job's data-loader workers have done so far: CPU time, switches and write calls.
 
     w = read_work([4121, 4122])      # the job's loader worker processes (role "worker")
     ... later ...
     rate = work_rate(w, read_work([4121, 4122]))
 
 A loader worker makes one batch after another for the trainer and blocks when the trainer's
-queue is full, so the CPU time it spends and the times it gives up its CPU (voluntary context
-switches: a blocked `put`, a file read, a lock) per batch depend little on how fast the
-trainer consumes them: their rates are about the job's step rate times a constant, read from
-outside without its step times (issue 33: an intra-op pool that spins burns CPU in the
-trainer, not in its loader). `analyse/loader_rate.py` turns two rates into a slowdown.
+queue is full, so what it does per batch depends little on how fast the trainer consumes
+them: its rates are about the job's step rate times a constant, read from outside without its
+step times (issue 33: an intra-op pool that spins burns CPU in the trainer, not in its
+loader). The write calls it hands each batch over in (the pickled batch to the queue's pipe,
+the tensors' file descriptors to the trainer) are the same number every batch (PyTorch's
+dcgan: 9, alone and beside a copy); its CPU time and voluntary switches a batch move with the
+load beside it (dcgan: 0.109 s of CPU a batch alone, 0.154 s beside a copy).
+`analyse/loader_rate.py` turns two rates into a slowdown.
 
 Each worker process is read over all its threads: `/proc/PID/task/TID/schedstat` (ns on a
-CPU) and `/proc/PID/task/TID/status` (voluntary switches). A worker that is gone, or a set
+CPU), `/proc/PID/task/TID/status` (voluntary switches), and `/proc/PID/io` (`syscw`, the
+process's write calls; readable for one's own processes only). A worker that is gone, or a set
 of workers that changed between two readings far apart (a new epoch starts new workers unless
 `persistent_workers`), gives no rate across that step: `chain_rate` adds a run of close
 readings through new workers, and `WorkWatch` takes them while the caller waits elsewhere.
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from gputop_dl.collect.diskio import parse_io
 from gputop_dl.collect.procfs import read_proc
 from gputop_dl.collect.schedstat import parse_schedstat, parse_switches
 
@@ -39,6 +44,8 @@ class LoaderWork:
 
     t: float
     workers: tuple[tuple[int, int, int], ...]  # (pid, ns on a CPU, voluntary switches)
+    # (pid, write calls so far: syscw of /proc/PID/io) of the workers whose io was readable
+    writes: tuple[tuple[int, int], ...] = ()
 
     @property
     def pids(self) -> frozenset[int]:
@@ -53,6 +60,9 @@ class WorkRate:
     seconds: float
     cpu_s: float
     switches: int
+    # write calls in all, a fixed number a batch handed to the trainer (None: some worker's
+    # io was not readable)
+    writes: int | None = None
 
     @property
     def cores(self) -> float:
@@ -83,16 +93,28 @@ def _process(pid: int, proc: str) -> tuple[int, int] | None:
     return ran, vol
 
 
+def _writes(pid: int, proc: str) -> int | None:
+    """A process's write calls so far (None: its io is not readable: another user's)."""
+    try:
+        io = parse_io(read_proc(f"{proc}/{pid}/io"))
+    except OSError:
+        return None
+    return None if io is None else io[2]
+
+
 def read_work(pids: Iterable[int], proc: str = "/proc",
               clock: Callable[[], float] = time.monotonic) -> LoaderWork | None:
     """The loader workers' work so far; None when the job has none (it loads in its main
     process) or none could be read."""
-    rows = []
+    rows, writes = [], []
     for pid in sorted(set(pids)):
         got = _process(pid, proc)
         if got is not None:
             rows.append((pid, *got))
-    return LoaderWork(clock(), tuple(rows)) if rows else None
+            w = _writes(pid, proc)
+            if w is not None:
+                writes.append((pid, w))
+    return LoaderWork(clock(), tuple(rows), tuple(writes)) if rows else None
 
 
 def work_rate(a: LoaderWork | None, b: LoaderWork | None) -> tuple[WorkRate | None, str | None]:
@@ -117,18 +139,21 @@ def chain_rate(readings: Sequence[LoaderWork | None]) -> tuple[WorkRate | None, 
     if not rows:
         return None, NO_WORKERS
     best: WorkRate | None = None
-    start, ran, vol = rows[0], 0, 0
+    start, ran, vol, wr, known = rows[0], 0, 0, 0, True
     for a, b in zip(rows, rows[1:] + [None]):
         if b is not None and not (a.pids - b.pids and b.t - a.t > MAX_GAP_S):
             first = {p: (r, v) for p, r, v in a.workers}
             ran += sum(r - first.get(p, (0, 0))[0] for p, r, _ in b.workers)
             vol += sum(v - first.get(p, (0, 0))[1] for p, _, v in b.workers)
+            wrote = dict(a.writes)
+            wr += sum(w - wrote.get(p, 0) for p, w in b.writes)
+            known = known and len(b.writes) == len(b.workers) and len(a.writes) == len(a.workers)
             continue
         dt = a.t - start.t  # the run ends at `a`
         if dt > 0 and (best is None or dt > best.seconds):
-            best = WorkRate(dt, max(0, ran) / 1e9, max(0, vol))
+            best = WorkRate(dt, max(0, ran) / 1e9, max(0, vol), max(0, wr) if known else None)
         if b is not None:
-            start, ran, vol = b, 0, 0
+            start, ran, vol, wr, known = b, 0, 0, 0, True
     if best is None:
         return None, ("its loader workers were replaced meanwhile (a new epoch's workers)"
                       if len(rows) > 1 else "its loader workers were read once")

@@ -349,7 +349,8 @@ class DiagnosePlan(Plan):
         if tog is None or alone is None:
             return LoaderSlowdown(why=why or why_alone)
         return loader_slowdown((tog.seconds, tog.cpu_s, tog.switches),
-                               (alone.seconds, alone.cpu_s, alone.switches))
+                               (alone.seconds, alone.cpu_s, alone.switches),
+                               (tog.writes, alone.writes))
 
     def _not_alone(self, v: Verdict, live: list[int]) -> Verdict:
         """The solo windows that load outside the jobs slowed (analyse/outside_load.py)."""
@@ -416,7 +417,8 @@ class DiagnosePlan(Plan):
             got = self._loader(j) if self.probe else LoaderSlowdown()
             loader, loader_why = got.slowdown, got.why
             if loader is not None and (slowdown is None or _apart(slowdown, loader)):
-                slowdown, source, by = round(loader, 3), "probe", "loader work rate"
+                slowdown, source = round(loader, 3), "probe"
+                by = "loader batches" if got.by_writes is not None else "loader work rate"
             est = _est(self.estimates, j["name"], "slowdown")
             if slowdown is None and est is not None:
                 slowdown, source = est, ("own pace" if _est(self.estimates, j["name"], "pace_used")
@@ -489,6 +491,14 @@ def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEs
     return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
 
 
+def _loader_why(r: LoaderSlowdown) -> str:
+    """What a loader slowdown is made of: its batches (write calls) with its CPU beside them, or
+    its CPU with its switches."""
+    if r.by_writes is not None:
+        return f"its workers' batches {r.by_writes:.2f}× (write calls), CPU {_x(r.by_cpu)}"
+    return f"its workers' CPU {_x(r.by_cpu)}, switches {_x(r.by_switches)}"
+
+
 def _by_loader(evs: list[JobEvidence], host: HostEvidence, untimed: list[str],
                rated: dict[str, LoaderSlowdown], contradicted: dict[str, float]) -> Verdict:
     """The verdict on the slowdowns the loader measured for the jobs py-spy could not time
@@ -504,8 +514,7 @@ def _by_loader(evs: list[JobEvidence], host: HostEvidence, untimed: list[str],
         + ", ".join(n for n in untimed if n not in contradicted)
         + (", and contradicted by the loader for " + ", ".join(contradicted)
            if contradicted else "") + "): " + ", ".join(
-            f"{n} {rated[n].slowdown:.2f}× (its workers' CPU {rated[n].by_cpu:.2f}×, "
-            f"switches {rated[n].by_switches:.2f}×)" for n in untimed))
+            f"{n} {rated[n].slowdown:.2f}× ({_loader_why(rated[n])})" for n in untimed))
     return v.with_lines(*(
         f"{n}: py-spy's step times gave {s:.2f}×, its loader {rated[n].slowdown:.2f}×: more "
         f"than {CONTRADICT:g}× apart, so the loader's is kept (py-spy's step cycles are read from "
