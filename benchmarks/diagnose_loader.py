@@ -10,8 +10,11 @@ each job's figures are set beside its own rates:
 
 - together: its iterations a second over diagnose's observe phase and py-spy burst (from
   diagnose's start + 2 s to the first probe window), as the loader is read;
-- alone: over its own probe window, found in the stamps as the span when every other copy
-  printed nothing (they were paused), less its first 0.3 s;
+- alone: over its own probe window, the span when every other copy was stopped (state T,
+  looked at every 20 ms), less its first 0.3 s (before 2026-11-28 the span when every other
+  copy printed nothing: a copy beside the others prints every 1-3 s, so that span reached up
+  to that long into together time at both ends and read the truth low; its figure is in the
+  last column);
 - truth = alone / together, beside `slowdown` (`slowdown_from`: which measure gave it),
   `loader_slowdown` or `loader_why`, and the live estimate.
 
@@ -51,6 +54,48 @@ def paused_spans(ts: list[float], after: float) -> list[tuple[float, float]]:
     return [(a, b) for a, b in zip(ts, ts[1:]) if b - a >= GAP_S]
 
 
+class StopWatch:
+    """Each copy's stopped spans (state T in /proc/PID/stat, diagnose's SIGSTOP), looked at
+    every 20 ms: the probe windows exactly, where the others' stamps only bound them (a copy
+    beside the others prints every 1-3 s, so the gap in its stamps starts up to that long
+    before its pause and ends that long after it)."""
+
+    def __init__(self, pids: list[int]):
+        self.pids, self.looks = pids, []  # type: ignore[var-annotated]
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.02):
+            states = {}
+            for pid in self.pids:
+                try:
+                    with open(f"/proc/{pid}/stat", "rb") as f:
+                        data = f.read()
+                    states[pid] = data[data.rfind(b")") + 2:][:1] == b"T"
+                except OSError:
+                    states[pid] = False
+            self.looks.append((time.time(), states))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def alone(self, pid: int) -> tuple[float, float] | None:
+        """The longest span when every other copy was stopped, less its first 0.3 s."""
+        best, start = None, None
+        for t, st in self.looks:
+            others = all(v for p, v in st.items() if p != pid) and not st.get(pid)
+            if others and start is None:
+                start = t
+            elif not others and start is not None:
+                if best is None or t - start > best[1] - best[0]:
+                    best = (start, t)
+                start = None
+        return None if best is None or best[1] - best[0] < 1.3 else (best[0] + 0.3, best[1])
+
+
 def alone_span(i: int, stamps: list[list[float]], after: float) -> tuple[float, float] | None:
     """Copy i's probe window: the longest span when every other copy was in a pause at once,
     less its first 0.3 s (diagnose lets the pipeline settle)."""
@@ -73,7 +118,7 @@ Row = TypedDict("Row", {
     "scenario": str, "example": str, "together": "float | None", "alone": "float | None",
     "truth": "float | None", "slowdown": "float | None", "from": "str | None",
     "loader": "float | None", "why": "str | None", "estimate": "float | None", "ratios": str,
-    "verdict": "str | None"})
+    "verdict": "str | None", "truth_stamps": "float | None"})
 
 
 def scenario(name: str, seconds: float, env: dict[str, str]) -> list[Row]:
@@ -91,12 +136,15 @@ def scenario(name: str, seconds: float, env: dict[str, str]) -> list[Row]:
             time.sleep(0.2)
         time.sleep(2)
         t0 = time.time()
+        stopped = StopWatch([p.pid for p in procs])
         out = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--seconds",
                               str(seconds), "--json", "--pid",
                               ",".join(str(p.pid) for p in procs)],
                              capture_output=True, text=True, env=env, timeout=seconds + 120)
         time.sleep(3)  # every copy prints again: the last probe window's end shows
     finally:
+        if "stopped" in locals():
+            stopped.stop()
         for p in procs:
             p.kill()
     if out.returncode != 0:
@@ -104,7 +152,8 @@ def scenario(name: str, seconds: float, env: dict[str, str]) -> list[Row]:
         return []
     doc = json.loads(out.stdout)
     stamps = [vt.stamps("".join(ln)) for ln in lines]
-    windows = [alone_span(i, stamps, t0) for i in range(len(procs))]
+    windows = [stopped.alone(p.pid) for p in procs]  # exact (SIGSTOP seen); the stamps' bound:
+    bounds = [alone_span(i, stamps, t0) for i in range(len(procs))]
     first_pause = min((w[0] - 0.3 for w in windows if w), default=None)
     rows: list[Row] = []
     by_pid = {j["pid"]: j for j in doc["jobs"]}
@@ -113,15 +162,20 @@ def scenario(name: str, seconds: float, env: dict[str, str]) -> list[Row]:
         j = by_pid.get(p.pid, {})
         tog = vt.rate(stamps[i], t0 + 2, first_pause - 0.3) if first_pause else None
         alone = vt.rate(stamps[i], *windows[i]) if windows[i] else None
+        b = bounds[i]
+        a_b = vt.rate(stamps[i], *b) if b else None
         m = re.search(re.escape(j.get("name", "?")) + r" [0-9.]+× \(its workers' CPU ([0-9.]+)×, "
-                      r"switches ([0-9.]+)×\)", lines_v)
+                      r"switches ([0-9.]+)×\)", lines_v) or re.search(
+            re.escape(j.get("name", "?")) + r" [0-9.]+× \(its workers' batches ([0-9.]+)× "
+            r"\(write calls\), CPU ([0-9.–]+)×?\)", lines_v)
         row: Row = {"scenario": name, "example": e, "together": tog, "alone": alone,
                     "truth": alone / tog if alone and tog else None,
                     "slowdown": j.get("slowdown"), "from": j.get("slowdown_from"),
                     "loader": j.get("loader_slowdown"), "why": j.get("loader_why"),
                     "estimate": j.get("estimated_slowdown"),
                     "ratios": f"{m.group(1)} / {m.group(2)}" if m else "–",
-                    "verdict": (doc.get("verdict") or {}).get("kind")}
+                    "verdict": (doc.get("verdict") or {}).get("kind"),
+                    "truth_stamps": a_b / tog if a_b and tog else None}
         rows.append(row)
     return rows
 
@@ -141,9 +195,9 @@ def main() -> None:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
     print(f"load {os.getloadavg()[0]:.1f}; OMP_WAIT_POLICY {env.get('OMP_WAIT_POLICY', 'unset')}\n")
     print("| scenario | script | together it/s | alone it/s (its probe window) | true slowdown "
-          "| diagnose's slowdown | from | loader | its CPU / switch ratios | estimate "
-          "| loader / truth | verdict |")
-    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
+          "| diagnose's slowdown | from | loader | its CPU / switch (or batch / CPU) ratios | estimate "
+          "| loader / truth | verdict | true slowdown by the stamps' bounds |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|")
     for name in a.only or SCENARIOS:
         for r in scenario(name, a.seconds, env):
             ratio = r["loader"] / r["truth"] if r["loader"] and r["truth"] else None
@@ -151,7 +205,7 @@ def main() -> None:
                   f"| {_f(r['truth'])} | {_f(r['slowdown'])} | {r['from'] or 'estimate'} | "
                   f"{_f(r['loader']) if r['loader'] else r['why']} | {r['ratios']} | "
                   f"{_f(r['estimate'])} | "
-                  f"{_f(ratio)} | {r['verdict']} |", flush=True)
+                  f"{_f(ratio)} | {r['verdict']} | {_f(r['truth_stamps'])} |", flush=True)
     print(f"\nload {os.getloadavg()[0]:.1f}")
 
 

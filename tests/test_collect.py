@@ -82,6 +82,8 @@ def test_parse_stat_counts_fields_after_the_last_paren():
     st = parse_stat(f"42 (a b) c)) R{tail}\n".encode())  # comm "a b) c)"
     assert st == Stat(cpu=500 / procs._TICK, rss=25 * procs._PAGE, threads=7,
                       start=procs._BOOT + 500 / procs._TICK, state="R", majflt=12, blkio=42)
+    assert not st.loader
+    assert parse_stat(f"43 (pt_data_worker) S{tail}".encode()).loader  # torch's loader worker
     assert parse_stat(f"42 (x) Z{tail}".encode()) is None  # a zombie
     assert parse_stat(b"42 (x) R 1 2") is None  # malformed
 

@@ -320,6 +320,15 @@ def test_a_loaders_write_calls_are_its_workers_not_its_trainers(tmp_path):
     assert dict(io.writes_ps) == {10: 400.0, 11: 9.0, 12: 4.5}
     assert io_fields(SimpleNamespace(io=io), {10})["loader_writes_per_s"] == 13.5
     assert io_fields(SimpleNamespace(io=io), {10, 11, 12})["loader_writes_per_s"] is None
+    # where some are named pt_data_worker (torch's DataLoader workers), only theirs count: the
+    # other child is a logger's service process, writing on its own clock
+    fake.set(11, 0, 0, open_data=False, syscw=86)
+    fake.set(12, 0, 0, open_data=False, syscw=179)
+    fake.set(13, 0, 0, open_data=False, syscw=40)
+    named = {10: stat("S"), 11: stat("S")._replace(loader=True), 12: stat("S"), 13: stat("S")}
+    reader.read(named, now=4.0)  # read every READ_EVERY (2) ticks: this one repeats the last
+    io = reader.read(named, now=5.0)
+    assert dict(io.writes_ps) == {11: 9.0}
     fake.set(14, 0, 0, open_data=False)  # no syscw in its file: unknown, never 0
     other = DiskReader(14, proc=str(tmp_path / "proc"), read=lambda p, *a: open(p, "rb").read())
     other.read({14: stat("S")}, now=1.0)

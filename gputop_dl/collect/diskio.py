@@ -179,6 +179,10 @@ class DiskReader:
         last, t_last = self._last, self._t
         self._last, self._t = cur, now
         rates = self._rates(cur, last, t_last, now, blocked, note)
+        named = {pid for pid, st in stats.items() if st.loader}
+        if named:  # its DataLoader workers, named so: a helper's writes are not batches
+            rates = dataclasses.replace(rates, writes_ps=tuple(
+                (pid, w) for pid, w in rates.writes_ps if pid in named))
         if self._ticks % FILES_RECHECK == 0:  # switched off since? then unknown, never 0
             self._delayacct = delayacct_on(read=self._sysctl)
         every = FILES_RECHECK if self._device is not None else FILES_EVERY

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from gputop_dl.collect import procs
 from gputop_dl.collect.diskio import parse_io
 from gputop_dl.collect.procfs import read_proc
 from gputop_dl.collect.schedstat import parse_schedstat, parse_switches
@@ -160,7 +161,7 @@ def chain_rate(readings: Sequence[LoaderWork | None]) -> tuple[WorkRate | None, 
     return best, None
 
 
-LOADER_NAME = "pt_data_worker"  # what torch names a DataLoader worker process (2.x)
+LOADER_NAME = procs.LOADER_NAME.decode()  # what torch names a DataLoader worker process (2.x)
 
 
 def workers_of(root: int, not_workers: Iterable[int] = ()) -> list[int]:

@@ -93,6 +93,12 @@ class Stat(NamedTuple):
     # writes 0 there while kernel.task_delayacct is off: collect/diskio.py turns that into
     # "unknown" (null), never a measured 0
     blkio: int | None = None
+    # named "pt_data_worker" (what torch 2.x calls a DataLoader worker process): a loader
+    # worker, not a logger's or a compiler's helper (collect/diskio.py's batches)
+    loader: bool = False
+
+
+LOADER_NAME = b"pt_data_worker"
 
 
 def parse_stat(data: bytes) -> Stat | None:
@@ -104,7 +110,8 @@ def parse_stat(data: bytes) -> Stat | None:
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
                     threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK,
                     state=f[0].decode("ascii", "replace"), majflt=int(f[9]),
-                    blkio=int(f[39]) if len(f) > 39 else None)
+                    blkio=int(f[39]) if len(f) > 39 else None,
+                    loader=data[data.find(b"(") + 1:data.rfind(b")")] == LOADER_NAME)
     except (IndexError, ValueError):
         return None
 
