@@ -277,12 +277,13 @@ def dcgan(examples: str, work: str, env: dict[str, str], seconds: float) -> None
 def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
     """Two dcgan copies by hand (torch's default, spinning pools) judged by `diagnose` with its
     probe: each job's slowdown (from py-spy's step times or its loader's work rate) beside
-    its own rate alone (its probe window) over together (before the first window), both from
-    the arrival of its per-iteration lines (issue 33)."""
-    from diagnose_loader import alone_span
+    its own rate alone (its probe window: when the other copy was stopped) over together
+    (before the first window), both from the arrival of its per-iteration lines (issue 33)."""
+    from diagnose_loader import StopWatch, alone_span
 
     script = os.path.join(examples, "dcgan", "main.py")
     procs, stamps = _start_dcgans(script, work, env, 2, "dcgan-probe")
+    stopped = StopWatch([p.pid for p in procs])  # the probe windows, exactly
     try:
         _warm(stamps)
         t0 = time.time()
@@ -290,6 +291,7 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
                   ",".join(str(p.pid) for p in procs), env=env, timeout=seconds + 300)
         time.sleep(8)  # a copy's next line after the last window shows where that window ended
     finally:
+        stopped.stop()
         kill_groups(procs)
     print(f"## dcgan/main.py x2 by hand (spinning pools), judged by diagnose --seconds {seconds:g}"
           " with its probe\n")
@@ -298,22 +300,26 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
         return
     doc = json.loads(out.stdout)
     v = doc["verdict"] or {}
-    windows = [alone_span(i, stamps, t0) for i in range(2)]
+    windows = [stopped.alone(p.pid) for p in procs]
+    bounds = [alone_span(i, stamps, t0) for i in range(2)]  # the others' output gaps, as before
     first = min((w[0] - 0.3 for w in windows if w), default=None)
     print(f"verdict: {v.get('kind')} (confidence {v.get('confidence')})\n")
     print("| job | together it/s | alone it/s (its window) | true slowdown | diagnose | from | "
-          "loader | estimate |")
-    print("|---|---:|---:|---:|---:|---|---:|---:|")
+          "loader | estimate | true slowdown by the output gaps (before 2026-11-28) |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     jobs = {j["pid"]: j for j in doc["jobs"]}
     for i, p in enumerate(procs):
         j = jobs.get(p.pid, {})
         tog = _rate(stamps[i], t0 + 2, first - 0.3) if first else None
         alone = _rate(stamps[i], *windows[i]) if windows[i] else None
         truth = alone / tog if alone and tog else None
+        b = bounds[i]
+        by_gaps = _rate(stamps[i], *b) if b else None
         print(f"| dcgan {i + 1} | {_n(tog)} | {_n(alone)} | {_n(truth)} | {_n(j.get('slowdown'))} "
               f"| {j.get('slowdown_from') or 'estimate'} | "
               f"{_n(j.get('loader_slowdown')) if j.get('loader_slowdown') else j.get('loader_why')} "
-              f"| {_n(j.get('estimated_slowdown'))} |")
+              f"| {_n(j.get('estimated_slowdown'))} | "
+              f"{_n(by_gaps / tog if by_gaps and tog else None)} |")
     for line in v.get("evidence_lines") or []:
         if "loader" in line:
             print(f"\n- {line}")

@@ -1,15 +1,19 @@
 """A job's pace beside other jobs against its own pace while it ran alone: its loader's work rate.
 
 A DataLoader worker makes one batch after another and blocks when the trainer's queue is full,
-so the CPU its workers use per second follows the trainer's pace, whatever slows the trainer
+so what its workers do per second follows the trainer's pace, whatever slows the trainer
 (docs/validation.md, "Slowdown from the loader": `diagnose`'s probe measures it by pausing the
 other jobs). The live judge pauses nothing; it can keep that rate from the ticks when a job was
-the only training job running, and divide once others run beside it:
+the only training job running, and divide once others run beside it. The rate is the workers'
+write calls a second (`JobSample.loader_writes_per_s`: a fixed number per batch handed over,
+so a count of its batches; MIN_WRITES or more alone), and where those are not read (another
+user's workers) their CPU cores (which a batch takes more or less of beside other jobs):
 
-    pace slowdown = mean(workers' cores, ticks alone) / mean(workers' cores, last ticks)
+    pace slowdown = mean(workers' write calls/s, ticks alone) / mean(the same, last ticks)
+                    (else the same of the workers' cores)
 
-(means, not medians: a worker's CPU comes a batch at a time, so a tick holds one batch's work,
-two or none; the mean over the window is its rate, a median of such steps is not. The workers'
+(means, not medians: a worker's work comes a batch at a time, so a tick holds one batch, two
+or none; the mean over the window is its rate, a median of such steps is not. The workers'
 cores are their main threads' schedstat ns over the time since their last reading, so a tick
 that was not read (a quiet one) is left out, not counted as 0)
 
@@ -168,7 +172,7 @@ def _r(x: float | None) -> float | None:
 @dataclass
 class _Track:
     seen: int = 0
-    workers: bool = False  # its workers' cores were read on some tick
+    workers: bool = False  # its workers' cores or write calls were read on some tick
     alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
     now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
     # its workers' write calls a second, alone and beside others (its batches: see above)
