@@ -15,6 +15,9 @@ from gputop_dl.analyse import twins
     ("python main.py --save-model --epochs 2", "python main.py --epochs 2"),
     ("python main.py --lr 0.1 --weight-decay 1e-4 --epochs 90 --beta1 0.5",
      "python main.py --lr=0.01 --weight_decay 5e-4 --epochs 30 --beta1 0.9"),
+    ("python fit.py --max_epochs 3 --max-steps 100", "python fit.py --max_epochs 5"),
+    ("python run.py --num_train_epochs 1 --max_steps 50", "python run.py --num_train_epochs 3"),
+    ("python mt.py dcgan --seconds 150", "python mt.py dcgan --seconds 100"),
 ])
 def test_twins_differ_only_in_where_they_write_their_name_seed_optimizer_or_length(a, b):
     assert twins.key(a) == twins.key(b)

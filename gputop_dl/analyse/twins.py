@@ -20,11 +20,15 @@ import shlex
 # optimizer's figures and the run's length, which leave a step's work as it is (prefixes of the
 # option's name without its dashes, "-" and "_", lowercased: "--outf", "--output-dir",
 # "--save_dir", "--seed", "--manualSeed", "--run-name", "--log-interval", "--lr",
-# "--weight-decay", "--epochs" are left out; "--batch-size", "--arch", "--amp" are not)
+# "--weight-decay", "--epochs", "--max_steps", "--num_train_epochs" are left out;
+# "--batch-size", "--arch", "--amp" are not)
 IGNORED = ("outf", "output", "outdir", "outpath", "save", "log", "seed", "manualseed", "name",
            "run", "exp", "ckpt", "checkpoint", "wandb", "tensorboard", "project", "tag", "notes",
            "resume", "lr", "learningrate", "momentum", "weightdecay", "wd", "beta", "gamma",
-           "epoch", "niter")
+           # the run's length (Lightning's max_epochs/max_steps/max_time, transformers'
+           # num_train_epochs/max_steps, a time budget)
+           "epoch", "niter", "maxepoch", "maxstep", "maxtime", "maxiter", "numepoch",
+           "numtrainepoch", "nepoch", "seconds", "duration", "timelimit")
 
 
 def _option(tok: str) -> str | None:
