@@ -15,6 +15,10 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
   there: "unknown" (None), never 0; the switch is read again every `FILES_RECHECK` ticks);
 - the filesystem the job reads from: the device of the regular files its processes hold open
   (`/proc/PID/fd`, once it has read from storage), named from `/proc/self/mountinfo`.
+- `syscw` in the same `/proc/PID/io`: each process's write calls a second (`writes_ps`), of
+  which a job's loader workers' (those named `pt_data_worker` where any is) are its batches
+  handed to the trainer, a fixed number each (`io_fields`' `loader_writes_per_s`;
+  analyse/own_pace.py).
 
 Faults never raise: a process gone between two reads is dropped, an unreadable file is a note.
 """
