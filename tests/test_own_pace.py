@@ -376,11 +376,12 @@ def test_a_slow_loaders_window_holds_eight_of_its_batches():
     and its pace moved ±30 % from tick to tick; the window goes back until it holds NOW_BUSY
     busy ticks (48 here), up to NOW_MAX. A loader busy every tick keeps NOW_TICKS."""
     slow = deque([0.1 if i % 6 == 0 else 0.0 for i in range(O.NOW_MAX)], maxlen=O.NOW_MAX)
-    got = O._recent(slow)
+    idle = O.MIN_CORES / 50
+    got = O._recent(slow, idle)
     assert len(got) == 48 and sum(x > 0 for x in got) == O.NOW_BUSY  # back to the 8th batch
-    assert len(O._recent(deque([0.1] * O.NOW_MAX))) == O.NOW_TICKS
-    assert len(O._recent(deque([0.0] * O.NOW_MAX))) == O.NOW_MAX  # idle: all it has
-    assert O._recent(deque([0.1] * 5)) == (0.1,) * 5
+    assert len(O._recent(deque([0.1] * O.NOW_MAX), idle)) == O.NOW_TICKS
+    assert len(O._recent(deque([0.0] * O.NOW_MAX), idle)) == O.NOW_MAX  # idle: all it has
+    assert O._recent(deque([0.1] * 5), idle) == (0.1,) * 5
     # the pace over that window: one reading of 0.1 in 6 against 0.05 alone is 3.0×
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):

@@ -170,19 +170,31 @@ def _r(x: float | None) -> float | None:
 
 
 @dataclass
+class _Rate:
+    """One measure of a job's loader pace (its workers' write calls a second, or their cores):
+    its readings alone, beside other jobs now, and its last window beside them once alone again."""
+
+    least: float  # a reference alone needs this much or more; a window under least / 50 is idle
+    alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
+    now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
+    beside: tuple[float, ...] = ()
+
+    def ref(self) -> float | None:
+        return statistics.fmean(self.alone) if self.alone else None
+
+    def recent(self) -> tuple[float, ...]:
+        return _recent(self.now, self.least / 50)
+
+
+@dataclass
 class _Track:
     seen: int = 0
     workers: bool = False  # its workers' cores or write calls were read on some tick
-    alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
-    now: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
-    # its workers' write calls a second, alone and beside others (its batches: see above)
-    walone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
-    wnow: deque[float] = field(default_factory=lambda: deque(maxlen=NOW_MAX))
+    writes: _Rate = field(default_factory=lambda: _Rate(MIN_WRITES))  # its batches (see above)
+    cores: _Rate = field(default_factory=lambda: _Rate(MIN_CORES))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others
-    beside: tuple[float, ...] = ()  # its last window beside others, kept once alone again
-    wbeside: tuple[float, ...] = ()  # ... of its write calls
-    beside_until: float | None = None
+    beside_until: float | None = None  # ... of its last window beside them, once alone again
     alone_since: int = 0  # readings alone since that window
     last_step: float | None = None  # the last step time seen (a new reading is a new value)
     steps_alone: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_REF))
@@ -236,29 +248,28 @@ class OwnPace:
             if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
                 tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
             tr.last_step = s if s is not None else tr.last_step
+            rates = ((tr.cores, c), (tr.writes, w))
             if alone:
-                if len(tr.now) >= NOW_MIN or len(tr.wnow) >= NOW_MIN:  # the others are gone:
-                    # keep how it ran beside them
-                    tr.beside, tr.wbeside = _recent(tr.now), _recent(tr.wnow, MIN_WRITES / 50)
+                if any(len(r.now) >= NOW_MIN for r, _ in rates):  # the others are gone: keep
+                    for r, _ in rates:  # how it ran beside them
+                        r.beside = r.recent()
                     tr.beside_until, tr.alone_since = tr.beside_t, 0
-                tr.now.clear()
-                tr.wnow.clear()
+                for r, _ in rates:
+                    r.now.clear()
                 tr.step_now = tr.step_over = None
                 if (c is not None or w is not None) and tr.seen > SETTLE:
-                    if c is not None:
-                        tr.alone.append(c)
-                    if w is not None:
-                        tr.walone.append(w)
+                    for r, x in rates:
+                        if x is not None:
+                            r.alone.append(x)
                     tr.alone_until = t
                     tr.alone_since += 1
                 tr.last_alone = t
                 self._lend(j, tr)
             else:
                 tr.beside_t = t
-                if c is not None and tr.seen > SETTLE:
-                    tr.now.append(c)
-                if w is not None and tr.seen > SETTLE:
-                    tr.wnow.append(w)
+                for r, x in rates:
+                    if x is not None and tr.seen > SETTLE:
+                        r.now.append(x)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
             if twin is not None and j.command:
@@ -291,7 +302,7 @@ def _twin_key(j: JobSample, command: str) -> TwinKey:
     return twins.key(command), j.cwd, j.user, j.container
 
 
-def _recent(now: deque[float], idle: float = MIN_CORES / 50) -> tuple[float, ...]:
+def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
     """The readings beside the others that are its pace now: the last NOW_TICKS, or back as far
     as holds NOW_BUSY in which its loader worked (above `idle`; see the module docstring)."""
     n = busy = 0
@@ -309,7 +320,7 @@ def _until(tr: _Track) -> float | None:
 
 
 def _has_ref(tr: _Track) -> bool:
-    return (len(tr.alone) >= REF_MIN or len(tr.walone) >= REF_MIN
+    return (len(tr.cores.alone) >= REF_MIN or len(tr.writes.alone) >= REF_MIN
             or len(tr.steps_alone) >= STEP_REF_MIN)
 
 
@@ -321,21 +332,20 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
     alone lent by a twin, for a track without its own."""
     if twin is not None:  # its track with the twin's readings alone (read, never changed)
-        lent = dataclasses.replace(tr, alone=twin.track.alone, walone=twin.track.walone,
-                                   steps_alone=twin.track.steps_alone,
-                                   alone_until=_until(twin.track))
+        lent = dataclasses.replace(
+            tr, cores=dataclasses.replace(tr.cores, alone=twin.track.cores.alone),
+            writes=dataclasses.replace(tr.writes, alone=twin.track.writes.alone),
+            steps_alone=twin.track.steps_alone, alone_until=_until(twin.track))
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
-    ref = statistics.fmean(tr.alone) if tr.alone else None
-    recent = _recent(tr.now)
+    ref, wref = tr.cores.ref(), tr.writes.ref()
+    recent, wrecent = tr.cores.recent(), tr.writes.recent()
     now = statistics.fmean(recent) if recent else None
-    wref = statistics.fmean(tr.walone) if tr.walone else None
-    wrecent = _recent(tr.wnow, MIN_WRITES / 50)
     wnow = statistics.fmean(wrecent) if wrecent else None
 
     def out(slowdown: float | None, why: str | None = None, source: str = "loader") -> Pace:
         batches = source == "batches"
         return Pace(slowdown, alone_cores=ref, now_cores=now,
-                    alone_ticks=len(tr.walone if batches else tr.alone),
+                    alone_ticks=len((tr.writes if batches else tr.cores).alone),
                     now_ticks=len(wrecent if batches else recent), alone_until=tr.alone_until,
                     why=why, source=source, alone_writes=wref, now_writes=wnow)
 
@@ -345,7 +355,7 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
         if earlier is None:
             return p
         return dataclasses.replace(p, earlier=earlier[0], earlier_ago=earlier[1])
-    loader = _by_batches(tr, wref, wnow, out) or _by_loader(tr, ref, now, out)
+    loader = _by_loader(tr, out)
     if loader.slowdown is not None or not tr.steps_alone:
         return loader
     steps = _by_steps(tr, t)
@@ -383,47 +393,49 @@ def _earlier(tr: _Track) -> tuple[float, float] | None:
     if tr.beside_until is None or tr.alone_until is None:
         return None
     ago = round(tr.alone_until - tr.beside_until, 1)
-    for alone, beside, least in ((tr.walone, tr.wbeside, MIN_WRITES),
-                                 (tr.alone, tr.beside, MIN_CORES)):
-        ref = statistics.fmean(alone) if len(alone) >= REF_MIN else None
-        was = statistics.fmean(beside) if beside else None
-        if ref is not None and was is not None and ref >= least and was >= least / 50:
+    for r in (tr.writes, tr.cores):
+        ref = r.ref() if len(r.alone) >= REF_MIN else None
+        was = statistics.fmean(r.beside) if r.beside else None
+        if ref is not None and was is not None and ref >= r.least and was >= r.least / 50:
             return round(ref / was, 3), ago
     return None
 
 
-def _by_batches(tr: _Track, ref: float | None, now: float | None,
-                out: Callable[..., Pace]) -> Pace | None:
-    """A track's pace by its loader's write calls, a fixed number a batch (see the module
-    docstring); None where they cannot pace it (not read alone, or too few beside the others):
-    its loader's cores may."""
-    if len(tr.walone) < REF_MIN or ref is None or ref < MIN_WRITES or len(tr.wnow) < NOW_MIN:
-        return None
-    if now is None or now < MIN_WRITES / 50:
-        return out(None, "its loader handed its trainer no batch in the last readings",
-                   source="batches")
-    return out(round(ref / now, 3), source="batches")
-
-
-def _by_loader(tr: _Track, ref: float | None, now: float | None,
-               out: Callable[..., Pace]) -> Pace:
-    """A track's pace by its loader workers' cores (see the module docstring)."""
+def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
+    """A track's pace by its loader: its batches (write calls) where they pace it, else its
+    workers' cores (see the module docstring)."""
     if not tr.workers:
         return out(None, "no loader worker processes, and no step time of it alone, to pace "
                          "it by")
-    if not tr.alone and len(tr.walone) >= REF_MIN:  # its batches were read alone, not its cores
-        return out(None, f"{len(tr.wnow)} of {NOW_MIN} readings beside the others")
-    if len(tr.alone) < REF_MIN:
+    batches, decided = _by_rate(tr.writes, out, "batches")
+    if decided:
+        return batches
+    cores, _ = _by_rate(tr.cores, out, "loader")
+    # its batches were read alone, not its cores: they say what it lacks
+    return batches if not tr.cores.alone and len(tr.writes.alone) >= REF_MIN else cores
+
+
+def _by_rate(r: _Rate, out: Callable[..., Pace], source: str) -> tuple[Pace, bool]:
+    """A track's pace by one measure of its loader, and whether that measure decides it (a
+    reference alone and enough readings beside the others)."""
+    batches = source == "batches"
+    if len(r.alone) < REF_MIN:
         return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
-                         "compare" if not tr.alone else f"{len(tr.alone)} of {REF_MIN} readings "
-                                                        "of it alone")
-    if ref is None or ref < MIN_CORES:
-        return out(None, f"its loader used {ref or 0:.3f} cores alone: too little to pace")
-    if now is None or len(tr.now) < NOW_MIN:
-        return out(None, f"{len(tr.now)} of {NOW_MIN} readings beside the others")
-    if now < MIN_CORES / 50:
-        return out(None, "its loader did no work in the last readings")
-    return out(round(ref / now, 3))
+                         "compare" if not r.alone else f"{len(r.alone)} of {REF_MIN} readings "
+                                                       "of it alone", source), False
+    ref = statistics.fmean(r.alone)
+    if ref < r.least:
+        return out(None, f"its loader handed over {ref:.2f} write calls a second alone: too "
+                         "few to pace" if batches else
+                         f"its loader used {ref:.3f} cores alone: too little to pace",
+                   source), False
+    if len(r.now) < NOW_MIN:
+        return out(None, f"{len(r.now)} of {NOW_MIN} readings beside the others", source), False
+    now = statistics.fmean(r.recent())
+    if now < r.least / 50:
+        return out(None, "its loader handed its trainer no batch in the last readings"
+                   if batches else "its loader did no work in the last readings", source), True
+    return out(round(ref / now, 3), source=source), True
 
 
 def earlier_line(name: str, p: Pace) -> str:
