@@ -2,6 +2,7 @@
 
     python benchmarks/own_pace.py [--only mnist] [--alone-s 40] [--together-s 45] [--wait-policy passive]
     python benchmarks/own_pace.py --after [--only mnist]   # the last copy alone after the others
+    python benchmarks/own_pace.py --stored [--only dcgan]   # each alone in an earlier monitor run
 
 Ground truth: tests/external/mt_examples.py (PyTorch's dcgan, mnist and word_language_model
 examples shrunk; `torch.set_num_threads(2)`, one loader worker, a timestamp per iteration), as
@@ -23,6 +24,14 @@ only). The first copy ran alone, so the live judge keeps its loader's pace alone
 `--after`: every copy at once, the others ending after `--together-s`, the last copy alone for
 `--alone-s` more: its pace then (the `alone` verdict's `earlier_slowdown`: how much slower it
 ran beside them) against its own rate alone over together.
+
+`--stored`: two monitor runs, recording into a scratch session database, as a user who tried
+each script alone one day and starts them together the next: in the first, each example of the
+scenario runs alone for `--alone-s` in turn (one after another), then that monitor stops; in
+the second, a new monitor, every copy is started at the same moment, none ever alone, for
+`--together-s`. Each copy is paced by the stored run of its command (engine/pace_refs.py,
+`stored_age_s`): its truth is its example's own rate alone in the first run over its own rate
+together (after every copy's warm-up), its live slowdown the median over that span once paced.
 
 Run it under the box's lock (`flock /tmp/gputop-box.lock ...`). Prints a Markdown table and
 the load average.
@@ -53,10 +62,13 @@ from tests.fakes.by_hand import only_found  # noqa: E402
 
 
 @contextlib.contextmanager
-def watching(pids: set[int], on: Callable[[Any], None]) -> Iterator[None]:
+def watching(pids: set[int], on: Callable[[Any], None], store: str | None = None
+             ) -> Iterator[None]:
     """The monitor's engine at 1 s in this process, judging only the jobs whose root PIDs are in
-    `pids` (a set the caller fills as it starts them), `on(snapshot)` each tick; stopped after."""
-    eng = monitor_engine(Nvml(), interval=1.0, record=False, found=only_found(pids))
+    `pids` (a set the caller fills as it starts them), `on(snapshot)` each tick; stopped after.
+    `store`: it records there (and keeps and reads stored paces alone); else nothing."""
+    eng = monitor_engine(Nvml(), interval=1.0, record=store is not None, store_path=store,
+                         found=only_found(pids))
     eng.subscribe(on)
     eng.start()
     try:
@@ -248,6 +260,85 @@ def after(examples: tuple[str, ...], together_s: float, alone_s: float) -> After
             "together_rate": tog, "earlier": earlier}
 
 
+class Stored(TypedDict):
+    """One copy started with the others, paced by its command's stored run alone."""
+
+    example: str
+    alone_rate: float | None  # its example's own rate alone, in the first monitor run
+    together_rate: float | None
+    truth: float | None
+    slowdown: float | None
+    sources: list[str]
+    ticks: int
+    stored_age_s: float | None
+    why: str | None
+
+
+def stored(examples: tuple[str, ...], alone_s: float, together_s: float) -> list[Stored]:
+    """Each example alone in turn under a recording monitor; then, under a new one, every copy
+    started at once (see the module docstring)."""
+    import tempfile
+
+    alone_rates: dict[str, float | None] = {}
+    with tempfile.TemporaryDirectory(prefix="gputop-stored-") as tmp:
+        db = os.path.join(tmp, "sessions.db")
+        pids: set[int] = set()
+        for e in dict.fromkeys(examples):  # each distinct example alone, one after another
+            copies = Copies(pids)
+            try:
+                with watching(pids, lambda _snap: None, store=db):
+                    copies.start(e, alone_s + 60)
+                    while not started(copies.lines[0]) and copies.procs[0].poll() is None:
+                        time.sleep(0.2)
+                    time.sleep(alone_s)
+                    t_end = time.time()
+            finally:
+                copies.close()
+            ts = copies.stamps()[0]
+            alone_rates[e] = rate(ts, ts[3] if len(ts) > 3 else t_end, t_end)
+        ticks: list = []
+
+        def on(snap) -> None:
+            v = snap.verdict or {}
+            ticks.append((time.time(), len(snap.jobs), {j.pid: j for j in snap.jobs},
+                          (v.get("evidence") or {}).get("own_pace") or {}))
+
+        pids = set()
+        copies = Copies(pids)
+        try:
+            with watching(pids, on, store=db):
+                for e in examples:
+                    copies.start(e, together_s + 60)
+                time.sleep(together_s)
+                t_end = time.time()
+        finally:
+            copies.close()
+    ts = copies.stamps()
+    lo = max(t[3] for t in ts if len(t) > 3)
+    hi = min(min(t[-1] for t in ts if t), t_end)
+    out: list[Stored] = []
+    for i, e in enumerate(examples):
+        pid = copies.procs[i].pid
+        got, src, last = [], set(), None
+        for t, n, jobs, pace in ticks:
+            j = jobs.get(pid)
+            if j is None or not (lo <= t <= hi) or n < len(examples):
+                continue
+            last = pace.get(j.name) or last
+            p = pace.get(j.name) or {}
+            if p.get("slowdown") is not None and j.slowdown is not None:
+                got.append(j.slowdown)
+                src.add(j.slowdown_source)
+        tr, ar = rate(ts[i], lo, hi), alone_rates.get(e)
+        out.append({"example": e, "alone_rate": ar, "together_rate": tr,
+                    "truth": ar / tr if ar and tr else None,
+                    "slowdown": statistics.median(got) if got else None,
+                    "sources": sorted(src), "ticks": len(got),
+                    "stored_age_s": (last or {}).get("stored_age_s"),
+                    "why": (last or {}).get("why")})
+    return out
+
+
 def _f(x, f: str = ".2f") -> str:
     return "–" if x is None else format(x, f)
 
@@ -268,9 +359,32 @@ def main() -> None:
     ap.add_argument("--wait-policy", default=None, help="OMP_WAIT_POLICY for the scripts")
     ap.add_argument("--after", action="store_true",
                     help="all at once, the last copy alone after the others end: its earlier pace")
+    ap.add_argument("--stored", action="store_true",
+                    help="each script alone under one monitor, then all at once under another: "
+                         "paced by the stored runs")
     a = ap.parse_args()
     if a.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = a.wait_policy
+    if a.stored:
+        print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+        print("| scenario (all at once; each alone in an earlier monitor run) | copy | alone it/s "
+              "(earlier run) | together it/s | true slowdown | gputop-dl live | from | stored "
+              "run's age | live / truth | within 25 % |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for name, examples in SCENARIOS.items():
+            if a.only and a.only not in name:
+                continue
+            for k, r in enumerate(stored(examples, a.alone_s, a.together_s), 1):
+                ratio = r["slowdown"] / r["truth"] if r["slowdown"] and r["truth"] else None
+                age = "–" if r["stored_age_s"] is None else f"{r['stored_age_s']:.0f} s"
+                print(f"| {name} | {k} ({r['example']}) | {_f(r['alone_rate'])} | "
+                      f"{_f(r['together_rate'])} | {_f(r['truth'])}× | {_f(r['slowdown'])}× "
+                      f"({r['ticks']} ticks) | {', '.join(r['sources']) or '–'} | {age} | "
+                      f"{_f(ratio)} | {'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'}"
+                      f"{'' if r['stored_age_s'] is not None else ' (' + str(r['why']) + ')'} |",
+                      flush=True)
+        print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+        return
     if a.after:
         print("| scenario (last copy alone after) | together it/s | alone it/s | true slowdown | "
               "gputop-dl afterwards | / truth |")

@@ -47,14 +47,18 @@ one (collect/stall.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
 job of the same user, in the same directory and container, with the same command line but for
-where it writes, its name, seed, optimizer figures or length (analyse/twins.py) that ran alone REF_MIN readings or more (one still running, or one that
-ended within TWIN_MAX_AGE_S): a copy started by hand beside the first makes the same batches, so
-its loader's pace alone is the first's (`twin_pid` names it, `twin_args` what differs).
-Its own readings beside the others count once it has run SETTLE ticks (its workers' start-up is
-not its pace). Without a twin it has no reference: its estimate stays the
-CPU-wait model's until the others end; once it has run alone REF_MIN readings after them, its
-pace alone over its last window beside them says how much slower it ran then (`earlier`). Outside load while it ran alone is in its reference (it makes the ratio
-smaller). Only numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
+where it writes, its name, seed, optimizer figures or length (analyse/twins.py) that ran alone
+REF_MIN readings or more (one still running, or one that ended within TWIN_MAX_AGE_S): a copy
+started by hand beside the first makes the same batches, so its loader's pace alone is the
+first's (`twin_pid` names it, `twin_args` what differs). Without a running twin, a stored run
+of its command lent to it (`lend_stored`: engine/pace_refs.py reads and keeps them, by the
+job's fingerprint) is its reference, up to STORED_MAX_AGE_S after its last reading
+(`stored_age_s`). Its own readings beside the others count once it has run SETTLE ticks (its
+workers' start-up is not its pace). Without either it has no reference: its estimate stays
+the CPU-wait model's until the others end; once it has run alone REF_MIN readings after them,
+its pace alone over its last window beside them says how much slower it ran then (`earlier`).
+Outside load while it ran alone is in its reference (it makes the ratio smaller). Only
+numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 ste
 STEP_STALE_S = 240.0
 
 TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
+STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
 TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
 
 # what twins share: the command line's key (analyse/twins.py), directory, user and container
@@ -127,6 +132,9 @@ class Pace:
     twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
     alone_writes: float | None = None  # its workers' mean write calls a second alone
     now_writes: float | None = None  # ... over its last ticks beside other jobs
+    # its reference alone is a stored one: a run of its command (or a twin's) that ended its
+    # last reading alone this long ago, seconds (engine/pace_refs.py)
+    stored_age_s: float | None = None
 
 
 class PaceEvidence(TypedDict):
@@ -151,6 +159,7 @@ class PaceEvidence(TypedDict):
     twin_args: list[str]
     loader_writes_alone: float | None
     loader_writes_now: float | None
+    stored_age_s: float | None
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -162,7 +171,7 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "step_alone_readings": p.step_alone_readings,
             "at_least": p.at_least, "twin_pid": p.twin_pid,
             "twin_args": list(p.twin_args), "loader_writes_alone": _r(p.alone_writes),
-            "loader_writes_now": _r(p.now_writes)}
+            "loader_writes_now": _r(p.now_writes), "stored_age_s": p.stored_age_s}
 
 
 def _r(x: float | None) -> float | None:
@@ -214,6 +223,25 @@ class _Ref:
     pid: int | None
     command: str
     track: _Track
+    stored: bool = False  # a stored reference (`OwnPace.lend_stored`), not a live twin's
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A job's readings alone, as kept between gputop-dl runs (engine/pace_refs.py): its
+    loader's cores and write calls a second and its step times, and the time of its last."""
+
+    command: str
+    until: float
+    cores: tuple[float, ...] = ()
+    writes: tuple[float, ...] = ()
+    steps: tuple[float, ...] = ()
+    pid: int | None = None  # the job that read them (None: read back from the store)
+
+    def usable(self) -> bool:
+        """Enough readings of one kind to pace a job by (as a twin's reference)."""
+        return (len(self.cores) >= REF_MIN or len(self.writes) >= REF_MIN
+                or len(self.steps) >= STEP_REF_MIN)
 
 
 @dataclass
@@ -223,11 +251,34 @@ class OwnPace:
 
     _tracks: dict[Key, _Track] = field(default_factory=dict)
     _twins: dict[TwinKey, _Ref] = field(default_factory=dict)
+    _stored: dict[Key, _Ref] = field(default_factory=dict)  # lent from the store, by job
+
+    def lend_stored(self, key: Key, ref: Reference) -> None:
+        """Lend job `key` a stored reference alone (engine/pace_refs.py): it paces the job
+        where neither its own readings alone nor a running twin's do."""
+        track = _Track(alone_until=ref.until)
+        for rate, xs in ((track.cores, ref.cores), (track.writes, ref.writes)):
+            rate.alone.extend(xs)
+        track.steps_alone.extend(ref.steps)
+        self._stored[key] = _Ref(None, ref.command, track, stored=True)
+
+    def references(self) -> list[Reference]:
+        """The references alone read here, by the job that read them (its own, lent to twins;
+        those of jobs gone are kept TWIN_MAX_AGE_S): what engine/pace_refs.py stores."""
+        out = []
+        for ref in self._twins.values():
+            tr, until = ref.track, _until(ref.track)
+            if until is not None:
+                out.append(Reference(ref.command, until, tuple(tr.cores.alone),
+                                     tuple(tr.writes.alone), tuple(tr.steps_alone), ref.pid))
+        return out
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
         keys = {_key(j) for j in jobs}
         for key in [k for k in self._tracks if k not in keys]:
             del self._tracks[key]
+        for key in [k for k in self._stored if k not in keys]:
+            del self._stored[key]
         alone = len(jobs) == 1
         out = {}
         for j in jobs:
@@ -275,6 +326,10 @@ class OwnPace:
             if twin is not None and j.command:
                 out[j.name] = dataclasses.replace(out[j.name],
                                                   twin_args=twins.differ(twin.command, j.command))
+            if twin is not None and twin.stored:
+                until = _until(twin.track) or t
+                out[j.name] = dataclasses.replace(out[j.name],  # (a clock set back: 0)
+                                                  stored_age_s=max(0.0, round(t - until)))
         return out
 
     def _lend(self, j: JobSample, tr: _Track) -> None:
@@ -290,12 +345,15 @@ class OwnPace:
             del self._twins[min(self._twins, key=lambda k: _until(self._twins[k].track) or 0.0)]
 
     def _twin(self, j: JobSample, t: float) -> _Ref | None:
-        """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory."""
+        """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory, else
+        a stored one lent to it (`lend_stored`)."""
         ref = self._twins.get(_twin_key(j, j.command)) if j.command else None
         until = None if ref is None else _until(ref.track)
-        if ref is None or ref.pid == j.pid or until is None or t - until > TWIN_MAX_AGE_S:
-            return None
-        return ref
+        if ref is not None and ref.pid != j.pid and until is not None and t - until <= TWIN_MAX_AGE_S:
+            return ref
+        ref = self._stored.get(_key(j))
+        until = None if ref is None else _until(ref.track)
+        return ref if until is not None and t - until <= STORED_MAX_AGE_S else None
 
 
 def _twin_key(j: JobSample, command: str) -> TwinKey:
@@ -462,6 +520,9 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
     assert p.slowdown is not None
     but = f" but for {', '.join(p.twin_args)}" if p.twin_args else ""
     twin = "" if p.twin_pid is None else f" its twin's (PID {p.twin_pid}, the same command{but})"
+    if p.stored_age_s is not None:
+        twin = (f" a stored run's (the same command{but} in the same directory, files "
+                f"unchanged, {_ago(p.stored_age_s)} ago)")
     if p.source == "steps":
         assert p.step_alone_s is not None and p.step_now_s is not None
         ago = f", read {p.step_now_age_s:.0f} s ago" if p.step_now_age_s else ""
@@ -487,3 +548,12 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
 def _cores(x: float) -> str:
     """A loader's cores with the digits that tell a light one's rates apart (0.004, not 0.00)."""
     return f"{x:.3f}" if x < 0.1 else f"{x:.2f}"
+
+
+def _ago(s: float) -> str:
+    """A stored reference's age, in the unit that reads best (90 s, 42 min, 5.2 h, 3.1 days)."""
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h" if s < 172800 else f"{s / 86400:.1f} days"

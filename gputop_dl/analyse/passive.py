@@ -83,7 +83,7 @@ class PassiveJudge:
     # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
     peaks: Peaks | None = None
     _slowed: frozenset[str] = frozenset()  # the jobs the last verdict took for slowed
-    _pace: OwnPace = field(default_factory=OwnPace)  # each job's loader pace alone and now
+    own_pace: OwnPace = field(default_factory=OwnPace)  # each job's own pace alone and now
 
     def runnable(self) -> float | None:
         """The host's mean runnable threads over the last ticks (None: too few readings)."""
@@ -102,7 +102,7 @@ class PassiveJudge:
         keys = {(j.name, j.pid): j.name for j in jobs}
         for key in [k for k in self._hist if k not in keys]:
             del self._hist[key]
-        paces = self._pace.update(jobs, t)
+        paces = self.own_pace.update(jobs, t)
         out = {}
         for key, name in keys.items():
             h = self._hist.setdefault(key, deque(maxlen=self.window))

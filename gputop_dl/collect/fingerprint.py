@@ -1,9 +1,10 @@
-"""The solo-baseline cache key: a fingerprint of everything a job's solo baseline depends on.
+"""Cache keys: fingerprints of everything a job's solo baseline, or its pace alone, depends on.
 
 `launch`'s `baseline = "cache"` and the queue's CPU-aware admission reuse a recorded solo
 baseline only when this fingerprint matches exactly: the workload's settings, the files a
 command names (size and mtime), the interpreter it resolves to, and the machine (device kind,
-host, CPUs, GPUs, torch). It reads the machine and the files, so it sits on the collect floor.
+host, CPUs, GPUs, torch). A found job's stored pace alone (engine/pace_refs.py) likewise, by
+`found_fingerprint`. They read the machine and the files, so they sit on the collect floor.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gputop_dl.workload import Workload
@@ -40,16 +41,37 @@ def fingerprint(w: Workload, cuda: bool, env: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
+def found_fingerprint(pid: int, key: Sequence[str], argv: Sequence[str],
+                      ident: Mapping[str, object]) -> str | None:
+    """What a found job's pace alone depends on (engine/pace_refs.py): `key`, its command line
+    but for the options that do not change its work (analyse/twins.py); `ident`, its user and
+    container and the machine; the interpreter it runs, its directory, and the size and mtime
+    of every argument that names a file, seen from the job's own directory and root (a job in
+    a container sees its own files). None: its directory or interpreter cannot be read (gone,
+    or another user's), so an edited script could not be told from the one that was read."""
+    proc = f"/proc/{pid}"
+    try:
+        exe, cwd = os.readlink(f"{proc}/exe"), os.readlink(f"{proc}/cwd")
+    except OSError:
+        return None
+    stamps = _file_stamps(argv, f"{proc}/cwd", root=f"{proc}/root")
+    d = {"key": list(key), "cwd": cwd, "exe": exe, "files": stamps, **ident}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
 def _resolve(prog: str, cwd: str | None) -> str | None:
     found = shutil.which(prog) if prog and os.sep not in prog else (
         os.path.join(cwd or os.getcwd(), prog) if prog else None)
     return os.path.realpath(found) if found else None
 
 
-def _file_stamps(argv: Iterable[str], cwd: str | None) -> dict[str, tuple[int, int]]:
+def _file_stamps(argv: Iterable[str], cwd: str | None, root: str = ""
+                 ) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of each argument that names a file, relative to `cwd`; an absolute one
+    under `root` (a process's /proc/PID/root, or "" for this one's)."""
     out = {}
     for a in argv:
-        p = os.path.join(cwd or os.getcwd(), a)
+        p = root + a if root and a.startswith("/") else os.path.join(cwd or os.getcwd(), a)
         try:
             if os.path.isfile(p):
                 st = os.stat(p)

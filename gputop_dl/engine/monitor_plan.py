@@ -1,15 +1,19 @@
 """The monitor's plan: watch this machine; from the first training job found, record a session.
 
 Every tick the found jobs are judged live (analyse/passive.py): each job's slowdown estimated
-from its CPU and GPU waits, and the set's verdict, with no baseline and no job paused.
+from its CPU and GPU waits, or its own pace against its pace alone, and the set's verdict, with
+no baseline and no job paused. A recording monitor keeps the paces alone it reads and lends
+them to later copies of a job (engine/pace_refs.py).
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
 from gputop_dl.engine.box_profile import load_peaks
+from gputop_dl.engine.pace_refs import PaceRefs, machine_ident
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.snapshot import JobSample
 
@@ -30,19 +34,36 @@ class MonitorPlan(Plan):
         self.passive = PassiveJudge()
         self.estimates: dict[str, Estimate] = {}
         self._rows: tuple[tuple[JobSample, ...], list[JobSample]] = ((), [])  # this tick's
+        self.refs: PaceRefs | None = None  # stored paces alone (a recording monitor's only)
 
     def run(self, engine: Engine) -> str:
-        self.passive.peaks = load_peaks(engine.recorder.store_path)  # the box's measured peaks
+        self.prepare(engine)
         engine.loop(lambda: False)
         return "finished"  # quitting is how a monitor run ends
+
+    def prepare(self, engine: Engine) -> None:
+        """What the judge reads from the store before the first tick: the box's measured peaks,
+        and where the monitor records, the stored paces alone."""
+        self.passive.peaks = load_peaks(engine.recorder.store_path)
+        if engine.recorder.enabled:
+            self.refs = PaceRefs(machine_ident(engine.env))
+            self.refs.load(engine.recorder.store_path, time.time())
+
+    def close(self, engine: Engine) -> None:
+        if self.refs is not None:  # the paces alone read since the last save
+            self.refs.save(self.passive.own_pace, engine.recorder, time.time(), force=True)
 
     def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
         rec = engine.recorder
         if machine.found and not rec.is_open and rec.failure is None:
             if rec.open_monitor(self.command, engine.env, engine.interval):
                 engine.say(f"recording session {rec.session_id} (training jobs seen)")
+        if self.refs is not None:
+            self.refs.lend(self.passive.own_pace, machine.found)
         v, self.estimates = self.passive.verdict(machine.found, machine.host,
                                                  machine.gpu_processes, machine.gpus, now)
+        if self.refs is not None:
+            self.refs.save(self.passive.own_pace, rec, now)
         self.verdict = v.to_json() if v is not None else None
         rows = annotate(machine.found, self.estimates)
         self._rows = (tuple(machine.found), rows)

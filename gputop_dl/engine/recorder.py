@@ -9,6 +9,7 @@ its plans never ask whether they record:
     rec.launched(now, run, row, was_alive)     # a launched job's row (when it changed) + sample
     rec.found(now, jobs)                       # the monitor's found jobs (rows + samples)
     rec.verdict(v, now)                        # the latest verdict; a change of its kind kept
+    rec.pace_ref(fp, until, command, data)     # a found job's readings alone (engine/pace_refs.py)
     rec.tick(now, host, gpus)                  # host/GPU samples, heartbeat, one commit per tick
     rec.close(state, verdict)
 
@@ -284,6 +285,13 @@ class Recorder:
             self._found_live = seen
 
     # --- every tick ---------------------------------------------------------------------------
+    def pace_ref(self, fingerprint: str, until: float, command: str, data: dict[str, Any]
+                 ) -> None:
+        """A found job's readings alone (engine/pace_refs.py), committed with the tick."""
+        with self._writing():
+            if self._store is not None:
+                self._store.save_pace_ref(fingerprint, until, command, data)
+
     def tick(self, now: float, host: HostSample, gpus: tuple[GpuSample, ...]) -> None:
         """Host and GPU samples, the heartbeat, and the tick's one commit."""
         with self._writing():

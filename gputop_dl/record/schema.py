@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS machine_profiles (created REAL, host TEXT, quick INTE
 CREATE TABLE IF NOT EXISTS verdict_changes (
     sk INTEGER, t REAL, from_kind TEXT, to_kind TEXT, reason TEXT, worst_slowdown REAL);
 CREATE INDEX IF NOT EXISTS verdict_changes_by_session ON verdict_changes (sk, t);
+CREATE TABLE IF NOT EXISTS pace_refs (
+    fingerprint TEXT PRIMARY KEY, until REAL, host TEXT, command TEXT, data TEXT);
 """
 # Tables added after schema 2 are in SCHEMA with IF NOT EXISTS: a schema-2 database opened to
 # write gets them; a reader of one written before asks `Store.has_table` first.
@@ -67,6 +69,9 @@ CREATE INDEX IF NOT EXISTS verdict_changes_by_session ON verdict_changes (sk, t)
 # gputop-dl.machine/1
 # verdict_changes (issue 35): one row per change of a session's verdict kind (the first verdict
 # is a change from NULL), written only when the kind changes, never per tick
+# pace_refs (issue 33, engine/pace_refs.py): a found job's readings alone (its loader's cores
+# and write calls a second, its step times) by the fingerprint of its command, directory, files,
+# interpreter and machine; one row per fingerprint, replaced as the readings grow
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
 # a new figure never costs the user their recorded sessions. Readers ask `has_column` first.

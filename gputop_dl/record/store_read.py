@@ -203,6 +203,21 @@ class SessionReads(StoreKeys):
                 out.update(rss_peak=row[0], io_read=row[1], gpu_mem_peak=row[2])
         return out
 
+    def pace_refs(self, since: float) -> dict[str, tuple[float, str, JsonObject]]:
+        """This host's stored readings alone (engine/pace_refs.py) whose last reading is
+        `since` or later: fingerprint -> (that time, the command, the readings)."""
+        if not self.has_table("pace_refs"):
+            return {}
+        rows = self.db.execute("SELECT fingerprint, until, command, data FROM pace_refs"
+                               " WHERE host=? AND until>=?", (socket.gethostname(), since))
+        out = {}
+        for fp, until, command, data in rows:
+            try:
+                out[fp] = (until, command, loads(data))
+            except ValueError:  # a damaged row (not JSON): skipped, the others are read
+                continue
+        return out
+
     def baseline(self, fingerprint: str) -> JsonObject | None:
         r = self.db.execute("SELECT data FROM baselines WHERE fingerprint=?",
                             (fingerprint,)).fetchone()

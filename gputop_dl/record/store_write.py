@@ -145,6 +145,12 @@ class SessionWrites(StoreKeys):
         self.db.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
                         (fingerprint, time.time(), sid, job, dumps(data)))
 
+    def save_pace_ref(self, fingerprint: str, until: float, command: str, data: JsonIn) -> None:
+        """Keep (or replace) a found job's readings alone (engine/pace_refs.py); committed
+        with the tick."""
+        self.db.execute("INSERT OR REPLACE INTO pace_refs VALUES (?,?,?,?,?)",
+                        (fingerprint, until, socket.gethostname(), command, dumps(data)))
+
     def save_machine(self, profile: JsonIn) -> None:
         """Keep a machine profile (gputop-dl.machine/1) and commit."""
         self.db.execute("INSERT INTO machine_profiles VALUES (?,?,?,?)",
