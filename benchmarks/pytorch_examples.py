@@ -31,6 +31,8 @@
 8. the same with `imagenet/main.py --dummy -a resnet18 -b 4 -j 1` (one loader worker: paced
    by its batches, the worker's write calls), 60 s alone, 120 s together, and the second copy
    by its twin's pace (`--only imagenet-pace`).
+9. one dcgan copy alone under a recording monitor, then, under a new one, two copies started
+   at the same moment, paced by the stored run (`--only dcgan-stored`).
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -389,6 +391,69 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
                  lambda lo, hi: None if (r := _rate(s1[0], lo, hi)) is None else 1 / r)
 
 
+def dcgan_stored(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
+    """dcgan/main.py as a user who tried it alone under gputop-dl one day and starts two copies
+    at the same moment the next: a recording monitor (its own scratch database) watches one copy
+    alone for `seconds` past its warm-up, then stops; a new one watches two copies started
+    together (other `--outf`s), none ever alone. Each copy's live slowdown, paced by the stored
+    run (engine/pace_refs.py), beside the first run's rate alone over its own rate together."""
+    from own_pace import watching
+
+    script = os.path.join(examples, "dcgan", "main.py")
+    db = os.path.join(work, "stored.db")
+    pids: set[int] = set()
+    procs: list[subprocess.Popen] = []
+    try:
+        with watching(pids, lambda _snap: None, store=db):
+            first, s1 = _start_dcgans(script, work, env, 1, "dcgan-stored-a")
+            procs += first
+            pids.add(first[0].pid)
+            _warm(s1)
+            t_alone = time.time()
+            time.sleep(seconds)
+            t_end = time.time()
+    finally:
+        kill_groups(procs)
+    alone = _rate(s1[0], t_alone, t_end)
+    ticks: list[tuple[float, dict[int, Any], dict[str, Any]]] = []
+    procs = []
+    pids = set()
+
+    def on(snap) -> None:
+        ev = ((snap.verdict or {}).get("evidence") or {}).get("own_pace") or {}
+        ticks.append((time.time(), {j.pid: j for j in snap.jobs}, ev))
+
+    try:
+        with watching(pids, on, store=db):
+            both, s2 = _start_dcgans(script, work, env, 2, "dcgan-stored-b")
+            procs += both
+            pids.update(p.pid for p in both)
+            _warm(s2)
+            t_tog = time.time()
+            time.sleep(seconds * 1.5)
+            t_end = time.time()
+    finally:
+        kill_groups(procs)
+    print(f"## dcgan/main.py: one alone under a monitor for {seconds:g} s; under a new one, two "
+          "started at the same moment\n")
+    print("| job | alone it/s (earlier run) | together it/s | true slowdown | live (median of "
+          "paced ticks) | paced ticks | stored run's age | live / truth |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for i, p in enumerate(both):
+        tog = _rate(s2[i], t_tog, t_end)
+        truth = alone / tog if alone and tog else None
+        got = [(j.slowdown, ev.get(j.name) or {}) for t, jobs, ev in ticks
+               if t_tog <= t <= t_end and (j := jobs.get(p.pid)) is not None
+               and len(jobs) == 2 and j.slowdown is not None]
+        paced = [x for x, e in got if e.get("stored_age_s") is not None and e.get("slowdown")]
+        age = next((e["stored_age_s"] for _, e in reversed(got) if e.get("stored_age_s")), None)
+        live = statistics.median(paced) if paced else None
+        print(f"| dcgan {i + 1} | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
+              f"{len(paced)} of {len(got)} | {'–' if age is None else f'{age:.0f} s'} | "
+              f"{_n(live / truth if live and truth else None)} |")
+    print()
+
+
 def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: float,
                      together_s: float) -> dict[str, Any]:
     """`argv` as a user starts two: one, then a second `alone_s` later, watched by the
@@ -593,7 +658,8 @@ def main() -> None:
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
     ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
-                                        "wlm-pace", "mnist-pace", "imagenet-pace"))
+                                        "wlm-pace", "mnist-pace", "imagenet-pace",
+                                        "dcgan-stored"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
@@ -617,6 +683,8 @@ def main() -> None:
             mnist_pace(os.path.abspath(a.examples), work, env, 60.0, 180.0)
         if a.only in (None, "imagenet-pace"):
             imagenet_pace(os.path.abspath(a.examples), work, env, 60.0, 120.0)
+        if a.only in (None, "dcgan-stored"):
+            dcgan_stored(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
 
 
 if __name__ == "__main__":
