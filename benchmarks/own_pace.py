@@ -207,8 +207,6 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
                                                       (last or {}).get("loader_cores_now")),
             "writes": ((last or {}).get("loader_writes_alone"),
                        (last or {}).get("loader_writes_now"), (last or {}).get("source")),
-            "faults": ((last or {}).get("trainer_faults_alone"),
-                       (last or {}).get("trainer_faults_now")),
             "kinds": sorted({k for t, _, _, _, k in ticks if lo <= t <= hi and k}),
             "twins": twins}
 
@@ -346,13 +344,10 @@ def _f(x, f: str = ".2f") -> str:
 
 
 def _by(r: dict[str, Any]) -> str:
-    """What paced it: its loader's write calls a second (batches), its trainer's page faults or
-    its loader's cores, alone → now."""
+    """What paced it: its loader's write calls a second (batches) or its cores, alone → now."""
     w_alone, w_now, source = r["writes"]
     if source == "batches":
         return f"by batches: {_f(w_alone)} → {_f(w_now)} write calls/s"
-    if source == "faults":
-        return f"by page faults: {_f(r['faults'][0], '.0f')} → {_f(r['faults'][1], '.0f')}/s"
     return f"{_f(r['cores'][0], '.3f')} → {_f(r['cores'][1], '.3f')} cores"
 
 
@@ -364,17 +359,10 @@ def main() -> None:
     ap.add_argument("--wait-policy", default=None, help="OMP_WAIT_POLICY for the scripts")
     ap.add_argument("--after", action="store_true",
                     help="all at once, the last copy alone after the others end: its earlier pace")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="loader workers per script (default: verdict_threads.WORKERS, 1); 0: "
-                         "none, the trainer is paced by its page faults")
     ap.add_argument("--stored", action="store_true",
                     help="each script alone under one monitor, then all at once under another: "
                          "paced by the stored runs")
     a = ap.parse_args()
-    if a.workers is not None:
-        import verdict_threads
-
-        verdict_threads.WORKERS = a.workers
     if a.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = a.wait_policy
     if a.stored:

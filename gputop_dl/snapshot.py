@@ -270,10 +270,6 @@ class JobSample:
     # makes a fixed number per batch it hands the trainer, so this is its batch rate times
     # a constant, whatever CPU a batch took (analyse/own_pace.py); None: no workers read
     loader_writes_per_s: float | None = None
-    # the minor page faults a second of its trainer processes (/proc/PID/stat): a CPU trainer
-    # frees a step's tensors and maps them again the next step, about the same number of pages
-    # a step whatever its CPU (analyse/own_pace.py); None: not read
-    trainer_faults_per_s: float | None = None
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share

@@ -81,8 +81,7 @@ def test_parse_stat_counts_fields_after_the_last_paren():
     tail = "".join(f" {given.get(n, n)}" for n in range(4, 53))  # fields 4.. as `man proc` counts
     st = parse_stat(f"42 (a b) c)) R{tail}\n".encode())  # comm "a b) c)"
     assert st == Stat(cpu=500 / procs._TICK, rss=25 * procs._PAGE, threads=7,
-                      start=procs._BOOT + 500 / procs._TICK, state="R", majflt=12, minflt=10,
-                      blkio=42)
+                      start=procs._BOOT + 500 / procs._TICK, state="R", majflt=12, blkio=42)
     assert not st.loader
     assert parse_stat(f"43 (pt_data_worker) S{tail}".encode()).loader  # torch's loader worker
     assert parse_stat(f"42 (x) Z{tail}".encode()) is None  # a zombie

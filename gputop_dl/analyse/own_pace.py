@@ -1,23 +1,16 @@
-"""A job's pace beside other jobs against its own pace while it ran alone: counts of its progress.
+"""A job's pace beside other jobs against its own pace while it ran alone: its loader's work rate.
 
 A DataLoader worker makes one batch after another and blocks when the trainer's queue is full,
 so what its workers do per second follows the trainer's pace, whatever slows the trainer
 (docs/validation.md, "Slowdown from the loader": `diagnose`'s probe measures it by pausing the
 other jobs). The live judge pauses nothing; it can keep that rate from the ticks when a job was
-the only training job running, and divide once others run beside it. The rate is, of the
-measures read (`_Track.rates`, in this order):
+the only training job running, and divide once others run beside it. The rate is the workers'
+write calls a second (`JobSample.loader_writes_per_s`: a fixed number per batch handed over,
+so a count of its batches; MIN_WRITES or more alone), and where those are not read (another
+user's workers) their CPU cores (which a batch takes more or less of beside other jobs):
 
-1. its workers' write calls a second (`JobSample.loader_writes_per_s`: a fixed number per
-   batch handed over, so a count of its batches; MIN_WRITES or more alone);
-2. its trainer's minor page faults a second (`JobSample.trainer_faults_per_s`: a CPU trainer
-   frees a step's tensors and maps about as many pages again each step, whatever CPU the step
-   took: PyTorch's word_language_model 1,447 a batch alone and 1,405 beside a copy 39× slower,
-   its mnist 8,230 and 8,319; MIN_FAULTS or more alone, which a GPU trainer's caching
-   allocator may not reach). It paces a job with no loader workers, and one whose workers'
-   write calls are not readable (another user's: /proc/PID/stat is, /proc/PID/io is not);
-3. its workers' CPU cores (which a batch takes more or less of beside other jobs):
-
-    pace slowdown = mean(measure, ticks alone) / mean(the same, last ticks)
+    pace slowdown = mean(workers' write calls/s, ticks alone) / mean(the same, last ticks)
+                    (else the same of the workers' cores)
 
 (means, not medians: a worker's work comes a batch at a time, so a tick holds one batch, two
 or none; the mean over the window is its rate, a median of such steps is not. The workers'
@@ -26,14 +19,14 @@ that was not read (a quiet one) is left out, not counted as 0)
 
 - alone: the judged set held this job only, SETTLE ticks or more after it was first seen (its
   start-up and first workers are not its pace); the latest REF_TICKS such ticks are kept and a
-  reference needs REF_MIN of them, with the measure's floor or more;
+  reference needs REF_MIN of them, with MIN_CORES or more;
 - beside others: the last NOW_TICKS ticks with another job judged beside it (cleared when it is
   alone again), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
   worked (a slow loader makes a batch every few ticks: PyTorch's dcgan beside a copy of it, one
   in 6, so 20 ticks held 3 or 4 and its pace moved ±30 % from tick to tick); a ratio needs
-  NOW_MIN of them, and the measure at least its floor / 50 (an idle loader has no pace).
+  NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
 
-A job that none of these paces (no workers, and too few page faults) is paced by its step time
+A job with no loader workers (or whose loader's pace cannot be read) is paced by its step time
 where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
 against beats): the mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
 each is a checked burst of 4 steps or more) against the newest one since others run beside it:
@@ -89,9 +82,6 @@ NOW_BUSY = 8  # ... or back as far as holds this many ticks in which its loader 
 NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 MIN_WRITES = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
-# a trainer mapping this many new pages a second or more alone (a CPU step maps hundreds to
-# thousands: PyTorch's mnist 8,200 a batch, its word_language_model 1,400)
-MIN_FAULTS = 200.0
 STEP_REF = 10  # distinct step readings alone kept (the latest)
 STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
@@ -129,8 +119,7 @@ class Pace:
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
-    # what paced it: "batches" (its workers' write calls), "faults" (its trainer's minor page
-    # faults), "loader" (its workers' cores) or "steps"
+    # what paced it: "batches" (its workers' write calls), "loader" (their cores) or "steps"
     source: str = "loader"
     step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
     step_now_s: float | None = None  # ... its newest since others run beside it
@@ -143,8 +132,6 @@ class Pace:
     twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
     alone_writes: float | None = None  # its workers' mean write calls a second alone
     now_writes: float | None = None  # ... over its last ticks beside other jobs
-    alone_faults: float | None = None  # its trainer's mean minor faults a second alone
-    now_faults: float | None = None  # ... over its last ticks beside other jobs
     # its reference alone is a stored one: a run of its command (or a twin's) that ended its
     # last reading alone this long ago, seconds (engine/pace_refs.py)
     stored_age_s: float | None = None
@@ -173,8 +160,6 @@ class PaceEvidence(TypedDict):
     loader_writes_alone: float | None
     loader_writes_now: float | None
     stored_age_s: float | None
-    trainer_faults_alone: float | None
-    trainer_faults_now: float | None
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -186,8 +171,7 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "step_alone_readings": p.step_alone_readings,
             "at_least": p.at_least, "twin_pid": p.twin_pid,
             "twin_args": list(p.twin_args), "loader_writes_alone": _r(p.alone_writes),
-            "loader_writes_now": _r(p.now_writes), "stored_age_s": p.stored_age_s,
-            "trainer_faults_alone": _r(p.alone_faults), "trainer_faults_now": _r(p.now_faults)}
+            "loader_writes_now": _r(p.now_writes), "stored_age_s": p.stored_age_s}
 
 
 def _r(x: float | None) -> float | None:
@@ -196,9 +180,8 @@ def _r(x: float | None) -> float | None:
 
 @dataclass
 class _Rate:
-    """One measure of a job's pace (its workers' write calls a second, its trainer's minor
-    faults a second, or its workers' cores): its readings alone, beside other jobs now, and its
-    last window beside them once alone again."""
+    """One measure of a job's loader pace (its workers' write calls a second, or their cores):
+    its readings alone, beside other jobs now, and its last window beside them once alone again."""
 
     least: float  # a reference alone needs this much or more; a window under least / 50 is idle
     alone: deque[float] = field(default_factory=lambda: deque(maxlen=REF_TICKS))
@@ -215,14 +198,9 @@ class _Rate:
 @dataclass
 class _Track:
     seen: int = 0
-    read: bool = False  # a measure of its pace (below) was read on some tick
+    workers: bool = False  # its workers' cores or write calls were read on some tick
     writes: _Rate = field(default_factory=lambda: _Rate(MIN_WRITES))  # its batches (see above)
-    faults: _Rate = field(default_factory=lambda: _Rate(MIN_FAULTS))  # its trainer's pages
     cores: _Rate = field(default_factory=lambda: _Rate(MIN_CORES))
-
-    def rates(self) -> tuple[tuple[_Rate, str], ...]:
-        """Its measures, in the order they pace it, with the `source` each gives."""
-        return ((self.writes, "batches"), (self.faults, "faults"), (self.cores, "loader"))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others
     beside_until: float | None = None  # ... of its last window beside them, once alone again
@@ -258,13 +236,12 @@ class Reference:
     cores: tuple[float, ...] = ()
     writes: tuple[float, ...] = ()
     steps: tuple[float, ...] = ()
-    faults: tuple[float, ...] = ()
     pid: int | None = None  # the job that read them (None: read back from the store)
 
     def usable(self) -> bool:
         """Enough readings of one kind to pace a job by (as a twin's reference)."""
         return (len(self.cores) >= REF_MIN or len(self.writes) >= REF_MIN
-                or len(self.faults) >= REF_MIN or len(self.steps) >= STEP_REF_MIN)
+                or len(self.steps) >= STEP_REF_MIN)
 
 
 @dataclass
@@ -280,8 +257,7 @@ class OwnPace:
         """Lend job `key` a stored reference alone (engine/pace_refs.py): it paces the job
         where neither its own readings alone nor a running twin's do."""
         track = _Track(alone_until=ref.until)
-        for rate, xs in ((track.cores, ref.cores), (track.writes, ref.writes),
-                         (track.faults, ref.faults)):
+        for rate, xs in ((track.cores, ref.cores), (track.writes, ref.writes)):
             rate.alone.extend(xs)
         track.steps_alone.extend(ref.steps)
         self._stored[key] = _Ref(None, ref.command, track, stored=True)
@@ -294,8 +270,7 @@ class OwnPace:
             tr, until = ref.track, _until(ref.track)
             if until is not None:
                 out.append(Reference(ref.command, until, tuple(tr.cores.alone),
-                                     tuple(tr.writes.alone), tuple(tr.steps_alone),
-                                     tuple(tr.faults.alone), ref.pid))
+                                     tuple(tr.writes.alone), tuple(tr.steps_alone), ref.pid))
         return out
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
@@ -309,8 +284,8 @@ class OwnPace:
         for j in jobs:
             tr = self._tracks.setdefault(_key(j), _Track())
             tr.seen += 1
-            c, w, f = j.cpu_cores_workers, j.loader_writes_per_s, j.trainer_faults_per_s
-            tr.read = tr.read or c is not None or w is not None or f is not None
+            c, w = j.cpu_cores_workers, j.loader_writes_per_s
+            tr.workers = tr.workers or c is not None or w is not None
             if tr.was_alone is not None and tr.was_alone != alone:
                 tr.since = t
             tr.was_alone = alone
@@ -324,7 +299,7 @@ class OwnPace:
             if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
                 tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
             tr.last_step = s if s is not None else tr.last_step
-            rates = ((tr.cores, c), (tr.writes, w), (tr.faults, f))
+            rates = ((tr.cores, c), (tr.writes, w))
             if alone:
                 if any(len(r.now) >= NOW_MIN for r, _ in rates):  # the others are gone: keep
                     for r, _ in rates:  # how it ran beside them
@@ -333,7 +308,7 @@ class OwnPace:
                 for r, _ in rates:
                     r.now.clear()
                 tr.step_now = tr.step_over = None
-                if any(x is not None for _, x in rates) and tr.seen > SETTLE:
+                if (c is not None or w is not None) and tr.seen > SETTLE:
                     for r, x in rates:
                         if x is not None:
                             r.alone.append(x)
@@ -403,7 +378,7 @@ def _until(tr: _Track) -> float | None:
 
 
 def _has_ref(tr: _Track) -> bool:
-    return (any(len(r.alone) >= REF_MIN for r, _ in tr.rates())
+    return (len(tr.cores.alone) >= REF_MIN or len(tr.writes.alone) >= REF_MIN
             or len(tr.steps_alone) >= STEP_REF_MIN)
 
 
@@ -415,22 +390,22 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
     alone lent by a twin, for a track without its own."""
     if twin is not None:  # its track with the twin's readings alone (read, never changed)
-        t2 = twin.track
         lent = dataclasses.replace(
-            tr, cores=dataclasses.replace(tr.cores, alone=t2.cores.alone),
-            writes=dataclasses.replace(tr.writes, alone=t2.writes.alone),
-            faults=dataclasses.replace(tr.faults, alone=t2.faults.alone),
-            steps_alone=t2.steps_alone, alone_until=_until(t2))
+            tr, cores=dataclasses.replace(tr.cores, alone=twin.track.cores.alone),
+            writes=dataclasses.replace(tr.writes, alone=twin.track.writes.alone),
+            steps_alone=twin.track.steps_alone, alone_until=_until(twin.track))
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
-    means = {src: (r.ref(), _mean(r.recent())) for r, src in tr.rates()}
+    ref, wref = tr.cores.ref(), tr.writes.ref()
+    recent, wrecent = tr.cores.recent(), tr.writes.recent()
+    now = statistics.fmean(recent) if recent else None
+    wnow = statistics.fmean(wrecent) if wrecent else None
 
     def out(slowdown: float | None, why: str | None = None, source: str = "loader") -> Pace:
-        r = dict((s, x) for x, s in tr.rates()).get(source, tr.cores)
-        return Pace(slowdown, alone_cores=means["loader"][0], now_cores=means["loader"][1],
-                    alone_ticks=len(r.alone), now_ticks=len(r.recent()),
-                    alone_until=tr.alone_until, why=why, source=source,
-                    alone_writes=means["batches"][0], now_writes=means["batches"][1],
-                    alone_faults=means["faults"][0], now_faults=means["faults"][1])
+        batches = source == "batches"
+        return Pace(slowdown, alone_cores=ref, now_cores=now,
+                    alone_ticks=len((tr.writes if batches else tr.cores).alone),
+                    now_ticks=len(wrecent if batches else recent), alone_until=tr.alone_until,
+                    why=why, source=source, alone_writes=wref, now_writes=wnow)
 
     if alone:
         p = out(None, "it runs alone")
@@ -438,11 +413,11 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
         if earlier is None:
             return p
         return dataclasses.replace(p, earlier=earlier[0], earlier_ago=earlier[1])
-    loader = _by_rates(tr, out)
+    loader = _by_loader(tr, out)
     if loader.slowdown is not None or not tr.steps_alone:
         return loader
     steps = _by_steps(tr, t)
-    return steps if steps.slowdown is not None or not tr.read else loader
+    return steps if steps.slowdown is not None or not tr.workers else loader
 
 
 def _by_steps(tr: _Track, t: float) -> Pace:
@@ -476,7 +451,7 @@ def _earlier(tr: _Track) -> tuple[float, float] | None:
     if tr.beside_until is None or tr.alone_until is None:
         return None
     ago = round(tr.alone_until - tr.beside_until, 1)
-    for r, _ in tr.rates():
+    for r in (tr.writes, tr.cores):
         ref = r.ref() if len(r.alone) >= REF_MIN else None
         was = statistics.fmean(r.beside) if r.beside else None
         if ref is not None and was is not None and ref >= r.least and was >= r.least / 50:
@@ -484,48 +459,40 @@ def _earlier(tr: _Track) -> tuple[float, float] | None:
     return None
 
 
-def _by_rates(tr: _Track, out: Callable[..., Pace]) -> Pace:
-    """A track's pace by the first of its measures that decides it (`_Track.rates`: its
-    loader's batches, its trainer's page faults, its loader's cores; see the module
-    docstring); where none does, why: the first that has a reference alone says what it
-    lacks, else its loader's cores (or its page faults, where it has no loader)."""
-    if not tr.read:
-        return out(None, "no loader worker processes, no page faults of its trainer, and no "
-                         "step time of it alone, to pace it by")
-    judged = [(r, *_by_rate(r, out, src)) for r, src in tr.rates()]
-    for _, p, decided in judged:
-        if decided:
-            return p
-    for r, p, _ in judged:
-        if len(r.alone) >= REF_MIN:
-            return p
-    return next((p for r, p, _ in reversed(judged) if r.alone or r.now), judged[-1][1])
+def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
+    """A track's pace by its loader: its batches (write calls) where they pace it, else its
+    workers' cores (see the module docstring)."""
+    if not tr.workers:
+        return out(None, "no loader worker processes, and no step time of it alone, to pace "
+                         "it by")
+    batches, decided = _by_rate(tr.writes, out, "batches")
+    if decided:
+        return batches
+    cores, _ = _by_rate(tr.cores, out, "loader")
+    # its batches were read alone, not its cores: they say what it lacks
+    return batches if not tr.cores.alone and len(tr.writes.alone) >= REF_MIN else cores
 
 
 def _by_rate(r: _Rate, out: Callable[..., Pace], source: str) -> tuple[Pace, bool]:
     """A track's pace by one measure of its loader, and whether that measure decides it (a
     reference alone and enough readings beside the others)."""
+    batches = source == "batches"
     if len(r.alone) < REF_MIN:
         return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
                          "compare" if not r.alone else f"{len(r.alone)} of {REF_MIN} readings "
                                                        "of it alone", source), False
     ref = statistics.fmean(r.alone)
     if ref < r.least:
-        return out(None, {"batches": f"its loader handed over {ref:.2f} write calls a second "
-                                     "alone: too few to pace",
-                          "faults": f"its trainer mapped {ref:.0f} new pages a second alone: "
-                                    "too few to pace",
-                          }.get(source, f"its loader used {ref:.3f} cores alone: too little to "
-                                        "pace"), source), False
+        return out(None, f"its loader handed over {ref:.2f} write calls a second alone: too "
+                         "few to pace" if batches else
+                         f"its loader used {ref:.3f} cores alone: too little to pace",
+                   source), False
     if len(r.now) < NOW_MIN:
         return out(None, f"{len(r.now)} of {NOW_MIN} readings beside the others", source), False
     now = statistics.fmean(r.recent())
     if now < r.least / 50:
-        return out(None, {"batches": "its loader handed its trainer no batch in the last "
-                                     "readings",
-                          "faults": "its trainer mapped no new memory in the last readings",
-                          }.get(source, "its loader did no work in the last readings"),
-                   source), True
+        return out(None, "its loader handed its trainer no batch in the last readings"
+                   if batches else "its loader did no work in the last readings", source), True
     return out(round(ref / now, 3), source=source), True
 
 
@@ -568,12 +535,6 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
                 f"{p.alone_writes:.2f} write calls a second while it ran alone ({p.alone_ticks} "
                 f"readings) and{' its own' if twin else ''} at {p.now_writes:.2f} beside the "
                 "others (a batch is a fixed number of them)")
-    elif p.source == "faults":
-        assert p.alone_faults is not None and p.now_faults is not None
-        head = (f"{name}:{twin or ' its'} trainer mapped {p.alone_faults:.0f} new memory pages "
-                f"a second while it ran alone ({p.alone_ticks} readings) and"
-                f"{' its own' if twin else ''} {p.now_faults:.0f} beside the others (minor page "
-                "faults: a step frees its tensors and maps about as many again each step)")
     else:
         assert p.alone_cores is not None and p.now_cores is not None
         head = (f"{name}:{twin or ' its'} loader workers used {_cores(p.alone_cores)} cores "
@@ -596,7 +557,3 @@ def _ago(s: float) -> str:
     if s < 7200:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h" if s < 172800 else f"{s / 86400:.1f} days"
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None

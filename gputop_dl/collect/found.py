@@ -28,7 +28,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
-from gputop_dl.collect.procs import TreeSample, TreeSampler, trainer_faults
+from gputop_dl.collect.procs import TreeSample, TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
@@ -117,7 +117,6 @@ class FoundJobs:
                     continue
             dist = self._ranks[key].read(f.pid, cmap)
             command = self.disc.describe(f)
-            trainers = trainer_pids(f.pid, dist)
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
                 device=("gpu" + ",".join(map(str, gpus))) if gpus else None,
@@ -137,8 +136,7 @@ class FoundJobs:
                 identity_note=ident.note,
                 procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu),
                 **wait_fields(tree_wait(ts, f.pid, dist)),
-                **io_fields(ts, trainers), **memory_fields(ts),
-                trainer_faults_per_s=trainer_faults(ts, trainers),
+                **io_fields(ts, trainer_pids(f.pid, dist)), **memory_fields(ts),
                 phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
                 phase_shares_samples=res.phase_samples if res else None))
             self._rows[key] = (jobs[-1], res)

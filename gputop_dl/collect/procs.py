@@ -15,7 +15,7 @@ import time
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Callable, NamedTuple
 
 import psutil
@@ -89,9 +89,6 @@ class Stat(NamedTuple):
     start: float  # creation time, seconds since the epoch: another value, another process
     state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
     majflt: int | None = None  # major page faults so far (field 12; None: not read)
-    # minor page faults so far (field 10; None: not read): memory touched for the first time,
-    # which a CPU trainer's step does in the same amount each step (analyse/own_pace.py)
-    minflt: int | None = None
     # delayacct_blkio_ticks (field 42; None where the line has no such field). The kernel
     # writes 0 there while kernel.task_delayacct is off: collect/diskio.py turns that into
     # "unknown" (null), never a measured 0
@@ -112,7 +109,7 @@ def parse_stat(data: bytes) -> Stat | None:
             return None
         return Stat(cpu=(int(f[11]) + int(f[12])) / _TICK, rss=int(f[21]) * _PAGE,
                     threads=int(f[17]), start=_BOOT + int(f[19]) / _TICK,
-                    state=f[0].decode("ascii", "replace"), majflt=int(f[9]), minflt=int(f[7]),
+                    state=f[0].decode("ascii", "replace"), majflt=int(f[9]),
                     blkio=int(f[39]) if len(f) > 39 else None,
                     loader=data[data.find(b"(") + 1:data.rfind(b")")] == LOADER_NAME)
     except (IndexError, ValueError):
@@ -163,16 +160,6 @@ class TreeSample:
     # not 10 ms clock ticks: a loader worker busy 5 ms a second reads 0.005, not 0 or 0.01);
     # None where not read (the first tick, not Linux)
     main_cores_by_pid: dict[int, float] | None = None
-    # minor page faults a second per process since the last tick (None: the first tick, or a
-    # quiet one; a process first seen, or one without them: psutil's platforms, is absent)
-    faults_by_pid: dict[int, float] | None = None
-
-
-def trainer_faults(ts: TreeSample | None, trainers: Collection[int]) -> float | None:
-    """The minor page faults a second of a job's trainer processes (`trainers`:
-    schedstat.trainer_pids); None where none of them was read this tick."""
-    got = [f for pid, f in (ts.faults_by_pid or {}).items() if pid in trainers] if ts else []
-    return round(sum(got), 1) if got else None
 
 
 class TreeSampler:
@@ -224,16 +211,14 @@ class TreeSampler:
         if quiet is not None:
             self._last, self._t = stats, now
             return quiet
-        cores, by_pid, faults = None, None, None
+        cores, by_pid = None, None
         if self._t is not None and now > self._t:
             interval, wall = now - self._t, time.time()
-            by_pid, faults = {}, {}
+            by_pid = {}
             for pid, st in stats.items():
                 prev = self._last.get(pid)
                 if prev is not None and prev.start == st.start:
                     by_pid[pid] = max(0.0, st.cpu - prev.cpu) / interval
-                    if st.minflt is not None and prev.minflt is not None:
-                        faults[pid] = max(0, st.minflt - prev.minflt) / interval
                 elif wall - st.start <= interval + 0.5:
                     # new since the last tick, or a reused PID: all its CPU time was spent in this
                     # interval, unless it is older than the interval (first sight of an old process)
@@ -249,7 +234,7 @@ class TreeSampler:
                          rss=sum(st.rss for st in stats.values()),
                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
-                         memory=mem, main_cores_by_pid=main, faults_by_pid=faults)
+                         memory=mem, main_cores_by_pid=main)
         # a full reading that found nothing moving: no CPU second since the last tick, no
         # thread that ran or waited for a CPU, no read from storage, no process blocked on it
         self._full = out if (still and not any(r or w for r, w in (waits or {}).values())
@@ -284,7 +269,7 @@ class TreeSampler:
         self._quiet_skips += 1
         # not read this tick: the next reading's rate spans it (a 0 here would count it twice)
         return dataclasses.replace(full, cpu_cores=0.0, cpu_by_pid=dict.fromkeys(stats, 0.0),
-                                   main_cores_by_pid=None, faults_by_pid=None, quiet=True)
+                                   main_cores_by_pid=None, quiet=True)
 
     def _main_cores(self, stats: dict[int, Stat], now: float) -> dict[int, float] | None:
         """Cores of each process but the root since its last reading, its main thread's

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 SAVE_EVERY_S = 30.0  # a growing reference is written this often (and when the monitor stops)
 FPS_KEPT = 512  # fingerprints kept by PID (a gone job's reference is still saved after it)
-READINGS = ("cores", "writes", "steps", "faults")  # a stored reference's data: lists of numbers
+READINGS = ("cores", "writes", "steps")  # a stored reference's data: these lists of numbers
 
 
 def machine_ident(env: Mapping[str, Any]) -> dict[str, object]:
@@ -47,8 +47,7 @@ def machine_ident(env: Mapping[str, Any]) -> dict[str, object]:
 
 
 def to_data(ref: Reference) -> dict[str, list[float]]:
-    return {"cores": list(ref.cores), "writes": list(ref.writes), "steps": list(ref.steps),
-            "faults": list(ref.faults)}
+    return {"cores": list(ref.cores), "writes": list(ref.writes), "steps": list(ref.steps)}
 
 
 def from_data(until: object, command: object, data: object) -> Reference | None:
@@ -61,8 +60,8 @@ def from_data(until: object, command: object, data: object) -> Reference | None:
     if not all(isinstance(xs, list) and all(isinstance(x, (int, float)) and math.isfinite(x)
                                             and x >= 0 for x in xs) for xs in lists):
         return None
-    cores, writes, steps, faults = (tuple(float(x) for x in xs) for xs in lists)
-    ref = Reference(command, float(until), cores, writes, steps, faults)
+    cores, writes, steps = (tuple(float(x) for x in xs) for xs in lists)
+    ref = Reference(command, float(until), cores, writes, steps)
     return ref if ref.usable() else None
 
 
