@@ -359,10 +359,17 @@ def main() -> None:
     ap.add_argument("--wait-policy", default=None, help="OMP_WAIT_POLICY for the scripts")
     ap.add_argument("--after", action="store_true",
                     help="all at once, the last copy alone after the others end: its earlier pace")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="loader workers per script (default: verdict_threads.WORKERS, 1); 0: "
+                         "none")
     ap.add_argument("--stored", action="store_true",
                     help="each script alone under one monitor, then all at once under another: "
                          "paced by the stored runs")
     a = ap.parse_args()
+    if a.workers is not None:
+        import verdict_threads
+
+        verdict_threads.WORKERS = a.workers
     if a.wait_policy:
         os.environ["OMP_WAIT_POLICY"] = a.wait_policy
     if a.stored:
