@@ -132,7 +132,7 @@ def test_the_fingerprint_is_the_command_but_for_twin_options_its_directory_and_f
     """Read from real processes: two copies of a script that differ in their seed share it;
     another directory, another interpreter argument, or the script edited since is another
     job; a process that is gone has none."""
-    refs = PaceRefs(machine_ident({}))
+    refs = PaceRefs(None, lambda: machine_ident({}))
     other = tmp_path / "other"
     other.mkdir()
     (other / "train.py").write_text(SCRIPT)
@@ -149,7 +149,7 @@ def test_the_fingerprint_is_the_command_but_for_twin_options_its_directory_and_f
     assert refs.fingerprint(sample(p5, tmp_path, "--seed", "1")) not in (fp[0], None)
     p5.kill()
     p5.wait()
-    gone = PaceRefs(machine_ident({}))
+    gone = PaceRefs(None, lambda: machine_ident({}))
     assert gone.fingerprint(sample(p5, tmp_path, "--seed", "1")) is None
 
 
@@ -245,7 +245,29 @@ def test_damaged_stored_rows_are_skipped_and_the_others_read(tmp_path):
     st.db.executemany("INSERT INTO pace_refs VALUES (?,?,?,?,?)", rows)
     st.commit()
     st.close()
-    refs = PaceRefs(machine_ident({}))
-    refs.load(path, now)
+    refs = PaceRefs(path, lambda: machine_ident({}))
+    refs.load(now)
     assert set(refs._stored) == {"good"}
     assert refs._stored["good"].writes == tuple(good["writes"])
+
+
+def test_nothing_is_read_before_the_first_job_is_found(tmp_path):
+    """A monitor's start-up reads neither the stored references nor the machine's identity
+    (the environment table): only the first found job does."""
+    class Engine:
+        recorder = Recorder(str(tmp_path / "sessions.db"))
+        interval = 1.0
+
+        @property
+        def env(self):
+            raise AssertionError("the environment was read before a job was found")
+
+        def say(self, *_):
+            pass
+
+    plan, engine = MonitorPlan(), Engine()
+    plan.prepare(engine)
+    for t in range(3):
+        plan.after_tick(engine, 100.0 + t, SimpleNamespace(found=(), host=HostSample(cpus=2),
+                                                           gpu_processes=(), gpus=()))
+    assert plan.refs is not None and not plan.refs._loaded and plan.refs._ident is None

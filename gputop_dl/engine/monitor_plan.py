@@ -46,8 +46,7 @@ class MonitorPlan(Plan):
         and where the monitor records, the stored paces alone."""
         self.passive.peaks = load_peaks(engine.recorder.store_path)
         if engine.recorder.enabled:
-            self.refs = PaceRefs(machine_ident(engine.env))
-            self.refs.load(engine.recorder.store_path, time.time())
+            self.refs = PaceRefs(engine.recorder.store_path, lambda: machine_ident(engine.env))
 
     def close(self, engine: Engine) -> None:
         if self.refs is not None:  # the paces alone read since the last save
@@ -59,7 +58,7 @@ class MonitorPlan(Plan):
             if rec.open_monitor(self.command, engine.env, engine.interval):
                 engine.say(f"recording session {rec.session_id} (training jobs seen)")
         if self.refs is not None:
-            self.refs.lend(self.passive.own_pace, machine.found)
+            self.refs.lend(self.passive.own_pace, machine.found, now)
         v, self.estimates = self.passive.verdict(machine.found, machine.host,
                                                  machine.gpu_processes, machine.gpus, now)
         if self.refs is not None:

@@ -22,7 +22,7 @@ import math
 import shlex
 import socket
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse import twins
@@ -66,22 +66,28 @@ def from_data(until: object, command: object, data: object) -> Reference | None:
 
 
 class PaceRefs:
-    """Lends stored references to new found jobs and stores the references read here."""
+    """Lends stored references to new found jobs and stores the references read here. Nothing
+    is read before the first job is found (the store, the machine's identity): a monitor's
+    start-up is not slower for them."""
 
-    def __init__(self, ident: Mapping[str, object]):
-        self.ident = dict(ident)
+    def __init__(self, store_path: str | None, ident: Callable[[], Mapping[str, object]]):
+        self.store_path = store_path
+        self._ident_of = ident
+        self._ident: dict[str, object] | None = None  # the machine's, read at the first job
+        self._loaded = False
         self._stored: dict[str, Reference] = {}  # fingerprint -> its stored reference
         self._fps: dict[int, str | None] = {}  # found PID -> its fingerprint (None: none)
         self._saved: dict[str, float] = {}  # fingerprint -> the last reading it was saved with
         self._last_save = -math.inf
 
-    def load(self, store_path: str | None, now: float) -> None:
+    def load(self, now: float) -> None:
         """Read this host's stored references (read only; none where there is no store)."""
         from gputop_dl.record.paths import StoreError
         from gputop_dl.record.store import Store
 
+        self._loaded = True
         try:
-            st = Store(store_path, readonly=True)
+            st = Store(self.store_path, readonly=True)
         except StoreError:
             return
         try:
@@ -105,14 +111,19 @@ class PaceRefs:
                 argv: Sequence[str] = shlex.split(j.command)
             except ValueError:
                 argv = j.command.split()
-            ident = dict(self.ident, user=j.user, container=j.container)
+            if self._ident is None:
+                self._ident = dict(self._ident_of())
+            ident = dict(self._ident, user=j.user, container=j.container)
             self._fps[j.pid] = found_fingerprint(j.pid, twins.key(j.command), argv, ident)
             while len(self._fps) > FPS_KEPT:
                 del self._fps[next(iter(self._fps))]
         return self._fps[j.pid]
 
-    def lend(self, pace: OwnPace, jobs: Sequence[JobSample]) -> None:
-        """Read each new job's fingerprint; lend it its stored reference, where one has it."""
+    def lend(self, pace: OwnPace, jobs: Sequence[JobSample], now: float) -> None:
+        """Read each new job's fingerprint; lend it its stored reference, where one has it
+        (the stored ones are read when the first job is found)."""
+        if jobs and not self._loaded:
+            self.load(now)
         for j in jobs:
             if j.pid is None or j.pid in self._fps:
                 continue
