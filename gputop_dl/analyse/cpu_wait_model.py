@@ -113,8 +113,9 @@ def spins(pool: Pool, slice_ms: float | None = None, yields: float | None = None
 
 # where a spinning pool's cost can be measured (diagnose's probe drops it from its own lines)
 DIAGNOSE_HINT = ("; where the job has DataLoader workers, its own pace measures it live if it "
-                 "(or a copy of it, its twin) ran alone before the others came, and `gputop-dl "
-                 "diagnose` does, pausing the other jobs a few seconds each")
+                 "(or a copy of it, its twin) ran alone before the others came, or ran alone "
+                 "under a recording gputop-dl before, and `gputop-dl diagnose` does, pausing "
+                 "the other jobs a few seconds each")
 
 
 def pool_line(name: str, pool: Pool, s: float, slice_ms: float | None = None,
