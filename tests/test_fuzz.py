@@ -516,6 +516,28 @@ def test_a_damaged_database_is_one_line_in_every_reader(real_db, gdl_home, tmp_p
         assert os.listdir(out) == [], "a failed export left a file"
 
 
+@pytest.mark.parametrize("column", ["environment", "verdict", "spec"])
+@pytest.mark.parametrize("args", DB_COMMANDS)
+def test_a_json_column_that_is_not_json_is_one_line(real_db, gdl_home, tmp_path, args, column):
+    """Found by the fuzzer above (a damaged page inside a session's environment text made
+    `sessions` end in a JSONDecodeError's traceback): a stored JSON value that is not JSON is
+    a damaged database, one line and exit 2 in every reader, no file left behind."""
+    good, sid = real_db
+    db = gdl_home / "sessions.db"
+    for extra in gdl_home.iterdir():
+        extra.unlink()
+    db.write_bytes(good)
+    con = sqlite3.connect(db)
+    con.execute(f"UPDATE sessions SET {column} = '{{\"cpus\": 2, '")  # cut mid-object
+    con.commit()
+    con.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    code, _o, err = run_cli([a.replace("OUT", str(out)).replace("SID", sid[:8]) for a in args])
+    check_run(code, err, (2,))
+    assert "damaged" in err and os.listdir(out) == [], err
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink to /dev/zero", "dangling symlink",
                                   "symlink loop", "socket", "a text file", "a WAL file only"])
 @pytest.mark.parametrize("args", DB_COMMANDS[:4])

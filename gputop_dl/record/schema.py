@@ -118,8 +118,15 @@ JsonObject = dict[str, Any]
 
 def loads(text: str | bytes | None) -> Any:
     """A JSON column's text as the value (NULL reads None); Any: whatever JSON was stored,
-    which the reader checks (older versions wrote other shapes)."""
-    return None if text is None else json.loads(text)
+    which the reader checks (older versions wrote other shapes). Text that is not JSON (a
+    damaged page's bytes; gputop-dl writes JSON only) is a `sqlite3.DatabaseError`, which every
+    reader already turns into one line about the damaged database (found by the fuzzer)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        raise sqlite3.DatabaseError(f"a stored JSON value is damaged ({exc})") from None
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -214,7 +215,7 @@ class SessionReads(StoreKeys):
         for fp, until, command, data in rows:
             try:
                 out[fp] = (until, command, loads(data))
-            except ValueError:  # a damaged row (not JSON): skipped, the others are read
+            except sqlite3.DatabaseError:  # a damaged row (not JSON): skipped, the others read
                 continue
         return out
 
