@@ -240,8 +240,7 @@ class Reference:
 
     def usable(self) -> bool:
         """Enough readings of one kind to pace a job by (as a twin's reference)."""
-        return (len(self.cores) >= REF_MIN or len(self.writes) >= REF_MIN
-                or len(self.steps) >= STEP_REF_MIN)
+        return _enough(len(self.cores), len(self.writes), len(self.steps))
 
 
 @dataclass
@@ -378,8 +377,13 @@ def _until(tr: _Track) -> float | None:
 
 
 def _has_ref(tr: _Track) -> bool:
-    return (len(tr.cores.alone) >= REF_MIN or len(tr.writes.alone) >= REF_MIN
-            or len(tr.steps_alone) >= STEP_REF_MIN)
+    return _enough(len(tr.cores.alone), len(tr.writes.alone), len(tr.steps_alone))
+
+
+def _enough(cores: int, writes: int, steps: int) -> bool:
+    """Whether readings alone this many (of its loader's cores, its write calls, its step
+    times) are a reference: REF_MIN of either rate, or STEP_REF_MIN step times."""
+    return cores >= REF_MIN or writes >= REF_MIN or steps >= STEP_REF_MIN
 
 
 def _key(j: JobSample) -> Key:

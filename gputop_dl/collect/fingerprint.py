@@ -38,7 +38,7 @@ def fingerprint(w: Workload, cuda: bool, env: Mapping[str, object]) -> str:
         d = {k: getattr(w, k) for k in keys}
     d.update(cuda=cuda, cpus=env.get("cpus"), cpu_model=env.get("cpu_model"),
              gpus_hw=env.get("gpus"), torch=env.get("torch"), host=os.uname().nodename)
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return _digest(d)
 
 
 def found_fingerprint(pid: int, key: Sequence[str], argv: Sequence[str],
@@ -56,6 +56,11 @@ def found_fingerprint(pid: int, key: Sequence[str], argv: Sequence[str],
         return None
     stamps = _file_stamps(argv, f"{proc}/cwd", root=f"{proc}/root")
     d = {"key": list(key), "cwd": cwd, "exe": exe, "files": stamps, **ident}
+    return _digest(d)
+
+
+def _digest(d: Mapping[str, Any]) -> str:
+    """A fingerprint's key: the hash of what it depends on (only the hash is kept)."""
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
