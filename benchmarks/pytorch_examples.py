@@ -218,6 +218,17 @@ def _start_dcgans(script: str, work: str, env: dict[str, str], n: int, tag: str
     return procs, stamps
 
 
+def _watched_dcgans(script: str, work: str, env: dict[str, str], n: int, tag: str,
+                    pids: set[int], procs: list[subprocess.Popen]
+                    ) -> tuple[list[subprocess.Popen], list[list[float]]]:
+    """`_start_dcgans`, their PIDs added to the monitor's `pids` and the copies to `procs`
+    (stopped by the caller)."""
+    new, stamps = _start_dcgans(script, work, env, n, tag)
+    procs += new
+    pids.update(p.pid for p in new)
+    return new, stamps
+
+
 def _warm(stamps: list[list[float]], timeout: float = 120.0) -> None:
     """Until every copy is past its warm-up (4 iterations), or `timeout`."""
     deadline = time.time() + timeout
@@ -343,15 +354,11 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     try:
         with watching(pids, lambda snap: ticks.append((time.time(),
                                                        {j.pid: j for j in snap.jobs}))):
-            first, s1 = _start_dcgans(script, work, env, 1, "dcgan-pace-a")
-            procs += first
-            pids.add(first[0].pid)
+            first, s1 = _watched_dcgans(script, work, env, 1, "dcgan-pace-a", pids, procs)
             _warm(s1)
             t_alone = time.time()
             time.sleep(seconds)
-            second, s2 = _start_dcgans(script, work, env, 1, "dcgan-pace-b")
-            procs += second
-            pids.add(second[0].pid)
+            second, s2 = _watched_dcgans(script, work, env, 1, "dcgan-pace-b", pids, procs)
             t_second = time.time()
             _warm(s2)
             t_tog = time.time()
@@ -405,9 +412,7 @@ def dcgan_stored(examples: str, work: str, env: dict[str, str], seconds: float) 
     procs: list[subprocess.Popen] = []
     try:
         with watching(pids, lambda _snap: None, store=db):
-            first, s1 = _start_dcgans(script, work, env, 1, "dcgan-stored-a")
-            procs += first
-            pids.add(first[0].pid)
+            _, s1 = _watched_dcgans(script, work, env, 1, "dcgan-stored-a", pids, procs)
             _warm(s1)
             t_alone = time.time()
             time.sleep(seconds)
@@ -425,9 +430,7 @@ def dcgan_stored(examples: str, work: str, env: dict[str, str], seconds: float) 
 
     try:
         with watching(pids, on, store=db):
-            both, s2 = _start_dcgans(script, work, env, 2, "dcgan-stored-b")
-            procs += both
-            pids.update(p.pid for p in both)
+            both, s2 = _watched_dcgans(script, work, env, 2, "dcgan-stored-b", pids, procs)
             _warm(s2)
             t_tog = time.time()
             time.sleep(seconds * 1.5)
