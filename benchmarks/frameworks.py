@@ -1,6 +1,7 @@
 """Training frameworks and plain loops as `command` jobs: each script's own figures beside the hook's.
 
     python benchmarks/frameworks.py [--only hf]
+    python benchmarks/frameworks.py --long [--cuda]   # the gradient-accumulation rows, longer
 
 Runs the small scripts of tests/external/ (Lightning, transformers.Trainer, a plain accelerate
 loop, plain PyTorch loops), each launched by gputop-dl as a `command` workload with no code
@@ -16,6 +17,9 @@ span is shown beside the sleep: on CUDA a real model's kernel launches are part 
 skipped with a line saying so. The phases are sleeps: their truth holds on a busy box.
 `--cuda` runs each script on the GPU (`--cuda` passed to it), where the hook times the phases
 with CUDA events; the label then says which clock each row's steps were timed by.
+`--long`: the gradient-accumulation rows only, each with 5-6 times the batches, where a few
+steps that hold one-time costs (the optimizer's first step comes only after the accumulation)
+weigh less in the mean.
 """
 
 from __future__ import annotations
@@ -54,6 +58,18 @@ ROWS = [  # (label, needs, script, arguments)
     ("plain loop `--accumulate 3`", None, "plain_tiny.py", ["--accumulate", "3"]),
     ("plain loop `--iterable` (IterableDataset, no length)", None, "plain_tiny.py", ["--iterable"]),
     ("plain loop `--max-steps 12` (endless stream)", None, "plain_tiny.py", ["--max-steps", "12"]),
+]
+
+LONG_ROWS = [  # the accumulation rows, longer (--long)
+    ("Lightning `--batches 48 --limit 30 --val-every 12 --accumulate 2 --workers 1`",
+     "lightning", "lightning_tiny.py", ["--batches", "48", "--limit", "30", "--val-every", "12",
+                                        "--accumulate", "2", "--workers", "1"]),
+    ("transformers `Trainer --accumulate 2 --samples 240`", "transformers", "hf_tiny.py",
+     ["--accumulate", "2", "--samples", "240"]),
+    ("accelerate loop `--accumulate 2 --batches 60 --stop-after 50`", "accelerate",
+     "accelerate_tiny.py", ["--accumulate", "2", "--batches", "60", "--stop-after", "50"]),
+    ("plain loop `--accumulate 3 --batches 60`", None, "plain_tiny.py",
+     ["--accumulate", "3", "--batches", "60"]),
 ]
 
 
@@ -127,13 +143,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None, help="rows whose label contains this")
     ap.add_argument("--cuda", action="store_true", help="each script on the GPU")
+    ap.add_argument("--long", action="store_true",
+                    help="the gradient-accumulation rows only, with 5-6x the batches")
     a = ap.parse_args()
     print("| stack, how it was run | epochs | steps per epoch | step ms | forward ms | "
           "backward ms | optimizer ms |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         os.environ["GPUTOP_DL_HOME"] = os.path.join(work, "home")
-        for label, needs, script, args in ROWS:
+        for label, needs, script, args in LONG_ROWS if a.long else ROWS:
             if a.only and a.only not in label:
                 continue
             if needs and importlib.util.find_spec(needs) is None:

@@ -3,6 +3,7 @@
     python benchmarks/own_pace.py [--only mnist] [--alone-s 40] [--together-s 45] [--wait-policy passive]
     python benchmarks/own_pace.py --after [--only mnist]   # the last copy alone after the others
     python benchmarks/own_pace.py --stored [--only dcgan]   # each alone in an earlier monitor run
+    python benchmarks/own_pace.py --cuda [--stored]   # a real GPU: copies of gpu_plain.py on GPU 0
 
 Ground truth: tests/external/mt_examples.py (PyTorch's dcgan, mnist and word_language_model
 examples shrunk; `torch.set_num_threads(2)`, one loader worker, a timestamp per iteration), as
@@ -33,6 +34,10 @@ the second, a new monitor, every copy is started at the same moment, none ever a
 `stored_age_s`): its truth is its example's own rate alone in the first run over its own rate
 together (after every copy's warm-up), its live slowdown the median over that span once paced.
 
+`--cuda` (a real GPU only): the scenarios are copies of tests/external/gpu_plain.py on GPU 0
+(one loader worker each, which waits 5 ms a batch and hands over a token; the step is GPU
+work, so the copies slow each other by queueing for the GPU, not the host's cores).
+
 Run it under the box's lock (`flock /tmp/gputop-box.lock ...`). Prints a Markdown table and
 the load average.
 """
@@ -55,6 +60,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from verdict_threads import SCENARIOS, _lines, argv, rate, started, stamps  # noqa: E402
+
+GPU_SCENARIOS = {"gpu pair": ("gpu", "gpu"), "gpu trio": ("gpu", "gpu", "gpu")}
 
 from gputop_dl.collect.nvml import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
@@ -365,7 +372,10 @@ def main() -> None:
     ap.add_argument("--stored", action="store_true",
                     help="each script alone under one monitor, then all at once under another: "
                          "paced by the stored runs")
+    ap.add_argument("--cuda", action="store_true",
+                    help="a real GPU: copies of tests/external/gpu_plain.py on GPU 0")
     a = ap.parse_args()
+    scenarios = GPU_SCENARIOS if a.cuda else SCENARIOS
     if a.workers is not None:
         import verdict_threads
 
@@ -378,7 +388,7 @@ def main() -> None:
               "(earlier run) | together it/s | true slowdown | gputop-dl live | from | stored "
               "run's age | live / truth | within 25 % |")
         print("|---|---|---|---|---|---|---|---|---|---|")
-        for name, examples in SCENARIOS.items():
+        for name, examples in scenarios.items():
             if a.only and a.only not in name:
                 continue
             for k, r in enumerate(stored(examples, a.alone_s, a.together_s), 1):
@@ -396,7 +406,7 @@ def main() -> None:
         print("| scenario (last copy alone after) | together it/s | alone it/s | true slowdown | "
               "gputop-dl afterwards | / truth |")
         print("|---|---|---|---|---|---|")
-        for name, examples in SCENARIOS.items():
+        for name, examples in scenarios.items():
             if a.only and a.only not in name:
                 continue
             r = after(examples, a.together_s, a.alone_s)
@@ -408,7 +418,7 @@ def main() -> None:
     print("| scenario (first copy alone first) | alone it/s | together it/s | true slowdown | "
           "gputop-dl live | from | its pace | live / truth | within 25 % | verdicts |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, examples in SCENARIOS.items():
+    for name, examples in scenarios.items():
         if a.only and a.only not in name:
             continue
         r = staggered(examples, a.alone_s, a.together_s)

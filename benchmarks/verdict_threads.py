@@ -58,6 +58,10 @@ EXAMPLES = {  # name: the script's arguments (sized for a few iterations a secon
     "mnist": ["mnist", "--batch", "64"],
     "lm": ["lm", "--width", "128", "--batch", "20"],
 }
+GPU_SCRIPT = os.path.join(os.path.dirname(HERE), "tests", "external", "gpu_plain.py")
+GPU_EXAMPLES = {  # name: gpu_plain.py's arguments (a real GPU only: own_pace.py --cuda)
+    "gpu": ["--batch", "8192", "--data-ms", "5", "--stamps", "--report-every", "0"],
+}
 SCENARIOS = {  # name: the examples started together
     "dcgan pair": ("dcgan", "dcgan"),
     "mnist pair": ("mnist", "mnist"),
@@ -67,6 +71,9 @@ SCENARIOS = {  # name: the examples started together
 
 
 def argv(example: str, seconds: float) -> list[str]:
+    if example in GPU_EXAMPLES:
+        return [sys.executable, GPU_SCRIPT, *GPU_EXAMPLES[example], "--workers", str(WORKERS),
+                "--seconds", str(seconds)]
     return [sys.executable, SCRIPT, *EXAMPLES[example], "--threads", str(THREADS),
             "--workers", str(WORKERS), "--seconds", str(seconds)]
 

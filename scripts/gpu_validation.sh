@@ -5,6 +5,7 @@
 #   bash scripts/gpu_validation.sh OUTDIR STEP...    # steps: env once startup machine
 #                                                    #        frameworks found serve pair
 #                                                    #        shots lab trio gpus2 command
+#                                                    #        pace stored long
 #
 # Needs: python3 with torch and CUDA (the device image's), the wheels of what it lacks already
 # on PYTHONPATH (textual, platformdirs, py-spy: see docs/validation.md). Writes OUTDIR/*.log,
@@ -118,6 +119,12 @@ for s in "$@"; do
     printf '[session]\nname="gpu command"\nbaseline="measure"\n[[workload]]\nname="plain"\ncommand=["python3","%s/tests/external/gpu_plain.py","--seconds","15","--data-ms","10"]\n[[workload]]\nname="plain2"\ncommand=["python3","%s/tests/external/gpu_plain.py","--seconds","15","--data-ms","10"]\n' "$ROOT" "$ROOT" >"$WORK/cmd.toml"
     step command 120 $G launch "$WORK/cmd.toml" --headless
     $G export "$OUTDIR/command.md" >/dev/null 2>&1 ;;
+  pace)  # issue 33 on a GPU: a found pair's live slowdown from its loader's pace, a twin's
+    step own_pace_gpu 200 python3 benchmarks/own_pace.py --cuda --only "gpu pair" --alone-s 30 --together-s 35 ;;
+  stored)  # the same pair started at once, paced by the stored run of one copy alone
+    step own_pace_gpu_stored 200 python3 benchmarks/own_pace.py --cuda --stored --only "gpu pair" --alone-s 30 --together-s 35 ;;
+  long)  # the gradient-accumulation rows of the frameworks table, 5-6x longer, on CUDA
+    step frameworks_long 240 python3 benchmarks/frameworks.py --long --cuda ;;
   *) echo "unknown step $s" ;;
   esac
 done
