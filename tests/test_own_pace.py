@@ -46,6 +46,9 @@ def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
         got = pace.update([a(0.40)], float(t))
     assert got["a"].slowdown is None and got["a"].why == "it runs alone"
     assert got["a"].alone_cores == pytest.approx(0.40)  # the start-up's 5 cores are not in it
+    for t in range(O.SETTLE):  # b's start-up: a's ticks count neither as alone nor as beside
+        got = pace.update([a(0.40), b], 80.0 + t)
+    assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
     for t in range(O.NOW_MIN - 1):
         got = pace.update([a(0.10), b], 100.0 + t)
     assert got["a"].slowdown is None and "readings beside the others" in got["a"].why
@@ -73,11 +76,12 @@ def test_a_loader_idle_beside_the_others_gives_no_pace_and_alone_again_clears_no
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.3)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE + O.NOW_MIN):
         got = pace.update([job("a", 100, 0.0), job("b", 200, 0.1)], 50.0 + t)
     assert got["a"].slowdown is None and "did no work" in got["a"].why
-    pace.update([job("a", 100, 0.3)], 60.0)  # b ended: alone again, the window starts over
-    got = pace.update([job("a", 100, 0.1), job("b2", 300, 0.1)], 61.0)
+    pace.update([job("a", 100, 0.3)], 80.0)  # b ended: alone again, the window starts over
+    for t in range(O.SETTLE + 1):  # b2's start-up, then one tick beside it
+        got = pace.update([job("a", 100, 0.1), job("b2", 300, 0.1)], 81.0 + t)
     assert got["a"].now_ticks == 1 and got["a"].slowdown is None
 
 
@@ -85,7 +89,7 @@ def test_a_job_renamed_when_its_twin_starts_keeps_its_pace_alone():
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([job("train.py", 100, 0.4)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE + O.NOW_MIN):
         got = pace.update([job("train.py (100)", 100, 0.1), job("train.py (200)", 200, 0.1)],
                           50.0 + t)
     assert got["train.py (100)"].slowdown == pytest.approx(4.0)
@@ -107,7 +111,7 @@ def test_spinning_pools_take_their_slowdown_from_their_own_pace():
     alone and keeps the estimate."""
     alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
     both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
     a, b = est["a"], est["b"]
     assert a.pace_used and a.slowdown == pytest.approx(5.0) and a.cause == "cpu"
     assert not b.pace_used and b.slowdown is not None and b.slowdown < 5.0
@@ -130,7 +134,7 @@ def test_a_pace_that_agrees_with_the_estimate_is_evidence_only():
     the pace is said beside it."""
     alone = [job("a", 100, 0.30, f=0.0, cores=0.9)]
     both = [job("a", 100, 0.18, f=0.5, cores=0.6), job("b", 200, 0.18, f=0.5, cores=0.6)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
     a = est["a"]
     assert not a.pace_used and a.pace.slowdown == pytest.approx(0.30 / 0.18, rel=1e-3)
     assert a.slowdown is not None and a.slowdown != pytest.approx(a.pace.slowdown)
@@ -141,7 +145,7 @@ def test_a_pace_that_agrees_with_the_estimate_is_evidence_only():
 def test_a_pace_far_from_the_estimate_wins_without_spin():
     alone = [job("a", 100, 0.60, f=0.0, cores=0.9)]
     both = [job("a", 100, 0.10, f=0.2, cores=0.6), job("b", 200, 0.10, f=0.2, cores=0.6)]
-    _, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    _, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
     assert est["a"].pace_used and est["a"].slowdown == pytest.approx(6.0)
 
 
@@ -221,7 +225,7 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([job("d", 400, 0.4, step_time_s=0.05 + 0.001 * t)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE_NO_WORKERS + O.NOW_MIN):  # (b has no loader workers)
         got = pace.update([job("d", 400, 0.1, step_time_s=0.3), b], 100.0 + t)
     assert got["d"].slowdown == pytest.approx(4.0) and got["d"].source == "loader"
 
@@ -357,7 +361,7 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
     both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL),
             job("c", 300, 0.08, cpu_pool=sleeping, cpu_pool_yields=0.6)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
     assert est["b"].doubt and "spins" in est["b"].doubt
     assert est["a"].doubt is None and est["c"].doubt is None and est["c"].slowdown is not None
     rows = {j["name"]: j for j in check(v.to_json(), "verdict")["jobs"]}
@@ -403,7 +407,7 @@ def test_batches_pace_a_job_whose_loader_takes_more_cpu_a_batch_beside_the_other
     b = job("b", 200, 0.1, loader_writes_per_s=1.0)
     judge = PassiveJudge()
     feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.0417, 3.44, f=0.05)])])
-    v, est = feed(judge, [(O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
+    v, est = feed(judge, [(O.SETTLE + O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
     p = est["a"].pace
     assert p.source == "batches" and p.slowdown == pytest.approx(3.44 / 1.20, rel=1e-3)
     assert p.alone_cores == pytest.approx(0.0417)  # the cores' pace, 2.03x, is not used
@@ -425,13 +429,13 @@ def test_without_write_calls_the_cores_pace_it_and_no_batch_says_so():
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.4)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE + O.NOW_MIN):
         got = pace.update([job("a", 100, 0.1), job("b", 200, 0.1)], 50.0 + t)
     assert got["a"].source == "loader" and got["a"].slowdown == pytest.approx(4.0)
     pace = O.OwnPace()
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([job("c", 300, 0.4, loader_writes_per_s=9.0)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE + O.NOW_MIN):
         got = pace.update([job("c", 300, 0.3, loader_writes_per_s=0.0), job("b", 200, 0.1)],
                           50.0 + t)
     assert got["c"].slowdown is None and got["c"].source == "batches"
@@ -443,12 +447,13 @@ def test_alone_again_its_earlier_slowdown_is_by_its_batches():
     c = lambda cores, writes: job("c", 300, cores, loader_writes_per_s=writes)  # noqa: E731
     for t in range(O.SETTLE + O.REF_MIN):
         pace.update([c(0.4, 9.0)], float(t))
-    for t in range(O.NOW_MIN):
+    for t in range(O.SETTLE + O.NOW_MIN):
         pace.update([c(0.3, 3.0), job("b", 200, 0.1)], 50.0 + t)
     for t in range(O.REF_MIN):
         got = pace.update([c(0.4, 9.0)], 100.0 + t)
     assert got["c"].earlier == pytest.approx(3.0)  # 9 / 3 write calls, not 0.4 / 0.3 cores
-    assert got["c"].earlier_ago == pytest.approx(100.0 + O.REF_MIN - 1 - (50 + O.NOW_MIN - 1))
+    assert got["c"].earlier_ago == pytest.approx(100.0 + O.REF_MIN - 1
+                                                 - (50 + O.SETTLE + O.NOW_MIN - 1))
 
 
 def test_a_twin_borrows_the_write_calls_alone_too():
@@ -463,3 +468,44 @@ def test_a_twin_borrows_the_write_calls_alone_too():
     twin = got["main.py (200)"]
     assert twin.twin_pid == 100 and twin.source == "batches"
     assert twin.slowdown == pytest.approx(3.4 / 1.1, rel=1e-3)
+
+
+def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
+    """Two copies of a GPU-bound script on an H200 (docs/validation.md): the first handed over
+    25 batches a second alone and 11.7 beside the second (its own steps: 2.13x), but for the
+    second's first 15 s (its CUDA context, its workers' spawn) it ran as fast as alone; a
+    window of 20 ticks that held them read 1.43x. The second is under way once its workers
+    hand over a batch (or, where none are read, SETTLE ticks after it was seen)."""
+    pace = O.OwnPace()
+    a = lambda w: job("a", 100, 0.05, loader_writes_per_s=w)  # noqa: E731
+    b = lambda w: job("b", 200, 0.05 if w else None, loader_writes_per_s=w)  # noqa: E731
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([a(25.0)], float(t))
+    for t in range(15):  # b's start-up: no worker yet, then workers that handed nothing over
+        got = pace.update([a(25.0), b(None if t < 8 else 0.0)], 100.0 + t)
+    assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
+    for t in range(O.NOW_MIN):
+        got = pace.update([a(11.7), b(11.7)], 200.0 + t)
+    assert got["a"].source == "batches" and got["a"].slowdown == pytest.approx(25 / 11.7, rel=1e-3)
+    # a job whose workers' write calls are not read is under way SETTLE ticks after it came,
+    # one with no worker SETTLE_NO_WORKERS ticks (its workers come with its first batch)
+    for c, settle in ((0.05, O.SETTLE), (None, O.SETTLE_NO_WORKERS)):
+        pace = O.OwnPace()
+        for t in range(O.SETTLE + O.REF_MIN):
+            pace.update([a(25.0)], float(t))
+        for t in range(settle + 1):
+            got = pace.update([a(12.5), job("c", 300, c)], 100.0 + t)
+        assert got["a"].now_ticks == 1
+
+
+def test_a_job_older_than_the_monitor_is_under_way_at_once():
+    """Its process's age, where read, says whether it is starting: a monitor started beside a
+    job that ran for an hour keeps its readings alone from its first tick."""
+    pace = O.OwnPace()
+    for t in range(O.REF_MIN):
+        got = pace.update([job("a", 100, 0.4, elapsed_s=3600.0 + t)], float(t))
+    assert got["a"].alone_ticks == O.REF_MIN
+    young = O.OwnPace()
+    for t in range(O.REF_MIN):
+        got = young.update([job("a", 100, 0.4, elapsed_s=1.0 + t)], float(t))
+    assert got["a"].alone_ticks == 0  # its first SETTLE seconds are its start-up

@@ -17,11 +17,19 @@ or none; the mean over the window is its rate, a median of such steps is not. Th
 cores are their main threads' schedstat ns over the time since their last reading, so a tick
 that was not read (a quiet one) is left out, not counted as 0)
 
-- alone: the judged set held this job only, SETTLE ticks or more after it was first seen (its
-  start-up and first workers are not its pace); the latest REF_TICKS such ticks are kept and a
+- alone: the judged set held this job only, once it is under way (below: its start-up and
+  first workers are not its pace); the latest REF_TICKS such ticks are kept and a
   reference needs REF_MIN of them, with MIN_CORES or more;
-- beside others: the last NOW_TICKS ticks with another job judged beside it (cleared when it is
-  alone again), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
+- beside others: the last NOW_TICKS ticks with another job under way beside it (cleared when
+  it is alone again; a job is under way SETTLE seconds after its process started (ticks
+  after it was first seen, where that is not read: a job older than the monitor is not
+  starting), and where its workers' write calls are read, once they handed over a batch,
+  where it has no worker (yet: they start with the first batch), after SETTLE_NO_WORKERS:
+  a copy's start-up, its CUDA
+  context and its workers' spawn, takes no share of what the first copy runs on, so ticks
+  beside it count neither as alone nor as beside; on an H200 a GPU-bound pair's first copy,
+  paced over 20 ticks of which a third were the second copy's start-up, read 1.43× where it
+  ran 2.13× slower), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
   worked (a slow loader makes a batch every few ticks: PyTorch's dcgan beside a copy of it, one
   in 6, so 20 ticks held 3 or 4 and its pace moved ±30 % from tick to tick); a ratio needs
   NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
@@ -53,8 +61,8 @@ started by hand beside the first makes the same batches, so its loader's pace al
 first's (`twin_pid` names it, `twin_args` what differs). Without a running twin, a stored run
 of its command lent to it (`lend_stored`: engine/pace_refs.py reads and keeps them, by the
 job's fingerprint) is its reference, up to STORED_MAX_AGE_S after its last reading
-(`stored_age_s`). Its own readings beside the others count once it has run SETTLE ticks (its
-workers' start-up is not its pace). Without either it has no reference: its estimate stays
+(`stored_age_s`). Its own readings beside the others count once it is under way (its workers'
+start-up is not its pace). Without either it has no reference: its estimate stays
 the CPU-wait model's until the others end; once it has run alone REF_MIN readings after them,
 its pace alone over its last window beside them says how much slower it ran then (`earlier`).
 Outside load while it ran alone is in its reference (it makes the ratio smaller). Only
@@ -73,7 +81,8 @@ from typing import TypedDict
 from gputop_dl.analyse import twins
 from gputop_dl.snapshot import JobSample
 
-SETTLE = 10  # ticks after a job is first seen before its pace alone counts
+SETTLE = 10  # seconds after a job started (ticks after it was first seen, where its
+SETTLE_NO_WORKERS = 30  # start is not read) before it is under way; ... with no loader worker
 REF_TICKS = 60  # ticks alone kept (the latest)
 REF_MIN = 10  # ticks alone a reference needs
 NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are whole: a window
@@ -210,6 +219,7 @@ class _Track:
     step_now: float | None = None  # the newest new reading beside others
     step_now_t: float = 0.0  # ... when it was read
     step_over: float | None = None  # beside others, its steps are longer than this (s)
+    under_way: bool = False  # past its start-up: it counts as beside the others (see above)
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
     last_alone: float | None = None  # the time of its last tick alone (read or not)
@@ -279,10 +289,15 @@ class OwnPace:
         for key in [k for k in self._stored if k not in keys]:
             del self._stored[key]
         alone = len(jobs) == 1
-        out = {}
+        tracks = []
         for j in jobs:
             tr = self._tracks.setdefault(_key(j), _Track())
             tr.seen += 1
+            tr.under_way = tr.under_way or _under_way(j, tr.seen)
+            tracks.append(tr)
+        under_way = sum(tr.under_way for tr in tracks)
+        out = {}
+        for j, tr in zip(jobs, tracks):
             c, w = j.cpu_cores_workers, j.loader_writes_per_s
             tr.workers = tr.workers or c is not None or w is not None
             if tr.was_alone is not None and tr.was_alone != alone:
@@ -307,7 +322,7 @@ class OwnPace:
                 for r, _ in rates:
                     r.now.clear()
                 tr.step_now = tr.step_over = None
-                if (c is not None or w is not None) and tr.seen > SETTLE:
+                if (c is not None or w is not None) and tr.under_way:
                     for r, x in rates:
                         if x is not None:
                             r.alone.append(x)
@@ -315,10 +330,10 @@ class OwnPace:
                     tr.alone_since += 1
                 tr.last_alone = t
                 self._lend(j, tr)
-            else:
+            elif under_way - tr.under_way > 0:  # another job under way beside it
                 tr.beside_t = t
                 for r, x in rates:
-                    if x is not None and tr.seen > SETTLE:
+                    if x is not None and tr.under_way:
                         r.now.append(x)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
@@ -369,6 +384,21 @@ def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
         if n >= NOW_TICKS and busy >= NOW_BUSY:
             break
     return tuple(now)[len(now) - n:]
+
+
+def _under_way(j: JobSample, seen: int) -> bool:
+    """Whether a job seen on `seen` ticks is past its start-up (see the module docstring): its
+    age is its process's where read (a job older than the monitor is not starting), else the
+    ticks it was seen on."""
+    age = j.elapsed_s if j.elapsed_s is not None else seen
+    if age <= SETTLE:
+        return False
+    w = j.loader_writes_per_s
+    if w is not None:  # its workers' write calls are read: once they handed over a batch
+        return w > 0
+    # workers whose write calls are not read (another user's), or none (yet: a loader's
+    # workers start with its first batch, after the model and its CUDA context)
+    return j.cpu_cores_workers is not None or age > SETTLE_NO_WORKERS
 
 
 def _until(tr: _Track) -> float | None:
