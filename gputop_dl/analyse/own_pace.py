@@ -23,9 +23,8 @@ that was not read (a quiet one) is left out, not counted as 0)
 - beside others: the last NOW_TICKS ticks with another job under way beside it (cleared when
   it is alone again; a job is under way SETTLE seconds after its process started (ticks
   after it was first seen, where that is not read: a job older than the monitor is not
-  starting), and where its workers' write calls are read, once they handed over a batch,
-  where it has no worker (yet: they start with the first batch), after SETTLE_NO_WORKERS:
-  a copy's start-up, its CUDA
+  starting), once its loader's workers run, and where it has none (yet: they start with its
+  first batch), after SETTLE_NO_WORKERS: a copy's start-up, its CUDA
   context and its workers' spawn, takes no share of what the first copy runs on, so ticks
   beside it count neither as alone nor as beside; on an H200 a GPU-bound pair's first copy,
   paced over 20 ticks of which a third were the second copy's start-up, read 1.43× where it
@@ -393,12 +392,10 @@ def _under_way(j: JobSample, seen: int) -> bool:
     age = j.elapsed_s if j.elapsed_s is not None else seen
     if age <= SETTLE:
         return False
-    w = j.loader_writes_per_s
-    if w is not None:  # its workers' write calls are read: once they handed over a batch
-        return w > 0
-    # workers whose write calls are not read (another user's), or none (yet: a loader's
-    # workers start with its first batch, after the model and its CUDA context)
-    return j.cpu_cores_workers is not None or age > SETTLE_NO_WORKERS
+    # a loader's workers start with its first batch, after the model and its CUDA context: a
+    # job without any (yet) may still be starting
+    workers = j.cpu_cores_workers is not None or j.loader_writes_per_s is not None
+    return workers or age > SETTLE_NO_WORKERS
 
 
 def _until(tr: _Track) -> float | None:
