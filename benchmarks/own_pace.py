@@ -38,6 +38,9 @@ together (after every copy's warm-up), its live slowdown the median over that sp
 (one loader worker each, which waits 5 ms a batch and hands over a token; the step is GPU
 work, so the copies slow each other by queueing for the GPU, not the host's cores).
 
+The last column compares each paced tick with the truth over the same window (`windowed`):
+the live figure follows its last readings, the span's truth is a mean over the whole span.
+
 Run it under the box's lock (`flock /tmp/gputop-box.lock ...`). Prints a Markdown table and
 the load average.
 """
@@ -115,6 +118,33 @@ class Copies:
         return [stamps("".join(ln)) for ln in self.lines]
 
 
+def windowed(ticks: list, ts: list[float], alone_rate: float | None, pid: int, lo: float,
+             hi: float, n_jobs: int) -> tuple[float | None, int]:
+    """The median over the paced ticks in [lo, hi] of the job's live pace over its truth in
+    the same window: its own rate alone over its own rate between the reading before the
+    pace's oldest one (`now_readings` of them, of its source: write calls or cores) and the
+    tick. A live figure follows the last 10-60 readings; where a job's rate moves within the
+    span (three different scripts on 2 cores trade the CPU), the span's mean is not what it
+    measured. `ticks`: (time, {pid: job}, {name: pace evidence}); with its count of ticks."""
+    out = []
+    for k, (t, jobs, pace) in enumerate(ticks):
+        j = jobs.get(pid)
+        if j is None or not (lo <= t <= hi) or len(jobs) < n_jobs or not alone_rate:
+            continue
+        p = pace.get(j.name) or {}
+        if p.get("slowdown") is None or not p.get("now_readings"):
+            continue
+        attr = "loader_writes_per_s" if p["source"] == "batches" else "cpu_cores_workers"
+        read = [t2 for t2, jobs2, _ in ticks[:k + 1]
+                if pid in jobs2 and getattr(jobs2[pid], attr) is not None]
+        if len(read) <= p["now_readings"]:
+            continue
+        r = rate(ts, read[-p["now_readings"] - 1], t)
+        if r:
+            out.append(p["slowdown"] / (alone_rate / r))
+    return (statistics.median(out) if out else None), len(out)
+
+
 class Staggered(TypedDict):
     """The first copy's own rates alone and together, and gputop-dl's live figures for it."""
 
@@ -126,6 +156,7 @@ class Staggered(TypedDict):
     pace: float | None
     ticks: int
     why: str | None
+    windowed: tuple[float | None, int]  # live / truth over each tick's window (`windowed`)
     cores: tuple[float | None, float | None]  # its loader's cores alone, now (the last tick)
     kinds: list[str]
     twins: list[Twin]  # the later copies of the first's example
@@ -141,6 +172,7 @@ class Twin(TypedDict):
     ticks: int
     twin_pid: int | None  # whose reference alone its pace used (None: none)
     why: str | None
+    windowed: tuple[float | None, int]
 
 
 def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> Staggered:
@@ -196,6 +228,7 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
 
     together_rate = rate(first, lo, hi)
     got, src, paces, last = live(copies.procs[0].pid)
+    view = [(t, jobs, pace) for t, _, jobs, pace, _ in ticks]
     truth = alone_rate / together_rate if alone_rate and together_rate else None
     twins: list[Twin] = []
     for i, e in enumerate(examples[1:], 1):
@@ -203,11 +236,15 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
             continue
         tr = rate(ts[i], lo, hi)
         tgot, tsrc, _, tlast = live(copies.procs[i].pid)
-        twins.append({"truth": alone_rate / tr if alone_rate and tr else None,
+        twins.append({"windowed": windowed(view, ts[i], alone_rate, copies.procs[i].pid, lo, hi,
+                                           len(examples)),
+                      "truth": alone_rate / tr if alone_rate and tr else None,
                       "together_rate": tr, "slowdown": statistics.median(tgot) if tgot else None,
                       "sources": sorted(tsrc), "ticks": len(tgot),
                       "twin_pid": (tlast or {}).get("twin_pid"), "why": (tlast or {}).get("why")})
     return {"truth": truth, "alone_rate": alone_rate, "together_rate": together_rate,
+            "windowed": windowed(view, first, alone_rate, copies.procs[0].pid, lo, hi,
+                                 len(examples)),
             "slowdown": statistics.median(got) if got else None, "sources": sorted(src),
             "pace": statistics.median(paces) if paces else None, "ticks": len(got),
             "why": (last or {}).get("why"), "cores": ((last or {}).get("loader_cores_alone"),
@@ -279,6 +316,7 @@ class Stored(TypedDict):
     ticks: int
     stored_age_s: float | None
     why: str | None
+    windowed: tuple[float | None, int]
 
 
 def stored(examples: tuple[str, ...], alone_s: float, together_s: float) -> list[Stored]:
@@ -324,6 +362,7 @@ def stored(examples: tuple[str, ...], alone_s: float, together_s: float) -> list
     lo = max(t[3] for t in ts if len(t) > 3)
     hi = min(min(t[-1] for t in ts if t), t_end)
     out: list[Stored] = []
+    view = [(t, jobs, pace) for t, _, jobs, pace in ticks]
     for i, e in enumerate(examples):
         pid = copies.procs[i].pid
         got, src, last = [], set(), None
@@ -342,12 +381,17 @@ def stored(examples: tuple[str, ...], alone_s: float, together_s: float) -> list
                     "slowdown": statistics.median(got) if got else None,
                     "sources": sorted(src), "ticks": len(got),
                     "stored_age_s": (last or {}).get("stored_age_s"),
+                    "windowed": windowed(view, ts[i], ar, pid, lo, hi, len(examples)),
                     "why": (last or {}).get("why")})
     return out
 
 
 def _f(x, f: str = ".2f") -> str:
     return "–" if x is None else format(x, f)
+
+
+def _w(w: tuple[float | None, int]) -> str:
+    return f"{_f(w[0])} ({w[1]} ticks)"
 
 
 def _by(r: dict[str, Any]) -> str:
@@ -386,8 +430,8 @@ def main() -> None:
         print(f"load average at the start: {os.getloadavg()[0]:.2f}")
         print("| scenario (all at once; each alone in an earlier monitor run) | copy | alone it/s "
               "(earlier run) | together it/s | true slowdown | gputop-dl live | from | stored "
-              "run's age | live / truth | within 25 % |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "run's age | live / truth | within 25 % | live / truth, each tick's window |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name, examples in scenarios.items():
             if a.only and a.only not in name:
                 continue
@@ -398,8 +442,8 @@ def main() -> None:
                       f"{_f(r['together_rate'])} | {_f(r['truth'])}× | {_f(r['slowdown'])}× "
                       f"({r['ticks']} ticks) | {', '.join(r['sources']) or '–'} | {age} | "
                       f"{_f(ratio)} | {'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'}"
-                      f"{'' if r['stored_age_s'] is not None else ' (' + str(r['why']) + ')'} |",
-                      flush=True)
+                      f"{'' if r['stored_age_s'] is not None else ' (' + str(r['why']) + ')'} | "
+                      f"{_w(r['windowed'])} |", flush=True)
         print(f"load average at the end: {os.getloadavg()[0]:.2f}")
         return
     if a.after:
@@ -416,8 +460,9 @@ def main() -> None:
         return
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     print("| scenario (first copy alone first) | alone it/s | together it/s | true slowdown | "
-          "gputop-dl live | from | its pace | live / truth | within 25 % | verdicts |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "gputop-dl live | from | its pace | live / truth | within 25 % | verdicts | "
+          "live / truth, each tick's window |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, examples in scenarios.items():
         if a.only and a.only not in name:
             continue
@@ -428,8 +473,8 @@ def main() -> None:
               f"{', '.join(r['sources']) or '–'} | {_f(r['pace'])}× "
               f"({_by(r)}) | {_f(ratio)} | "
               f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
-              f"{', '.join(r['kinds'])}{'' if r['pace'] else ' (' + str(r['why']) + ')'} |",
-              flush=True)
+              f"{', '.join(r['kinds'])}{'' if r['pace'] else ' (' + str(r['why']) + ')'} | "
+              f"{_w(r['windowed'])} |", flush=True)
         for k, tw in enumerate(r["twins"], 2):
             ratio = tw["slowdown"] / tw["truth"] if tw["slowdown"] and tw["truth"] else None
             print(f"| {name}, copy {k} (a twin{'' if tw['twin_pid'] else ': none lent'}) | "
@@ -437,7 +482,8 @@ def main() -> None:
                   f"{_f(tw['truth'])}× | {_f(tw['slowdown'])}× ({tw['ticks']} ticks) | "
                   f"{', '.join(tw['sources']) or '–'} | – | {_f(ratio)} | "
                   f"{'yes' if ratio and abs(ratio - 1) <= 0.25 else 'no'} | "
-                  f"{'' if tw['twin_pid'] else str(tw['why'])} |", flush=True)
+                  f"{'' if tw['twin_pid'] else str(tw['why'])} | {_w(tw['windowed'])} |",
+                  flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

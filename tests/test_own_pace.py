@@ -484,6 +484,7 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
     for t in range(15):  # b's start-up: no worker yet
         got = pace.update([a(25.0), b(None)], 100.0 + t)
     assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
+    assert got["a"].why == O.STARTING
     for t in range(O.NOW_MIN):
         got = pace.update([a(11.7), b(11.7)], 200.0 + t)
     assert got["a"].source == "batches" and got["a"].slowdown == pytest.approx(25 / 11.7, rel=1e-3)

@@ -102,6 +102,8 @@ STEP_STALE_S = 240.0
 TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
 STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
 TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
+STARTING = ("the jobs beside it are starting (their first seconds, or until their loader's "
+            "workers run): their start-up is not counted as a load")
 
 # what twins share: the command line's key (analyse/twins.py), directory, user and container
 # (two users' `python train.py` in /workspace of two containers read different data)
@@ -336,6 +338,8 @@ class OwnPace:
                         r.now.append(x)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
+            if not alone and not under_way - tr.under_way and out[j.name].why == _few_now(0):
+                out[j.name] = dataclasses.replace(out[j.name], why=STARTING)
             if twin is not None and j.command:
                 out[j.name] = dataclasses.replace(out[j.name],
                                                   twin_args=twins.differ(twin.command, j.command))
@@ -383,6 +387,10 @@ def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
         if n >= NOW_TICKS and busy >= NOW_BUSY:
             break
     return tuple(now)[len(now) - n:]
+
+
+def _few_now(n: int) -> str:
+    return f"{n} of {NOW_MIN} readings beside the others"
 
 
 def _under_way(j: JobSample, seen: int) -> bool:
@@ -519,7 +527,7 @@ def _by_rate(r: _Rate, out: Callable[..., Pace], source: str) -> tuple[Pace, boo
                          f"its loader used {ref:.3f} cores alone: too little to pace",
                    source), False
     if len(r.now) < NOW_MIN:
-        return out(None, f"{len(r.now)} of {NOW_MIN} readings beside the others", source), False
+        return out(None, _few_now(len(r.now)), source), False
     now = statistics.fmean(r.recent())
     if now < r.least / 50:
         return out(None, "its loader handed its trainer no batch in the last readings"
