@@ -21,17 +21,18 @@ that was not read (a quiet one) is left out, not counted as 0)
   first workers are not its pace); the latest REF_TICKS such ticks are kept and a
   reference needs REF_MIN of them, with MIN_CORES or more;
 - beside others: the last NOW_TICKS ticks with another job under way beside it (cleared when
-  it is alone again; a job is under way SETTLE seconds after its process started (ticks
-  after it was first seen, where that is not read: a job older than the monitor is not
-  starting), once its loader's workers run, and where it has none (yet: they start with its
-  first batch), after SETTLE_NO_WORKERS: a copy's start-up, its CUDA
-  context and its workers' spawn, takes no share of what the first copy runs on, so ticks
-  beside it count neither as alone nor as beside; on an H200 a GPU-bound pair's first copy,
-  paced over 20 ticks of which a third were the second copy's start-up, read 1.43× where it
-  ran 2.13× slower), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
+  it is alone again), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
   worked (a slow loader makes a batch every few ticks: PyTorch's dcgan beside a copy of it, one
   in 6, so 20 ticks held 3 or 4 and its pace moved ±30 % from tick to tick); a ratio needs
   NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
+
+Under way: SETTLE seconds after its process started (ticks after it was first seen, where its
+start is not read: a job older than the monitor is not starting), once its loader's workers
+run, or where it has none (yet: they start with its first batch), SETTLE_NO_WORKERS after. A
+newcomer's start-up (torch, its CUDA context, its workers' spawn) takes no share of what the
+others run on, so their ticks beside it count neither as alone nor as beside: on an H200 a
+GPU-bound pair's first copy, paced over 20 ticks of which a third were the second copy's
+start-up, read 1.43× where it ran 2.13× slower (docs/validation.md).
 
 A job with no loader workers (or whose loader's pace cannot be read) is paced by its step time
 where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
