@@ -5,7 +5,7 @@
 #   bash scripts/gpu_validation.sh OUTDIR STEP...    # steps: env once startup machine
 #                                                    #        frameworks found serve pair
 #                                                    #        shots lab trio gpus2 command
-#                                                    #        pace stored long
+#                                                    #        pace stored long estimate
 #
 # Needs: python3 with torch and CUDA (the device image's), the wheels of what it lacks already
 # on PYTHONPATH (textual, platformdirs, py-spy: see docs/validation.md). Writes OUTDIR/*.log,
@@ -123,6 +123,9 @@ for s in "$@"; do
     step own_pace_gpu 200 python3 benchmarks/own_pace.py --cuda --only "gpu pair" --alone-s 30 --together-s 35 ;;
   stored)  # the same pair started at once, paced by the stored run of one copy alone
     step own_pace_gpu_stored 200 python3 benchmarks/own_pace.py --cuda --stored --only "gpu pair" --alone-s 30 --together-s 35 ;;
+  estimate)  # the same pair without loader workers: no pace, the live slowdown is the NVML
+    # estimate, which the second H100 run saw swing (docs/validation.md): live against truth
+    step own_pace_gpu_estimate 200 python3 benchmarks/own_pace.py --cuda --workers 0 --only "gpu pair" --alone-s 30 --together-s 60 ;;
   long)  # the gradient-accumulation rows of the frameworks table, 5-6x longer, on CUDA
     step frameworks_long 240 python3 benchmarks/frameworks.py --long --cuda ;;
   *) echo "unknown step $s" ;;
