@@ -208,9 +208,10 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
     hi = min(min(t[-1] for t in ts[1:] if t), t_end)
 
     def live(pid: int) -> tuple[list[float], set[str], list[float], dict | None]:
-        """A copy's live slowdowns and their sources, its paces, its last pace evidence."""
+        """A copy's live slowdowns and their sources, its paces, its last pace evidence (a
+        copy never paced, e.g. without loader workers: its live slowdowns, the estimate)."""
         name = None
-        got, src, paces = [], set(), []
+        got, src, paces, unpaced = [], set(), [], []
         for t, n, jobs, pace, _ in ticks:
             j = jobs.get(pid)
             if j is None or not (lo <= t <= hi) or n < len(examples):
@@ -222,6 +223,10 @@ def staggered(examples: tuple[str, ...], alone_s: float, together_s: float) -> S
                 if j.slowdown is not None:
                     got.append(j.slowdown)
                     src.add(j.slowdown_source)
+            elif j.slowdown is not None:
+                unpaced.append((j.slowdown, j.slowdown_source))
+        if not paces and unpaced:
+            got, src = [x for x, _ in unpaced], {s for _, s in unpaced}
         last = next((pace.get(name) for _, _, _, pace, _ in reversed(ticks) if name in pace),
                     None)
         return got, src, paces, last
