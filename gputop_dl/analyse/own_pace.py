@@ -222,6 +222,7 @@ class _Track:
     step_now_t: float = 0.0  # ... when it was read
     step_over: float | None = None  # beside others, its steps are longer than this (s)
     under_way: bool = False  # past its start-up: it counts as beside the others (see above)
+    others_starting: bool = False  # on its last tick, every job beside it was starting
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
     last_alone: float | None = None  # the time of its last tick alone (read or not)
@@ -316,6 +317,7 @@ class OwnPace:
                 tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
             tr.last_step = s if s is not None else tr.last_step
             rates = ((tr.cores, c), (tr.writes, w))
+            tr.others_starting = not alone and under_way == tr.under_way
             if alone:
                 if any(len(r.now) >= NOW_MIN for r, _ in rates):  # the others are gone: keep
                     for r, _ in rates:  # how it ran beside them
@@ -332,15 +334,13 @@ class OwnPace:
                     tr.alone_since += 1
                 tr.last_alone = t
                 self._lend(j, tr)
-            elif under_way - tr.under_way > 0:  # another job under way beside it
+            elif not tr.others_starting:  # another job under way beside it
                 tr.beside_t = t
                 for r, x in rates:
                     if x is not None and tr.under_way:
                         r.now.append(x)
             twin = None if alone or _has_ref(tr) else self._twin(j, t)
             out[j.name] = pace(tr, alone, t, twin)
-            if not alone and not under_way - tr.under_way and out[j.name].why == _few_now(0):
-                out[j.name] = dataclasses.replace(out[j.name], why=STARTING)
             if twin is not None and j.command:
                 out[j.name] = dataclasses.replace(out[j.name],
                                                   twin_args=twins.differ(twin.command, j.command))
@@ -388,10 +388,6 @@ def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
         if n >= NOW_TICKS and busy >= NOW_BUSY:
             break
     return tuple(now)[len(now) - n:]
-
-
-def _few_now(n: int) -> str:
-    return f"{n} of {NOW_MIN} readings beside the others"
 
 
 def _under_way(j: JobSample, seen: int) -> bool:
@@ -505,17 +501,19 @@ def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
     if not tr.workers:
         return out(None, "no loader worker processes, and no step time of it alone, to pace "
                          "it by")
-    batches, decided = _by_rate(tr.writes, out, "batches")
+    batches, decided = _by_rate(tr.writes, out, "batches", tr.others_starting)
     if decided:
         return batches
-    cores, _ = _by_rate(tr.cores, out, "loader")
+    cores, _ = _by_rate(tr.cores, out, "loader", tr.others_starting)
     # its batches were read alone, not its cores: they say what it lacks
     return batches if not tr.cores.alone and len(tr.writes.alone) >= REF_MIN else cores
 
 
-def _by_rate(r: _Rate, out: Callable[..., Pace], source: str) -> tuple[Pace, bool]:
+def _by_rate(r: _Rate, out: Callable[..., Pace], source: str, others_starting: bool
+             ) -> tuple[Pace, bool]:
     """A track's pace by one measure of its loader, and whether that measure decides it (a
-    reference alone and enough readings beside the others)."""
+    reference alone and enough readings beside the others; none yet while every job beside
+    it is starting: STARTING says so)."""
     batches = source == "batches"
     if len(r.alone) < REF_MIN:
         return out(None, "it has not run alone since gputop-dl saw it: no pace of its own to "
@@ -528,7 +526,8 @@ def _by_rate(r: _Rate, out: Callable[..., Pace], source: str) -> tuple[Pace, boo
                          f"its loader used {ref:.3f} cores alone: too little to pace",
                    source), False
     if len(r.now) < NOW_MIN:
-        return out(None, _few_now(len(r.now)), source), False
+        return out(None, STARTING if others_starting and not r.now else
+                   f"{len(r.now)} of {NOW_MIN} readings beside the others", source), False
     now = statistics.fmean(r.recent())
     if now < r.least / 50:
         return out(None, "its loader handed its trainer no batch in the last readings"
