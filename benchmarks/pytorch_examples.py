@@ -23,11 +23,12 @@
    engine (`--only dcgan-pace`): the first job's live slowdown (its own pace) beside its own
    rate alone over together; and the second's (another `--outf`: a twin that borrows the
    first's pace alone) beside the first's rate alone over its own together.
-6. the same with `word_language_model/main.py` (no loader workers: paced by its py-spy step
-   times; a generated corpus in wikitext-2's layout), 60 s alone, 240 s together
+6. the same with `word_language_model/main.py` (no loader workers: paced by its own loop
+   counter, `batch` of its `train()`, read by py-spy's dumps, else its py-spy step times; a
+   generated corpus in wikitext-2's layout and length), 90 s alone, 240 s together
    (`--only wlm-pace`).
-7. the same with `mnist/main.py --no-accel` (on the CPU it has no loader workers either;
-   generated MNIST files), 60 s alone, 180 s together (`--only mnist-pace`).
+7. the same with `mnist/main.py --no-accel` (on the CPU it has no loader workers either:
+   its `batch_idx`; generated MNIST files), 90 s alone, 180 s together (`--only mnist-pace`).
 8. the same with `imagenet/main.py --dummy -a resnet18 -b 4 -j 1` (one loader worker: paced
    by its batches, the worker's write calls), 60 s alone, 120 s together, and the second copy
    by its twin's pace (`--only imagenet-pace`).
@@ -560,7 +561,9 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
     from step_beats import MS, corpus
 
     wlm = os.path.join(examples, "word_language_model")
-    corpus(os.path.join(work, "wlm-data"))
+    # epochs of wikitext-2's length (3,000 batches): the 60,000 words of step_beats.py make
+    # 86 (4 s alone), which its own loop counter (10 s between py-spy's dumps) cannot pair
+    corpus(os.path.join(work, "wlm-data"), train=2_088_628)
     run = _alone_then_pair([sys.executable, "-u", os.path.join(wlm, "main.py"), "--data",
                             os.path.join(work, "wlm-data"), "--log-interval", "5", "--epochs",
                             "1000", "--save", os.path.join(work, "wlm.pt")],
@@ -681,9 +684,9 @@ def main() -> None:
         if a.only in (None, "dcgan-pace"):
             dcgan_pace(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
         if a.only in (None, "wlm-pace"):
-            wlm_pace(os.path.abspath(a.examples), work, env, 60.0, 240.0)
+            wlm_pace(os.path.abspath(a.examples), work, env, 90.0, 240.0)
         if a.only in (None, "mnist-pace"):
-            mnist_pace(os.path.abspath(a.examples), work, env, 60.0, 180.0)
+            mnist_pace(os.path.abspath(a.examples), work, env, 90.0, 180.0)
         if a.only in (None, "imagenet-pace"):
             imagenet_pace(os.path.abspath(a.examples), work, env, 60.0, 120.0)
         if a.only in (None, "dcgan-stored"):

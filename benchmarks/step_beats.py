@@ -32,12 +32,13 @@ from gputop_dl.collect import pyspy  # noqa: E402
 MS = re.compile(r"ms/batch\s+([\d.]+)")
 
 
-def corpus(root: str) -> None:
-    """train/valid/test.txt of random words (the script reads any such files)."""
+def corpus(root: str, train: int = 60000) -> None:
+    """train/valid/test.txt of random words (the script reads any such files); `train` words
+    in the training split (wikitext-2's has 2,088,628)."""
     rnd = random.Random(0)
     words = [f"w{i}" for i in range(3000)]
     os.makedirs(root, exist_ok=True)
-    for name, n in (("train", 60000), ("valid", 4000), ("test", 4000)):
+    for name, n in (("train", train), ("valid", 4000), ("test", 4000)):
         with open(os.path.join(root, f"{name}.txt"), "w", encoding="utf-8") as f:
             for _ in range(n // 12):
                 f.write(" " + " ".join(rnd.choice(words) for _ in range(12)) + " \n")

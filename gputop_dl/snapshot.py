@@ -244,6 +244,13 @@ class JobSample:
     step_time_note: str | None = None
     # ... and where py-spy counted fewer than 4 steps in its burst: they are longer than this
     step_time_over_s: float | None = None
+    # its own loop counter (collect/loop_counter.py: py-spy's dump of its locals): its name
+    # ("main.py:train:batch_idx"), the steps it counted between paired dumps so far and the
+    # seconds they span (a rate over two readings: steps / seconds), and its newest dump's time
+    loop_counter: str | None = None
+    loop_steps: int | None = None
+    loop_span_s: float | None = None
+    loop_read_t: float | None = None
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)

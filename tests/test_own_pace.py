@@ -510,3 +510,57 @@ def test_a_job_older_than_the_monitor_is_under_way_at_once():
     for t in range(O.REF_MIN):
         got = young.update([job("a", 100, 0.4, elapsed_s=1.0 + t)], float(t))
     assert got["a"].alone_ticks == 0  # its first SETTLE seconds are its start-up
+
+
+def test_a_job_without_loader_workers_is_paced_by_its_own_loop_counter():
+    """PyTorch's mnist on the CPU has no loader workers: py-spy's dumps read its `batch_idx`.
+    Alone it counted 10 steps a second; beside a second copy 2.5: 4x by its own count, its
+    slowdown (the CPU-wait estimate read 2x). A pair of dumps across the change counts for
+    neither side; one whose counter did not move over 2 minutes gives a bound."""
+    name = "main.py:train:batch_idx"
+
+    def a(steps, span, at, pool=((0.05, 1.0), (0.05, 1.0))):
+        return job("a", 100, None, f=0.05, cpu_pool=pool, loop_counter=name, loop_steps=steps,
+                   loop_span_s=span, loop_read_t=at)
+
+    b = job("b", 200, None, cpu_pool=POOL, elapsed_s=600.0)  # under way at once
+    phases = [(O.SETTLE_NO_WORKERS + 1, [a(0, 0.0, 0.0)])]
+    # alone: a dump every 10 s, 100 steps each (ticks of 10 s; readings at 40, 50, 60 s)
+    phases += [(10, [a(100 * k, 10.0 * k, 30.0 + 10 * k)]) for k in range(1, 4)]
+    v, est = feed(PassiveJudge(), phases)
+    assert est["a"].pace.why == "it runs alone"
+    # b comes at t = 61: the pair of dumps at 60 and 70 s began before that, so it counts for
+    # neither side (nor did 0 -> 40 s alone, which began in a's start-up)
+    beside = [(10, [a(300 + 25 * k, 30.0 + 10 * k, 60.0 + 10 * k, POOL), b]) for k in range(1, 3)]
+    v, est = feed(PassiveJudge(), [*phases, *beside])
+    e = est["a"]
+    assert e.pace.source == "counter" and e.pace.slowdown is None
+    assert e.pace.why == "10 of 20 s of its loop counter beside the others"
+    beside.append((1, [a(375, 60.0, 90.0, POOL), b]))
+    v, est = feed(PassiveJudge(), [*phases, *beside])
+    e = est["a"]
+    assert e.pace_used and e.slowdown == pytest.approx(4.0) and e.pace.source == "counter"
+    data = v.to_json()
+    check(data, "verdict")
+    p = data["evidence"]["own_pace"]["a"]
+    assert (p["loop_counter"], p["loop_rate_alone"], p["loop_rate_now"]) == (name, 10.0, 2.5)
+    assert (p["loop_alone_s"], p["loop_now_s"]) == (20.0, 20.0)  # 40->50->60 s; 70->80->90 s
+    assert any(f"its own loop counter ({name}, read by py-spy) moved 10.00 a second while it "
+               "ran alone (20 s) and 2.50 beside the others (its last 20 s): its own pace "
+               "4.00× slower" in line for line in v.evidence_lines)
+    # its counter stands still for 2 minutes beside b: a bound (10 a second alone x 120 s)
+    still = [(10, [a(375, 60.0 + 10 * k, 90.0 + 10 * k, POOL), b]) for k in range(1, 13)]
+    v, est = feed(PassiveJudge(), [*phases, *beside, *still])
+    e = est["a"]
+    assert e.pace.slowdown is None and e.pace.at_least == pytest.approx(1200.0)
+    assert any("did not move in 120 s beside the others" in line and "at least 1200×" in line
+               for line in v.evidence_lines)
+    # a job with loader workers keeps their pace first
+    pace = O.OwnPace()
+    for t in range(O.SETTLE + O.REF_MIN):
+        pace.update([job("d", 400, 0.4, loop_counter=name, loop_steps=10 * t,
+                         loop_span_s=float(t), loop_read_t=float(t))], float(t))
+    for t in range(O.NOW_MIN):
+        got = pace.update([job("d", 400, 0.1, loop_counter=name, loop_steps=200 + t,
+                               loop_span_s=20.0 + t, loop_read_t=100.0 + t), b], 100.0 + t)
+    assert got["d"].source == "loader" and got["d"].slowdown == pytest.approx(4.0)

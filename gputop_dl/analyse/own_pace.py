@@ -34,8 +34,17 @@ others run on, so their ticks beside it count neither as alone nor as beside: on
 GPU-bound pair's first copy, paced over 20 ticks of which a third were the second copy's
 start-up, read 1.43× where it ran 2.13× slower (docs/validation.md).
 
-A job with no loader workers (or whose loader's pace cannot be read) is paced by its step time
-where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
+A job with no loader workers (or whose loader's pace cannot be read) is paced by its own loop
+counter where py-spy's dumps read one (collect/loop_counter.py: `batch_idx` of its training
+loop, read every 10 s or more seldom): the steps it counted over the seconds they span, while
+it ran alone and over its newest dumps beside the others (LOOP_MIN_S or more of each; beside,
+back to LOOP_MIN_STEPS steps, up to LOOP_MAX_S), each pair of dumps within one side (alone,
+beside others under way; a pair across a change counts for neither):
+
+    counter pace slowdown = (steps / s alone) / (steps / s beside the others, newest)
+
+A counter that did not move over LOOP_MAX_S beside the others gives a bound, not a pace.
+Where there is no counter either, it is paced by its step time where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
 against beats): the mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
 each is a checked burst of 4 steps or more) against the newest one since others run beside it:
 
@@ -99,6 +108,10 @@ STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 ste
 # bursts come about a minute apart beside another job at the default budget: past three or
 # four of them without a reading, the step it read is no longer its pace now
 STEP_STALE_S = 240.0
+LOOP_MIN_S = 20.0  # seconds of paired dumps a loop counter's rate needs, alone and beside
+LOOP_MIN_STEPS = 8  # beside the others, back as far as holds this many steps (whole steps:
+LOOP_MAX_S = 120.0  # 8 of them read within 12 %), up to this many seconds
+LOOP_KEPT = 12  # pairs of dumps kept a side
 
 TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
 STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
@@ -146,6 +159,11 @@ class Pace:
     # its reference alone is a stored one: a run of its command (or a twin's) that ended its
     # last reading alone this long ago, seconds (engine/pace_refs.py)
     stored_age_s: float | None = None
+    counter: str | None = None  # its own loop counter (file:function:local) where it paced it
+    counter_alone: float | None = None  # its steps a second by that counter alone
+    counter_now: float | None = None  # ... over its newest dumps beside the others
+    counter_alone_s: float = 0.0  # the seconds of paired dumps behind each
+    counter_now_s: float = 0.0
 
 
 class PaceEvidence(TypedDict):
@@ -171,6 +189,11 @@ class PaceEvidence(TypedDict):
     loader_writes_alone: float | None
     loader_writes_now: float | None
     stored_age_s: float | None
+    loop_counter: str | None
+    loop_rate_alone: float | None
+    loop_rate_now: float | None
+    loop_alone_s: float
+    loop_now_s: float
 
 
 def evidence(p: Pace, used: bool) -> PaceEvidence:
@@ -182,7 +205,10 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "step_alone_readings": p.step_alone_readings,
             "at_least": p.at_least, "twin_pid": p.twin_pid,
             "twin_args": list(p.twin_args), "loader_writes_alone": _r(p.alone_writes),
-            "loader_writes_now": _r(p.now_writes), "stored_age_s": p.stored_age_s}
+            "loader_writes_now": _r(p.now_writes), "stored_age_s": p.stored_age_s,
+            "loop_counter": p.counter, "loop_rate_alone": _r(p.counter_alone),
+            "loop_rate_now": _r(p.counter_now), "loop_alone_s": round(p.counter_alone_s, 1),
+            "loop_now_s": round(p.counter_now_s, 1)}
 
 
 def _r(x: float | None) -> float | None:
@@ -226,6 +252,15 @@ class _Track:
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
     last_alone: float | None = None  # the time of its last tick alone (read or not)
+    # its loop counter (see the module docstring): its name, its last reading (when read,
+    # steps and seconds counted so far), the pairs of dumps (steps, seconds) alone and beside
+    # under way, and the side of its last tick (alone, beside, starting) and since when
+    loop_name: str | None = None
+    loop_last: tuple[float, int, float] | None = None
+    loop_alone: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=LOOP_KEPT))
+    loop_now: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=LOOP_KEPT))
+    side: str | None = None
+    side_since: float = float("-inf")
 
 
 @dataclass(frozen=True)
@@ -318,6 +353,7 @@ class OwnPace:
             tr.last_step = s if s is not None else tr.last_step
             rates = ((tr.cores, c), (tr.writes, w))
             tr.others_starting = not alone and under_way == tr.under_way
+            _count(j, tr, "alone" if alone else "starting" if tr.others_starting else "beside", t)
             if alone:
                 if any(len(r.now) >= NOW_MIN for r, _ in rates):  # the others are gone: keep
                     for r, _ in rates:  # how it ran beside them
@@ -429,7 +465,9 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
         lent = dataclasses.replace(
             tr, cores=dataclasses.replace(tr.cores, alone=twin.track.cores.alone),
             writes=dataclasses.replace(tr.writes, alone=twin.track.writes.alone),
-            steps_alone=twin.track.steps_alone, alone_until=_until(twin.track))
+            steps_alone=twin.track.steps_alone, alone_until=_until(twin.track),
+            loop_alone=twin.track.loop_alone if twin.track.loop_name == tr.loop_name
+            else deque())
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
     ref, wref = tr.cores.ref(), tr.writes.ref()
     recent, wrecent = tr.cores.recent(), tr.writes.recent()
@@ -450,10 +488,81 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
             return p
         return dataclasses.replace(p, earlier=earlier[0], earlier_ago=earlier[1])
     loader = _by_loader(tr, out)
-    if loader.slowdown is not None or not tr.steps_alone:
+    if loader.slowdown is not None:
         return loader
-    steps = _by_steps(tr, t)
-    return steps if steps.slowdown is not None or not tr.workers else loader
+    counted = _by_counter(tr) if tr.loop_alone else None
+    if counted is not None and counted.slowdown is not None:
+        return counted
+    if tr.steps_alone:
+        steps = _by_steps(tr, t)
+        if steps.slowdown is not None or (not tr.workers and counted is None):
+            return steps
+    return counted if counted is not None and not tr.workers else loader
+
+
+def _count(j: JobSample, tr: _Track, side: str, t: float) -> None:
+    """Take a job's new loop-counter reading (see the module docstring): the pair of dumps
+    since its last one goes to its side, where the whole pair lies within that side."""
+    if not tr.under_way:  # its start-up is not its pace: pairs count from when it is under way
+        side = "its start-up"
+    if side != tr.side:
+        tr.side, tr.side_since = side, t
+    name, steps, span, at = j.loop_counter, j.loop_steps, j.loop_span_s, j.loop_read_t
+    if name is None or steps is None or span is None or at is None:
+        return
+    if name != tr.loop_name:  # another counter: the readings so far count something else
+        tr.loop_name, tr.loop_last = name, (at, steps, span)
+        tr.loop_alone.clear()
+        tr.loop_now.clear()
+        return
+    last = tr.loop_last
+    if last is None or at <= last[0]:
+        tr.loop_last = last or (at, steps, span)
+        return
+    tr.loop_last = (at, steps, span)
+    d_steps, d_span = steps - last[1], span - last[2]
+    if d_span <= 0 or d_steps < 0 or last[0] < tr.side_since:
+        return  # not a pair (a new epoch), or across a change of side
+    if side == "alone":
+        tr.loop_alone.append((d_steps, d_span))
+    elif side == "beside":
+        tr.loop_now.append((d_steps, d_span))
+
+
+def _newest(pairs: deque[tuple[int, float]]) -> tuple[int, float]:
+    """The steps and seconds of the newest pairs beside the others: back to LOOP_MIN_S and
+    LOOP_MIN_STEPS, at most LOOP_MAX_S (see the module docstring)."""
+    steps, span = 0, 0.0
+    for k, s in reversed(pairs):
+        if span >= LOOP_MAX_S or (span >= LOOP_MIN_S and steps >= LOOP_MIN_STEPS):
+            break
+        steps, span = steps + k, span + s
+    return steps, span
+
+
+def _by_counter(tr: _Track) -> Pace:
+    """A track's pace by its own loop counter (see the module docstring)."""
+    alone_s = sum(s for _, s in tr.loop_alone)
+    ref = sum(k for k, _ in tr.loop_alone) / alone_s if alone_s > 0 else None
+    steps, span = _newest(tr.loop_now)
+    now = steps / span if span > 0 else None
+
+    def out(slowdown: float | None, why: str | None = None, at_least: float | None = None) -> Pace:
+        return Pace(slowdown, alone_until=tr.alone_until, why=why, source="counter",
+                    counter=tr.loop_name, counter_alone=ref, counter_now=now,
+                    counter_alone_s=alone_s, counter_now_s=span, at_least=at_least)
+
+    if ref is None or alone_s < LOOP_MIN_S:
+        return out(None, f"{alone_s:.0f} of {LOOP_MIN_S:.0f} s of its loop counter alone")
+    if ref <= 0:
+        return out(None, "its loop counter did not move while it ran alone")
+    if span < LOOP_MIN_S:
+        return out(None, f"{span:.0f} of {LOOP_MIN_S:.0f} s of its loop counter beside the "
+                         "others")
+    if steps == 0:
+        return out(None, f"its loop counter did not move in {span:.0f} s beside the others: "
+                         "no step to divide", at_least=round(ref * span, 1))
+    return out(round(ref / now, 3) if now else None)
 
 
 def _by_steps(tr: _Track, t: float) -> Pace:
@@ -546,7 +655,14 @@ def earlier_line(name: str, p: Pace) -> str:
 def at_least_line(name: str, p: Pace) -> str:
     """An evidence line: a job whose steps beside the others py-spy cannot count is at least
     this much slower than its steps alone (a bound, not its slowdown)."""
-    assert p.at_least is not None and p.step_alone_s is not None
+    assert p.at_least is not None
+    if p.source == "counter":
+        assert p.counter_alone is not None
+        return (f"{name}: its own loop counter ({p.counter}) did not move in "
+                f"{p.counter_now_s:.0f} s beside the others, where it counted "
+                f"{p.counter_alone:.2f} a second alone: at least {p.at_least:.0f}× slower by "
+                "its own count (a bound: its slowdown is not measured)")
+    assert p.step_alone_s is not None
     return (f"{name}: its steps beside the others are too long for py-spy to count (over "
             f"{p.at_least * p.step_alone_s:.1f} s) against {p.step_alone_s * 1000:.0f} ms while "
             f"it ran alone: at least {p.at_least:.0f}× slower by its own steps (a bound: its "
@@ -562,7 +678,13 @@ def pace_line(name: str, p: Pace, used: bool) -> str:
     if p.stored_age_s is not None:
         twin = (f" a stored run's (the same command{but} in the same directory, files "
                 f"unchanged, {_ago(p.stored_age_s)} ago)")
-    if p.source == "steps":
+    if p.source == "counter":
+        assert p.counter_alone is not None and p.counter_now is not None
+        head = (f"{name}:{twin or ' its'} own loop counter ({p.counter}, read by py-spy) moved "
+                f"{p.counter_alone:.2f} a second while it ran alone ({p.counter_alone_s:.0f} s) "
+                f"and{' its own' if twin else ''} {p.counter_now:.2f} beside the others (its "
+                f"last {p.counter_now_s:.0f} s)")
+    elif p.source == "steps":
         assert p.step_alone_s is not None and p.step_now_s is not None
         ago = f", read {p.step_now_age_s:.0f} s ago" if p.step_now_age_s else ""
         head = (f"{name}:{twin or ' its'} step time (py-spy) was {p.step_alone_s * 1000:.0f} ms "

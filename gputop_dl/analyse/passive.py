@@ -144,7 +144,7 @@ def with_pace(e: Estimate, p: Pace | None) -> Estimate:
     if p is None or p.slowdown is None:
         return evolve(e, pace=p, doubt=SPIN_DOUBT if spun and e.slowdown is not None else None)
     est = e.slowdown
-    if not (p.source == "batches" or spun or est is None
+    if not (p.source in ("batches", "counter") or spun or est is None
             or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
         return evolve(e, pace=p)
     leans = e.leans or "cpu"

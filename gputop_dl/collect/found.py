@@ -34,6 +34,7 @@ from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
 from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
+from gputop_dl.collect.loop_counter import CounterSampler
 from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.workload import redact_args
@@ -49,11 +50,16 @@ class FoundJobs:
     """Found jobs with their samplers; touched only by the thread that ticks."""
 
     def __init__(self, *, stall: bool = True, discoverer: Discoverer | None = None,
-                 stall_sampler: StallSampler | None = None, stall_budget: float = STALL_BUDGET):
-        """`stall_budget`: the share of one core py-spy may use (0: no bursts, stall unknown)."""
+                 stall_sampler: StallSampler | None = None, stall_budget: float = STALL_BUDGET,
+                 counter_sampler: CounterSampler | None = None):
+        """`stall_budget`: the share of one core py-spy may use (0: no bursts, stall unknown;
+        no loop counters either). `counter_sampler`: reads jobs' loop counters (by default
+        where py-spy's bursts are on and no other stall sampler was given)."""
         self.disc = discoverer or Discoverer()
         self.stall = stall_sampler or (StallSampler(cpu_budget=stall_budget) if stall and stall_budget > 0
                                        else None)
+        self.counter = counter_sampler or (
+            CounterSampler() if stall and stall_budget > 0 and stall_sampler is None else None)
         self.off_note = ("data stall of jobs found running is not measured (--stall-budget 0)"
                          if stall and stall_budget <= 0 and stall_sampler is None else None)
         self._trees: dict[tuple[int, int], TreeSampler] = {}
@@ -117,6 +123,7 @@ class FoundJobs:
                     continue
             dist = self._ranks[key].read(f.pid, cmap)
             command = self.disc.describe(f)
+            counted = self.counter.result(key) if self.counter is not None else None
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
                 device=("gpu" + ",".join(map(str, gpus))) if gpus else None,
@@ -138,7 +145,11 @@ class FoundJobs:
                 **wait_fields(tree_wait(ts, f.pid, dist)),
                 **io_fields(ts, trainer_pids(f.pid, dist)), **memory_fields(ts),
                 phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
-                phase_shares_samples=res.phase_samples if res else None))
+                phase_shares_samples=res.phase_samples if res else None,
+                loop_counter=counted.name if counted else None,
+                loop_steps=counted.steps if counted and counted.name else None,
+                loop_span_s=counted.span_s if counted and counted.name else None,
+                loop_read_t=counted.t if counted else None))
             self._rows[key] = (jobs[-1], res)
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
@@ -152,6 +163,11 @@ class FoundJobs:
             self.stall.round([((f.pid, f.start), f.target) for f in found
                               if (age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
                               or age >= SPY_AFTER_S])
+        if self.counter is not None:  # jobs whose loader's batches cannot pace them
+            self.counter.round([((f.pid, f.start), f.target) for f, j in zip(live, jobs)
+                                if ((age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
+                                    or age >= SPY_AFTER_S)
+                                and j.cpu_cores_workers is None and j.loader_writes_per_s is None])
         notes = []
         out = self.disc.outside
         if out:

@@ -87,7 +87,7 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
                 # it ends with gputop-dl (a burst runs up to 32 s, beside its check)
                 proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-                cpu = _reap(proc, duration_s + 20)
+                cpu = reap(proc, duration_s + 20)
                 logf.seek(0)
                 text = logf.read()
         except FileNotFoundError:
@@ -103,7 +103,7 @@ def _run_pyspy(pid: int, duration_s: float, rate: int, fmt: str, extra: list[str
             return f.read(), None, cpu
 
 
-def _reap(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
+def reap(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
     """Wait for `proc` (killed after `timeout` s); its CPU seconds, from wait4 where there is one."""
     if not hasattr(os, "wait4"):
         proc.wait(timeout)

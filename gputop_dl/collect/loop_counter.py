@@ -1,0 +1,292 @@
+"""A found job's own loop counter, read from its main thread's locals: its steps, as it counts them.
+
+A training loop counts its batches in a local variable: `batch_idx` in PyTorch's mnist
+(`for batch_idx, (data, target) in enumerate(train_loader)`), `batch` and `i` in its
+word_language_model, `step` in transformers' Trainer. `py-spy dump --locals --nonblocking`
+reads every frame's locals without pausing the process (10-20 ms of py-spy's CPU a dump), so
+two dumps some seconds apart say how many batches the job made in between, by its own count:
+its progress itself, where a job has no loader workers whose batches can be counted
+(analyse/own_pace.py).
+
+The counter: among the main thread's int locals named as step counters (`STEP_NAMES`), the one
+in the outermost frame that moved since an earlier dump (a sweep's outer `i` that stands
+still is passed over for the training loop's; an `i` inside a model's `forward` is deeper than
+the loop's). Once chosen it is kept while a dump finds it. Two dumps pair only where both
+read it and it did not go back (a new epoch restarts `enumerate`), and where an `epoch`
+local in the frames around it stayed the same (a loop that restarted and passed the old
+count between two dumps). A dump read without pausing is now and then torn (`confirm`): a
+reading counts once the next one agrees with it. `Counted.steps` and `Counted.span_s` add up
+the paired dumps' steps and seconds, so a consumer's rate over any two readings is steps over
+seconds of counted time only.
+
+A dump costs more than a sample (py-spy starts, reads the process's memory maps): one at a
+time, a job every `every_s` or more seldom, within `COUNTER_BUDGET` of a core (a token bucket,
+each dump's real CPU from wait4). Errors never raise: no py-spy or no ptrace rights leave the
+counter unknown; module-level loops have no locals py-spy reads (their frame's are globals).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from gputop_dl.child import die_with_parent
+from gputop_dl.collect import pyspy
+
+# the names loops count batches by, in the order one is preferred within a frame
+STEP_NAMES = ("global_step", "total_batched_samples", "step", "batch_idx", "batch_id",
+              "batch_i", "batch_num", "batch_nb", "iteration", "iter", "it", "itr", "n_iter",
+              "niter", "batch", "i", "idx")
+EPOCH_NAMES = ("epoch", "ep", "cur_epoch", "current_epoch")
+EVERY_S = 10.0  # a job's dumps at most this often
+COUNTER_BUDGET = 0.002  # py-spy's dumps within this share of one core (0.2 %: a dump a 10 s)
+CREDIT_S = 0.05  # CPU-seconds the bucket holds at most (and starts with)
+DUMP_CPU_S = 0.02  # a dump's CPU where its own is unknown (measured 10-20 ms)
+DUMP_TIMEOUT_S = 10.0  # a dump that takes longer is killed
+KEPT = 6  # dumps kept a job (to choose its counter by what moved)
+_INT = re.compile(r"-?\d+")
+
+# a local: (frame depth from the outermost, "file:function", name)
+Local = tuple[int, str, str]
+# (wall time, the step-named and epoch-named int locals of the main thread); None: no dump
+Dump = tuple[float, dict[Local, int]]
+DumpFn = Callable[[int, str | None], tuple[dict[Local, int] | None, str | None, float | None]]
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A job's counter: its name ("main.py:train:batch_idx"), its newest value and when it was
+    read, and the steps and seconds of all paired dumps so far (see the module docstring)."""
+
+    name: str | None
+    value: int | None
+    t: float  # wall time of the newest dump
+    steps: int = 0
+    span_s: float = 0.0
+
+
+def parse_dump(text: str, pid: int) -> dict[Local, int] | None:
+    """The int locals named as step counters or epochs in `py-spy dump --json`'s main thread
+    (the thread whose id is the process's), outermost frame first; None: no main thread."""
+    try:
+        threads = json.loads(text)
+    except ValueError:
+        return None
+    main = next((th for th in threads if isinstance(th, dict) and th.get("os_thread_id") == pid),
+                None)
+    if main is None:
+        return None
+    frames = list(reversed(main.get("frames") or []))  # py-spy lists the innermost first
+    out: dict[Local, int] = {}
+    for depth, fr in enumerate(frames):
+        where = f"{fr.get('short_filename') or fr.get('filename')}:{fr.get('name')}"
+        for loc in fr.get("locals") or ():
+            name, rep = loc.get("name"), loc.get("repr")
+            if (name in STEP_NAMES or name in EPOCH_NAMES) and isinstance(rep, str) \
+                    and _INT.fullmatch(rep):
+                out[(depth, where, name)] = int(rep)
+    return out
+
+
+def choose(dumps: Sequence[Dump], kept: Local | None) -> Local | None:
+    """The counter (see the module docstring): `kept` while the newest dump has it, else the
+    outermost step-named local of the newest dump that moved since an earlier one (ties: the
+    order of STEP_NAMES); None: none moved yet."""
+    if not dumps:
+        return None
+    *earlier, (_, newest) = dumps
+    if kept is not None and kept in newest:
+        return kept
+    moved = [k for k, v in newest.items() if k[2] in STEP_NAMES
+             and any(k in d and d[k] != v for _, d in earlier)]
+    if not moved:
+        return None
+    return min(moved, key=lambda k: (k[0], STEP_NAMES.index(k[2])))
+
+
+def _epochs(d: dict[Local, int], counter: Local) -> tuple[tuple[Local, int], ...]:
+    """The epoch-named locals of the counter's frame and the frames around it (outer ones)."""
+    return tuple(sorted((k, v) for k, v in d.items()
+                        if k[2] in EPOCH_NAMES and k[0] <= counter[0]))
+
+
+def _at(d: Dump, counter: Local) -> tuple[tuple[tuple[Local, int], ...], int]:
+    """Where a dump finds the loop: the epochs around it, then the counter."""
+    return _epochs(d[1], counter), d[1][counter]
+
+
+def confirm(accepted: Dump | None, pending: Dump | None, new: Dump, counter: Local
+            ) -> tuple[Dump | None, tuple[int, float] | None]:
+    """Judge the dump awaiting confirmation by the one after it: (the newest confirmed dump,
+    the steps and seconds from the one confirmed before it, where the two pair).
+
+    A dump read without pausing the process is now and then torn: a local's slot read while
+    the interpreter wrote another (PyTorch's loop: 1 in 15 dumps of a tight loop read another
+    local's value, 19999 or 24629671 for a `batch_idx` of 957 or 3341). So a reading counts
+    once the next one agrees: one that does not lie between its neighbours where they run in
+    order is torn and dropped; where the loop restarted between them (a new epoch), the
+    reading starts the new run if the next one follows it. Two confirmed readings pair where
+    they lie in one run (the same epochs around it, the count not gone back)."""
+    if pending is None or counter not in pending[1] or counter not in new[1]:
+        return accepted, None
+    p, n = _at(pending, counter), _at(new, counter)
+    if accepted is None or counter not in accepted[1]:
+        return (pending, None) if p <= n else (accepted, None)
+    a = _at(accepted, counter)
+    if a <= n:  # in order around it: it counts if it lies between them
+        if not a <= p <= n:
+            return accepted, None  # torn
+    elif not p <= n:  # restarted between them, and it does not lead into the next one
+        return accepted, None
+    if a[0] == p[0] and a[1] <= p[1] and pending[0] > accepted[0]:
+        return pending, (p[1] - a[1], pending[0] - accepted[0])
+    return pending, None  # the first of a new run
+
+
+def dump_locals(pid: int, exe: str | None = None
+                ) -> tuple[dict[Local, int] | None, str | None, float | None]:
+    """One `py-spy dump --locals --nonblocking` of `pid`: (its main thread's counters, error
+    message, py-spy's CPU seconds)."""
+    exe = exe or pyspy.pyspy_path()
+    if exe is None:
+        return None, "py-spy is not installed", None
+    cmd = [exe, "dump", "--pid", str(pid), "--locals", "--nonblocking", "--json"]
+    try:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    preexec_fn=die_with_parent)
+            cpu = pyspy.reap(proc, DUMP_TIMEOUT_S)  # its CPU from wait4, for the budget
+            out.seek(0)
+            err.seek(0)
+            text, msg = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"py-spy failed: {exc}", None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
+        said = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else None)
+        return None, f"py-spy: {said or f'exit {proc.returncode}'}", cpu
+    return parse_dump(text, pid), None, cpu
+
+
+class CounterSampler:
+    """Schedules py-spy dumps of found jobs' locals; one at a time, within a CPU budget."""
+
+    def __init__(self, every_s: float = EVERY_S, cpu_budget: float = COUNTER_BUDGET,
+                 credit: float = CREDIT_S, dump: DumpFn | None = None, exe: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self.cpu_budget, self.credit = every_s, cpu_budget, credit
+        self._dump = dump or dump_locals
+        self.exe, self.clock = exe, clock
+        self._tokens, self._tokens_t = credit, clock()
+        self._cost = DUMP_CPU_S
+        self._lock = threading.Lock()
+        self._last: dict[Hashable, float] = {}  # key -> clock() of its last dump's start
+        self._dumps: dict[Hashable, deque[Dump]] = {}
+        self._counter: dict[Hashable, Local] = {}
+        self._counted: dict[Hashable, Counted] = {}
+        # key -> (its newest confirmed dump, the newest one awaiting the next): see `confirm`
+        self._held: dict[Hashable, tuple[Dump | None, Dump | None]] = {}
+        self._busy: Hashable | None = None
+        self._thread: threading.Thread | None = None
+        self.denied = False  # py-spy may not read the jobs, or is missing: no more dumps
+        self.dumps = 0
+        self.cpu_spent = 0.0
+
+    def round(self, jobs: list[tuple[Hashable, int]]) -> bool:
+        """One scheduling step over this tick's jobs [(key, pid)]; forgets the others. Returns
+        True where a dump started."""
+        now = self.clock()
+        keys = {k for k, _ in jobs}
+        with self._lock:
+            for k in [k for k in self._last if k not in keys and k != self._busy]:
+                del self._last[k]
+                self._dumps.pop(k, None)
+                self._counter.pop(k, None)
+                self._counted.pop(k, None)
+                self._held.pop(k, None)
+            if self._busy is not None or not jobs or self.denied:
+                return False
+            if self.cpu_budget:
+                self._tokens = min(self.credit,
+                                   self._tokens + (now - self._tokens_t) * self.cpu_budget)
+                self._tokens_t = now
+                if self._tokens < min(self._cost, self.credit) - 1e-12:
+                    return False
+            due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
+                   if now - self._last.get(k, float("-inf")) >= self.every_s]
+            if not due:
+                return False
+            _, key, pid = min(due, key=lambda d: d[0])
+            self._busy, self._last[key] = key, now
+        self._thread = threading.Thread(target=self._run, args=(key, pid), daemon=True,
+                                        name=f"py-spy-dump-{pid}")
+        self._thread.start()
+        return True
+
+    def _run(self, key: Hashable, pid: int) -> None:
+        t0 = time.time()
+        try:
+            got, err, cpu = self._dump(pid, self.exe)
+        except Exception as exc:  # noqa: BLE001 - a broken dump must not break the monitor
+            got, err, cpu = None, f"py-spy failed: {exc}", None
+        t = (t0 + time.time()) / 2  # read somewhere in between (10-30 ms)
+        with self._lock:
+            self._busy = None
+            self.dumps += 1
+            cost = cpu if cpu is not None else DUMP_CPU_S
+            self._cost = cost
+            self.cpu_spent += cost
+            self._tokens -= cost
+            if err is not None and (pyspy.is_permission_error(err) or "not installed" in err):
+                self.denied = True
+            if key not in self._last:
+                return  # the job went while it was read
+            self._add(key, (t, got or {}))
+
+    def _add(self, key: Hashable, dump: Dump) -> None:
+        q = self._dumps.setdefault(key, deque(maxlen=KEPT))
+        q.append(dump)
+        kept = self._counter.get(key)
+        counter = choose(q, kept)
+        if counter is None:
+            self._counter.pop(key, None)
+            self._counted[key] = Counted(None, None, dump[0])
+            self._held[key] = (None, None)
+            return
+        was = self._counted.get(key) if counter == kept else None
+        steps, span = (was.steps, was.span_s) if was is not None else (0, 0.0)
+        if counter == kept:
+            accepted, pending = self._held.get(key, (None, None))
+        else:  # newly chosen: the dump before this one awaits confirmation
+            accepted, pending = None, q[-2] if len(q) > 1 else None
+        self._counter[key] = counter
+        accepted, paired = confirm(accepted, pending, dump, counter)
+        if paired is not None:
+            steps, span = steps + paired[0], span + paired[1]
+        self._held[key] = (accepted, dump if counter in dump[1] else None)
+        self._counted[key] = Counted(
+            f"{counter[1]}:{counter[2]}", None if accepted is None else accepted[1][counter],
+            dump[0] if accepted is None else accepted[0], steps, round(span, 3))
+
+    def add(self, key: Hashable, dump: Dump) -> None:
+        """Add a dump read elsewhere (tests, replays) as if this sampler had read it."""
+        with self._lock:
+            self._last.setdefault(key, self.clock())
+            self._add(key, dump)
+
+    def result(self, key: Hashable) -> Counted | None:
+        """The job's counter as of its newest dump; None before its first."""
+        with self._lock:
+            return self._counted.get(key)
+
+    def join(self, timeout: float | None = None) -> None:
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
