@@ -530,6 +530,27 @@ def _pace_report(title: str, run: dict[str, Any], alone: float | None, tog: floa
     last = next((w for w in reversed(run["why"]) if w), None)
     print(f"its own pace at the end: {json.dumps(last)}\n")
     _print_shown(run["ticks"], first, t_second, own_at)
+    _print_counter(run, first, t_second)
+
+
+def _print_counter(run: dict[str, Any], pid: int, t_second: float) -> None:
+    """The job's loop counter as the monitor read it (each new reading) and its own pace then:
+    what paced it, or why nothing did."""
+    rows, prev = [], None
+    for (t, jobs), why in zip(run["ticks"], run["why"]):
+        j = jobs.get(pid)
+        if j is None or j.loop_read_t is None or j.loop_read_t == prev:
+            continue
+        prev = j.loop_read_t
+        p = (why or {}).get(j.name) or {}
+        rows.append(f"| {t - t_second:+.0f} | {j.loop_counter or '–'} | {j.loop_steps} | "
+                    f"{j.loop_span_s} | {p.get('source', '–')} | {p.get('slowdown')} | "
+                    f"{p.get('loop_alone_s')} / {p.get('loop_now_s')} | {p.get('why') or ''} |")
+    if rows:
+        print("its loop counter, each new reading (s after the second started), and its pace:\n")
+        print("| s | counter | steps | seconds | paced by | slowdown | counter s alone / now "
+              "| why not |\n|---:|---|---:|---:|---|---:|---|---|")
+        print("\n".join(rows) + "\n")
 
 
 def _print_shown(ticks: list[tuple[float, dict[int, Any]]], pid: int, t_second: float,

@@ -29,12 +29,15 @@ def dump_text(pid, frames, other_thread=True):
 
 def test_a_dump_gives_the_main_threads_named_ints_outermost_first():
     text = dump_text(42, [
-        frame("forward", "model.py", i=3, hidden=7),             # innermost
+        {**frame("<listcomp>", "fetch.py", idx=4071), "filename": "/x/torch/utils/fetch.py"},
+        {**frame("fetch", "fetch.py", i=9), "filename": "/x/site-packages/torch/utils/fetch.py"},
+        frame("forward", "model.py", i=3, hidden=7),             # innermost of the user's
         {**frame("train", "main.py", batch=12, i=420, ntokens=3001),
          "locals": [*frame("train", "main.py", batch=12, i=420, ntokens=3001)["locals"],
                     {"name": "loss", "repr": "tensor(2.3)"}, {"name": "step", "repr": "1.5"}]},
         frame("<module>", "main.py")])
     got = L.parse_dump(text, 42)
+    # (torch's frames and the comprehension are not read: a DataLoader's sample indices)
     assert got == {(1, "main.py:train", "batch"): 12, (1, "main.py:train", "i"): 420,
                    (2, "model.py:forward", "i"): 3}
     assert L.parse_dump(text, 7) is None  # no main thread of that process
@@ -50,7 +53,9 @@ def test_the_counter_is_the_outermost_that_moved_and_is_kept():
     # the sweep's outer `i` stands still; the loop's moved and is outer to forward's
     assert L.choose([d1, d2], None) == loop
     d3 = (20.0, {sweep: 3, inner: 2})  # in its evaluation: the loop is not on the stack
-    assert L.choose([d1, d2, d3], loop) == inner  # (only what moved and is there)
+    assert L.choose([d1, d2, d3], loop) == loop  # kept: a dump of the last 3 found it
+    gone = [d1, d2, d3, (30.0, {sweep: 3, inner: 5}), (40.0, {sweep: 3, inner: 9})]
+    assert L.choose(gone, loop) == inner  # not in the last 3: what moved and is there
     assert L.choose([d1, d2, (30.0, {sweep: 3, loop: 5, inner: 1})], loop) == loop
 
 

@@ -11,7 +11,9 @@ its progress itself, where a job has no loader workers whose batches can be coun
 The counter: among the main thread's int locals named as step counters (`STEP_NAMES`), the one
 in the outermost frame that moved since an earlier dump (a sweep's outer `i` that stands
 still is passed over for the training loop's; an `i` inside a model's `forward` is deeper than
-the loop's). Once chosen it is kept while a dump finds it. Two dumps pair only where both
+the loop's; torch's own frames and comprehensions, such as a DataLoader's `idx` of the samples
+it fetches, are not read). Once chosen it is kept while one of the last 3 dumps finds it (in
+an evaluation between epochs the loop is off the stack). Two dumps pair only where both
 read it and it did not go back (a new epoch restarts `enumerate`), and where an `epoch`
 local in the frames around it stayed the same (a loop that restarted and passed the old
 count between two dumps). A dump read without pausing is now and then torn (`confirm`): a
@@ -39,11 +41,12 @@ from dataclasses import dataclass
 
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.spy_turns import Turns
 
 # the names loops count batches by, in the order one is preferred within a frame
 STEP_NAMES = ("global_step", "total_batched_samples", "step", "batch_idx", "batch_id",
               "batch_i", "batch_num", "batch_nb", "iteration", "iter", "it", "itr", "n_iter",
-              "niter", "batch", "i", "idx")
+              "niter", "batch", "i")
 EPOCH_NAMES = ("epoch", "ep", "cur_epoch", "current_epoch")
 EVERY_S = 10.0  # a job's dumps at most this often
 COUNTER_BUDGET = 0.002  # py-spy's dumps within this share of one core (0.2 %: a dump a 10 s)
@@ -51,6 +54,9 @@ CREDIT_S = 0.05  # CPU-seconds the bucket holds at most (and starts with)
 DUMP_CPU_S = 0.02  # a dump's CPU where its own is unknown (measured 10-20 ms)
 DUMP_TIMEOUT_S = 10.0  # a dump that takes longer is killed
 KEPT = 6  # dumps kept a job (to choose its counter by what moved)
+# a chosen counter is kept while one of the last this many dumps found it (its loop is off the
+# stack in an evaluation between epochs: the dumps then find none, or a loop of the evaluation)
+STICKY = 3
 _INT = re.compile(r"-?\d+")
 
 # a local: (frame depth from the outermost, "file:function", name)
@@ -86,7 +92,10 @@ def parse_dump(text: str, pid: int) -> dict[Local, int] | None:
     frames = list(reversed(main.get("frames") or []))  # py-spy lists the innermost first
     out: dict[Local, int] = {}
     for depth, fr in enumerate(frames):
-        where = f"{fr.get('short_filename') or fr.get('filename')}:{fr.get('name')}"
+        path, func = str(fr.get("filename") or ""), str(fr.get("name") or "")
+        if "/torch/" in path or func.startswith("<"):
+            continue  # torch's own loops (a DataLoader's sample indices), comprehensions
+        where = f"{fr.get('short_filename') or path}:{func}"
         for loc in fr.get("locals") or ():
             name, rep = loc.get("name"), loc.get("repr")
             if (name in STEP_NAMES or name in EPOCH_NAMES) and isinstance(rep, str) \
@@ -96,13 +105,14 @@ def parse_dump(text: str, pid: int) -> dict[Local, int] | None:
 
 
 def choose(dumps: Sequence[Dump], kept: Local | None) -> Local | None:
-    """The counter (see the module docstring): `kept` while the newest dump has it, else the
-    outermost step-named local of the newest dump that moved since an earlier one (ties: the
-    order of STEP_NAMES); None: none moved yet."""
+    """The counter (see the module docstring): `kept` while one of the last STICKY dumps has
+    it, else the outermost step-named local of the newest dump that moved since an earlier one
+    (ties: the order of STEP_NAMES); None: none moved yet. Frames of torch's own files and
+    comprehensions are not read (`parse_dump`)."""
     if not dumps:
         return None
     *earlier, (_, newest) = dumps
-    if kept is not None and kept in newest:
+    if kept is not None and any(kept in d for _, d in list(dumps)[-STICKY:]):
         return kept
     moved = [k for k, v in newest.items() if k[2] in STEP_NAMES
              and any(k in d and d[k] != v for _, d in earlier)]
@@ -181,50 +191,40 @@ class CounterSampler:
     def __init__(self, every_s: float = EVERY_S, cpu_budget: float = COUNTER_BUDGET,
                  credit: float = CREDIT_S, dump: DumpFn | None = None, exe: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.every_s, self.cpu_budget, self.credit = every_s, cpu_budget, credit
+        self.every_s = every_s
         self._dump = dump or dump_locals
         self.exe, self.clock = exe, clock
-        self._tokens, self._tokens_t = credit, clock()
-        self._cost = DUMP_CPU_S
+        self._turns = Turns(cpu_budget, credit, DUMP_CPU_S, clock)  # whose dump is next
         self._lock = threading.Lock()
-        self._last: dict[Hashable, float] = {}  # key -> clock() of its last dump's start
         self._dumps: dict[Hashable, deque[Dump]] = {}
         self._counter: dict[Hashable, Local] = {}
         self._counted: dict[Hashable, Counted] = {}
         # key -> (its newest confirmed dump, the newest one awaiting the next): see `confirm`
         self._held: dict[Hashable, tuple[Dump | None, Dump | None]] = {}
-        self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
         self.denied = False  # py-spy may not read the jobs, or is missing: no more dumps
         self.dumps = 0
-        self.cpu_spent = 0.0
+
+    @property
+    def cpu_spent(self) -> float:
+        """py-spy's CPU-seconds so far, all dumps."""
+        return self._turns.cpu_spent
 
     def round(self, jobs: list[tuple[Hashable, int]]) -> bool:
         """One scheduling step over this tick's jobs [(key, pid)]; forgets the others. Returns
         True where a dump started."""
         now = self.clock()
-        keys = {k for k, _ in jobs}
+        turns = self._turns
         with self._lock:
-            for k in [k for k in self._last if k not in keys and k != self._busy]:
-                del self._last[k]
-                self._dumps.pop(k, None)
-                self._counter.pop(k, None)
-                self._counted.pop(k, None)
-                self._held.pop(k, None)
-            if self._busy is not None or not jobs or self.denied:
+            for k in turns.forget(k for k, _ in jobs):
+                for kept in (self._dumps, self._counter, self._counted, self._held):
+                    kept.pop(k, None)
+            if turns.busy is not None or not jobs or self.denied or not turns.affordable(now):
                 return False
-            if self.cpu_budget:
-                self._tokens = min(self.credit,
-                                   self._tokens + (now - self._tokens_t) * self.cpu_budget)
-                self._tokens_t = now
-                if self._tokens < min(self._cost, self.credit) - 1e-12:
-                    return False
-            due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
-                   if now - self._last.get(k, float("-inf")) >= self.every_s]
-            if not due:
+            taken = turns.take(jobs, self.every_s, now)
+            if taken is None:
                 return False
-            _, key, pid = min(due, key=lambda d: d[0])
-            self._busy, self._last[key] = key, now
+            key, pid = taken
         self._thread = threading.Thread(target=self._run, args=(key, pid), daemon=True,
                                         name=f"py-spy-dump-{pid}")
         self._thread.start()
@@ -238,15 +238,11 @@ class CounterSampler:
             got, err, cpu = None, f"py-spy failed: {exc}", None
         t = (t0 + time.time()) / 2  # read somewhere in between (10-30 ms)
         with self._lock:
-            self._busy = None
+            self._turns.paid(cpu if cpu is not None else DUMP_CPU_S)
             self.dumps += 1
-            cost = cpu if cpu is not None else DUMP_CPU_S
-            self._cost = cost
-            self.cpu_spent += cost
-            self._tokens -= cost
             if err is not None and (pyspy.is_permission_error(err) or "not installed" in err):
                 self.denied = True
-            if key not in self._last:
+            if key not in self._turns.last:
                 return  # the job went while it was read
             self._add(key, (t, got or {}))
 
@@ -278,7 +274,7 @@ class CounterSampler:
     def add(self, key: Hashable, dump: Dump) -> None:
         """Add a dump read elsewhere (tests, replays) as if this sampler had read it."""
         with self._lock:
-            self._last.setdefault(key, self.clock())
+            self._turns.last.setdefault(key, self.clock())
             self._add(key, dump)
 
     def result(self, key: Hashable) -> Counted | None:

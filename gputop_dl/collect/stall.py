@@ -10,9 +10,9 @@ Why a CPU budget: py-spy costs about 0.7-0.8 ms of CPU per sample (mostly the ke
 process_vm_readv, more for a process with more threads), so 2 s bursts at 50 Hz every 12 s on
 three jobs cost 2.1 % of a core, four times the monitor itself. Each burst's real cost is read
 from the kernel (wait4's rusage) and paid from a token bucket that refills at `cpu_budget` (a
-share of one core, default 0.25 %) and holds at most `credit` CPU-seconds, so the first jobs seen
-get their numbers quickly and py-spy never uses more than the credit plus the budget, whatever the number
-of jobs or their thread counts. `result(key)` pools the job's last `pool` bursts (none older
+share of one core, default 0.25 %) and holds at most `credit` CPU-seconds (collect/spy_turns.py),
+so the first jobs seen get their numbers quickly and py-spy never uses more than the credit plus
+the budget, whatever the number of jobs or their thread counts. `result(key)` pools the job's last `pool` bursts (none older
 than `pool` sampling periods + 30 s): 4 bursts of ~50 samples; a single 100-sample burst
 scatters by ±5 points. The result carries its sample count.
 
@@ -34,6 +34,7 @@ from gputop_dl.collect.pyspy_stall import (
 from gputop_dl.collect.step_cycles import MIN_CYCLES
 
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.spy_turns import Turns
 from gputop_dl.threadname import name_native_thread
 
 STALL_BUDGET = 0.0025  # py-spy's default share of one core (`gputop-dl --stall-budget 0.25`, in %)
@@ -90,10 +91,8 @@ class StallSampler:
                  credit: float = 0.1, unchecked: Record | None = None):
         self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
         self.cpu_budget = cpu_budget  # share of one core py-spy may use on average (None: no limit)
-        self.credit = credit  # CPU-seconds the bucket holds at most (and starts with)
-        self._tokens, self._tokens_t = credit, clock()
-        self._cost = duration_s * rate * SAMPLE_CPU_S  # the last burst's CPU-seconds
-        self.cpu_spent = 0.0  # py-spy's CPU-seconds so far, all bursts
+        # whose burst is next, within the budget (its bucket holds `credit` CPU-seconds at most)
+        self._turns = Turns(cpu_budget, credit, duration_s * rate * SAMPLE_CPU_S, clock)
         self._every = every_s  # the per-job period actually used in the last round
         self.exe = exe
         self._record = record or pyspy.record_stall
@@ -103,20 +102,18 @@ class StallSampler:
         self._confirmed: dict[Hashable, float] = {}  # key -> the step its last check confirmed
         self.clock = clock
         self._lock = threading.Lock()
-        self._last: dict[Hashable, float] = {}  # key -> clock() of the last burst's start
         self._longer: dict[Hashable, int] = {}  # key -> times its bursts were lengthened (LONGER)
         # key -> its last bursts (`Burst`)
         self._bursts: dict[Hashable, deque[Burst]] = {}
-        self._busy: Hashable | None = None
         self._thread: threading.Thread | None = None
         self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)
         self.denied = False
         self.bursts = 0
 
-    def _refill(self, now: float) -> None:
-        if self.cpu_budget:
-            self._tokens = min(self.credit, self._tokens + (now - self._tokens_t) * self.cpu_budget)
-        self._tokens_t = now
+    @property
+    def cpu_spent(self) -> float:
+        """py-spy's CPU-seconds so far, all bursts."""
+        return self._turns.cpu_spent
 
     def _confirm(self, key: Hashable, est: StallEstimate, trust: float | None) -> None:
         """After a burst: a checked one's step is the job's confirmed step; an unchecked one's
@@ -171,12 +168,8 @@ class StallSampler:
         if cost is None:  # not measured (no wait4, or a burst that failed): the typical cost
             cost = seconds * rate * SAMPLE_CPU_S
         with self._lock:
-            self._busy = None
+            self._turns.paid(cost)
             self.bursts += 1
-            self._cost = cost
-            self.cpu_spent += cost
-            self._refill(self.clock())
-            self._tokens -= cost
             if err is None and est is not None:
                 self._confirm(key, est, trust)
                 if est.samples:
@@ -205,31 +198,26 @@ class StallSampler:
     def round(self, jobs: list[tuple[Hashable, int]]) -> bool:
         """One scheduling step over this tick's jobs [(key, pid)]; forgets the others."""
         now = self.clock()
-        keys = {k for k, _ in jobs}
+        turns = self._turns
         with self._lock:
-            for k in [k for k in self._last if k not in keys and k != self._busy]:
-                del self._last[k]
+            for k in turns.forget(k for k, _ in jobs):
                 self._bursts.pop(k, None)
                 self._longer.pop(k, None)
                 self._confirmed.pop(k, None)
-            if self._busy is not None or not jobs:
+            if turns.busy is not None or not jobs:
                 return False
             if self.denied or (self.note and "not installed" in self.note):
                 return False  # retrying would only fail the same way
             every = max(self.every_s, len(jobs) * (self.duration_s + 0.5))
             if self.cpu_budget:
-                every = max(every, len(jobs) * self._cost / self.cpu_budget)
+                every = max(every, len(jobs) * turns.cost / self.cpu_budget)
             self._every = every
-            if self.cpu_budget:
-                self._refill(now)
-                if self._tokens < min(self._cost, self.credit) - 1e-12:  # not enough for a burst
-                    return False  # py-spy has used its share for now
-            due = [(self._last.get(k, float("-inf")), k, pid) for k, pid in jobs
-                   if now - self._last.get(k, float("-inf")) >= every]
-            if not due:
+            if not turns.affordable(now):
+                return False  # py-spy has used its share for now
+            taken = turns.take(jobs, every, now)
+            if taken is None:
                 return False
-            _, key, pid = min(due, key=lambda d: d[0])
-            self._busy, self._last[key] = key, now
+            key, pid = taken
         self._thread = threading.Thread(target=self._run, args=(key, pid, *self.span(key)),
                                         daemon=True,
                                         name=f"py-spy-stall-{pid}")
@@ -241,7 +229,7 @@ class StallSampler:
         the pace the CPU budget allows (the last burst's cost over the budget), a job's first
         once it has run `after_s`."""
         pace = (f", within {self.cpu_budget:.2%} of a core (--stall-budget): about one burst "
-                f"every {self._cost / self.cpu_budget:.0f} s" if self.cpu_budget else "")
+                f"every {self._turns.cost / self.cpu_budget:.0f} s" if self.cpu_budget else "")
         return (f"not read yet: py-spy reads found jobs one burst at a time{pace}, a job's "
                 f"first once it has run {after_s:.0f} s")
 
