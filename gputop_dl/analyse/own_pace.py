@@ -44,8 +44,9 @@ beside others under way; a pair across a change counts for neither):
     counter pace slowdown = (steps / s alone) / (steps / s beside the others, newest)
 
 A counter that did not move over LOOP_MAX_S beside the others gives a bound, not a pace.
-Where there is no counter either, it is paced by its step time where py-spy reads one (collect/stall.py; `JobSample.step_time_s`, each burst's reading checked
-against beats): the mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
+Where there is no counter either, it is paced by its step time where py-spy reads one
+(collect/stall.py; `JobSample.step_time_s`, each burst's reading checked against beats): the
+mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
 each is a checked burst of 4 steps or more) against the newest one since others run beside it:
 
     step pace slowdown = step now / mean(steps alone)

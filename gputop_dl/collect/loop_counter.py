@@ -68,12 +68,13 @@ DumpFn = Callable[[int, str | None], tuple[dict[Local, int] | None, str | None, 
 
 @dataclass(frozen=True)
 class Counted:
-    """A job's counter: its name ("main.py:train:batch_idx"), its newest value and when it was
-    read, and the steps and seconds of all paired dumps so far (see the module docstring)."""
+    """A job's counter: its name ("main.py:train:batch_idx"), its newest confirmed value and
+    when it was read, and the steps and seconds of all paired dumps so far (see the module
+    docstring)."""
 
     name: str | None
     value: int | None
-    t: float  # wall time of the newest dump
+    t: float  # wall time of that reading (of the newest dump where none is confirmed yet)
     steps: int = 0
     span_s: float = 0.0
 
