@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(e.g. http://prometheus:9090) that scrapes the nodes, instead of --nodes")
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                    help="monitor: %% of one core that py-spy may use to measure the data stall of "
-                   "jobs gputop-dl did not start (default 0.25; 0: do not measure it)")
+                   "jobs gputop-dl did not start (default 0.25; its dumps of the loop counters "
+                   "of those without loader workers take up to 0.2 more; 0: neither)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
     p.add_argument("--readonly", action="store_true",
@@ -196,7 +197,8 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     help="seconds between samples (default 1)")
     sv.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                     dest="serve_stall_budget", help="%% of one core that py-spy may use to "
-                    "measure the data stall of jobs found running (default 0.25; 0: off)")
+                    "measure the data stall of jobs found running (default 0.25, and up to 0.2 "
+                    "more for the loop counters of those without loader workers; 0: off)")
     sv.add_argument("--record", action="store_true", dest="serve_record",
                     help="also record the training jobs it sees as a session, as the monitor does")
 
