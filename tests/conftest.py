@@ -45,19 +45,10 @@ def pytest_collection_modifyitems(config, items):
     `heavy_lock` fixture serialises them across workers with a file lock. The lock is what
     guarantees it: with pytest 9.2 and pytest-xdist 3.8 the group marker is silently ignored
     (xdist sets `item._nodeid`, which pytest 9.2 no longer reads), and CI failed on exactly
-    that: two calibrated scenarios ran side by side on 2 cores.
-
-    The heavy tests run last: while one holds the lock the other worker's tests wait, so
-    interleaved with the light ones (as collected) they left both workers waiting in turn
-    and the light tests ran one at a time too (1,283 s of wall for 1,352 s of calls); first,
-    both workers run the light ones side by side."""
-    heavy = []
+    that: two calibrated scenarios ran side by side on 2 cores."""
     for item in items:
         if is_heavy(item):
             item.add_marker(pytest.mark.xdist_group("heavy"))
-            heavy.append(item)
-    chosen = set(map(id, heavy))
-    items[:] = [i for i in items if id(i) not in chosen] + heavy
 
 
 @pytest.fixture(autouse=True)
