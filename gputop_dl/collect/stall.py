@@ -10,11 +10,11 @@ Why a CPU budget: py-spy costs about 0.7-0.8 ms of CPU per sample (mostly the ke
 process_vm_readv, more for a process with more threads), so 2 s bursts at 50 Hz every 12 s on
 three jobs cost 2.1 % of a core, four times the monitor itself. Each burst's real cost is read
 from the kernel (wait4's rusage) and paid from a token bucket that refills at `cpu_budget` (a
-share of one core, default 0.25 %) and holds at most `credit` CPU-seconds (collect/spy_turns.py),
-so the first jobs seen get their numbers quickly and py-spy never uses more than the credit plus
-the budget, whatever the number of jobs or their thread counts. `result(key)` pools the job's last `pool` bursts (none older
-than `pool` sampling periods + 30 s): 4 bursts of ~50 samples; a single 100-sample burst
-scatters by ±5 points. The result carries its sample count.
+share of one core, default 0.25 %) and holds at most `credit` CPU-seconds
+(collect/spy_turns.py), so the first jobs seen get their numbers quickly and py-spy never uses
+more than the credit plus the budget, whatever the number of jobs or their thread counts.
+`result(key)` pools the job's last `pool` bursts (none older than `pool` sampling periods +
+30 s): 4 bursts of ~50 samples; a single 100-sample burst scatters by ±5 points. The result carries its sample count.
 
 Errors never raise: no py-spy, or no ptrace rights, become one line in `note` (the rest keeps
 working); a job that ended mid-burst is simply sampled again next round.
@@ -90,8 +90,8 @@ class StallSampler:
                  clock: Callable[[], float] = time.monotonic, cpu_budget: float | None = STALL_BUDGET,
                  credit: float = 0.1, unchecked: Record | None = None):
         self.duration_s, self.rate, self.every_s, self.pool = duration_s, rate, every_s, pool
-        self.cpu_budget = cpu_budget  # share of one core py-spy may use on average (None: no limit)
-        # whose burst is next, within the budget (its bucket holds `credit` CPU-seconds at most)
+        # whose burst is next, within `cpu_budget` (a share of one core on average; None: no
+        # limit), its bucket holding `credit` CPU-seconds at most
         self._turns = Turns(cpu_budget, credit, duration_s * rate * SAMPLE_CPU_S, clock)
         self._every = every_s  # the per-job period actually used in the last round
         self.exe = exe
@@ -109,6 +109,11 @@ class StallSampler:
         self.note: str | None = None  # why stalls are unknown (no py-spy, no ptrace rights)
         self.denied = False
         self.bursts = 0
+
+    @property
+    def cpu_budget(self) -> float | None:
+        """The share of one core py-spy may use on average (None: no limit)."""
+        return self._turns.cpu_budget
 
     @property
     def cpu_spent(self) -> float:
