@@ -95,15 +95,35 @@ def test_gradient_accumulation_still_reads_no_micro_steps():
 
 
 def test_once_a_step_tells_steps_from_micro_steps():
-    runs = [(i % 2 == 1, i * 0.5, (i + 1) * 0.5) for i in range(20)]  # an anchor run every 1 s
-    assert once_a_step(runs, [3.7, 4.7])  # optimizer steps seen in two running cycles
-    assert not once_a_step(runs, [3.7, 5.7, 9.7])  # always two cycles apart: micro-steps
-    assert not once_a_step(runs, [3.7])
+    """Optimizer steps one anchor step apart (of 1 s) say steps; always two apart (however
+    many were missed), micro-steps; a run split in two (0.1 s apart) says neither."""
+    assert once_a_step(1.0, [3.7, 4.7])  # optimizer steps seen in two running steps
+    assert once_a_step(1.0, [3.7, 6.9, 8.1])  # missed some, two running ones among them
+    assert not once_a_step(1.0, [3.7, 5.7, 9.7])  # always two steps apart: micro-steps
+    assert not once_a_step(1.0, [3.7, 3.8, 5.7, 7.8])  # a split run is not a step apart
+    assert not once_a_step(1.0, [3.7])
+    assert not once_a_step(0.0, [3.7, 4.7])
+
+
+def test_a_short_burst_of_two_micro_steps_a_step_counts_no_micro_step():
+    """py-spy's own trace of `phased.py --accumulate 2` (forward, backward and optimizer 60
+    ms each: 300 ms a step) under load, 1.6 s of it: a 12 ms glitch of the backward shifted
+    its cycles' count, so that two optimizer steps fell in counted running cycles, and the
+    backward read 173 ms. In time they are 290-340 ms apart: two micro-steps each."""
+    seq = [("opt", 0.246), ("fwd", 0.306), ("bwd", 0.380), ("fwd", 0.451), ("opt", 0.544),
+           ("fwd", 0.611), ("bwd", 0.722), ("fwd", 0.735), ("bwd", 0.790), ("opt", 0.882),
+           ("fwd", 0.953), ("bwd", 1.005), ("fwd", 1.042), ("bwd", 1.109), ("opt", 1.168),
+           ("fwd", 1.243), ("bwd", 1.302), ("fwd", 1.389), ("opt", 1.493), ("fwd", 1.538),
+           ("bwd", 1.593)]
+    one = {"fwd": at(104, FWD), "bwd": at(105, BWD), "opt": at(106, OPT)}
+    est = pyspy.stall_from_timeline(
+        pyspy.parse_chrometrace(trace([(t, ph) for ph, t in seq], 1.68, one))[MAIN], 50, PID)
+    assert est.step_time_s is None or est.step_time_s == pytest.approx(0.30, rel=0.15), est
 
 
 def test_optimizer_steps_seen_in_some_steps_do_not_make_the_steps_micro_steps():
     """Alone at 50 Hz the dcgan copy's optimizer steps (10-20 ms) were seen in 6 of its 17
-    steps: the backward's 17 cycles are more than ACCUMULATION times 6, yet some of the six
+    steps: the backward's 17 cycles are almost three times 6, yet some of the six
     fell in running cycles, so they are steps (it read 1.07 s, its own 1.07 s). Here 3 ms
     optimizer steps are seen in 3 of 18."""
     short = tuple((n, {"opt_d": 3.0, "opt_g": 3.0}.get(n, ms * 1.013)) for n, ms in GAN_MS)

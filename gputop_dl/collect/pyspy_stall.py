@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_site
 from gputop_dl.collect.step_cycles import (
-    ACCUMULATION, MIN_CYCLES, cycles_of, entries, once_a_step, timed_cycles)
+    MIN_CYCLES, cycles_of, entries, once_a_step, timed_cycles)
 
 
 class StallEstimate:
@@ -141,8 +141,8 @@ FEW_STEPS = "fewer than"  # ... fewer than MIN_CYCLES steps in the burst: long s
 
 def micro_steps(main: StallEstimate, check: StallEstimate) -> bool:
     """The check timed a phase other than the optimizer step where the job has one: where its
-    steps are long, too few optimizer steps pass in its short window for `ACCUMULATION`'s
-    guard to tell micro-steps (gradient accumulation: two forwards and backwards a step) from
+    steps are long, too few optimizer steps pass in its short window for `once_a_step`
+    to tell micro-steps (gradient accumulation: two forwards and backwards a step) from
     steps."""
     return (check.anchor is not None and "optimizer" not in check.anchor.split("+")
             and (main.phases.get("optimizer", 0) > 0 or check.phases.get("optimizer", 0) > 0))
@@ -323,8 +323,12 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                 else:
                     merged.append((m, t0, t1))
             step, n, cv, note = timed_cycles(merged, 1.0 / rate)
+            # where optimizer steps were seen, another anchor counts steps only if two of
+            # them came one of its steps apart: with gradient accumulation they come k apart.
+            # (Its cycles against the burst's optimizer runs, 1.75 to 1, let a short burst's
+            # 2-micro-step anchor through: 7 cycles against 4 optimizer steps.)
             if (note is None and anchor != ("optimizer",) and opt_runs
-                    and n > ACCUMULATION * opt_runs and not once_a_step(merged, opt_starts)):
+                    and not once_a_step(step, opt_starts)):
                 note = "its data, forward or backward recur more often than its optimizer steps"
             if note is None:
                 est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)

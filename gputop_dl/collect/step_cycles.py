@@ -8,14 +8,12 @@ cannot tell the steps apart honestly; collect/pyspy_stall.py chooses the phase (
 
 from __future__ import annotations
 
-import bisect
 import math
 import statistics
 
 MIN_CYCLES = 4  # complete cycles of the anchor phase needed before a step time is reported
 ANCHOR_RUN = 1.5  # the anchor's runs (in and out of it) must last this many sample intervals (median)
 MAX_MERGED = 0.25  # of a burst's cycles, at most this share may hold a step that hid a phase
-ACCUMULATION = 1.75  # an anchor recurring this much more often than optimizer steps marks micro-steps
 TOO_SHORT_WHY = "its step phases are too short for py-spy's sampling interval"
 
 
@@ -99,20 +97,12 @@ def _steps_each(lengths: list[float]) -> list[int]:
     return [max(1, round(x / mid)) for x in lengths]
 
 
-def once_a_step(runs: list[tuple[bool, float, float]], marks: list[float]) -> bool:
-    """Whether some two of `marks` (the start times of another phase's runs: optimizer steps)
-    fall in consecutive cycles of the anchor's timed runs, counted as `timed_cycles` counts
-    them: then the anchor recurs once a step there, not once a micro-step. Gradient
-    accumulation over k micro-steps puts its optimizer steps k cycles apart, however many of
-    them py-spy's samples missed; a step with one anchor puts those it saw any number of cycles
-    apart, 1 among them once it saw two steps running."""
-    starts = entries(runs)
-    if len(starts) < 2:
-        return False
-    ks = _steps_each([b - a for a, b in zip(starts, starts[1:])])
-    at = [0]
-    for k in ks:
-        at.append(at[-1] + k)
-    seen = sorted({at[j] for t in marks
-                   if 0 <= (j := bisect.bisect_right(starts, t) - 1) < len(ks)})
-    return any(b - a == 1 for a, b in zip(seen, seen[1:]))
+def once_a_step(step_s: float, marks: list[float]) -> bool:
+    """Whether some two consecutive `marks` (the start times of another phase's runs:
+    optimizer steps) lie about one anchor step `step_s` apart (0.5 to 1.5 of it): then the
+    anchor recurs once a step, not once a micro-step. Gradient accumulation over k micro-steps
+    puts its optimizer steps k anchor steps apart in time, however many of them py-spy's
+    samples missed; a step with one anchor puts those it saw any whole number of steps apart, 1
+    among them once it saw two steps running. Read in time, not in counted cycles: a glitch of
+    the anchor (a 12 ms run inside another phase) shifts every later cycle's count by one."""
+    return step_s > 0 and any(0.5 <= (b - a) / step_s < 1.5 for a, b in zip(marks, marks[1:]))
