@@ -34,6 +34,9 @@
    by its twin's pace (`--only imagenet-pace`).
 9. one dcgan copy alone under a recording monitor, then, under a new one, two copies started
    at the same moment, paced by the stored run (`--only dcgan-stored`).
+10. the same with `word_language_model/main.py` (its loop counter alone is the stored run):
+   one alone 90 s under a recording monitor, then `--copies` (2 or 3) started at the same
+   moment under a new one for 240 s (`--only wlm-stored`).
 
 Prints, per job, what gputop-dl measured beside what the script itself reports.
 """
@@ -458,6 +461,24 @@ def dcgan_stored(examples: str, work: str, env: dict[str, str], seconds: float) 
     print()
 
 
+def _start(argv: list[str], cwd: str, env: dict[str, str], pids: set[int],
+           procs: list[subprocess.Popen], lines: list[list[tuple[float, str]]]
+           ) -> subprocess.Popen:
+    """Start `argv` in its own session; its PID to `pids`, its output lines (time, line) to a
+    new list of `lines` as they come."""
+    import threading
+
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=env, start_new_session=True)
+    out: list[tuple[float, str]] = []
+    threading.Thread(target=lambda: [out.append((time.time(), ln)) for ln in p.stdout or ()],
+                     daemon=True).start()
+    procs.append(p)
+    lines.append(out)
+    pids.add(p.pid)
+    return p
+
+
 def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: float,
                      together_s: float) -> dict[str, Any]:
     """`argv` as a user starts two: one, then a second `alone_s` later, watched by the
@@ -465,8 +486,6 @@ def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: fl
     for `together_s` more. Returns the first job's PID, when the second started and the run
     ended, each tick's jobs and own-pace evidence, and both copies' output lines as they came
     (time, line)."""
-    import threading
-
     from own_pace import watching
 
     pids: set[int] = set()
@@ -476,15 +495,7 @@ def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: fl
     lines: list[list[tuple[float, str]]] = []
 
     def start() -> subprocess.Popen:
-        p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=env, start_new_session=True)
-        out: list[tuple[float, str]] = []
-        threading.Thread(target=lambda: [out.append((time.time(), ln)) for ln in p.stdout or ()],
-                         daemon=True).start()
-        procs.append(p)
-        lines.append(out)
-        pids.add(p.pid)
-        return p
+        return _start(argv, cwd, env, pids, procs, lines)
 
     def on(snap) -> None:
         ticks.append((time.time(), {j.pid: j for j in snap.jobs}))
@@ -502,6 +513,103 @@ def _alone_then_pair(argv: list[str], cwd: str, env: dict[str, str], alone_s: fl
         kill_groups(procs)
     return {"pid": first.pid, "t_second": t_second, "t_end": t_end, "ticks": ticks, "why": why,
             "lines": lines}
+
+
+def _stored_copies(argv: list[str], cwd: str, env: dict[str, str], alone_s: float,
+                   together_s: float, n: int, db: str) -> dict[str, Any]:
+    """`argv` as a user who ran it alone under gputop-dl one day and starts `n` copies at the
+    same moment the next: one copy under a recording monitor (database `db`) for `alone_s`,
+    stopped; then `n` under a new monitor for `together_s`, none ever alone. Returns the
+    copies' output lines (time, line) of each run, their PIDs, the second run's span and its
+    ticks (jobs by PID, own-pace evidence)."""
+    from own_pace import watching
+
+    def start(pids: set[int], procs: list[subprocess.Popen],
+              lines: list[list[tuple[float, str]]]) -> None:
+        _start(argv, cwd, env, pids, procs, lines)
+
+    alone_lines: list[list[tuple[float, str]]] = []
+    procs: list[subprocess.Popen] = []
+    pids: set[int] = set()
+    try:
+        with watching(pids, lambda _snap: None, store=db):
+            start(pids, procs, alone_lines)
+            t0 = time.time()
+            time.sleep(alone_s)
+            t_alone_end = time.time()
+    finally:
+        kill_groups(procs)
+    ticks: list[tuple[float, dict[int, Any], dict[str, Any]]] = []
+    lines: list[list[tuple[float, str]]] = []
+    procs, pids = [], set()
+
+    def on(snap) -> None:
+        ev = ((snap.verdict or {}).get("evidence") or {}).get("own_pace") or {}
+        ticks.append((time.time(), {j.pid: j for j in snap.jobs}, ev))
+
+    try:
+        with watching(pids, on, store=db):
+            for _ in range(n):
+                start(pids, procs, lines)
+            t_tog = time.time()
+            time.sleep(together_s)
+            t_end = time.time()
+    finally:
+        kill_groups(procs)
+    return {"alone": alone_lines[0], "alone_span": (t0, t_alone_end), "lines": lines,
+            "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks}
+
+
+def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
+               together_s: float, n: int) -> None:
+    """word_language_model/main.py, one alone under a recording monitor, then `n` started at
+    the same moment under a new one (`_stored_copies`): each copy paced by its loop counter
+    against the stored run's counter alone. Truth: each copy's own `ms/batch` lines, their
+    median together (past its first 40 s) over the first run's median alone (past 40 s)."""
+    from step_beats import MS, corpus
+
+    wlm = os.path.join(examples, "word_language_model")
+    corpus(os.path.join(work, "wlm-data"), train=2_088_628)
+    run = _stored_copies([sys.executable, "-u", os.path.join(wlm, "main.py"), "--data",
+                          os.path.join(work, "wlm-data"), "--log-interval", "5", "--epochs",
+                          "1000", "--save", os.path.join(work, "wlm.pt")],
+                         wlm, env, alone_s, together_s, n, os.path.join(work, "stored-wlm.db"))
+
+    def ms(lines: list[tuple[float, str]], lo: float, hi: float) -> float | None:
+        got = [float(m.group(1)) for t, ln in lines if lo < t <= hi and (m := MS.search(ln))]
+        return statistics.median(got) if got else None
+
+    a0, a1 = run["alone_span"]
+    alone = ms(run["alone"], a0 + 40, a1)
+    t_tog, t_end = run["span"]
+    print(f"## word_language_model/main.py: one alone under a monitor for {alone_s:g} s; under "
+          f"a new one, {n} started at the same moment for {together_s:g} s\n")
+    print(f"its own step alone (earlier run, median past 40 s): {_n(alone)} ms\n")
+    print("| copy | its own step together (ms) | true slowdown | live by the stored run's "
+          "counter (median) | paced ticks | first paced (s after start) | estimate otherwise "
+          "(median) | stored run's age | live / truth |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, pid in enumerate(run["pids"]):
+        tog = ms(run["lines"][i], t_tog + 40, t_end)
+        truth = tog / alone if tog and alone else None
+        got = [(t - t_tog, j.slowdown, (ev.get(j.name) or {}))
+               for t, jobs, ev in run["ticks"] if (j := jobs.get(pid)) is not None
+               and len(jobs) == n and j.slowdown is not None]
+        paced = [(t, x) for t, x, e in got if e.get("used") and e.get("source") == "counter"]
+        other = [x for t, x, e in got if not e.get("used")]
+        age = next((e["stored_age_s"] for _, _, e in reversed(got) if e.get("stored_age_s")),
+                   None)
+        live = statistics.median(x for _, x in paced) if paced else None
+        print(f"| {i + 1} | {_n(tog)} | {_n(truth)} | {_n(live)} | {len(paced)} of {len(got)} | "
+              f"{round(paced[0][0]) if paced else '–'} | "
+              f"{_n(statistics.median(other)) if other else '–'} | "
+              f"{'–' if age is None else f'{age:.0f} s'} | "
+              f"{_n(live / truth if live and truth else None)} |")
+    print()
+    for i, pid in enumerate(run["pids"]):
+        last = next((ev.get(j.name) for _, jobs, ev in reversed(run["ticks"])
+                     if (j := jobs.get(pid)) is not None and ev.get(j.name)), None)
+        print(f"copy {i + 1}'s own pace at the end: {json.dumps(last)}\n")
 
 
 def _pace_report(title: str, run: dict[str, Any], alone: float | None, tog: float | None,
@@ -686,11 +794,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
     ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
                                         "wlm-pace", "mnist-pace", "imagenet-pace",
-                                        "dcgan-stored"))
+                                        "dcgan-stored", "wlm-stored"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
                     help="each dcgan phase's span past warm-up")
     ap.add_argument("--probe-seconds", type=float, default=120.0,
                     help="dcgan-probe: diagnose --seconds (its windows are a tenth of it)")
+    ap.add_argument("--copies", type=int, choices=(2, 3), default=2,
+                    help="wlm-stored: copies started at the same moment")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         env = dict(os.environ, GPUTOP_DL_HOME=os.path.join(work, "home"))
@@ -712,6 +822,8 @@ def main() -> None:
             imagenet_pace(os.path.abspath(a.examples), work, env, 60.0, 120.0)
         if a.only in (None, "dcgan-stored"):
             dcgan_stored(os.path.abspath(a.examples), work, env, a.dcgan_seconds * 1.5)
+        if a.only in (None, "wlm-stored"):
+            wlm_stored(os.path.abspath(a.examples), work, env, 90.0, 240.0, a.copies)
 
 
 if __name__ == "__main__":

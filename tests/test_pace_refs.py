@@ -127,6 +127,49 @@ def test_a_reference_survives_the_store_shape():
     assert from_data(r.until, r.command, to_data(r)) == r
 
 
+def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another():
+    """A job with no loader workers, paced by its own loop counter (collect/loop_counter.py):
+    its pairs of dumps alone are its stored reference (40 s at 10 steps a second), which a
+    later monitor lends to a copy that never ran alone: 2.5 a second beside another job is 4×,
+    by its own count, with the stored run's age. A stored counter of another name paces
+    nothing; one damaged in the store is left out, the rest of the row kept."""
+    name = "main.py:train:batch"
+
+    def a(pid, steps, span, at, counter=name):
+        return JobSample(name=f"main.py ({pid})", pid=pid, launched=False, pids=(pid,),
+                         command="python main.py", cwd="/w", elapsed_s=600.0, cpu_cores=1.0,
+                         loop_counter=counter, loop_steps=steps, loop_span_s=span, loop_read_t=at)
+
+    first = O.OwnPace()
+    for k in range(5):  # alone, a dump every 10 s
+        first.update([a(100, 100 * k, 10.0 * k, 10.0 * k)], 10.0 * k)
+    [stored] = first.references()
+    assert stored.loop == name and stored.loop_pairs == ((100, 10.0),) * 4 and stored.usable()
+    assert stored.cores == stored.writes == stored.steps == ()
+    back = from_data(stored.until, stored.command, to_data(stored))
+    assert back == replace(stored, pid=None)
+
+    c = JobSample(name="c", pid=300, launched=False, pids=(300,), elapsed_s=600.0, cpu_cores=1.0)
+    for counter, want in ((name, 4.0), ("main.py:train:i", None)):
+        later = O.OwnPace()
+        later.lend_stored(200, back)
+        for k in range(4):  # beside c from its start: 25 steps every 10 s
+            got = later.update([a(200, 25 * k, 10.0 * k, 1000.0 + 10 * k, counter), c],
+                               1000.0 + 10 * k)
+        b = got["main.py (200)"]
+        assert b.slowdown == (pytest.approx(want) if want else None), (counter, b)
+        if want:
+            assert b.source == "counter" and b.stored_age_s == 1030 - 40 and b.counter_now == 2.5
+            assert "a stored run's (the same command in the same directory, files unchanged, " \
+                "16 min ago) own loop counter" in O.pace_line("b", b, True)
+
+    damaged = dict(to_data(ref()), loop={"name": name, "steps": [100, -1], "seconds": [10.0, 10.0]})
+    kept = from_data(100.0, "python train.py", damaged)
+    assert kept is not None and kept.loop is None and kept.writes == ref().writes
+    assert from_data(100.0, "python train.py", {"loop": {"name": name, "steps": [100],
+                                                         "seconds": [10.0]}}) is None  # 10 s
+
+
 def test_the_fingerprint_is_the_command_but_for_twin_options_its_directory_and_files(
         procs, tmp_path):
     """Read from real processes: two copies of a script that differ in their seed share it;

@@ -71,7 +71,8 @@ started by hand beside the first makes the same batches, so its loader's pace al
 first's (`twin_pid` names it, `twin_args` what differs). Without a running twin, a stored run
 of its command lent to it (`lend_stored`: engine/pace_refs.py reads and keeps them, by the
 job's fingerprint) is its reference, up to STORED_MAX_AGE_S after its last reading
-(`stored_age_s`). Its own readings beside the others count once it is under way (its workers'
+(`stored_age_s`); a stored loop counter alone paces it where its own counter has the same name.
+Its own readings beside the others count once it is under way (its workers'
 start-up is not its pace). Without either it has no reference: its estimate stays
 the CPU-wait model's until the others end; once it has run alone REF_MIN readings after them,
 its pace alone over its last window beside them says how much slower it ran then (`earlier`).
@@ -278,7 +279,8 @@ class _Ref:
 @dataclass(frozen=True)
 class Reference:
     """A job's readings alone, as kept between gputop-dl runs (engine/pace_refs.py): its
-    loader's cores and write calls a second and its step times, and the time of its last."""
+    loader's cores and write calls a second, its step times, its loop counter's name and
+    pairs of dumps (steps, seconds), and the time of its last."""
 
     command: str
     until: float
@@ -286,10 +288,13 @@ class Reference:
     writes: tuple[float, ...] = ()
     steps: tuple[float, ...] = ()
     pid: int | None = None  # the job that read them (None: read back from the store)
+    loop: str | None = None
+    loop_pairs: tuple[tuple[int, float], ...] = ()
 
     def usable(self) -> bool:
         """Enough readings of one kind to pace a job by (as a twin's reference)."""
-        return _enough(len(self.cores), len(self.writes), len(self.steps))
+        return _enough(len(self.cores), len(self.writes), len(self.steps),
+                       _loop_s(self.loop_pairs) if self.loop else 0.0)
 
 
 @dataclass
@@ -304,10 +309,12 @@ class OwnPace:
     def lend_stored(self, key: Key, ref: Reference) -> None:
         """Lend job `key` a stored reference alone (engine/pace_refs.py): it paces the job
         where neither its own readings alone nor a running twin's do."""
-        track = _Track(alone_until=ref.until)
+        track = _Track(alone_until=ref.until, loop_name=ref.loop)
         for rate, xs in ((track.cores, ref.cores), (track.writes, ref.writes)):
             rate.alone.extend(xs)
         track.steps_alone.extend(ref.steps)
+        if ref.loop:
+            track.loop_alone.extend(ref.loop_pairs)
         self._stored[key] = _Ref(None, ref.command, track, stored=True)
 
     def references(self) -> list[Reference]:
@@ -318,7 +325,9 @@ class OwnPace:
             tr, until = ref.track, _until(ref.track)
             if until is not None:
                 out.append(Reference(ref.command, until, tuple(tr.cores.alone),
-                                     tuple(tr.writes.alone), tuple(tr.steps_alone), ref.pid))
+                                     tuple(tr.writes.alone), tuple(tr.steps_alone), ref.pid,
+                                     tr.loop_name if tr.loop_alone else None,
+                                     tuple(tr.loop_alone) if tr.loop_name else ()))
         return out
 
     def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
@@ -446,13 +455,19 @@ def _until(tr: _Track) -> float | None:
 
 
 def _has_ref(tr: _Track) -> bool:
-    return _enough(len(tr.cores.alone), len(tr.writes.alone), len(tr.steps_alone))
+    return _enough(len(tr.cores.alone), len(tr.writes.alone), len(tr.steps_alone),
+                   _loop_s(tr.loop_alone) if tr.loop_name else 0.0)
 
 
-def _enough(cores: int, writes: int, steps: int) -> bool:
+def _enough(cores: int, writes: int, steps: int, loop_s: float = 0.0) -> bool:
     """Whether readings alone this many (of its loader's cores, its write calls, its step
-    times) are a reference: REF_MIN of either rate, or STEP_REF_MIN step times."""
-    return cores >= REF_MIN or writes >= REF_MIN or steps >= STEP_REF_MIN
+    times, seconds of its loop counter's pairs) are a reference: REF_MIN of either rate,
+    STEP_REF_MIN step times, or LOOP_MIN_S of its counter."""
+    return cores >= REF_MIN or writes >= REF_MIN or steps >= STEP_REF_MIN or loop_s >= LOOP_MIN_S
+
+
+def _loop_s(pairs: Sequence[tuple[int, float]]) -> float:
+    return sum(s for _, s in pairs)
 
 
 def _key(j: JobSample) -> Key:
@@ -543,7 +558,7 @@ def _newest(pairs: deque[tuple[int, float]]) -> tuple[int, float]:
 
 def _by_counter(tr: _Track) -> Pace:
     """A track's pace by its own loop counter (see the module docstring)."""
-    alone_s = sum(s for _, s in tr.loop_alone)
+    alone_s = _loop_s(tr.loop_alone)
     ref = sum(k for k, _ in tr.loop_alone) / alone_s if alone_s > 0 else None
     steps, span = _newest(tr.loop_now)
     now = steps / span if span > 0 else None

@@ -7,9 +7,10 @@ on this machine is its pace alone as well, if nothing it depends on changed: the
 each reference alone it reads (`OwnPace.references`) by the job's fingerprint
 (collect/fingerprint.py `found_fingerprint`: its command line but for the options twins may
 differ in, its directory, user and container, the interpreter it runs, the size and mtime of
-the files it names, the machine) and lends a stored one (`OwnPace.lend_stored`) to a new job
-of the same fingerprint that has neither its own nor a running twin's, up to STORED_MAX_AGE_S
-after that reference's last reading. The evidence says so, with its age.
+the files it names, the machine): its loader's cores and write calls a second, its step
+times and its loop counter's pairs of dumps alone (name, steps, seconds). It lends a stored one
+(`OwnPace.lend_stored`) to a new job of the same fingerprint that has neither its own nor a
+running twin's, up to STORED_MAX_AGE_S after that reference's last reading. The evidence says so, with its age.
 
 Only a recording monitor stores or reads them (`Recorder.enabled`: tests and benchmarks, which
 do not record, never see a user's stored runs). A reference is written at most every
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 SAVE_EVERY_S = 30.0  # a growing reference is written this often (and when the monitor stops)
 FPS_KEPT = 512  # fingerprints kept by PID (a gone job's reference is still saved after it)
 READINGS = ("cores", "writes", "steps")  # a stored reference's data: these lists of numbers
+# (and "loop": its loop counter's name and pairs of dumps alone, where it had one)
 
 
 def machine_ident(env: Mapping[str, Any]) -> dict[str, object]:
@@ -46,8 +48,13 @@ def machine_ident(env: Mapping[str, Any]) -> dict[str, object]:
             "gpus": env.get("gpus")}
 
 
-def to_data(ref: Reference) -> dict[str, list[float]]:
-    return {"cores": list(ref.cores), "writes": list(ref.writes), "steps": list(ref.steps)}
+def to_data(ref: Reference) -> dict[str, object]:
+    data: dict[str, object] = {"cores": list(ref.cores), "writes": list(ref.writes),
+                               "steps": list(ref.steps)}
+    if ref.loop and ref.loop_pairs:  # its loop counter alone: its name, each pair of dumps
+        data["loop"] = {"name": ref.loop, "steps": [k for k, _ in ref.loop_pairs],
+                        "seconds": [s for _, s in ref.loop_pairs]}
+    return data
 
 
 def from_data(until: object, command: object, data: object) -> Reference | None:
@@ -61,8 +68,23 @@ def from_data(until: object, command: object, data: object) -> Reference | None:
                                             and x >= 0 for x in xs) for xs in lists):
         return None
     cores, writes, steps = (tuple(float(x) for x in xs) for xs in lists)
-    ref = Reference(command, float(until), cores, writes, steps)
+    loop, pairs = _loop(data.get("loop"))
+    ref = Reference(command, float(until), cores, writes, steps, loop=loop, loop_pairs=pairs)
     return ref if ref.usable() else None
+
+
+def _loop(data: object) -> tuple[str | None, tuple[tuple[int, float], ...]]:
+    """A stored loop counter: (its name, its pairs of dumps); (None, ()) where there is none or
+    it is not one (whole steps, positive seconds, as many of each)."""
+    if not isinstance(data, dict):
+        return None, ()
+    name, steps, secs = data.get("name"), data.get("steps"), data.get("seconds")
+    if (not isinstance(name, str) or not name or not isinstance(steps, list)
+            or not isinstance(secs, list) or len(steps) != len(secs)
+            or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in steps)
+            or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in secs)):
+        return None, ()
+    return name, tuple((k, float(x)) for k, x in zip(steps, secs))
 
 
 class PaceRefs:

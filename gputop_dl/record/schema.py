@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS pace_refs (
 # verdict_changes (issue 35): one row per change of a session's verdict kind (the first verdict
 # is a change from NULL), written only when the kind changes, never per tick
 # pace_refs (issue 33, engine/pace_refs.py): a found job's readings alone (its loader's cores
-# and write calls a second, its step times) by the fingerprint of its command, directory, files,
+# and write calls a second, its step times, its loop counter's pairs of dumps) by the fingerprint of its command, directory, files,
 # interpreter and machine; one row per fingerprint, replaced as the readings grow
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
