@@ -11,7 +11,7 @@ import pytest
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.stall import StallSampler
 from gputop_dl.collect.pyspy_stall import (
-    CHECK_S, MIN_CYCLES, StallEstimate, check_rate, checked, current_step_time)
+    CHECK_S, MICRO_WHY, MIN_CYCLES, StallEstimate, check_rate, checked, current_step_time)
 from tests.test_pyspy_timed import MAIN, PID, trace
 
 # wlm-like: pytorch/examples' word_language_model on this box steps every ~44 ms
@@ -255,3 +255,13 @@ def test_a_check_that_counted_micro_steps_gives_way_to_the_main_bursts_optimizer
     # no optimizer phase at all (word_language_model steps by hand): the check's step stands
     got = checked(est(None, None, 0), est(0.044, "backward", 0), 25, 100)
     assert got.step_time_s == 0.044
+    # the check refused its backward's 150 ms itself (its 3 optimizer steps came two of them
+    # apart): the same, read from the cycle it refused
+    refused = est(None, None, 10)
+    refused.why, refused.micro_s = MICRO_WHY, 0.15
+    got = checked(est(0.3, "optimizer", 20), refused, 50, 200)
+    assert got.step_time_s == 0.3 and got.anchor == "optimizer"
+    refused = est(None, None, 10)
+    refused.why, refused.micro_s = MICRO_WHY, 0.15
+    got = checked(est(0.3, "backward", 0), refused, 50, 200)
+    assert got.step_time_s is None and "more than once a step" in got.why

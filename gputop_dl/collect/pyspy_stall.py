@@ -21,7 +21,7 @@ class StallEstimate:
     and the samples per step phase (`PHASES`)."""
 
     __slots__ = ("data", "compute", "step_time_s", "cycles", "cpu_s", "cv", "phases", "anchor",
-                 "why", "floor_s")
+                 "why", "floor_s", "micro_s")
 
     def __init__(self, data: int, compute: int, step_time_s: float | None = None,
                  cycles: int = 0, cpu_s: float | None = None):
@@ -36,6 +36,9 @@ class StallEstimate:
         # least by what the burst saw (`long_floor`; collect/stall.py sizes the next burst by
         # it); else None
         self.floor_s: float | None = None
+        # where `why` is MICRO_WHY: the cycle of the phase that recurs more often than the
+        # optimizer steps (a micro-step: `checked` reads the main burst's optimizer by it)
+        self.micro_s: float | None = None
 
     @property
     def samples(self) -> int:
@@ -137,6 +140,7 @@ AGREE = 0.2  # the two readings' largest relative difference that still agrees
 RESOLVES = 3  # a burst times steps at least this many of its sampling intervals long
 TOO_SHORT = "too short"  # in `timed_cycles`' reason: the phases are shorter than the interval
 FEW_STEPS = "fewer than"  # ... fewer than MIN_CYCLES steps in the burst: long steps
+MICRO_WHY = "its data, forward or backward recur more often than its optimizer steps"
 
 
 def micro_steps(main: StallEstimate, check: StallEstimate) -> bool:
@@ -185,11 +189,7 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
             main.cycles += check.cycles
             return main
         if c >= RESOLVES / rate and micro_steps(main, check):  # its short window held few
-            # steps and may have counted micro-steps: the main's optimizer steps, where timed
-            if m is not None and main.anchor == "optimizer" and c >= 2 / rate:  # no beat
-                return main
-            return refuse("the check burst's phase may recur more than once a step (gradient "
-                          "accumulation) and the main burst timed no optimizer step")
+            return micro_checked(main, c, rate, refuse)  # steps and may have counted micro-steps
         if m is None or c < RESOLVES / rate:  # the main rate's reading, if any, is a beat
             main.step_time_s, main.cycles, main.cv, main.anchor, main.why = (
                 c, check.cycles, check.cv, check.anchor, None)
@@ -199,6 +199,8 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
     why = check.why or ""
     if m is None:
         return main
+    if check.micro_s is not None:  # it saw micro-steps (gradient accumulation) and refused them
+        return micro_checked(main, check.micro_s, rate, refuse)
     longer = check_s / (MIN_CYCLES + 1)  # the check counted fewer: its steps are longer
     if FEW_STEPS in why and m >= longer * (1 - AGREE) and longer >= 2 / rate:
         return main  # steps too long for the check to count, none a beat at the main rate
@@ -207,6 +209,18 @@ def checked(main: StallEstimate, check: StallEstimate | None, rate: int, check_h
                       f"{m * 1000:.0f} ms at {rate} Hz is a beat of the sampling, not a step)")
     return refuse(f"py-spy's step time at {rate} Hz ({m * 1000:.0f} ms) was not confirmed at "
                   f"{check_hz} Hz ({why or 'no step read'})")
+
+
+def micro_checked(main: StallEstimate, micro_s: float, rate: int,
+                  refuse: Callable[[str], StallEstimate]) -> StallEstimate:
+    """The check's short window held few optimizer steps and saw a phase recur every
+    `micro_s` (micro-steps of gradient accumulation, or steps it could not tell from them):
+    the main burst's optimizer steps stand where it timed them and the micro-steps are long
+    enough for the main rate to see each (no beat); else none."""
+    if main.step_time_s is not None and main.anchor == "optimizer" and micro_s >= 2 / rate:
+        return main
+    return refuse("the check burst's phase may recur more than once a step (gradient "
+                  "accumulation) and the main burst timed no optimizer step")
 
 
 Mark = Callable[[str, str | None], bool]  # (phase, call site) -> inside the anchor?
@@ -308,6 +322,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     # (collect/stall.py then times them with longer bursts: only the busiest line of a phase,
     # as a line the loop calls once an epoch must not say so); else the first anchor tried
     counted: str | None = None
+    micro: float | None = None  # the first anchor refused as micro-steps: its cycle
     few: str | None = None
     few_floor: float | None = None
     first: str | None = None
@@ -329,7 +344,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
             # 2-micro-step anchor through: 7 cycles against 4 optimizer steps.)
             if (note is None and anchor != ("optimizer",) and opt_runs
                     and not once_a_step(step, opt_starts)):
-                note = "its data, forward or backward recur more often than its optimizer steps"
+                note, micro = MICRO_WHY, micro or step
             if note is None:
                 est.step_time_s, est.cycles, est.cv, est.anchor = step, n, cv, "+".join(anchor)
                 est.why = None
@@ -343,6 +358,8 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
                or "no step phase (data wait, forward, backward, optimizer) was seen")
     if counted is None and few is not None:
         est.floor_s = few_floor
+    if est.why == MICRO_WHY:
+        est.micro_s = micro
     return est
 
 
