@@ -564,8 +564,10 @@ def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
                together_s: float, n: int) -> None:
     """word_language_model/main.py, one alone under a recording monitor, then `n` started at
     the same moment under a new one (`_stored_copies`): each copy paced by its loop counter
-    against the stored run's counter alone. Truth: each copy's own `ms/batch` lines, their
-    median together (past its first 40 s) over the first run's median alone (past 40 s)."""
+    against the stored run's counter alone. Truth: each copy's own `ms/batch` lines (each the
+    wall time of its last 5 batches), their mean together (past its first 40 s: batches over
+    seconds, what its counter measures) over the first run's mean alone (past 40 s); their
+    medians' ratio beside it (a skewed spread of batch times moves the two apart)."""
     from step_beats import MS, corpus
 
     wlm = os.path.join(examples, "word_language_model")
@@ -575,41 +577,93 @@ def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
                           "1000", "--save", os.path.join(work, "wlm.pt")],
                          wlm, env, alone_s, together_s, n, os.path.join(work, "stored-wlm.db"))
 
-    def ms(lines: list[tuple[float, str]], lo: float, hi: float) -> float | None:
+    def ms(lines: list[tuple[float, str]], lo: float, hi: float, mid=statistics.fmean
+           ) -> float | None:
         got = [float(m.group(1)) for t, ln in lines if lo < t <= hi and (m := MS.search(ln))]
-        return statistics.median(got) if got else None
+        return mid(got) if got else None
+
+    def first_batch(lines: list[tuple[float, str]]) -> float | None:
+        return next((t for t, ln in lines if BATCH_RE.search(ln)), None)
 
     a0, a1 = run["alone_span"]
-    alone = ms(run["alone"], a0 + 40, a1)
     t_tog, t_end = run["span"]
+    # past each run's start-up: its corpus read (about a minute) and first batches; together,
+    # from WARM_S after the last copy's first batch (its own slowdown settles there: _windows)
+    a_warm = (first_batch(run["alone"]) or a0) + WARM_S
+    firsts = [f for ln in run["lines"] if (f := first_batch(ln)) is not None]
+    warm = max(firsts) + WARM_S if len(firsts) == n else t_end
+    alone, alone_mid = ms(run["alone"], a_warm, a1), ms(run["alone"], a_warm, a1, statistics.median)
     print(f"## word_language_model/main.py: one alone under a monitor for {alone_s:g} s; under "
           f"a new one, {n} started at the same moment for {together_s:g} s\n")
-    print(f"its own step alone (earlier run, median past 40 s): {_n(alone)} ms\n")
-    print("| copy | its own step together (ms) | true slowdown | live by the stored run's "
-          "counter (median) | paced ticks | first paced (s after start) | estimate otherwise "
-          "(median) | stored run's age | live / truth |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"its own step alone (earlier run, {WARM_S:g} s past its first batch): mean "
+          f"{_n(alone)} ms, median {_n(alone_mid)} ms. Together: from {warm - t_tog:.0f} s "
+          f"({WARM_S:g} s past the last copy's first batch) to {t_end - t_tog:.0f} s\n")
+    print("| copy | its own step together, mean (median) ms | true slowdown (by medians) | live "
+          "by the stored run's counter (median over the span) | paced ticks in the span | "
+          "first paced (s after start) | stored run's age | live / truth |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for i, pid in enumerate(run["pids"]):
-        tog = ms(run["lines"][i], t_tog + 40, t_end)
+        tog = ms(run["lines"][i], warm, t_end)
+        tog_mid = ms(run["lines"][i], warm, t_end, statistics.median)
         truth = tog / alone if tog and alone else None
+        truth_mid = tog_mid / alone_mid if tog_mid and alone_mid else None
         got = [(t - t_tog, j.slowdown, (ev.get(j.name) or {}))
                for t, jobs, ev in run["ticks"] if (j := jobs.get(pid)) is not None
                and len(jobs) == n and j.slowdown is not None]
         paced = [(t, x) for t, x, e in got if e.get("used") and e.get("source") == "counter"]
-        other = [x for t, x, e in got if not e.get("used")]
+        span = [x for t, x in paced if t >= warm - t_tog]
         age = next((e["stored_age_s"] for _, _, e in reversed(got) if e.get("stored_age_s")),
                    None)
-        live = statistics.median(x for _, x in paced) if paced else None
-        print(f"| {i + 1} | {_n(tog)} | {_n(truth)} | {_n(live)} | {len(paced)} of {len(got)} | "
+        live = statistics.median(span) if span else None
+        print(f"| {i + 1} | {_n(tog)} ({_n(tog_mid)}) | {_n(truth)} ({_n(truth_mid)}) | "
+              f"{_n(live)} | {len(span)} of {sum(1 for t, _, _ in got if t >= warm - t_tog)} | "
               f"{round(paced[0][0]) if paced else '–'} | "
-              f"{_n(statistics.median(other)) if other else '–'} | "
               f"{'–' if age is None else f'{age:.0f} s'} | "
               f"{_n(live / truth if live and truth else None)} |")
     print()
+    _windows(run, alone, n)
     for i, pid in enumerate(run["pids"]):
         last = next((ev.get(j.name) for _, jobs, ev in reversed(run["ticks"])
                      if (j := jobs.get(pid)) is not None and ev.get(j.name)), None)
         print(f"copy {i + 1}'s own pace at the end: {json.dumps(last)}\n")
+
+
+BATCH_RE = re.compile(r"\|\s*(\d+)/\s*\d+ batches")
+WARM_S = 30.0  # a copy's start-up: this long past its first batch
+
+
+def _batch_at(lines: list[tuple[float, str]], when: float) -> int:
+    """A copy's batch count by its last log line at `when` (whole lines: 5 batches each)."""
+    return max([int(m.group(1)) for tt, ln in lines if tt <= when and (m := BATCH_RE.search(ln))],
+               default=0)
+
+
+def _windows(run: dict[str, Any], alone_ms: float | None, n: int, width: float = 30.0) -> None:
+    """Each copy's own slowdown in windows of `width` s (its batches over seconds from its log
+    lines, against `alone_ms`) beside its live slowdown at each window's end: whether the live
+    figure follows the copy's pace as it changes."""
+    t_tog, t_end = run["span"]
+    if not alone_ms:
+        return
+    print(f"each copy's own slowdown over {width:g} s windows (its batches counted in its log "
+          "lines) and its live slowdown at the window's end (source):\n")
+    print("| s | " + " | ".join(f"copy {i + 1}: own / live" for i in range(n)) + " |")
+    print("|---:|" + "---|" * n)
+    t = t_tog + width
+    while t <= t_end:
+        cells = []
+        for i, pid in enumerate(run["pids"]):
+            d = _batch_at(run["lines"][i], t) - _batch_at(run["lines"][i], t - width)
+            own = f"{width / d * 1000 / alone_ms:.2f}" if d > 0 else \
+                f"≥ {width / 5 * 1000 / alone_ms:.0f}"
+            live = next(((j.slowdown, (ev.get(j.name) or {}).get("source") if (ev.get(j.name)
+                          or {}).get("used") else "est")
+                         for tt, jobs, ev in reversed(run["ticks"])
+                         if tt <= t and (j := jobs.get(pid)) is not None), (None, None))
+            cells.append(f"{own} / {_n(live[0])} ({live[1] or '–'})")
+        print(f"| {t - t_tog:.0f} | " + " | ".join(cells) + " |")
+        t += width
+    print()
 
 
 def _pace_report(title: str, run: dict[str, Any], alone: float | None, tog: float | None,

@@ -39,7 +39,9 @@ counter where py-spy's dumps read one (collect/loop_counter.py: `batch_idx` of i
 loop, read every 10 s or more seldom): the steps it counted over the seconds they span, while
 it ran alone and over its newest dumps beside the others (LOOP_MIN_S or more of each; beside,
 back to LOOP_MIN_STEPS steps, up to LOOP_MAX_S), each pair of dumps within one side (alone,
-beside others under way; a pair across a change counts for neither):
+beside others under way; a pair across a change counts for neither, nor does a counter's first
+pair, its loop's warm-up: three word_language_model copies started together read 98-104× by
+it while their own log lines said 7-60× and their next pairs 7.4-10×):
 
     counter pace slowdown = (steps / s alone) / (steps / s beside the others, newest)
 
@@ -114,6 +116,9 @@ LOOP_MIN_S = 20.0  # seconds of paired dumps a loop counter's rate needs, alone 
 LOOP_MIN_STEPS = 8  # beside the others, back as far as holds this many steps (whole steps:
 LOOP_MAX_S = 120.0  # 8 of them read within 12 %), up to this many seconds
 LOOP_KEPT = 12  # pairs of dumps kept a side
+# a counter's first pair of dumps holds its loop's first steps (its warm-up: allocations, lazy
+# set-up, torch.compile's compilation), which are not its pace: it counts for neither side
+LOOP_WARM_PAIRS = 1
 
 TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
 STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
@@ -259,6 +264,7 @@ class _Track:
     # under way, and the side of its last tick (alone, beside, starting) and since when
     loop_name: str | None = None
     loop_last: tuple[float, int, float] | None = None
+    loop_warm: int = 0  # pairs of its counter still to pass as its loop's warm-up
     loop_alone: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=LOOP_KEPT))
     loop_now: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=LOOP_KEPT))
     side: str | None = None
@@ -527,7 +533,7 @@ def _count(j: JobSample, tr: _Track, side: str, t: float) -> None:
     if name is None or steps is None or span is None or at is None:
         return
     if name != tr.loop_name:  # another counter: the readings so far count something else
-        tr.loop_name, tr.loop_last = name, (at, steps, span)
+        tr.loop_name, tr.loop_last, tr.loop_warm = name, (at, steps, span), LOOP_WARM_PAIRS
         tr.loop_alone.clear()
         tr.loop_now.clear()
         return
@@ -537,8 +543,13 @@ def _count(j: JobSample, tr: _Track, side: str, t: float) -> None:
         return
     tr.loop_last = (at, steps, span)
     d_steps, d_span = steps - last[1], span - last[2]
-    if d_span <= 0 or d_steps < 0 or last[0] < tr.side_since:
-        return  # not a pair (a new epoch), or across a change of side
+    if d_span <= 0 or d_steps < 0:
+        return  # not a pair (a new epoch)
+    if tr.loop_warm > 0:  # its loop's warm-up
+        tr.loop_warm -= 1
+        return
+    if last[0] < tr.side_since:
+        return  # across a change of side
     if side == "alone":
         tr.loop_alone.append((d_steps, d_span))
     elif side == "beside":
