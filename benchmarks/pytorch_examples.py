@@ -557,7 +557,8 @@ def _stored_copies(argv: list[str], cwd: str, env: dict[str, str], alone_s: floa
     finally:
         kill_groups(procs)
     return {"alone": alone_lines[0], "alone_span": (t0, t_alone_end), "lines": lines,
-            "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks}
+            "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks,
+            "mono": time.time() - time.monotonic()}  # the counter's dump times are monotonic
 
 
 def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
@@ -621,6 +622,7 @@ def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
               f"{'–' if age is None else f'{age:.0f} s'} | "
               f"{_n(live / truth if live and truth else None)} |")
     print()
+    _pairs_vs_own(run, alone, n)
     _windows(run, alone, n)
     for i, pid in enumerate(run["pids"]):
         last = next((ev.get(j.name) for _, jobs, ev in reversed(run["ticks"])
@@ -630,6 +632,64 @@ def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
 
 BATCH_RE = re.compile(r"\|\s*(\d+)/\s*\d+ batches")
 WARM_S = 30.0  # a copy's start-up: this long past its first batch
+
+
+def _batches(lines: list[tuple[float, str]], when: float) -> float | None:
+    """A copy's batches done by `when`, between the log lines around it (each line says its
+    batch count, every 5 batches): linear in time between them; None before its first."""
+    got = [(t, int(m.group(1))) for t, ln in lines if (m := BATCH_RE.search(ln))]
+    before = [g for g in got if g[0] <= when]
+    after = [g for g in got if g[0] > when]
+    if not before:
+        return None
+    (t0, b0) = before[-1]
+    if not after or after[0][1] < b0:  # its last line, or a new epoch next
+        return float(b0)
+    t1, b1 = after[0]
+    return b0 + (b1 - b0) * (when - t0) / (t1 - t0)
+
+
+def _pairs_vs_own(run: dict[str, Any], alone_ms: float | None, n: int) -> None:
+    """Each live reading of a copy's counter pace beside the copy's own slowdown over the same
+    seconds: the pairs it was read from end at the dump before the newest (the newest confirms
+    it) and span `loop_now_s` back; the copy's own batches in that span from its log lines."""
+    if not alone_ms:
+        return
+    t_tog = run["span"][0]
+    print("each new live reading by the counter (s after start), beside the copy's own "
+          "slowdown over the same span of dumps:\n")
+    print("| copy | read at s | its pairs' span (s after start) | live | its own (log lines) "
+          "| live / own |\n|---|---:|---|---:|---:|---:|")
+    ratios: list[float] = []
+    for i, pid in enumerate(run["pids"]):
+        reads: list[float] = []
+        prev = None
+        for t, jobs, ev in run["ticks"]:
+            j = jobs.get(pid)
+            if j is None:
+                continue
+            if j.loop_read_t is not None and (not reads or j.loop_read_t != reads[-1]):
+                reads.append(j.loop_read_t)
+            e = ev.get(j.name) or {}
+            cur = (e.get("slowdown"), e.get("loop_now_s"))
+            if not e.get("used") or e.get("source") != "counter" or cur == prev or len(reads) < 2:
+                continue
+            prev = cur
+            end = reads[-2] + run["mono"]
+            lo = end - e["loop_now_s"]
+            b0, b1 = _batches(run["lines"][i], lo), _batches(run["lines"][i], end)
+            own = ((end - lo) / (b1 - b0) * 1000 / alone_ms if b0 is not None and b1 is not None
+                   and b1 > b0 else None)
+            live = e["slowdown"]
+            if own:
+                ratios.append(live / own)
+            print(f"| {i + 1} | {t - t_tog:.0f} | {lo - t_tog:.0f}–{end - t_tog:.0f} | "
+                  f"{_n(live)} | {_n(own)} | {_n(live / own if own else None)} |")
+    if ratios:
+        inside = sum(1 for r in ratios if 0.75 <= r <= 1.25)
+        print(f"\n{inside} of {len(ratios)} readings within 25 % of the copy's own slowdown over "
+              f"their span; live / own median {statistics.median(ratios):.2f}, range "
+              f"{min(ratios):.2f}–{max(ratios):.2f}\n")
 
 
 def _batch_at(lines: list[tuple[float, str]], when: float) -> int:
