@@ -557,8 +557,7 @@ def _stored_copies(argv: list[str], cwd: str, env: dict[str, str], alone_s: floa
     finally:
         kill_groups(procs)
     return {"alone": alone_lines[0], "alone_span": (t0, t_alone_end), "lines": lines,
-            "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks,
-            "mono": time.time() - time.monotonic()}  # the counter's dump times are monotonic
+            "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks}
 
 
 def wlm_stored(examples: str, work: str, env: dict[str, str], alone_s: float,
@@ -651,8 +650,9 @@ def _batches(lines: list[tuple[float, str]], when: float) -> float | None:
 
 def _pairs_vs_own(run: dict[str, Any], alone_ms: float | None, n: int) -> None:
     """Each live reading of a copy's counter pace beside the copy's own slowdown over the same
-    seconds: the pairs it was read from end at the dump before the newest (the newest confirms
-    it) and span `loop_now_s` back; the copy's own batches in that span from its log lines."""
+    seconds: the pairs it was read from end at its confirmed reading (`loop_read_t`, wall
+    time: the dump before the newest, which confirms it) and span `loop_now_s` back; the
+    copy's own batches in that span from its log lines."""
     if not alone_ms:
         return
     t_tog = run["span"][0]
@@ -662,20 +662,18 @@ def _pairs_vs_own(run: dict[str, Any], alone_ms: float | None, n: int) -> None:
           "| live / own |\n|---|---:|---|---:|---:|---:|")
     ratios: list[float] = []
     for i, pid in enumerate(run["pids"]):
-        reads: list[float] = []
         prev = None
         for t, jobs, ev in run["ticks"]:
             j = jobs.get(pid)
             if j is None:
                 continue
-            if j.loop_read_t is not None and (not reads or j.loop_read_t != reads[-1]):
-                reads.append(j.loop_read_t)
             e = ev.get(j.name) or {}
             cur = (e.get("slowdown"), e.get("loop_now_s"))
-            if not e.get("used") or e.get("source") != "counter" or cur == prev or len(reads) < 2:
+            if (not e.get("used") or e.get("source") != "counter" or cur == prev
+                    or j.loop_read_t is None):
                 continue
             prev = cur
-            end = reads[-2] + run["mono"]
+            end = j.loop_read_t
             lo = end - e["loop_now_s"]
             b0, b1 = _batches(run["lines"][i], lo), _batches(run["lines"][i], end)
             own = ((end - lo) / (b1 - b0) * 1000 / alone_ms if b0 is not None and b1 is not None
