@@ -524,38 +524,31 @@ def _stored_copies(argv: list[str], cwd: str, env: dict[str, str], alone_s: floa
     ticks (jobs by PID, own-pace evidence)."""
     from own_pace import watching
 
-    def start(pids: set[int], procs: list[subprocess.Popen],
-              lines: list[list[tuple[float, str]]]) -> None:
-        _start(argv, cwd, env, pids, procs, lines)
+    def copies(k: int, seconds: float, on: Callable[[Any], None]
+               ) -> tuple[list[list[tuple[float, str]]], list[subprocess.Popen], float, float]:
+        """`k` copies under a recording monitor for `seconds`: their lines, processes, span."""
+        lines: list[list[tuple[float, str]]] = []
+        procs: list[subprocess.Popen] = []
+        pids: set[int] = set()
+        try:
+            with watching(pids, on, store=db):
+                for _ in range(k):
+                    _start(argv, cwd, env, pids, procs, lines)
+                t0 = time.time()
+                time.sleep(seconds)
+                t1 = time.time()
+        finally:
+            kill_groups(procs)
+        return lines, procs, t0, t1
 
-    alone_lines: list[list[tuple[float, str]]] = []
-    procs: list[subprocess.Popen] = []
-    pids: set[int] = set()
-    try:
-        with watching(pids, lambda _snap: None, store=db):
-            start(pids, procs, alone_lines)
-            t0 = time.time()
-            time.sleep(alone_s)
-            t_alone_end = time.time()
-    finally:
-        kill_groups(procs)
+    alone_lines, _, t0, t_alone_end = copies(1, alone_s, lambda _snap: None)
     ticks: list[tuple[float, dict[int, Any], dict[str, Any]]] = []
-    lines: list[list[tuple[float, str]]] = []
-    procs, pids = [], set()
 
     def on(snap) -> None:
         ev = ((snap.verdict or {}).get("evidence") or {}).get("own_pace") or {}
         ticks.append((time.time(), {j.pid: j for j in snap.jobs}, ev))
 
-    try:
-        with watching(pids, on, store=db):
-            for _ in range(n):
-                start(pids, procs, lines)
-            t_tog = time.time()
-            time.sleep(together_s)
-            t_end = time.time()
-    finally:
-        kill_groups(procs)
+    lines, procs, t_tog, t_end = copies(n, together_s, on)
     return {"alone": alone_lines[0], "alone_span": (t0, t_alone_end), "lines": lines,
             "pids": [p.pid for p in procs], "span": (t_tog, t_end), "ticks": ticks}
 
