@@ -85,7 +85,7 @@ def watching(pids: set[int], on: Callable[[Any], None], store: str | None = None
         yield
     finally:
         eng.request_stop()
-        eng.join(10)
+        eng.join(60)  # stopped (its references stored) before a next monitor reads them
 
 
 class Copies:

@@ -44,10 +44,12 @@ Prints, per job, what gputop-dl measured beside what the script itself reports.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -542,6 +544,11 @@ def _stored_copies(argv: list[str], cwd: str, env: dict[str, str], alone_s: floa
         return lines, procs, t0, t1
 
     alone_lines, _, t0, t_alone_end = copies(1, alone_s, lambda _snap: None)
+    with contextlib.closing(sqlite3.connect(db)) as con:  # what the second monitor can lend
+        refs = [json.loads(d) for (d,) in con.execute("SELECT data FROM pace_refs")]
+    print(f"stored references after the run alone: {len(refs)}; their loop counters' pairs: "
+          + (", ".join(f"{sum(r['loop']['seconds']):.0f} s" for r in refs if 'loop' in r)
+             or "none"), flush=True)
     ticks: list[tuple[float, dict[int, Any], dict[str, Any]]] = []
 
     def on(snap) -> None:

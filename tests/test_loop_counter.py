@@ -112,6 +112,39 @@ def test_the_sampler_counts_paired_dumps_within_its_budget():
     assert got.name == "main.py:train:batch_idx" and got.steps == 0  # not confirmed yet
 
 
+def _dumps_per_job(n_jobs: int, **kw) -> list[int]:
+    """Each job's dumps over the last 200 of 300 simulated seconds, a round a second, a
+    dump costing 20 ms of CPU."""
+    calls: list[int] = []
+
+    def dump(pid, exe):
+        calls.append(pid)
+        return {(0, "main.py:train", "batch_idx"): len(calls)}, None, 0.02
+
+    now = [0.0]
+    s = L.CounterSampler(dump=dump, clock=lambda: now[0], **kw)
+    jobs = [(f"j{i}", i) for i in range(n_jobs)]
+    start = 0
+    for t in range(300):
+        now[0] = float(t)
+        if t == 100:
+            start = len(calls)
+        s.round(jobs)
+        s.join()
+    return [calls[start:].count(i) for i in range(n_jobs)]
+
+
+def test_each_job_read_gets_its_own_share_of_the_dumps_budget_up_to_the_cap():
+    # 0.2 % of a core a job: a dump of 20 ms every 10 s each (EVERY_S), for 3 jobs as for one
+    assert _dumps_per_job(1) == [20]
+    assert all(19 <= n <= 21 for n in _dumps_per_job(3))
+    # the cap, 0.6 %: 6 jobs share 60 dumps in 200 s, every 20 s each
+    got = _dumps_per_job(6)
+    assert sum(got) in range(58, 62) and all(9 <= n <= 11 for n in got)
+    # one share for all (the cap at the per-job share) made them every 30 s beside two others
+    assert all(6 <= n <= 7 for n in _dumps_per_job(3, cpu_max=L.COUNTER_BUDGET))
+
+
 def test_the_sampler_sums_confirmed_pairs_and_stops_where_py_spy_may_not_read():
     c = (0, "main.py:train", "batch_idx")
     s = L.CounterSampler(dump=lambda pid, exe: (None, "py-spy: Permission denied (os error 13)",

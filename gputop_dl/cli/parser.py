@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stall-budget", type=float, default=None, metavar="PCT",
                    help="monitor: %% of one core that py-spy may use to measure the data stall of "
                    "jobs gputop-dl did not start (default 0.25; its dumps of the loop counters "
-                   "of those without loader workers take up to 0.2 more; 0: neither)")
+                   "of those without loader workers take up to 0.2 more a job, 0.6 at most; 0: neither)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
     p.add_argument("--readonly", action="store_true",

@@ -22,8 +22,8 @@ the paired dumps' steps and seconds, so a consumer's rate over any two readings 
 seconds of counted time only.
 
 A dump costs more than a sample (py-spy starts, reads the process's memory maps): one at a
-time, a job every `every_s` or more seldom, within `COUNTER_BUDGET` of a core (a token bucket,
-each dump's real CPU from wait4). Errors never raise: no py-spy or no ptrace rights leave the
+time, a job every `every_s` or more seldom, within `COUNTER_BUDGET` of a core for each job read
+and `COUNTER_MAX` for all (a token bucket, each dump's real CPU from wait4). Errors never raise: no py-spy or no ptrace rights leave the
 counter unknown; module-level loops have no locals py-spy reads (their frame's are globals).
 """
 
@@ -49,7 +49,11 @@ STEP_NAMES = ("global_step", "total_batched_samples", "step", "batch_idx", "batc
               "niter", "batch", "i")
 EPOCH_NAMES = ("epoch", "ep", "cur_epoch", "current_epoch")
 EVERY_S = 10.0  # a job's dumps at most this often
-COUNTER_BUDGET = 0.002  # py-spy's dumps within this share of one core (0.2 %: a dump a 10 s)
+# py-spy's dumps within this share of one core for each job it reads (0.2 %: a dump of ~20 ms
+# every 10 s, EVERY_S), and COUNTER_MAX for all: one share for all made a job's dumps come
+# 30-45 s apart beside two others, and a reading needs the dump after it (`confirm`)
+COUNTER_BUDGET = 0.002
+COUNTER_MAX = 0.006
 CREDIT_S = 0.05  # CPU-seconds the bucket holds at most (and starts with)
 DUMP_CPU_S = 0.02  # a dump's CPU where its own is unknown (measured 10-20 ms)
 DUMP_TIMEOUT_S = 10.0  # a dump that takes longer is killed
@@ -191,8 +195,12 @@ class CounterSampler:
 
     def __init__(self, every_s: float = EVERY_S, cpu_budget: float = COUNTER_BUDGET,
                  credit: float = CREDIT_S, dump: DumpFn | None = None, exe: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 cpu_max: float = COUNTER_MAX) -> None:
+        """`cpu_budget`: the dumps' share of one core for each job to read, `cpu_max` for all
+        (0: no limit)."""
         self.every_s = every_s
+        self.per_job, self.cpu_max = cpu_budget, cpu_max
         self._dump = dump or dump_locals
         self.exe, self.clock = exe, clock
         self._turns = Turns(cpu_budget, credit, DUMP_CPU_S, clock)  # whose dump is next
@@ -220,6 +228,9 @@ class CounterSampler:
             for k in turns.forget(k for k, _ in jobs):
                 for kept in (self._dumps, self._counter, self._counted, self._held):
                     kept.pop(k, None)
+            turns.refill(now)  # what accrued so far at the old rate, then the new one
+            share = self.per_job * max(1, len(jobs))
+            turns.cpu_budget = min(share, self.cpu_max) if self.per_job and self.cpu_max else share
             if turns.busy is not None or not jobs or self.denied or not turns.affordable(now):
                 return False
             taken = turns.take(jobs, self.every_s, now)
