@@ -23,8 +23,9 @@ seconds of counted time only.
 
 A dump costs more than a sample (py-spy starts, reads the process's memory maps): one at a
 time, a job every `every_s` or more seldom, within `COUNTER_BUDGET` of a core for each job read
-and `COUNTER_MAX` for all (a token bucket, each dump's real CPU from wait4). Errors never raise: no py-spy or no ptrace rights leave the
-counter unknown; module-level loops have no locals py-spy reads (their frame's are globals).
+and `COUNTER_MAX` for all (a token bucket, each dump's real CPU from wait4). Errors never
+raise: no py-spy or no ptrace rights leave the counter unknown; module-level loops have no
+locals py-spy reads (their frame's are globals).
 """
 
 from __future__ import annotations
