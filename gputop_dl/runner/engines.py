@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import os
 import signal
 import sys
 import time
@@ -21,6 +20,7 @@ from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
+from gputop_dl.quick_exit import exit_now
 from gputop_dl.record.store_open import check_store as check_store  # runner's API
 from gputop_dl.workload import SessionSpec
 
@@ -177,12 +177,7 @@ def stop_on_signals(engine: Engine) -> None:
                 return
             print("gputop-dl: interrupted; stopping the jobs takes longer than "
                   f"{STOP_DEADLINE_S:g} s: the watchdog stops what is left", file=sys.stderr)
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(130)  # not a normal exit: tearing down thousands of jobs' objects took
+            exit_now(130)  # not a normal exit: tearing down thousands of jobs' objects took
             # seconds, and the engine thread is mid-write (its transaction is rolled back)
         raise KeyboardInterrupt
 

@@ -22,6 +22,7 @@ from torch import nn
 from gputop_dl.channel import (ENV_GO, EventWriter, StepsOnly, failure_message,
                                host_memory_cause, rank_info, reports_here, wait_for_go)
 from gputop_dl.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
+from gputop_dl.quick_exit import exit_now
 from gputop_dl.trainer.data import build_dataset
 from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
@@ -208,12 +209,7 @@ def leave_rank() -> None:
     exception", SIGABRT, or a SIGSEGV; faulthandler showed no Python frame left): 4 of 25 runs
     of the two-rank test beside two busy loops. torchrun then SIGTERMs the other rank, and a
     finished job counts as failed. Nothing of ours is left to tear down: output is flushed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
+    exit_now(0)
 
 
 def classify_failure(exc: BaseException) -> str:
