@@ -229,9 +229,8 @@ class CounterSampler:
             for k in turns.forget(k for k, _ in jobs):
                 for kept in (self._dumps, self._counter, self._counted, self._held):
                     kept.pop(k, None)
-            turns.refill(now)  # what accrued so far at the old rate, then the new one
-            share = self.per_job * max(1, len(jobs))
-            turns.cpu_budget = min(share, self.cpu_max) if self.per_job and self.cpu_max else share
+            share = self.per_job * max(1, len(jobs))  # a share for each job to read
+            turns.set_budget(min(share, self.cpu_max) if self.cpu_max else share, now)
             if turns.busy is not None or not jobs or self.denied or not turns.affordable(now):
                 return False
             taken = turns.take(jobs, self.every_s, now)

@@ -33,6 +33,12 @@ class Turns:
             self._tokens = min(self.credit, self._tokens + (now - self._tokens_t) * self.cpu_budget)
         self._tokens_t = now
 
+    def set_budget(self, cpu_budget: float | None, now: float) -> None:
+        """Refill at `cpu_budget` from `now` on (what accrued until then, at the old rate)."""
+        if cpu_budget != self.cpu_budget:
+            self.refill(now)
+            self.cpu_budget = cpu_budget
+
     def forget(self, keys: Iterable[Hashable]) -> list[Hashable]:
         """Drop the jobs not in `keys` (but the one being read); returns those dropped."""
         keep = set(keys)
