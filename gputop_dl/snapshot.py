@@ -16,8 +16,9 @@ SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
 # never recorded, served or printed
 GPU_STATUS_STARTING = "starting"
 # a job's statuses while it lives: "ready" is a launched job at the co-run's start barrier
-# (it said ready and waits for the others), "waiting" a queued job not started yet
-LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused")
+# (it said ready and waits for the others), "waiting" a queued job not started yet, "stuck" a
+# live job that stopped making progress and sleeps in one place (analyse/stuck.py)
+LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused", "stuck")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,15 @@ class GpuSample:
     # and its NUMA node (None: NVML does not say)
     cpu_affinity: str | None = None
     numa_node: int | None = None
+    # energy (collect/nvml_energy.py, docs/energy.md): joules since the monitor first read this
+    # GPU (None: no interval yet, or NVML gives neither counter nor power), from when, how
+    # ("counter" | "power-integral"), whose power ("gpu" | "module": a Grace superchip's,
+    # CPU and memory included) and why unknown or how it was bridged
+    energy_j: float | None = None
+    energy_since: float | None = None
+    energy_source: str | None = None
+    energy_scope: str | None = None
+    energy_note: str | None = None
 
     def throttle_shares(self) -> dict[str, float | None]:
         """The throttled share per reason (empty: no counter on this GPU)."""
@@ -206,6 +216,65 @@ class Straggler:
     excess_s: float  # its own work (data + h2d + forward) over the other ranks' median
 
 
+class StackFrame(NamedTuple):
+    """One frame of a Python thread's stack as py-spy dumped it (collect/stack_dump.py)."""
+
+    func: str
+    file: str  # the file's path as the job named it
+    line: int
+    code: str | None = None  # the source line, where its file could be read
+
+    def short(self) -> str:
+        """"train.py:42 step"."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line} {self.func}"
+
+
+class ThreadStack(NamedTuple):
+    """One thread of a process at one dump: its frames, innermost first."""
+
+    pid: int
+    tid: int  # the OS thread id
+    name: str | None
+    main: bool  # the process's main thread
+    active: bool | None  # py-spy's guess that it was running, not waiting (None: unknown)
+    frames: tuple[StackFrame, ...]
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """Why a live job is called stuck (analyse/stuck.py): no progress for `for_s` seconds (past
+    `threshold_s`) while its threads slept and its main thread stayed in one place."""
+
+    since: float  # wall time of its last progress (or of its first look, if none was seen)
+    for_s: float  # seconds without progress
+    threshold_s: float
+    where: str  # dataloader | collective | lock | cuda-sync | sleep | io | unknown
+    frame: str | None  # the main thread's frame that matters, "train.py:42 step"
+    stack: tuple[str, ...] = ()  # the main thread's frames, innermost first
+    pid: int | None = None  # the process whose main thread was read
+    # who it waits on: a loader worker's (pid, its frame), or a DDP run's ranks not in the
+    # collective ((rank, its frame), ...)
+    worker_pid: int | None = None
+    worker_frame: str | None = None
+    missing_ranks: tuple[tuple[int, str | None], ...] = ()
+    # the evidence: the most CPU cores its processes used, the most bytes/s they read, the most
+    # loader write calls/s, over `quiet_s` seconds; its processes' states; dumps read with the
+    # main stack unchanged, and over how many seconds
+    quiet_s: float = 0.0
+    cpu_cores_max: float | None = None
+    read_bytes_per_s_max: float | None = None
+    loader_writes_per_s_max: float | None = None
+    states: str = ""  # "S S S": its processes' states at the last look
+    dumps: int = 0
+    stack_same_s: float = 0.0
+    progress: str = "none"  # what it counted its progress by: steps | loop | loader | none
+    window_s: float | None = None  # `--once`: the sampling window it was judged over
+
+    def to_json(self) -> dict[str, Any]:
+        """The job's `stuck` object in the JSON (schemas/snapshot.json)."""
+        return _stuck_json(asdict(self))
+
+
 @dataclass(frozen=True)
 class JobSample:
     """One training job (trainer + its data-loader workers) at one instant."""
@@ -333,6 +402,15 @@ class JobSample:
     # other: sampled shares, not seconds; the samples behind them (None: not sampled)
     phase_shares: tuple[tuple[str, float], ...] = ()
     phase_shares_samples: int | None = None
+    # how a found job was told a job (collect/discover.py): "maps" (torch or a GPU device in its
+    # memory maps), "nvml" (on NVML's list, its maps not readable), "cmdline" (another user's
+    # Python judged from its command line, threads and CPU); None: launched here
+    found_by: str | None = None
+    # what could not be read about it and why, with what would unlock it ((what, why), ...;
+    # collect/privilege.py): an empty tuple where nothing was withheld
+    limited: tuple[tuple[str, str], ...] = ()
+    # a live job with no progress past its threshold, asleep in one place (status "stuck")
+    stuck: Stuck | None = None
 
 
 @dataclass(frozen=True)
@@ -389,6 +467,8 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
         out["procs"] = [p._asdict() for p in d["procs"]]
+    if "limited" in out:  # a job's unreadable figures (collect/privilege.py): objects
+        out["limited"] = [{"what": w, "why": y} for w, y in d["limited"]]
     if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
         out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None
     if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
@@ -400,9 +480,17 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
         out["waits"] = {"cpu": out.get("cpu_wait_fraction"),
                         "io": io if io is None or mem is None else round(max(0.0, io - mem), 4),
                         "memory": mem, "gpu": out.get("gpu_wait_fraction")}
+    if out.get("stuck"):  # a stuck job (analyse/stuck.py): its tuples as arrays
+        out["stuck"] = _stuck_json(d["stuck"])
     if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
         out["mem_events"] = dict(d["mem_events"]) or None
     return out
+
+
+def _stuck_json(st: dict[str, Any]) -> dict[str, Any]:
+    """An asdict'ed `Stuck` with arrays and objects for its tuples."""
+    return dict(st, stack=list(st["stack"]),
+                missing_ranks=[{"rank": r, "frame": f} for r, f in st["missing_ranks"]])
 
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}

@@ -153,7 +153,9 @@ def test_two_gpu_sample_values_and_units():
         pcie_rx_bytes_per_s=654_321 * 1024,
         pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16, pcie_link_width_max=16,
         cpu_affinity="0-15", numa_node=0,
+        energy_since=s0.energy_since, energy_scope="gpu",  # a first reading: no joules yet
     )
+    assert s0.energy_since is not None and s0.energy_j is None
     assert s1.index == 1 and s1.error is None
     assert s1.util == 0.5 and s1.mem_used == 10 * GiB and s1.power_w == 300.0
     assert s1.throttle_reasons == ()

@@ -34,9 +34,11 @@ import time
 from typing import Any, Callable
 
 from gputop_dl.collect.nvml_base import (
-    F_CLOCK, F_MEM, F_MEM_V2, F_PCIE, F_POWER, F_REASONS, F_TEMP, F_UTIL, GpuGone, NvmlDevice)
+    F_CLOCK, F_ENERGY, F_MEM, F_MEM_V2, F_PCIE, F_POWER, F_REASONS, F_TEMP, F_UTIL, GpuGone,
+    NvmlDevice)
 from gputop_dl.collect.nvml_counters import (
     COUNTER_INTERVAL_S, CounterReads)
+from gputop_dl.collect.nvml_energy import EnergyMeter, power_scope
 from gputop_dl.collect.nvml_procs import ProcessReads
 from gputop_dl.snapshot import GpuSample
 from gputop_dl.text.cpulist import format_cpulist, mask_words_to_cpus
@@ -231,6 +233,7 @@ class Nvml(CounterReads, ProcessReads):
         self._fn_util = f("nvmlDeviceGetUtilizationRates")
         self._fn_temp = f("nvmlDeviceGetTemperature")
         self._fn_power = f("nvmlDeviceGetPowerUsage")
+        self._fn_energy = f("nvmlDeviceGetTotalEnergyConsumption")
         self._fn_clock = f("nvmlDeviceGetClockInfo")
         self._fn_reasons = f("nvmlDeviceGetCurrentClocksEventReasons")
         self._fn_reasons_old = f("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -342,6 +345,7 @@ class Nvml(CounterReads, ProcessReads):
                     if getattr(e, "value", None) in self._permanent_codes:
                         self._fn_reasons, self._fn_reasons_old = self._fn_reasons_old, None
             self._init_links(d, h)
+            d.energy = EnergyMeter(power_scope(d.name), counter=self._fn_energy is not None)
         except Exception as e:  # noqa: BLE001 - a broken device must not break the others
             d.error = f"{type(e).__name__}: {e}"
             d.failed = GpuSample(d.index, d.name, d.uuid, error=d.error)
@@ -412,6 +416,14 @@ class Nvml(CounterReads, ProcessReads):
 
             temp = read(d, F_TEMP, self._fn_temp, h, self._temp_sensor)
             power = read(d, F_POWER, self._fn_power, h)
+            power_w = power / 1000.0 if power is not None else None
+            meter = d.energy
+            mj = None
+            if meter.counter_wanted:
+                mj = read(d, F_ENERGY, self._fn_energy, h)
+                if d.unsupported & F_ENERGY:
+                    meter.refuse_counter()
+            meter.read(now, mj, power_w)
             clock = read(d, F_CLOCK, self._fn_clock, h, self._clock_sm)
 
             reasons: tuple[str, ...] = ()
@@ -439,13 +451,19 @@ class Nvml(CounterReads, ProcessReads):
             f["mem_used"] = mem_used
             f["mem_total"] = mem_total
             f["temp_c"] = float(temp) if temp is not None else None
-            f["power_w"] = power / 1000.0 if power is not None else None
+            f["power_w"] = power_w
             f["sm_clock_mhz"] = int(clock) if clock is not None else None
             f["throttle_reasons"] = reasons
+            f["energy_j"] = meter.joules
+            f["energy_since"] = meter.since
+            f["energy_source"] = meter.source
+            f["energy_scope"] = meter.scope
+            f["energy_note"] = meter.note if meter.scope == "gpu" else meter.shown_note()
             return out
         except GpuGone as e:
             d.pcie_tx = d.pcie_rx = d.pcie_tx_bps = d.pcie_rx_bps = None
             d.ctr_last, d.throttle, d.ctr_next, d.ctr_reads, d.slow = {}, (), 0.0, 0, {}
+            d.energy.gap()
             return GpuSample(d.index, d.name, d.uuid, error=str(e))
         except Exception as e:  # noqa: BLE001 - never raise out of sample()
             return GpuSample(d.index, d.name, d.uuid, error=f"{type(e).__name__}: {e}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from gputop_dl.collect.nvml_energy import EnergyMeter
 from gputop_dl.snapshot import GpuSample
 
 # Per-device field flags (a bitmask of fields NVML said it will never answer).
@@ -27,6 +28,7 @@ F_FIELDS = 1 << 11
 F_LINK_GEN = 1 << 12
 F_LINK_WIDTH = 1 << 13
 F_VIOLATION = 1 << 14
+F_ENERGY = 1 << 15
 
 
 class GpuGone(Exception):
@@ -40,7 +42,7 @@ class NvmlDevice:
         "util_last_ts", "pid_util", "failed",
         "clock_max", "link_gen_max", "link_width_max", "cpu_affinity", "numa_node",
         "ctr_next", "ctr_reads", "fields", "violations", "ctr_last", "throttle", "link_gen", "link_width",
-        "pcie_tx_bps", "pcie_rx_bps", "pcie_point", "slow",
+        "pcie_tx_bps", "pcie_rx_bps", "pcie_point", "slow", "energy",
     )
 
     def __init__(self, index: int):
@@ -76,6 +78,7 @@ class NvmlDevice:
         self.pcie_rx_bps: int | None = None
         self.pcie_point = True  # read nvmlDeviceGetPcieThroughput (no 64-bit byte counters)
         self.slow: dict[str, Any] = {}  # GpuSample fields that change only on the slow reads
+        self.energy = EnergyMeter()  # its joules (collect/nvml_energy.py), set up at init
 
 
 

@@ -19,7 +19,9 @@ Build one and hand it to `gputop_dl.collect.nvml.Nvml(module=...)`:
     fake.gpus[0].counters["power"] += 2_000_000_000    # 2 s more held down by the power cap (ns)
     fake.gpus[0].pcie_tx_bytes += 5 << 20              # cumulative PCIe bytes (32-bit, wraps)
     fake.gpus[0].unsupported.add("field:hw_thermal")   # that field id answers NOT_SUPPORTED
-    fake.clock = clk                                   # timestamps (field values, violations)
+    fake.clock = clk                                   # timestamps (field values, violations,
+                                                       # the energy counter's growth)
+    fake.gpus[0].energy_frozen = True                  # the energy counter answers, never moves
     missing_pynvml()                                   # an importer that raises ImportError
 
 Field keys (for `unsupported` / `raise_in`): name, uuid, memory, utilization, temperature, power,
@@ -27,7 +29,7 @@ power_limit, sm_clock, clock_reasons, pcie, processes, graphics_processes, proce
 sm_clock_max, field_values (the whole call), field:<counter> (one field: power, thermal,
 sync_boost, board_limit, low_util, reliability, sw_thermal, hw_thermal, hw_power_brake, pcie_tx,
 pcie_rx), violation:<reason> (nvmlDeviceGetViolationStatus for one policy), link_gen,
-link_width, link_gen_max, link_width_max, cpu_affinity, numa_node.
+link_width, link_gen_max, link_width_max, cpu_affinity, numa_node, energy.
 `fake.calls` counts calls per pynvml function name. The fake is self-contained: it does not need
 the real pynvml. Readings are plain attributes on `FakeGpu`; change them between ticks.
 """
@@ -148,6 +150,16 @@ class FakeGpu:
     link_width_max: int = 16
     cpus_near: tuple[int, ...] = tuple(range(16))  # nvmlDeviceGetCpuAffinity's bits
     numa_node: int = 0
+    # energy: NVML's counter (mJ since the driver loaded) with its real semantics: it grows by
+    # power_mw x the fake clock's seconds between reads, and shows a new value only once per
+    # `energy_period_s` (a read sooner gives the last one); `energy_frozen`: a counter that
+    # answers but never moves (some virtual GPUs); set `energy_mj` lower for a driver reload;
+    # "energy" in `unsupported`: NOT_SUPPORTED (before Volta)
+    energy_mj: int = 987_654_321
+    energy_period_s: float = 0.1
+    energy_frozen: bool = False
+    energy_read_t: float | None = None
+    energy_shown: tuple[float, int] | None = None  # (clock time, value) of the last update
     processes: list[FakeProcess] = field(default_factory=list)  # compute
     graphics_processes: list[FakeProcess] = field(default_factory=list)
     util_samples: list[SimpleNamespace] = field(default_factory=list)
@@ -353,6 +365,20 @@ class FakePynvml:
 
     def nvmlDeviceGetPowerUsage(self, h: _Handle) -> int:
         return self._gpu(h, "power", "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: _Handle) -> int:
+        """mJ since the driver loaded; the value of the last update (every energy_period_s)."""
+        g = self._gpu(h, "energy", "nvmlDeviceGetTotalEnergyConsumption")
+        t = self.clock()
+        if g.energy_read_t is not None and not g.energy_frozen and t > g.energy_read_t:
+            g.energy_mj += int(g.power_mw * (t - g.energy_read_t))
+        g.energy_read_t = t
+        if g.energy_frozen and g.energy_shown is not None:
+            return g.energy_shown[1]
+        if g.energy_shown is None or t - g.energy_shown[0] >= g.energy_period_s \
+                or g.energy_mj < g.energy_shown[1]:
+            g.energy_shown = (t, g.energy_mj)
+        return g.energy_shown[1]
 
     def nvmlDeviceGetClockInfo(self, h: _Handle, clock_type: int) -> int:
         return self._gpu(h, "sm_clock", "nvmlDeviceGetClockInfo").sm_clock_mhz
