@@ -10,6 +10,7 @@ import os
 import sqlite3
 import sys
 import time
+import urllib.parse
 
 from gputop_dl.record.paths import private
 
@@ -55,27 +56,61 @@ def is_corrupt(exc: BaseException) -> bool:
 
 
 def damage(path: str) -> str | None:
-    """Why the file at `path` is no SQLite database, from its header alone (cheap), or None.
+    """Why the file at `path` is no readable SQLite database, or None; asked of SQLite itself.
 
-    Catches garbage and truncation, which SQLite itself may only notice on some later read."""
+    The file is never opened here but by SQLite: POSIX locks belong to the process, and closing
+    *any* descriptor of a file drops every lock the process holds on it, SQLite's included (a
+    writer's lock gone, another process checkpoints and deletes the WAL under it: the database
+    is corrupt). SQLite reports garbage (SQLITE_NOTADB) and a file shorter than its header says
+    (SQLITE_CORRUPT) on its first read; the header's figures for the message are then read with
+    pread on the descriptor SQLite opened, which takes and drops no lock."""
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(100)
+        size = os.stat(path).st_size
     except OSError:
         return None
     if size == 0:
         return None
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
-        return "file is not a database"
-    page = int.from_bytes(head[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    valid = head[24:28] == head[92:96]  # the in-header size is valid (SQLite >= 3.7.0)
-    wal = path + "-wal"
-    if valid and pages and size < page * pages and not (os.path.exists(wal)
-                                                        and os.path.getsize(wal) > 0):
-        return f"truncated: {size} of {page * pages} bytes"
+    try:
+        db = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro",
+                             uri=True, timeout=10.0)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        if not is_corrupt(exc):
+            return None  # locked, cannot open (a read-only folder): not damage
+        return _header_says(path, size) or str(exc)
+    finally:
+        db.close()
+
+
+def _header_says(path: str, size: int) -> str | None:
+    """"not a database" or "truncated: N of M bytes" from the file's 100-byte header, read
+    through a descriptor this process already holds on it (SQLite's); None without one."""
+    try:
+        want = os.stat(path)
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in fds:
+        try:
+            fd = int(name)
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (want.st_dev, want.st_ino):
+                continue
+            head = os.pread(fd, 100, 0)
+        except (OSError, ValueError):
+            continue
+        if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+            return "file is not a database"
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        pages = int.from_bytes(head[28:32], "big")
+        if head[24:28] == head[92:96] and pages and size < page * pages:
+            return f"truncated: {size} of {page * pages} bytes"
+        return None
     return None
 
 
