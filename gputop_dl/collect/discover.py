@@ -17,6 +17,12 @@ Python; then never again). NVML's GPU PIDs count as jobs too, once their maps sh
 a PID that NVML reports but that is absent here, or is another process, lives outside this
 PID namespace (a container) and is only summed into one note.
 
+Another user's process (its maps not readable without root) is judged from what every user
+may read (collect/hidden_jobs.py): on NVML's list it is a job (`found_by` "nvml"); a Python
+interpreter running a training entry point with forked twins, a launcher's Python children, or
+a busy thread pool is one too (`found_by` "cmdline"), re-judged with back-off until it is;
+everything else stays out. A job whose maps were read is `found_by` "maps".
+
 Grouping: a candidate (torch or GPU process) whose parent is also a candidate is a worker of
 it (data-loader workers, torchrun ranks under the torchrun agent); the others are roots, and
 a job is a root plus its descendants, down to where another job's (or a launched job's)
@@ -38,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from gputop_dl.collect import hidden_jobs
 from gputop_dl.collect.procfs import ProcFiles
 from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
@@ -80,13 +87,23 @@ class Found:
     torch: bool
     gpu: bool
     cmdline: tuple[str, ...] = ()
+    found_by: str = "maps"  # maps | nvml | cmdline: how it was told a job (docstring above)
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class _Info:
-    __slots__ = ("kind", "nvidia", "next_check", "backoff", "marked", "cmdline")
+    __slots__ = ("kind", "nvidia", "next_check", "backoff", "marked", "cmdline", "hidden",
+                 "ticks", "tick_t")
 
     def __init__(self) -> None:
-        self.kind = "?"  # torch | python | other | gone
+        # torch | python | other | gone | young; with maps unreadable: hidden (a Python
+        # interpreter with a training entry point, not yet working like a job) | trains
+        self.kind = "?"
+        self.hidden = False  # its maps are not readable (another user's process)
+        self.ticks: int | None = None  # CPU ticks and clock at the last look (hidden only)
+        self.tick_t = 0.0
         self.nvidia = False
         self.next_check = 0.0
         self.backoff = PY_RECHECK_MIN_S
@@ -157,7 +174,7 @@ class Discoverer:
         self._zombies: set[int] = set()  # not re-read until they are reaped (leave the listing)
         self._last_zombie = False
         self._watch: set[int] = set()  # PIDs to classify: new ones, Python ones to re-check
-        self._torch: set[int] = set()  # PIDs with torch loaded
+        self._torch: set[int] = set()  # PIDs with torch loaded (or judged training: "trains")
         self._primed = False  # after the first find(): every new PID is a young process
         self._mark: bytes | None = None  # /proc/loadavg's "tasks last-PID" at the last listing
         self._listing: list[str] | None = None  # the last one (None: a PID was left unread)
@@ -264,6 +281,8 @@ class Discoverer:
             info = self._info[key] = _Info()
         if info.kind == "gone":
             return None
+        if info.hidden:
+            return self._judge_hidden(pid, info, now)
         recheck = info.kind == "?" or \
             (info.kind in ("python", "young") and now >= info.next_check) or \
             (gpu and not info.nvidia and info.kind != "torch" and now >= info.next_check)
@@ -273,8 +292,9 @@ class Discoverer:
             except (FileNotFoundError, ProcessLookupError):
                 info.kind = "gone"
                 return None
-            except OSError:  # no rights to read it (another user's process): unknown
-                maps = b""
+            except OSError:  # no rights to read it (another user's process): judged otherwise
+                info.hidden = True
+                return self._judge_hidden(pid, info, now)
             if any(m in maps for m in TORCH_MARKS):
                 info.kind = "torch"
             elif b"python" in maps:
@@ -293,6 +313,54 @@ class Discoverer:
                 info.next_check = now + (info.backoff if info.kind == "python" else GPU_RECHECK_S)
         return info
 
+    def _judge_hidden(self, pid: int, info: _Info, now: float) -> _Info | None:
+        """Classify a process whose maps are not readable from its command line, `comm`,
+        threads, CPU and children (collect/hidden_jobs.py)."""
+        if info.kind in ("trains", "other") or (info.kind != "?" and now < info.next_check):
+            return info
+        try:
+            st = hidden_jobs.parse_stat(self._read(pid, "stat"))
+        except OSError:
+            st = None
+        if st is None:
+            info.kind = "gone"
+            return None
+        comm, ticks, threads = st
+        if info.kind in ("?", "young"):
+            info.cmdline = None  # a young process may have exec'ed since
+            cmd = self._cmdline(pid, info)
+            if not hidden_jobs.interpreter(cmd, comm) or hidden_jobs.entry_point(cmd, comm) is None:
+                if info.kind == "?" and self._primed:  # may still exec a Python (sh -c)
+                    info.kind, info.next_check = "young", now + YOUNG_RECHECK_S
+                else:
+                    info.kind = "other"
+                return info
+            info.kind = "hidden"
+        cmd = self._cmdline(pid, info)
+        cores = None
+        if info.ticks is not None and now > info.tick_t:
+            cores = (ticks - info.ticks) / CLK_TCK / (now - info.tick_t)
+        info.ticks, info.tick_t = ticks, now
+        twins = pythons = 0
+        for kid in self.cmap.get(pid, ()):
+            try:
+                raw = self._read(kid, "cmdline")
+            except OSError:
+                continue
+            kc = tuple(a.decode("utf-8", "replace") for a in raw.split(b"\0") if a)
+            if kc == cmd:
+                twins += 1
+            elif hidden_jobs.interpreter(kc, ""):
+                pythons += 1
+        entry = hidden_jobs.entry_point(cmd, comm) or "script"
+        if hidden_jobs.works(entry, twins, pythons, threads, cores):
+            info.kind = "trains"
+        else:  # not (yet) working like a job: look again later, less and less often
+            if info.next_check:
+                info.backoff = min(info.backoff * 2, PY_RECHECK_MAX_S)
+            info.next_check = now + info.backoff
+        return info
+
     def _cmdline(self, pid: int, info: _Info) -> tuple[str, ...]:
         if info.cmdline is None:
             try:
@@ -306,6 +374,9 @@ class Discoverer:
         if info.marked is None:
             try:
                 env = self._read(pid, "environ")
+            except PermissionError:  # another user's: not launched by this user's gputop-dl
+                info.marked = False
+                return False
             except OSError:
                 return False
             info.marked = (b"\0" + LAUNCH_MARKER) in (b"\0" + env)
@@ -339,9 +410,9 @@ class Discoverer:
         watch, torch = self._watch, self._torch
         for pid in list(watch):  # new PIDs, and Python processes due for a re-check
             info = self._classify(pid, now, pid in gpu_mem) if pid in start else None
-            if info is None or info.kind not in ("?", "python", "young"):
+            if info is None or info.kind not in ("?", "python", "young", "hidden"):
                 watch.discard(pid)
-            if info is not None and info.kind == "torch":
+            if info is not None and info.kind in ("torch", "trains"):
                 torch.add(pid)
         info_of = self._info
         for pid in torch:
@@ -352,7 +423,7 @@ class Discoverer:
             if pid in cand:
                 continue
             info = self._classify(pid, now, True) if pid in start else None
-            if info is None or not info.nvidia:
+            if info is None or not (info.nvidia or info.hidden):
                 outside[pid] = mem
             else:
                 cand[pid] = info
@@ -418,9 +489,10 @@ class Discoverer:
                 if ranks:
                     target = ranks[0]
             gpu = any(p in gpu_mem for p in pids)
+            by = "maps" if not info.hidden else "nvml" if root in gpu_mem else "cmdline"
             out.append(Found(name=name, pid=root, start=start.get(root, -1),
                              pids=tuple(sorted(pids)), target=target,
-                             torch=info.kind == "torch", gpu=gpu, cmdline=cmd))
+                             torch=info.kind == "torch", gpu=gpu, cmdline=cmd, found_by=by))
         self._last_find = inputs, out, jcmap
         return list(out)
 

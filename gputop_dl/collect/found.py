@@ -149,7 +149,7 @@ class FoundJobs:
                 loop_counter=counted.name if counted else None,
                 loop_steps=counted.steps if counted and counted.name else None,
                 loop_span_s=counted.span_s if counted and counted.name else None,
-                loop_read_t=counted.t if counted else None))
+                loop_read_t=counted.t if counted else None, found_by=f.found_by))
             self._rows[key] = (jobs[-1], res)
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()

@@ -18,11 +18,13 @@ class FakeProc:
         self.root = root
         os.makedirs(root, exist_ok=True)
 
-    def add(self, pid, ppid, cmd, maps=b"", start=None, env=b"HOME=/root\0", state="S"):
+    def add(self, pid, ppid, cmd, maps=b"", start=None, env=b"HOME=/root\0", state="S",
+            cpu_ticks=0, threads=1, comm=None):
         d = os.path.join(self.root, str(pid))
         os.makedirs(d, exist_ok=True)
-        comm = os.path.basename(cmd[0])[:15] if cmd else "kworker"
-        rest = " ".join(["0"] * 17)
+        comm = comm or (os.path.basename(cmd[0])[:15] if cmd else "kworker")
+        # fields 5..21 (pgrp .. itrealvalue): utime is the 14th field, num_threads the 20th
+        rest = " ".join(["0"] * 9 + [str(cpu_ticks), "0", "0", "0", "0", "0", str(threads), "0"])
         with open(os.path.join(d, "stat"), "w") as f:
             f.write(f"{pid} ({comm}) {state} {ppid} {rest} {start if start is not None else 1000 + pid} 0 0\n")
         for name, data in (("maps", maps), ("cmdline", b"\0".join(a.encode() for a in cmd) + b"\0"),
