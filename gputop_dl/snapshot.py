@@ -402,6 +402,18 @@ class JobSample:
     # other: sampled shares, not seconds; the samples behind them (None: not sampled)
     phase_shares: tuple[tuple[str, float], ...] = ()
     phase_shares_samples: int | None = None
+    # energy (analyse/energy.py, docs/energy.md): joules over its run on its GPUs, its power
+    # over the last seconds, joules per step and per epoch, samples per joule; `energy_estimate`
+    # True where a GPU it shares was split by time share; the GPUs' source (counter |
+    # power-integral | mixed); why unknown (None figures: unknown, never 0 J)
+    energy_j: float | None = None
+    energy_w: float | None = None
+    energy_per_step_j: float | None = None
+    energy_per_epoch_j: float | None = None
+    samples_per_joule: float | None = None
+    energy_estimate: bool | None = None
+    energy_source: str | None = None
+    energy_note: str | None = None
     # how a found job was told a job (collect/discover.py): "maps" (torch or a GPU device in its
     # memory maps), "nvml" (on NVML's list, its maps not readable), "cmdline" (another user's
     # Python judged from its command line, threads and CPU); None: launched here

@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from gputop_dl.child import die_with_parent
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.spy_turns import Turns
 
@@ -170,25 +167,8 @@ def dump_locals(pid: int, exe: str | None = None
                 ) -> tuple[dict[Local, int] | None, str | None, float | None]:
     """One `py-spy dump --locals --nonblocking` of `pid`: (its main thread's counters, error
     message, py-spy's CPU seconds)."""
-    exe = exe or pyspy.pyspy_path()
-    if exe is None:
-        return None, "py-spy is not installed", None
-    cmd = [exe, "dump", "--pid", str(pid), "--locals", "--nonblocking", "--json"]
-    try:
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                    preexec_fn=die_with_parent)
-            cpu = pyspy.reap(proc, DUMP_TIMEOUT_S)  # its CPU from wait4, for the budget
-            out.seek(0)
-            err.seek(0)
-            text, msg = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"py-spy failed: {exc}", None
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
-        said = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else None)
-        return None, f"py-spy: {said or f'exit {proc.returncode}'}", cpu
-    return parse_dump(text, pid), None, cpu
+    text, err, cpu = pyspy.dump(pid, ["--locals"], exe, DUMP_TIMEOUT_S)  # its CPU, for the budget
+    return (None, err, cpu) if text is None else (parse_dump(text, pid), None, cpu)
 
 
 class CounterSampler:

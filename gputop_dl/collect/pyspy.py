@@ -122,6 +122,31 @@ def reap(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
         delay = min(2 * delay, 0.25)
 
 
+def dump(pid: int, extra: list[str], exe: str | None = None, timeout: float = 10.0
+         ) -> tuple[str | None, str | None, float | None]:
+    """One `py-spy dump --nonblocking --json` of `pid` with `extra` options: (its output, error
+    message, py-spy's CPU seconds from wait4)."""
+    exe = exe or pyspy_path()
+    if exe is None:
+        return None, "py-spy is not installed", None
+    cmd = [exe, "dump", "--pid", str(pid), *extra, "--nonblocking", "--json"]
+    try:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    preexec_fn=die_with_parent)
+            cpu = reap(proc, timeout)
+            out.seek(0)
+            err.seek(0)
+            text, msg = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"py-spy failed: {exc}", None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
+        said = next((ln for ln in lines if ln.startswith("Error:")), lines[0] if lines else None)
+        return None, f"py-spy: {said or f'exit {proc.returncode}'}", cpu
+    return text, None, cpu
+
+
 def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50, exe: str | None = None,
                  check: bool = True) -> tuple[StallEstimate | None, str | None]:
     """One non-blocking burst on `pid` -> (StallEstimate of its main thread, error or None).

@@ -21,13 +21,15 @@ from typing import Any
 from gputop_dl.collect import discover
 from gputop_dl.collect.diskio import look_times
 from gputop_dl.collect.environment import environment
-from gputop_dl.collect.machine import MachineSampler
+from gputop_dl.analyse.energy import EnergyLedger, job_keys, with_energy
+from gputop_dl.collect.machine import MachineSample, MachineSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.recorder import Recorder
+from gputop_dl.engine.stuck_watch import StuckWatch
 from gputop_dl.launch import Job, JobProcess, StartError, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.paths import session_work_dir
-from gputop_dl.snapshot import Snapshot
+from gputop_dl.snapshot import JobSample, Snapshot, Stuck
 from gputop_dl.text.fmt import size
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
@@ -43,9 +45,13 @@ class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
 
     def __init__(self, plan: Plan, *, sampler: MachineSampler, recorder: Recorder | None = None,
-                 interval: float = 1.0, grace_s: float = 5.0, peeks: int = PEEKS):
-        """`peeks`: looks a tick at the states of found jobs that read from storage (`loop`)."""
+                 interval: float = 1.0, grace_s: float = 5.0, peeks: int = PEEKS,
+                 stuck: StuckWatch | None = None):
+        """`peeks`: looks a tick at the states of found jobs that read from storage (`loop`);
+        `stuck`: the watch for stuck jobs (engine/stuck_watch.py; default thresholds)."""
         self.plan = plan
+        self.energy = EnergyLedger()  # each job's joules (analyse/energy.py)
+        self.stuck = stuck or StuckWatch()
         self.peeks = peeks
         self.sampler = sampler
         self.recorder = recorder or Recorder()
@@ -268,6 +274,23 @@ class Engine:
             if cmd == "stop" and run is not None:
                 self.stop_run(run, f"stopping {name} (asked)")
 
+    def _note_stuck(self, now: float, j: JobSample, st: Stuck | None) -> None:
+        """A job that became stuck, or moved again: a line in the log, an event in the store."""
+        if st is not None:
+            self.say(f"{j.name} is stuck: no progress for {st.for_s:.0f} s; its main thread "
+                     f"waits ({st.where}) at {st.frame or '?'}")
+            ev = {"ev": "stuck", "t": now, **st.to_json()}
+        else:
+            self.say(f"{j.name} moves again")
+            ev = {"ev": "unstuck", "t": now}
+        self.recorder.events(j.name, j.phase or "monitor", [ev])
+
+    def _energy_rows(self, now: float, m: MachineSample, launched: list[JobSample]) -> list[JobSample]:
+        """This tick's GPU joules to the jobs (analyse/energy.py); the launched rows with theirs."""
+        self.energy.update(now, self.sampler.nvml.status, m.gpus, m.gpu_processes,
+                           job_keys(launched + list(m.found)))
+        return [with_energy(self.energy, js) for js in launched]
+
     def tick(self) -> None:
         """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""
         self._apply_commands()
@@ -281,7 +304,7 @@ class Engine:
             proc.bound_log()
         for text in m.log:
             self.say(text)
-        launched = []
+        ticked: list[tuple[JobRun, JobSample, bool]] = []
         for name, run in list(self.runs.items()):
             was_alive = run.alive
             rec.events(name, run.phase, run.poll(now, m.cmap))
@@ -294,12 +317,17 @@ class Engine:
                 if run.failure:
                     msg += f": {run.failure}"
                 self.say(msg)
-            js = run.sample(m.gpu_use)
-            launched.append(js)
+            ticked.append((run, run.sample(m.gpu_use), was_alive))
+        launched = self._energy_rows(now, m, [js for _, js, _ in ticked])
+        for (run, _, was_alive), js in zip(ticked, launched):
             rec.launched(now, run, js, was_alive)
         plan.after_tick(self, now, m)  # judged first: the rows show this tick's verdict
         # found jobs after the launched ones
         jobs = plan.rows(self, launched) + plan.found_rows(self, list(m.found))
+        jobs = [with_energy(self.energy, j) for j in jobs]
+        jobs = self.stuck.annotate(now, jobs)
+        for j, st in self.stuck.changes():
+            self._note_stuck(now, j, st)
         rec.tick(now, m.host, m.gpus)
         if rec.failure and not self._said_failure:
             self._said_failure = True

@@ -19,7 +19,9 @@ from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.analyse.stuck import StuckJudge
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
+from gputop_dl.engine.stuck_watch import StuckWatch
 from gputop_dl.quick_exit import exit_now
 from gputop_dl.record.store_open import check_store as check_store  # runner's API
 from gputop_dl.workload import SessionSpec
@@ -63,25 +65,35 @@ def place_gpus(spec: SessionSpec, nvml: Nvml) -> SessionSpec:
         w.with_(gpus=chosen[w.name]) if w.name in chosen else w for w in spec.workloads))
 
 
+def stuck_watch(stuck_after: float | None) -> StuckWatch:
+    """The engine's watch for stuck jobs, its threshold's floor `stuck_after` s (None: 60)."""
+    return StuckWatch(StuckJudge(min_s=stuck_after) if stuck_after is not None else None)
+
+
 def monitor_engine(nvml: Nvml, *, interval: float = 1.0, stall_budget: float = STALL_BUDGET,
                    record: bool = True, store_path: str | None = None,
-                   found: FoundJobs | None = None, command: str = "gputop-dl") -> Engine:
-    """`gputop-dl`: watch this machine; py-spy may use `stall_budget` of one core."""
+                   found: FoundJobs | None = None, command: str = "gputop-dl",
+                   stuck_after: float | None = None) -> Engine:
+    """`gputop-dl`: watch this machine; py-spy may use `stall_budget` of one core;
+    `stuck_after`: the stuck threshold's floor, seconds (analyse/stuck.py; None: its default)."""
     plan = MonitorPlan(command)
     found = found or FoundJobs(stall=plan.stall_found, stall_budget=stall_budget)
     return Engine(plan, sampler=MachineSampler(nvml, found=found),
-                  recorder=Recorder(store_path, enabled=record), interval=interval)
+                  recorder=Recorder(store_path, enabled=record), interval=interval,
+                  stuck=stuck_watch(stuck_after))
 
 
 def launch_engine(spec: SessionSpec, nvml: Nvml, *, command: str = "",
-                  store_path: str | None = None, record: bool = True) -> Engine:
+                  store_path: str | None = None, record: bool = True,
+                  stuck_after: float | None = None) -> Engine:
     """`gputop-dl launch`: the workloads of `spec`; jobs found running are shown, never
     py-spied (the co-run being measured is not disturbed) and not recorded."""
     from gputop_dl.engine.launch_plan import LaunchPlan  # here: not on the monitor's start-up
 
     plan = LaunchPlan(spec, command)
     return Engine(plan, sampler=MachineSampler(nvml, found=FoundJobs(stall=plan.stall_found)),
-                  recorder=Recorder(store_path, enabled=record), interval=spec.interval)
+                  recorder=Recorder(store_path, enabled=record), interval=spec.interval,
+                  stuck=stuck_watch(stuck_after))
 
 
 def queue_engine(spec: SessionSpec, nvml: Nvml, *, policy: str | None = None, command: str = "",
