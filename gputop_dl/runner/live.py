@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.analyse import passive
+from gputop_dl.analyse import energy, passive
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.engine import Engine
@@ -285,7 +285,7 @@ def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
     # two samples ONCE_S apart: the CPU wait (schedstat) is a difference of two readings
     from gputop_dl.engine.box_profile import load_peaks
 
-    snap = passive.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s), load_peaks())
+    snap = passive.once(energy.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s)), load_peaks())
     if as_json:
         print(json.dumps(snap.to_json(), indent=2))
     else:

@@ -1,0 +1,183 @@
+"""A job's energy (analyse/energy.py): its GPUs' joules tick by tick, a shared GPU split by time
+share and marked an estimate, per step, per epoch, samples per joule, and unknown (never 0 J)
+where there is no GPU energy."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputop_dl.analyse.energy import EnergyLedger, corun_energy_ratio, once, split_shares
+from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot
+
+
+def _gpu(i: int, joules: float | None, source: str = "counter") -> GpuSample:
+    return GpuSample(i, energy_j=joules, energy_since=0.0 if joules is not None else None,
+                     energy_source=source if joules is not None else None)
+
+
+def _run(ledger: EnergyLedger, watts: dict[int, float], procs, jobs, ticks: int, t0: float = 0.0,
+         status: str = "ok", sources: dict[int, str] | None = None):
+    """`ticks` 1-s ticks of GPUs drawing `watts` (their joules from t0)."""
+    for k in range(ticks + 1):
+        t = t0 + k
+        gpus = [_gpu(i, w * t, (sources or {}).get(i, "counter")) for i, w in watts.items()]
+        ledger.update(t, status, gpus, procs, jobs)
+
+
+def test_a_job_alone_on_its_gpu_gets_all_its_joules_and_the_per_step_figures():
+    led = EnergyLedger()
+    procs = [GpuProcess(0, 100, sm_util=0.9), GpuProcess(1, 101, sm_util=0.9)]
+    _run(led, {0: 300.0, 1: 200.0, 2: 50.0}, procs, [("a", 100, (100, 101))], ticks=5)
+    e = led.result("a", 100, step_time_s=0.2, samples_per_s=640.0, steps_per_epoch=100)
+    assert e.joules == pytest.approx(5 * 500.0)  # GPUs 0 and 1, not the idle GPU 2
+    assert e.power_w == pytest.approx(500.0)
+    assert e.per_step_j == pytest.approx(100.0)
+    assert e.per_epoch_j == pytest.approx(100.0 * 100)
+    assert e.samples_per_joule == pytest.approx(640.0 / 500.0)
+    assert e.estimate is False and e.source == "counter" and e.note is None
+
+
+def test_epoch_energy_comes_from_the_epochs_own_times_where_known():
+    led = EnergyLedger()
+    _run(led, {0: 100.0}, [GpuProcess(0, 1)], [("a", 1, (1,))], ticks=3)
+    e = led.result("a", 1, step_time_s=0.1, epoch_times=(30.0, 32.0, 31.0), steps_per_epoch=10)
+    assert e.per_epoch_j == pytest.approx(100.0 * 31.0)
+
+
+def test_a_shared_gpu_is_split_by_time_share_and_marked_an_estimate():
+    led = EnergyLedger()
+    procs = [GpuProcess(0, 1, sm_util=0.6), GpuProcess(0, 2, sm_util=0.2),
+             GpuProcess(0, 9, sm_util=0.2)]  # pid 9 is no job's
+    _run(led, {0: 400.0}, procs, [("a", 1, (1,)), ("b", 2, (2,))], ticks=4)
+    a, b = led.result("a", 1), led.result("b", 2)
+    assert a.joules == pytest.approx(4 * 400.0 * 0.6)
+    assert b.joules == pytest.approx(4 * 400.0 * 0.2)  # the others' fifth goes to neither
+    assert a.estimate and b.estimate and a.note and b.note
+
+
+def test_unknown_sm_shares_split_equally_between_owners():
+    shares = split_shares([GpuProcess(0, 1), GpuProcess(0, 2), GpuProcess(0, 3)],
+                          {1: ("a", 1), 2: ("a", 1), 3: ("b", 3)})
+    assert shares == {0: {("a", 1): 0.5, ("b", 3): 0.5}}
+
+
+def test_no_gpu_box_is_unknown_with_the_reason_never_zero():
+    led = EnergyLedger()
+    _run(led, {}, [], [("a", 1, (1,))], ticks=3, status="no-driver")
+    e = led.result("a", 1, step_time_s=0.1, samples_per_s=100.0)
+    assert e.joules is None and e.per_step_j is None and e.samples_per_joule is None
+    assert e.note and "no-driver" in e.note
+
+
+def test_a_job_on_no_gpu_is_unknown_with_the_reason():
+    led = EnergyLedger()
+    _run(led, {0: 100.0}, [GpuProcess(0, 5)], [("cpu-job", 1, (1,)), ("gpu-job", 5, (5,))], ticks=2)
+    e = led.result("cpu-job", 1)
+    assert e.joules is None and e.note
+    assert led.result("gpu-job", 5).joules == pytest.approx(200.0)
+
+
+def test_gpus_without_energy_say_why():
+    led = EnergyLedger()
+    gpus = [GpuSample(0, energy_note="NVML gives neither the energy counter nor the power")]
+    for t in range(3):
+        led.update(float(t), "ok", gpus, [GpuProcess(0, 1)], [("a", 1, (1,))])
+    e = led.result("a", 1)
+    assert e.joules is None and "neither" in (e.note or "")
+
+
+def test_mixed_sources_and_power_over_the_recent_window_only():
+    led = EnergyLedger()
+    procs = [GpuProcess(0, 1), GpuProcess(1, 1)]
+    _run(led, {0: 100.0, 1: 100.0}, procs, [("a", 1, (1,))], ticks=30,
+         sources={1: "power-integral"})
+    e = led.result("a", 1)
+    assert e.source == "mixed" and e.power_w == pytest.approx(200.0)
+    # the GPU's draw falls: the power follows within the window, the joules keep the past
+    for k in range(1, 16):
+        t = 30.0 + k
+        led.update(t, "ok", [_gpu(0, 3000 + 10 * k), _gpu(1, 3000 + 10 * k)], procs,
+                   [("a", 1, (1,))])
+    e = led.result("a", 1)
+    assert e.power_w == pytest.approx(20.0)
+    assert e.joules == pytest.approx(6000.0 + 15 * 20.0)
+
+
+def test_a_job_that_ended_is_forgotten_and_a_new_run_starts_from_nothing():
+    led = EnergyLedger()
+    _run(led, {0: 100.0}, [GpuProcess(0, 1)], [("a", 1, (1,))], ticks=3)
+    led.update(4.0, "ok", [_gpu(0, 400.0)], [], [])
+    assert led.result("a", 1).joules is None
+    _run(led, {0: 100.0}, [GpuProcess(0, 2)], [("a", 2, (2,))], ticks=2, t0=5.0)
+    # each interval goes to the processes on the GPU at its end: 4 s -> 7 s
+    assert led.result("a", 2).joules == pytest.approx(300.0)
+
+
+def test_corun_energy_ratio():
+    # alone: 1000 J for 100 samples each; together: 3000 J for 200 samples -> 1.5x
+    assert corun_energy_ratio(3000.0, 200.0, [(1000.0, 100.0), (1000.0, 100.0)]) == pytest.approx(1.5)
+    assert corun_energy_ratio(3000.0, 0.0, [(1000.0, 100.0)]) is None
+    assert corun_energy_ratio(3000.0, 200.0, []) is None
+
+
+def test_once_attributes_the_gpus_first_interval():
+    gpus = (GpuSample(0, energy_j=150.0, energy_since=100.0, energy_source="counter"),)
+    jobs = (JobSample("a", 7, False, pids=(7, 8), step_time_s=0.1, samples_per_s=300.0),
+            JobSample("b", 9, False, pids=(9,)))
+    snap = once(Snapshot(time=100.5, gpu_status="ok", gpus=gpus, jobs=jobs,
+                         gpu_processes=(GpuProcess(0, 8, sm_util=0.5),)))
+    a, b = snap.jobs
+    assert a.energy_j == pytest.approx(150.0) and a.energy_w == pytest.approx(300.0)
+    assert a.energy_per_step_j == pytest.approx(30.0) and a.samples_per_joule == pytest.approx(1.0)
+    assert a.energy_estimate is False and a.energy_source == "counter"
+    assert b.energy_j is None and b.energy_note
+    doc = snap.to_json()  # the schema check of conftest runs here
+    assert doc["jobs"][0]["energy_j"] == pytest.approx(150.0) and doc["jobs"][1]["energy_j"] is None
+
+
+def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
+    """The engine over fake NVML (its counter grows by power x the real clock) and a found job on
+    a faked /proc (a real `sleep`): the job's row carries its GPU's joules and power, the other
+    GPU's joules go to no one, and its JSON keeps to the schema."""
+    import subprocess
+    import time
+
+    from gputop_dl.collect.discover import Discoverer
+    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.machine import MachineSampler
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine.core import Engine
+    from gputop_dl.engine.monitor_plan import MonitorPlan
+    from tests.fakes.nvml import FakeProcess, FakePynvml
+    from tests.fakes.procs import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
+
+    fake = FakePynvml(gpus=2)
+    fake.gpus[1].power_mw = 100_000
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        fp = FakeProc(str(tmp_path / "proc"))
+        fp.add(10, 1, ["bash"])
+        fp.add(sleeper.pid, 10, ["python", "train.py"], TORCH_MAPS + GPU_MAPS)
+        fake.gpus[0].processes = [FakeProcess(pid=sleeper.pid)]
+        found = FoundJobs(stall=False, discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()))
+        engine = Engine(MonitorPlan(), sampler=MachineSampler(Nvml(module=fake), found=found))
+        t0 = time.time()
+        for _ in range(4):
+            engine.tick()
+            time.sleep(0.25)  # the time the GPUs draw power over: what is measured
+        engine.tick()
+        elapsed = time.time() - t0
+        snap = engine.snapshot
+        assert snap is not None
+        job = next(j for j in snap.jobs if j.pid == sleeper.pid)
+        gpu0 = snap.gpus[0]
+        assert gpu0.energy_source == "counter" and gpu0.energy_j is not None
+        assert job.energy_j == pytest.approx(gpu0.energy_j, rel=1e-6)  # alone on GPU 0: all of it
+        assert 0.5 * 300 * elapsed < job.energy_j <= 300 * elapsed * 1.05
+        assert job.energy_w == pytest.approx(300.0, rel=0.2)
+        assert job.energy_estimate is False and job.energy_source == "counter"
+        doc = snap.to_json()
+        assert doc["jobs"][0]["energy_j"] == pytest.approx(job.energy_j)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
