@@ -120,6 +120,26 @@ JOB_ETA = "job_eta_seconds"
 JOB_SLOWDOWN = "job_slowdown"
 JOB_RANK_CPU_CORES = "job_rank_cpu_cores"
 JOB_DATA_STALL = "job_data_stall_ratio"  # the job's stall_fraction, with SOURCE
+# energy (docs/energy.md): counters of joules since the exporter first read the GPU or saw the
+# job (`_total` is appended by prometheus_client), how the GPU's were read, a job's power and
+# per-step figures; SCOPE: gpu | module (a Grace superchip's power includes its CPU and memory)
+GPU_ENERGY = "gpu_energy_joules"
+GPU_ENERGY_SOURCE = "gpu_energy_source"  # info: SOURCE, SCOPE
+JOB_ENERGY = "job_energy_joules"
+JOB_POWER = "job_power_watts"
+JOB_ENERGY_PER_STEP = "job_energy_per_step_joules"
+JOB_ENERGY_PER_EPOCH = "job_energy_per_epoch_joules"
+JOB_SAMPLES_PER_JOULE = "job_samples_per_joule"
+JOB_ENERGY_ESTIMATE = "job_energy_estimate"
+SCOPE = "scope"
+
+# a stuck job (docs/stuck.md): 1 stuck, 0 watched and not; where it hangs (info, while stuck:
+# WHERE and FRAME); seconds since its last progress (steps, loop counter, loader batches)
+JOB_STUCK = "job_stuck"
+JOB_STUCK_WHERE = "job_stuck_where"
+JOB_SINCE_PROGRESS = "job_seconds_since_progress"
+WHERE = "where"
+FRAME = "frame"
 
 VERDICT = "verdict"
 VERDICT_CONFIDENCE = "verdict_confidence"

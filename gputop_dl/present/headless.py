@@ -13,11 +13,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from gputop_dl.text.fmt import DASH, duration, epochs_done, num, pct, progress, rate, secs, size
-from gputop_dl.snapshot import LIVE_STATUSES, Snapshot
+from gputop_dl.text.fmt import DASH, duration, epochs_done, joules, num, pct, progress, rate, secs, size
+from gputop_dl.snapshot import LIVE_STATUSES, JobSample, Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
 from gputop_dl.present.job_columns import fit, ranked
+from gputop_dl.present.stuck_text import stuck_details, stuck_line, stuck_lines
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 if TYPE_CHECKING:
@@ -67,17 +68,21 @@ def jobs_table(snap: Snapshot, width: int | None = None, *, fit_names: bool = Fa
             "cpu": ("CPU cores", "right", 9), "disk": ("disk read", "right", 10),
             "waitson": ("waits on", "left", 8), "rss": ("RSS", "right", 9),
             "gpumem": ("GPU mem", "right", 9), "slowdown": ("slowdown", "right", 10),
+            "energy": ("energy", "right", 9),
             "eta": ("ETA", "right", 7), "user": ("user", "left", 10),
             "elapsed": ("elapsed", "right", 8), "command": ("launched by", "left", 30)}
     rows = []
     for j in snap.jobs:
         status = j.status if j.phase != "baseline" or j.status != "running" else "solo baseline"
+        if j.stuck is not None:
+            status = f"STUCK {duration(j.stuck.for_s)}"
         rows.append({"job": j.name, "status": status, "device": j.device or DASH,
                      "progress": progress(j.epoch, j.epochs, j.step, j.steps_per_epoch),
                      "step": secs(j.step_time_s), "sps": num(j.samples_per_s, ".1f"),
                      "stall": pct(j.stall_fraction), "cpuwait": pct(j.cpu_wait_fraction),
                      "cpu": num(j.cpu_cores, ".2f"), "disk": rate(j.io_read_bytes_per_s),
                      "waitson": j.waits_on or DASH, "rss": size(j.rss), "gpumem": size(j.gpu_mem),
+                     "energy": joules(j.energy_j, j.energy_estimate),
                      "slowdown": slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt),
                      "eta": secs(j.eta_s), "user": j.user or DASH,
                      "elapsed": duration(j.elapsed_s),
@@ -170,6 +175,7 @@ class Headless:
                     last = snap
                     self._print_log(snap, live.console.print)
                     parts: list[RenderableType] = [jobs_table(snap, live.console.width), host_line(snap)]
+                    parts += [Text(line, style="bold red") for line in stuck_lines(snap.jobs)]
                     if snap.verdict and snap.verdict["kind"] != "insufficient-data":
                         parts.append(verdict_lines(snap.verdict)[0])
                     live.update(Group(*parts), refresh=True)
@@ -202,6 +208,17 @@ def summary_table(results: Iterable[JobResult]) -> Table:
                  secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
         t.add_row(*(text(c) for c in cells))
     return t
+
+
+def stuck_text_lines(jobs: Iterable[JobSample]) -> list[Text]:
+    """Each stuck job: its line (bold), then where, evidence, main stack and fix."""
+    out = []
+    for j in jobs:
+        line = stuck_line(j)
+        if line and j.stuck is not None:
+            out.append(Text(clean(line), style="bold red"))
+            out += [text(f"  {d}") for d in stuck_details(j.stuck)[1:]]
+    return out
 
 
 def verdict_lines(verdict: Mapping[str, Any] | None) -> list[Text]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 RANK: tuple[str, ...] = (
     "job", "slowdown", "waitson", "cpuwait", "stall", "cpu",
-    "step", "status", "sps", "progress", "eta", "device", "batch", "gpumem", "disk", "rss",
+    "step", "status", "sps", "progress", "eta", "device", "batch", "gpumem", "energy", "disk", "rss",
     "user", "elapsed", "slurm", "command",
 )
 

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gputop_dl import __version__
@@ -33,7 +33,7 @@ from gputop_dl import metric_schema as m
 from gputop_dl.analyse.verdict import TITLES
 from gputop_dl.errors import UsageError
 from gputop_dl.present.metrics_http import start_server
-from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
+from gputop_dl.snapshot import LIVE_STATUSES, GpuSample, JobSample, Snapshot
 
 DEFAULT_PORT = m.DEFAULT_PORT
 DEFAULT_HOST = "127.0.0.1"
@@ -113,6 +113,15 @@ _JOB_GAUGES = (
      "(memory.stat workingset_refault_file)", "mem_refault_bytes_per_s"),
     (m.JOB_MEMORY_WAIT, "Share of the live verdict's window the job waited on re-reads of "
      "pages the page cache had evicted, 0..1", "memory_wait_fraction"),
+    (m.JOB_POWER, "The job's GPU power over the last seconds (its share of a GPU it shares)",
+     "energy_w"),
+    (m.JOB_ENERGY_PER_STEP, "The job's GPU joules per step (its power x its step time)",
+     "energy_per_step_j"),
+    (m.JOB_ENERGY_PER_EPOCH, "The job's GPU joules per epoch", "energy_per_epoch_j"),
+    (m.JOB_SAMPLES_PER_JOULE, "Training samples per joule of the job's GPUs",
+     "samples_per_joule"),
+    (m.JOB_ENERGY_ESTIMATE, "1 where the job's energy splits a GPU it shares by time share "
+     "(an estimate), 0 where its GPUs are its own", "energy_estimate"),
 )
 
 
@@ -140,6 +149,57 @@ def _cpu_wait(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
             thr.add_metric(k, float(throttled))
     yield wait
     yield thr
+
+
+def _gpu_energy(gpus: tuple[GpuSample, ...], keys: dict[int, list[str]]) -> Iterator[Metric]:
+    """Each GPU's joules since the exporter first read it (a counter, created then), and how."""
+    total = CounterMetricFamily(m.full(m.GPU_ENERGY), "GPU energy since gputop-dl first read "
+                                "the GPU: NVML's energy counter, else power x time "
+                                "(gpu_energy_source_info says which)", labels=GPU_LABELS)
+    how = InfoMetricFamily(m.full(m.GPU_ENERGY_SOURCE), "How a GPU's energy is read: source "
+                           "counter | power-integral; scope gpu | module (a Grace superchip's "
+                           "power includes its CPU and memory)",
+                           labels=GPU_LABELS + [m.SOURCE, m.SCOPE])
+    for g in gpus:
+        if g.energy_j is not None:
+            total.add_metric(keys[g.index], g.energy_j, created=g.energy_since)
+            how.add_metric(keys[g.index] + [g.energy_source or "", g.energy_scope or ""], {})
+    yield total
+    yield how
+
+
+def _job_energy(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
+    """Each job's GPU joules since gputop-dl saw it (a counter)."""
+    total = CounterMetricFamily(m.full(m.JOB_ENERGY), "The job's GPU energy since gputop-dl "
+                                "saw it: its GPUs' joules, a GPU it shares split by time share "
+                                "(job_energy_estimate 1)", labels=JOB_LABELS)
+    for j, k in zip(jobs, keys):
+        if j.energy_j is not None:
+            total.add_metric(k, j.energy_j)
+    yield total
+
+
+def _stuck(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
+    """Whether each live job is stuck (docs/stuck.md), where, and the seconds since it last
+    made progress."""
+    stuck = _gauge(m.JOB_STUCK, "1 while the job is stuck: no progress past its threshold, its "
+                   "threads asleep, its main thread in one place; 0 while live and not",
+                   JOB_LABELS)
+    where = InfoMetricFamily(m.full(m.JOB_STUCK_WHERE), "Where a stuck job's main thread "
+                             "waits: dataloader | collective | lock | cuda-sync | sleep | io | "
+                             "unknown, and its own frame", labels=JOB_LABELS + [m.WHERE, m.FRAME])
+    age = _gauge(m.JOB_SINCE_PROGRESS, "Seconds since the job's last progress (steps, loop "
+                 "counter or loader batches)", JOB_LABELS)
+    for j, k in zip(jobs, keys):
+        if j.status in LIVE_STATUSES:
+            stuck.add_metric(k, 1.0 if j.stuck is not None else 0.0)
+        if j.stuck is not None:
+            where.add_metric(k + [j.stuck.where, j.stuck.frame or ""], {})
+        if j.progress_age_s is not None:
+            age.add_metric(k, j.progress_age_s)
+    yield stuck
+    yield where
+    yield age
 
 
 def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
@@ -251,6 +311,7 @@ class SnapshotCollector(Collector):
                 if v is not None:
                     held.add_metric(keys[g.index] + [r], float(v))
         yield held
+        yield from _gpu_energy(gpus, keys)
 
     def _host(self, snap: Snapshot) -> Iterator[Metric]:
         host = snap.host
@@ -314,6 +375,8 @@ class SnapshotCollector(Collector):
         yield stall
         yield from self._phases(jobs, keys)
         yield from _cpu_wait(jobs, keys)
+        yield from _job_energy(jobs, keys)
+        yield from _stuck(jobs, keys)
 
     # --- step phases (issue 22, docs/phases.md) ----------------------------------------------
     def _phases(self, jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:

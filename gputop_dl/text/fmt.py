@@ -39,6 +39,17 @@ def gib(n: int | float | None, digits: int = 1) -> str:
     return DASH if n is None else f"{n / GiB:.{digits}f} GiB"
 
 
+def joules(x: float | None, estimate: bool | None = False) -> str:
+    """Energy as J, kJ or MJ; "~" in front of an estimate (a shared GPU split by time share)."""
+    if x is None:
+        return DASH
+    mark = "~" if estimate else ""
+    scale, unit = next(((s, u) for s, u in ((1e6, "MJ"), (1e3, "kJ")) if x >= s * 0.9995),
+                       (1.0, "J"))
+    v = x / scale
+    return f"{mark}{v:.{2 if v < 9.995 else 1 if v < 99.95 else 0}f} {unit}"
+
+
 def secs(x: float | None) -> str:
     if x is None:
         return DASH

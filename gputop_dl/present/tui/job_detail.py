@@ -9,6 +9,8 @@ from typing import Any
 
 from textual.content import Content
 
+from gputop_dl.present.energy_text import energy_line
+from gputop_dl.present.stuck_text import stuck_details
 from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
@@ -65,6 +67,7 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
              + (f" ({j.stall_note})" if j.stall_fraction is None and j.stall_note else "")),
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
+            *[("energy", e) for e in (energy_line(j),) if e],
             *_identity_rows(j),
         ]
         if not j.launched:  # a found job: what only a launch knows is left out, not shown as "–"
@@ -74,6 +77,9 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
                      "throughput": j.samples_per_s}
             rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
+        if j.stuck is not None:  # where it hangs, the evidence, its main stack, the fix
+            out += [Content(""), Content.styled("STUCK", "bold $text-error")]
+            out += [Content(clean(f"  {line}")) for line in stuck_details(j.stuck)]
         out += _process_tree(j)
         out += phase_lines(j)  # step phases, solo against now; ranks (present/tui/phase_bar.py)
         out += [Content(""), Content.styled("epoch times", "bold $text-accent")]

@@ -21,7 +21,7 @@ from gputop_dl.present.job_columns import RANK
 from gputop_dl.text.spark import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
 from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
-from gputop_dl.text.fmt import DASH, duration, num, pct, progress, rate, secs, size
+from gputop_dl.text.fmt import DASH, duration, joules, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
 
@@ -49,6 +49,7 @@ _COLUMNS: dict[str, tuple[str, str, int, bool]] = {c[0]: c for c in (
     ("waitson", "waits on", 8, False),
     ("rss", "RSS", 9, True),
     ("gpumem", "GPU mem", 9, True),
+    ("energy", "energy", 9, True),
     ("slowdown", "slowdown", 11, True),
     ("slurm", "slurm", 8, False),
     ("command", "command", 12, False),
@@ -59,7 +60,8 @@ COLUMN_KEYS = tuple(c[0] for c in COLUMNS)
 DROP_ORDER = tuple(reversed(RANK[1:]))
 # left out while no job has a value in them (the table's subtitle says what would fill them)
 HIDE_EMPTY = ("user", "device", "batch", "progress", "eta", "elapsed", "step", "sps", "stall",
-              "cpuwait", "disk", "waitson", "gpumem", "slowdown", "slurm", "command")
+              "cpuwait", "disk", "waitson", "gpumem", "slowdown", "slurm", "command",
+              "energy")
 FILLED_BY = {  # what would fill a hidden column, said once under the table
     "step": "step: launched jobs, or py-spy on found ones (--stall-budget)",
     "stall": "data-wait: launched jobs, or py-spy (--stall-budget)",
@@ -83,11 +85,13 @@ def status_text(j: JobSample) -> str:
         return f"failed: {j.failure}" if j.failure else "failed"
     if j.status == "ready":
         return "ready: waits for the others"
+    if j.stuck is not None:
+        return f"STUCK {duration(j.stuck.for_s)}"
     return j.status
 
 
 def _status_style(j: JobSample, p: Palette) -> Style:
-    return {"running": p.ok, "failed": p.err, "stopped": p.warn, "paused": p.warn,
+    return {"running": p.ok, "failed": p.err, "stuck": p.err, "stopped": p.warn, "paused": p.warn,
             "done": p.accent}.get(j.status, p.muted)
 
 
@@ -182,6 +186,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
         "waitson": Cell(j.waits_on or DASH, p.err if j.waits_on else p.plain),
         "rss": Cell(size(j.rss)),
         "gpumem": Cell(size(j.gpu_mem)),
+        "energy": Cell(joules(j.energy_j, j.energy_estimate)),
         "slowdown": Cell(slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt), sd_style),
         "slurm": Cell(clean(j.slurm.job_id) if j.slurm else DASH),
         "command": Cell(clean(command_text(j)), p.muted),
