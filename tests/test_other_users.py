@@ -3,12 +3,22 @@ maps are denied), and the same with real users (`gputopdl_alice` trains, `gputop
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
 import pytest
 
 from gputop_dl.collect import hidden_jobs
+from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line, ptrace_scope
 from gputop_dl.collect.discover import Discoverer
 
 from tests.fakes.procs import BASH_MAPS, TORCH_MAPS, Clock
+from tests.fakes.users import Users, why_not
+from tests.schema_check import check
 from tests.test_discover import fake_box
 
 GiB = 1 << 30
@@ -115,6 +125,8 @@ def test_own_processes_keep_being_found_by_their_maps(tmp_path):
     (("python",), "python", None),
     (("/venv/bin/python", "/venv/bin/jupyter-lab"), "jupyter-lab", None),
     (("/venv/bin/python", "/venv/bin/tensorboard", "--logdir", "x"), "tensorboard", None),
+    (("python", "-m", "gputop_dl.trainer", "a.json"), "python", "module"),
+    (("python", "-m", "gputop_dl"), "python", None),
 ])
 def test_training_entry_points(cmd, comm, entry):
     assert hidden_jobs.entry_point(cmd, comm) == entry
@@ -126,3 +138,153 @@ def test_interpreters():
     assert hidden_jobs.interpreter(("pypy3", "x.py"), "pypy3")
     assert not hidden_jobs.interpreter(("/usr/bin/bash",), "bash")
     assert not hidden_jobs.interpreter(("/usr/bin/gunicorn", "app:app"), "gunicorn")
+
+
+# --- what may be read: Yama's rule, root, another user --------------------------------------------
+
+
+@pytest.mark.parametrize("text,scope", [("1\n", 1), ("0\n", 0), ("3", 3), (None, None), ("x", None)])
+def test_ptrace_scope_is_read_from_yama_file(tmp_path, text, scope):
+    path = tmp_path / "ptrace_scope"
+    if text is not None:
+        path.write_text(text)
+    assert ptrace_scope(str(path)) == scope
+
+
+def test_what_each_privilege_may_trace(tmp_path):
+    yama = tmp_path / "ptrace_scope"
+    yama.write_text("1\n")
+    status = tmp_path / "status"
+    status.write_text("Name:\tx\nCapEff:\t0000000000000000\n")
+    me = Access.read(str(yama), str(status))
+    if me.euid == 0:  # read as a user, whatever runs the test
+        me = Access(euid=1000, sys_ptrace=False, scope=me.scope)
+    assert me.scope == 1
+    # Ubuntu's default: even the user's own job started in another shell is refused
+    assert me.refusal(me.euid) is not None
+    own = dict(me.limits(me.euid))
+    assert set(own) == {"data stall", "step time", "loop counter"}
+    assert WAYS_OUT in own["data stall"]  # the three ways out, where they help
+    # another user's: refused whatever the rule; disk, environment, cwd too; no Yama advice
+    other = dict(me.limits(me.euid + 1))
+    assert {"data stall", "disk reads", "loader pace", "working directory"} <= set(other)
+    assert WAYS_OUT not in other["data stall"]
+    assert me.other(me.euid + 1) and not me.other(me.euid)
+    # no Yama, or ptrace_scope=0: own jobs open, others' closed
+    open_rule = Access(euid=1000, sys_ptrace=False, scope=0)
+    assert open_rule.refusal(1000) is None and open_rule.limits(1000) == ()
+    assert Access(euid=1000, sys_ptrace=False, scope=None).refusal(1000) is None
+    # root (or CAP_SYS_PTRACE): everything, unless ptrace is off altogether
+    status.write_text("CapEff:\t0000000000080000\n")  # bit 19: CAP_SYS_PTRACE
+    assert Access.read(str(yama), str(status)).sys_ptrace
+    root = Access(euid=0, sys_ptrace=True, scope=1)
+    assert root.refusal(1000) is None and root.limits(1000) == ()
+    assert Access(euid=0, sys_ptrace=True, scope=3).refusal(1000) is not None
+
+
+def test_limited_lines_group_jobs_by_reason():
+    from gputop_dl.present.limited_text import limited_lines
+    from gputop_dl.snapshot import JobSample
+
+    lim = Access(euid=1000, sys_ptrace=False, scope=None).limits(1001)
+    jobs = [JobSample(name=n, pid=p, launched=False, limited=lim) for n, p in (("a.py", 1), ("b.py", 2))]
+    lines = limited_lines(jobs + [JobSample(name="mine.py", pid=3, launched=False)])
+    assert len(lines) == 1 and "a.py, b.py" in lines[0] and "mine.py" not in lines[0]
+    assert "data stall" in lines[0] and "disk reads" in lines[0]
+
+
+# --- real users: gputopdl_alice trains, gputopdl_bob looks (no root) -----------------------------
+
+TRAIN = """
+import os, sys, time
+def burn(s):
+    end = time.process_time() + s
+    while time.process_time() < end:
+        pass
+kids = []
+for _ in range(2):  # forked workers with the trainer's command line, as a DataLoader's
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            burn(0.01); time.sleep(0.03)
+    kids.append(pid)
+while True:
+    burn(0.01); time.sleep(0.03)
+"""
+IDLE_KERNEL = """
+import threading, time
+for _ in range(6):
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+time.sleep(600)
+"""
+GPUTOP = os.path.join(os.path.dirname(sys.executable), "gputop-dl")
+
+
+@pytest.fixture
+def users():
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    u = Users.make()
+    yield u
+    u.close()
+
+
+def _started(p, children=0, timeout=30.0):
+    """Wait until process `p` runs Python (its command line shows it) with `children` forked."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            proc = psutil.Process(p.pid)
+            if "python" in " ".join(proc.cmdline()) and len(proc.children()) >= children:
+                return
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"PID {p.pid} did not start")
+
+
+def test_another_users_jobs_are_found_judged_and_limited_without_root(users):
+    train = users.write("train.py", TRAIN)
+    trainers = [users.popen("alice", [sys.executable, train, "--run", str(i)]) for i in (1, 2)]
+    server = users.popen("alice", [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kernel = users.popen("alice", [sys.executable, users.write("kernel.py", IDLE_KERNEL)])
+    for p in trainers:
+        _started(p, children=2)
+    for p in (server, kernel):
+        _started(p)
+    out = users.run("bob", [GPUTOP, "--once", "--json"])
+    assert out.returncode == 0, out.stderr
+    snap = json.loads(out.stdout)
+    check(snap, "snapshot")
+    jobs = {j["pid"]: j for j in snap["jobs"]}
+    for p in trainers:
+        j = jobs[p.pid]
+        assert j["user"] == "gputopdl_alice" and j["found_by"] == "cmdline"
+        assert len(j["pids"]) == 3  # the trainer and its two workers
+        # what every user may read: CPU, threads, CPU wait, state, age, command
+        assert j["cpu_cores"] is not None and j["threads"] == 3
+        assert j["cpu_wait_fraction"] is not None and j["elapsed_s"] > 0
+        assert "train.py" in j["command"]
+        whats = {x["what"] for x in j["limited"]}
+        assert {"data stall", "step time", "disk reads"} <= whats
+        assert j["stall_fraction"] is None and j["stall_note"]
+    shown = {p for j in snap["jobs"] for p in j["pids"]}
+    assert server.pid not in shown and kernel.pid not in shown  # not training: not jobs
+    assert any(box_line(2) == n for n in snap["notes"])
+
+
+def test_py_spy_is_refused_on_another_users_process_as_access_predicts(users):
+    train = users.write("train.py", TRAIN)
+    p = users.popen("alice", [sys.executable, train])
+    _started(p, children=2)
+    probe = (f"import json; from gputop_dl.collect import pyspy; "
+             f"from gputop_dl.collect.privilege import Access; "
+             f"est, err = pyspy.record_stall({p.pid}, 0.5, 20); "
+             f"print(json.dumps({{'err': err, 'perm': pyspy.is_permission_error(err), "
+             f"'refusal': Access.read().refusal({users.uid['alice']})}}))")
+    out = users.run("bob", [sys.executable, "-c", probe])
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["perm"] and got["refusal"] is not None  # refused, and gputop-dl knew it would be

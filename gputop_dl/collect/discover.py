@@ -391,6 +391,13 @@ class Discoverer:
             p = self.ppid.get(p)
         return out
 
+    def unjudged(self) -> list[int]:
+        """Other users' Python processes with a training entry point not (yet) judged a job
+        (collect/hidden_jobs.py), as of the last `find()`."""
+        info_of, start = self._info, self.start
+        return [p for p in self._watch
+                if (i := info_of.get((p, start.get(p, -1)))) is not None and i.kind == "hidden"]
+
     def find(self, gpu_pids: Iterable[int] | Mapping[int, int | None] = (),
              exclude: set[int] | frozenset[int] = frozenset()) -> list[Found]:
         """The jobs on this machine not launched here. Call `refresh()` first in the same tick.

@@ -16,6 +16,12 @@ working directory, Slurm job, container; collect/identity.py) is read once, when
 found. Two jobs of one name are told apart by what differs between them (`tell_apart`: an
 argument, the user, the Slurm job), the PID only where nothing else does. Everything unknown
 stays None.
+
+Without root, another user's job shows CPU, threads, CPU wait, state, user, age and command, not
+what needs its maps, `/proc/PID/io`, environment or ptrace (collect/privilege.py): its row says
+so (`limited`, and the stall and step notes), py-spy is never pointed at it, and one note
+counts such jobs for the box. A job of one's own that Yama's ptrace rule closes to py-spy gets
+one note with the three ways out.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
+from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line
 from gputop_dl.collect.procs import TreeSample, TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
@@ -51,11 +58,16 @@ class FoundJobs:
 
     def __init__(self, *, stall: bool = True, discoverer: Discoverer | None = None,
                  stall_sampler: StallSampler | None = None, stall_budget: float = STALL_BUDGET,
-                 counter_sampler: CounterSampler | None = None):
+                 counter_sampler: CounterSampler | None = None, access: Access | None = None):
         """`stall_budget`: the share of one core py-spy may use (0: no bursts, stall unknown;
         no loop counters either). `counter_sampler`: reads jobs' loop counters (by default
-        where py-spy's bursts are on and no other stall sampler was given)."""
+        where py-spy's bursts are on and no other stall sampler was given). `access`: this
+        process's rights to trace (read from the machine by default)."""
         self.disc = discoverer or Discoverer()
+        self.access = access or Access.read()
+        # root -> (its owner's uid, why py-spy may not attach, what its row cannot show)
+        self._limits: dict[tuple[int, int],
+                           tuple[int | None, str | None, tuple[tuple[str, str], ...]]] = {}
         self.stall = stall_sampler or (StallSampler(cpu_budget=stall_budget) if stall and stall_budget > 0
                                        else None)
         self.counter = counter_sampler or (
@@ -101,6 +113,8 @@ class FoundJobs:
                 self._trees[key] = TreeSampler(f.pid)
                 self._ranks[key] = RankReader()
                 self._idents[key] = read_identity(f.pid, f.start, self.disc.proc)
+                uid = owner(f.pid, self.disc.proc)
+                self._limits[key] = (uid, self.access.refusal(uid), self.access.limits(uid))
             ts = self._trees[key].sample(cmap)
             if ts is not None:  # else vanished since the listing
                 sampled[key] = ts
@@ -124,6 +138,7 @@ class FoundJobs:
             dist = self._ranks[key].read(f.pid, cmap)
             command = self.disc.describe(f)
             counted = self.counter.result(key) if self.counter is not None else None
+            _, closed, limited = self._limits[key]
             jobs.append(JobSample(
                 name=name, pid=f.pid, launched=False, pids=pids, status="running",
                 device=("gpu" + ",".join(map(str, gpus))) if gpus else None,
@@ -131,9 +146,9 @@ class FoundJobs:
                 stall_fraction=res.fraction if res else None,
                 stall_source="py-spy" if res else None,
                 stall_samples=res.samples if res else None,
-                stall_note=None if res else self._stall_note(),
+                stall_note=None if res else closed or self._stall_note(),
                 step_time_s=res.step_time_s if res else None,
-                step_time_note=res.step_note if res else None,
+                step_time_note=res.step_note if res else closed,
                 step_time_over_s=res.step_over_s if res else None,
                 gpu_mem=mem, gpu_sm=sm,
                 command=command, distributed=dist,
@@ -149,24 +164,29 @@ class FoundJobs:
                 loop_counter=counted.name if counted else None,
                 loop_steps=counted.steps if counted and counted.name else None,
                 loop_span_s=counted.span_s if counted and counted.name else None,
-                loop_read_t=counted.t if counted else None, found_by=f.found_by))
+                loop_read_t=counted.t if counted else None, found_by=f.found_by,
+                limited=limited))
             self._rows[key] = (jobs[-1], res)
         for key in [k for k in self._trees if k not in keys]:
             self._trees.pop(key).close()
             del self._ranks[key]
             del self._idents[key]
+            del self._limits[key]
             self._apart_names.pop(key, None)
             self._rows.pop(key, None)
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
+        # py-spy only where it may attach
+        spied = [f for f in live if self._limits[(f.pid, f.start)][1] is None]
         if self.stall is not None:  # not in a job's start-up: its imports hold no step to read
-            self.stall.round([((f.pid, f.start), f.target) for f in found
+            self.stall.round([((f.pid, f.start), f.target) for f in spied
                               if (age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
                               or age >= SPY_AFTER_S])
         if self.counter is not None:  # jobs whose loader's batches cannot pace them
             self.counter.round([((f.pid, f.start), f.target) for f, j in zip(live, jobs)
-                                if ((age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
-                                    or age >= SPY_AFTER_S)
+                                if f in spied
+                                and ((age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
+                                     or age >= SPY_AFTER_S)
                                 and j.cpu_cores_workers is None and j.loader_writes_per_s is None])
         notes = []
         out = self.disc.outside
@@ -177,7 +197,26 @@ class FoundJobs:
             notes.append(self.stall.note)
         if self.off_note and found:
             notes.append(self.off_note)
+        notes += self.access_notes(live)
+        in_jobs = {p for j in jobs for p in j.pids}
+        idle = [p for p in self.disc.unjudged() if p not in in_jobs]
+        if idle:  # never a silent table beside other users' Python processes
+            notes.append(f"{len(idle)} Python process{'es' if len(idle) != 1 else ''} of other "
+                         "users not shown as jobs: no forked workers and no busy thread pool "
+                         "(a server or an idle kernel, or a job still importing)")
         return jobs, notes
+
+    def access_notes(self, found: list[Found]) -> list[str]:
+        """One line for the other users' jobs shown, one for own jobs closed to py-spy."""
+        limits = [self._limits[(f.pid, f.start)] for f in found]
+        others = sum(1 for uid, _, _ in limits if self.access.other(uid))
+        closed = [(f.name, why) for f, (uid, why, _) in zip(found, limits)
+                  if why and not self.access.other(uid)]
+        notes = [box_line(others)] if others else []
+        if closed:
+            notes.append(f"data stall and step time of {', '.join(n for n, _ in closed)} "
+                         f"unknown: {closed[0][1]}; {WAYS_OUT}")
+        return notes
 
     def names(self, found: list[Found], taken: set[str] | frozenset[str] = frozenset()
               ) -> dict[tuple[int, int], str]:
@@ -224,7 +263,9 @@ class FoundJobs:
     def measure_stall(self, seconds: float, rate: int = 50) -> list[str]:
         """Sample every job found by the last `sample()` with py-spy for `seconds`, all at once,
         and wait; the next `sample()` reports these figures. Returns py-spy's errors."""
-        ests, errors = pyspy.spy_all({(f.pid, f.start): f.target for f in self.found}, seconds, rate)
+        ests, errors = pyspy.spy_all({(f.pid, f.start): f.target for f in self.found
+                                      if self._limits.get((f.pid, f.start), (None, None))[1] is None},
+                                     seconds, rate)
         for key, est in ests.items():
             if est.samples:
                 self._measured[key] = StallResult(
@@ -238,6 +279,14 @@ class FoundJobs:
         fresh = [f for f in self.found if (f.pid, f.start) not in self.seen]
         self.seen = {(f.pid, f.start) for f in self.found}
         return fresh
+
+
+def owner(pid: int, proc: str = "/proc") -> int | None:
+    """The uid a process runs as (its /proc directory's owner); None: gone."""
+    try:
+        return os.stat(f"{proc}/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def quiet_row(last: JobSample, ts: TreeSample, name: str, mem: int | None, sm: float | None,

@@ -35,7 +35,7 @@ NOT_TRAINING = frozenset((
     "http.server", "pip", "pip3", "venv", "ensurepip", "pydoc", "idlelib", "json.tool",
     "jupyter", "jupyter-lab", "jupyter-notebook", "jupyterhub", "jupyter-server", "jupyterlab",
     "notebook", "jupyter_server", "gunicorn", "uvicorn", "hypercorn", "celery", "flask",
-    "django-admin", "supervisord", "tensorboard", "mlflow", "gputop-dl", "gputop_dl",
+    "django-admin", "supervisord", "tensorboard", "mlflow", "gputop-dl",
     "networkd-dispatcher", "unattended-upgrade", "unattended-upgrades", "ray", "dask"))
 MANY_THREADS = min(4, os.cpu_count() or 4)  # a torch intra-op pool holds one per core
 BUSY_CORES = 0.5
@@ -70,8 +70,8 @@ def entry_point(cmdline: tuple[str, ...], comm: str = "") -> str | None:
             top = mod.split(".")[0]
             if mod in LAUNCHERS or top in ("deepspeed", "lightning") or mod.startswith("accelerate"):
                 return "launcher"
-            if mod in NOT_TRAINING or top in NOT_TRAINING:
-                return None
+            if mod in NOT_TRAINING or top in NOT_TRAINING or mod == "gputop_dl":
+                return None  # (gputop-dl's monitor; its trainer, gputop_dl.trainer, trains)
             return "module"
         if a in _OPTS_WITH_VALUE:
             i += 2

@@ -147,7 +147,7 @@ def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: floa
     notes += [x for x in first.log + m.log if x.startswith("discovery of other jobs stopped")]
     notes += m.notes
     notes += [f"step time of {j.name} unknown: {j.step_time_note}" for j in m.found
-              if j.step_time_s is None and j.step_time_note]
+              if j.step_time_s is None and j.step_time_note and not j.limited]
     if m.found and stall_s <= 0:
         notes.append("data stall of jobs found running is unknown in a one-shot snapshot "
                      "(it needs a py-spy burst; the live monitor measures it)")

@@ -43,7 +43,7 @@ from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT, spin_fix
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
-from gputop_dl.analyse.verdict_types import Verdict
+from gputop_dl.analyse.verdict_types import Fix, Verdict
 from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,
@@ -221,7 +221,8 @@ class DiagnosePlan(Plan):
             others = [p for p in live if p != pid]
             barred = [self.jobs[p]["name"] for p in others if not may_signal(p)]
             if barred:
-                self.jobs[pid]["no_solo"] = f"may not pause {', '.join(barred)} (not ours)"
+                self.jobs[pid]["no_solo"] = (f"may not pause {', '.join(barred)} (another "
+                                             "user's: needs root); the live estimate stands")
                 continue
             self._pauser.pause(others)
             t_pause = time.time()
@@ -392,8 +393,8 @@ class DiagnosePlan(Plan):
                 evidence_lines=pv.evidence_lines + v.evidence_lines)
         spun = pv.evidence.get("spinning_pools")
         if spun and v.kind == "cpu-bound":  # the estimate's cheapest fix holds for the probe's
-            v = v.with_evidence(spinning_pools=spun).replace(
-                recommendations=(spin_fix(spun),) + v.recommendations).with_lines(
+            v = v.with_evidence(spinning_pools=spun).with_fix_first(
+                Fix("spinning-pools", tuple(spun), spin_fix(spun))).with_lines(
                 *(ln.replace(DIAGNOSE_HINT, "") for ln in pv.evidence_lines
                   if "they spin while they wait" in ln))
         if self._observed:  # the probe's verdict against the box's measured peaks too

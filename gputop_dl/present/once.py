@@ -48,6 +48,15 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
         from gputop_dl.present.headless import jobs_table
 
         console.print(jobs_table(snap, console.width, fit_names=True))
+        from gputop_dl.present.limited_text import limited_lines
+
+        for lim in limited_lines(snap.jobs):  # what could not be read, and why
+            console.print(f"[dim]{escape(lim)}[/]")
+    if any(j.stuck for j in snap.jobs):  # named before the verdict: it matters most
+        from gputop_dl.present.headless import stuck_text_lines
+
+        for said in stuck_text_lines(snap.jobs):
+            console.print(said)
     if snap.verdict:  # the live verdict (estimated from the jobs' waits; nothing paused)
         from gputop_dl.present.headless import verdict_lines
 

@@ -1,0 +1,25 @@
+"""What a job's row could not show and why, as text lines under the jobs table (`limited`, collect/privilege.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputop_dl.snapshot import JobSample
+from gputop_dl.text.fmt import DASH
+
+__all__ = ["limited_lines"]
+
+
+def limited_lines(jobs: Iterable[JobSample]) -> list[str]:
+    """One line per distinct reason: the jobs it holds for, the figures it leaves unknown
+    ("train.py, eval.py: data stall, step time: – (another user's process: needs root ...)")."""
+    by_why: dict[str, tuple[list[str], list[str]]] = {}
+    for j in jobs:
+        for what, why in j.limited:
+            names, whats = by_why.setdefault(why, ([], []))
+            if j.name not in names:
+                names.append(j.name)
+            if what not in whats:
+                whats.append(what)
+    return [f"{', '.join(names)}: {', '.join(whats)}: {DASH} ({why})"
+            for why, (names, whats) in by_why.items()]
