@@ -80,6 +80,55 @@ def test_paused_jobs_run_again_within_2_s_after_kill_9_of_the_pauser(tree):
     print(f"resumed {time.monotonic() - t0:.2f} s after kill -9")
 
 
+def test_kill_9_of_every_gputop_dl_process_at_once_leaves_nothing_paused(tree):
+    """The holder, its pause guard and its watchdog all killed together (as the OOM killer or
+    a logout that ends the session's scope would): the tree runs again, by the kernel."""
+    child = psutil.Process(tree.pid).children()[0].pid
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from gputop_dl.pause import Pauser
+        from gputop_dl.watchdog import shared
+        pz = Pauser()
+        pz.pause([{tree.pid}])
+        shared().paused_pids([])  # the watchdog started, as beside a launch
+        print(shared().pid, len(pz.guarded), len(pz.unguarded), flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        watchdog, guarded, unguarded = map(int, holder.stdout.readline().split())
+        assert (guarded, unguarded) == (2, 0), "ptrace holds both: nothing rests on the watchdog"
+        assert wait_until(lambda: status(tree.pid) in STOPPED and status(child) in STOPPED)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # the holder and its guard
+        os.kill(watchdog, signal.SIGKILL)  # the watchdog, in its own session
+        holder.wait()
+    assert wait_until(lambda: status(tree.pid) not in STOPPED and status(child) not in STOPPED,
+                      timeout=2.0)
+
+
+def test_a_hung_gputop_dl_lets_them_run_after_max_s(tree):
+    pz = Pauser()
+    t0 = time.monotonic()
+    pz.pause([tree.pid], max_s=1.0)
+    assert status(tree.pid) in STOPPED and pz.guarded
+    assert wait_until(lambda: status(tree.pid) not in STOPPED, timeout=5.0)
+    assert time.monotonic() - t0 >= 0.9
+    pz.resume()
+
+
+def test_where_ptrace_is_refused_sigstop_and_the_watchdog_hold_them(tree):
+    """A process already traced refuses a second tracer (the same error as another user's
+    process or Yama's rule): that PID falls back to SIGSTOP, registered with the watchdog."""
+    first, second = Pauser(), Pauser()
+    first.pause([tree.pid])
+    second.pause([tree.pid])
+    assert tree.pid in second.ptrace_refused and tree.pid in second.unguarded
+    first.resume()
+    assert status(tree.pid) in STOPPED  # still held by SIGSTOP
+    second.resume()
+    assert wait_until(lambda: status(tree.pid) not in STOPPED)
+
+
 class FakeRun:
     def __init__(self, name, pid):
         self.name, self.alive, self.info = name, True, {}

@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "of those without loader workers take up to 0.2 more a job, 0.6 at most; 0: neither)")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="monitor: also serve Prometheus metrics there (as `gputop-dl serve`)")
+    add_stuck_args(p, "", alerts=False, bell=True)
     p.add_argument("--readonly", action="store_true",
                    help="monitor: watch only: no stop, no launch, and `d` observes without the "
                    "probe (which pauses jobs)")
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "`export DIR --tensorboard` does)")
     lp.add_argument("--metrics", metavar="HOST:PORT", dest="launch_metrics",
                     help="also serve Prometheus metrics there while it runs (as `gputop-dl serve`)")
+    add_stuck_args(lp, "launch_", alerts=True, bell=True)
     add_serve_parser(sub)
     ep = sub.add_parser("export", help="write a recorded session as a Markdown or JSON report",
                         description="Write the latest session (or --session ID) to OUT: "
@@ -126,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp = sub.add_parser("diagnose", help="the verdict for training jobs already running",
                         description="Find the training jobs running on this machine (started by "
                         "anyone), measure each one's CPU and data stall (py-spy) together and, "
-                        "unless --no-probe, alone: every other job is paused (SIGSTOP) for a few "
+                        "unless --no-probe, alone: every other job is paused (ptrace stop, else SIGSTOP) for a few "
                         "seconds while it runs, then resumed (other processes run on: a solo "
                         "window they slowed says so, with its figure). Prints the verdict (parallel or "
                         "only concurrent, and why) with its evidence and fixes; recorded as a "
@@ -201,6 +203,28 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     "more for the loop counters of those without loader workers; 0: off)")
     sv.add_argument("--record", action="store_true", dest="serve_record",
                     help="also record the training jobs it sees as a session, as the monitor does")
+    add_stuck_args(sv, "serve_", alerts=True, bell=False)
+
+
+def add_stuck_args(p: argparse.ArgumentParser, prefix: str, *, alerts: bool, bell: bool) -> None:
+    """The stuck threshold, and how a stuck or failed job is told (docs/stuck.md)."""
+    p.add_argument("--stuck-after", type=float, default=None, metavar="S",
+                   dest=f"{prefix}stuck_after",
+                   help="a live job with no step progress for max(S, 10 x its step time) "
+                   "seconds, its threads asleep and its main thread in one place, is called "
+                   "stuck (default 60; 1 to 604800)")
+    if bell:
+        p.add_argument("--no-bell", action="store_true", dest=f"{prefix}no_bell",
+                       help="no terminal bell with the notice of a stuck or failed job (key b "
+                       "toggles it)")
+    if alerts:
+        p.add_argument("--alert-command", metavar="CMD", dest=f"{prefix}alert_command",
+                       help="run CMD (split as a shell would, never run through one) when a job "
+                       "becomes stuck or fails, with the event as JSON on its stdin and in "
+                       "GPUTOP_DL_* variables; once per event, killed after 30 s")
+        p.add_argument("--alert-webhook", metavar="URL", dest=f"{prefix}alert_webhook",
+                       help="POST each such event as JSON to URL (its `text` field suits Slack "
+                       "and Mattermost incoming webhooks); 3 tries, a failure is one log line")
 
 
 def add_sched_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -89,7 +89,7 @@ class ByHand:
 
 
 def never_left_stopped(pids) -> bool:
-    """No process of these jobs' trees is stopped (SIGSTOP) now."""
+    """No process of these jobs' trees is stopped (SIGSTOP, or held by a ptrace tracer) now."""
     for pid in pids:
         try:
             procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
@@ -97,7 +97,7 @@ def never_left_stopped(pids) -> bool:
             continue
         for p in procs:
             try:
-                if p.status() == psutil.STATUS_STOPPED:
+                if p.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
                     return False
             except psutil.NoSuchProcess:
                 continue
