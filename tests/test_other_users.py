@@ -288,3 +288,15 @@ def test_py_spy_is_refused_on_another_users_process_as_access_predicts(users):
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["perm"] and got["refusal"] is not None  # refused, and gputop-dl knew it would be
+
+
+def test_job_details_say_how_a_job_was_found_and_what_it_lacks():
+    from gputop_dl.present.tui.job_detail import FOUND_BY, job_detail_lines
+    from gputop_dl.snapshot import JobSample
+
+    lim = Access(euid=1000, sys_ptrace=False, scope=None).limits(1001)
+    text = job_detail_lines(JobSample(name="t.py", pid=5, launched=False, found_by="cmdline",
+                                      limited=lim), None).plain
+    assert FOUND_BY["cmdline"] in text and "disk reads" in text
+    mine = job_detail_lines(JobSample(name="t.py", pid=5, launched=False, found_by="maps"), None).plain
+    assert FOUND_BY["maps"] in mine and "disk reads" not in mine

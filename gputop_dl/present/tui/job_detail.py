@@ -10,6 +10,7 @@ from typing import Any
 from textual.content import Content
 
 from gputop_dl.present.energy_text import energy_line
+from gputop_dl.present.limited_text import limited_lines
 from gputop_dl.present.stuck_text import stuck_details
 from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.snapshot import JobSample
@@ -109,6 +110,11 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
     return Content("\n").join(out)
 
 
+FOUND_BY = {"maps": "torch or a GPU in its memory maps",
+            "nvml": "NVML's GPU process list (its memory maps are not readable)",
+            "cmdline": "its command line, workers and CPU (its memory maps are not readable)"}
+
+
 def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
     """Who, since when, what and where (issue 23), and the CPU wait and the slowdown's source."""
     rows = []
@@ -127,6 +133,10 @@ def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
     cmd = j.cmdline or j.command
     if cmd:
         rows.append(("command", cmd))
+    if j.found_by:  # how it was told a job, and what could not be read (collect/privilege.py)
+        rows.append(("found by", FOUND_BY.get(j.found_by, j.found_by)))
+    for lim in limited_lines([j]):
+        rows.append(("unreadable", lim.split(": ", 1)[1]))
     if j.cwd:
         rows.append(("directory", j.cwd))
     if j.slurm:
