@@ -210,7 +210,7 @@ def test_verdict_json_keeps_the_contract_keys():
     v, _ = run(PassiveJudge(), 3, lambda t: [job("a", 10, f=0.5), job("b", 20, f=0.5)])
     data = v.to_json()
     assert list(data) == ["kind", "title", "reason", "confidence", "evidence", "evidence_lines",
-                          "recommendations", "jobs"]
+                          "recommendations", "jobs", "fixes"]  # fixes: added, last
     assert data["title"] == "concurrent: CPU-bound"
     assert data["evidence"]["estimated_slowdowns"] == {"a": 2.0, "b": 2.0}
     j = data["jobs"][0]

@@ -62,6 +62,9 @@ class Tick:
     # how much faster its critical path would run without the load from outside the jobs, the
     # other jobs still beside it (its wait's outside part, 1 - set_share: >= 1; None: unknown)
     outside: float | None = None
+    # whether it has data-loader workers (processes beside its trainers, read this tick): the
+    # loader's fixes are for such jobs only
+    workers: bool = False
 
     @property
     def slowdown(self) -> float | None:
@@ -145,8 +148,15 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
                            mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
                            pool_slice_ms=j.cpu_pool_slice_ms, pool_yields=j.cpu_pool_yields,
-                           outside=s_out)
+                           outside=s_out, workers=has_workers(j))
     return out
+
+
+def has_workers(j: JobSample) -> bool:
+    """Whether the job has data-loader workers: processes beside its trainers whose CPU wait
+    or cores were read, or worker processes in its tree (nanoGPT's train.py has none)."""
+    return (j.cpu_wait_workers is not None or j.cpu_cores_workers is not None
+            or any(p.role == "worker" for p in j.procs))
 
 
 @dataclass(frozen=True)

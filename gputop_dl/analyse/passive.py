@@ -55,7 +55,7 @@ from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_boun
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
-from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, SlowdownSource, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, SlowdownSource, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
@@ -301,33 +301,38 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
         return io_bound(io_slowed, [*cpu_slowed, *mem_slowed], host, evidence, lines, conf, rows)
     if cpu_slowed:
         names = ", ".join(f"{e.name} (waits {e.last.critical_wait or 0:.0%})" for e in cpu_slowed)
-        recs = [f"these jobs' threads want ≈ {want:.1f} cores (CPU time plus run-queue wait); "
-                f"this machine allows {cpus}"]
+        slowed = tuple(e.name for e in cpu_slowed)
+        fixes = [Fix("cores", slowed, f"these jobs' threads want ≈ {want:.1f} cores (CPU time "
+                                      f"plus run-queue wait); this machine allows {cpus}")]
         fit = fit_at_once([demand(e.last.cpu_wait, e.last.cpu_cores) or 0.0 for e in judged],
                           cpus)
         if fit < len(judged):
-            recs.append(at_most(fit, cpus))
-        recs.append("fewer or lighter data-loader transforms (pre-computed), or more cores")
+            fixes.append(Fix("queue", tuple(e.name for e in judged), at_most(fit, cpus)))
+        loaders = tuple(e.name for e in cpu_slowed if e.last.workers)
+        if loaders:  # a job without DataLoader workers has no transforms to lighten
+            fixes.append(Fix("loader", loaders, f"{', '.join(loaders)}: fewer or lighter "
+                             "data-loader transforms (pre-computed), or more cores"))
         spun = [e.name for e in cpu_slowed
                 if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
         if spun:  # the cheapest fix first: 2-14x a pair's throughput, measured (validation.md)
-            recs.insert(0, spin_fix(spun))
+            fixes.insert(0, Fix("spinning-pools", tuple(spun), spin_fix(spun)))
             evidence["spinning_pools"] = spun
-        return Verdict(kind="cpu-bound", confidence=conf, evidence=evidence,
-                       evidence_lines=tuple(lines), jobs=rows, recommendations=tuple(recs),
-                       reason=f"the critical path of {names} waits for a CPU: the jobs need "
-                              f"more cores than the {cpus} allowed"
-                              + (f"; {io_reason(io_slowed, host)}" if io_slowed else "")
-                              + (f"; {memory_reason(mem_slowed, host)}" if mem_slowed else "")
-                              + " (estimated live, nothing paused)")
+        return Verdict.fixed(fixes, kind="cpu-bound", confidence=conf, evidence=evidence,
+                             evidence_lines=tuple(lines), jobs=rows,
+                             reason=f"the critical path of {names} waits for a CPU: the jobs "
+                                    f"need more cores than the {cpus} allowed"
+                                    + (f"; {io_reason(io_slowed, host)}" if io_slowed else "")
+                                    + (f"; {memory_reason(mem_slowed, host)}" if mem_slowed
+                                       else "")
+                                    + " (estimated live, nothing paused)")
     names = ", ".join(f"{e.name} (others hold its GPU {e.last.gpu_wait or 0:.0%})"
                       for e in gpu_slowed)
-    return Verdict(kind="gpu-contended", confidence=conf, evidence=evidence,
-                   evidence_lines=tuple(lines), jobs=rows,
-                   reason=f"{names} share a busy GPU and queue for it (NVML per-process "
-                          "samples; estimated live, nothing paused)",
-                   recommendations=("place these jobs on separate GPUs, or run them one after "
-                                    "another",))
+    fix = Fix("gpu-placement", tuple(e.name for e in gpu_slowed),
+              "place these jobs on separate GPUs, or run them one after another")
+    return Verdict.fixed([fix], kind="gpu-contended", confidence=conf, evidence=evidence,
+                         evidence_lines=tuple(lines), jobs=rows,
+                         reason=f"{names} share a busy GPU and queue for it (NVML per-process "
+                                "samples; estimated live, nothing paused)")
 
 
 def _s(e: Estimate) -> float:

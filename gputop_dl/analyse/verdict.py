@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.verdict_types import (TITLES, Evidence, JobVerdict, Verdict,
+from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
                                           VerdictKind)
 
 __all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
@@ -391,24 +391,30 @@ def _cpu_bound(jobs: list[JobEvidence], host: HostEvidence, need: float, have_ne
                   "the CPUs were saturated: the input pipeline is the bottleneck")
     else:
         reason = "the CPUs were saturated: the jobs together need more cores than there are"
-    recs = []
+    names = tuple(j.name for j in jobs)
+    fixes = []
     if have_need:
-        recs.append(f"at solo speed these jobs need ≈ {need:.1f} cores; this machine allows {cpus}")
+        fixes.append(Fix("cores", names, f"at solo speed these jobs need ≈ {need:.1f} cores; "
+                                         f"this machine allows {cpus}"))
         fit = fit_at_once([j.solo_cpu_cores or 0.0 for j in jobs], cpus)
         if fit < len(jobs):
-            recs.append(at_most(fit, cpus))
-    heavy = [j.name for j in jobs if j.transforms not in (None, "light")]
+            fixes.append(Fix("queue", names, at_most(fit, cpus)))
+    heavy = tuple(j.name for j in jobs if j.transforms not in (None, "light"))
     if heavy and not on_cpu:
-        recs.append(f"pre-compute the augmentation (pre-resized dataset, transforms = \"light\") "
-                    f"for {', '.join(heavy)}: the background's fix cut CPU use ~3×")
+        fixes.append(Fix("augmentation", heavy, "pre-compute the augmentation (pre-resized "
+                         f"dataset, transforms = \"light\") for {', '.join(heavy)}: the "
+                         "background's fix cut CPU use ~3×"))
+    loaders = tuple(j.name for j in jobs if j.num_workers > 0)  # a job without workers: none to cut
     workers = sum(j.num_workers for j in jobs)
     if workers > cpus:
         per = max(1, cpus // len(jobs) - 1) if cpus > len(jobs) else 1
-        recs.append(f"{workers} data-loader workers on {cpus} cores: set num_workers ≈ {per} "
-                    "per job (more workers only queue for the same cores)")
-    if on_cpu:
-        recs.append("for real parallelism, run these jobs on GPUs (or one after another here)")
-    return _verdict("cpu-bound", reason, evidence, lines, recs, confidence, jobs)
+        fixes.append(Fix("num-workers", loaders, f"{workers} data-loader workers on {cpus} "
+                         f"cores: set num_workers ≈ {per} per job for {', '.join(loaders)} "
+                         "(more workers only queue for the same cores)"))
+    if on_cpu and host.gpu_util:  # no GPU advice on a box without GPUs
+        fixes.append(Fix("use-gpus", names, "for real parallelism, run these jobs on this "
+                         "box's GPUs (or one after another here)"))
+    return _verdict("cpu-bound", reason, evidence, lines, fixes, confidence, jobs)
 
 
 def fit_at_once(needs: list[float], cpus: int) -> int:
@@ -436,23 +442,25 @@ def _gpu_contended(slowed_shared: list[JobEvidence], shared: dict[int, list[str]
     pairs = "; ".join(f"GPU {g}: {', '.join(v)}" for g, v in shared.items())
     reason = (f"{', '.join(j.name for j in slowed_shared)} share a GPU ({pairs}) and queue for "
               "it; ")
-    recs = ["place these jobs on separate GPUs, or run them one after another "
-            f"(sequential time ≈ sum of solo times; co-run STP {evidence['stp']:.2f})"]
+    fixes = [Fix("gpu-placement", tuple(j.name for j in slowed_shared),
+                 "place these jobs on separate GPUs, or run them one after another "
+                 f"(sequential time ≈ sum of solo times; co-run STP {evidence['stp']:.2f})")]
     if rose:
         busy = (f"{host.busy:.0%} of {host.cpus} cores busy" if host is not None
                 and host.busy is not None else "no CPU signal")
         reason += (f"the data-wait of {', '.join(j.name for j in rose)} rose too, with the CPU "
                    f"not saturated ({busy}): the input pipeline is a second suspect")
-        recs.append("watch the loaders' CPU wait and cores live (gputop-dl) while the jobs "
-                    "share the GPU; if they wait for CPUs, lighten the transforms or cut "
-                    "num_workers")
+        cut = " or cut num_workers" if any(j.num_workers > 0 for j in rose) else ""
+        fixes.append(Fix("watch-loaders", tuple(j.name for j in rose),
+                         f"watch the loaders' CPU wait and cores live (gputop-dl) while the "
+                         f"jobs share the GPU; if they wait for CPUs, lighten the transforms{cut}"))
     else:
         reason += "their data-wait did not rise"
-    return _verdict("gpu-contended", reason, evidence, lines, recs, confidence, jobs)
+    return _verdict("gpu-contended", reason, evidence, lines, fixes, confidence, jobs)
 
 
 def _verdict(kind: VerdictKind, reason: str, evidence: Evidence, lines: Sequence[str],
-             recs: Sequence[str], confidence: float,
+             recs: Sequence[str | Fix], confidence: float,
              jobs: Sequence[JobEvidence] = ()) -> Verdict:
     per_job = []
     for j in jobs:
@@ -462,5 +470,7 @@ def _verdict(kind: VerdictKind, reason: str, evidence: Evidence, lines: Sequence
             solo_stall=j.solo_stall, cpu_cores=j.cpu_cores, solo_cpu_cores=j.solo_cpu_cores,
             steps=j.steps, mean_slowdown=None if m is None else round(m, 3),
             step_time_s=j.step_time_s, solo_step_time_s=j.solo_step_time_s))
+    fixes = [r for r in recs if isinstance(r, Fix)]
     return Verdict(kind=kind, reason=reason, confidence=confidence, evidence=evidence,
-                   evidence_lines=tuple(lines), recommendations=tuple(recs), jobs=tuple(per_job))
+                   evidence_lines=tuple(lines), jobs=tuple(per_job), fixes=tuple(fixes),
+                   recommendations=tuple(r.text if isinstance(r, Fix) else r for r in recs))

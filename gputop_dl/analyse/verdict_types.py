@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound",
@@ -78,6 +79,24 @@ class JobVerdict:
         return out
 
 
+FixKind = Literal["spinning-pools", "cores", "queue", "loader", "augmentation", "num-workers",
+                  "use-gpus", "gpu-placement", "watch-loaders"]
+FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One recommendation of the verdict's rules: what it is (`kind`), the jobs it is for (each
+    one whose cause is present: a loader fix only for jobs with DataLoader workers), its words."""
+
+    kind: FixKind
+    jobs: tuple[str, ...]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "jobs": list(self.jobs), "text": self.text}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Parallel or only concurrent, and why: the kind, one reason, the evidence (figures and
@@ -91,6 +110,9 @@ class Verdict:
     recommendations: tuple[str, ...] = ()
     jobs: tuple[JobVerdict, ...] = ()
     title: str = ""
+    # the rules' recommendations with their kinds and jobs (each one's words are also in
+    # `recommendations`, where later steps may add fixes of their own without a kind)
+    fixes: tuple[Fix, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -105,6 +127,16 @@ class Verdict:
         """A copy with these evidence entries added (or replaced)."""
         return self.replace(evidence={**self.evidence, **more})
 
+    @classmethod
+    def fixed(cls, fixes: Sequence[Fix], **fields: Any) -> Verdict:
+        """A verdict whose recommendations are these fixes' words, in order."""
+        return cls(fixes=tuple(fixes), recommendations=tuple(f.text for f in fixes), **fields)
+
+    def with_fix_first(self, fix: Fix) -> Verdict:
+        """A copy with this fix first, before the others."""
+        return self.replace(fixes=(fix,) + self.fixes,
+                            recommendations=(fix.text,) + self.recommendations)
+
     def with_lines(self, *lines: str) -> Verdict:
         """A copy with these evidence lines appended."""
         return self.replace(evidence_lines=self.evidence_lines + tuple(lines))
@@ -115,4 +147,5 @@ class Verdict:
                 "confidence": self.confidence, "evidence": dict(self.evidence),
                 "evidence_lines": list(self.evidence_lines),
                 "recommendations": list(self.recommendations),
-                "jobs": [j.to_json() for j in self.jobs]}
+                "jobs": [j.to_json() for j in self.jobs],
+                "fixes": [f.to_json() for f in self.fixes]}
