@@ -80,3 +80,90 @@ def test_the_details_screen_shows_the_energy_line():
                                     (12_345.0, "12.3 kJ"), (4.56e6, "4.56 MJ")])
 def test_joules_text(x, want):
     assert joules(x) == want
+
+
+def _launch_store(tmp_path):
+    """A launch session with two jobs, each a solo baseline then a co-run, their energy
+    recorded per tick as the engine records it (a JobSample per tick)."""
+    import time
+
+    from gputop_dl.record.store import Store
+
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("pair", file=None, command="gputop-dl launch", kind="launch",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    t0 = time.time() - 100
+    # alone: 300 W for 600 samples/s (2 samples/J); together: 250 W for 250 samples/s (1 /J)
+    for name, pid in (("a", 10), ("b", 20)):
+        store.upsert_job(sid, name, launched=True, config={"name": name}, status="done")
+        for phase, base, watts, sps, est in (("baseline", pid, 300.0, 600.0, False),
+                                             ("co-run", pid + 1, 250.0, 250.0, True)):
+            for k in range(1, 4):
+                j = JobSample(name, base, True, pids=(base,), energy_j=watts * k, energy_w=watts,
+                              energy_per_step_j=watts * 0.1, samples_per_joule=sps / watts,
+                              energy_estimate=est, energy_source="counter")
+                store.add_job_sample(sid, t0 + k + (50 if phase == "co-run" else 0), j, phase)
+    store.commit()
+    return store, sid
+
+
+def test_the_export_and_report_carry_each_job_s_energy_and_the_corun_against_alone(tmp_path):
+    from gputop_dl.analyse.energy import corun_energy
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.present.report.markdown import render_markdown
+
+    store, sid = _launch_store(tmp_path)
+    try:
+        doc = session_json(store, sid)  # checked against schemas/session.json by conftest
+    finally:
+        store.close()
+    a = next(j for j in doc["jobs"] if j["name"] == "a")
+    by = {p["phase"]: p for p in a["energy"]}
+    assert by["baseline"]["joules"] == pytest.approx(900.0)
+    assert by["baseline"]["samples_per_joule"] == pytest.approx(2.0)
+    assert by["baseline"]["estimate"] is False and by["co-run"]["estimate"] is True
+    assert by["co-run"]["joules"] == pytest.approx(750.0) and by["co-run"]["samples"] == 3
+    c = corun_energy([j["energy"] for j in doc["jobs"]])
+    assert c is not None and c["ratio"] == pytest.approx(2.0) and c["estimate"] is True
+    md = render_markdown(doc)
+    assert "2.00×" in md and joules(900.0) in md and "~" + joules(750.0) in md
+
+
+def test_the_launch_summary_has_the_energy_column_and_the_corun_line(tmp_path):
+    from rich.console import Console
+
+    from gputop_dl.analyse.energy import corun_energy
+    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.present.energy_text import corun_text
+    from gputop_dl.present.headless import summary_table
+
+    store, sid = _launch_store(tmp_path)
+    try:
+        jobs = summarize(store, sid).jobs
+    finally:
+        store.close()
+    out = Console(width=250, record=True)
+    out.print(summary_table(jobs))
+    said = corun_text(corun_energy([j.energy for j in jobs]))
+    assert said and "2.00×" in said
+    assert out.export_text().count("~" + joules(750.0)) == 2  # both jobs' co-run, estimates
+
+
+def test_a_session_without_energy_has_null_and_no_line(tmp_path):
+    import time
+
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.record.store import Store
+
+    store = Store(str(tmp_path / "s.db"))
+    sid = store.create_session("monitor", file=None, command="gputop-dl", kind="monitor",
+                               environment={"cpus": 2}, spec={"interval": 1.0})
+    store.upsert_job(sid, "x.py", launched=False, config=None, status="running")
+    store.add_job_sample(sid, time.time(), JobSample("x.py", 5, False, pids=(5,),
+                                                     energy_note="no GPU energy"), None)
+    store.commit()
+    try:
+        doc = session_json(store, sid)
+    finally:
+        store.close()
+    assert doc["jobs"][0]["energy"] is None

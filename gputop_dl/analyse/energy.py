@@ -20,11 +20,12 @@ import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
-__all__ = ["EnergyLedger", "JobEnergy", "WINDOW_S", "corun_energy_ratio", "once", "job_keys",
-           "split_shares", "with_energy"]
+__all__ = ["CorunEnergy", "EnergyLedger", "JobEnergy", "PhaseEnergy", "WINDOW_S", "corun_energy",
+           "corun_energy_ratio", "job_keys", "once", "phase_energy", "split_shares", "with_energy"]
 
 WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
@@ -207,3 +208,56 @@ def corun_energy_ratio(together_j: float, together_samples: float,
     if together_samples <= 0 or alone_n <= 0 or alone_j <= 0 or together_j <= 0:
         return None
     return (together_j / together_samples) / (alone_j / alone_n)
+
+
+class PhaseEnergy(TypedDict):
+    """A job's recorded energy in one phase (a run: baseline, co-run, monitor)."""
+
+    phase: str
+    joules: float  # the joules its run reached
+    power_w: float | None  # means over its samples
+    per_step_j: float | None
+    per_epoch_j: float | None
+    samples_per_joule: float | None
+    estimate: bool  # a GPU it shared was split by time share
+    samples: int
+
+
+class CorunEnergy(TypedDict):
+    """Energy per sample of a co-run against running the jobs one after another."""
+
+    ratio: float  # >1: the co-run cost more energy per sample
+    jobs: int
+    estimate: bool  # some job's co-run energy split a shared GPU
+
+
+def _f(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def phase_energy(rows: Iterable[Sequence[Any]]) -> tuple[PhaseEnergy, ...]:
+    """The store's rows (phase, joules, power, J/step, J/epoch, samples/J, estimate, samples;
+    record/store_samples.py `job_energy`) as `PhaseEnergy`s."""
+    return tuple(PhaseEnergy(phase=str(r[0] or "run"), joules=float(r[1]), power_w=_f(r[2]),
+                             per_step_j=_f(r[3]), per_epoch_j=_f(r[4]),
+                             samples_per_joule=_f(r[5]), estimate=bool(r[6]), samples=int(r[7]))
+                 for r in rows if r[1] is not None)
+
+
+def corun_energy(jobs: Sequence[Sequence[PhaseEnergy]]) -> CorunEnergy | None:
+    """The co-run's energy per sample over its jobs' alone, for the same number of samples
+    from each job (its solo baseline's samples per joule against its co-run's); None unless
+    every job has both and there are two or more."""
+    alone, together, est = [], [], False
+    for phases in jobs:
+        by = {p["phase"]: p for p in phases}
+        b, c = by.get("baseline"), by.get("co-run")
+        if not b or not c or not b["samples_per_joule"] or not c["samples_per_joule"]:
+            return None
+        alone.append((1.0 / b["samples_per_joule"], 1.0))
+        together.append(1.0 / c["samples_per_joule"])
+        est = est or c["estimate"] or b["estimate"]
+    if len(together) < 2:
+        return None
+    ratio = corun_energy_ratio(sum(together), float(len(together)), alone)
+    return None if ratio is None else CorunEnergy(ratio=ratio, jobs=len(together), estimate=est)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
+from gputop_dl.analyse.energy import PhaseEnergy, phase_energy
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
                                       phase_class)
@@ -47,6 +48,7 @@ class JobResult:
     phases: PhaseMeans | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
     ranks: list[RankJson] | None = None  # a distributed job's ranks with their phases, at its end
     straggler: StragglerJson | None = None  # its late rank: {rank, cause, excess_s}
+    energy: tuple[PhaseEnergy, ...] = ()  # its GPU energy per phase (analyse/energy.py)
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:
@@ -102,6 +104,7 @@ class JobResult:
             "train_tflops": self.train_tflops,
             "stderr_tail": list(self.stderr_tail),
             "distributed": self.distributed,
+            "energy": list(self.energy) or None,  # per phase; null: none recorded
             # step phases (issue 22, docs/phases.md)
             "phases": self.phases,
             "solo_phases": _six((self.solo or {}).get("solo_phases")),
@@ -199,7 +202,8 @@ def _job_result(store: Any, sid: str, job: dict[str, Any], slowdowns: dict[str, 
         distributed=info.get("distributed"),
         phases=mean_phases(store.phase_rows(sid, name, phase, offset=warmup, every=every))
         if usable and hasattr(store, "phase_rows") else None,
-        ranks=info.get("ranks"), straggler=info.get("straggler"))
+        ranks=info.get("ranks"), straggler=info.get("straggler"),
+        energy=phase_energy(store.job_energy(sid, name)) if hasattr(store, "job_energy") else ())
     sampled = {"steps": len(rows), "of": usable, "every": every} if every > 1 else None
     return result, sampled
 

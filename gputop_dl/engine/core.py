@@ -29,7 +29,7 @@ from gputop_dl.engine.recorder import Recorder
 from gputop_dl.engine.stuck_watch import StuckWatch
 from gputop_dl.launch import Job, JobProcess, StartError, reap_orphans, start_job, stop_jobs
 from gputop_dl.record.paths import session_work_dir
-from gputop_dl.snapshot import JobSample, Snapshot, Stuck
+from gputop_dl.snapshot import JobSample, Snapshot, Stuck, evolve
 from gputop_dl.text.fmt import size
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
@@ -285,11 +285,14 @@ class Engine:
             ev = {"ev": "unstuck", "t": now}
         self.recorder.events(j.name, j.phase or "monitor", [ev])
 
-    def _energy_rows(self, now: float, m: MachineSample, launched: list[JobSample]) -> list[JobSample]:
-        """This tick's GPU joules to the jobs (analyse/energy.py); the launched rows with theirs."""
+    def _energy_rows(self, now: float, m: MachineSample, launched: list[JobSample]
+                     ) -> tuple[MachineSample, list[JobSample]]:
+        """This tick's GPU joules to the jobs (analyse/energy.py): the sample with its found
+        jobs' figures (the plan judges and records those), the launched rows with theirs."""
         self.energy.update(now, self.sampler.nvml.status, m.gpus, m.gpu_processes,
                            job_keys(launched + list(m.found)))
-        return [with_energy(self.energy, js) for js in launched]
+        found = tuple(with_energy(self.energy, j) for j in m.found)
+        return evolve(m, found=found), [with_energy(self.energy, js) for js in launched]
 
     def tick(self) -> None:
         """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""
@@ -318,13 +321,13 @@ class Engine:
                     msg += f": {run.failure}"
                 self.say(msg)
             ticked.append((run, run.sample(m.gpu_use), was_alive))
-        launched = self._energy_rows(now, m, [js for _, js, _ in ticked])
+        m, launched = self._energy_rows(now, m, [js for _, js, _ in ticked])
         for (run, _, was_alive), js in zip(ticked, launched):
             rec.launched(now, run, js, was_alive)
         plan.after_tick(self, now, m)  # judged first: the rows show this tick's verdict
         # found jobs after the launched ones
         jobs = plan.rows(self, launched) + plan.found_rows(self, list(m.found))
-        jobs = [with_energy(self.energy, j) for j in jobs]
+        jobs = [with_energy(self.energy, j) for j in jobs]  # rows a plan built anew
         jobs = self.stuck.annotate(now, jobs)
         for j, st in self.stuck.changes():
             self._note_stuck(now, j, st)

@@ -22,6 +22,7 @@ from gputop_dl.present.stuck_text import stuck_details, stuck_line, stuck_lines
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 if TYPE_CHECKING:
+    from gputop_dl.analyse.energy import PhaseEnergy
     from gputop_dl.analyse.summary import JobResult
     from gputop_dl.workload import SessionSpec
 
@@ -190,13 +191,20 @@ class Headless:
         return last
 
 
+def _run_energy(phases: "tuple[PhaseEnergy, ...]") -> str:
+    """A job's GPU joules in its co-run (or the one run it had); "–": none recorded."""
+    by = {p["phase"]: p for p in phases}
+    p = by.get("co-run") or (phases[-1] if phases else None)
+    return joules(p["joules"], p["estimate"]) if p else DASH
+
+
 def summary_table(results: Iterable[JobResult]) -> Table:
     t = Table(title="Summary (co-run)", header_style="bold", title_justify="left",
               caption="median step: of all the job's co-run steps after warm-up; slowdown: the "
                       "verdict's, its median step while all jobs ran / its solo step",
               caption_justify="left")
     for col in ("job", "status", "device", "epochs", "median epoch", "median step", "samples/s",
-                "data-wait", "CPU cores", "peak mem", "solo step", "slowdown"):
+                "data-wait", "CPU cores", "peak mem", "solo step", "slowdown", "energy"):
         t.add_column(col, justify="left" if col in ("job", "status", "device") else "right")
     for r in results:
         status = r.status if not r.failure else f"{r.status}: {r.failure}"
@@ -205,7 +213,8 @@ def summary_table(results: Iterable[JobResult]) -> Table:
                  secs(r.median_epoch_s),
                  secs(r.step_time_s), num(r.samples_per_s, ".1f"), pct(r.stall_fraction),
                  num(r.cpu_cores, ".2f"), size(mem),
-                 secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"))
+                 secs((r.solo or {}).get("step_time_s")), num(r.slowdown, ".2f", "×"),
+                 _run_energy(r.energy))
         t.add_row(*(text(c) for c in cells))
     return t
 

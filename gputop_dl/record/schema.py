@@ -104,6 +104,13 @@ ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
 MEMORY_COLUMNS = (("mem_refault", "mem_refault_bytes_per_s"), ("mem_wait", "memory_wait_fraction"))
 JOB_SAMPLE_ADDED += MEMORY_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in MEMORY_COLUMNS)
+# energy (analyse/energy.py): the job's GPU joules since its run began, its power, joules per
+# step and per epoch, samples per joule, 1 where a shared GPU was split by time share (estimate)
+ENERGY_COLUMNS = (("energy", "energy_j"), ("energy_w", "energy_w"),
+                  ("energy_step", "energy_per_step_j"), ("energy_epoch", "energy_per_epoch_j"),
+                  ("samples_per_j", "samples_per_joule"), ("energy_est", "energy_estimate"))
+JOB_SAMPLE_ADDED += ENERGY_COLUMNS
+ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in ENERGY_COLUMNS)
 
 
 def dumps(obj: object) -> str | None:

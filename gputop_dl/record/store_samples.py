@@ -29,6 +29,10 @@ DiskMeans = tuple[float, float, float | None, float | None, int]
 MemoryRow = tuple[float, float | None, float | None]  # t, mem_refault, mem_wait
 # mean and max refaults, mean memory wait, samples with a refault figure (> 0)
 MemoryMeans = tuple[float, float, float | None, int]
+# phase, joules of its run (the last), mean power W, J/step, J/epoch, samples/J, 1 if an
+# estimate, samples with a figure (analyse/energy.py)
+EnergyRow = tuple[str | None, float, float | None, float | None, float | None, float | None,
+                  float | None, int]
 # k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n
 HostBucket = tuple[int, float, float | None, float | None, float | None, float | None,
                    float | None, int]
@@ -160,6 +164,20 @@ class SampleReads(StoreKeys):
         r = self.db.execute("SELECT AVG(mem_refault), MAX(mem_refault), AVG(mem_wait), "
                             "COUNT(mem_refault) FROM job_samples WHERE jk=?", (jk,)).fetchone()
         return None if r is None or not r[3] else tuple(r)
+
+    def job_energy(self, sid: str, job: str) -> list[EnergyRow]:
+        """A job's energy per phase (baseline, co-run, monitor: a run each): the joules its run
+        reached, its mean power, joules per step and per epoch, samples per joule, whether a
+        shared GPU was split (an estimate); [] without the columns or with no figure."""
+        if not self.has_column("job_samples", "energy"):
+            return []
+        jk = self._jk(sid, job)
+        if jk is None:
+            return []
+        return self.db.execute(
+            "SELECT phase, MAX(energy), AVG(energy_w), AVG(energy_step), AVG(energy_epoch),"
+            " AVG(samples_per_j), MAX(energy_est), COUNT(energy) FROM job_samples"
+            " WHERE jk=? AND energy IS NOT NULL GROUP BY phase ORDER BY MIN(t)", (jk,)).fetchall()
 
     # --- aggregated reads (reports: a 24-hour session is summarised in SQL, not in Python) ----
     def sample_span(self, sid: str) -> tuple[float, float, int] | None:

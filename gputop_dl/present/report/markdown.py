@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, TYPE_CHECKING
 
+from gputop_dl.present.energy_text import energy_notes
 from gputop_dl.present.report.charts_md import charts_section
 from gputop_dl.present.report.phases_md import phases_section
 from gputop_dl.present.report.queue_md import queue_section
@@ -228,6 +229,7 @@ def _results_section(data: SessionDoc) -> str:
         stp = sum(1 / s for s in slow)
         notes.append(f"System throughput STP = Σ 1/slowdown = {stp:.2f} for {len(slow)} jobs "
                      f"(parallel efficiency {stp / len(slow):.2f}).")
+    notes += [md_text(n) for n in energy_notes(jobs)]  # each job's joules; co-run against alone
     h = data.get("host") or {}
     if h.get("cpu_busy_mean") is not None:
         parts = [f"CPU {pct(h['cpu_busy_mean'])} busy on average (max bucket "
