@@ -7,6 +7,7 @@ child process as a file.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -15,29 +16,56 @@ from typing import Any, overload
 
 REDACTED = "<redacted>"  # a secret (an env value, a secret-looking argument) wherever shown
 
-# The one rule for what is a secret in a job's settings (issue 37), used wherever gputop-dl
-# records, exports, serves or shows a command: every `env` value, and in a command line the
-# value of an option or a NAME=VALUE whose name has one of these words (split at - and _:
-# --password, --api-key, --hf_token, HF_TOKEN=..., AWS_SECRET_ACCESS_KEY=...; not --keep or
-# --monkey), and the password of a URL (scheme://user:PASSWORD@host).
+# The one rule for what is a secret in a job's settings, used wherever gputop-dl records,
+# exports, serves or shows a command. It works on arguments, never on a line re-split at its
+# spaces (`--auth_header="Bearer X"` is one argument, its whole value hidden):
+# - every `env` value;
+# - the value of an option or a NAME=VALUE whose name has one of SECRET_WORDS as a word (split
+#   at - _ .: --api-key, --hf_token, HF_TOKEN=, AWS_SECRET_ACCESS_KEY=; not --keep, --monkey)
+#   or a word that ends in one of SECRET_ENDS (--accesstoken, --hftoken, --clientsecret; not
+#   --tokenizer, --max_tokens) or starts with secret/passw (--secretkey);
+# - in a URL: the password (scheme://user:PASSWORD@host), the whole user part of an http(s)
+#   URL (https://TOKEN@github.com: git's token form), and each query value whose name is a
+#   secret's (?token=X&access_key=Y);
+# - the credential after Bearer or Basic (`-H "Authorization: Bearer X"`);
+# - `-p X` / `-pX` of the programs whose -p is a password (mysql, sshpass, ...).
 SECRET_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "token", "secret",
-                          "key", "apikey", "credential", "credentials", "auth"})
+                          "key", "apikey", "credential", "credentials", "auth", "bearer",
+                          "authorization", "cookie", "signature", "sig"})
+_SECRET_PART = re.compile(r"(token|secret|passw(or)?d|passphrase|apikey|credentials?|bearer)$"
+                          r"|^(secret|passw)")
+PASSWORD_P = frozenset({"mysql", "mysqldump", "mysqladmin", "mariadb", "sshpass"})
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)([^\s/@]+)@")
+_URL_HTTP_USER = re.compile(r"(https?://)([^\s/:@]+)@", re.I)
+_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic)\s+[^\s,;]+", re.I)  # an Authorization value
+_QUERY = re.compile(r"([?&;])([A-Za-z0-9_.-]+)=([^&;#\s]*)")
 _ASSIGN = re.compile(r"(-{0,2})([A-Za-z_][A-Za-z0-9_.-]*)=(.*)", re.S)
 
 
 def secret_name(name: str) -> bool:
-    """Whether an option or variable name names a secret (`--api-key`, `HF_TOKEN`)."""
-    return any(w in SECRET_WORDS for w in re.split(r"[-_.]+", name.strip("-").lower()))
+    """Whether an option or variable name names a secret (`--api-key`, `HF_TOKEN`,
+    `--accesstoken`)."""
+    words = re.split(r"[-_.]+", name.strip("-").lower())
+    return any(w in SECRET_WORDS or _SECRET_PART.search(w) for w in words)
+
+
+def _redact_url(arg: str) -> str:
+    arg = _URL_PASSWORD.sub(rf"\1{REDACTED}@", arg)
+    arg = _URL_HTTP_USER.sub(rf"\1{REDACTED}@", arg)
+    if "?" in arg:
+        arg = _QUERY.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}"
+                         if secret_name(m.group(2)) and m.group(3) else m.group(0), arg)
+    return arg
 
 
 def _redact_arg(arg: str) -> str:
+    arg = _SCHEME_CREDENTIAL.sub(rf"\1 {REDACTED}", arg)
+    m = _ASSIGN.fullmatch(arg)
+    if m and secret_name(m.group(2)) and m.group(3):  # the whole value, spaces and all
+        return f"{m.group(1)}{m.group(2)}={REDACTED}"
     if re.search(r"\s", arg):  # a command line in one argument (sh -c "...", python -c)
         return redact_line(arg) or arg
-    m = _ASSIGN.fullmatch(arg)
-    if m and secret_name(m.group(2)) and m.group(3):
-        return f"{m.group(1)}{m.group(2)}={REDACTED}"
-    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", arg)
+    return _redact_url(arg)
 
 
 def _flag_before_value(arg: str) -> bool:
@@ -47,13 +75,21 @@ def _flag_before_value(arg: str) -> bool:
 
 def redact_args(args: list[str] | tuple[str, ...]) -> list[str]:
     """A command's arguments with what looks like a secret replaced by REDACTED (an argument
-    that holds spaces is read as a command line: `sh -c "... --token X"`)."""
+    that holds spaces and is no NAME=VALUE is read as a command line: `sh -c "... --token X"`)."""
     out: list[str] = []
+    p_is_password = False
     for i, a in enumerate(args):
-        if i and _flag_before_value(str(args[i - 1])) and not str(a).startswith("--"):
+        a = str(a)
+        if os.path.basename(a) in PASSWORD_P:
+            p_is_password = True
+        prev = str(args[i - 1]) if i else ""
+        if i and (_flag_before_value(prev) or (p_is_password and prev == "-p")) \
+                and not a.startswith("--"):
             out.append(REDACTED)
+        elif p_is_password and a.startswith("-p") and len(a) > 2:
+            out.append("-p" + REDACTED)
         else:
-            out.append(_redact_arg(str(a)))
+            out.append(_redact_arg(a))
     return out
 
 
@@ -86,6 +122,12 @@ def command_line(args: list[str] | tuple[str, ...]) -> str:
         plain = a.replace(REDACTED, "x")
         return a if REDACTED in a and shlex.quote(plain) == plain else shlex.quote(a)
     return " ".join(one(str(a)) for a in args)
+
+
+def shown_command(args: list[str] | tuple[str, ...]) -> str:
+    """A process's arguments as one line to show, store or serve: redacted argument by
+    argument, then joined (a line is never re-split at its spaces to find its secrets)."""
+    return command_line(redact_args(args))
 
 
 @overload

@@ -31,7 +31,20 @@ SECRET = "s3cr3t" + "Qz" * 6
     ([f"HF_TOKEN={SECRET}"], [f"HF_TOKEN={REDACTED}"]),
     ([f"AWS_SECRET_ACCESS_KEY={SECRET}"], [f"AWS_SECRET_ACCESS_KEY={REDACTED}"]),
     ([f"--db=postgres://ada:{SECRET}@db:5432/x"], [f"--db=postgres://ada:{REDACTED}@db:5432/x"]),
+    ([f"--accesstoken={SECRET}"], [f"--accesstoken={REDACTED}"]),
+    ([f"--hftoken={SECRET}"], [f"--hftoken={REDACTED}"]),
+    (["--clientSecret", SECRET], ["--clientSecret", REDACTED]),
+    ([f"https://{SECRET}@github.com/a/b.git"], [f"https://{REDACTED}@github.com/a/b.git"]),
+    ([f"--url=http://h/x?page=2&token={SECRET}"], [f"--url=http://h/x?page=2&token={REDACTED}"]),
+    (["--bearer", SECRET], ["--bearer", REDACTED]),
+    ([f"--auth_header=Bearer {SECRET}"], [f"--auth_header={REDACTED}"]),  # one argument, spaces
+    (["--auth", f"Bearer {SECRET}"], ["--auth", REDACTED]),
+    (["-H", f"Authorization: Bearer {SECRET}"], ["-H", f"Authorization: Bearer {REDACTED}"]),
+    (["mysql", "-p", SECRET], ["mysql", "-p", REDACTED]),
+    (["mysql", f"-p{SECRET}"], ["mysql", f"-p{REDACTED}"]),
     (["--token", "--lr"], ["--token", "--lr"]),  # a flag without a value
+    (["--tokenizer", "gpt2", "--max_tokens", "512", "-p", "8080", "ssh://git@github.com/x"],
+     ["--tokenizer", "gpt2", "--max_tokens", "512", "-p", "8080", "ssh://git@github.com/x"]),
     (["--keep-going", "x", "--monkey", "y", "--keys", "z", "MY_TOKEN="],
      ["--keep-going", "x", "--monkey", "y", "--keys", "z", "MY_TOKEN="]),  # no secret
 ])
@@ -64,9 +77,13 @@ def found(pid: int, *argv: str) -> Found:
 def test_a_found_jobs_command_line_and_name_hold_no_secret():
     """What the screen, the store (`info.command`) and /metrics (`job_name`) get of a job
     found running: its command line redacted, and no name told apart by a secret."""
-    a = found(10, "python", "train.py", "--token", SECRET)
-    b = found(11, "python", "train.py", "--token", "other" + SECRET)
+    def args(secret):
+        return ("--token", secret, f"--auth_header=Bearer {secret}",
+                f"https://{secret}@github.com/x", f"--accesstoken={secret}")
+    a = found(10, "python", "train.py", *args(SECRET))
+    b = found(11, "python", "train.py", *args("other" + SECRET))
     assert SECRET not in _shell_line(a.cmdline) and REDACTED in _shell_line(a.cmdline)
+    assert "Bearer" not in _shell_line(a.cmdline)  # the argument's whole value, not a word of it
     name = tell_apart(a, Identity(user="ada"), [(b, Identity(user="bob"))], {"train.py"})
     assert SECRET not in name and name == "train.py @ada"
 
@@ -80,7 +97,9 @@ baseline = "none"
 interval = 0.2
 [[workload]]
 name = "a"
-command = [{json.dumps(sys.executable)}, "-c", {json.dumps(show)}, "--password", "{SECRET}"]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(show)}, "--auth_header=Bearer {SECRET}",
+           "https://{SECRET}@github.com/x", "--accesstoken={SECRET}", "--url=http://h/?token={SECRET}",
+           "--password", "{SECRET}"]
 [[workload]]
 name = "b"
 shell = true

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shlex
 import time
 from collections.abc import Collection
 
@@ -27,7 +26,7 @@ from gputop_dl.collect.identity import user_name
 from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
 from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.snapshot import NAMED_MIN_CORES as MIN_CORES, ProcLoad  # under it: not named
-from gputop_dl.workload import redact_line
+from gputop_dl.workload import shown_command
 
 KEEP = 12  # the busiest processes kept per tick (the judge leaves the jobs' own out of them)
 NAME_AGE_S = 30.0  # a process's user and command line are read again after this
@@ -127,4 +126,4 @@ class BusiestSampler:
                 return "[" + data[data.find(b"(") + 1:data.rfind(b")")].decode("utf-8", "replace") + "]"
             except OSError:
                 return None
-        return redact_line(shlex.join(words))
+        return shown_command(words)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -48,7 +47,7 @@ from gputop_dl.collect import hidden_jobs
 from gputop_dl.collect.procfs import ProcFiles
 from gputop_dl.collect.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
-from gputop_dl.workload import redact_line
+from gputop_dl.workload import shown_command
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
@@ -510,4 +509,4 @@ class Discoverer:
 @functools.lru_cache(maxsize=256)  # a job's command line is asked for every tick
 def _shell_line(cmdline: tuple[str, ...]) -> str:
     """The command line as shown, stored and served: secret-looking arguments redacted."""
-    return redact_line(shlex.join(cmdline)) or ""
+    return shown_command(cmdline)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import shlex
 import statistics
 import time
 from typing import Any
@@ -28,7 +27,7 @@ from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.procs import TreeSample
 from gputop_dl.launch import Job, describe_exit
 from gputop_dl.snapshot import Distributed, JobSample, ProcSample
-from gputop_dl.workload import Workload, redact_line
+from gputop_dl.workload import Workload, shown_command
 
 # A trainer event as the job wrote it (channel.py: one JSON object a line, "ev" its kind):
 # read from the job's events file, so a JSON document from outside, checked where it is read
@@ -83,7 +82,7 @@ class JobRun:
         self._tail_t = 0.0  # last live refresh of a command job's log tail
         # identity (issue 23): who and what, once; the process tree from the tick's PPID map
         self._user = _user()
-        self._cmdline = redact_line(shlex.join(proc.argv)) if getattr(proc, "argv", None) else None
+        self._cmdline = shown_command(proc.argv) if getattr(proc, "argv", None) else None
         self._cwd = w.cwd or os.getcwd()
         self._cmap: dict[int, list[int]] | None = None
         if proc.pid is None:  # never started (launch.NotStarted): ended from the first, so no
