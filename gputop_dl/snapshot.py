@@ -421,8 +421,16 @@ class JobSample:
     # what could not be read about it and why, with what would unlock it ((what, why), ...;
     # collect/privilege.py): an empty tuple where nothing was withheld
     limited: tuple[tuple[str, str], ...] = ()
-    # a live job with no progress past its threshold, asleep in one place (status "stuck")
+    # its cgroup v2 group's disk I/O (collect/cgroup_io.py; readable by every user, unlike
+    # /proc/PID/io): the group ("/user.slice/..."; it may hold more than the job), its bytes/s
+    # read from storage, its I/O pressure ("some avg10", 0..1); None: cgroup v1 or not read
+    io_cgroup: str | None = None
+    io_cgroup_read_bytes_per_s: int | None = None
+    io_cgroup_pressure: float | None = None
+    # a live job with no progress past its threshold, asleep in one place (status "stuck"); the
+    # seconds since its last progress (steps, loop counter or loader batches; None: no counter)
     stuck: Stuck | None = None
+    progress_age_s: float | None = None
 
 
 @dataclass(frozen=True)

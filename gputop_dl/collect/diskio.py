@@ -325,6 +325,9 @@ class IoFields(TypedDict):
     io_device_label: str | None
     io_note: str | None
     loader_writes_per_s: float | None
+    io_cgroup: str | None
+    io_cgroup_read_bytes_per_s: int | None
+    io_cgroup_pressure: float | None
 
 
 def io_fields(ts: TreeSample | None, trainers: Collection[int] = ()) -> IoFields:
@@ -332,7 +335,13 @@ def io_fields(ts: TreeSample | None, trainers: Collection[int] = ()) -> IoFields
     `trainers`: its trainer PIDs (schedstat.trainer_pids), whose writes are not its loader's."""
     d: DiskIO = getattr(ts, "io", None) or DiskIO()
     workers = [w for pid, w in d.writes_ps if pid not in trainers]
-    return {"loader_writes_per_s": round(sum(workers), 3) if workers else None,
+    cg = getattr(ts, "cgroup_io", None)  # its v2 cgroup's (collect/cgroup_io.py)
+    return {"io_cgroup": cg.cgroup if cg else None,
+            "io_cgroup_read_bytes_per_s": None if cg is None or cg.read_bytes_per_s is None
+            else round(cg.read_bytes_per_s),
+            "io_cgroup_pressure": None if cg is None or cg.pressure_some10 is None
+            else round(cg.pressure_some10, 4),
+            "loader_writes_per_s": round(sum(workers), 3) if workers else None,
             "io_read_bytes_per_s": None if d.read_bps is None else round(d.read_bps),
             "io_rchar_bytes_per_s": None if d.rchar_bps is None else round(d.rchar_bps),
             "io_blocked": None if d.blocked is None else round(d.blocked, 3), "major_faults_per_s":

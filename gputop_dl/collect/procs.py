@@ -22,6 +22,7 @@ import psutil
 
 from gputop_dl.collect import schedstat
 from gputop_dl.collect.diskio import DiskIO, DiskReader
+from gputop_dl.collect.cgroup_io import CgroupIO, CgroupIOReading
 from gputop_dl.collect.memory import MemoryIO, MemoryReader
 from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
 
@@ -153,6 +154,7 @@ class TreeSample:
     busy: schedstat.Busy | None = None  # per process: SchedReader.busy
     io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
     memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
+    cgroup_io: CgroupIOReading | None = None  # its v2 cgroup's I/O (collect/cgroup_io.py)
     # True: a quiet tick (`TreeSampler.sample`): nothing moved, the reading's other fields are
     # those of its last full reading, which found nothing moving either
     quiet: bool = False
@@ -180,6 +182,7 @@ class TreeSampler:
         self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
         self._disk = DiskReader(root_pid) if sched else None
         self._mem = MemoryReader(root_pid) if sched else None
+        self._cgio = CgroupIO(root_pid) if sched else None
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: WaitReading = (None, None, None, None)
@@ -228,13 +231,14 @@ class TreeSampler:
         waits, note, throttled, busy = self._read_waits(stats, now)
         io = self._disk.read(stats, now) if self._disk is not None and self.cpu_wait else None
         mem = self._mem.read(now) if self._mem is not None and self.cpu_wait else None
+        cgio = self._cgio.read(now) if self._cgio is not None and self.cpu_wait else None
         still = self._still(stats)
         self._last, self._t = stats, now
         out = TreeSample(pids=tuple(sorted(stats)), cpu_cores=cores,
                          rss=sum(st.rss for st in stats.values()),
                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
-                         memory=mem, main_cores_by_pid=main)
+                         memory=mem, main_cores_by_pid=main, cgroup_io=cgio)
         # a full reading that found nothing moving: no CPU second since the last tick, no
         # thread that ran or waited for a CPU, no read from storage, no process blocked on it
         self._full = out if (still and not any(r or w for r, w in (waits or {}).values())
@@ -338,3 +342,5 @@ class TreeSampler:
             self._disk.close()
         if self._mem is not None:
             self._mem.close()
+        if self._cgio is not None:
+            self._cgio.close()
