@@ -86,6 +86,15 @@ def test_serve_bad_address_and_port_in_use_exit_2_with_one_line(capsys):
     assert main(["--once", "--metrics", ":9402"]) == 2
 
 
+def test_serve_record_onto_a_store_that_takes_no_writes_is_one_line_before_serving(
+        gdl_home, capsys):
+    """`serve --record` never serves on while recording nothing without a word."""
+    (gdl_home / "sessions.db").mkdir()
+    assert main(["serve", "--listen", "127.0.0.1:0", "--record"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(gdl_home / "sessions.db") in err
+
+
 # --- the rendering ----------------------------------------------------------------------------
 
 def test_a_snapshot_renders_gpus_host_jobs_and_verdict_with_dcgm_labels():

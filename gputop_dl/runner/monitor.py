@@ -13,6 +13,7 @@ import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gputop_dl.quick_exit import exit_now
 from gputop_dl.runner.deferred import DeferredSource, host_preview
 from gputop_dl.runner.terminal import require_foreground
 
@@ -79,7 +80,8 @@ def diagnose(seconds: float = 20.0, probe: bool = True,
 
 
 def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
-                metrics: str | None = None, readonly: bool = False) -> int:
+                metrics: str | None = None, readonly: bool = False,
+                stuck_after: float | None = None, bell: bool = True) -> int:
     """`gputop-dl`: the live monitor; on quitting, the sessions it recorded. With `metrics`
     (HOST:PORT) the monitor's snapshots are served on /metrics while it runs (the engine is
     then built before the first frame, so that a port in use is one line and exit 2)."""
@@ -88,16 +90,21 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
     gc.disable()  # until the engine runs (settle_gc)
     try:
         return _run_monitor(interval=interval, stall_budget=stall_budget, metrics=metrics,
-                            readonly=readonly)
+                            readonly=readonly, stuck_after=stuck_after, bell=bell)
     finally:
         gc.enable()
 
 
 def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | None,
-                 readonly: bool) -> int:
+                 readonly: bool, stuck_after: float | None = None, bell: bool = True) -> int:
+    from gputop_dl.record.paths import StoreError
     from gputop_dl.record.store_open import check_store  # not the store's reads and writes
 
-    check_store()
+    try:  # watching needs no writes: a data directory that takes none only stops recording
+        check_store()
+        no_record = None
+    except StoreError as exc:
+        no_record = f"not recording: {exc}; watching only"
     from gputop_dl.present.tui.app import GputopApp
 
     def build() -> Engine:
@@ -105,8 +112,12 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
         from gputop_dl.collect.stall import STALL_BUDGET
         from gputop_dl.runner.engines import monitor_engine
 
-        return monitor_engine(Nvml(), interval=max(0.1, interval),
-                              stall_budget=STALL_BUDGET if stall_budget is None else stall_budget)
+        engine = monitor_engine(Nvml(), interval=max(0.1, interval), record=no_record is None,
+                                stall_budget=STALL_BUDGET if stall_budget is None else stall_budget,
+                                stuck_after=stuck_after)
+        if no_record:
+            engine.say(f"warning: {no_record}")
+        return engine
 
     preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
     source = DeferredSource(build, interval=max(0.1, interval), preview=preview, started=settle_gc)
@@ -118,22 +129,24 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
         source = DeferredSource(lambda: engine, interval=engine.interval, preview=preview,
                                 started=settle_gc)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
-                    exporter=export, readonly=readonly,
+                    exporter=export, readonly=readonly, bell=bell,
                     diagnoser=functools.partial(diagnose, readonly=readonly))
     try:
         app.run()
     finally:
         for src in app.sources:
             src.request_stop("interrupted")
-        for src in app.sources:
-            src.join(JOIN_TIMEOUT_S)
+        joined = [src.join(JOIN_TIMEOUT_S) for src in app.sources]
     for i, src in enumerate(app.sources):
         if src.session_id:  # the launches, and the monitor's own once it saw a training job
             print(f"session {src.session_id} ({src.state})"
                   + (": the training jobs this monitor saw" if i == 0 else ""))
+    code = 0
     if source.error is not None:
         from gputop_dl.text.safe import clean
 
         print(clean(f"gputop-dl: the monitor stopped: {source.error}"))
-        return 1
-    return 0
+        code = 1
+    if all(joined):  # every session closed: what was recorded is kept; the interpreter's
+        exit_now(code)  # teardown of the app and its modules was ~230 ms of a quit (benchmarks/quit_time.py)
+    return code

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gputop_dl.collect.nvml import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine
-from gputop_dl.runner.engines import monitor_engine, stop_on_signals
+from gputop_dl.runner.engines import check_store, monitor_engine, stop_on_signals
 from gputop_dl.text.console import console
 
 if TYPE_CHECKING:
@@ -32,24 +32,44 @@ def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
 
 
 def run_serve(listen: str | None = None, *, interval: float = 1.0,
-              stall_budget: float | None = None, record: bool = False) -> int:
-    """`gputop-dl serve`: the monitor's engine without a UI, its snapshots on /metrics."""
+              stall_budget: float | None = None, record: bool = False,
+              stuck_after: float | None = None, alert_command: list[str] | None = None,
+              alert_webhook: str | None = None) -> int:
+    """`gputop-dl serve`: the monitor's engine without a UI, its snapshots on /metrics; a job
+    that becomes stuck (after `stuck_after` s at least) or fails is told to `alert_command`
+    and `alert_webhook` (runner/alerts.py)."""
     from gputop_dl.present.prometheus import DEFAULT_HOST, DEFAULT_PORT
+    from gputop_dl.runner.alerts import attach_alerts
 
+    if record:
+        check_store()  # a data directory that takes no writes: one line, exit 2, before serving
     engine = monitor_engine(Nvml(), interval=max(0.1, interval), record=record,
                             stall_budget=STALL_BUDGET if stall_budget is None else stall_budget,
-                            command="gputop-dl " + " ".join(sys.argv[1:]))
+                            command="gputop-dl " + " ".join(sys.argv[1:]),
+                            stuck_after=stuck_after)
     server = start_metrics(engine, listen or f"{DEFAULT_HOST}:{DEFAULT_PORT}", "serve")
+    alerter = attach_alerts(engine, alert_command, alert_webhook,
+                            say=lambda m: print(f"gputop-dl: {m}", file=sys.stderr, flush=True))
     stop_on_signals(engine)
     engine.start()
+    said = False
     try:
         while not engine.join(0.5):
-            pass
+            if engine.recorder.failure and not said:  # a full disk mid-run: said when it happens
+                said = True
+                print(f"gputop-dl: {engine.recorder.failure}", file=sys.stderr, flush=True)
     finally:
         server.stop()
+        if alerter is not None:
+            alerter.close()
     if engine.session_id:
         print(f"session {engine.session_id} ({engine.state}): the training jobs it saw")
-    return 1 if engine.error is not None else 0
+    elif record:
+        print("gputop-dl: serve --record: no session recorded (no training job was seen)",
+              file=sys.stderr)
+    if engine.recorder.failure and not said:
+        print(f"gputop-dl: {engine.recorder.failure}", file=sys.stderr)
+    return 1 if engine.error is not None or engine.recorder.failure else 0
 
 
 def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.0,
