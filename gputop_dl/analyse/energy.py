@@ -4,10 +4,10 @@ joules per step, per epoch and samples per joule.
 `EnergyLedger.update` takes each tick's GPU samples (their `energy_j`, collect/nvml_energy.py),
 the processes NVML lists on each GPU and the jobs' process ids, and adds to each job the GPU's
 joules since the last tick: all of them where the job's processes are the only ones on it, else
-its share of the GPU's time, the processes' SM shares (NVML's per-process utilisation; equal
-parts where none is known), with the processes of no job as one more owner, and the job's
-figure is then **an estimate** (NVML's own per-process figures are not time shares either: two
-identical processes read 57 % and 19 %). `JobEnergy` is a job's result: joules over its run,
+its share of the GPU's time: time-sliced contexts take turns, so the owners computing on it share
+it equally (an owner NVML saw idle there gets none), with the processes of no job as one more
+owner; the job's figure is then **an estimate**. NVML's per-process SM shares are not the split:
+two identical processes read 57 % and 19 % (docs/validation.md). `JobEnergy` is a job's result: joules over its run,
 its power over the last `WINDOW_S` seconds, and from that power its joules per step (x its step
 time), per epoch (x its epoch time, else x steps per epoch) and samples per joule (its samples/s
 over the power). A job on no GPU, or on a box whose GPUs give no energy, has None and the
@@ -47,27 +47,20 @@ class JobEnergy:
 
 def split_shares(procs: Iterable[GpuProcess], owner: dict[int, tuple[str, int]]
                  ) -> dict[int, dict[tuple[str, int], float]]:
-    """GPU index -> {owner: share 0..1 of the GPU's time}; a process no job owns counts for
-    "others". Shares from the processes' SM shares where any is known and above 0, else equal
-    parts per owner."""
-    sm: dict[int, dict[tuple[str, int], float]] = {}
-    seen: dict[int, dict[tuple[str, int], bool]] = {}
+    """GPU index -> {owner: share 0..1 of the GPU's time this tick}; a process no job owns
+    counts for "others". Time-sliced contexts take turns, so the owners computing share the
+    time equally; an owner whose processes NVML saw idle (SM share 0 while another's was
+    above 0) gets none. NVML's SM shares themselves are not used as the split: they read
+    57 %/19 % for two identical processes (docs/validation.md)."""
+    active: dict[int, dict[tuple[str, int], bool]] = {}  # owner -> some SM share above 0 or unknown
     for p in procs:
         who = owner.get(p.pid, _OTHERS)
-        seen.setdefault(p.gpu_index, {})[who] = True
-        if p.sm_util is not None:
-            per = sm.setdefault(p.gpu_index, {})
-            per[who] = per.get(who, 0.0) + max(p.sm_util, 0.0)
+        per = active.setdefault(p.gpu_index, {})
+        per[who] = per.get(who, False) or p.sm_util is None or p.sm_util > 0
     out: dict[int, dict[tuple[str, int], float]] = {}
-    for gpu, owners in seen.items():
-        known = sm.get(gpu, {})
-        total = sum(known.values())
-        if len(owners) == 1:
-            out[gpu] = {next(iter(owners)): 1.0}
-        elif total > 0:
-            out[gpu] = {who: known.get(who, 0.0) / total for who in owners}
-        else:
-            out[gpu] = {who: 1.0 / len(owners) for who in owners}
+    for gpu, owners in active.items():
+        turns = [who for who, computing in owners.items() if computing] or list(owners)
+        out[gpu] = {who: (1.0 / len(turns) if who in turns else 0.0) for who in owners}
     return out
 
 
@@ -153,8 +146,8 @@ class EnergyLedger:
         per_j = samples_per_s / power if samples_per_s and power else None
         source = (next(iter(job.sources)) if len(job.sources) == 1 else
                   "mixed" if job.sources else None)
-        note = ("its share of a GPU it shares, split by the processes' SM shares: an estimate"
-                if job.estimate else None)
+        note = ("a GPU it shares split by time share (equal turns of the owners computing): an "
+                "estimate" if job.estimate else None)
         return JobEnergy(joules=job.joules, power_w=power, per_step_j=per_step,
                          per_epoch_j=per_epoch, samples_per_joule=per_j, estimate=job.estimate,
                          source=source, note=note)

@@ -66,6 +66,6 @@ def energy_notes(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
     if line:
         out.append(line)
     if out and any(p["estimate"] for j in jobs for p in j.get("energy") or []):
-        out.append("~: a GPU the job shared, its joules split by the processes' SM (time) "
-                   "shares: an estimate.")
+        out.append("~: a GPU the job shared, its joules split by time share (equal turns of "
+                   "the owners computing on it): an estimate.")
     return out
