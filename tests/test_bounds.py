@@ -167,3 +167,16 @@ def test_the_names_dot_and_dot_dot_are_refused(tmp_path, name):
     assert f"[[workload]] #1 key 'name' (line 5): name = \"{name}\" names a folder itself" in msg
     ok = load_session(write(tmp_path, "w.toml", OK.replace('name = "a"', 'name = "..."')), gpu_count=0)
     assert ok.workloads[0].name == "..."
+
+
+@pytest.mark.parametrize("argv", [
+    ["--interval", "1e9"], ["--interval", "0"], ["--interval", "nan"],
+    ["serve", "--interval", "1e9"], ["--interval", "1e9", "diagnose"],
+    ["--interval", "4", "diagnose", "--seconds", "9"],  # a third observing: 3 s, one sample
+    ["--once", "--interval", "2"], ["--nodes", "127.0.0.1:1", "--interval", "0.01"],
+    ["diagnose", "--pid", "999999999"],
+])
+def test_every_interval_is_bounded_and_a_missing_pid_refused_before_anything_runs(argv, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gputop-dl: error: --")

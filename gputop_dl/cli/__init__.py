@@ -13,6 +13,7 @@ import os
 import select
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from gputop_dl.cli.parser import build_parser
 from gputop_dl.errors import UsageError
@@ -44,6 +45,15 @@ def parse_rates(text: str) -> list[float]:
 
 
 EXIT_PIPE = 141  # 128 + SIGPIPE: what the shell reports for `yes | head -1`'s `yes`
+
+
+def interval_of(value: float | None, default: float, lo: float = 0.1, hi: float = 3600.0) -> float:
+    """An `--interval` within its bounds (every mode the same), else a UsageError (exit 2)."""
+    if value is None:
+        return default
+    if not lo <= value <= hi:  # also NaN
+        raise UsageError(f"--interval {value:g}: expected {lo:g} to {hi:g} seconds")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,6 +88,28 @@ def stdout_is_closed() -> bool:
         return False
 
 
+def check_stuck_after(args: argparse.Namespace) -> float | None:
+    """`--stuck-after` of the mode given (None: not given), checked against its bounds."""
+    from gputop_dl.analyse.stuck import STUCK_AFTER_BOUNDS
+
+    prefix = {"launch": "launch_", "serve": "serve_"}.get(args.cmd or "", "")
+    got = getattr(args, f"{prefix}stuck_after", None)
+    if got is None:
+        return None
+    lo, hi = STUCK_AFTER_BOUNDS
+    if not lo <= got <= hi:  # also NaN
+        raise UsageError(f"--stuck-after {got:g}: expected {lo:g} to {hi:g} seconds")
+    return float(got)
+
+
+def alert_hooks(command: str | None, webhook: str | None) -> dict[str, Any]:
+    """`--alert-command` and `--alert-webhook`, checked: the runner's keyword arguments."""
+    from gputop_dl.runner.alerts import check_webhook, parse_command
+
+    return {"alert_command": parse_command(command) if command is not None else None,
+            "alert_webhook": check_webhook(webhook) if webhook is not None else None}
+
+
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -103,6 +135,10 @@ def _main(argv: list[str] | None) -> int:
                              f"with `{args.cmd}`")
         if args.stall_budget is not None and not 0 <= args.stall_budget <= 100:
             raise UsageError(f"--stall-budget {args.stall_budget:g}: expected a percentage between 0 and 100")
+        stuck_after = check_stuck_after(args)
+        if stuck_after is not None and (args.once or args.cmd not in (None, "launch", "serve")):
+            raise UsageError("--stuck-after goes with the live monitor, `launch` and `serve` "
+                             "(--once judges over its own sampling window)")
         if args.cmd in LAB_COMMANDS:
             from gputop_dl.collect.extras import require_train
 
@@ -117,7 +153,10 @@ def _main(argv: list[str] | None) -> int:
             only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
             return runner.run_launch(args.file, only=only, baseline=args.baseline,
                                      headless=args.headless, metrics=args.launch_metrics,
-                                     tensorboard=args.launch_tensorboard)
+                                     tensorboard=args.launch_tensorboard,
+                                     stuck_after=stuck_after, bell=not args.launch_no_bell,
+                                     **alert_hooks(args.launch_alert_command,
+                                                   args.launch_alert_webhook))
         if args.cmd == "queue":
             if args.sbatch:
                 from gputop_dl.runner.sbatch import run_sbatch
@@ -125,14 +164,15 @@ def _main(argv: list[str] | None) -> int:
                 return run_sbatch(args.file, args.sbatch, policy=args.policy)
             return runner.run_queue(args.file, policy=args.policy, headless=args.headless)
         if args.cmd == "serve":
-            if not 0.1 <= args.serve_interval <= 3600:
-                raise UsageError(f"--interval {args.serve_interval:g}: expected 0.1 to 3600 seconds")
+            interval_of(args.serve_interval, 1.0)
             pct = args.serve_stall_budget
             if pct is not None and not 0 <= pct <= 100:
                 raise UsageError(f"--stall-budget {pct:g}: expected a percentage between 0 and 100")
             return runner.run_serve(args.listen, interval=args.serve_interval,
                                     stall_budget=None if pct is None else pct / 100,
-                                    record=args.serve_record)
+                                    record=args.serve_record, stuck_after=stuck_after,
+                                    **alert_hooks(args.serve_alert_command,
+                                                  args.serve_alert_webhook))
         if args.cmd == "simulate":
             for key in ("seeds", "jobs"):
                 if getattr(args, key) is not None and getattr(args, key) < 1:
@@ -171,8 +211,12 @@ def _main(argv: list[str] | None) -> int:
                     pids = {int(p) for p in args.diag_pids.split(",") if p.strip()}
                 except ValueError:
                     raise UsageError(f"--pid {args.diag_pids}: expected comma-separated PIDs") from None
+                gone = sorted(p for p in pids if not os.path.exists(f"/proc/{p}"))
+                if gone:
+                    raise UsageError(f"--pid {','.join(map(str, gone))}: no such process")
             return runner.run_diagnose(seconds=args.seconds, probe=not args.no_probe,
-                                       as_json=args.diag_json, interval=1.0 if args.interval is None else args.interval,
+                                       as_json=args.diag_json,
+                                       interval=interval_of(args.interval, 1.0, hi=args.seconds / 3),
                                        pids=pids)
         if args.nodes is not None or args.prometheus is not None:
             if args.nodes is not None and args.prometheus is not None:
@@ -183,15 +227,17 @@ def _main(argv: list[str] | None) -> int:
                                  "monitor, not the fleet view")
             if args.once:
                 return runner.run_fleet_once(args.nodes, args.json, prometheus=args.prometheus)
-            interval = 2.0 if args.interval is None else args.interval
-            if not 0.2 <= interval <= 3600:
-                raise UsageError(f"--interval {interval:g}: expected 0.2 to 3600 seconds")
+            interval = interval_of(args.interval, 2.0, lo=0.2)
             return runner.run_fleet_tui(args.nodes, args.prometheus, interval=interval)
         if args.once:
+            if args.interval is not None:
+                raise UsageError("--interval is for the live monitor; --once takes two samples "
+                                 "1 s apart")
             return runner.run_once(args.stall, args.json)
         budget = None if args.stall_budget is None else args.stall_budget / 100
-        return runner.run_monitor(interval=1.0 if args.interval is None else args.interval, stall_budget=budget,
-                                  metrics=args.metrics, readonly=args.readonly)
+        return runner.run_monitor(interval=interval_of(args.interval, 1.0), stall_budget=budget,
+                                  metrics=args.metrics, readonly=args.readonly,
+                                  stuck_after=stuck_after, bell=not args.no_bell)
     except Exception as exc:
         if not (isinstance(exc, UsageError) or is_config_error(exc)):
             raise
