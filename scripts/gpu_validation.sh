@@ -6,6 +6,7 @@
 #                                                    #        frameworks found serve pair
 #                                                    #        shots lab trio gpus2 command
 #                                                    #        pace stored long estimate
+#                                                    #        cgroupv2
 #
 # Needs: python3 with torch and CUDA (the device image's), the wheels of what it lacks already
 # on PYTHONPATH (textual, platformdirs, py-spy: see docs/validation.md). Writes OUTDIR/*.log,
@@ -128,6 +129,19 @@ for s in "$@"; do
     step own_pace_gpu_estimate 200 python3 benchmarks/own_pace.py --cuda --workers 0 --only "gpu pair" --alone-s 30 --together-s 60 ;;
   long)  # the gradient-accumulation rows of the frameworks table, 5-6x longer, on CUDA
     step frameworks_long 240 python3 benchmarks/frameworks.py --long --cuda ;;
+  cgroupv2)  # the cgroup readers on this machine's hierarchy (v2 on most current distributions):
+    # its type, this shell's group, then a found job's group figures in --once --json (CPU
+    # throttling from cpu.stat, memory.events and refaults, io.stat and io.pressure; null on v1)
+    { stat -fc %T /sys/fs/cgroup; cat /proc/self/cgroup; } >"$OUTDIR/cgroupv2_host.log" 2>&1
+    python3 tests/external/calibrated.py --steps 0 --workers 2 --sample-cpu-ms 5 --compute-ms 20 \
+      >/dev/null 2>&1 & PIDS+=($!)
+    sleep 10  # torch imported, its workers forked
+    $G --once --json >"$OUTDIR/cgroupv2.json" 2>"$OUTDIR/cgroupv2.log"
+    echo "step cgroupv2: rc=$?"
+    python3 -c 'import json, sys
+for j in json.load(open(sys.argv[1]))["jobs"]:
+    print(j["name"], {k: j.get(k) for k in ("mem_cgroup", "mem_limited", "mem_events", "cpu_throttled_fraction", "io_cgroup", "io_cgroup_read_bytes_per_s", "io_cgroup_pressure")})' \
+      "$OUTDIR/cgroupv2.json" >>"$OUTDIR/cgroupv2_host.log" 2>&1 ;;
   *) echo "unknown step $s" ;;
   esac
 done
