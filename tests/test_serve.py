@@ -342,3 +342,43 @@ def test_gpu_clocks_and_pcie_metrics():
     assert one(m, "gputop_dl_gpu_pcie_link_width_max", gpu="0") == 16
     assert one(m, "gputop_dl_gpu_pcie_rx_bytes_per_second", gpu="0") == 12_000_000
     assert one(m, "gputop_dl_gpu_pcie_tx_bytes_per_second", gpu="0") == 3_000_000
+
+
+def test_idle_connections_hold_a_bounded_number_of_threads_and_time_out():
+    """150 idle sockets once held 150 threads for ever: now at most MAX_CONNECTIONS threads,
+    the rest closed at once, and the idle ones dropped after READ_TIMEOUT_S."""
+    import threading
+
+    from gputop_dl.present import metrics_http
+    from gputop_dl.present.prometheus import MetricsServer
+
+    server = MetricsServer(SnapshotCollector(reasons=REASON_LABELS, mode="serve"),
+                           "127.0.0.1:0").start()
+    base = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
+    try:
+        deadline = time.monotonic() + 3
+        while threading.active_count() - base < metrics_http.MAX_CONNECTIONS \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() - base <= metrics_http.MAX_CONNECTIONS
+        deadline = time.monotonic() + metrics_http.READ_TIMEOUT_S + 10
+        while True:  # once the idle ones time out, a scrape is served again
+            try:
+                with urllib.request.urlopen(server.url, timeout=2) as r:
+                    assert r.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "never served again"
+                time.sleep(0.2)
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+
+
+def test_a_listen_address_that_is_not_loopback_is_warned_about():
+    from gputop_dl.runner.remote import is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.1.2.3")

@@ -28,7 +28,21 @@ def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
     server = MetricsServer(collector, listen).start()
     engine.subscribe(collector.feed)
     print(f"gputop-dl: serving {server.url}", file=sys.stderr, flush=True)
+    if not is_loopback(server.host):
+        print(f"gputop-dl: warning: {server.host} is not loopback: anyone who can reach this port "
+              "reads the job names, users, PIDs and command lines (no authentication; "
+              "put it behind a firewall or a proxy that authenticates)", file=sys.stderr, flush=True)
     return server
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen address only takes connections from this machine."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def run_serve(listen: str | None = None, *, interval: float = 1.0,
