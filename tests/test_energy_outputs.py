@@ -167,3 +167,57 @@ def test_a_session_without_energy_has_null_and_no_line(tmp_path):
     finally:
         store.close()
     assert doc["jobs"][0]["energy"] is None
+
+
+def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
+    """A launch engine over fake NVML (its counter grows by power x the real clock): the built-in
+    trainer (on the CPU) is put on fake GPU 0 once it runs; its co-run rows carry the GPU's
+    joules, the store keeps them and the export shows them."""
+    import time
+
+    from gputop_dl.collect.machine import MachineSampler
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine import Engine, LaunchPlan, Recorder
+    from gputop_dl.present.report.document import session_json
+    from gputop_dl.record.store import Store
+    from gputop_dl.runner import open_spec
+    from tests.fakes.nvml import FakeProcess, FakePynvml
+
+    wl = tmp_path / "one.toml"
+    wl.write_text('[session]\nname = "one"\ninterval = 0.2\nbaseline = "none"\n'
+                  '[[workload]]\nname = "a"\nmodel = "synthetic"\ninput_size = 4\n'
+                  'num_classes = 2\nbatch_size = 2\nnum_workers = 0\nstep_device_ms = 20.0\n'
+                  'epochs = 1\nsteps_per_epoch = 60\nwarmup_steps = 1\n')
+    fake = FakePynvml(gpus=2)
+    nvml = Nvml(module=fake)
+    spec = open_spec(str(wl), nvml)
+    db = str(tmp_path / "s.db")
+    engine = Engine(LaunchPlan(spec, "test"), sampler=MachineSampler(nvml, found=None),
+                    recorder=Recorder(db), interval=spec.interval)
+    seen = None
+    try:
+        engine.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and engine.running:
+            run = engine.runs.get("a")
+            if run is not None and run.proc.pid and not fake.gpus[0].processes:
+                fake.gpus[0].processes = [FakeProcess(pid=run.proc.pid)]
+            snap = engine.snapshot
+            job = next((j for j in snap.jobs if j.name == "a"), None) if snap else None
+            if job is not None and job.energy_j is not None and job.energy_w is not None:
+                seen = job
+            time.sleep(0.1)
+        assert engine.join(120), "the launch did not end"
+    finally:
+        engine.request_stop()
+        engine.join(30)
+    assert seen is not None, "the launched job never showed energy"
+    assert seen.energy_source == "counter" and seen.energy_estimate is False
+    assert seen.energy_w == pytest.approx(300.0, rel=0.3)  # the fake GPU draws 300 W
+    store = Store(db, readonly=True)
+    try:
+        doc = session_json(store, engine.session_id)
+    finally:
+        store.close()
+    phases = doc["jobs"][0]["energy"]
+    assert phases and phases[0]["phase"] == "co-run" and phases[0]["joules"] > 0
