@@ -262,6 +262,7 @@ def test_another_users_jobs_are_found_judged_and_limited_without_root(users):
     for p in trainers:
         j = jobs[p.pid]
         assert j["user"] == "gputopdl_alice" and j["found_by"] == "cmdline"
+        assert j["name"].endswith("@gputopdl_alice")
         assert len(j["pids"]) == 3  # the trainer and its two workers
         # what every user may read: CPU, threads, CPU wait, state, age, command
         assert j["cpu_cores"] is not None and j["threads"] == 3
@@ -300,3 +301,74 @@ def test_job_details_say_how_a_job_was_found_and_what_it_lacks():
     assert FOUND_BY["cmdline"] in text and "disk reads" in text
     mine = job_detail_lines(JobSample(name="t.py", pid=5, launched=False, found_by="maps"), None).plain
     assert FOUND_BY["maps"] in mine and "disk reads" not in mine
+
+
+class Spy:
+    """A stall sampler that records whom it was asked to sample (py-spy itself never runs)."""
+
+    note = None
+
+    def __init__(self):
+        self.asked = []
+
+    def round(self, jobs):
+        self.asked += [pid for _, pid in jobs]
+        return False
+
+    def result(self, key):
+        return None
+
+    def pending_note(self, after_s):
+        return None
+
+
+@pytest.mark.parametrize("whose", ["own under yama 1", "another user's"])
+def test_py_spy_is_not_pointed_at_a_job_it_may_not_attach_to(tmp_path, monkeypatch, whose):
+    from gputop_dl.collect import found as found_mod
+    from gputop_dl.collect.found import FoundJobs
+    from tests.fakes.procs import FakeProc
+
+    monkeypatch.setattr(found_mod, "SPY_AFTER_S", 0.0)
+    fp = FakeProc(str(tmp_path / "proc"))
+    fp.add(os.getpid(), 1, ["python", "train.py"], TORCH_MAPS)  # owned by this test's user
+    me = os.geteuid()
+    access = (Access(euid=me, sys_ptrace=False, scope=1) if whose.startswith("own")
+              else Access(euid=me + 4242, sys_ptrace=False, scope=None))
+    spy = Spy()
+    fj = FoundJobs(discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()), stall_sampler=spy,
+                   access=access)
+    for _ in range(2):
+        fj.refresh()
+        jobs, notes = fj.sample()
+    assert [j.pid for j in jobs] == [os.getpid()] and spy.asked == []
+    j = jobs[0]
+    assert {"data stall", "step time"} <= {w for w, _ in j.limited}
+    assert j.stall_note and j.step_time_note  # the short reason beside the "–"
+    if whose.startswith("own"):
+        assert sum(WAYS_OUT in n for n in notes) == 1  # one line, the three ways out
+        assert not any(n == box_line(1) for n in notes)
+    else:
+        assert box_line(1) in notes and not any(WAYS_OUT in n for n in notes)
+        assert "disk reads" in {w for w, _ in j.limited}
+        assert j.name == f"train.py @{j.user}"  # whose it is, wherever it is named
+    # the same job with rights to trace: asked for, nothing limited
+    spy2 = Spy()
+    fj2 = FoundJobs(discoverer=Discoverer(fp.root, own_pid=1, clock=Clock()), stall_sampler=spy2,
+                    access=Access(euid=me, sys_ptrace=True, scope=1))
+    for _ in range(2):
+        fj2.refresh()
+        jobs2, _ = fj2.sample()
+    assert spy2.asked and jobs2[0].limited == ()
+
+
+def test_the_verdict_names_another_users_job_by_its_user(users):
+    train = users.write("train.py", TRAIN)
+    theirs = users.popen("bob", [sys.executable, train, "--bob"])
+    _started(theirs, children=2)
+    out = users.run("alice", [GPUTOP, "--once", "--json"])
+    assert out.returncode == 0, out.stderr
+    snap = json.loads(out.stdout)
+    job = next(j for j in snap["jobs"] if j["pid"] == theirs.pid)
+    assert job["name"] == "train.py @gputopdl_bob" and job["user"] == "gputopdl_bob"
+    if snap["verdict"] and snap["verdict"].get("jobs"):  # judged: it is one of the jobs, by name
+        assert job["name"] in {j["name"] for j in snap["verdict"]["jobs"]}

@@ -21,7 +21,8 @@ Without root, another user's job shows CPU, threads, CPU wait, state, user, age 
 what needs its maps, `/proc/PID/io`, environment or ptrace (collect/privilege.py): its row says
 so (`limited`, and the stall and step notes), py-spy is never pointed at it, and one note
 counts such jobs for the box. A job of one's own that Yama's ptrace rule closes to py-spy gets
-one note with the three ways out.
+one note with the three ways out. Another user's job is named with its user ("train.py
+@bob"), so a verdict that names it as a competitor says whose it is.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class FoundJobs:
             res = self._measured.get(key) or (self.stall.result(key) if self.stall else None)
             ident = self._idents[key]
             name = shown[key]
+            if ident.user and self.access.other(self._limits[key][0]) and "@" not in name:
+                name += f" @{ident.user}"  # another user's: the verdict names whose it is
             kept = self._rows.get(key)
             if ts.quiet and kept is not None and kept[1] == res:  # (a new StallResult a call)
                 js = quiet_row(kept[0], ts, name, mem, sm, gpus, ident.elapsed_s(now))
