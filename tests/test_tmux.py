@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -220,11 +221,45 @@ def test_monitor_in_tmux_draws_the_host_first_then_finds_a_job(tmp_path):
         tmux.wait_for(r"stall_script\.py", timeout=90)
         text = tmux.wait_for(r"\bQuit\b", timeout=10)  # the key bar: the whole layout is drawn
         assert "reading NVML" not in text and "looking for training jobs" not in text
+        db = home / "sessions.db"
+        last = newest_sample(db, after=0.0, timeout=30)  # a tick has recorded the job
+        last = newest_sample(db, after=last, timeout=10)  # the next one: q follows it at once
+        t_q = time.time()
         tmux.keys("q")
         wait_file(status, 30)
+        quit_s = time.time() - t_q
         assert status.exists(), tmux.screen()
         assert status.read_text().strip() == "0"
         assert re.search(r"session \S+ \(\w+\): the training jobs this monitor saw", tmux.screen())
     finally:
         tmux.kill()
     assert wait_gone(script, 20) == []
+    # the UI went at once, the engine's last sample and the session's close were not lost
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = [t for (t,) in con.execute("SELECT t FROM job_samples")]
+        state, ended = con.execute("SELECT state, ended FROM sessions").fetchone()
+    finally:
+        con.close()
+    assert any(t_q - 1.0 <= t <= t_q for t in rows), (t_q, sorted(rows)[-3:])  # the last second
+    assert any(t > t_q for t in rows)  # the sample taken as it stopped, after q
+    assert state == "finished" and ended is not None and ended >= t_q
+    assert quit_s < 5.0  # the exit status file is polled every 0.2 s; benchmarks/quit_time.py times it
+
+
+def newest_sample(db, after: float, timeout: float) -> float:
+    """The newest job sample's time once one newer than `after` is committed (read-only)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if db.exists():
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+            try:
+                (t,) = con.execute("SELECT max(t) FROM job_samples").fetchone()
+            except sqlite3.OperationalError:  # not created yet, or locked this moment
+                t = None
+            finally:
+                con.close()
+            if t is not None and t > after:
+                return float(t)
+        time.sleep(0.05)
+    raise AssertionError(f"no job sample newer than {after} in {db} within {timeout} s")

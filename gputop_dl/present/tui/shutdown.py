@@ -2,7 +2,10 @@
 
 `Shutdown` is a mixin of `GputopApp` (app.py): `q` asks before stopping launched jobs;
 SIGTERM/SIGHUP/SIGINT stop them without asking, and a watchdog thread ends the process once the
-sources stopped if the UI cannot exit (after a hang-up its terminal is gone).
+sources stopped if the UI cannot exit (after a hang-up its terminal is gone). With no launched
+job running, `q` (and Ctrl-C, a key in the TUI) ends the UI at once: the sources finish their
+last sample and close their sessions while the terminal is restored, and whoever ran the app
+joins them before the process ends (runner/monitor.py).
 """
 
 from __future__ import annotations
@@ -39,15 +42,17 @@ class Shutdown(_Host):
                 pass  # no signal handlers on this loop (not the main thread): the default stays
 
     def action_quit_app(self) -> None:
-        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
-
         if self.stopping:
             self.notify("still stopping jobs…", timeout=2)
             return
         live = self.live_jobs()
-        if not live:
-            self.run_worker(self.stop_and_exit(), group="quit")
+        if not live:  # nothing of ours to stop: the UI goes at once, the sources end behind it
+            self.stopping = True
+            for src in self.sources:
+                src.request_stop("interrupted")
+            self.exit(0)
             return
+        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: ~50 ms to import
 
         def answer(yes: bool | None) -> None:
             if yes:
