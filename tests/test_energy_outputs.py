@@ -221,3 +221,38 @@ def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
         store.close()
     phases = doc["jobs"][0]["energy"]
     assert phases and phases[0]["phase"] == "co-run" and phases[0]["joules"] > 0
+
+
+def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
+    import time
+
+    from rich.console import Console
+
+    from gputop_dl.present.report.compare import compare_sessions, comparison_table
+    from gputop_dl.record.store import Store
+    from tests.schema_check import check
+
+    db = str(tmp_path / "s.db")
+    store = Store(db)
+    sids = []
+    for k, (watts, sps) in enumerate(((300.0, 300.0), (200.0, 400.0))):  # 1 J, then 0.5 J/sample
+        sid = store.create_session(f"run{k}", file=None, command="gputop-dl launch",
+                                   kind="launch", environment={"cpus": 2}, spec={"interval": 1.0})
+        store.upsert_job(sid, "a", launched=True, config={"name": "a"}, status="done")
+        for i in range(1, 4):
+            store.add_job_sample(sid, time.time() - 100 + i, JobSample(
+                "a", 10, True, pids=(10,), energy_j=watts * i, energy_w=watts,
+                samples_per_joule=sps / watts, energy_estimate=False), "co-run")
+        sids.append(sid)
+        time.sleep(0.01)
+    store.commit()
+    store.close()
+    doc = check(compare_sessions(sids[0], sids[1], store_path=db), "comparison")
+    job = doc["jobs"][0]
+    assert job["a"]["energy_per_sample_j"] == pytest.approx(1.0)
+    assert job["b"]["energy_per_sample_j"] == pytest.approx(0.5)
+    assert job["change"]["energy_per_sample_j"] == pytest.approx(0.5)
+    out = Console(width=200, record=True)
+    out.print(comparison_table(doc))
+    shown = out.export_text()
+    assert "J/sample" in shown and "×0.50" in shown

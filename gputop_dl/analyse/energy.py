@@ -25,7 +25,7 @@ from typing import Any, TypedDict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
 __all__ = ["CorunEnergy", "EnergyLedger", "JobEnergy", "PhaseEnergy", "WINDOW_S", "corun_energy",
-           "corun_energy_ratio", "job_keys", "once", "phase_energy", "split_shares", "with_energy"]
+           "corun_energy_ratio", "job_keys", "main_phase", "once", "phase_energy", "split_shares", "with_energy"]
 
 WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
@@ -254,3 +254,9 @@ def corun_energy(jobs: Sequence[Sequence[PhaseEnergy]]) -> CorunEnergy | None:
         return None
     ratio = corun_energy_ratio(sum(together), float(len(together)), alone)
     return None if ratio is None else CorunEnergy(ratio=ratio, jobs=len(together), estimate=est)
+
+
+def main_phase(phases: Sequence[PhaseEnergy]) -> PhaseEnergy | None:
+    """The phase a job's results are about: its co-run, else its last run (a monitor's)."""
+    by = {p["phase"]: p for p in phases}
+    return by.get("co-run") or (phases[-1] if phases else None)

@@ -193,8 +193,9 @@ class Headless:
 
 def _run_energy(phases: "tuple[PhaseEnergy, ...]") -> str:
     """A job's GPU joules in its co-run (or the one run it had); "–": none recorded."""
-    by = {p["phase"]: p for p in phases}
-    p = by.get("co-run") or (phases[-1] if phases else None)
+    from gputop_dl.analyse.energy import main_phase
+
+    p = main_phase(phases)
     return joules(p["joules"], p["estimate"]) if p else DASH
 
 

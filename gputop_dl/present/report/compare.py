@@ -4,8 +4,8 @@
     console.print(comparison_table(doc))
 
 Per job (matched by name): step time, samples/s, data wait, CPU wait, slowdown, median epoch
-time, CPU cores and the step phases where they were recorded, in A and in B, and the change (B / A for
-times and rates, B − A in points for shares); the two sessions' verdicts. A figure a session did
+time, CPU cores, GPU joules per sample and the step phases where they were recorded, in A and in
+B, and the change (B / A for times and rates, B − A in points for shares); the two sessions' verdicts. A figure a session did
 not record is null (shown "–"), never 0. Jobs of only one session are listed with the other side
 null; sessions with no job in common say so and are shown anyway. Contract: docs/compare.md.
 """
@@ -16,12 +16,13 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
+from gputop_dl.analyse.energy import main_phase
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.export import open_store, resolve_session
 from gputop_dl.record.store import Store
-from gputop_dl.text.fmt import DASH, num, pct, rate, secs
+from gputop_dl.text.fmt import DASH, joules, num, pct, rate, secs
 
 if TYPE_CHECKING:
     from rich.console import Group, RenderableType
@@ -33,7 +34,7 @@ FIGURES = (("step_time_s", "ratio"), ("samples_per_s", "ratio"), ("stall_fractio
            ("cpu_wait_fraction", "points"), ("io_read_bytes_per_s", "ratio"),
            ("io_wait_fraction", "points"), ("memory_wait_fraction", "points"),
            ("slowdown", "ratio"), ("median_epoch_s", "ratio"),
-           ("cpu_cores", "ratio"))
+           ("cpu_cores", "ratio"), ("energy_per_sample_j", "ratio"))
 
 
 def _waits(store: Store, sid: str, name: str) -> dict[str, Any]:
@@ -55,7 +56,16 @@ def _figures(r: JobResult, waits: dict[str, Any]) -> dict[str, Any]:
             "stall_fraction": r.stall_fraction, **waits,
             "slowdown": r.slowdown, "median_epoch_s": r.median_epoch_s, "cpu_cores": r.cpu_cores,
             "epochs": len(r.epochs), "steps": r.steps, "status": r.status,
-            "launched": r.launched, "phases": phases or None}
+            "launched": r.launched, "phases": phases or None, **_energy(r)}
+
+
+def _energy(r: JobResult) -> dict[str, Any]:
+    """The job's GPU joules per sample in its co-run (else its one run) and whether that is an
+    estimate (a shared GPU split by time share); null: not recorded (docs/energy.md)."""
+    p = main_phase(r.energy)
+    spj = p["samples_per_joule"] if p else None
+    return {"energy_per_sample_j": round(1.0 / spj, 6) if spj else None,
+            "energy_estimate": p["estimate"] if p else None}
 
 
 def _change(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
@@ -219,11 +229,12 @@ def comparison_table(doc: dict[str, Any]) -> Group:
               "cpu_wait_fraction": "CPU wait", "io_read_bytes_per_s": "disk read",
               "io_wait_fraction": "I/O wait", "memory_wait_fraction": "re-read wait",
               "slowdown": "slowdown", "median_epoch_s": "epoch",
-              "cpu_cores": "CPU cores"}
+              "cpu_cores": "CPU cores", "energy_per_sample_j": "J/sample"}
     fmts: dict[str, Callable[[float | None], str]] = {"step_time_s": secs, "samples_per_s": lambda v: num(v, ".1f"), "stall_fraction": pct,
             "cpu_wait_fraction": pct, "io_read_bytes_per_s": rate, "io_wait_fraction": pct,
             "memory_wait_fraction": pct, "slowdown": lambda v: num(v, ".2f", "×"),
-            "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f")}
+            "median_epoch_s": secs, "cpu_cores": lambda v: num(v, ".2f"),
+            "energy_per_sample_j": joules}
     shown = [k for k, _ in FIGURES
              if any((j["a"] or {}).get(k) is not None or (j["b"] or {}).get(k) is not None
                     for j in doc["jobs"])]
