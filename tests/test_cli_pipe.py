@@ -48,3 +48,27 @@ def test_a_broken_pipe_that_is_not_stdout_is_raised(monkeypatch, capsys):
     monkeypatch.setattr(runner, "run_schema", broken)
     with pytest.raises(BrokenPipeError):
         cli.main(["schema", "snapshot"])
+
+
+def test_a_headless_launch_into_head_1_is_141_with_its_jobs_stopped_and_session_kept(tmp_path):
+    """Rich's console ended a headless launch with exit 1 from inside a print; the reader
+    gone is 141 as for every other command, the jobs stopped, the session kept."""
+    import sqlite3
+
+    from tests.conftest import write
+
+    job = ('[[workload]]\nname = "{n}"\nmodel = "synthetic"\ninput_size = 8\nnum_classes = 10\n'
+           'batch_size = 4\nnum_workers = 0\nstep_device_ms = 20.0\nepochs = 1\n'
+           'steps_per_epoch = 400\nwarmup_steps = 1\n')
+    path = write(tmp_path, "w.toml", '[session]\nname = "p"\ninterval = 0.3\nbaseline = "none"\n'
+                 + job.format(n="a") + job.format(n="b"))
+    home = tmp_path / "home"
+    r = subprocess.run(["bash", "-c", f"'{sys.executable}' -m gputop_dl launch '{path}' --headless"
+                        " | head -1 >/dev/null; echo ${PIPESTATUS[0]}"], capture_output=True,
+                       text=True, env=dict(_env(), GPUTOP_DL_HOME=str(home)), timeout=120)
+    assert r.stdout.split()[-1] == str(cli.EXIT_PIPE), r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    db = sqlite3.connect(f"file:{home / 'sessions.db'}?mode=ro", uri=True)
+    [(state,)] = db.execute("SELECT state FROM sessions").fetchall()
+    statuses = {s for (s,) in db.execute("SELECT status FROM jobs")}
+    assert state in ("interrupted", "cut short") and "running" not in statuses, (state, statuses)

@@ -22,6 +22,7 @@ from gputop_dl.runner.engines import (check_store, diagnose_engine, launch_engin
                                       open_spec, queue_engine,
                                       stop_on_signals)
 from gputop_dl.runner.records import export_for_tui, run_export_tensorboard
+from gputop_dl.runner.alerts import attach_alerts
 from gputop_dl.runner.remote import start_metrics
 from gputop_dl.runner.terminal import require_foreground
 from gputop_dl.text.console import console
@@ -45,6 +46,8 @@ def print_summary(engine: Engine, out: Console | None = None) -> None:
     if not engine.session_id:
         return
     from gputop_dl.analyse.summary import summarize
+    from gputop_dl.analyse.energy import corun_energy
+    from gputop_dl.present.energy_text import corun_text
     from gputop_dl.present.headless import summary_table, verdict_lines
 
     out = out or console()
@@ -65,6 +68,9 @@ def print_summary(engine: Engine, out: Console | None = None) -> None:
         out.print("the figures below are what was recorded before recording stopped; the "
                   "statuses are the final ones", markup=False)
     out.print(summary_table(jobs[:SUMMARY_ROWS]))
+    said = corun_text(corun_energy([j.energy for j in jobs]))  # beside the verdict's STP
+    if said:
+        out.print(said, markup=False)
     if len(jobs) > SUMMARY_ROWS:
         out.print(f"... and {len(jobs) - SUMMARY_ROWS} more jobs: `gputop-dl export "
                   f"{engine.session_id} FILE` has them all", markup=False)
@@ -87,10 +93,14 @@ def exit_code(engine: Engine) -> int:
 
 def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None = None,
                headless: bool = False, metrics: str | None = None,
-               tensorboard: str | None = None) -> int:
+               tensorboard: str | None = None, stuck_after: float | None = None,
+               alert_command: list[str] | None = None, alert_webhook: str | None = None,
+               bell: bool = True) -> int:
     """`gputop-dl launch FILE`: the TUI on a terminal, else (or with `headless`) the console;
     with `metrics` (HOST:PORT) its snapshots are served on /metrics meanwhile; with
-    `tensorboard` (DIR) the recorded session is written there as TensorBoard runs at the end."""
+    `tensorboard` (DIR) the recorded session is written there as TensorBoard runs at the end.
+    `stuck_after`: the stuck threshold's floor (s); a job that becomes stuck or fails is told
+    to `alert_command` and `alert_webhook` (runner/alerts.py), and in the TUI with `bell`."""
     nvml = Nvml()
     spec = open_spec(path, nvml, only=only, baseline=baseline)
     check_store()
@@ -106,16 +116,20 @@ def run_launch(path: str, *, only: list[str] | None = None, baseline: str | None
     if not headless and sys.stdout.isatty():
         require_foreground("run it in the foreground, with `timeout --foreground`, or add "
                            "--headless")
-    engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]))
+    engine = launch_engine(spec, nvml, command="gputop-dl " + " ".join(sys.argv[1:]),
+                           stuck_after=stuck_after)
     if metrics:  # served until this process exits: the last snapshot stays scrapeable
         start_metrics(engine, metrics, "launch")
+    alerter = attach_alerts(engine, alert_command, alert_webhook)
     code = None
     if not headless and sys.stdout.isatty():
         app_class = tui_app()
         if app_class is not None:
-            code = run_launch_tui(engine, app_class)
+            code = run_launch_tui(engine, app_class, bell=bell)
     if code is None:
         code = run_headless(engine)
+    if alerter is not None:
+        alerter.close()
     if tensorboard and engine.session_id:
         tb = run_export_tensorboard(engine.session_id, tensorboard)
         code = code or tb
@@ -189,7 +203,12 @@ def run_headless(engine: Engine, after: Callable[[Engine, Console], None] | None
     for line in (header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail"))
                  if engine.spec is not None else []):
         view.console.print(line)
-    view.run(engine)
+    try:
+        view.run(engine)
+    except BrokenPipeError:  # the reader went away: stop the jobs, keep the session, exit 141
+        engine.request_stop("interrupted")
+        engine.join()
+        raise
     engine.join()
     print_summary(engine, view.console)
     if after is not None:
@@ -197,10 +216,10 @@ def run_headless(engine: Engine, after: Callable[[Engine, Console], None] | None
     return exit_code(engine)
 
 
-def run_launch_tui(engine: Engine, app_class: type[GputopApp]) -> int:
+def run_launch_tui(engine: Engine, app_class: type[GputopApp], bell: bool = True) -> int:
     """A launch in the TUI; the summary is printed once the screen is gone."""
     app = app_class(engine, mode="launch", spec=engine.spec, handle_signals=True,
-                    exporter=export_for_tui)
+                    exporter=export_for_tui, bell=bell)
     try:
         app.run()
     finally:
