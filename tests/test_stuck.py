@@ -135,6 +135,19 @@ def test_it_is_called_only_past_the_threshold_and_clears_on_progress():
     assert j.judge("k", 30.0) is None
 
 
+@pytest.mark.parametrize("quiet_s,stuck", [(5, False), (12, True)])
+def test_a_job_that_never_stepped_counts_from_when_it_went_quiet(quiet_s, stuck):
+    """Its start-up (importing, loading: busy) is not time without progress."""
+    j = StuckJudge(min_s=10.0)
+    for t in range(0, 21):
+        j.look("k", look(float(t), cpu=1.0))
+    for t in range(21, 21 + quiet_s + 1):
+        j.look("k", look(float(t)))
+        if j.dump_due("k", float(t)):
+            j.dumped("k", Dump(float(t), (stack(1, SLEEPING),)))
+    assert (j.judge("k", 21.0 + quiet_s) is not None) == stuck
+
+
 def test_dumps_are_due_from_half_the_threshold_and_sparser_once_stuck():
     j = StuckJudge(min_s=60.0)
     j.look("k", look(0.0, step=1))

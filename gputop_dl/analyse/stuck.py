@@ -205,6 +205,15 @@ class _Job:
     dumps: deque[Dump] = field(default_factory=lambda: deque(maxlen=KEPT_DUMPS))
     step_times: deque[float] = field(default_factory=lambda: deque(maxlen=20))
     stuck: Stuck | None = None
+    moved: bool = False  # it made progress since its first look
+    last_busy_t: float | None = None  # its last look that was not asleep
+
+    def since(self) -> float:
+        """When its time without progress began: its last progress, or for a job that never
+        made any, the end of its last busy look (its start-up, importing, loading is busy)."""
+        if self.moved or self.last_busy_t is None:
+            return self.last_progress_t
+        return max(self.last_progress_t, self.last_busy_t)
 
 
 class StuckJudge:
@@ -226,7 +235,9 @@ class StuckJudge:
             j = self._jobs[key] = _Job(lk.t, lk.t, lk.progress)
         moved = (lk.progress is not None and lk.progress != j.marker) or (lk.loader_writes or 0) > 0
         if moved:
-            j.marker, j.last_progress_t = lk.progress, lk.t
+            j.marker, j.last_progress_t, j.moved = lk.progress, lk.t, True
+        if not lk.idle():
+            j.last_busy_t = lk.t
         if lk.step_time_s:
             j.step_times.append(lk.step_time_s)
         j.looks.append(lk)
@@ -236,10 +247,12 @@ class StuckJudge:
         step = statistics.median(j.step_times) if j is not None and j.step_times else None
         return threshold(step, self.min_s, self.factor)
 
-    def idle_for(self, key: Hashable, now: float) -> float:
-        """Seconds since the job's last progress (its first look, if none was seen)."""
+    def progress_age(self, key: Hashable, now: float) -> float | None:
+        """Seconds since the job's last progress; None where nothing counts it."""
         j = self._jobs.get(key)
-        return 0.0 if j is None else now - j.last_progress_t
+        if j is None or not j.looks or j.looks[-1].progress_kind == "none":
+            return None
+        return round(now - j.since(), 1)
 
     def dump_every(self, key: Hashable) -> float:
         """Seconds between two dumps of a job that may be stuck."""
@@ -251,7 +264,7 @@ class StuckJudge:
         j = self._jobs.get(key)
         if j is None or not j.looks or not j.looks[-1].alive:
             return False
-        if now - j.last_progress_t < self.threshold_of(key) / 2:
+        if now - j.since() < self.threshold_of(key) / 2:
             return False
         every = self.dump_every(key) * (2 if j.stuck is not None else 1)
         return not j.dumps or now - j.dumps[-1].t >= every
@@ -275,10 +288,10 @@ class StuckJudge:
         if last is None or not last.alive:
             return None
         limit = self.threshold_of(key)
-        no_progress = now - j.last_progress_t
+        no_progress = now - j.since()
         if no_progress < limit:
             return None
-        dumps = [d for d in j.dumps if d.t > j.last_progress_t]
+        dumps = [d for d in j.dumps if d.t > j.since()]
         if len(dumps) < 2:
             return None
         a, b = dumps[-2], dumps[-1]

@@ -65,6 +65,7 @@ class StuckWatch:
                 self._start_dump(key, j, now)
             st = judge.judge(key, now, wall)
             was = self._stuck.get(key)
+            j = evolve(j, progress_age_s=judge.progress_age(key, now))
             if st is not None:
                 self._stuck[key] = st
                 j = evolve(j, status="stuck", stuck=st)

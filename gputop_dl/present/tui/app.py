@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
 
+from gputop_dl.present.alert_events import AlertEvents
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
@@ -66,6 +67,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         Binding("z", "zoom", "Zoom"),
         *ROW_BINDINGS,
         Binding("a", "epochs_all", "All epochs"),
+        Binding("b", "toggle_bell", "Bell", show=False),
     ]
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
@@ -73,13 +75,17 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
                  launcher: Launcher | None = None, workloads_dir: str = "workloads",
                  export_dir: str | None = None, handle_signals: bool = False,
                  exporter: Callable[..., str] | None = None,
-                 diagnoser: Callable[..., dict[str, Any]] | None = None, readonly: bool = False):
+                 diagnoser: Callable[..., dict[str, Any]] | None = None, readonly: bool = False,
+                 bell: bool = True):
         """`launcher`: loads workload files and starts sources for the `l` screen (None: no
         launcher); `exporter(session_id, path, store_path=...)`: writes a report for `e`;
         `diagnoser()`: runs `gputop-dl diagnose` on the found jobs and returns its result (the
         JSON contract's dict) for `d` (with `probe`, `progress(message)` and `seconds` where it
-        takes them); `readonly`: no stop, no launch, and `d` observes only (no probe)."""
+        takes them); `readonly`: no stop, no launch, and `d` observes only (no probe); `bell`:
+        ring the terminal's bell with the notice of a job that became stuck or failed (key b)."""
         super().__init__(clock)
+        self.bell_on = bell
+        self.alert_events: dict[int, AlertEvents] = {}  # per source: what was told already
         self.sources: list[Source] = [source]
         self.specs: dict[int, SessionSpec | None] = {0: spec if spec is not None else source_attr(source, "spec")}
         self.mode = mode
@@ -170,9 +176,17 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
             self.first_time.setdefault(i, s.time)
             for j in s.jobs:
                 self.trends.push(job_key(i, j), j)
+            for ev in self.alert_events.setdefault(i, AlertEvents()).update(s):
+                self.notify(ev["line"], severity="error", timeout=30)
+                if self.bell_on:
+                    self.bell()
         self.latest.update(snaps)
         self.trends.keep_only({job_key(i, j) for i, s in self.latest.items() for j in s.jobs})
         self.render_snapshots(set(snaps))
+
+    def action_toggle_bell(self) -> None:
+        self.bell_on = not self.bell_on
+        self.notify("bell on for stuck and failed jobs" if self.bell_on else "bell off", timeout=2)
 
     # --- rendering -----------------------------------------------------------------------------
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
+from gputop_dl.present.stuck_text import stuck_lines
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.safe import clean
@@ -79,6 +80,12 @@ class VerdictBanner(Panel):
         if snap is None:
             self._tone("-neutral")
             return Content.styled("waiting for the first sample…", "$text-muted")
+        stuck = stuck_lines(snap.jobs)
+        if stuck:  # a stuck job first: nothing else about the box matters as much
+            self._tone("-bad")
+            more = "; ".join(clean(s) for s in stuck[1:]) or "enter on its row: where, evidence, fix"
+            return Content.assemble(("STUCK  ", "bold $text-error"), (clean(stuck[0]), "bold"),
+                                    ("\n" + more, "$text-muted"))
         v = snap.verdict
         if v:
             kind = v.get("kind")

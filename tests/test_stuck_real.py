@@ -1,0 +1,155 @@
+"""Stuck, not slow, with real jobs: a hung loader is called stuck and named; a busy pause and a
+slow loop are not; the alerts reach a loopback webhook and a command once."""
+
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from gputop_dl.collect import pyspy
+from gputop_dl.collect.nvml import Nvml
+from gputop_dl.record.store import Store
+from gputop_dl.runner.alerts import Alerter
+from gputop_dl.runner.engines import launch_engine, open_spec
+from tests.conftest import write
+
+pytestmark = [pytest.mark.heavy,
+              pytest.mark.skipif(pyspy.pyspy_path() is None, reason="py-spy is not installed")]
+
+JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stuck_jobs.py")
+STUCK_AFTER = 3.0  # seconds: the threshold's floor in these tests (60 by default)
+
+
+def job_file(tmp_path, *args):
+    argv = [sys.executable, JOBS, *map(str, args)]
+    return write(tmp_path, "w.toml", '[session]\nname = "stuck"\ninterval = 0.5\n'
+                 'baseline = "none"\n[[workload]]\nname = "job"\nwarmup_steps = 1\n'
+                 f'command = {json.dumps(argv)}\n')
+
+
+class Watch:
+    """A launch engine over one job, its snapshots kept; stopped (and its job) on exit."""
+
+    def __init__(self, tmp_path, *args, alerter=None):
+        nvml = Nvml()
+        self.engine = launch_engine(open_spec(job_file(tmp_path, *args), nvml), nvml,
+                                    stuck_after=STUCK_AFTER)
+        self.rows, self.t0 = [], None
+        self.engine.subscribe(self._take)
+        if alerter is not None:
+            self.engine.subscribe(alerter)
+
+    def _take(self, snap):
+        for j in snap.jobs:
+            if j.launched:
+                self.rows.append((time.monotonic(), j))
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self.engine.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.engine.request_stop()
+        assert self.engine.join(30)
+
+    def until(self, pred, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = self.engine.running  # before the look: its last snapshot is then in
+            if self.rows and pred(self.rows[-1][1]):
+                return self.rows[-1]
+            if not running:
+                return None
+            time.sleep(0.1)
+        return None
+
+
+def denied(w):
+    return w.engine.stuck.denied is not None
+
+
+def test_a_loader_whose_worker_sleeps_is_stuck_and_named(tmp_path):
+    with Watch(tmp_path, "loader-hang", 20) as w:
+        got = w.until(lambda j: j.status == "stuck", 60)
+        if got is None and denied(w):
+            pytest.skip(f"py-spy may not read the job here: {w.engine.stuck.denied}")
+        assert got is not None, [(round(t - w.t0, 1), j.status, j.step) for t, j in w.rows[-5:]]
+        t, j = got
+        st = j.stuck
+        assert st.where == "dataloader" and st.frame.startswith("stuck_jobs.py:")
+        assert st.worker_pid in j.pids and "__getitem__" in st.worker_frame
+        assert st.threshold_s >= STUCK_AFTER and st.for_s >= st.threshold_s
+        assert st.dumps >= 2 and st.progress == "steps"
+        # called within threshold + 10 s of its last step
+        first_at_step = min(t for t, r in w.rows if r.step == j.step)
+        assert t - first_at_step <= st.threshold_s + 10, t - first_at_step
+        sid = w.engine.session_id
+    store = Store(readonly=True)
+    try:
+        evs = store.events(sid, job="job", ev="stuck")
+    finally:
+        store.close()
+    assert len(evs) == 1 and evs[0]["where"] == "dataloader" and evs[0]["since"] > 0
+
+
+def test_a_busy_checkpoint_without_steps_is_not_stuck(tmp_path):
+    with Watch(tmp_path, "checkpoint", 40, 9) as w:
+        ended = w.until(lambda j: j.status in ("done", "failed"), 60)
+        assert ended is not None and ended[1].status == "done"
+        assert not any(j.status == "stuck" for _, j in w.rows)
+        # it did stand without a step for longer than the threshold
+        ages = [j.progress_age_s for _, j in w.rows if j.progress_age_s is not None]
+        assert ages and max(ages) > 2 * STUCK_AFTER
+
+
+def test_a_slow_loop_is_not_stuck(tmp_path):
+    """Steps asleep (no CPU, the same stack) of 1.5 s, every 4th of 4.5 s: past the 3 s floor,
+    but not past 10 times its step time."""
+    with Watch(tmp_path, "slow", 8, 4.5) as w:
+        ended = w.until(lambda j: j.status in ("done", "failed"), 60)
+        assert ended is not None and ended[1].status == "done"
+        assert not any(j.status == "stuck" for _, j in w.rows)
+
+
+class Hook(BaseHTTPRequestHandler):
+    got: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        n = int(self.headers.get("Content-Length", 0))
+        Hook.got.append(json.loads(self.rfile.read(n)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_lock_deadlock_is_told_once_to_a_webhook_and_a_command(tmp_path):
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "alerts.jsonl"
+    cmd = [sys.executable, "-c", "import os, sys; open(sys.argv[1], 'a').write("
+           "sys.stdin.read().strip() + ' ' + os.environ['GPUTOP_DL_EVENT'] + '\\n')", str(out)]
+    Hook.got = []
+    alerter = Alerter(cmd, f"http://127.0.0.1:{server.server_port}/hook")
+    try:
+        with Watch(tmp_path, "lock", 10, alerter=alerter) as w:
+            got = w.until(lambda j: j.status == "stuck", 60)
+            if got is None and denied(w):
+                pytest.skip(f"py-spy may not read the job here: {w.engine.stuck.denied}")
+            assert got is not None and got[1].stuck.where == "lock"
+            n = len(w.rows)
+            w.until(lambda j: len(w.rows) > n + 6, 10)  # more ticks, still stuck: no new event
+        alerter.close(20)
+    finally:
+        server.shutdown()
+    assert len(Hook.got) == 1 and Hook.got[0]["event"] == "stuck"
+    assert Hook.got[0]["stuck"]["where"] == "lock" and "stuck" in Hook.got[0]["text"]
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" stuck")
+    assert json.loads(lines[0].rsplit(" ", 1)[0])["job"] == "job"
