@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gputop_dl.present.energy_text import energy_line
@@ -256,3 +258,23 @@ def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
     out.print(comparison_table(doc))
     shown = out.export_text()
     assert "J/sample" in shown and "×0.50" in shown
+
+
+def test_tensorboard_has_the_energy_scalars(tmp_path):
+    acc_mod = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
+                                  reason="the tensorboard package (test extra) reads the files back")
+    from gputop_dl.present.report.tensorboard import export_tensorboard
+
+    store, sid = _launch_store(tmp_path)
+    try:
+        written = dict((os.path.basename(d), d) for d, *_ in
+                       export_tensorboard(store, sid, str(tmp_path / "tb")))
+    finally:
+        store.close()
+    acc = acc_mod.EventAccumulator(written["a"], size_guidance={"scalars": 0})  # its co-run
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("job/energy_j")] == pytest.approx([250.0, 500.0, 750.0])
+    assert all(e.value == pytest.approx(1.0) for e in acc.Scalars("job/samples_per_joule"))
+    solo = acc_mod.EventAccumulator(written["a.solo"], size_guidance={"scalars": 0})
+    solo.Reload()
+    assert all(e.value == pytest.approx(300.0) for e in solo.Scalars("job/power_w"))

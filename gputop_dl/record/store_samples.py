@@ -165,6 +165,19 @@ class SampleReads(StoreKeys):
                             "COUNT(mem_refault) FROM job_samples WHERE jk=?", (jk,)).fetchone()
         return None if r is None or not r[3] else tuple(r)
 
+    def job_energy_ticks(self, sid: str, job: str) -> list[tuple[float, float | None, float | None,
+                                                                  float | None, float | None]]:
+        """(t, energy, energy_w, energy_step, samples_per_j) of a job's samples with a figure,
+        in time order; [] without the columns."""
+        if not self.has_column("job_samples", "energy"):
+            return []
+        jk = self._jk(sid, job)
+        if jk is None:
+            return []
+        return self.db.execute("SELECT t, energy, energy_w, energy_step, samples_per_j FROM"
+                               " job_samples WHERE jk=? AND energy IS NOT NULL ORDER BY t",
+                               (jk,)).fetchall()
+
     def job_energy(self, sid: str, job: str) -> list[EnergyRow]:
         """A job's energy per phase (baseline, co-run, monitor: a run each): the joules its run
         reached, its mean power, joules per step and per epoch, samples per joule, whether a

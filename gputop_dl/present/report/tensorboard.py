@@ -252,18 +252,22 @@ CPU_WAIT_TAGS = ("job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers",
 
 DISK_TAGS = ("job/io_read_bytes_per_s", "job/io_wait", "job/major_faults_per_s")
 MEMORY_TAGS = ("job/refault_bytes_per_s", "job/memory_wait")
+# GPU energy (docs/energy.md): joules since the run began, power, J/step, samples per joule
+ENERGY_TAGS = ("job/energy_j", "job/power_w", "job/energy_per_step_j", "job/samples_per_joule")
 
 
 def _write_cpu_wait(run: _Run, store: Store, sid: str, name: str,
                     samples: Sequence[tuple[Any, ...]],
                     step_times: list[float]) -> None:
     """`job/cpu_wait` (all threads), `_trainer`, `_workers` and `job/cpu_throttled`, 0..1, and
-    the disk and memory scalars (DISK_TAGS, MEMORY_TAGS), at the same global steps as the tick's other scalars."""
+    the disk, memory and energy scalars (DISK_TAGS, MEMORY_TAGS, ENERGY_TAGS), at the same global steps as the tick's other scalars."""
     _write_per_tick(run, CPU_WAIT_TAGS, {r[0]: r[1:] for r in store.job_cpu_wait(sid, name)},
                     samples, step_times)
     _write_per_tick(run, DISK_TAGS, {r[0]: r[1:] for r in store.job_disk(sid, name)},
                     samples, step_times)
     _write_per_tick(run, MEMORY_TAGS, {r[0]: r[1:] for r in store.job_memory(sid, name)},
+                    samples, step_times)
+    _write_per_tick(run, ENERGY_TAGS, {r[0]: r[1:] for r in store.job_energy_ticks(sid, name)},
                     samples, step_times)
 
 
