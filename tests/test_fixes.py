@@ -131,3 +131,19 @@ def test_launch_gpu_contended_watch_loaders_only_for_jobs_whose_data_wait_rose()
     v = judge([replace(pair[0], stall=0.5), pair[1]], calm)  # a's data-wait rose: a suspect
     assert v.kind == "gpu-contended"
     assert kinds(v) == {"gpu-placement": ("a", "b"), "watch-loaders": ("a",)}
+
+
+def test_io_bound_worker_fix_only_for_readers_with_loader_workers():
+    from tests.test_diskio import MB, PRESSED, reader_job
+
+    def pair(workers_b: bool):
+        wb = dict(cpu_wait_workers=0.1, cpu_cores_workers=0.01) if workers_b else {}
+        return [reader_job("a", 1, 2.1 * MB, stall_fraction=0.97),
+                reader_job("b", 3, 2.0 * MB, stall_fraction=0.97, **wb)]
+
+    v = live(pair(False), host=PRESSED)
+    assert v.kind == "io-bound"
+    assert "num-workers" not in kinds(v)  # readers without workers (disk_reader.py --workers 0)
+    assert kinds(v)["stagger-reads"] == ("a", "b")
+    v = live(pair(True), host=PRESSED)
+    assert v.kind == "io-bound" and kinds(v)["num-workers"] == ("b",)

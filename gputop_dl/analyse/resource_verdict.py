@@ -12,7 +12,7 @@ from typing import Sequence
 
 from gputop_dl.analyse.job_estimate import Estimate
 from gputop_dl.analyse.memory_share import HOST, memory_lines, pressure_text
-from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import HostSample, JobSample
 from gputop_dl.text.fmt import num
 
@@ -38,14 +38,21 @@ def io_bound(io_slowed: Sequence[Estimate], others: Sequence[Estimate],
         f"{e.last.io_device or 'an unnamed device'}, waits on I/O {e.io_wait or 0:.0%} of the "
         f"time, alone {e.mem or e.io or 1:.2f}× faster" for e in io_slowed))
     reason = io_reason(io_slowed, host) + _also(others, host)
-    recs = ("copy the dataset to a faster local disk or into memory (it then reads from the "
-            "page cache), or read it through a cache every job shares",
-            "pre-decoded, larger shards read in order instead of many small random reads",
-            "run the jobs that read from this device one at a time, or stagger their epochs; "
-            "fewer loader workers reading at once")
-    return Verdict(kind="io-bound", confidence=conf, evidence=evidence,
-                   evidence_lines=tuple(lines), jobs=rows, recommendations=recs,
-                   reason=reason + " (estimated live, nothing paused)")
+    names = tuple(e.name for e in io_slowed)
+    fixes = [Fix("dataset-location", names, "copy the dataset to a faster local disk or into "
+                 "memory (it then reads from the page cache), or read it through a cache every "
+                 "job shares"),
+             Fix("shards", names, "pre-decoded, larger shards read in order instead of many "
+                 "small random reads"),
+             Fix("stagger-reads", names, "run the jobs that read from this device one at a "
+                 "time, or stagger their epochs")]
+    loaders = tuple(e.name for e in io_slowed if e.last.workers)  # none: no workers to cut
+    if loaders:
+        fixes.append(Fix("num-workers", loaders, f"{', '.join(loaders)}: fewer loader workers "
+                         "reading at once"))
+    return Verdict.fixed(fixes, kind="io-bound", confidence=conf, evidence=evidence,
+                         evidence_lines=tuple(lines), jobs=rows,
+                         reason=reason + " (estimated live, nothing paused)")
 
 
 def _also(others: Sequence[Estimate], host: HostSample | None) -> str:
@@ -85,16 +92,19 @@ def memory_bound(mem_slowed: Sequence[Estimate], others: Sequence[Estimate],
         f"{e.name} reads {(e.last.io_read_bps or 0) / 1e6:.1f} MB/s from storage, "
         f"{e.mem_q or 0:.0%} of it re-reads of evicted pages, waits on I/O "
         f"{e.io_wait or 0:.0%} of the time, alone {e.mem or 1:.2f}× faster" for e in mem_slowed))
-    recs = ("run fewer of these jobs at once, or one after another: each one's data alone "
-            "may fit in the page cache",
-            "smaller or pre-decoded (compressed) shards, so the jobs' data fits in memory together",
-            "more memory for them (the host, or the memory.max of their cgroup)",
-            "a memory.high per job (e.g. systemd-run -p MemoryHigh=...) so one job's page cache "
-            "does not evict the other's")
-    return Verdict(kind="memory-bound", confidence=conf, evidence=evidence,
-                   evidence_lines=tuple(lines), jobs=rows, recommendations=recs,
-                   reason=memory_reason(mem_slowed, host) + _also(others, host)
-                   + " (estimated live, nothing paused)")
+    names = tuple(e.name for e in mem_slowed)
+    fixes = (Fix("queue", names, "run fewer of these jobs at once, or one after another: each "
+                 "one's data alone may fit in the page cache"),
+             Fix("shards", names, "smaller or pre-decoded (compressed) shards, so the jobs' data "
+                 "fits in memory together"),
+             Fix("memory", names, "more memory for them (the host, or the memory.max of their "
+                 "cgroup)"),
+             Fix("memory-high", names, "a memory.high per job (e.g. systemd-run -p "
+                 "MemoryHigh=...) so one job's page cache does not evict the other's"))
+    return Verdict.fixed(fixes, kind="memory-bound", confidence=conf, evidence=evidence,
+                         evidence_lines=tuple(lines), jobs=rows,
+                         reason=memory_reason(mem_slowed, host) + _also(others, host)
+                         + " (estimated live, nothing paused)")
 
 
 def memory_evidence(est: Sequence[Estimate], host: HostSample | None) -> Evidence:

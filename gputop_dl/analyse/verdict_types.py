@@ -80,7 +80,8 @@ class JobVerdict:
 
 
 FixKind = Literal["spinning-pools", "cores", "queue", "loader", "augmentation", "num-workers",
-                  "use-gpus", "gpu-placement", "watch-loaders"]
+                  "use-gpus", "gpu-placement", "watch-loaders", "dataset-location", "shards",
+                  "stagger-reads", "memory", "memory-high"]
 FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
 
 
