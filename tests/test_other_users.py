@@ -177,6 +177,8 @@ def test_what_each_privilege_may_trace(tmp_path):
     # root (or CAP_SYS_PTRACE): everything, unless ptrace is off altogether
     status.write_text("CapEff:\t0000000000080000\n")  # bit 19: CAP_SYS_PTRACE
     assert Access.read(str(yama), str(status)).sys_ptrace
+    status.write_text("CapEff:\t00000000a80425fb\n")  # Docker's default set: no SYS_PTRACE
+    assert not Access.read(str(yama), str(status)).sys_ptrace
     root = Access(euid=0, sys_ptrace=True, scope=1)
     assert root.refusal(1000) is None and root.limits(1000) == ()
     assert Access(euid=0, sys_ptrace=True, scope=3).refusal(1000) is not None

@@ -38,7 +38,9 @@ def ptrace_scope(path: str = YAMA_PATH) -> int | None:
         return None
 
 
-def _cap_sys_ptrace(status_path: str) -> bool:
+def _cap_sys_ptrace(status_path: str) -> bool | None:
+    """Whether CAP_SYS_PTRACE is in this process's effective set (None: not readable). Root
+    in a container started without it (Docker's default) lacks it."""
     try:
         with open(status_path, "rb") as f:
             for line in f:
@@ -46,7 +48,7 @@ def _cap_sys_ptrace(status_path: str) -> bool:
                     return bool(int(line.split()[1], 16) >> CAP_SYS_PTRACE & 1)
     except (OSError, ValueError, IndexError):
         pass
-    return False
+    return None
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,14 @@ class Access:
     """This process's rights to trace and read other processes."""
 
     euid: int
-    sys_ptrace: bool  # root, or CAP_SYS_PTRACE in the effective set
+    sys_ptrace: bool  # CAP_SYS_PTRACE in the effective set (root's, unless a container drops it)
     scope: int | None  # kernel.yama.ptrace_scope; None: no Yama
 
     @classmethod
     def read(cls, yama_path: str = YAMA_PATH, status_path: str = "/proc/self/status") -> Access:
         euid = os.geteuid()
-        return cls(euid=euid, sys_ptrace=euid == 0 or _cap_sys_ptrace(status_path),
+        cap = _cap_sys_ptrace(status_path)
+        return cls(euid=euid, sys_ptrace=euid == 0 if cap is None else cap,
                    scope=ptrace_scope(yama_path))
 
     def other(self, uid: int | None) -> bool:
