@@ -234,6 +234,28 @@ def test_a_runaway_job_fails_alone_on_its_memory_cap(tmp_path):
     assert jobs["good"]["status"] == "done"
 
 
+@pytest.mark.heavy
+def test_the_memory_cap_holds_between_ticks_at_a_long_interval(tmp_path):
+    """At `interval = 5` a job once reached 2.7x its cap before the next tick read it: the cap
+    is checked every 0.25 s between ticks, so the job is stopped near it."""
+    import re
+
+    hog = ("import time\\nx = []\\nfor _ in range(100):\\n    x.append(bytearray(20 << 20))\\n"
+           "    time.sleep(0.05)\\ntime.sleep(60)")
+    path = write(tmp_path, "w.toml", '[session]\nname = "t"\ninterval = 5\nbaseline = "none"\n'
+                 f'[[workload]]\nname = "hog"\nmemory_limit = "200MiB"\n'
+                 f'command = ["{sys.executable}", "-c", "{hog}"]\n')
+    r = subprocess.run([sys.executable, "-m", "gputop_dl", "launch", path, "--headless"],
+                       capture_output=True, text=True, timeout=120)
+    store = Store(readonly=True)
+    [hog_job] = store.jobs(store.session().id)
+    store.close()
+    used = re.search(r"used ([0-9.]+) ([MG])iB", hog_job["failure"] or "")
+    assert hog_job["status"] == "failed" and used, (hog_job, r.stdout)
+    mib = float(used.group(1)) * (1024 if used.group(2) == "G" else 1)
+    assert mib <= 1.6 * 200, hog_job["failure"]
+
+
 # --- smaller ones -------------------------------------------------------------------------------
 
 def test_the_exporter_answers_metrics_and_root_and_404_elsewhere():

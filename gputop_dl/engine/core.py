@@ -23,6 +23,7 @@ from gputop_dl.collect.diskio import look_times
 from gputop_dl.collect.environment import environment
 from gputop_dl.analyse.energy import EnergyLedger, job_keys, with_energy
 from gputop_dl.collect.machine import MachineSample, MachineSampler
+from gputop_dl.collect.procs import tree_rss
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.recorder import Recorder
@@ -40,6 +41,8 @@ from gputop_dl.workload import SessionSpec, Workload
 # tick over the 5-tick window left the memory estimate of a pair that waited 45 % of the time
 # between 1.2x and 2.0x (benchmarks/verdict_memory.py); each look reads one stat file per process
 PEEKS = 10
+
+CAP_CHECK_S = 0.25  # how often a capped job's RSS is read between ticks
 
 class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
@@ -169,7 +172,28 @@ class Engine:
                 if self._stop.wait(max(0.0, at - time.monotonic())):
                     return
                 self._peek()
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            if self._wait_watching_caps(next_t):
+                return
+
+    def _wait_watching_caps(self, until: float) -> bool:
+        """Sleep until `until` (monotonic); True on a stop request. Meanwhile every job with a
+        memory cap has its processes' RSS read every CAP_CHECK_S, so a job that grows fast is
+        stopped near its cap, not up to a whole interval later (at `interval = 5` one reached
+        2.7x its cap between two ticks). Its processes are those of its last tree sample: a
+        process forked since counts from the next tick."""
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return self._stop.is_set()
+            capped = [r for r in self.runs.values()
+                      if r.alive and r.mem_cap is not None and not r.capped]
+            if self._stop.wait(min(left, CAP_CHECK_S) if capped else left):
+                return True
+            for run in capped:
+                pids = run.tree_sample.pids if run.tree_sample is not None else (run.proc.pid,)
+                rss = tree_rss(p for p in pids if p is not None)
+                if run.mem_cap is not None and rss > run.mem_cap:
+                    self._stop_over_cap(run, rss)
 
     def _reading(self) -> bool:
         found = getattr(self.sampler, "found", None)
@@ -214,13 +238,9 @@ class Engine:
                 self.say(why)
             stop_jobs([run.proc], self.grace_s)
 
-    def _stop_over_cap(self, run: JobRun) -> None:
-        """A job whose processes crossed its memory cap is killed at once, alone, and fails
-        with "memory cap" as its cause (before the kernel's OOM killer picks a victim)."""
-        ts = run.tree_sample
-        if ts is None:  # not over it, then (over_memory_cap read this sample)
-            return
-        rss = ts.rss
+    def _stop_over_cap(self, run: JobRun, rss: int) -> None:
+        """A job whose processes crossed its memory cap (`rss` bytes) is killed at once, alone,
+        and fails with "memory cap" as its cause (before the kernel's OOM killer picks one)."""
         run.capped = run.stopped_by_us = True
         run.failure = (f"memory cap: its processes used {size(rss)} RSS, over its memory_limit "
                        f"of {size(run.mem_cap)}; stopped")
@@ -311,8 +331,8 @@ class Engine:
         for name, run in list(self.runs.items()):
             was_alive = run.alive
             rec.events(name, run.phase, run.poll(now, m.cmap))
-            if run.over_memory_cap():
-                self._stop_over_cap(run)
+            if run.over_memory_cap() and run.tree_sample is not None:
+                self._stop_over_cap(run, run.tree_sample.rss)
             if was_alive and not run.alive:
                 if run.proc.pid is not None:
                     discover.unclaim(run.proc.pid)
