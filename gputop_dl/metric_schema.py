@@ -132,6 +132,8 @@ JOB_ENERGY_PER_EPOCH = "job_energy_per_epoch_joules"
 JOB_SAMPLES_PER_JOULE = "job_samples_per_joule"
 JOB_ENERGY_ESTIMATE = "job_energy_estimate"
 SCOPE = "scope"
+HOST_CPU_ENERGY = "host_cpu_energy_joules"  # a counter: RAPL's CPU packages, not split per job
+HOST_CPU_POWER = "host_cpu_power_watts"
 
 # a stuck job (docs/stuck.md): 1 stuck, 0 watched and not; where it hangs (info, while stuck:
 # WHERE and FRAME); seconds since its last progress (steps, loop counter, loader batches)

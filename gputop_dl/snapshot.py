@@ -125,6 +125,11 @@ class HostSample:
     # the busiest processes over the tick, most cores first (collect/busiest.py): read only
     # while a job waits for a CPU or the host is nearly all busy; None when not read
     busiest: tuple[ProcLoad, ...] | None = None
+    # the CPU packages' energy from RAPL (collect/rapl.py, docs/energy.md): joules since the
+    # first read, watts over the interval; host energy, not split per job; why unknown
+    cpu_energy_j: float | None = None
+    cpu_power_w: float | None = None
+    cpu_energy_note: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
+from gputop_dl.collect.rapl import POWERCAP, RaplReader
 from gputop_dl.snapshot import HostSample
 
 PSI_CPU = "/proc/pressure/cpu"
@@ -145,7 +146,8 @@ def allowed_cpus() -> int:
 class HostSampler:
     """Call `sample()` once per tick; CPU figures are averages since the previous call."""
 
-    def __init__(self) -> None:
+    def __init__(self, rapl_root: str = POWERCAP) -> None:
+        """`rapl_root`: the powercap directory (tests give a fake one)."""
         self._files = ProcFiles()  # kept open: one system call a read
         self._running: int | None = None  # procs_running of the latest /proc/stat read
         self.cpus = allowed_cpus()
@@ -165,6 +167,8 @@ class HostSampler:
         self._psi = read_psi_some10(read=self._files.read) is not None  # no PSI: the same
         self._refaults = self._read_refaults()  # (monotonic time, pages) of the last reading
         self._t = time.monotonic()
+        self._rapl = RaplReader(rapl_root)
+        self._rapl.read(self._t)  # the start of the first tick's energy
 
     def _cpu_times(self) -> list[list[float]]:
         data = self._files.read("/proc/stat", 1 << 16)
@@ -227,6 +231,7 @@ class HostSampler:
         except OSError:
             l1 = l5 = l15 = None
         used, total = self._memory()
+        rapl = self._rapl.read(now)
         mem_psi = None
         if self._psi:
             try:
@@ -245,4 +250,5 @@ class HostSampler:
             memory_pressure_full10=(read_psi_some10(PSI_MEMORY, read=mem_psi, kind=b"full")
                                     if mem_psi else None),
             memory_refault_bytes_per_s=None if (r := self._refault_rate()) is None else round(r),
-            cgroup_throttled_frac=throttled, mem_used=used, mem_total=total)
+            cgroup_throttled_frac=throttled, mem_used=used, mem_total=total,
+            cpu_energy_j=rapl.joules, cpu_power_w=rapl.power_w, cpu_energy_note=rapl.note)

@@ -24,7 +24,9 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
                       + (f", memory pressure {pct(h.memory_pressure_some10)}"
                          if h.memory_pressure_some10 is not None else "")
                       + (f", page-cache refaults {rate(h.memory_refault_bytes_per_s)}"
-                         if h.memory_refault_bytes_per_s else ""))
+                         if h.memory_refault_bytes_per_s else "")
+                      + (f", CPU packages {num(h.cpu_power_w, '.0f', ' W')} (RAPL)"
+                         if h.cpu_power_w is not None else ""))
     if not snap.gpus:
         console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:

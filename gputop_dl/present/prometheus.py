@@ -85,6 +85,8 @@ _HOST_GAUGES = (
     (m.HOST_LOAD15, "Load average over 15 minutes", "load15"),
     (m.HOST_MEMORY_USED, "Host memory in use", "mem_used"),
     (m.HOST_MEMORY_TOTAL, "Host memory in total", "mem_total"),
+    (m.HOST_CPU_POWER, "The CPU packages' power over the last interval (RAPL; root only on "
+     "Linux 5.10 and later)", "cpu_power_w"),
 )
 
 # (metric suffix, help, JobSample attribute)
@@ -328,6 +330,12 @@ class SnapshotCollector(Collector):
         for i, v in enumerate(host.per_cpu):
             cores.add_metric([self.hostname, str(i)], float(v))
         yield cores
+        energy = CounterMetricFamily(m.full(m.HOST_CPU_ENERGY), "The CPU packages' energy "
+                                     "since the exporter first read it (RAPL), host energy not "
+                                     "split per job", labels=[m.HOSTNAME])
+        if host.cpu_energy_j is not None:
+            energy.add_metric([self.hostname], host.cpu_energy_j)
+        yield energy
 
     def _jobs(self, jobs: list[JobSample]) -> Iterator[Metric]:
         keys = [[self.hostname, j.name, _text(j.pid)] for j in jobs]
