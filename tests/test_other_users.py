@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -378,3 +379,40 @@ def test_the_verdict_names_another_users_job_by_its_user(users):
     assert job["user"] == "gputopdl_bob"
     if snap["verdict"] and snap["verdict"].get("jobs"):  # judged: it is one of the jobs, by name
         assert job["name"] in {j["name"] for j in snap["verdict"]["jobs"]}
+
+
+def test_diagnose_with_its_probe_pauses_no_process_of_another_user(users):
+    train = users.write("train.py", TRAIN)
+    trainers = [users.popen("alice", [sys.executable, train, "--run", str(i)]) for i in (1, 2)]
+    for p in trainers:
+        _started(p, children=2)
+    trees = [psutil.Process(p.pid) for p in trainers]
+    trees += [c for t in list(trees) for c in t.children()]
+    stopped = []
+    done = threading.Event()
+
+    def watch():  # every process of alice's jobs, all along: never stopped
+        while not done.is_set():
+            for t in trees:
+                try:
+                    if t.status() == psutil.STATUS_STOPPED:
+                        stopped.append(t.pid)
+                except psutil.Error:
+                    pass
+            time.sleep(0.02)
+
+    w = threading.Thread(target=watch)
+    w.start()
+    try:
+        out = users.run("bob", [GPUTOP, "diagnose", "--seconds", "4", "--json"], timeout=120)
+    finally:
+        done.set()
+        w.join()
+    assert out.returncode == 0, out.stderr
+    assert not stopped
+    res = json.loads(out.stdout)
+    jobs = {j["pid"]: j for j in res["jobs"]}
+    for p in trainers:
+        j = jobs[p.pid]
+        assert not j["measured_alone"] and j["why_not_alone"]  # says why: not ours to pause
+        assert j["slowdown_source"] in (None, "estimated")  # the live estimate stands

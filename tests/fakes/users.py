@@ -50,6 +50,10 @@ class Users:
         os.chmod(self.dir, 0o755)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.uid = {k: self._ensure(n) for k, n in NAMES.items()}
+        for who, uid in self.uid.items():  # each one's home and gputop-dl data dir
+            home = os.path.join(self.dir, f"home-{who}")
+            os.mkdir(home, 0o700)
+            os.chown(home, uid, pwd.getpwuid(uid).pw_gid)
         self.closed = closed_dir(sys.executable)
         self._stash = os.path.join(self.dir, ".interpreter")
         os.mkdir(self._stash)
@@ -71,7 +75,8 @@ class Users:
     def argv(self, who: str, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
         """`argv` as run by `who` (alice | bob), with the interpreter reachable."""
         name = NAMES[who]
-        envs = [f"{k}={v}" for k, v in {"HOME": self.dir, **(env or {})}.items()]
+        home = os.path.join(self.dir, f"home-{who}")  # its own data dir, not the caller's
+        envs = [f"{k}={v}" for k, v in {"HOME": home, "GPUTOP_DL_HOME": home, **(env or {})}.items()]
         drop = ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--",
                 "env", *envs, *argv]
         if self.closed is None:
