@@ -632,14 +632,23 @@ def case_tui_background(d: str, home: str) -> tuple[bool | None, str]:
 # --- issue 37: hostile input, round three ---------------------------------------------------
 
 def case_dev_zero(d: str, home: str) -> tuple[bool, str]:
-    """`launch /dev/zero`: refused by its type before a byte is read; RSS stays small."""
-    import resource
+    """`launch /dev/zero`: refused by its type before a byte is read; the launch's own peak RSS
+    (os.wait4's rusage of that one child, not RUSAGE_CHILDREN's largest child so far) stays
+    small."""
     t0 = time.monotonic()
-    r = gdl(home, "launch", "/dev/zero", "--headless", timeout=30)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen([PY, "-m", "gputop_dl", "launch", "/dev/zero", "--headless"],
+                             stdout=out, stderr=err, text=True,
+                             env=dict(os.environ, GPUTOP_DL_HOME=home))
+        _, status, usage = os.wait4(p.pid, 0)  # this child's own rusage
+        p.returncode = code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        r = subprocess.CompletedProcess(p.args, code, out.read(), err.read())
     took = time.monotonic() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10
-    return one_line(r) and "character device" in r.stderr, \
-        f"exit {r.returncode} after {took:.2f} s, one line; largest child RSS so far {rss} MiB"
+    rss = usage.ru_maxrss >> 10
+    ok = one_line(r) and "character device" in r.stderr and rss < 200
+    return ok, f"exit {code} after {took:.2f} s, one line; its peak RSS {rss} MiB"
 
 
 def case_nproc(d: str, home: str) -> tuple[bool, str]:
@@ -682,7 +691,10 @@ def case_secret_args(d: str, home: str) -> tuple[bool, str]:
     secret = "pw_" + "Xk7" * 8
     show = 'import sys; print("reversed", sys.argv[-1][::-1])'
     path = workload(d, [("a", f'command = ["{PY}", "-c", {json.dumps(show)}, "--url", '
-                         f'"https://ada:{secret}@h/x", "--password={secret}", "--token", "{secret}"]'),
+                         f'"https://ada:{secret}@h/x", "--accesstoken={secret}", '
+                         f'"https://{secret}@github.com/x", "--auth_header=Bearer {secret}", '
+                         f'"--u=http://h/?token={secret}", "--bearer", "{secret}", '
+                         f'"--password={secret}", "--token", "{secret}"]'),
                         ("b", f'shell = true\ncommand = "true MY_SECRET={secret} --key {secret}"')])
     gdl(home, "launch", path, "--headless")
     leaked, got, modes = False, False, {}
@@ -701,6 +713,83 @@ def case_secret_args(d: str, home: str) -> tuple[bool, str]:
           and all(c and "<redacted>" in c for c in cmd.values()))
     return ok, (f"the job got them; none in the data dir, the exports or `sessions`; modes {modes}; "
                 f"export command of b: {cmd.get('b')!r}")
+
+
+def case_writers_in_one_home(d: str, home: str) -> tuple[bool, str]:
+    """serve --record, two launches and readers in one data dir at once: the database passes
+    integrity_check and every session is complete (scripts/store_soak.py, one run)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import store_soak
+
+    bad = store_soak.one_run(d, seed=0)
+    return not bad, "integrity ok, 2 launches and the monitor finished, every step recorded" \
+        if not bad else "; ".join(bad)[:200]
+
+
+def case_pause_outlives_nothing(d: str, home: str) -> tuple[bool, str]:
+    """A paused job's holder, its pause guard and its watchdog all killed with -9 at once: the
+    job runs again (the kernel detaches a tracee whose tracer died)."""
+    job = subprocess.Popen([PY, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    holder = subprocess.Popen([PY, "-c", (
+        "import time\nfrom gputop_dl.pause import Pauser\nfrom gputop_dl.watchdog import shared\n"
+        f"pz = Pauser(); pz.pause([{job.pid}]); shared().paused_pids([])\n"
+        "print(shared().pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        watchdog = int(holder.stdout.readline())
+        held = psutil.Process(job.pid).status() in ("stopped", "tracing-stop")
+        os.killpg(holder.pid, signal.SIGKILL)
+        os.kill(watchdog, signal.SIGKILL)
+        holder.wait()
+        t0 = time.monotonic()
+        ran = wait_for(lambda: psutil.Process(job.pid).status() not in ("stopped", "tracing-stop"), 5)
+        return held and ran, f"held, then running {time.monotonic() - t0:.2f} s after the kill -9 of all"
+    finally:
+        job.kill()
+        job.wait()
+
+
+def case_serve_record_nowhere(d: str, home: str) -> tuple[bool, str]:
+    """serve --record where sessions.db is a directory: one line, exit 2, nothing served."""
+    os.makedirs(os.path.join(home, "sessions.db"))
+    r = gdl(home, "serve", "--listen", "127.0.0.1:0", "--record", timeout=20)
+    return one_line(r) and r.returncode == 2, r.stderr.strip()[len("gputop-dl: error: "):][:100]
+
+
+def case_bounds_on_intervals(d: str, home: str) -> tuple[bool, str]:
+    """--interval 1e9 (monitor, serve, diagnose), --once --interval, diagnose --pid 999999999."""
+    runs = [gdl(home, *a, timeout=20) for a in (["--interval", "1e9"], ["serve", "--interval", "1e9"],
+                                                ["--interval", "1e9", "diagnose"],
+                                                ["--once", "--interval", "2"],
+                                                ["diagnose", "--pid", "999999999"])]
+    ok = all(one_line(r) and r.returncode == 2 for r in runs)
+    return ok, f"{sum(r.returncode == 2 for r in runs)} of {len(runs)} exit 2 with one line"
+
+
+def case_launch_into_head(d: str, home: str) -> tuple[bool, str]:
+    """`launch --headless | head -1`: exit 141 like every other command, jobs stopped."""
+    path = workload(d, [("a", 'command = ["sleep", "30"]')])
+    r = subprocess.run(["bash", "-c", f"GPUTOP_DL_HOME={home} {PY} -m gputop_dl launch {path} "
+                        "--headless | head -1 >/dev/null; echo ${PIPESTATUS[0]}"],
+                       capture_output=True, text=True, timeout=60)
+    code = r.stdout.split()[-1] if r.stdout.split() else "?"
+    return code == "141" and "Traceback" not in r.stderr and wait_gone(path), f"exit {code}"
+
+
+def case_memory_cap_long_interval(d: str, home: str) -> tuple[bool, str]:
+    """A job allocating 20 MiB every 50 ms under a 200 MiB cap at interval = 5: stopped near
+    its cap (checked every 0.25 s between ticks), not at the next tick."""
+    hog = ("import time\nx = []\nfor _ in range(100):\n    x.append(bytearray(20 << 20))\n"
+           "    time.sleep(0.05)\ntime.sleep(60)")
+    path = workload(d, [("hog", f'memory_limit = "200MiB"\ncommand = [{json.dumps(PY)}, "-c", '
+                         f'{json.dumps(hog)}]')], baseline="none")
+    with open(path) as f:
+        text = f.read().replace("interval = 0.2", "interval = 5")
+    with open(path, "w") as f:
+        f.write(text)
+    gdl(home, "launch", path, "--headless")
+    [(failure,)] = db(home, "SELECT COALESCE(failure, '') FROM jobs") or [("",)]
+    return failure.startswith("memory cap") and "GiB" not in failure, failure[:100]
 
 
 CASES = [
@@ -741,6 +830,12 @@ CASES = [
     ("sessions.db is a directory in every command", case_db_directory),
     ("a 5 MB session name", case_huge_session_name),
     ("secrets in a job's arguments", case_secret_args),
+    ("serve --record, two launches and readers in one data dir", case_writers_in_one_home),
+    ("kill -9 of every gputop-dl process while a job is paused", case_pause_outlives_nothing),
+    ("serve --record where nothing can be recorded", case_serve_record_nowhere),
+    ("--interval 1e9, --once --interval, a missing --pid", case_bounds_on_intervals),
+    ("launch --headless piped into head -1", case_launch_into_head),
+    ("a memory cap at interval = 5", case_memory_cap_long_interval),
 ]
 
 
