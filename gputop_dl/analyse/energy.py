@@ -19,8 +19,7 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
@@ -31,9 +30,8 @@ WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
 
 
-@dataclass(frozen=True)
-class JobEnergy:
-    """A job's energy so far (None: unknown, `note` says why)."""
+class JobEnergy(NamedTuple):
+    """A job's energy so far (None: unknown, `note` says why); a NamedTuple: one a job a tick."""
 
     joules: float | None = None  # over its run, on its GPUs (its share of shared ones)
     power_w: float | None = None  # over the last WINDOW_S
@@ -104,7 +102,10 @@ class EnergyLedger:
             keys.append(key)
             for pid in pids:
                 owner[pid] = key
-        self._jobs = {k: self._jobs.get(k) or _Job() for k in keys}
+        old = self._jobs
+        self._jobs = {k: old.get(k) or _Job() for k in keys}
+        if not deltas and self._no_energy is not None:
+            return  # no GPU gives energy: nothing to split
         for gpu, shares in split_shares(procs, owner).items():
             delta = deltas.get(gpu)
             for key, share in shares.items():
@@ -154,7 +155,10 @@ class EnergyLedger:
 
 
 def with_energy(ledger: EnergyLedger, js: JobSample) -> JobSample:
-    """The job's row with its energy figures."""
+    """The job's row with its energy figures (a row that has them already is returned as it
+    is: a figure or a reason, one of them is always set)."""
+    if js.energy_j is not None or js.energy_note is not None:
+        return js
     e = ledger.result(js.name, js.pid, js.step_time_s, js.samples_per_s, js.epoch_times,
                       js.steps_per_epoch)
     return evolve(js, energy_j=e.joules, energy_w=e.power_w, energy_per_step_j=e.per_step_j,
