@@ -36,7 +36,11 @@ examples:
   gputop-dl plan workloads/mobilenet_trio.toml      how many of these jobs fit at once, and why
 
 data: sessions are kept in $GPUTOP_DL_HOME (default: the user data dir, e.g.
-~/.local/share/gputop-dl/sessions.db)."""
+~/.local/share/gputop-dl/sessions.db).
+
+privileges: without root, other users' jobs are shown with their CPU and waits only (no data
+stall, step time or disk reads: each job's `limited` says why); Yama's ptrace_scope=1 keeps
+py-spy off your own jobs too; sudo gputop-dl sees everything (docs/privileges.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
