@@ -434,6 +434,42 @@ async def test_q_without_running_jobs_quits_at_once():
 
 
 @aio
+async def test_ctrl_c_without_running_jobs_quits_with_the_interrupt_code():
+    app, src = new_app(live=())
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("ctrl+c")
+        assert await wait_for(pilot, lambda: not app.is_running)
+    assert app.return_value == 130
+
+
+@aio
+async def test_a_second_ctrl_c_answers_the_question_stop_and_quit():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("ctrl+c")
+        assert isinstance(app.screen, ConfirmScreen) and src.stop_reasons == []
+        await pilot.press("ctrl+c")
+        assert await wait_for(pilot, lambda: src.joined >= 1)
+        await pilot.pause()
+    assert src.stop_reasons == ["interrupted"] and app.return_value == 130
+
+
+@aio
+async def test_the_quit_question_goes_once_the_jobs_it_names_have_ended():
+    app, src = new_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await feed(pilot, src, make_snapshot(0))
+        await pilot.press("q")
+        assert isinstance(app.screen, ConfirmScreen)
+        src.live.clear()  # the jobs end while the question is up
+        await feed(pilot, src, make_snapshot(1))
+        assert await wait_for(pilot, lambda: not app.is_running)
+    assert app.return_value == 0
+
+
+@aio
 async def test_s_stops_selected_launched_job_after_confirmation():
     app, src = new_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -183,6 +183,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.latest.update(snaps)
         self.trends.keep_only({job_key(i, j) for i, s in self.latest.items() for j in s.jobs})
         self.render_snapshots(set(snaps))
+        self.quit_if_asked_and_ended()
 
     def action_toggle_bell(self) -> None:
         self.bell_on = not self.bell_on

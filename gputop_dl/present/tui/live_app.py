@@ -29,7 +29,8 @@ from gputop_dl.present.tui.source import Inbox, S
 
 QUIT_BINDINGS = [
     Binding("q", "quit_app", "Quit"),
-    Binding("ctrl+c,ctrl+q", "quit_app", "Quit", show=False, priority=True),
+    Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+    Binding("ctrl+c", "interrupt_app", "Quit", show=False, priority=True),
     Binding("question_mark", "help", "Help", key_display="?"),
 ]
 # grouped keys: one entry in the key bar ("j/k Move", "c/m/n/t/o Sort"), each key in `?` help

@@ -5,7 +5,9 @@ SIGTERM/SIGHUP/SIGINT stop them without asking, and a watchdog thread ends the p
 sources stopped if the UI cannot exit (after a hang-up its terminal is gone). With no launched
 job running, `q` (and Ctrl-C, a key in the TUI) ends the UI at once: the sources finish their
 last sample and close their sessions while the terminal is restored, and whoever ran the app
-joins them before the process ends (runner/monitor.py).
+joins them before the process ends (runner/monitor.py). Ctrl-C is `q` with the exit code of an
+interrupt (130; `q` is 0), and a second Ctrl-C while the question is up answers it: stop and
+quit. A question asked while jobs ran goes away, and the app quits, once they have ended.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class Shutdown(_Host):
     and `_drain()` from the app."""
 
     _watchdog_started = False
+    _asking: object | None = None  # the quit question on screen (a ConfirmScreen), if any
+    exit_code_on_quit = 0  # 130 once Ctrl-C asked to quit
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -41,26 +45,50 @@ class Shutdown(_Host):
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # no signal handlers on this loop (not the main thread): the default stays
 
+    def action_interrupt_app(self) -> None:
+        """Ctrl-C: as `q`, exit 130; a second one while the question is up stops and quits."""
+        self.exit_code_on_quit = 130
+        if self._asking is not None and not self.stopping:
+            self._asking = None
+            self.pop_screen()
+            self.run_worker(self.stop_and_exit(), group="quit")
+            return
+        self.action_quit_app()
+
     def action_quit_app(self) -> None:
         if self.stopping:
             self.notify("still stopping jobs…", timeout=2)
+            return
+        if self._asking is not None:
             return
         live = self.live_jobs()
         if not live:  # nothing of ours to stop: the UI goes at once, the sources end behind it
             self.stopping = True
             for src in self.sources:
                 src.request_stop("interrupted")
-            self.exit(0)
+            self.exit(self.exit_code_on_quit)
             return
         from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: ~50 ms to import
 
         def answer(yes: bool | None) -> None:
+            self._asking = None
             if yes:
                 self.run_worker(self.stop_and_exit(), group="quit")
+            else:
+                self.exit_code_on_quit = 0
 
         names = ", ".join(n for _, n in live)
-        self.push_screen(ConfirmScreen(f"{len(live)} launched job(s) still running: {names}.\n"
-                                       "Stop them and quit?", title="quit", yes="Stop and quit"), answer)
+        self._asking = ConfirmScreen(f"{len(live)} launched job(s) still running: {names}.\n"
+                                     "Stop them and quit?", title="quit", yes="Stop and quit")
+        self.push_screen(self._asking, answer)
+
+    def quit_if_asked_and_ended(self) -> None:
+        """A snapshot came: if the quit question is up and the jobs it named have all ended,
+        it is answered for the person (quit), never left saying they run."""
+        if self._asking is not None and not self.stopping and not self.live_jobs():
+            self._asking = None
+            self.pop_screen()
+            self.action_quit_app()
 
     async def stop_and_exit(self) -> None:
         """Ask every source to stop, wait for them to finish cleanly (off the UI thread), exit."""
@@ -71,7 +99,7 @@ class Shutdown(_Host):
             src.request_stop("interrupted")
         await asyncio.to_thread(self._join_all)
         self._drain()
-        self.exit(0)
+        self.exit(self.exit_code_on_quit)
 
     def _join_all(self) -> None:
         for src in self.sources:
