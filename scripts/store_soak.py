@@ -1,6 +1,9 @@
 """Many writers in one data directory at once, run for real: is every session whole?
 
-    python scripts/store_soak.py [RUNS]      # default 50
+    python scripts/store_soak.py [RUNS] [--tui]     # default 50 runs
+
+With --tui the monitor's TUI (`gputop-dl` in a tmux session) runs beside them too, and quits
+with `q` at the end.
 
 Each run, in a new GPUTOP_DL_HOME: `serve --record` (the monitor's engine, recording), two
 `launch --headless` of two tiny built-in trainers started 0–1.5 s apart, and readers beside
@@ -55,7 +58,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def problems(db_path: str) -> list[str]:
+def problems(db_path: str, monitors: int = 1) -> list[str]:
     """What is wrong with the database after a run: [] when it is whole and every session
     complete."""
     try:
@@ -66,7 +69,7 @@ def problems(db_path: str) -> list[str]:
         out = []
         sessions = db.execute("SELECT id, kind, state FROM sessions").fetchall()
         kinds = sorted(k for _, k, _ in sessions)
-        if kinds != ["launch", "launch", "monitor"]:
+        if kinds != ["launch", "launch"] + ["monitor"] * monitors:
             out.append(f"sessions {kinds}")
         for sid, kind, state in sessions:
             if state != "finished":
@@ -84,12 +87,17 @@ def problems(db_path: str) -> list[str]:
         return [f"unreadable: {exc}"]
 
 
-def one_run(d: str, seed: int | None = None) -> list[str]:
+def one_run(d: str, seed: int | None = None, tui: bool = False) -> list[str]:
     """One run in a new data directory under `d`; returns its problems ([] = whole)."""
     rng = random.Random(seed)
     home = tempfile.mkdtemp(dir=d)
     env = dict(os.environ, GPUTOP_DL_HOME=home)
     toml = workload_file(home)
+    tmux = f"soak-{os.getpid()}"
+    if tui:
+        subprocess.run(["tmux", "new-session", "-d", "-x", "160", "-y", "50", "-s", tmux,
+                        f"GPUTOP_DL_HOME={home} {PY} -m gputop_dl; echo $? > {home}/tui.rc"],
+                       check=True)
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "env": env, "text": True}
     serve = subprocess.Popen([PY, "-m", "gputop_dl", "serve", "--listen",
                               f"127.0.0.1:{free_port()}", "--record", "--interval", "0.5"], **quiet)
@@ -120,16 +128,27 @@ def one_run(d: str, seed: int | None = None) -> list[str]:
             serve.kill()
     if serve.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
         out.append(f"serve exit {serve.returncode}")
-    return out + problems(os.path.join(home, "sessions.db"))
+    if tui:
+        subprocess.run(["tmux", "send-keys", "-t", tmux, "q"], capture_output=True)
+        rc = os.path.join(home, "tui.rc")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(rc) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        subprocess.run(["tmux", "kill-session", "-t", tmux], capture_output=True)
+        if not os.path.exists(rc):
+            out.append("the TUI did not quit on q")
+    return out + problems(os.path.join(home, "sessions.db"), monitors=2 if tui else 1)
 
 
 def main() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    args = [a for a in sys.argv[1:] if a != "--tui"]
+    tui = "--tui" in sys.argv[1:]
+    runs = int(args[0]) if args else 50
     failed = 0
     with tempfile.TemporaryDirectory() as d:
         for i in range(runs):
             t0 = time.monotonic()
-            bad = one_run(d, seed=i)
+            bad = one_run(d, seed=i, tui=tui)
             failed += bool(bad)
             print(f"run {i + 1}: {'ok' if not bad else '; '.join(bad)} ({time.monotonic() - t0:.1f} s)",
                   flush=True)
