@@ -22,7 +22,7 @@ MAX_WORKERS = 8  # loader workers dumped a job
 DumpFn = Callable[[int], tuple[tuple[ThreadStack, ...] | None, str | None]]
 
 
-def _targets(j: JobSample) -> tuple[list[int], list[int], tuple[tuple[int, int], ...]]:
+def targets(j: JobSample) -> tuple[list[int], list[int], tuple[tuple[int, int], ...]]:
     """A job's trainers (its ranks, else its root), its loader workers, its (rank, pid)s."""
     dist = j.distributed
     ranks = tuple((r.rank, r.pid) for r in dist.ranks) if dist is not None else ()
@@ -89,7 +89,7 @@ class StuckWatch:
     def _start_dump(self, key: Hashable, j: JobSample, now: float) -> None:
         if self._busy is not None and self._busy.is_alive() or self.denied:
             return
-        trainers, workers, ranks = _targets(j)
+        trainers, workers, ranks = targets(j)
         t = threading.Thread(target=self._run, args=(key, trainers, workers, ranks), daemon=True,
                              name=f"stack-dump-{j.pid}")
         self._busy = t

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -304,7 +305,11 @@ def run_once(stall_s: float = 0.0, as_json: bool = False) -> int:
     # two samples ONCE_S apart: the CPU wait (schedstat) is a difference of two readings
     from gputop_dl.engine.box_profile import load_peaks
 
+    from gputop_dl.runner.once_stuck import stuck_once
+
+    began = time.time()
     snap = passive.once(energy.once(snapshot_once(settle_s=ONCE_S, stall_s=stall_s)), load_peaks())
+    snap = stuck_once(snap, began)
     if as_json:
         print(json.dumps(snap.to_json(), indent=2))
     else:
