@@ -159,3 +159,73 @@ def test_the_monitors_first_frame_does_without_the_stores_reads_and_writes(tmp_p
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "GPUTOP_DL_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_declared_textual_floor_is_the_release_the_suite_runs_on():
+    """pyproject said textual>=0.80 while the TUI needs 0.86+ APIs: the floor a user installs
+    is now the release the tests pin and run, and the app imports with it."""
+    import importlib.metadata
+    import re
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    [dep] = [d for d in project["dependencies"] if re.match(r"textual\b(?!-)", d)]
+    [pin] = [d for d in project["optional-dependencies"]["test"] if re.match(r"textual==", d)]
+    floor = re.search(r">=([0-9.]+)", dep).group(1)
+    assert floor == pin.split("==")[1] == importlib.metadata.version("textual")
+    from gputop_dl.present.tui.app import GputopApp  # noqa: F401
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The package's modules that import each other round (strongly connected components of
+    the import graph, TYPE_CHECKING imports included), largest first."""
+    import grimp
+
+    graph = grimp.build_graph(package, cache_dir=None)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) & graph.modules
+             for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for m in sorted(graph.modules):
+        if m not in index:
+            visit(m)
+    return sorted(out, key=len, reverse=True)
+
+
+def test_no_import_cycles():
+    assert import_cycles("gputop_dl") == []
+
+
+def test_the_cycle_check_finds_a_deliberate_cycle(tmp_path, monkeypatch):
+    pkg = tmp_path / "cyclepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from cyclepkg import b\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from cyclepkg import a\n")
+    (pkg / "c.py").write_text("from cyclepkg import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("cyclepkg") == [["cyclepkg.a", "cyclepkg.b"]]

@@ -98,6 +98,11 @@ class Fix:
         return {"kind": self.kind, "jobs": list(self.jobs), "text": self.text}
 
 
+# A verdict as JSON (`Verdict.to_json()`): the document that is recorded, exported and shown;
+# its shape is the schema gputop-dl.verdict/1 (gputop_dl/schemas), not a Python type
+VerdictJson = dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Parallel or only concurrent, and why: the kind, one reason, the evidence (figures and

@@ -33,12 +33,25 @@ import stat
 from collections import Counter
 from dataclasses import dataclass
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Callable, TypedDict
+from typing import Callable, Protocol, TypedDict
 
 from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
 
-if TYPE_CHECKING:
-    from gputop_dl.collect.procs import Stat, TreeSample
+
+class Stat(Protocol):
+    """What the reader reads of a process's `procs.Stat` (named here, not imported: procs
+    imports this reader)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def start(self) -> float: ...
+    @property
+    def majflt(self) -> int | None: ...
+    @property
+    def blkio(self) -> int | None: ...
+    @property
+    def loader(self) -> bool: ...
 
 # pid -> (start, rchar, read_bytes, majflt, blkio, syscw) of one reading; None: unknown
 Counters = dict[int, tuple[float, int, int, int | None, int | None, int | None]]
@@ -330,8 +343,8 @@ class IoFields(TypedDict):
     io_cgroup_pressure: float | None
 
 
-def io_fields(ts: TreeSample | None, trainers: Collection[int] = ()) -> IoFields:
-    """The `JobSample` fields of a tree sample's `DiskIO` (ts None: the job is gone);
+def io_fields(ts: object | None, trainers: Collection[int] = ()) -> IoFields:
+    """The `JobSample` fields of a tree sample's (`procs.TreeSample`) `DiskIO` (ts None: the job is gone);
     `trainers`: its trainer PIDs (schedstat.trainer_pids), whose writes are not its loader's."""
     d: DiskIO = getattr(ts, "io", None) or DiskIO()
     workers = [w for pid, w in d.writes_ps if pid not in trainers]

@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, TypedDict
+from typing import Callable, TypedDict
 
 from gputop_dl.collect.procfs import ProcFiles
-
-if TYPE_CHECKING:
-    from gputop_dl.collect.procs import TreeSample
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 V1_MEMORY = "/sys/fs/cgroup/memory"
@@ -231,8 +228,9 @@ class MemoryFields(TypedDict):
     mem_note: str | None
 
 
-def memory_fields(ts: TreeSample | None) -> MemoryFields:
-    """The `JobSample` fields of a tree sample's `MemoryIO` (ts None: the job is gone)."""
+def memory_fields(ts: object | None) -> MemoryFields:
+    """The `JobSample` fields of a tree sample's (`procs.TreeSample`) `MemoryIO` (ts None: the
+    job is gone)."""
     m: MemoryIO = getattr(ts, "memory", None) or MemoryIO()
     return {"mem_cgroup": m.cgroup, "mem_limited": m.limited,
             "mem_refault_bytes_per_s": None if m.refault_bps is None else round(m.refault_bps),

@@ -32,12 +32,11 @@ import statistics
 import time
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Callable, TypedDict
+from typing import TYPE_CHECKING, Callable, Protocol, TypedDict
 
 from gputop_dl.collect.procfs import ProcFiles, read_proc
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.procs import TreeSample
     from gputop_dl.snapshot import Distributed
 
 # pid -> (start time, thread count[, CPU seconds]) of this tick's live processes (`SchedReader.read`)
@@ -495,7 +494,27 @@ def trainer_pids(root: int | None, dist: Distributed | None = None) -> set[int]:
     return trainers
 
 
-def tree_wait(ts: TreeSample | None, root: int | None, dist: Distributed | None = None) -> CpuWait:
+class TreeWaits(Protocol):
+    """What `tree_wait` reads of a `procs.TreeSample` (named here, not imported: procs imports
+    this reader)."""
+
+    @property
+    def waits(self) -> dict[int, tuple[int, int]] | None: ...
+    @property
+    def wait_note(self) -> str | None: ...
+    @property
+    def throttled(self) -> float | None: ...
+    @property
+    def busy(self) -> Busy | None: ...
+    @property
+    def quiet(self) -> bool: ...
+    @property
+    def cpu_by_pid(self) -> dict[int, float] | None: ...
+    @property
+    def main_cores_by_pid(self) -> dict[int, float] | None: ...
+
+
+def tree_wait(ts: TreeWaits | None, root: int | None, dist: Distributed | None = None) -> CpuWait:
     """A job's `CpuWait` from its tree sample (`procs.TreeSample`, None: gone), its root PID and
     its ranks (`snapshot.Distributed`): the root and the rank processes are its trainers."""
     if ts is None:

@@ -47,7 +47,7 @@ CAP_CHECK_S = 0.25  # how often a capped job's RSS is read between ticks
 class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
 
-    def __init__(self, plan: Plan, *, sampler: MachineSampler, recorder: Recorder | None = None,
+    def __init__(self, plan: Plan[Engine], *, sampler: MachineSampler, recorder: Recorder | None = None,
                  interval: float = 1.0, grace_s: float = 5.0, peeks: int = PEEKS,
                  stuck: StuckWatch | None = None):
         """`peeks`: looks a tick at the states of found jobs that read from storage (`loop`);

@@ -93,7 +93,7 @@ class Diagnosed(TypedDict):
 _Observed = tuple[float, list[JobSample], HostSample, tuple[GpuProcess, ...], tuple[GpuSample, ...]]
 
 
-class DiagnosePlan(Plan):
+class DiagnosePlan(Plan["Engine"]):
     """Observe the found jobs, py-spy them together, probe each alone, judge."""
 
     kind = "diagnose"

@@ -93,7 +93,7 @@ def at_barrier(engine: Engine, waits: set[str], waiting: list[JobRun]) -> None:
             engine.say(f"co-run: {r.name} is ready; it waits for {names} before its first step")
 
 
-class LaunchPlan(Plan):
+class LaunchPlan(Plan["Engine"]):
     """`gputop-dl launch FILE`: the workloads of `spec`, baselines first, judged together."""
 
     kind = "launch"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gputop_dl.engine.core import Engine
 
 
-class MonitorPlan(Plan):
+class MonitorPlan(Plan["Engine"]):
     """`gputop-dl`: no jobs of its own; found jobs are sampled with py-spy and recorded."""
 
     kind = "monitor"

@@ -22,24 +22,33 @@ The engine calls, in its own thread:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from gputop_dl.analyse.verdict_types import VerdictJson as VerdictJson  # the plans' name for it
 from gputop_dl.snapshot import JobSample
 from gputop_dl.workload import SessionSpec
 
 if TYPE_CHECKING:
     from gputop_dl.collect.machine import MachineSample
-    from gputop_dl.engine.core import Engine
-
-# A verdict as JSON (analyse's `Verdict.to_json()`): the document that is recorded, exported and
-# shown; its shape is the schema gputop-dl.verdict/1 (gputop_dl/schemas), not a Python type
-VerdictJson = dict[str, Any]
 # a job queue's state for the live view (`QueuePlan.queue_state`, Snapshot.queue): JSON-shaped
 QueueJson = dict[str, Any]
 
 
-class Plan(ABC):
-    """Base plan: no jobs of its own, nothing to judge."""
+class Runs(Protocol):
+    """What the base plan reads of the engine that drives it."""
+
+    @property
+    def runs(self) -> Mapping[str, Any]: ...
+
+
+E = TypeVar("E", bound=Runs)
+
+
+class Plan(ABC, Generic[E]):
+    """Base plan: no jobs of its own, nothing to judge. Generic in the engine that drives it
+    (`Plan[Engine]`), so that this module needs no import of the engine's (engine/core.py
+    imports this one)."""
 
     kind = "plan"
     spec: SessionSpec | None = None  # the SessionSpec a launch runs (the UI shows its name and workloads)
@@ -51,19 +60,19 @@ class Plan(ABC):
         return self.verdict
 
     @abstractmethod
-    def run(self, engine: Engine) -> str:
+    def run(self, engine: E) -> str:
         """Drive the session (in the engine thread); return its final state."""
 
-    def rows(self, engine: Engine, launched: list[JobSample]) -> list[JobSample]:
+    def rows(self, engine: E, launched: list[JobSample]) -> list[JobSample]:
         return launched
 
-    def found_rows(self, engine: Engine, found: list[JobSample]) -> list[JobSample]:
+    def found_rows(self, engine: E, found: list[JobSample]) -> list[JobSample]:
         return found
 
-    def taken(self, engine: Engine) -> set[str]:
+    def taken(self, engine: E) -> set[str]:
         return set(engine.runs)
 
-    def after_tick(self, engine: Engine, now: float, machine: MachineSample) -> None:
+    def after_tick(self, engine: E, now: float, machine: MachineSample) -> None:
         return None
 
     def notes(self) -> tuple[str, ...]:
@@ -72,7 +81,7 @@ class Plan(ABC):
     def queue_state(self) -> QueueJson | None:
         return None
 
-    def close(self, engine: Engine) -> None:
+    def close(self, engine: E) -> None:
         """The session ends (normally, interrupted or on an error): before the jobs are
         stopped, undo anything the plan holds (paused jobs)."""
         return None

@@ -125,7 +125,7 @@ def _shape(reason: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "#", reason)
 
 
-class QueuePlan(Plan):
+class QueuePlan(Plan["Engine"]):
     """`spec`'s workloads as queued jobs: `jobs` (by workload name) says when each arrives and
     what it asks for; `policy` decides on `machine` (its `gpus` are the slots)."""
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse.phases import ranks_json
 from gputop_dl.analyse.summary import verdict_slowdowns
-from gputop_dl.engine.plan import VerdictJson
+from gputop_dl.analyse.verdict_types import VerdictJson
 from gputop_dl.record.paths import StoreError, session_work_dir
 from gputop_dl.record.store import Store
 from gputop_dl.snapshot import Distributed, GpuSample, HostSample, JobSample

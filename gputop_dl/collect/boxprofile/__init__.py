@@ -13,10 +13,12 @@ import socket
 import time
 from typing import Any, Callable
 
+from gputop_dl.collect.boxprofile.part import Part
+
 SCHEMA = "gputop-dl.machine/1"
-# The profile and each of its parts are JSON objects built piece by piece; their shape is
-# schemas/machine.json, which the tests validate every profile against.
-Part = dict[str, Any]
+# The profile and each of its parts are JSON objects built piece by piece (`Part`, in its own
+# module so that the parts need not import this one); their shape is schemas/machine.json,
+# which the tests validate every profile against.
 
 # seconds per measurement and test-file size: the full run and --quick
 FULL = {"mem_s": 2.0, "disk_s": 2.0, "file": 512 << 20}

@@ -11,7 +11,7 @@ import os
 from typing import Callable
 
 from gputop_dl.text.cpulist import format_cpulist, parse_cpulist
-from gputop_dl.collect.boxprofile import Part
+from gputop_dl.collect.boxprofile.part import Part
 
 __all__ = ["read_cpus", "cgroup_quota", "numa_nodes"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from gputop_dl.collect.boxprofile import Part
+from gputop_dl.collect.boxprofile.part import Part
 
 if TYPE_CHECKING:
     from gputop_dl.collect.nvml import Nvml

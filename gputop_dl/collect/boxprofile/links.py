@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from gputop_dl.child import die_with_parent
-from gputop_dl.collect.boxprofile import Part
+from gputop_dl.collect.boxprofile.part import Part
 
 __all__ = ["measure_links", "WORKER"]
 

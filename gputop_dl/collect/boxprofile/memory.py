@@ -13,7 +13,7 @@ import time
 
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect.boxprofile.memcopy import copy_rate
-from gputop_dl.collect.boxprofile import Part
+from gputop_dl.collect.boxprofile.part import Part
 
 __all__ = ["read_memory", "measure_copy"]
 

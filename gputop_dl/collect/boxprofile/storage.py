@@ -19,7 +19,7 @@ import stat
 import time
 
 from gputop_dl.collect.diskio import Mount, parse_mountinfo
-from gputop_dl.collect.boxprofile import Part
+from gputop_dl.collect.boxprofile.part import Part
 
 __all__ = ["BLOCK", "read_rates", "profile_paths"]
 

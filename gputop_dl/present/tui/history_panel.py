@@ -20,7 +20,6 @@ when it shows again). One build of all six charts is ~30 ms (docs/benchmarks.md)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,7 +29,7 @@ from textual.content import Content
 
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.recorded_marks import RecordedChanges
-from gputop_dl.present.tui.timeline import (CLEAR_COLOUR, FINE_S, MARK_COLOUR, Marks, Timeline,
+from gputop_dl.present.tui.timeline import (CLEAR_COLOUR, FINE_S, MARK_COLOUR, Figure, Marks, Timeline,
                                             ago, mark_glyph)
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
@@ -47,19 +46,6 @@ MAX_LINES = 8  # jobs (and GPUs) charted at most; the legend says how many are l
 # the charts are built again at most this often (and only when a bucket closed): a build of six
 # charts is ~30 ms of the UI thread (docs/benchmarks.md), 5 % of the 5-minute view's width
 REDRAW_S = 15.0
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One chart: its title, whose lines (jobs or GPUs), the value of a sample, its y range."""
-
-    key: str
-    title: str
-    of: str  # "job" | "gpu"
-    value: Callable[[Any], float | None]  # of a JobSample (of == "job") or a GpuSample
-    percent: bool = False  # a 0..1 share drawn as 0–100 %
-    floor: float | None = 0.0  # the y axis' lowest value (None: the data's)
-    least_top: float = 0.0  # the y axis' top is at least this
 
 
 def _gpu_mem(g: GpuSample) -> float | None:

@@ -6,7 +6,7 @@ Imported when the history panel first shows (history_panel.py), not on the first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from plotext import _utility as plotext_ut
 from rich.text import Span, Text
@@ -14,10 +14,7 @@ from rich.style import Style
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from gputop_dl.present.tui.timeline import CLEAR_COLOUR, ago, mark_glyph, ticks
-
-if TYPE_CHECKING:
-    from gputop_dl.present.tui.history_panel import Figure
+from gputop_dl.present.tui.timeline import CLEAR_COLOUR, Figure, ago, mark_glyph, ticks
 
 
 # plotext's cell colours (foreground, style, background) -> the Rich style its ANSI codes parse to

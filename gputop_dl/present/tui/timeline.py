@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 FINE_S = 300.0  # seconds kept sample by sample: the default view (last 5 min)
 CAP = 1024  # whole-session buckets kept at most; their width doubles past it
@@ -178,3 +180,16 @@ def ticks(window: float, most: int = 5) -> list[float]:
     at most `most` intervals (oldest first)."""
     step = next((s for s in TICK_STEPS if window / s <= most), math.ceil(window / most / 86400) * 86400)
     return [-k * float(step) for k in range(int(window // step), -1, -1)]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One chart: its title, whose lines (jobs or GPUs), the value of a sample, its y range."""
+
+    key: str
+    title: str
+    of: str  # "job" | "gpu"
+    value: Callable[[Any], float | None]  # of a JobSample (of == "job") or a GpuSample
+    percent: bool = False  # a 0..1 share drawn as 0–100 %
+    floor: float | None = 0.0  # the y axis' lowest value (None: the data's)
+    least_top: float = 0.0  # the y axis' top is at least this
