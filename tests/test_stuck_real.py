@@ -13,6 +13,7 @@ import pytest
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.nvml import Nvml
+from gputop_dl.present.report.document import session_json
 from gputop_dl.record.store import Store
 from gputop_dl.runner.alerts import Alerter
 from gputop_dl.runner.engines import launch_engine, open_spec
@@ -93,9 +94,13 @@ def test_a_loader_whose_worker_sleeps_is_stuck_and_named(tmp_path):
     store = Store(readonly=True)
     try:
         evs = store.events(sid, job="job", ev="stuck")
+        doc = session_json(store, sid)  # the export: when it stopped and where
     finally:
         store.close()
     assert len(evs) == 1 and evs[0]["where"] == "dataloader" and evs[0]["since"] > 0
+    told = [e for e in doc["events"] if e["ev"] == "stuck" and e["job"] == "job"]
+    assert len(told) == 1 and told[0]["data"]["where"] == "dataloader"
+    assert "DataLoader" in told[0]["text"]
 
 
 def test_a_busy_checkpoint_without_steps_is_not_stuck(tmp_path):

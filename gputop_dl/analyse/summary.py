@@ -137,7 +137,7 @@ class SessionSummary:
 
 
 STEP_SAMPLE_CAP = 5_000  # a job with more co-run steps: step statistics over every k-th step
-NOTABLE = ("failed", "note", "baseline")
+NOTABLE = ("failed", "note", "baseline", "stuck", "unstuck")
 
 
 def verdict_slowdowns(verdict: Mapping[str, Any] | None) -> dict[str, float | None]:

@@ -303,7 +303,7 @@ class Engine:
         else:
             self.say(f"{j.name} moves again")
             ev = {"ev": "unstuck", "t": now}
-        self.recorder.events(j.name, j.phase or "monitor", [ev])
+        self.recorder.job_event(j, ev)
 
     def _energy_rows(self, now: float, m: MachineSample, launched: list[JobSample]
                      ) -> tuple[MachineSample, list[JobSample]]:

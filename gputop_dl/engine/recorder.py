@@ -284,6 +284,14 @@ class Recorder:
                                   pid=pid, ended=now)
             self._found_live = seen
 
+    def job_event(self, j: JobSample, ev: Event) -> None:
+        """An event of a job this session records (stuck, moves again): a launched job's, or a
+        found one the monitor records; another's is not recorded."""
+        if j.launched:
+            self.events(j.name, j.phase or "co-run", [ev])
+        elif j.pid in self._found_live:
+            self.events(self._found_live[j.pid][0], "monitor", [ev])
+
     # --- every tick ---------------------------------------------------------------------------
     def pace_ref(self, fingerprint: str, until: float, command: str, data: dict[str, Any]
                  ) -> None:

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any
 
 from gputop_dl.snapshot import JobSample, Stuck
 from gputop_dl.text.fmt import DASH, duration
@@ -83,6 +85,26 @@ def stuck_line(j: JobSample) -> str | None:
 def stuck_lines(jobs: Iterable[JobSample]) -> list[str]:
     """The stuck jobs' lines, first in any header (nothing else about the box matters as much)."""
     return [line for line in (stuck_line(j) for j in jobs) if line]
+
+
+def stuck_of(d: Mapping[str, Any]) -> Stuck | None:
+    """A recorded `stuck` event's (or the JSON's `stuck` object's) `Stuck`; None if it is not one."""
+    names = {f.name for f in fields(Stuck)}
+    try:
+        kept = {k: v for k, v in d.items() if k in names}
+        kept["stack"] = tuple(d.get("stack") or ())
+        kept["missing_ranks"] = tuple((m["rank"], m.get("frame")) for m in d.get("missing_ranks") or ())
+        return Stuck(**kept)
+    except (TypeError, KeyError, AttributeError):
+        return None
+
+
+def event_text(d: Mapping[str, Any]) -> str:
+    """A recorded `stuck` event in words (the report's events table)."""
+    st = stuck_of(d)
+    if st is None:
+        return "stuck"
+    return f"no progress for {duration(st.for_s)}: {where_text(st)}"
 
 
 def stuck_details(st: Stuck) -> list[str]:

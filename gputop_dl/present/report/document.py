@@ -18,6 +18,7 @@ from gputop_dl import __version__
 from gputop_dl.analyse.queue import queue_summary
 from gputop_dl.analyse.summary import summarize
 from gputop_dl.analyse.window import corun_host_means, corun_window
+from gputop_dl.present.stuck_text import event_text as stuck_event_text
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.mermaid import MAX_POINTS
 from gputop_dl.record.store import Store
@@ -95,6 +96,10 @@ def _event_text(e: Mapping[str, Any]) -> str:
                  f"data stall {pct(e.get('stall_fraction'))}",
                  f"{num(e.get('cpu_cores'), '.2f')} CPU cores"]
         return ", ".join(parts)
+    if ev == "stuck":  # analyse/stuck.py, recorded by the engine
+        return stuck_event_text(e)
+    if ev == "unstuck":
+        return "moves again"
     return str(e.get("message") or "")
 
 
