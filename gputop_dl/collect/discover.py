@@ -173,6 +173,7 @@ class Discoverer:
         self._zombies: set[int] = set()  # not re-read until they are reaped (leave the listing)
         self._last_zombie = False
         self._watch: set[int] = set()  # PIDs to classify: new ones, Python ones to re-check
+        self._due: dict[int, float] = {}  # watched hidden PIDs -> when to judge them again
         self._torch: set[int] = set()  # PIDs with torch loaded (or judged training: "trains")
         self._primed = False  # after the first find(): every new PID is a young process
         self._mark: bytes | None = None  # /proc/loadavg's "tasks last-PID" at the last listing
@@ -242,6 +243,8 @@ class Discoverer:
             orphans = {p for p, pp in ppid.items() if pp in gone}
             self._torch -= gone
             self._watch -= gone
+            for p in gone & self._due.keys():
+                del self._due[p]
         zombies = self._zombies
         if zombies:
             zombies &= pids
@@ -357,7 +360,7 @@ class Discoverer:
         else:  # not (yet) working like a job: look again later, less and less often
             if info.next_check:
                 info.backoff = min(info.backoff * 2, PY_RECHECK_MAX_S)
-            info.next_check = now + info.backoff
+            info.next_check = self._due[pid] = now + info.backoff
         return info
 
     def _cmdline(self, pid: int, info: _Info) -> tuple[str, ...]:
@@ -413,11 +416,14 @@ class Discoverer:
         start = self.start
         cand: dict[int, _Info] = {}
         outside: dict[int, int | None] = {}
-        watch, torch = self._watch, self._torch
+        watch, torch, due = self._watch, self._torch, self._due
         for pid in list(watch):  # new PIDs, and Python processes due for a re-check
+            if due and due.get(pid, 0.0) > now and pid not in gpu_mem:
+                continue  # a hidden one not due yet (its judge would return at once)
             info = self._classify(pid, now, pid in gpu_mem) if pid in start else None
             if info is None or info.kind not in ("?", "python", "young", "hidden"):
                 watch.discard(pid)
+                due.pop(pid, None)
             if info is not None and info.kind in ("torch", "trains"):
                 torch.add(pid)
         info_of = self._info
