@@ -171,3 +171,19 @@ def test_once_judges_its_own_window(same, moved, idle, stuck):
     assert (got is not None) == stuck
     if got is not None:
         assert got.window_s == 2.0 and got.where == "dataloader"
+
+
+def test_a_stuck_job_in_the_snapshot_json():
+    from gputop_dl.snapshot import JobSample, Snapshot, Stuck
+    from tests.schema_check import check
+
+    st = Stuck(since=1.0, for_s=70.0, threshold_s=60.0, where="collective", frame="t.py:30 step",
+               stack=("c10d.py:1 all_reduce", "t.py:30 step"), pid=7,
+               missing_ranks=((1, "t.py:20 load"), (2, None)), dumps=2, states="S S")
+    j = JobSample(name="ddp", pid=7, launched=False, status="stuck", stuck=st, progress_age_s=70.0)
+    doc = check(Snapshot(time=2.0, gpu_status="ok", jobs=(j,)).to_json())
+    got = doc["jobs"][0]
+    assert got["status"] == "stuck" and got["stuck"]["where"] == "collective"
+    assert got["stuck"]["missing_ranks"] == [{"rank": 1, "frame": "t.py:20 load"},
+                                             {"rank": 2, "frame": None}]
+    assert got["stuck"]["stack"][-1] == "t.py:30 step" and got["progress_age_s"] == 70.0

@@ -18,6 +18,7 @@ from gputop_dl.record.store import Store
 from gputop_dl.runner.alerts import Alerter
 from gputop_dl.runner.engines import launch_engine, open_spec
 from tests.conftest import write
+from tests.schema_check import check
 
 pytestmark = [pytest.mark.heavy,
               pytest.mark.skipif(pyspy.pyspy_path() is None, reason="py-spy is not installed")]
@@ -154,7 +155,7 @@ def test_a_lock_deadlock_is_told_once_to_a_webhook_and_a_command(tmp_path):
         alerter.close(20)
     finally:
         server.shutdown()
-    ours = [e for e in Hook.got if e["job"] == "job"]  # (the box's other jobs may hang too)
+    ours = [check(e) for e in Hook.got if e["job"] == "job"]  # (the box's other jobs may hang)
     assert len(ours) == 1 and ours[0]["event"] == "stuck"
     assert ours[0]["stuck"]["where"] == "lock" and "stuck" in ours[0]["text"]
     lines = [json.loads(ln.rsplit(" ", 1)[0]) | {"env": ln.rsplit(" ", 1)[1]}

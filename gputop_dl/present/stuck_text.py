@@ -42,8 +42,8 @@ def evidence_text(st: Stuck) -> str:
     """The readings behind the call."""
     window = f" (judged over --once's {st.window_s:g} s window)" if st.window_s is not None else ""
     progress = {"steps": "its steps", "loop": "its loop counter", "loader":
-                "its loader's batches", "none": "no counter: its threads"}.get(st.progress,
-                                                                                st.progress)
+                "its loader's batches", "none": "its threads alone: no step counter"}.get(
+                    st.progress, st.progress)
     cpu = DASH if st.cpu_cores_max is None else f"{st.cpu_cores_max:.2f}"
     return (f"no progress for {duration(st.for_s)} (threshold {duration(st.threshold_s)}, by "
             f"{progress}){window}; over the last {duration(st.quiet_s)} its processes slept "
