@@ -4,6 +4,9 @@
     python stuck_jobs.py checkpoint N S    N steps, then S seconds of CPU work without a step
     python stuck_jobs.py slow N S          N steps asleep: every 4th of S seconds, the others S / 3
     python stuck_jobs.py lock N            N steps, then a lock taken twice (a deadlock)
+    torchrun --nproc-per-node 2 stuck_jobs.py ddp N
+                                           DDP on gloo: after N steps rank 1 sleeps in its own
+                                           code while rank 0 waits in the all-reduce
 
 Each walks a torch DataLoader, so gputop-dl's start-up hook counts its steps.
 """
@@ -37,7 +40,26 @@ def checkpoint(seconds):
     return x
 
 
+def ddp(n):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    loader = DataLoader(Samples(), batch_size=1)
+    for step, batch in enumerate(loader):
+        time.sleep(0.05)
+        if step + 1 == n and rank == 1:
+            rank_work_that_never_ends()
+        dist.all_reduce(batch)
+
+
+def rank_work_that_never_ends():
+    time.sleep(10**6)  # a rank held up in its own code: the others wait in the collective
+
+
 def main(mode, n, s):
+    if mode == "ddp":
+        return ddp(n)
     workers = 1 if mode == "loader-hang" else 0
     loader = DataLoader(Samples(n if mode == "loader-hang" else None), batch_size=1,
                         num_workers=workers)

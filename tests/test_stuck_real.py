@@ -3,6 +3,7 @@ slow loop are not; the alerts reach a loopback webhook and a command once."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,9 @@ STUCK_AFTER = 3.0  # seconds: the threshold's floor in these tests (60 by defaul
 
 def job_file(tmp_path, *args):
     argv = [sys.executable, JOBS, *map(str, args)]
+    if args[0] == "ddp":  # two ranks on gloo
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                JOBS, *map(str, args)]
     return write(tmp_path, "w.toml", '[session]\nname = "stuck"\ninterval = 0.5\n'
                  'baseline = "none"\n[[workload]]\nname = "job"\nwarmup_steps = 1\n'
                  f'command = {json.dumps(argv)}\n')
@@ -104,6 +108,23 @@ def test_a_loader_whose_worker_sleeps_is_stuck_and_named(tmp_path):
     assert "DataLoader" in told[0]["text"]
 
 
+def test_a_ddp_rank_that_stops_leaves_the_other_in_the_collective(tmp_path):
+    """Two ranks on gloo; after 10 steps rank 1 sleeps in its own code: rank 0 waits in the
+    all-reduce, and rank 1 is named as the one not in it."""
+    with Watch(tmp_path, "ddp", 10) as w:
+        got = w.until(lambda j: j.status == "stuck", 90)
+        if got is None and denied(w):
+            pytest.skip(f"py-spy may not read the job here: {w.engine.stuck.denied}")
+        assert got is not None, [(round(t - w.t0, 1), j.status, j.step) for t, j in w.rows[-5:]]
+        t, j = got
+        st = j.stuck
+        ranks = {r.rank: r.pid for r in j.distributed.ranks}
+        assert st.where == "collective" and st.pid == ranks[0]
+        assert st.frame.startswith("stuck_jobs.py:") and st.frame.endswith(" ddp")
+        assert [r for r, _ in st.missing_ranks] == [1]
+        assert st.missing_ranks[0][1].endswith("rank_work_that_never_ends")
+
+
 def test_a_busy_checkpoint_without_steps_is_not_stuck(tmp_path):
     with Watch(tmp_path, "checkpoint", 40, 9) as w:
         ended = w.until(lambda j: j.status in ("done", "failed"), 60)
@@ -175,7 +196,8 @@ def once_json():
 def test_once_judges_over_its_own_window(args, stuck):
     """A found job: `--once` calls the hung loader stuck over its window (and says how long),
     never the busy checkpoint."""
-    p = subprocess.Popen([sys.executable, JOBS, *map(str, args)])
+    # its own process group: a loader worker asleep in __getitem__ outlives its parent
+    p = subprocess.Popen([sys.executable, JOBS, *map(str, args)], start_new_session=True)
     try:
         deadline, got = time.monotonic() + 60, None
         while time.monotonic() < deadline:
@@ -195,5 +217,5 @@ def test_once_judges_over_its_own_window(args, stuck):
         else:
             assert got["stuck"] is None and got["cpu_cores"] > 0.1
     finally:
-        p.kill()
+        os.killpg(p.pid, signal.SIGKILL)
         p.wait()

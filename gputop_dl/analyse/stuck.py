@@ -45,6 +45,10 @@ _COLLECTIVES = ("all_reduce", "barrier", "broadcast", "all_gather", "reduce_scat
                 "wait")
 
 
+# the kinds, the one that names a job's place first (its ranks may wait in different ones)
+_FIRST = ("collective", "dataloader", "cuda-sync", "lock", "io", "sleep", "unknown")
+
+
 @dataclass(frozen=True)
 class Look:
     """One tick's reading of a job, reduced to what the judgement needs."""
@@ -176,8 +180,8 @@ def place_of(dump: Dump, distributed: bool = False) -> Place:
     if not dump.mains:
         return Place("unknown", None)
     kinds = [(s, kind_of(s.frames, distributed)) for s in dump.mains]
-    waiting = next(((s, k) for s, k in kinds if k != "unknown"), kinds[0])
-    main, kind = waiting
+    # the rank that waits on the others names the place (one waiting in a collective first)
+    main, kind = min(kinds, key=lambda sk: _FIRST.index(sk[1]))
     own = own_frame(main.frames)
     stack = tuple(f.short() for f in main.frames)
     wpid, wframe = _worker_place(dump.workers) if kind == "dataloader" else (None, None)
