@@ -185,3 +185,63 @@ def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_phase_means_make_the_verdict_s_energy_evidence():
+    from gputop_dl.analyse.energy import energy_evidence
+    from gputop_dl.analyse.verdict_types import Verdict
+
+    led = EnergyLedger()
+    for name in ("a", "b"):
+        for phase, spj in (("baseline", 2.0), ("co-run", 1.0)):
+            led.note_phase(JobSample(name, 1, True, phase=phase, step_time_s=None,
+                                     samples_per_joule=9.0))  # warm-up: not counted
+            for _ in range(3):
+                led.note_phase(JobSample(name, 1, True, phase=phase, step_time_s=0.1,
+                                         samples_per_joule=spj, energy_estimate=phase == "co-run"))
+    v = Verdict(kind="parallel", reason="r", confidence=1.0)
+    got = energy_evidence(v, led.phases(), ["a", "b"])
+    assert got.evidence["energy_per_sample_ratio"] == pytest.approx(2.0)
+    assert len(got.evidence_lines) == 1 and "2.00×" in got.evidence_lines[0]
+    assert energy_evidence(v, led.phases(), ["a", "b", "c"]) is v  # c has none: no figure
+
+
+def test_a_launch_with_baselines_has_the_energy_evidence_real_launch(tmp_path):
+    """Two tiny trainers, each measured alone then together, put on fake GPU 0 (its counter
+    grows by 300 W x the real clock) once they run: the verdict's evidence has the co-run's
+    energy per sample against alone."""
+    import time
+
+    from gputop_dl.collect.machine import MachineSampler
+    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.engine import Engine, LaunchPlan, Recorder
+    from gputop_dl.runner import open_spec
+    from tests.fakes.nvml import FakeProcess, FakePynvml
+
+    wl = tmp_path / "two.toml"
+    job = ('[[workload]]\nname = "{}"\nmodel = "synthetic"\ninput_size = 4\nnum_classes = 2\n'
+           'batch_size = 2\nnum_workers = 0\nstep_device_ms = 20.0\nepochs = 1\n'
+           'steps_per_epoch = 60\nwarmup_steps = 2\n')
+    wl.write_text('[session]\nname = "two"\ninterval = 0.2\nbaseline = "measure"\n'
+                  'baseline_steps = 25\n' + job.format("a") + job.format("b"))
+    fake = FakePynvml(gpus=1)
+    nvml = Nvml(module=fake)
+    spec = open_spec(str(wl), nvml)
+    engine = Engine(LaunchPlan(spec, "test"), sampler=MachineSampler(nvml, found=None),
+                    recorder=Recorder(str(tmp_path / "s.db")), interval=spec.interval)
+    try:
+        engine.start()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and engine.running:
+            pids = {r.proc.pid for r in engine.runs.values() if r.alive and r.proc.pid}
+            fake.gpus[0].processes = [FakeProcess(pid=p) for p in sorted(pids)]
+            time.sleep(0.05)
+        assert engine.join(60), "the launch did not end"
+    finally:
+        engine.request_stop()
+        engine.join(30)
+    v = engine.verdict
+    assert v is not None, "no verdict"
+    ratio = v["evidence"].get("energy_per_sample_ratio")
+    assert ratio is not None and 0.1 < ratio < 10, v["evidence"]
+    assert any(line.startswith("energy per sample") for line in v["evidence_lines"])

@@ -21,10 +21,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, TypedDict
 
+from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
 __all__ = ["CorunEnergy", "EnergyLedger", "JobEnergy", "PhaseEnergy", "WINDOW_S", "corun_energy",
-           "corun_energy_ratio", "job_keys", "main_phase", "once", "phase_energy", "split_shares", "with_energy"]
+           "corun_energy_ratio", "energy_evidence", "job_keys", "main_phase", "once", "phase_energy", "split_shares", "with_energy"]
 
 WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
@@ -80,6 +81,28 @@ class EnergyLedger:
         self._last: dict[int, tuple[float | None, float, float]] = {}  # GPU -> (since, J, t)
         self._jobs: dict[tuple[str, int], _Job] = {}
         self._no_energy: str | None = None
+        # (job, phase) -> (sum of samples/J, ticks, any estimate): a launch's rows past warm-up
+        self._phases: dict[tuple[str, str], tuple[float, int, bool]] = {}
+
+    def note_phase(self, js: JobSample) -> None:
+        """A launched row of this tick, with its figures: its phase's mean samples per joule
+        (ticks with a step time only: past the warm-up) for the verdict's energy evidence."""
+        if js.phase is None or js.samples_per_joule is None or js.step_time_s is None:
+            return
+        key = (js.name, js.phase)
+        total, n, est = self._phases.get(key, (0.0, 0, False))
+        self._phases[key] = (total + js.samples_per_joule, n + 1,
+                             est or bool(js.energy_estimate))
+
+    def phases(self) -> dict[str, tuple[PhaseEnergy, ...]]:
+        """Each launched job's phases as `PhaseEnergy`s (mean samples per joule; no joules:
+        0.0 there, not read), for `corun_energy`."""
+        out: dict[str, list[PhaseEnergy]] = {}
+        for (name, phase), (total, n, est) in self._phases.items():
+            out.setdefault(name, []).append(PhaseEnergy(
+                phase=phase, joules=0.0, power_w=None, per_step_j=None, per_epoch_j=None,
+                samples_per_joule=total / n, estimate=est, samples=n))
+        return {k: tuple(v) for k, v in out.items()}
 
     def update(self, now: float, gpu_status: str, gpus: Sequence[GpuSample],
                procs: Sequence[GpuProcess], jobs: Iterable[tuple[str, int, Sequence[int]]]) -> None:
@@ -264,3 +287,17 @@ def main_phase(phases: Sequence[PhaseEnergy]) -> PhaseEnergy | None:
     """The phase a job's results are about: its co-run, else its last run (a monitor's)."""
     by = {p["phase"]: p for p in phases}
     return by.get("co-run") or (phases[-1] if phases else None)
+
+
+def energy_evidence(v: Verdict, phases: dict[str, tuple[PhaseEnergy, ...]],
+                    jobs: Sequence[str]) -> Verdict:
+    """A launch's verdict with the co-run's GPU energy per sample against its jobs alone (the
+    evidence's `energy_per_sample_ratio` and a line beside STP), where every job has both."""
+    c = corun_energy([phases.get(name, ()) for name in jobs])
+    if c is None:
+        return v
+    more = "more" if c["ratio"] >= 1 else "less"
+    return v.with_evidence(energy_per_sample_ratio=round(c["ratio"], 3)).with_lines(
+        f"energy per sample: the co-run used {c['ratio']:.2f}× the GPU energy per sample of "
+        f"running them one after another ({abs(c['ratio'] - 1) * 100:.0f} % {more})"
+        + ("; ~ an estimate: a shared GPU split by time share" if c["estimate"] else ""))

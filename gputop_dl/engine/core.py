@@ -312,7 +312,10 @@ class Engine:
         self.energy.update(now, self.sampler.nvml.status, m.gpus, m.gpu_processes,
                            job_keys(launched + list(m.found)))
         found = tuple(with_energy(self.energy, j) for j in m.found)
-        return evolve(m, found=found), [with_energy(self.energy, js) for js in launched]
+        rows = [with_energy(self.energy, js) for js in launched]
+        for js in rows:  # each phase's samples per joule, for a launch's verdict
+            self.energy.note_phase(js)
+        return evolve(m, found=found), rows
 
     def tick(self) -> None:
         """One pass: sample, poll the launched jobs, record, let the plan judge, publish."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from gputop_dl.analyse.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse import outside_load
+from gputop_dl.analyse.energy import energy_evidence
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate
@@ -440,6 +441,8 @@ class LaunchPlan(Plan["Engine"]):
             v = with_box_peaks(v, self._corun_rows, m.gpu_processes, m.gpus, self.passive.peaks)
         # step phases (issue 22): which phase grew, solo against the overlap window
         v = add_phase_evidence(v, series, now)
+        # GPU energy per sample, together against alone, beside STP (docs/energy.md)
+        v = energy_evidence(v, engine.energy.phases(), [r.name for r in runs])
         if died:
             v = not_judged(v, died)
         if self.failed_solo:
