@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_dl.analyse.energy import EnergyLedger, corun_energy_ratio, once, split_shares
+from gputop_dl.analyse.energy import EnergyLedger, once, split_shares
+from gputop_dl.analyse.energy_phases import corun_energy_ratio
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot
 
 
@@ -188,7 +189,7 @@ def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
 
 
 def test_phase_means_make_the_verdict_s_energy_evidence():
-    from gputop_dl.analyse.energy import energy_evidence
+    from gputop_dl.analyse.energy_phases import energy_evidence
     from gputop_dl.analyse.verdict_types import Verdict
 
     led = EnergyLedger()

@@ -7,11 +7,12 @@ joules since the last tick: all of them where the job's processes are the only o
 its share of the GPU's time: time-sliced contexts take turns, so the owners computing on it share
 it equally (an owner NVML saw idle there gets none), with the processes of no job as one more
 owner; the job's figure is then **an estimate**. NVML's per-process SM shares are not the split:
-two identical processes read 57 % and 19 % (docs/validation.md). `JobEnergy` is a job's result: joules over its run,
-its power over the last `WINDOW_S` seconds, and from that power its joules per step (x its step
-time), per epoch (x its epoch time, else x steps per epoch) and samples per joule (its samples/s
-over the power). A job on no GPU, or on a box whose GPUs give no energy, has None and the
-reason, never 0 J. Pure: no reading, no clock.
+two identical processes read 57 % and 19 % (docs/validation.md). `JobEnergy` is a job's result:
+joules over its run, its power over the last `WINDOW_S` seconds, and from that power its joules
+per step (x its step time), per epoch (x its epoch time, else x steps per epoch) and samples per
+joule (its samples/s over the power). A job on no GPU, or on a box whose GPUs give no energy,
+has None and the reason, never 0 J. A launch's phases' means are kept for its verdict
+(`note_phase`; the comparison itself is analyse/energy_phases.py). Pure: no reading, no clock.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, TypedDict
+from typing import NamedTuple
 
-from gputop_dl.analyse.verdict_types import Verdict
+from gputop_dl.analyse.energy_phases import PhaseEnergy
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
-__all__ = ["CorunEnergy", "EnergyLedger", "JobEnergy", "PhaseEnergy", "WINDOW_S", "corun_energy",
-           "corun_energy_ratio", "energy_evidence", "job_keys", "main_phase", "once", "phase_energy", "split_shares", "with_energy"]
+__all__ = ["EnergyLedger", "JobEnergy", "WINDOW_S", "job_keys", "once", "split_shares",
+           "with_energy"]
 
 WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
@@ -216,88 +217,3 @@ def _why_not(job: _Job | None) -> str:
     if job is None or not job.gpus:
         return "not on a GPU: NVML lists none of its processes"
     return "its GPUs give no energy yet"
-
-
-def corun_energy_ratio(together_j: float, together_samples: float,
-                       alone: Sequence[tuple[float, float]]) -> float | None:
-    """Energy per sample of a co-run over that of running the jobs one after another: the
-    co-run's joules per sample (all jobs' joules over all their samples) over the baselines'
-    (each `alone` (joules, samples), summed). >1: the co-run cost more energy per sample."""
-    alone_j = sum(j for j, _ in alone)
-    alone_n = sum(n for _, n in alone)
-    if together_samples <= 0 or alone_n <= 0 or alone_j <= 0 or together_j <= 0:
-        return None
-    return (together_j / together_samples) / (alone_j / alone_n)
-
-
-class PhaseEnergy(TypedDict):
-    """A job's recorded energy in one phase (a run: baseline, co-run, monitor)."""
-
-    phase: str
-    joules: float  # the joules its run reached
-    power_w: float | None  # means over its samples
-    per_step_j: float | None
-    per_epoch_j: float | None
-    samples_per_joule: float | None
-    estimate: bool  # a GPU it shared was split by time share
-    samples: int
-
-
-class CorunEnergy(TypedDict):
-    """Energy per sample of a co-run against running the jobs one after another."""
-
-    ratio: float  # >1: the co-run cost more energy per sample
-    jobs: int
-    estimate: bool  # some job's co-run energy split a shared GPU
-
-
-def _f(x: Any) -> float | None:
-    return None if x is None else float(x)
-
-
-def phase_energy(rows: Iterable[Sequence[Any]]) -> tuple[PhaseEnergy, ...]:
-    """The store's rows (phase, joules, power, J/step, J/epoch, samples/J, estimate, samples;
-    record/store_samples.py `job_energy`) as `PhaseEnergy`s."""
-    return tuple(PhaseEnergy(phase=str(r[0] or "run"), joules=float(r[1]), power_w=_f(r[2]),
-                             per_step_j=_f(r[3]), per_epoch_j=_f(r[4]),
-                             samples_per_joule=_f(r[5]), estimate=bool(r[6]), samples=int(r[7]))
-                 for r in rows if r[1] is not None)
-
-
-def corun_energy(jobs: Sequence[Sequence[PhaseEnergy]]) -> CorunEnergy | None:
-    """The co-run's energy per sample over its jobs' alone, for the same number of samples
-    from each job (its solo baseline's samples per joule against its co-run's); None unless
-    every job has both and there are two or more."""
-    alone, together, est = [], [], False
-    for phases in jobs:
-        by = {p["phase"]: p for p in phases}
-        b, c = by.get("baseline"), by.get("co-run")
-        if not b or not c or not b["samples_per_joule"] or not c["samples_per_joule"]:
-            return None
-        alone.append((1.0 / b["samples_per_joule"], 1.0))
-        together.append(1.0 / c["samples_per_joule"])
-        est = est or c["estimate"] or b["estimate"]
-    if len(together) < 2:
-        return None
-    ratio = corun_energy_ratio(sum(together), float(len(together)), alone)
-    return None if ratio is None else CorunEnergy(ratio=ratio, jobs=len(together), estimate=est)
-
-
-def main_phase(phases: Sequence[PhaseEnergy]) -> PhaseEnergy | None:
-    """The phase a job's results are about: its co-run, else its last run (a monitor's)."""
-    by = {p["phase"]: p for p in phases}
-    return by.get("co-run") or (phases[-1] if phases else None)
-
-
-def energy_evidence(v: Verdict, phases: dict[str, tuple[PhaseEnergy, ...]],
-                    jobs: Sequence[str]) -> Verdict:
-    """A launch's verdict with the co-run's GPU energy per sample against its jobs alone (the
-    evidence's `energy_per_sample_ratio` and a line beside STP), where every job has both."""
-    c = corun_energy([phases.get(name, ()) for name in jobs])
-    if c is None:
-        return v
-    more = "more" if c["ratio"] >= 1 else "less"
-    return v.with_evidence(energy_per_sample_ratio=round(c["ratio"], 3)).with_lines(
-        f"energy per sample: the co-run used {c['ratio']:.2f}× the GPU energy per sample of "
-        f"running them one after another ({abs(c['ratio'] - 1) * 100:.0f} % {more})"
-        + ("; ~ an estimate: a shared GPU split by time share" if c["estimate"] else ""))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
-from gputop_dl.analyse.energy import PhaseEnergy, phase_energy
+from gputop_dl.analyse.energy_phases import PhaseEnergy, phase_energy
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
                                       phase_class)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from gputop_dl.analyse.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.energy import energy_evidence
+from gputop_dl.analyse.energy_phases import energy_evidence
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate

@@ -47,7 +47,7 @@ def print_summary(engine: Engine, out: Console | None = None) -> None:
     if not engine.session_id:
         return
     from gputop_dl.analyse.summary import summarize
-    from gputop_dl.analyse.energy import corun_energy
+    from gputop_dl.analyse.energy_phases import corun_energy
     from gputop_dl.present.energy_text import corun_text
     from gputop_dl.present.headless import summary_table, verdict_lines
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
-from gputop_dl.analyse.energy import main_phase
+from gputop_dl.analyse.energy_phases import main_phase
 from gputop_dl.analyse.phases import PARTS
 from gputop_dl.analyse.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
