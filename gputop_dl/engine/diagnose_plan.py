@@ -46,6 +46,8 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Fix, Verdict
 from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
 from gputop_dl.collect import pyspy
+from gputop_dl.collect.found import owner
+from gputop_dl.collect.privilege import Access
 from gputop_dl.collect.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,
                                            read_work, workers_of)
 from gputop_dl.collect.solo_window import SoloReading, SoloWatch
@@ -487,8 +489,11 @@ def _mean(vals: Sequence[float | None]) -> float | None:
 
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
-    """py-spy every job's main thread at once for `seconds`; root pid -> estimate."""
-    keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()}
+    """py-spy every job's main thread at once for `seconds`; root pid -> estimate. A job py-spy
+    may not attach to (another user's, without root; collect/privilege.py) is left out."""
+    access = Access.read()
+    keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()
+                                  if access.refusal(owner(pid)) is None}
     return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
 
 
