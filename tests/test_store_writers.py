@@ -29,9 +29,9 @@ needs_proc_locks = pytest.mark.skipif(not LOCKS.exists(), reason="needs Linux /p
 def my_locks(path: str) -> list[str]:
     """This process's POSIX locks on the file at `path` (/proc/locks: "POSIX ... PID maj:min:inode")."""
     ino = os.stat(path).st_ino
-    return [line for line in LOCKS.read_text().splitlines()
-            if line.split()[1] == "POSIX" and line.split()[4] == str(os.getpid())
-            and line.split()[5].rsplit(":", 1)[1] == str(ino)]
+    rows = [line.split()[1:] for line in LOCKS.read_text().splitlines()]  # less the list's index
+    return sorted(" ".join(r) for r in rows if r[0] == "POSIX" and r[3] == str(os.getpid())
+                  and r[4].rsplit(":", 1)[1] == str(ino))
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 import sys
 import urllib.parse
 from typing import Any
@@ -202,6 +203,9 @@ def open_readonly(path: str) -> sqlite3.Connection:
     raise AssertionError("unreachable")
 
 
+BUSY_S = 30.0  # how long a writer waits for another's lock (SQLite's busy timeout) at most
+
+
 def open_for_writing(path: str) -> sqlite3.Connection:
     """A connection that writes: a damaged database or one of another schema kept aside first,
     a new one created 0600, WAL, the tables and the columns added since set up, the secrets
@@ -229,18 +233,38 @@ def open_for_writing(path: str) -> sqlite3.Connection:
             raise StoreError(f"{path}: cannot create the session database ({exc.strerror or exc})") from None
     for suffix in ("", "-wal", "-shm"):  # an older gputop-dl left them 0644
         private(path + suffix)
-    try:
-        db = sqlite3.connect(path, timeout=10.0)
-        db.text_factory = lenient_text
-    except BaseException:
-        if created:
-            _remove_new(path)
-        raise
+    deadline = time.monotonic() + BUSY_S
+    while True:
+        try:
+            return _set_up(path)
+        except sqlite3.OperationalError as exc:
+            # SQLITE_BUSY that SQLite returns without waiting (another gputop-dl switching a
+            # new file to WAL, or a stale read snapshot): try again, within the same bound
+            if getattr(exc, "sqlite_errorcode", None) == 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            if created:
+                _remove_new(path)
+            raise
+        except BaseException:
+            if created:
+                _remove_new(path)
+            raise
+
+
+def _set_up(path: str) -> sqlite3.Connection:
+    """One try at opening the database to write and setting it up (open_for_writing)."""
+    db = sqlite3.connect(path, timeout=BUSY_S)
+    db.text_factory = lenient_text
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.executescript(SCHEMA)
-        db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        new = db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
+                         (str(SCHEMA_VERSION),)).rowcount == 1
+        if new:  # written by this gputop-dl from its first row: nothing older to scrub
+            db.executemany("INSERT OR IGNORE INTO meta VALUES (?, '1')",
+                           [("env_redacted",), ("args_redacted",)])
         _add_columns(db)
         db.commit()
         if db.execute("SELECT COUNT(*) FROM meta WHERE key IN ('env_redacted', 'args_redacted')"
@@ -248,8 +272,6 @@ def open_for_writing(path: str) -> sqlite3.Connection:
             _scrub_secrets(db, os.path.dirname(path))
     except BaseException:
         db.close()
-        if created:
-            _remove_new(path)
         raise
     return db
 

@@ -97,13 +97,14 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
 
 def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | None,
                  readonly: bool, stuck_after: float | None = None, bell: bool = True) -> int:
-    from gputop_dl.record.paths import StoreError
+    from gputop_dl.record.paths import StoreError, data_dir
     from gputop_dl.record.store_open import check_store  # not the store's reads and writes
 
     try:  # watching needs no writes: a data directory that takes none only stops recording
         check_store()
         no_record = None
     except StoreError as exc:
+        data_dir(writable=False)  # one that cannot be used at all (under a file): its line, exit 2
         no_record = f"not recording: {exc}; watching only"
     from gputop_dl.present.tui.app import GputopApp
 
