@@ -103,6 +103,7 @@ HELP_KEYS = (
     ("s", "stop the selected launched job (asks first)"),
     ("e", "export the session as Markdown (gputop-dl-<session>.md)"),
     ("p", "pause / resume updates"),
+    ("b", "the bell with the notice of a stuck or failed job: on / off (--no-bell)"),
     ("l", "launch workloads from a workload file (monitor)"),
     ("d", "diagnose the jobs found running: together, then each alone (monitor, ~20 s)"),
     ("ctrl+p", "command palette (themes: dark/light)"),
