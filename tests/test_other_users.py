@@ -416,3 +416,32 @@ def test_diagnose_with_its_probe_pauses_no_process_of_another_user(users):
         j = jobs[p.pid]
         assert not j["measured_alone"] and j["why_not_alone"]  # says why: not ours to pause
         assert j["slowdown_source"] in (None, "estimated")  # the live estimate stands
+
+
+def test_the_monitor_shows_another_users_job_how_it_was_found_and_what_it_lacks():
+    from tests.test_tui import SIZE, aio, body_text, feed, new_app
+
+    from gputop_dl.present.tui.job_detail import FOUND_BY
+    from gputop_dl.present.tui.screens import JobDetailScreen
+    from gputop_dl.snapshot import JobSample
+    from tests.fakes.source import monitor_snapshot
+
+    lim = Access(euid=1000, sys_ptrace=False, scope=None).limits(1001)
+    job = JobSample(name="train.py @alice", pid=5100, launched=False, pids=(5100, 5101),
+                    cpu_cores=1.4, threads=3, cpu_wait_fraction=0.6, user="alice", elapsed_s=90,
+                    command="python train.py", cmdline="python train.py", found_by="cmdline",
+                    limited=lim, stall_note=lim[0][1], step_time_note=lim[0][1])
+
+    @aio
+    async def run():
+        app, src = new_app(mode="monitor", session_id=None, live=())
+        async with app.run_test(size=SIZE) as pilot:
+            await feed(pilot, src, monitor_snapshot(0, jobs=(job,), notes=(box_line(1),)))
+            sub = str(app.table.border_subtitle)  # the jobs table's: one line for the box
+            assert "1 job: CPU and waits only" in sub and "needs root" in sub
+            await pilot.press("enter")
+            assert isinstance(app.screen, JobDetailScreen)
+            text = body_text(app.screen)
+            assert FOUND_BY["cmdline"] in text and "disk reads" in text and "alice" in text
+
+    run()

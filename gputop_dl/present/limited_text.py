@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH
 
-__all__ = ["limited_lines"]
+__all__ = ["limited_lines", "limited_summary"]
 
 
 def limited_lines(jobs: Iterable[JobSample]) -> list[str]:
@@ -23,3 +23,15 @@ def limited_lines(jobs: Iterable[JobSample]) -> list[str]:
                 whats.append(what)
     return [f"{', '.join(names)}: {', '.join(whats)}: {DASH} ({why})"
             for why, (names, whats) in by_why.items()]
+
+
+def limited_summary(jobs: Iterable[JobSample]) -> str | None:
+    """One short line for a jobs table: how many jobs show only part of their figures, and
+    why ("2 jobs: CPU and waits only (another user's process: needs root ...)"); None: none."""
+    count: dict[str, int] = {}
+    for j in jobs:
+        if j.limited:
+            why = j.limited[0][1].split("; ")[0]  # the reason, without the ways out
+            count[why] = count.get(why, 0) + 1
+    return "; ".join(f"{n} job{'s' if n != 1 else ''}: CPU and waits only ({why})"
+                     for why, n in count.items()) or None

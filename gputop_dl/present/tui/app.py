@@ -22,6 +22,7 @@ from textual.content import Content
 from textual.screen import Screen
 
 from gputop_dl.present.alert_events import AlertEvents
+from gputop_dl.present.limited_text import limited_summary
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
@@ -260,6 +261,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         if table.sort_by:
             sub += f" · sorted by {SORTS[table.sort_by][0]}"
         note = table.filled_by_note() if n_jobs else ""
+        limited = limited_summary(r.job for r in rows if r.job is not None)  # privileges.md
+        sub = f"{limited} · {sub}" if limited else sub
         table.set_subtitle(f"{note} · {sub}" if note else sub)
         self._fit_table(len(rows))
         has_launched = any(r.launched for r in rows)
