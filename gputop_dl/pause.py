@@ -40,9 +40,14 @@ def tree_pids(pid: int) -> list[int]:
 class Pauser:
     """Stops process trees and continues them; the watchdog continues them if we die first."""
 
-    def __init__(self, watchdog: Watchdog | None = None, use_ptrace: bool = True):
+    def __init__(self, watchdog: Watchdog | None = None, use_ptrace: bool = True,
+                 sigstop_fallback: bool = True):
+        """`sigstop_fallback=False`: a process the guard cannot hold is not stopped at all
+        (listed in `ptrace_refused`): for jobs gputop-dl did not start, which must never be
+        left stopped, whatever dies."""
         self._watchdog = watchdog or shared()
         self._use_ptrace = use_ptrace
+        self._fallback = sigstop_fallback
         self._guards: list[subprocess.Popen[str]] = []
         self.guarded: list[int] = []  # stopped by the pause guard (ptrace)
         self.paused: list[int] = []  # stopped by SIGSTOP (the watchdog continues them)
@@ -62,6 +67,10 @@ class Pauser:
             return []
         held = self._hold(pids, max_s) if self._use_ptrace else set()
         pids = [p for p in pids if p not in held]
+        if not self._fallback:
+            for p in pids:
+                self.ptrace_refused.setdefault(p, "no pause guard could be started")
+            pids = []
         if not pids:
             return self.guarded + self.paused
         self._watchdog.paused_pids(pids)  # before any SIGSTOP

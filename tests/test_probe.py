@@ -129,6 +129,17 @@ def test_where_ptrace_is_refused_sigstop_and_the_watchdog_hold_them(tree):
     assert wait_until(lambda: status(tree.pid) not in STOPPED)
 
 
+def test_without_the_fallback_what_ptrace_refuses_is_not_paused_at_all(tree):
+    """diagnose's pauser: a job gputop-dl did not start is held by the guard or not stopped."""
+    first, second = Pauser(), Pauser(sigstop_fallback=False)
+    first.pause([tree.pid])
+    second.pause([tree.pid])
+    assert tree.pid in second.ptrace_refused and second.unguarded == []
+    first.resume()
+    assert wait_until(lambda: status(tree.pid) not in STOPPED)
+    second.resume()
+
+
 class FakeRun:
     def __init__(self, name, pid):
         self.name, self.alive, self.info = name, True, {}

@@ -114,7 +114,7 @@ class DiagnosePlan(Plan["Engine"]):
         self._cpus = 1  # the cores allowed (the engine's environment, read in `run`)
         self._host: list[HostPoint] = []
         self._gpu: dict[int, list[float]] = {}
-        self._pauser = Pauser()
+        self._pauser = Pauser(sigstop_fallback=False)  # jobs we did not start: guarded or not at all
         self._t0 = time.monotonic()
         # the live estimate (analyse/passive.py), over the observe phase only: once the probe
         # pauses jobs, their neighbours' waits no longer say how they run together
@@ -227,6 +227,16 @@ class DiagnosePlan(Plan["Engine"]):
                                              "user's: needs root); the live estimate stands")
                 continue
             self._pauser.pause(others)
+            unheld = [p for p in others if p in self._pauser.ptrace_refused]
+            if unheld:  # a pause nothing could undo if gputop-dl died: none at all
+                self._pauser.resume()
+                why = self._pauser.ptrace_refused[unheld[0]]
+                self._pauser.ptrace_refused.clear()
+                self.jobs[pid]["no_solo"] = (
+                    f"may not pause {', '.join(self.jobs[p]['name'] for p in unheld)} safely "
+                    f"(ptrace refused: {why}; a SIGSTOP would stay if gputop-dl were killed); "
+                    "the live estimate stands")
+                continue
             t_pause = time.time()
             engine.say(f"probe: {self.jobs[pid]['name']} alone for {per:.1f} s; paused "
                        + ", ".join(self.jobs[p]["name"] for p in others))
