@@ -4,7 +4,8 @@
 
 Each run launches one job of tests/stuck_jobs.py under a launch engine (interval 0.5 s) with
 the stuck threshold's floor at S seconds (default 3; the product's default is 60): a loader
-whose worker sleeps forever after 20 samples and a lock taken twice after 10 steps (hangs:
+whose worker sleeps forever after 20 samples, a lock taken twice after 10 steps and two DDP
+ranks on gloo where rank 1 sleeps in its own code after 10 steps (hangs:
 the seconds from the first tick that saw its last step to the stuck call, and that less the
 threshold), a 9 s busy "checkpoint" after 40 steps and a loop of 1.5 s steps asleep with every
 4th of 4.5 s (neither may ever be called stuck). Prints one line per run and a summary.
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tests.test_stuck_real as T  # noqa: E402 - the tests' harness, after the path
 
-HANGS = {"loader-hang": ("loader-hang", 20), "lock": ("lock", 10)}
+HANGS = {"loader-hang": ("loader-hang", 20), "lock": ("lock", 10), "ddp": ("ddp", 10)}
 BUSY = {"checkpoint": ("checkpoint", 40, 9), "slow": ("slow", 8, 4.5)}
 
 

@@ -219,3 +219,40 @@ def test_once_judges_over_its_own_window(args, stuck):
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+
+@pytest.fixture
+def users():
+    from tests.fakes.users import Users, why_not
+
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    u = Users.make()
+    yield u
+    u.close()
+
+
+def test_without_root_a_users_own_hang_is_stuck_and_anothers_is_not_judged(users):
+    """As the job's own user (no root), `--once` dumps its stacks and calls it stuck; another
+    user's py-spy may not attach, so nothing is called stuck and the snapshot goes on."""
+    gputop = os.path.join(os.path.dirname(sys.executable), "gputop-dl")
+    with open(JOBS) as f:
+        job = users.write("stuck_jobs.py", f.read())
+    users.popen("alice", [sys.executable, job, "loader-hang", "20"])
+
+    def alices(who):
+        out = users.run(who, [gputop, "--once", "--json"], timeout=120)
+        assert out.returncode == 0, out.stderr
+        return next((j for j in json.loads(out.stdout)["jobs"]
+                     if j["user"] == "gputopdl_alice" and "stuck_jobs.py" in (j["cmdline"] or "")),
+                    None)
+
+    deadline, got = time.monotonic() + 90, None
+    while time.monotonic() < deadline and (got is None or got["status"] != "stuck"):
+        time.sleep(3)
+        got = alices("alice")
+    assert got is not None and got["status"] == "stuck", got and got["status"]
+    assert got["stuck"]["where"] == "dataloader" and "__getitem__" in got["stuck"]["worker_frame"]
+    seen = alices("bob")
+    assert seen is not None and seen["status"] == "running" and seen["stuck"] is None
