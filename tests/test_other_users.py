@@ -445,3 +445,16 @@ def test_the_monitor_shows_another_users_job_how_it_was_found_and_what_it_lacks(
             assert FOUND_BY["cmdline"] in text and "disk reads" in text and "alice" in text
 
     run()
+
+
+def test_a_hidden_process_is_judged_again_when_it_forks_not_at_its_back_off(tmp_path):
+    fp = box(tmp_path)
+    clock = Clock()
+    d = Blind(fp.root, own_pid=400, clock=clock)
+    fp.add(600, 10, ["python3", "late.py"], TORCH_MAPS)  # importing: no worker yet
+    for _ in range(4):  # its back-off grows: 1, 2, 4 s
+        clock.t += 8
+        assert 600 not in jobs(d)
+    clock.t += 0.5  # its loader forks its workers half a second later
+    fp.add(601, 600, ["python3", "late.py"], TORCH_MAPS)
+    assert 600 in jobs(d)  # found at once, not at its next look 8 s on

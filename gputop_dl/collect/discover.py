@@ -263,6 +263,11 @@ class Discoverer:
             if p not in orphans and p != self.own:  # never a job: not worth a look
                 self._watch.add(p)  # new: classify it at the next find()
             ppid[p], start[p] = st
+            if st[0] in self._due:  # a hidden process forked (a loader's worker?): judge it now
+                self._due[st[0]] = 0.0
+                parent = self._info.get((st[0], start.get(st[0], -1)))
+                if parent is not None:
+                    parent.next_check = 0.0
         if todo or gone:
             cmap: dict[int, list[int]] = {}
             for p, pp in ppid.items():
