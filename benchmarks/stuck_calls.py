@@ -6,8 +6,8 @@ Each run launches one job of tests/stuck_jobs.py under a launch engine (interval
 the stuck threshold's floor at S seconds (default 3; the product's default is 60): a loader
 whose worker sleeps forever after 20 samples, a lock taken twice after 10 steps and two DDP
 ranks on gloo where rank 1 sleeps in its own code after 10 steps (hangs:
-the seconds from the first tick that saw its last step to the stuck call, and that less the
-threshold), a 9 s busy "checkpoint" after 40 steps and a loop of 1.5 s steps asleep with every
+the seconds from the wall time the job wrote as it hung to the snapshot that called it stuck,
+and that less the threshold), a 9 s busy "checkpoint" after 40 steps and a loop of 1.5 s steps asleep with every
 4th of 4.5 s (neither may ever be called stuck). Prints one line per run and a summary.
 """
 
@@ -34,10 +34,9 @@ def hang(args: tuple[object, ...], d: Path) -> tuple[float, float, str, str | No
         got = w.until(lambda j: j.status == "stuck", 120 + T.STUCK_AFTER)
     if got is None:
         return float("nan"), float("nan"), "not called", None
-    t, j = got
-    st = j.stuck
-    first = min(t0 for t0, r in w.rows if r.step == j.step)
-    return t - first, t - first - st.threshold_s, st.where, st.frame
+    st = got[1].stuck
+    s = w.wall_of(got) - w.hung_at()  # from the moment the job itself says it hung
+    return s, s - st.threshold_s, st.where, st.frame
 
 
 def busy(args: tuple[object, ...], d: Path) -> tuple[bool, float]:
@@ -64,7 +63,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as d:
                 s, over, where, frame = hang(args, Path(d))
             lat.append(over)
-            print(f"{name} run {i + 1}: called after {s:.1f} s of no step "
+            print(f"{name} run {i + 1}: called {s:.1f} s after it hung "
                   f"(threshold + {over:.1f} s), where {where} at {frame}", flush=True)
         print(f"{name}: threshold + {statistics.median(lat):.1f} s median, "
               f"+ {max(lat):.1f} s at most over {len(lat)} runs", flush=True)

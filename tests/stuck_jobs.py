@@ -8,15 +8,25 @@
                                            DDP on gloo: after N steps rank 1 sleeps in its own
                                            code while rank 0 waits in the all-reduce
 
-Each walks a torch DataLoader, so gputop-dl's start-up hook counts its steps.
+Each walks a torch DataLoader, so gputop-dl's start-up hook counts its steps. With
+STUCK_JOBS_MARK set, a job appends the wall time it hangs at (or, not hanging, the time its
+no-step stretch begins) to that file: the truth a detection time is measured from.
 """
 
+import os
 import sys
 import threading
 import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+
+def mark():
+    path = os.environ.get("STUCK_JOBS_MARK")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{time.time()}\n")
 
 
 class Samples(Dataset):
@@ -28,6 +38,8 @@ class Samples(Dataset):
 
     def __getitem__(self, i):
         if self.hang_at is not None and i >= self.hang_at:
+            if i == self.hang_at:
+                mark()
             time.sleep(10**6)  # a read from a dead mount, say
         return torch.zeros(4)
 
@@ -54,6 +66,7 @@ def ddp(n):
 
 
 def rank_work_that_never_ends():
+    mark()
     time.sleep(10**6)  # a rank held up in its own code: the others wait in the collective
 
 
@@ -71,12 +84,14 @@ def main(mode, n, s):
             time.sleep(0.05)
         if step + 1 == n:
             if mode == "checkpoint":
+                mark()
                 checkpoint(s)
                 return
             if mode == "slow":
                 return
             if mode == "lock":
                 with lock:
+                    mark()
                     lock.acquire()  # never given: the same thread holds it
 
 

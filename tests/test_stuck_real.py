@@ -28,14 +28,15 @@ JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stuck_jobs.py")
 STUCK_AFTER = 3.0  # seconds: the threshold's floor in these tests (60 by default)
 
 
-def job_file(tmp_path, *args):
+def job_file(tmp_path, *args, mark=None):
     argv = [sys.executable, JOBS, *map(str, args)]
     if args[0] == "ddp":  # two ranks on gloo
         argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                 JOBS, *map(str, args)]
     return write(tmp_path, "w.toml", '[session]\nname = "stuck"\ninterval = 0.5\n'
                  'baseline = "none"\n[[workload]]\nname = "job"\nwarmup_steps = 1\n'
-                 f'command = {json.dumps(argv)}\n')
+                 f'command = {json.dumps(argv)}\n'
+                 + (f'env = {{STUCK_JOBS_MARK = {json.dumps(str(mark))}}}\n' if mark else ''))
 
 
 class Watch:
@@ -43,9 +44,10 @@ class Watch:
 
     def __init__(self, tmp_path, *args, alerter=None):
         nvml = Nvml()
-        self.engine = launch_engine(open_spec(job_file(tmp_path, *args), nvml), nvml,
-                                    stuck_after=STUCK_AFTER)
-        self.rows, self.t0 = [], None
+        self.mark = tmp_path / "hung-at"  # the wall times the job wrote as it hung
+        self.engine = launch_engine(open_spec(job_file(tmp_path, *args, mark=self.mark), nvml),
+                                    nvml, stuck_after=STUCK_AFTER)
+        self.rows, self.walls, self.t0 = [], [], None
         self.engine.subscribe(self._take)
         if alerter is not None:
             self.engine.subscribe(alerter)
@@ -54,6 +56,15 @@ class Watch:
         for j in snap.jobs:
             if j.launched:
                 self.rows.append((time.monotonic(), j))
+                self.walls.append(snap.time)
+
+    def wall_of(self, row):
+        """The snapshot time of a row `until` returned."""
+        return next(w for r, w in zip(reversed(self.rows), reversed(self.walls)) if r is row)
+
+    def hung_at(self):
+        """The wall time the job wrote as it hung (None: not yet)."""
+        return float(self.mark.read_text().split()[0]) if self.mark.exists() else None
 
     def __enter__(self):
         self.t0 = time.monotonic()
@@ -92,9 +103,8 @@ def test_a_loader_whose_worker_sleeps_is_stuck_and_named(tmp_path):
         assert st.worker_pid in j.pids and "__getitem__" in st.worker_frame
         assert st.threshold_s >= STUCK_AFTER and st.for_s >= st.threshold_s
         assert st.dumps >= 2 and st.progress == "steps"
-        # called within threshold + 10 s of its last step
-        first_at_step = min(t for t, r in w.rows if r.step == j.step)
-        assert t - first_at_step <= st.threshold_s + 10, t - first_at_step
+        # called within threshold + 10 s of the moment it hung
+        assert 0 < w.wall_of(got) - w.hung_at() <= st.threshold_s + 10, w.wall_of(got) - w.hung_at()
         sid = w.engine.session_id
     store = Store(readonly=True)
     try:
@@ -123,6 +133,7 @@ def test_a_ddp_rank_that_stops_leaves_the_other_in_the_collective(tmp_path):
         assert st.frame.startswith("stuck_jobs.py:") and st.frame.endswith(" ddp")
         assert [r for r, _ in st.missing_ranks] == [1]
         assert st.missing_ranks[0][1].endswith("rank_work_that_never_ends")
+        assert 0 < w.wall_of(got) - w.hung_at() <= st.threshold_s + 10, w.wall_of(got) - w.hung_at()
 
 
 def test_a_busy_checkpoint_without_steps_is_not_stuck(tmp_path):

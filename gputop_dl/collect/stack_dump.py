@@ -68,7 +68,7 @@ def _source(pid: int, file: str, line: int) -> str | None:
         return None
     for path in (f"/proc/{pid}/root{file}" if file.startswith("/") else None, file):
         if path and os.path.isfile(path):
-            text = linecache.getline(path, line).strip()
+            text = linecache.getline(path, line).split("  # ", 1)[0].strip()  # no inline comment
             if text:
                 return text[:200]
     return None

@@ -40,13 +40,16 @@ def where_text(st: Stuck) -> str:
 
 def evidence_text(st: Stuck) -> str:
     """The readings behind the call."""
-    window = f" (judged over --once's {st.window_s:g} s window)" if st.window_s is not None else ""
     progress = {"steps": "its steps", "loop": "its loop counter", "loader":
                 "its loader's batches", "none": "its threads alone: no step counter"}.get(
                     st.progress, st.progress)
     cpu = DASH if st.cpu_cores_max is None else f"{st.cpu_cores_max:.2f}"
-    return (f"no progress for {duration(st.for_s)} (threshold {duration(st.threshold_s)}, by "
-            f"{progress}){window}; over the last {duration(st.quiet_s)} its processes slept "
+    if st.window_s is not None:  # --once: no history, its own window
+        moved = f"no progress over --once's {st.window_s:g} s window (by {progress})"
+    else:
+        moved = (f"no progress for {duration(st.for_s)} (threshold {duration(st.threshold_s)}, "
+                 f"by {progress})")
+    return (f"{moved}; over the last {duration(st.quiet_s)} its processes slept "
             f"(states {st.states or DASH}, at most {cpu} CPU cores"
             + (", no reads" if not st.read_bytes_per_s_max else "")
             + (", no loader batches" if not st.loader_writes_per_s_max else "")
