@@ -2,6 +2,7 @@
 bounded retries, a failing hook said in one line and never raised."""
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 import threading
@@ -132,3 +133,21 @@ def test_bad_stuck_flags_are_one_line_and_exit_2(args):
     p = subprocess.run([sys.executable, "-m", "gputop_dl", *args], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_serve_exports_the_stuck_gauges():
+    from gputop_dl.present.prometheus import SnapshotCollector
+    from tests.test_serve import one, render
+
+    c = SnapshotCollector(hostname="node1")
+    moving = replace(job(pid=6), name="moving", progress_age_s=0.5)
+    c.feed(snap(1.0, replace(job("stuck", ST), progress_age_s=70.0), moving,
+                replace(job("done", pid=8), name="ended")))
+    got = render(c)
+    assert one(got, "gputop_dl_job_stuck", job_name="train") == 1.0
+    assert one(got, "gputop_dl_job_stuck", job_name="moving") == 0.0
+    assert not [s for s in got["gputop_dl_job_stuck"] if s[0]["job_name"] == "ended"]
+    assert one(got, "gputop_dl_job_stuck_where_info", job_name="train", where="lock",
+               frame="t.py:3 work") == 1.0
+    assert one(got, "gputop_dl_job_seconds_since_progress", job_name="train") == 70.0
+    assert one(got, "gputop_dl_job_seconds_since_progress", job_name="moving") == 0.5
