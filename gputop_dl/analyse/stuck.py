@@ -31,7 +31,10 @@ STUCK_AFTER_BOUNDS = (1.0, 7 * 86400.0)  # what `--stuck-after` accepts
 IDLE_CORES = 0.1  # a job's processes together using less than this are asleep
 IDLE_READ_BPS = 64 * 1024  # bytes/s read (rchar: files, pipes, sockets) of a sleeping job
 QUIET_MAX_S = 30.0  # its threads must have slept over the last min(this, threshold / 2)
-BUSY_STATES = frozenset("RD")  # a process running, or waiting on its disk
+# a process waiting on its disk (D) is busy, and one running (R) is, unless the job's processes
+# used less than this: one caught waking for a moment (torchrun's agent polls its ranks every 0.1 s) is
+# often seen R on a loaded box, for want of a CPU, and reset a 60 s count in one look of many
+RUN_CORES = 0.02
 SPIN_WAITS = frozenset({"collective", "cuda-sync"})  # waits that may spin a core
 KEPT_LOOKS = 400
 KEPT_DUMPS = 3
@@ -66,7 +69,8 @@ class Look:
 
     def idle(self, spin_ok: bool = False) -> bool:
         """Whether its processes slept at this look (`spin_ok`: CPU in a spin-wait allowed)."""
-        if any(s in BUSY_STATES for s in self.states if not (spin_ok and s == "R")):
+        ran = not spin_ok and (self.cpu_cores is None or self.cpu_cores >= RUN_CORES)
+        if any(s == "D" or (s == "R" and ran) for s in self.states):
             return False
         if (self.read_bps or 0.0) > IDLE_READ_BPS or (self.loader_writes or 0.0) > 0.0:
             return False
