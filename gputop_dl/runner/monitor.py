@@ -142,7 +142,7 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
         if src.session_id:  # the launches, and the monitor's own once it saw a training job
             print(f"session {src.session_id} ({src.state})"
                   + (": the training jobs this monitor saw" if i == 0 else ""))
-    code = 130 if app.return_value == 130 else 0  # Ctrl-C: interrupted, as the README says
+    code = 130 if getattr(app, "return_value", None) == 130 else 0  # Ctrl-C: interrupted (README)
     if source.error is not None:
         from gputop_dl.text.safe import clean
 
