@@ -193,3 +193,37 @@ def test_a_stuck_job_in_the_snapshot_json():
     assert got["stuck"]["missing_ranks"] == [{"rank": 1, "frame": "t.py:20 load"},
                                              {"rank": 2, "frame": None}]
     assert got["stuck"]["stack"][-1] == "t.py:30 step" and got["progress_age_s"] == 70.0
+
+
+def test_the_watch_calls_a_job_stuck_once_and_skips_only_jobs_py_spy_may_not_read():
+    """engine/stuck_watch.py with a fake clock and fake dumps: job a (readable) is called stuck
+    past its threshold and told once; job b (another user's: py-spy denied) is never dumped again
+    and never called stuck, and does not stop a's dumps."""
+    from gputop_dl.engine.stuck_watch import StuckWatch
+    from gputop_dl.snapshot import JobSample, ProcSample
+
+    now, dumped = [0.0], []
+
+    def dump(pid):
+        dumped.append(pid)
+        if pid == 2:
+            return None, "py-spy: Permission denied (os error 13)"
+        return (stack(pid, SLEEPING),), None
+
+    def row(name, pid):
+        return JobSample(name=name, pid=pid, launched=False, status="running", cpu_cores=0.0,
+                         epoch=1, step=7, procs=(ProcSample(pid, 1, 0, "main", 0.0, 1, "S"),))
+
+    w = StuckWatch(StuckJudge(min_s=4.0), dump=dump, clock=lambda: now[0])
+    told, when = [], None
+    for i in range(40):
+        now[0] = i * 0.5
+        out = {j.name: j for j in w.annotate(1000.0 + now[0], [row("a", 1), row("b", 2)])}
+        w.join()
+        told += [(j.name, st is not None) for j, st in w.changes()]
+        if when is None and out["a"].status == "stuck":
+            when = now[0]
+        assert out["b"].status == "running"
+    assert when is not None and 4.0 <= when <= 6.0
+    assert told == [("a", True)] and dumped.count(2) == 1 and dumped.count(1) >= 2
+    assert "Permission denied" in w.denied and out["a"].stuck.where == "sleep"

@@ -10,11 +10,13 @@ last call, for the log, the store and alerts.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Hashable
 
 from gputop_dl.analyse.stuck import Dump, StuckJudge, look_of
+from gputop_dl.collect import pyspy
 from gputop_dl.collect.stack_dump import dump_stacks
 from gputop_dl.snapshot import JobSample, Stuck, ThreadStack, evolve
 
@@ -31,6 +33,29 @@ def targets(j: JobSample) -> tuple[list[int], list[int], tuple[tuple[int, int], 
     return trainers, workers[:MAX_WORKERS], ranks
 
 
+def dump_job(dump: DumpFn, trainers: list[int], workers: list[int],
+             ranks: tuple[tuple[int, int], ...], t: float) -> tuple[Dump, str | None]:
+    """The main threads of a job's trainers and loader workers, as one `Dump` at `t`; and why
+    py-spy may not read them at all (no rights, not installed), else None."""
+    mains: list[ThreadStack] = []
+    wmains: list[ThreadStack] = []
+    err = denied = None
+    for pid in trainers + workers:
+        try:
+            got, why = dump(pid)
+        except Exception as exc:  # noqa: BLE001 - a broken dump must not break the monitor
+            got, why = None, f"py-spy failed: {exc}"
+        main = next((s for s in got or () if s.main), None)
+        if main is not None:
+            (mains if pid in trainers else wmains).append(main)
+            continue
+        if why and (pyspy.is_permission_error(why) or "not installed" in why):
+            denied = why
+        if pid in trainers:
+            err = why or "no stack"
+    return Dump(t, tuple(mains), tuple(wmains), ranks, err if not mains else None), denied
+
+
 class StuckWatch:
     """Judges the live jobs of each tick; touched by the engine thread (the dumps by its own)."""
 
@@ -44,7 +69,10 @@ class StuckWatch:
         self._busy: threading.Thread | None = None
         self._stuck: dict[Hashable, Stuck] = {}
         self._changes: list[tuple[JobSample, Stuck | None]] = []
-        self.denied: str | None = None  # why py-spy cannot read the jobs (then none is judged)
+        # jobs py-spy may not read (another user's, without root): never dumped again, so never
+        # judged stuck; `denied` is the last reason
+        self._denied: set[Hashable] = set()
+        self.denied: str | None = None
 
     def annotate(self, wall: float, jobs: list[JobSample]) -> list[JobSample]:
         """The rows, a stuck job's with status "stuck" and its `Stuck`."""
@@ -78,6 +106,8 @@ class StuckWatch:
         judge.forget(keys)
         for k in [k for k in self._stuck if k not in keys]:
             del self._stuck[k]
+        with self._lock:
+            self._denied &= set(keys)
         return out
 
     def changes(self) -> list[tuple[JobSample, Stuck | None]]:
@@ -87,8 +117,9 @@ class StuckWatch:
         return out
 
     def _start_dump(self, key: Hashable, j: JobSample, now: float) -> None:
-        if self._busy is not None and self._busy.is_alive() or self.denied:
-            return
+        with self._lock:
+            if self._busy is not None and self._busy.is_alive() or key in self._denied:
+                return
         trainers, workers, ranks = targets(j)
         t = threading.Thread(target=self._run, args=(key, trainers, workers, ranks), daemon=True,
                              name=f"stack-dump-{j.pid}")
@@ -98,26 +129,12 @@ class StuckWatch:
     def _run(self, key: Hashable, trainers: list[int], workers: list[int],
              ranks: tuple[tuple[int, int], ...]) -> None:
         t0 = self.clock()
-        mains: list[ThreadStack] = []
-        wmains: list[ThreadStack] = []
-        err: str | None = None
-        for pid in trainers + workers:
-            try:
-                got, why = self._dump(pid)
-            except Exception as exc:  # noqa: BLE001 - a broken dump must not break the monitor
-                got, why = None, f"py-spy failed: {exc}"
-            if got is None:
-                if why and ("ermission" in why or "not installed" in why):
-                    self.denied = why
-                if pid in trainers:
-                    err = why or "no stack"
-                continue
-            main = next((s for s in got if s.main), None)
-            if main is not None:
-                (mains if pid in trainers else wmains).append(main)
-        d = Dump((t0 + self.clock()) / 2, tuple(mains), tuple(wmains), ranks,
-                 err if not mains else None)
+        d, denied = dump_job(self._dump, trainers, workers, ranks, t0)
+        d = dataclasses.replace(d, t=(t0 + self.clock()) / 2)  # read somewhere in between
         with self._lock:
+            if denied is not None:
+                self._denied.add(key)
+                self.denied = denied
             self._done.append((key, d))
 
     def join(self, timeout: float | None = None) -> None:

@@ -14,25 +14,14 @@ import time
 
 from gputop_dl.analyse.stuck import Dump, judge_window, look_of
 from gputop_dl.collect.stack_dump import dump_stacks
-from gputop_dl.engine.stuck_watch import targets
-from gputop_dl.snapshot import JobSample, Snapshot, ThreadStack, evolve
+from gputop_dl.engine.stuck_watch import dump_job, targets
+from gputop_dl.snapshot import JobSample, Snapshot, evolve
 
 DUMP_GAP_S = 2.0  # seconds between the two dumps of a job that looks asleep
 
 
 def _dump(j: JobSample, t: float) -> Dump:
-    trainers, workers, ranks = targets(j)
-    mains: list[ThreadStack] = []
-    wmains: list[ThreadStack] = []
-    err = None
-    for pid in trainers + workers:
-        got, why = dump_stacks(pid)
-        main = next((s for s in got or () if s.main), None)
-        if main is not None:
-            (mains if pid in trainers else wmains).append(main)
-        elif pid in trainers:
-            err = why or "no stack"
-    return Dump(t, tuple(mains), tuple(wmains), ranks, err if not mains else None)
+    return dump_job(dump_stacks, *targets(j), t)[0]
 
 
 def stuck_once(snap: Snapshot, window_start: float, gap_s: float = DUMP_GAP_S) -> Snapshot:
