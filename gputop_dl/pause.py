@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -37,8 +38,11 @@ def tree_pids(pid: int) -> list[int]:
         return []
 
 
+ANSWER_S = 5.0  # a guard that has not stopped them by then (a thread long in D) is let go
+
+
 class Pauser:
-    """Stops process trees and continues them; the watchdog continues them if we die first."""
+    """Stops process trees and continues them, whatever dies (see the module docstring)."""
 
     def __init__(self, watchdog: Watchdog | None = None, use_ptrace: bool = True,
                  sigstop_fallback: bool = True):
@@ -96,6 +100,8 @@ class Pauser:
         try:
             guard.stdin.write(json.dumps({"pids": pids, "max_s": max_s}) + "\n")
             guard.stdin.flush()
+            if not select.select([guard.stdout], [], [], ANSWER_S)[0]:
+                raise TimeoutError  # its kill lets go whatever it holds (the kernel detaches)
             answer = json.loads(guard.stdout.readline() or "{}")
         except (OSError, ValueError):
             guard.kill()
