@@ -196,6 +196,20 @@ def test_a_lock_deadlock_is_told_once_to_a_webhook_and_a_command(tmp_path):
     assert len(ours) == 1 and ours[0]["env"] == "stuck" and ours[0]["stuck"]["where"] == "lock"
 
 
+class Detached:
+    """A process this one did not start (re-parented to init): its PID and whether it runs."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return None if f.read().rsplit(")", 1)[1].split()[0] not in "ZX" else 0
+        except OSError:
+            return 0
+
+
 def once_json():
     out = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                          capture_output=True, text=True, timeout=120, check=True)
@@ -204,22 +218,36 @@ def once_json():
 
 @pytest.mark.parametrize("args,stuck", [(("loader-hang", 20), True),
                                         (("checkpoint", 5, 60), False)])
-def test_once_judges_over_its_own_window(args, stuck):
+def test_once_judges_over_its_own_window(args, stuck, tmp_path):
     """A found job: `--once` calls the hung loader stuck over its window (and says how long),
     never the busy checkpoint."""
-    # its own process group: a loader worker asleep in __getitem__ outlives its parent
-    p = subprocess.Popen([sys.executable, JOBS, *map(str, args)], start_new_session=True)
+    # started as from a shell: not a child of this test process (an xdist worker that imported
+    # torch is a found job itself, and a torch process's torch child counts as its worker), in
+    # its own session (a loader worker asleep in __getitem__ outlives its parent)
+    err = tmp_path / "job.err"
+    line = " ".join(map(str, [sys.executable, JOBS, *args]))
+    pid = int(subprocess.run(["sh", "-c", f"setsid {line} >/dev/null 2>{err} & echo $!"],
+                             capture_output=True, text=True, check=True).stdout)
+    p = Detached(pid)
     try:
-        deadline, got = time.monotonic() + 60, None
+        deadline, got, seen = time.monotonic() + 60, None, []
         while time.monotonic() < deadline:
             time.sleep(3)
-            job = next((j for j in once_json()["jobs"] if j["pid"] == p.pid), None)
-            if job is None:
-                continue  # not found yet (importing torch)
+            snap = once_json()
+            job = next((j for j in snap["jobs"] if j["pid"] == p.pid), None)
+            if job is None:  # not found yet (importing torch)
+                seen = [(j["pid"], j["name"], j.get("found_by")) for j in snap["jobs"]]
+                seen.append(snap.get("notes"))
+                continue
             got = job
             if job["status"] == "stuck" or (not stuck and time.monotonic() > deadline - 45):
                 break
-        assert got is not None
+        if got is None:  # what ran, what --once saw, what the job said
+            import psutil
+
+            tree = ([(q.pid, q.name(), q.status()) for q in
+                     psutil.Process(p.pid).children(recursive=True)] if p.poll() is None else None)
+            raise AssertionError((p.pid, p.poll(), tree, seen, err.read_text()[-2000:]))
         assert (got["status"] == "stuck") == stuck, got["status"]
         if stuck:
             st = got["stuck"]
@@ -229,7 +257,6 @@ def test_once_judges_over_its_own_window(args, stuck):
             assert got["stuck"] is None and got["cpu_cores"] > 0.1
     finally:
         os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 @pytest.fixture
