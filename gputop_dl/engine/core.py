@@ -334,8 +334,9 @@ class Engine:
         for name, run in list(self.runs.items()):
             was_alive = run.alive
             rec.events(name, run.phase, run.poll(now, m.cmap))
-            if run.over_memory_cap() and run.tree_sample is not None:
-                self._stop_over_cap(run, run.tree_sample.rss)
+            rss = run.rss_over_cap()
+            if rss is not None:
+                self._stop_over_cap(run, rss)
             if was_alive and not run.alive:
                 if run.proc.pid is not None:
                     discover.unclaim(run.proc.pid)

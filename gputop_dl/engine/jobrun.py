@@ -172,12 +172,13 @@ class JobRun:
     def alive(self) -> bool:
         return self.exit_code is None
 
-    def over_memory_cap(self) -> bool:
-        """Whether the job's process tree used more RSS than its cap at this tick's sample
-        (the tree sampler's reading: nothing more is read for it)."""
+    def rss_over_cap(self) -> int | None:
+        """The RSS of the job's process tree at this tick's sample where it is over the job's
+        cap, else None (the tree sampler's reading: nothing more is read for it)."""
         ts = self.tree_sample
-        return (self.mem_cap is not None and ts is not None and self.alive
+        over = (self.mem_cap is not None and ts is not None and self.alive
                 and not self.capped and ts.rss > self.mem_cap)
+        return ts.rss if over and ts is not None else None
 
     def measured_cpu_cores(self) -> float | None:
         """Mean CPU cores after warm-up (from the time the warm-up steps were done)."""

@@ -93,10 +93,12 @@ class StuckWatch:
                 self._start_dump(key, j, now)
             st = judge.judge(key, now, wall)
             was = self._stuck.get(key)
-            j = evolve(j, progress_age_s=judge.progress_age(key, now))
+            age = judge.progress_age(key, now)
+            # one copy of the row a tick (this runs for every live job, every tick)
+            j = (evolve(j, progress_age_s=age, status="stuck", stuck=st) if st is not None
+                 else evolve(j, progress_age_s=age))
             if st is not None:
                 self._stuck[key] = st
-                j = evolve(j, status="stuck", stuck=st)
                 if was is None:
                     self._changes.append((j, st))
             elif was is not None:
