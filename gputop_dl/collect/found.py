@@ -179,18 +179,15 @@ class FoundJobs:
             self._rows.pop(key, None)
         for key in [k for k in self._measured if k not in keys]:
             del self._measured[key]
-        # py-spy only where it may attach
-        spied = [f for f in live if self._limits[(f.pid, f.start)][1] is None]
-        spied_keys = {(f.pid, f.start) for f in spied}
-        if self.stall is not None:  # not in a job's start-up: its imports hold no step to read
-            self.stall.round([((f.pid, f.start), f.target) for f in spied
-                              if (age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
-                              or age >= SPY_AFTER_S])
+        # py-spy only where it may attach, and past a job's start-up (its imports hold no step)
+        spy = {(f.pid, f.start) for f in live if self._limits[(f.pid, f.start)][1] is None
+               and ((age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
+                    or age >= SPY_AFTER_S)}
+        if self.stall is not None:
+            self.stall.round([((f.pid, f.start), f.target) for f in live if (f.pid, f.start) in spy])
         if self.counter is not None:  # jobs whose loader's batches cannot pace them
             self.counter.round([((f.pid, f.start), f.target) for f, j in zip(live, jobs)
-                                if (f.pid, f.start) in spied_keys
-                                and ((age := self._idents[(f.pid, f.start)].elapsed_s(now)) is None
-                                     or age >= SPY_AFTER_S)
+                                if (f.pid, f.start) in spy
                                 and j.cpu_cores_workers is None and j.loader_writes_per_s is None])
         notes = []
         out = self.disc.outside
