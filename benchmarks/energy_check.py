@@ -34,8 +34,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from gputop_dl.analyse.energy import EnergyLedger  # noqa: E402
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
-from gputop_dl.collect.nvml_base import F_ENERGY  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.base import F_ENERGY  # noqa: E402
 
 WORKER = r"""
 import sys, time, torch

@@ -44,7 +44,7 @@ from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.busiest import BusiestSampler  # noqa: E402
 from gputop_dl.collect.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.host import HostSampler  # noqa: E402
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 

@@ -35,7 +35,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import run_file  # noqa: E402
 
 OUTLIER = 3.0  # a step this many times the median holds a one-time cost, not the loop's pace

@@ -24,7 +24,7 @@ from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.diskio import io_fields  # noqa: E402
 from gputop_dl.collect.host import HostSampler  # noqa: E402
 from gputop_dl.collect.memory import memory_fields  # noqa: E402
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.collect.procs import TreeSampler, children_map  # noqa: E402
 from gputop_dl.collect.schedstat import tree_wait, wait_fields  # noqa: E402
 from gputop_dl.snapshot import JobSample  # noqa: E402

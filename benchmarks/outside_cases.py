@@ -39,7 +39,7 @@ from tests.fakes.busy import busy_loops  # noqa: E402
 from gputop_dl.analyse.passive import WINDOW  # noqa: E402
 from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.machine import MachineSampler  # noqa: E402
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from tests.fakes.by_hand import only_found  # noqa: E402
 
 CAL = os.path.join(ROOT, "tests", "external", "calibrated.py")

@@ -23,7 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner.engines import monitor_engine  # noqa: E402
 from tests.fakes.busy import busy_loops  # noqa: E402
 

@@ -66,7 +66,7 @@ from verdict_threads import SCENARIOS, _lines, argv, rate, started, stamps  # no
 
 GPU_SCENARIOS = {"gpu pair": ("gpu", "gpu"), "gpu trio": ("gpu", "gpu", "gpu")}
 
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import only_found  # noqa: E402
 

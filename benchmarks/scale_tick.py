@@ -115,7 +115,7 @@ def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
     from benchmarks.engine_tick import Parts
     from gputop_dl.collect import procs
     from gputop_dl.collect.found import FoundJobs
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.collect.schedstat import SchedReader
     from gputop_dl.runner import monitor_engine
 

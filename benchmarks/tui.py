@@ -98,7 +98,7 @@ def first_frame_tmux(runs: int) -> list[float]:
 
 FIRST_FRAME_CHILD = r"""
 import asyncio, time
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import monitor_engine
 from gputop_dl.present.tui.app import GputopApp
 async def main():

@@ -36,7 +36,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import CALIBRATED, HEAVY, LIGHT, never_left_stopped, only_found  # noqa: E402
 

@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import diagnose_engine, launch_engine, monitor_engine, open_spec  # noqa: E402
 from tests.fakes.by_hand import only_found  # noqa: E402
 

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
 from gputop_dl.analyse.pool_progress import progress_slowdown, spin_share  # noqa: E402
 from gputop_dl.collect.gomp_spin import record_spin  # noqa: E402
-from gputop_dl.collect.nvml import Nvml  # noqa: E402
+from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import never_left_stopped, only_found  # noqa: E402
 

@@ -40,7 +40,7 @@ class GpuSample:
     pcie_tx_kbs: int | None = None  # NVML's 20 ms point sample (nvmlDeviceGetPcieThroughput)
     pcie_rx_kbs: int | None = None
     error: str | None = None  # set when the GPU was lost / errored this tick
-    # GPU clocks and PCIe (issue 32 items 3 and 4, collect/nvml.py): the highest SM clock; the
+    # GPU clocks and PCIe (issue 32 items 3 and 4, collect/nvml/gpus.py): the highest SM clock; the
     # share of the last counter interval (a few seconds) NVML's cumulative violation counters
     # say the clocks were held down, per reason ((reason, share 0..1 or None), ...; () = no
     # counter on this GPU); PCIe bytes/s from NVML's cumulative byte counters (else the point
@@ -57,7 +57,7 @@ class GpuSample:
     # and its NUMA node (None: NVML does not say)
     cpu_affinity: str | None = None
     numa_node: int | None = None
-    # energy (collect/nvml_energy.py, docs/energy.md): joules since the monitor first read this
+    # energy (collect/nvml/energy.py, docs/energy.md): joules since the monitor first read this
     # GPU (None: no interval yet, or NVML gives neither counter nor power), from when, how
     # ("counter" | "power-integral"), whose power ("gpu" | "module": a Grace superchip's,
     # CPU and memory included) and why unknown or how it was bridged

@@ -124,7 +124,7 @@ async def shot_details(app, pilot, out: str, name: str) -> None:
 
 
 async def shot_gpu_monitor(out: str) -> None:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.present.tui.app import GputopApp
     from gputop_dl.runner import Launcher, export_for_tui, monitor_engine
 
@@ -161,7 +161,7 @@ async def shot_gpu_monitor(out: str) -> None:
 
 
 async def shot_monitor(out: str, fake_gpus: bool) -> None:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.present.tui.app import GputopApp
     from gputop_dl.runner import Launcher, export_for_tui, monitor_engine
 
@@ -207,7 +207,7 @@ async def shot_monitor(out: str, fake_gpus: bool) -> None:
 
 
 async def shot_trio(out: str, at_s: float) -> None:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.present.tui.app import GputopApp
     from gputop_dl.runner import launch_engine, open_spec
 

@@ -9,8 +9,8 @@ import json
 
 from gputop_dl.analyse.box_peaks import NO_PROFILE, Peaks, peaks_from_profile
 from gputop_dl.analyse.passive import PassiveJudge, once
-from gputop_dl.collect.nvml import Nvml
-from gputop_dl.collect.nvml_counters import FIRST_DELTA_S
+from gputop_dl.collect.nvml.gpus import Nvml
+from gputop_dl.collect.nvml.counters import FIRST_DELTA_S
 from gputop_dl.snapshot import GpuProcess, HostSample, JobSample, Snapshot
 
 from tests.fakes.nvml import FakePynvml

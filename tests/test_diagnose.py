@@ -14,7 +14,7 @@ import types
 import pytest
 from rich.console import Console
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy import StallEstimate
 from gputop_dl.engine import diagnose_plan

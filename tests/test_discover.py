@@ -19,7 +19,7 @@ from gputop_dl.collect import discover, pyspy
 from gputop_dl.collect.discover import Discoverer, job_name, outside_note
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.procs import read_stat
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.stall import StallResult, StallSampler
 
 

@@ -150,7 +150,7 @@ def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
     from gputop_dl.collect.discover import Discoverer
     from gputop_dl.collect.found import FoundJobs
     from gputop_dl.collect.machine import MachineSampler
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine.core import Engine
     from gputop_dl.engine.monitor_plan import MonitorPlan
     from tests.fakes.nvml import FakeProcess, FakePynvml
@@ -214,7 +214,7 @@ def test_a_launch_with_baselines_has_the_energy_evidence_real_launch(tmp_path):
     import time
 
     from gputop_dl.collect.machine import MachineSampler
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine import Engine, LaunchPlan, Recorder
     from gputop_dl.runner import open_spec
     from tests.fakes.nvml import FakeProcess, FakePynvml

@@ -178,7 +178,7 @@ def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
     import time
 
     from gputop_dl.collect.machine import MachineSampler
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine import Engine, LaunchPlan, Recorder
     from gputop_dl.present.report.document import session_json
     from gputop_dl.record.store import Store

@@ -66,7 +66,7 @@ def test_a_sigkill_is_blamed_on_what_the_kernel_says(oom, words):
 
 def test_real_job_killed_by_hand_is_not_blamed_on_the_oom_killer(tmp_path):
     """A job that SIGKILLs itself (as `kill -9` by hand would): the kernel killed nothing."""
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner.engines import run_file
 
     before = read_counts(None)
@@ -103,7 +103,7 @@ def test_one_job_alone_is_no_co_run_and_has_no_stp():
 
 
 def test_real_job_that_failed_its_baseline_is_not_started_again(tmp_path):
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner.engines import run_file
 
     path = write(tmp_path, "w.toml", '[session]\nname = "b"\nbaseline = "measure"\ninterval = 0.2\n'

@@ -11,7 +11,7 @@ import time
 import psutil
 
 from gputop_dl import watchdog
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import launch_engine, open_spec, run_file
 from tests.conftest import write
 from tests.schema_check import check

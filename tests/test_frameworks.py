@@ -14,7 +14,7 @@ import sys
 import pytest
 from rich.console import Console
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 from tests.conftest import write
 from tests.schema_check import check

@@ -37,7 +37,7 @@ from gputop_dl.channel import RANK_ENV, rank_info
 from gputop_dl.collect import diskio, host, procs, schedstat
 from gputop_dl.collect.fleet import (PrometheusError, load_node_file, nodes_from_prometheus,
                                      parse_node, parse_nodes)
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import FIELDS, SESSION_FIELDS, load_session
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store

@@ -12,8 +12,8 @@ import types
 import pytest
 
 from gputop_dl import channel
-from gputop_dl.collect.gpu_use import GpuUse
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpu_use import GpuUse
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 from gputop_dl.hook import SITE_DIR, dlhook, fw_lightning, report
 from gputop_dl.launch import build_env

@@ -183,7 +183,7 @@ def test_serve_puts_user_and_slurm_job_on_the_job_info_series_only():
 
 
 def test_the_process_tree_comes_from_what_the_tick_read():
-    from gputop_dl.collect.gpu_use import GpuUse
+    from gputop_dl.collect.nvml.gpu_use import GpuUse
     from gputop_dl.collect.procs import Stat
     from gputop_dl.collect.proctree import proc_tree, ranks_of
     from gputop_dl.snapshot import Distributed, GpuProcess, RankProc

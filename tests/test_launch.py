@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 from gputop_dl.record.store import Store, StoreError
 from tests.conftest import write

@@ -56,7 +56,7 @@ def test_without_torch_once_serve_export_and_sessions_work(tmp_path):
             "    assert main(['--once', '--json']) == 0\n"
             "snap = json.loads(buf.getvalue())\n"
             "assert snap['schema'].startswith('gputop-dl.snapshot') and snap['host']['cpus'] >= 1\n"
-            "from gputop_dl.collect.nvml import Nvml\n"
+            "from gputop_dl.collect.nvml.gpus import Nvml\n"
             "from gputop_dl.runner import monitor_engine, start_metrics\n"
             "eng = monitor_engine(Nvml(), stall_budget=0)\n"
             "srv = start_metrics(eng, '127.0.0.1:0', 'serve')\n"

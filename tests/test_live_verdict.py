@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import monitor_engine
 
 from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped, only_found

@@ -14,7 +14,7 @@ import pytest
 
 from gputop_dl.cli import main
 from gputop_dl.collect.boxprofile import SCHEMA, cpus, gpus, links, memory, storage
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.record.store import Store
 from gputop_dl.sched.fit import JobDemand, capacities, plan_fit
 from tests.fakes.nvml import FakeProcess, FakePynvml

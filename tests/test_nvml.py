@@ -1,4 +1,4 @@
-"""gputop_dl.collect.nvml against a fake pynvml, plus the real pynvml on this (GPU-less) machine."""
+"""gputop_dl.collect.nvml.gpus against a fake pynvml, plus the real pynvml on this (GPU-less) machine."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from gputop_dl.collect.nvml import PCIE_INTERVAL_S, Nvml
-from gputop_dl.collect.nvml_counters import THROTTLE_LABELS
+from gputop_dl.collect.nvml.gpus import PCIE_INTERVAL_S, Nvml
+from gputop_dl.collect.nvml.counters import THROTTLE_LABELS
 from gputop_dl.snapshot import GpuProcess, GpuSample
 
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml, missing_pynvml
@@ -525,7 +525,7 @@ def test_module_does_not_import_torch_or_textual():
 
     root = Path(__file__).resolve().parents[1]
     code = (
-        "import sys; import gputop_dl.collect.nvml as m; m.Nvml().sample(); "
+        "import sys; import gputop_dl.collect.nvml.gpus as m; m.Nvml().sample(); "
         "bad = [n for n in ('torch', 'textual') if n in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from gputop_dl.collect import nvml as nvml_mod
-from gputop_dl.collect.nvml import Nvml
-from gputop_dl.collect.nvml_counters import COUNTER_INTERVAL_S, FIRST_DELTA_S, THROTTLE_LABELS
+from gputop_dl.collect.nvml import gpus as nvml_mod
+from gputop_dl.collect.nvml.gpus import Nvml
+from gputop_dl.collect.nvml.counters import COUNTER_INTERVAL_S, FIRST_DELTA_S, THROTTLE_LABELS
 from gputop_dl.snapshot import Snapshot
 
 from tests.fakes.nvml import FakePynvml

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_dl.collect.nvml import Nvml
-from gputop_dl.collect.nvml_energy import COUNTER, POWER_INTEGRAL, STUCK_S, EnergyMeter, power_scope
+from gputop_dl.collect.nvml.gpus import Nvml
+from gputop_dl.collect.nvml.energy import COUNTER, POWER_INTEGRAL, STUCK_S, EnergyMeter, power_scope
 from gputop_dl.snapshot import Snapshot
 
 from tests.fakes.nvml import FakeGpu, FakePynvml

@@ -25,7 +25,7 @@ import pytest
 from gputop_dl.analyse.passive import WINDOW
 from gputop_dl.analyse.passive import PassiveJudge
 from gputop_dl.collect.machine import MachineSampler
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import diagnose_engine
 
 from tests.fakes import busy

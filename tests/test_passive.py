@@ -227,7 +227,7 @@ def test_judge_passive_of_no_estimates_is_pure():
 
 def test_nvml_per_process_samples_of_the_fake_gpu_read_gpu_contended():
     # two jobs' processes on fake GPU 0, each with NVML per-process SM samples of ~50 %
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
 
     from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml
 

@@ -294,7 +294,7 @@ DCGAN = os.path.join(HERE, "external", "dcgan_tiny.py")
 
 
 def _launch(tmp_path, argv, extra=""):
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner import run_file
 
     body = ('[session]\nname = "phases"\ninterval = 0.2\nbaseline = "none"\n'
@@ -379,7 +379,7 @@ def test_real_launch_nproc_2_runs_both_ranks_and_names_the_slow_data_rank(tmp_pa
     st = ap.find_straggler(rows)
     assert st is not None and st["rank"] == 1 and st["cause"] == "data", (st, rows)
     assert st["excess_s"] == pytest.approx(0.030, abs=0.010)
-    from gputop_dl.collect.gpu_use import GpuUse
+    from gputop_dl.collect.nvml.gpu_use import GpuUse
 
     js = run.sample(GpuUse())
     assert js.straggler is not None and js.straggler.rank == 1 and len(js.ranks) == 2
@@ -494,8 +494,8 @@ def test_nproc_with_a_command_that_starts_torchrun_itself_is_one_line(tmp_path):
 
 
 def test_real_launch_the_builtin_trainer_reports_its_phases(tmp_path):
-    from gputop_dl.collect.gpu_use import GpuUse
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpu_use import GpuUse
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner import run_file
 
     path = tmp_path / "w.toml"

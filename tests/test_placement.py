@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import open_spec
 from gputop_dl.sched.placement import GpuState, place_counts
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml

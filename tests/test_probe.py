@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine.probe import Probe
 from gputop_dl.pause import Pauser
 from gputop_dl.runner import run_file

@@ -13,7 +13,7 @@ import pytest
 
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine, Recorder
 from gputop_dl.engine.queue_plan import QueuePlan
 from gputop_dl.sched.model import Job, Machine

@@ -8,7 +8,7 @@ import time
 
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine, Recorder
 from gputop_dl.engine.queue_plan import QueuePlan
 from gputop_dl.record.store import Store

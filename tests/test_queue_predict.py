@@ -156,7 +156,7 @@ def test_a_queue_on_gpus_records_measured_gpu_use_as_slot_busy(tmp_path):
     slot_busy_fraction is the measured GPU use (0.6), not the GPU-seconds the jobs held."""
     from gputop_dl.collect.found import FoundJobs
     from gputop_dl.collect.machine import MachineSampler
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine import Engine, Recorder
     from gputop_dl.engine.queue_plan import QueuePlan
     from gputop_dl.sched.model import Job, Machine

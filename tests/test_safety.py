@@ -150,7 +150,7 @@ warmup_steps = 1
 
 
 def test_a_job_that_died_at_start_up_is_named_and_the_one_that_ran_is_judged(tmp_path):
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner import run_file
 
     empty = tmp_path / "empty_images"

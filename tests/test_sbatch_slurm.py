@@ -168,7 +168,7 @@ def test_sbatch_scripts_run_on_a_real_slurm_and_the_monitor_shows_their_job_ids(
         print(f"SKIPPED: {reason}")
         pytest.skip(reason)
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
     from gputop_dl.engine.launch_plan import fingerprint
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 
 SCEN = os.path.join(os.path.dirname(__file__), "..", "workloads", "scenarios")

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.cli import main
-from gputop_dl.collect.nvml import REASON_LABELS, Nvml
+from gputop_dl.collect.nvml.gpus import REASON_LABELS, Nvml
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
 from gputop_dl.snapshot import Distributed, GpuSample, HostSample, JobSample, RankProc, Snapshot

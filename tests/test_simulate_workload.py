@@ -64,7 +64,7 @@ def test_a_job_with_no_duration_and_no_cached_profile_is_one_line_exit_2(tmp_pat
 
 def test_a_built_in_job_takes_its_duration_and_cpu_need_from_its_cached_solo_profile(tmp_path, capsys):
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
     from gputop_dl.engine.launch_plan import fingerprint
 

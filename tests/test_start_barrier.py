@@ -9,7 +9,7 @@ import shlex
 import sys
 import types
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import launch_plan
 from gputop_dl.engine.launch_plan import GO_WAIT_S, go_now
 from gputop_dl.record.store import Store

@@ -1,7 +1,7 @@
 """A job's energy: its GPUs' joules tick by tick, a shared GPU's split by time share, and its
 joules per step, per epoch and samples per joule.
 
-`EnergyLedger.update` takes each tick's GPU samples (their `energy_j`, collect/nvml_energy.py),
+`EnergyLedger.update` takes each tick's GPU samples (their `energy_j`, collect/nvml/energy.py),
 the processes NVML lists on each GPU and the jobs' process ids, and adds to each job the GPU's
 joules since the last tick: all of them where the job's processes are the only ones on it, else
 its share of the GPU's time: time-sliced contexts take turns, so the owners computing on it share

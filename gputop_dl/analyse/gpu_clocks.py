@@ -1,7 +1,7 @@
 """GPU clocks, PCIe links and NUMA placement in the live verdict (issue 32 items 3 and 4).
 
 Pure functions over one tick's `GpuSample`s (NVML's throttle shares, link state and the CPUs
-near each GPU, collect/nvml.py), `GpuProcess`es (with each process's allowed CPUs,
+near each GPU, collect/nvml/gpus.py), `GpuProcess`es (with each process's allowed CPUs,
 collect/affinity.py) and the jobs. Three findings, each an evidence line with its fix:
 
 - **throttled clocks**: a GPU a job uses had its clocks held down by a reason (power cap,

@@ -10,7 +10,7 @@ import psutil
 from gputop_dl.collect.host import allowed_cpus
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
 
 
 class Environment(TypedDict):

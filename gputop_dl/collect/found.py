@@ -33,7 +33,7 @@ from collections.abc import Collection, Sequence
 
 from gputop_dl.collect import pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
-from gputop_dl.collect.gpu_use import GpuUse
+from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
 from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line
 from gputop_dl.collect.procs import TreeSample, TreeSampler

@@ -25,13 +25,13 @@ from gputop_dl.collect.affinity import CpuAffinity
 from gputop_dl.collect.busiest import BusiestSampler
 from gputop_dl.collect.diskio import look_times
 from gputop_dl.collect.found import FoundJobs
-from gputop_dl.collect.gpu_use import GpuUse
+from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.host import HostSampler
 from gputop_dl.collect.procs import children_map
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
 
 WAITS = 0.05  # a job waits for a CPU this share of its runnable time: read who else runs
 BUSY = 0.8  # or the host's allowed cores are this busy (jobs launched here are sampled apart)
@@ -127,7 +127,7 @@ def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: floa
     long, all jobs at once, and the snapshot waits for it. `found`: a `FoundJobs` (tests inject
     one)."""
     if nvml is None:
-        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.collect.nvml.gpus import Nvml
 
         nvml = Nvml()
     sampler = MachineSampler(nvml, found=found or FoundJobs(stall=False))

@@ -16,7 +16,7 @@ from typing import Any
 from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
 from gputop_dl.channel import EventReader
-from gputop_dl.collect.gpu_use import GpuUse
+from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.oomkill import oom_killed, read_counts
 from gputop_dl.collect.procs import TreeSampler
 from gputop_dl.collect.proctree import proc_tree, ranks_of

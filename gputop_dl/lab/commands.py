@@ -17,7 +17,7 @@ from gputop_dl.errors import UsageError
 from gputop_dl.text.console import console as text_console
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.lab.sweep_worker_protocol import SweepRow
 
 
@@ -54,7 +54,7 @@ def parse_batches(text: str) -> list[int]:
 
 def _cuda_or_reason(gpu: int) -> tuple[Nvml, str, str | None]:
     """(Nvml, "cuda" | "cpu", why the CPU); a --gpu past the GPUs is a usage error."""
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
 
     nvml = Nvml()
     n = nvml.device_count()

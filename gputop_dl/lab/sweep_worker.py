@@ -51,7 +51,7 @@ def is_oom(exc: BaseException) -> bool:
 def _nvml_used(gpu: int) -> int | None:
     """GPU memory NVML reports for this process (includes the CUDA context), or None."""
     try:
-        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.collect.nvml.gpus import Nvml
 
         with Nvml() as nvml:
             used = [p.mem_used for p in nvml.processes()

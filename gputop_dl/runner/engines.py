@@ -17,7 +17,7 @@ from typing import Any
 from gputop_dl.collect.extras import require_train
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.analyse.stuck import StuckJudge
 from gputop_dl.engine import Engine, MonitorPlan, Recorder

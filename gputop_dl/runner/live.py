@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse import energy, passive
 from gputop_dl.collect.machine import snapshot_once
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gputop_dl.errors import UsageError
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.record.store import Store
     from gputop_dl.workload import SessionSpec
 from gputop_dl.text.console import console
@@ -109,7 +109,7 @@ def stored_or_quick_profile() -> tuple[dict[str, Any], str]:  # a gputop-dl.mach
 def run_plan(path: str, as_json: bool = False) -> int:
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.fingerprint import fingerprint
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
     from gputop_dl.present.machine import plan_json, print_plan
     from gputop_dl.record.paths import StoreError

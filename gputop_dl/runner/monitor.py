@@ -49,7 +49,7 @@ class LazyLauncher:
 
     def _get(self) -> Launcher:
         if self._launcher is None:
-            from gputop_dl.collect.nvml import Nvml
+            from gputop_dl.collect.nvml.gpus import Nvml
             from gputop_dl.runner.engines import Launcher
 
             self._launcher = Launcher(Nvml())
@@ -73,7 +73,7 @@ def diagnose(seconds: float = 20.0, probe: bool = True,
              progress: Callable[[str], None] | None = None, *,
              readonly: bool = False) -> dict[str, Any]:
     """The `d` key (runner.live.diagnose_for_tui); read-only: observed, never probed."""
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner.live import diagnose_for_tui
 
     return diagnose_for_tui(Nvml(), seconds, probe=probe and not readonly, progress=progress)
@@ -109,7 +109,7 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
     from gputop_dl.present.tui.app import GputopApp
 
     def build() -> Engine:
-        from gputop_dl.collect.nvml import Nvml
+        from gputop_dl.collect.nvml.gpus import Nvml
         from gputop_dl.collect.stall import STALL_BUDGET
         from gputop_dl.runner.engines import monitor_engine
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.stall import STALL_BUDGET
 from gputop_dl.engine import Engine
 from gputop_dl.runner.engines import check_store, monitor_engine, stop_on_signals
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
     """Serve `engine`'s latest snapshot as Prometheus metrics on `listen` (HOST:PORT) until
     the returned server is stopped; raises UsageError when the address cannot be bound."""
-    from gputop_dl.collect.nvml import REASON_LABELS
+    from gputop_dl.collect.nvml.gpus import REASON_LABELS
     from gputop_dl.present.prometheus import MetricsServer, SnapshotCollector
 
     collector = SnapshotCollector(reasons=REASON_LABELS, mode=mode)

@@ -16,7 +16,7 @@ def run_sbatch(path: str, out_dir: str, *, policy: str | None = None, out: TextI
     DIR/submit.sh, which submits them in the policy's order; runs nothing. Each job's expected
     duration and solo CPU need come from its cached solo baseline, as for `queue`."""
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.collect.fingerprint import fingerprint
     from gputop_dl.engine.queue_plan import job_for
     from gputop_dl.record.paths import default_db_path

@@ -101,7 +101,7 @@ def load_any(path: str) -> tuple[Trace, dict[str, str]]:
     if file_kind(path) == "trace":
         return load_trace(path), {}
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.record.paths import default_db_path
 
     nvml = Nvml()

@@ -1,6 +1,6 @@
 """A fake `pynvml` module for tests and benchmarks (no GPU, no driver needed).
 
-Build one and hand it to `gputop_dl.collect.nvml.Nvml(module=...)`:
+Build one and hand it to `gputop_dl.collect.nvml.gpus.Nvml(module=...)`:
 
     from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop_dl.collect.nvml import Nvml
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.snapshot import JobSample
 from tests.fakes.nvml import GiB, FakePynvml
 

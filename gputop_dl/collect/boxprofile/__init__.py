@@ -51,7 +51,7 @@ def profile_machine(data: list[str] | None = None, *, quick: bool = False,
     nvml = None
     try:
         if nvml_factory is None:
-            from gputop_dl.collect.nvml import Nvml
+            from gputop_dl.collect.nvml.gpus import Nvml
 
             nvml_factory = Nvml
         nvml = nvml_factory()

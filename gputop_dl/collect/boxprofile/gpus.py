@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gputop_dl.collect.boxprofile.part import Part
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.nvml import Nvml
+    from gputop_dl.collect.nvml.gpus import Nvml
 
 __all__ = ["LANE_GBPS", "link_peak_bps", "read_gpus"]
 

@@ -8,14 +8,14 @@ stagger; in between the last shares are reported. Field ids are looked up by nam
 (a name it lacks = that counter is not read); a field the device refuses is never asked again,
 and a throttle reason with no field falls back to `nvmlDeviceGetViolationStatus` by policy. The
 link's current generation and width are read with the counters. `CounterReads` is a part of
-`collect/nvml.py`'s `Nvml`.
+`collect/nvml/gpus.py`'s `Nvml`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from gputop_dl.collect.nvml_base import F_FIELDS, F_LINK_GEN, F_LINK_WIDTH, GpuGone, NvmlBase, NvmlDevice
+from gputop_dl.collect.nvml.base import F_FIELDS, F_LINK_GEN, F_LINK_WIDTH, GpuGone, NvmlBase, NvmlDevice
 
 __all__ = ["COUNTER_INTERVAL_S", "CounterReads", "FIRST_DELTA_S", "THROTTLE_LABELS"]
 

@@ -17,12 +17,12 @@ NVML reports as not supported is never asked for again; throttle-reason bitmasks
 per distinct mask; PCIe throughput (two ~20 ms calls on real hardware) is read at most every
 `PCIE_INTERVAL_S` per device, staggered across devices, and cached in between.
 
-The cumulative clock-event and PCIe counters are `collect/nvml_counters.py`, the processes on
-each GPU `collect/nvml_procs.py`, the per-device state both share `collect/nvml_base.py`. The
+The cumulative clock-event and PCIe counters are `collect/nvml/counters.py`, the processes on
+each GPU `collect/nvml/gpu_procs.py`, the per-device state both share `collect/nvml/base.py`. The
 link's maximum generation and width, the SM clock's maximum, the CPUs near the GPU
 (`nvmlDeviceGetCpuAffinity`) and its NUMA node are read once, at init.
 
-Summing `processes()` per PID for the job rows is `collect/gpu_use.py`'s `GpuUse`.
+Summing `processes()` per PID for the job rows is `collect/nvml/gpu_use.py`'s `GpuUse`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ import os
 import time
 from typing import Any, Callable
 
-from gputop_dl.collect.nvml_base import (
+from gputop_dl.collect.nvml.base import (
     F_CLOCK, F_ENERGY, F_MEM, F_MEM_V2, F_PCIE, F_POWER, F_REASONS, F_TEMP, F_UTIL, GpuGone,
     NvmlDevice)
-from gputop_dl.collect.nvml_counters import (
+from gputop_dl.collect.nvml.counters import (
     COUNTER_INTERVAL_S, CounterReads)
-from gputop_dl.collect.nvml_energy import EnergyMeter, power_scope
-from gputop_dl.collect.nvml_procs import ProcessReads
+from gputop_dl.collect.nvml.energy import EnergyMeter, power_scope
+from gputop_dl.collect.nvml.gpu_procs import ProcessReads
 from gputop_dl.snapshot import GpuSample
 from gputop_dl.text.cpulist import format_cpulist, mask_words_to_cpus
 

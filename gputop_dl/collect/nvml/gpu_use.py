@@ -1,7 +1,7 @@
 """The GPU use of a tick per process: NVML's per-process figures summed per PID, and a
 process tree's share of them (GPU memory, SM utilisation, the GPUs it is on).
 
-Pure values over `GpuProcess` (what `collect/nvml.py`'s `Nvml.processes()` returns): the job
+Pure values over `GpuProcess` (what `collect/nvml/gpus.py`'s `Nvml.processes()` returns): the job
 samplers (`collect/found.py`, `collect/proctree.py`, `engine/jobrun.py`) read it; they never
 call NVML.
 """

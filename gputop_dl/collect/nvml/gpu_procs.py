@@ -1,7 +1,7 @@
 """The processes on each GPU, with each one's memory and its recent SM utilization.
 
-`ProcessReads` is a part of `collect/nvml.py`'s `Nvml`; summing its `processes()` per PID for
-the job rows is `collect/gpu_use.py`'s `GpuUse`.
+`ProcessReads` is a part of `collect/nvml/gpus.py`'s `Nvml`; summing its `processes()` per PID for
+the job rows is `collect/nvml/gpu_use.py`'s `GpuUse`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from gputop_dl.collect.nvml_base import F_GPROCS, F_PROCS, F_PUTIL, GpuGone, NvmlBase, NvmlDevice
+from gputop_dl.collect.nvml.base import F_GPROCS, F_PROCS, F_PUTIL, GpuGone, NvmlBase, NvmlDevice
 from gputop_dl.snapshot import GpuProcess
 
 __all__ = ["PROC_UTIL_WINDOW_S", "ProcessReads"]

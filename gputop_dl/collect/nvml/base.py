@@ -1,7 +1,7 @@
 """The state `Nvml` keeps per GPU and its one NVML read that turns a failure into a value.
 
-Shared by `collect/nvml.py` (opening NVML, the per-tick sample), `collect/nvml_counters.py`
-(the cumulative clock-event and PCIe counters) and `collect/nvml_procs.py` (the GPU processes):
+Shared by `collect/nvml/gpus.py` (opening NVML, the per-tick sample), `collect/nvml/counters.py`
+(the cumulative clock-event and PCIe counters) and `collect/nvml/gpu_procs.py` (the GPU processes):
 `NvmlDevice`, the per-device field flags, `GpuGone` and `NvmlBase._read`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gputop_dl.collect.nvml_energy import EnergyMeter
+from gputop_dl.collect.nvml.energy import EnergyMeter
 from gputop_dl.snapshot import GpuSample
 
 # Per-device field flags (a bitmask of fields NVML said it will never answer).
@@ -78,7 +78,7 @@ class NvmlDevice:
         self.pcie_rx_bps: int | None = None
         self.pcie_point = True  # read nvmlDeviceGetPcieThroughput (no 64-bit byte counters)
         self.slow: dict[str, Any] = {}  # GpuSample fields that change only on the slow reads
-        self.energy = EnergyMeter()  # its joules (collect/nvml_energy.py), set up at init
+        self.energy = EnergyMeter()  # its joules (collect/nvml/energy.py), set up at init
 
 
 

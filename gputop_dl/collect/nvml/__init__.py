@@ -1,0 +1,1 @@
+"""The GPUs through NVML: each device's figures, its counters and energy, the processes on it."""
