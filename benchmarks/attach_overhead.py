@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gputop_dl.collect import pyspy  # noqa: E402
+from gputop_dl.collect.pyspy import run as pyspy  # noqa: E402
 from gputop_dl.collect.discover import Discoverer  # noqa: E402
 from gputop_dl.collect.procs import children_map  # noqa: E402
 

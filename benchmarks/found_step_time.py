@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from gputop_dl.collect import pyspy  # noqa: E402
+from gputop_dl.collect.pyspy import run as pyspy  # noqa: E402
 from gputop_dl.collect.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.machine import snapshot_once  # noqa: E402
 

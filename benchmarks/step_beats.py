@@ -27,7 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gputop_dl.collect import pyspy  # noqa: E402
+from gputop_dl.collect.pyspy import run as pyspy  # noqa: E402
 
 MS = re.compile(r"ms/batch\s+([\d.]+)")
 

@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
 from gputop_dl.analyse.pool_progress import progress_slowdown, spin_share  # noqa: E402
-from gputop_dl.collect.gomp_spin import record_spin  # noqa: E402
+from gputop_dl.collect.pyspy.gomp_spin import record_spin  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
 from tests.fakes.by_hand import never_left_stopped, only_found  # noqa: E402
@@ -102,7 +102,7 @@ NATIVE = {"at": 6.0, "seconds": 6.0, "rate": 10}  # one native burst per job, `a
 
 
 def native_bursts(pids: list[int], ready, out: dict) -> None:
-    """Once `ready()`, one py-spy `--native` burst on every job at once (collect/gomp_spin.py):
+    """Once `ready()`, one py-spy `--native` burst on every job at once (collect/pyspy/gomp_spin.py):
     out[pid] = (SpinSample or error, burst start, burst end) in time.time()."""
     import threading
 

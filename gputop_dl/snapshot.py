@@ -222,7 +222,7 @@ class Straggler:
 
 
 class StackFrame(NamedTuple):
-    """One frame of a Python thread's stack as py-spy dumped it (collect/stack_dump.py)."""
+    """One frame of a Python thread's stack as py-spy dumped it (collect/pyspy/dump.py)."""
 
     func: str
     file: str  # the file's path as the job named it
@@ -318,7 +318,7 @@ class JobSample:
     step_time_note: str | None = None
     # ... and where py-spy counted fewer than 4 steps in its burst: they are longer than this
     step_time_over_s: float | None = None
-    # its own loop counter (collect/loop_counter.py: py-spy's dump of its locals): its name
+    # its own loop counter (collect/pyspy/loop_counter.py: py-spy's dump of its locals): its name
     # ("main.py:train:batch_idx"), the steps it counted between paired dumps so far and the
     # seconds they span (a rate over two readings: steps / seconds), and its newest dump's time
     loop_counter: str | None = None

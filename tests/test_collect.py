@@ -12,7 +12,8 @@ import pytest
 
 from gputop_dl.channel import EventReader, EventWriter
 from gputop_dl.collect import host as host_mod
-from gputop_dl.collect import procfs, procs, pyspy
+from gputop_dl.collect import procfs, procs
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.procs import Stat, TreeSampler, parse_stat, psutil_stat, read_stat
 
 

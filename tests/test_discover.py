@@ -15,12 +15,13 @@ from collections import Counter
 import psutil
 import pytest
 
-from gputop_dl.collect import discover, pyspy
+from gputop_dl.collect import discover
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.discover import Discoverer, job_name, outside_note
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.procs import read_stat
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.collect.stall import StallResult, StallSampler
+from gputop_dl.collect.pyspy.stall_sampler import StallResult, StallSampler
 
 
 from tests.fakes.nvml import FakeProcess, FakePynvml
@@ -619,7 +620,7 @@ def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
 def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
     """Issue 5: every monitor run that saw training jobs is a session; it exports with the
     job's CPU, memory and py-spy stall, and jobs that ended are marked so."""
-    from gputop_dl.collect.stall import StallResult
+    from gputop_dl.collect.pyspy.stall_sampler import StallResult
     from gputop_dl.present.report import export_session, list_sessions
     from gputop_dl.runner import monitor_engine
     from gputop_dl.record.store import Store

@@ -484,7 +484,7 @@ def test_a_failure_without_a_message_says_what_is_known():
 
 
 def test_py_spy_is_taken_from_the_interpreters_environment_before_path(tmp_path, monkeypatch):
-    from gputop_dl.collect import pyspy
+    from gputop_dl.collect.pyspy import run as pyspy
 
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -1,4 +1,4 @@
-"""A found job's own loop counter (collect/loop_counter.py): py-spy's dump of its main thread's
+"""A found job's own loop counter (collect/pyspy/loop_counter.py): py-spy's dump of its main thread's
 locals parsed, the counter chosen, torn readings dropped, dumps scheduled within a budget; and
 one real dump of a running loop."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gputop_dl.collect import loop_counter as L
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import loop_counter as L
+from gputop_dl.collect.pyspy import run as pyspy
 
 
 def frame(name, fname, **ints):

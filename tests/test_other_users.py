@@ -285,7 +285,7 @@ def test_py_spy_is_refused_on_another_users_process_as_access_predicts(users):
     train = users.write("train.py", TRAIN)
     p = users.popen("alice", [sys.executable, train])
     _started(p, children=2)
-    probe = (f"import json; from gputop_dl.collect import pyspy; "
+    probe = (f"import json; from gputop_dl.collect.pyspy import run as pyspy; "
              f"from gputop_dl.collect.privilege import Access; "
              f"est, err = pyspy.record_stall({p.pid}, 0.5, 20); "
              f"print(json.dumps({{'err': err, 'perm': pyspy.is_permission_error(err), "

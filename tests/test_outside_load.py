@@ -306,7 +306,7 @@ def test_a_solo_window_beside_outside_load_is_slowed_by_its_wait_its_own_demand_
 
 def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outside_load():
     from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
-    from gputop_dl.collect.pyspy import StallEstimate
+    from gputop_dl.collect.pyspy.run import StallEstimate
     from gputop_dl.collect.solo_window import SoloReading
     from gputop_dl.engine.diagnose_plan import DiagnosePlan
 

@@ -128,7 +128,7 @@ def test_a_reference_survives_the_store_shape():
 
 
 def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another():
-    """A job with no loader workers, paced by its own loop counter (collect/loop_counter.py):
+    """A job with no loader workers, paced by its own loop counter (collect/pyspy/loop_counter.py):
     its pairs of dumps alone are its stored reference (30 s at 10 steps a second), which a
     later monitor lends to a copy that never ran alone: 2.5 a second beside another job is 4×,
     by its own count, with the stored run's age. A stored counter of another name paces

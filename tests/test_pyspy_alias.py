@@ -1,5 +1,5 @@
 """A found job's step time where py-spy's rate beats with the steps: the concurrent check burst
-at four times the rate (collect/pyspy_stall.py `checked`) and the pool that follows the newest
+at four times the rate (collect/pyspy/stall.py `checked`) and the pool that follows the newest
 burst (`current_step_time`)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.stall import StallSampler
-from gputop_dl.collect.pyspy_stall import (
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.stall_sampler import StallSampler
+from gputop_dl.collect.pyspy.stall import (
     CHECK_S, MICRO_WHY, MIN_CYCLES, StallEstimate, check_rate, checked, current_step_time)
 from tests.test_pyspy_timed import MAIN, PID, trace
 
@@ -224,7 +224,7 @@ def test_a_step_a_check_confirmed_needs_no_check_until_it_changes():
 
 
 def test_longer_bursts_get_a_check_long_enough_to_rule_out_a_beat():
-    from gputop_dl.collect.pyspy_stall import check_seconds
+    from gputop_dl.collect.pyspy.stall import check_seconds
 
     assert [check_seconds(s, r) for s, r in ((2, 25), (3, 50), (4, 12), (8, 6), (1, 6))] == [
         1, 1, 2, 3, 1]

@@ -8,9 +8,9 @@ import time
 
 import psutil
 
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 
-SPY = ("import sys\nfrom gputop_dl.collect import pyspy\n"
+SPY = ("import sys\nfrom gputop_dl.collect.pyspy import run as pyspy\n"
        "pyspy.record_stall(int(sys.argv[1]), 30, 10, check=False)\n")
 
 

@@ -1,4 +1,4 @@
-"""Found jobs: step phases and step time from py-spy's ordered main-thread samples (collect/pyspy.py)."""
+"""Found jobs: step phases and step time from py-spy's ordered main-thread samples (collect/pyspy/run.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.stall import StallResult, StallSampler
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.stall_sampler import StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

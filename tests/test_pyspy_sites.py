@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.pyspy_stacks import phase_site
-from gputop_dl.collect.pyspy_stall import MICRO_WHY
-from gputop_dl.collect.step_cycles import once_a_step
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.stacks import phase_site
+from gputop_dl.collect.pyspy.stall import MICRO_WHY
+from gputop_dl.collect.pyspy.step_cycles import once_a_step
 from tests.test_pyspy_timed import MAIN, PID, trace
 
 LOOP = ["<module> (main.py:1)", "train (main.py:{line})"]
@@ -149,7 +149,7 @@ def test_few_steps_counted_say_long_steps_only_where_each_step_would_be_seen():
             out += [(False, i * every_s, i * every_s + every_s - on_s),
                     (True, i * every_s + every_s - on_s, (i + 1) * every_s)]
         return out
-    from gputop_dl.collect.step_cycles import timed_cycles
+    from gputop_dl.collect.pyspy.step_cycles import timed_cycles
     missed = timed_cycles(runs(0.17, 2.5, 3), 1 / 6)  # one sample of a missed-most phase
     assert missed[3] is not None and "too short" in missed[3]
     long = timed_cycles(runs(0.5, 2.5, 3), 1 / 6)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.stall import StallResult, StallSampler
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.stall_sampler import StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, Snapshot
 
 PID = 4242

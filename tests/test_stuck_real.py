@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.present.report.document import session_json
 from gputop_dl.record.store import Store

@@ -35,7 +35,7 @@ GPU-bound pair's first copy, paced over 20 ticks of which a third were the secon
 start-up, read 1.43× where it ran 2.13× slower (docs/validation.md).
 
 A job with no loader workers (or whose loader's pace cannot be read) is paced by its own loop
-counter where py-spy's dumps read one (collect/loop_counter.py: `batch_idx` of its training
+counter where py-spy's dumps read one (collect/pyspy/loop_counter.py: `batch_idx` of its training
 loop, read every 10 s or more seldom): the steps it counted over the seconds they span, while
 it ran alone and over its newest dumps beside the others (LOOP_MIN_S or more of each; beside,
 back to LOOP_MIN_STEPS steps, up to LOOP_MAX_S), each pair of dumps within one side (alone,
@@ -47,7 +47,7 @@ it while their own log lines said 7-60× and their next pairs 7.4-10×):
 
 A counter that did not move over LOOP_MAX_S beside the others gives a bound, not a pace.
 Where there is no counter either, it is paced by its step time where py-spy reads one
-(collect/stall.py; `JobSample.step_time_s`, each burst's reading checked against beats): the
+(collect/pyspy/stall_sampler.py; `JobSample.step_time_s`, each burst's reading checked against beats): the
 mean of the distinct readings while it ran alone (STEP_REF_MIN or more;
 each is a checked burst of 4 steps or more) against the newest one since others run beside it:
 
@@ -63,7 +63,7 @@ side: its burst (up to 32 s) may have begun before the change (a word_language_m
 burst that ended 1 s after a second copy started read its 52 ms alone, and paced it 1.05×
 for 37 ticks where it ran 4.9× slower). A job
 slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
-one (collect/stall.py `LONGER`).
+one (collect/pyspy/stall_sampler.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
 job of the same user, in the same directory and container, with the same command line but for
@@ -105,7 +105,7 @@ NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 MIN_WRITES = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
-STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
+STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/pyspy/stall_sampler.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
 # the newest step reading beside others paces the job for this long after its burst: later
 # bursts that read no step (too short, rates that disagree) leave it standing, and a job's

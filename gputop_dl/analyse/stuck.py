@@ -11,7 +11,7 @@ synchronize may spin a core while it waits; there an unchanged stack with no rea
 D state is enough.
 
 Progress is what the job's readings already count: its steps (the trainer's or the start-up
-hook's events), its own loop counter (collect/loop_counter.py), its loader workers' write calls
+hook's events), its own loop counter (collect/pyspy/loop_counter.py), its loader workers' write calls
 (one batch handed over is a fixed number of them). Pure: the engine (engine/stuck_watch.py)
 feeds it one `Look` a tick and the dumps it read; `--once` feeds it its own window.
 """

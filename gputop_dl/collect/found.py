@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Collection, Sequence
 
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.identity import Identity, read_identity
@@ -42,8 +42,8 @@ from gputop_dl.collect.ranks import RankReader, rank_cpu
 from gputop_dl.collect.diskio import io_fields
 from gputop_dl.collect.memory import memory_fields
 from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
-from gputop_dl.collect.loop_counter import CounterSampler
-from gputop_dl.collect.stall import STALL_BUDGET, StallResult, StallSampler
+from gputop_dl.collect.pyspy.loop_counter import CounterSampler
+from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, evolve
 from gputop_dl.workload import redact_args
 

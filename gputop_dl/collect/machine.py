@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.affinity import CpuAffinity
 from gputop_dl.collect.busiest import BusiestSampler
 from gputop_dl.collect.diskio import look_times

@@ -45,7 +45,7 @@ from gputop_dl.analyse.evidence import HostPoint, host_point
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Fix, Verdict
 from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.found import owner
 from gputop_dl.collect.privilege import Access
 from gputop_dl.collect.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,

@@ -2,7 +2,7 @@
 
 `StuckWatch.annotate` feeds `analyse/stuck.py`'s `StuckJudge` one look a live job a tick;
 once a job has made no progress for half its threshold it dumps the job's stacks (its trainers'
-and its loader workers', `collect/stack_dump.py`, non-blocking) in a thread of its own, one job
+and its loader workers', `collect/pyspy/dump.py`, non-blocking) in a thread of its own, one job
 at a time, every `dump_every` seconds; a job the judge calls stuck leaves with status "stuck"
 and its `Stuck`. `changes()` hands over the jobs that became stuck or moved again since the
 last call, for the log, the store and alerts.
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Hashable
 
 from gputop_dl.analyse.stuck import Dump, StuckJudge, look_of
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.stack_dump import dump_stacks
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.dump import dump_stacks
 from gputop_dl.snapshot import JobSample, Stuck, ThreadStack, evolve
 
 MAX_WORKERS = 8  # loader workers dumped a job

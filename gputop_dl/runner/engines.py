@@ -18,7 +18,7 @@ from gputop_dl.collect.extras import require_train
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET
 from gputop_dl.analyse.stuck import StuckJudge
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
 from gputop_dl.engine.stuck_watch import StuckWatch

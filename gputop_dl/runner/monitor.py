@@ -110,7 +110,7 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
 
     def build() -> Engine:
         from gputop_dl.collect.nvml.gpus import Nvml
-        from gputop_dl.collect.stall import STALL_BUDGET
+        from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET
         from gputop_dl.runner.engines import monitor_engine
 
         engine = monitor_engine(Nvml(), interval=max(0.1, interval), record=no_record is None,

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.collect.stall import STALL_BUDGET
+from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET
 from gputop_dl.engine import Engine
 from gputop_dl.runner.engines import check_store, monitor_engine, stop_on_signals
 from gputop_dl.text.console import console

@@ -4,9 +4,9 @@ Used to name what a CPU-bound data-loader worker spends its time on (e.g. torchv
 `resize`), and a found job's data stall, step phases and step time. Always `--nonblocking`
 (blocking sampling cost 10-20 % of a trainer's throughput) and `--idle` (or waiting threads
 vanish from the samples). Errors (no py-spy, no ptrace rights, the process gone) come back as a
-message, never an exception. What one stack says is `collect/pyspy_stacks.py`, the estimates
-from a burst's samples `collect/pyspy_stall.py`, reading py-spy's files
-`collect/pyspy_trace.py`; their public names are re-exported here, where the rest of gputop-dl
+message, never an exception. What one stack says is `collect/pyspy/stacks.py`, the estimates
+from a burst's samples `collect/pyspy/stall.py`, reading py-spy's files
+`collect/pyspy/trace.py`; their public names are re-exported here, where the rest of gputop-dl
 reads them as `pyspy.NAME`.
 """
 
@@ -24,14 +24,14 @@ from collections import Counter
 from typing import Hashable, TypeVar
 
 from gputop_dl.child import die_with_parent
-from gputop_dl.collect.pyspy_stacks import (
+from gputop_dl.collect.pyspy.stacks import (
     DATA_WAIT_FUNCS, HELPER_FILES, IDLE, PHASES, PLUMBING_FILES, attribute, classify, hot_frames,
     is_main_thread, phase_of, split_thread)
-from gputop_dl.collect.pyspy_stall import (
+from gputop_dl.collect.pyspy.stall import (
     ANCHORS, StallEstimate, check_rate, check_seconds, checked, phase_shares, pooled_step_time,
     stall_from_sequence, stall_from_stacks, stall_from_timeline)
-from gputop_dl.collect.pyspy_trace import parse_chrometrace, parse_raw, parse_speedscope
-from gputop_dl.collect.step_cycles import timed_cycles
+from gputop_dl.collect.pyspy.trace import parse_chrometrace, parse_raw, parse_speedscope
+from gputop_dl.collect.pyspy.step_cycles import timed_cycles
 from gputop_dl.threadname import name_native_thread
 
 __all__ = ["ANCHORS", "DATA_WAIT_FUNCS", "HELPER_FILES", "IDLE", "PHASES", "PLUMBING_FILES",
@@ -158,7 +158,7 @@ def record_stall(pid: int, duration_s: float = 2.0, rate: int = 50, exe: str | N
     CHECK_S): the step time stands only
     where it agrees or where the main rate cannot alias (`checked`). `check=False`: the main
     burst alone, its step time unchecked (the live sampler's, for a job whose step a check
-    confirmed before: collect/stall.py)."""
+    confirmed before: collect/pyspy/stall_sampler.py)."""
     if not check:
         return _stall_burst(pid, duration_s, rate, exe)
     hz, check_s = check_rate(rate), check_seconds(duration_s, rate)

@@ -1,7 +1,7 @@
 """What one py-spy stack says: the frame its time is charged to, data wait or compute, its step phase.
 
 Pure functions over folded stacks ('f1 (file:line);f2 (file:line)', with py-spy's `--threads`
-a leading 'thread (TID): NAME'); `collect/pyspy.py` runs py-spy and re-exports these names.
+a leading 'thread (TID): NAME'); `collect/pyspy/run.py` runs py-spy and re-exports these names.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from gputop_dl.collect.pyspy import _run_pyspy, is_main_thread, split_thread
-from gputop_dl.collect.pyspy_trace import parse_raw
+from gputop_dl.collect.pyspy.run import _run_pyspy, is_main_thread, split_thread
+from gputop_dl.collect.pyspy.trace import parse_raw
 
 OMP_RUNTIMES = ("libgomp", "libiomp", "libomp")  # a frame's file: the OpenMP runtime
 C_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux")  # where a futex or poll sleeps

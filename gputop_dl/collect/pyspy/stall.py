@@ -1,7 +1,7 @@
 """Stall estimates from a burst's main-thread samples: the data-wait fraction, the samples per
 step phase, and the step time where the phases' recurrences give it honestly.
 
-`collect/pyspy.py` runs py-spy and re-exports these names.
+`collect/pyspy/run.py` runs py-spy and re-exports these names.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
-from gputop_dl.collect.pyspy_stacks import PHASES, classify, phase_site
-from gputop_dl.collect.step_cycles import (
+from gputop_dl.collect.pyspy.stacks import PHASES, classify, phase_site
+from gputop_dl.collect.pyspy.step_cycles import (
     MIN_CYCLES, cycles_of, entries, once_a_step, timed_cycles)
 
 
@@ -33,7 +33,7 @@ class StallEstimate:
         self.anchor: str | None = None  # the phase whose recurrences gave the step time
         self.why: str | None = None  # why the step time is unknown (None: read, or not tried)
         # where `why` is that fewer than MIN_CYCLES steps were seen: how long the steps are at
-        # least by what the burst saw (`long_floor`; collect/stall.py sizes the next burst by
+        # least by what the burst saw (`long_floor`; collect/pyspy/stall_sampler.py sizes the next burst by
         # it); else None
         self.floor_s: float | None = None
         # where `why` is MICRO_WHY: the cycle of the phase that recurs more often than the
@@ -319,7 +319,7 @@ def stall_from_timeline(timeline: list[tuple[float, str]], rate: int,
     opt_starts = [t0 for ph, st, t0, _ in runs if ph == "optimizer" and st == opt_site]
     # why no step time: an anchor that counted enough steps says it (the steps are not long);
     # where none did, one seen each step that counted too few says the steps are long
-    # (collect/stall.py then times them with longer bursts: only the busiest line of a phase,
+    # (collect/pyspy/stall_sampler.py then times them with longer bursts: only the busiest line of a phase,
     # as a line the loop calls once an epoch must not say so); else the first anchor tried
     counted: str | None = None
     micro: float | None = None  # the first anchor refused as micro-steps: its cycle

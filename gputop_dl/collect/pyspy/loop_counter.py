@@ -38,8 +38,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.spy_turns import Turns
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.turns import Turns
 
 # the names loops count batches by, in the order one is preferred within a frame
 STEP_NAMES = ("global_step", "total_batched_samples", "step", "batch_idx", "batch_id",

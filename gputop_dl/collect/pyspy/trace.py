@@ -2,7 +2,7 @@
 
 `parse_raw` gives folded stacks with their counts (order lost); `parse_speedscope` each
 thread's stacks in sample order (no times); `parse_chrometrace` each thread's stack changes,
-each with the time of the sample that saw it (collect/pyspy.py reads a found job's step from
+each with the time of the sample that saw it (collect/pyspy/run.py reads a found job's step from
 these). Stacks are folded root first, `func (file:line)` per frame.
 """
 

@@ -3,7 +3,7 @@
 `cycles_of` reads samples in order, taken `interval_s` apart (py-spy's speedscope output);
 `timed_cycles` reads runs with their own start and end times (its chrometrace output: a
 sampler that falls behind and catches up does not bend them). Both refuse where the samples
-cannot tell the steps apart honestly; collect/pyspy_stall.py chooses the phase (the anchor).
+cannot tell the steps apart honestly; collect/pyspy/stall.py chooses the phase (the anchor).
 """
 
 from __future__ import annotations

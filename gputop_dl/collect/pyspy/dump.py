@@ -15,7 +15,7 @@ import linecache
 import os
 from typing import Any
 
-from gputop_dl.collect import pyspy
+from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.snapshot import StackFrame, ThreadStack
 
 DUMP_TIMEOUT_S = 10.0  # a dump that takes longer is killed

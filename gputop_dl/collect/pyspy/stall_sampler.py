@@ -11,7 +11,7 @@ process_vm_readv, more for a process with more threads), so 2 s bursts at 50 Hz 
 three jobs cost 2.1 % of a core, four times the monitor itself. Each burst's real cost is read
 from the kernel (wait4's rusage) and paid from a token bucket that refills at `cpu_budget` (a
 share of one core, default 0.25 %) and holds at most `credit` CPU-seconds
-(collect/spy_turns.py), so the first jobs seen get their numbers quickly and py-spy never uses
+(collect/pyspy/turns.py), so the first jobs seen get their numbers quickly and py-spy never uses
 more than the credit plus the budget, whatever the number of jobs or their thread counts.
 `result(key)` pools the job's last `pool` bursts (none older than `pool` sampling periods +
 30 s): 4 bursts of ~50 samples; a single 100-sample burst scatters by ±5 points. The result carries its sample count.
@@ -29,12 +29,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from gputop_dl.collect.pyspy_stall import (
+from gputop_dl.collect.pyspy.stall import (
     AGREE, FEW_STEPS, RESOLVES, StallEstimate, current_step_time, step_floor)
-from gputop_dl.collect.step_cycles import MIN_CYCLES
+from gputop_dl.collect.pyspy.step_cycles import MIN_CYCLES
 
-from gputop_dl.collect import pyspy
-from gputop_dl.collect.spy_turns import Turns
+from gputop_dl.collect.pyspy import run as pyspy
+from gputop_dl.collect.pyspy.turns import Turns
 from gputop_dl.threadname import name_native_thread
 
 STALL_BUDGET = 0.0025  # py-spy's default share of one core (`gputop-dl --stall-budget 0.25`, in %)
@@ -76,7 +76,7 @@ Burst = tuple[float, float, int, int, tuple[float | None, int], dict[str, int], 
 LONGER = 2
 LONGER_BY = 4
 SLOWEST_HZ = 3  # a GAN's backward lines (0.3-1.4 s a pair) still mark steps at 3 Hz, not at 1
-# the check burst (pyspy_stall.checked) costs py-spy about as much again as the burst it checks;
+# the check burst (pyspy/stall.py: checked) costs py-spy about as much again as the burst it checks;
 # a job whose step a check confirmed, long enough for the main rate to time (RESOLVES of its
 # intervals), gets its next bursts unchecked while they read that step within AGREE; any other
 # reading is held back ("changed ...") and the next burst is checked

@@ -1,7 +1,7 @@
 """Whose turn it is for py-spy: one run at a time over the found jobs, the most overdue first,
 within a share of one core.
 
-py-spy's bursts (collect/stall.py) and its dumps of a loop's counter (collect/loop_counter.py)
+py-spy's bursts (collect/pyspy/stall_sampler.py) and its dumps of a loop's counter (collect/pyspy/loop_counter.py)
 each keep one `Turns`: a job is due `every` seconds after its last run began; the CPU a run
 took (from wait4) is paid from a token bucket that refills at `cpu_budget` (a share of one
 core) and holds at most `credit` CPU-seconds, so the first jobs seen are read at once and
