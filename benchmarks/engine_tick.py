@@ -17,7 +17,7 @@ store writes and commit, snapshot build; "rest" is the tick minus the parts. Pri
 
     .venv/bin/python benchmarks/engine_tick.py --cpu-wait --jobs 3 --ticks 100 --interval 0.5
 
-`--cpu-wait` prices the CPU-wait reading (collect/schedstat.py: every thread's schedstat and the
+`--cpu-wait` prices the CPU-wait reading (collect/proc/schedstat.py: every thread's schedstat and the
 cgroup's cpu.stat, read every `schedstat.READ_EVERY` ticks) instead: with the N found jobs,
 blocks of READ_EVERY ticks alternate between the reading on and off (`TreeSampler.cpu_wait`),
 so both halves see the same load; prints the median CPU per tick of each (a block's mean), their
@@ -41,9 +41,9 @@ os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 
 from gputop_dl.engine import core as engine_core  # noqa: E402
 from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
-from gputop_dl.collect.busiest import BusiestSampler  # noqa: E402
+from gputop_dl.collect.proc.busiest import BusiestSampler  # noqa: E402
 from gputop_dl.collect.found import FoundJobs  # noqa: E402
-from gputop_dl.collect.host import HostSampler  # noqa: E402
+from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402
@@ -120,7 +120,7 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))  # the monitor's, minus py-spy
     totals, parts = [], {p: [] for p in PARTS}
     # blocks of BLOCK ticks, plain and instrumented in turn, each figure a block's mean per tick:
-    # the busiest processes are read every second tick (collect/busiest.py READ_EVERY), so
+    # the busiest processes are read every second tick (collect/proc/busiest.py READ_EVERY), so
     # single ticks in turn would put every pass on the same side
     block: list[float] = []
     spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
@@ -160,7 +160,9 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
 
 def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     """Plain ticks, alternately with and without the CPU-wait reading; both medians."""
-    from gputop_dl.collect import found as found_mod, procs, schedstat
+    from gputop_dl.collect import found as found_mod
+    from gputop_dl.collect.proc import procs
+    from gputop_dl.collect.proc import schedstat
 
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))
     on, off, inside = [], [], []

@@ -1,4 +1,4 @@
-"""What the memory reading (issue 32, collect/memory.py) adds to a sampling tick, 12 jobs.
+"""What the memory reading (issue 32, collect/proc/memory.py) adds to a sampling tick, 12 jobs.
 
 As benchmarks/io_cost.py: twelve job trees (a root and 2 workers each, asleep) sampled as the
 monitor samples them (the host, NVML, one /proc pass, each job's `TreeSampler.sample` with its
@@ -21,12 +21,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks.io_cost import TREE  # noqa: E402
 from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
-from gputop_dl.collect.diskio import io_fields  # noqa: E402
-from gputop_dl.collect.host import HostSampler  # noqa: E402
-from gputop_dl.collect.memory import memory_fields  # noqa: E402
+from gputop_dl.collect.proc.diskio import io_fields  # noqa: E402
+from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
+from gputop_dl.collect.proc.memory import memory_fields  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
-from gputop_dl.collect.procs import TreeSampler, children_map  # noqa: E402
-from gputop_dl.collect.schedstat import tree_wait, wait_fields  # noqa: E402
+from gputop_dl.collect.proc.procs import TreeSampler, children_map  # noqa: E402
+from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields  # noqa: E402
 from gputop_dl.snapshot import JobSample  # noqa: E402
 
 

@@ -15,9 +15,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gputop_dl.collect.host import HostSampler  # noqa: E402
+from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
-from gputop_dl.collect.procs import TreeSampler, children_map  # noqa: E402
+from gputop_dl.collect.proc.procs import TreeSampler, children_map  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
 from gputop_dl.snapshot import JobSample  # noqa: E402
 

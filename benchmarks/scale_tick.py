@@ -13,7 +13,7 @@ them), so none outlives it.
 
 1. One engine tick (`runner.monitor_engine`, py-spy off, the store in a temp GPUTOP_DL_HOME),
    thread CPU per tick at `--interval`, median over `--ticks`, in blocks alternately with the
-   quiet-process skip of collect/schedstat.py on and off; then as many instrumented ticks for
+   quiet-process skip of collect/proc/schedstat.py on and off; then as many instrumented ticks for
    its parts (timed by wrapping methods, as benchmarks/engine_tick.py does) and the CPU-wait
    reading itself (`TreeSampler._read_waits`). Target: ≤ 50 ms a tick. First with
    `--compare-threads` threads (the same jobs), to see how the tick grows with threads.
@@ -113,10 +113,10 @@ def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
     (schedstat.SchedReader.SKIP_IDLE), so both see the same load; then `ticks` instrumented
     ticks (skip on) for the parts."""
     from benchmarks.engine_tick import Parts
-    from gputop_dl.collect import procs
+    from gputop_dl.collect.proc import procs
     from gputop_dl.collect.found import FoundJobs
     from gputop_dl.collect.nvml.gpus import Nvml
-    from gputop_dl.collect.schedstat import SchedReader
+    from gputop_dl.collect.proc.schedstat import SchedReader
     from gputop_dl.runner import monitor_engine
 
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))

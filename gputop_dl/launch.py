@@ -35,7 +35,7 @@ import psutil
 from gputop_dl.channel import ENV_EVENTS, ENV_GO
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect.extras import torchrun_for
-from gputop_dl.collect.procs import children_map, descendants
+from gputop_dl.collect.proc.procs import children_map, descendants
 from gputop_dl.errors import UsageError
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.record.paths import create_private
@@ -444,7 +444,7 @@ def _reap_adopted(jobs: Sequence[Job], children: list[int] | None) -> None:
 
 def describe_exit(code: int, stopped_by_us: bool, oom: bool | None = None) -> str:
     """Human cause for a non-zero exit with no 'failed' event. `oom`: whether the kernel's
-    OOM-kill counters rose over the job's life (collect/oomkill.py; None: unreadable). A
+    OOM-kill counters rose over the job's life (collect/proc/oomkill.py; None: unreadable). A
     SIGKILL is blamed on the OOM killer only when the kernel says so."""
     if code < 0:
         sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)

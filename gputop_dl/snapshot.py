@@ -81,18 +81,18 @@ class GpuProcess:
     mem_used: int | None = None  # bytes
     sm_util: float | None = None  # 0..1
     # the CPUs the process may run on (sched_getaffinity, cpulist "0-31"; None: not read),
-    # filled by collect/affinity.py, not NVML
+    # filled by collect/proc/affinity.py, not NVML
     cpus_allowed: str | None = None
 
 
 # a process using fewer cores than this is not named as a consumer of the host's CPU
-# (collect/busiest.py leaves it out; analyse/outside_load.py says so)
+# (collect/proc/busiest.py leaves it out; analyse/outside_load.py says so)
 NAMED_MIN_CORES = 0.05
 
 
 @dataclass(frozen=True)
 class ProcLoad:
-    """One process's CPU over the last tick (collect/busiest.py), read while a job waits."""
+    """One process's CPU over the last tick (collect/proc/busiest.py), read while a job waits."""
 
     pid: int
     cores: float
@@ -122,10 +122,10 @@ class HostSample:
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None
     mem_total: int | None = None
-    # the busiest processes over the tick, most cores first (collect/busiest.py): read only
+    # the busiest processes over the tick, most cores first (collect/proc/busiest.py): read only
     # while a job waits for a CPU or the host is nearly all busy; None when not read
     busiest: tuple[ProcLoad, ...] | None = None
-    # the CPU packages' energy from RAPL (collect/rapl.py, docs/energy.md): joules since the
+    # the CPU packages' energy from RAPL (collect/proc/rapl.py, docs/energy.md): joules since the
     # first read, watts over the interval; host energy, not split per job; why unknown
     cpu_energy_j: float | None = None
     cpu_power_w: float | None = None
@@ -328,7 +328,7 @@ class JobSample:
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
-    # CPU wait (issue 21, collect/schedstat.py): share of the threads' runnable time spent
+    # CPU wait (issue 21, collect/proc/schedstat.py): share of the threads' runnable time spent
     # waiting for a CPU over the last interval, 0..1 (all, trainer processes, loader workers);
     # the cgroup quota's throttled share of the interval; why it is unknown
     cpu_wait_fraction: float | None = None
@@ -337,7 +337,7 @@ class JobSample:
     cpu_throttled_fraction: float | None = None
     cpu_wait_note: str | None = None
     # the trainer's busy threads (an intra-op pool when two or more): (wait share, runnable
-    # share of the interval) each (collect/schedstat.py: SchedReader.busy)
+    # share of the interval) each (collect/proc/schedstat.py: SchedReader.busy)
     cpu_pool: tuple[tuple[float, float], ...] = ()
     # those threads' median time on a CPU per time slice, ms, and median share of their
     # context switches that were voluntary (None: no pool, or unknown): a pool whose threads
@@ -351,7 +351,7 @@ class JobSample:
     # makes a fixed number per batch it hands the trainer, so this is its batch rate times
     # a constant, whatever CPU a batch took (analyse/own_pace.py); None: no workers read
     loader_writes_per_s: float | None = None
-    # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
+    # Disk I/O (issue 32, collect/proc/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share
     # (None: delay accounting off); the filesystem its open files are on (st_dev and "vda (/, ext4)"); why unknown
@@ -363,7 +363,7 @@ class JobSample:
     io_device: int | None = None
     io_device_label: str | None = None
     io_note: str | None = None
-    # Memory (issue 32, collect/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
+    # Memory (issue 32, collect/proc/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
     # whether that group has a memory limit of its own, the bytes/s of file pages the group read
     # again after the kernel had evicted them (page-cache refaults), the group's limit events
     # this interval ((high | max | oom | oom_kill, count), ...), why unknown
@@ -388,7 +388,7 @@ class JobSample:
     slowdown_doubt: str | None = None
     # live: how much faster without the load from outside the jobs (analyse/outside_load.py)
     outside_slowdown: float | None = None
-    # identity (issue 23): who, since when, what and where (collect/identity.py)
+    # identity (issue 23): who, since when, what and where (collect/proc/identity.py)
     user: str | None = None
     elapsed_s: float | None = None  # since the job's root process started
     cmdline: str | None = None  # the whole command line (shown shortened in a row)
@@ -426,7 +426,7 @@ class JobSample:
     # what could not be read about it and why, with what would unlock it ((what, why), ...;
     # collect/privilege.py): an empty tuple where nothing was withheld
     limited: tuple[tuple[str, str], ...] = ()
-    # its cgroup v2 group's disk I/O (collect/cgroup_io.py; readable by every user, unlike
+    # its cgroup v2 group's disk I/O (collect/proc/cgroup_io.py; readable by every user, unlike
     # /proc/PID/io): the group ("/user.slice/..."; it may hold more than the job), its bytes/s
     # read from storage, its I/O pressure ("some avg10", 0..1); None: cgroup v1 or not read
     io_cgroup: str | None = None

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_dl.collect.cgroup_io import CgroupIO, parse_io_stat, parse_pressure
-from gputop_dl.collect.host import cgroup_cpu_limit, read_cgroup_throttled_usec
-from gputop_dl.collect.memory import MemoryReader, PAGE
-from gputop_dl.collect.procfs import read_proc
-from gputop_dl.collect.schedstat import CgroupThrottle, quota_cgroup
+from gputop_dl.collect.proc.cgroup_io import CgroupIO, parse_io_stat, parse_pressure
+from gputop_dl.collect.proc.host import cgroup_cpu_limit, read_cgroup_throttled_usec
+from gputop_dl.collect.proc.memory import MemoryReader, PAGE
+from gputop_dl.collect.proc.procfs import read_proc
+from gputop_dl.collect.proc.schedstat import CgroupThrottle, quota_cgroup
 
 DOCKER = "/system.slice/docker-3f0a9c1e2b7d4e55aa.scope"
 SESSION = "/user.slice/user-1001.slice/session-3.scope"
@@ -134,9 +134,9 @@ def test_io_stat_and_pressure_parsers():
 
 
 def test_a_jobs_row_carries_its_v2_groups_io(v2):
-    from gputop_dl.collect.cgroup_io import CgroupIOReading
-    from gputop_dl.collect.diskio import io_fields
-    from gputop_dl.collect.procs import TreeSample
+    from gputop_dl.collect.proc.cgroup_io import CgroupIOReading
+    from gputop_dl.collect.proc.diskio import io_fields
+    from gputop_dl.collect.proc.procs import TreeSample
 
     ts = TreeSample(pids=(700,), cpu_cores=1.0, rss=0, threads=1,
                     cgroup_io=CgroupIOReading(DOCKER, 5e7, 1e6, 0.6, 0.2))

@@ -11,10 +11,11 @@ import psutil
 import pytest
 
 from gputop_dl.channel import EventReader, EventWriter
-from gputop_dl.collect import host as host_mod
-from gputop_dl.collect import procfs, procs
+from gputop_dl.collect.proc import host as host_mod
+from gputop_dl.collect.proc import procfs
+from gputop_dl.collect.proc import procs
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.procs import Stat, TreeSampler, parse_stat, psutil_stat, read_stat
+from gputop_dl.collect.proc.procs import Stat, TreeSampler, parse_stat, psutil_stat, read_stat
 
 
 def test_channel_roundtrip_and_torn_line(tmp_path):

@@ -19,7 +19,7 @@ from gputop_dl.collect import discover
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.discover import Discoverer, job_name, outside_note
 from gputop_dl.collect.found import FoundJobs
-from gputop_dl.collect.procs import read_stat
+from gputop_dl.collect.proc.procs import read_stat
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.pyspy.stall_sampler import StallResult, StallSampler
 
@@ -350,7 +350,7 @@ def test_found_jobs_skip_a_root_that_vanished_or_denies_access(tmp_path, monkeyp
 
     me = os.getpid()
     fp.add(me, 1, ["python", "me.py"], TORCH_MAPS)
-    import gputop_dl.collect.procs as procs_mod
+    import gputop_dl.collect.proc.procs as procs_mod
 
     def denied(pid):
         raise psutil.AccessDenied(pid)

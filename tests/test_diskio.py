@@ -11,9 +11,9 @@ import pytest
 
 from gputop_dl.analyse.io_share import IO_BUSY, io_ratios, io_slowdown
 from gputop_dl.analyse.passive import PassiveJudge
-from gputop_dl.collect.diskio import (NOT_READABLE, DiskReader, io_fields, look_times,
+from gputop_dl.collect.proc.diskio import (NOT_READABLE, DiskReader, io_fields, look_times,
                                       parse_io, parse_mountinfo)
-from gputop_dl.collect.procs import Stat
+from gputop_dl.collect.proc.procs import Stat
 from gputop_dl.snapshot import HostSample, JobSample
 from tests.schema_check import check
 
@@ -273,7 +273,7 @@ def test_store_export_markdown_and_serve_carry_the_disk(tmp_path):
 def test_blkio_delay_is_unknown_unless_delay_accounting_is_on(tmp_path):
     """kernel.task_delayacct off: the kernel writes 0 in field 42; that 0 is never shown as a
     measurement. On: the share of the interval blocked; a stat line without the field: unknown."""
-    from gputop_dl.collect.procs import parse_stat
+    from gputop_dl.collect.proc.procs import parse_stat
 
     fields = " ".join(["0"] * 50)
     assert parse_stat(f"5 (python) S {fields}\n".encode()).blkio == 0  # the kernel's 0

@@ -22,7 +22,7 @@ from gputop_dl.collect.fleet import (Node, load_node_file, nodes_from_prometheus
                                      parse_nodes, read_fleet, read_node, resolve_nodes,
                                      text_samples)
 from gputop_dl.collect.fleet_poll import FleetPoller
-from gputop_dl.collect.host import HostSample
+from gputop_dl.collect.proc.host import HostSample
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.snapshot import Snapshot

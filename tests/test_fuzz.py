@@ -34,7 +34,10 @@ from hypothesis import strategies as st
 
 from gputop_dl import cli
 from gputop_dl.channel import RANK_ENV, rank_info
-from gputop_dl.collect import diskio, host, procs, schedstat
+from gputop_dl.collect.proc import diskio
+from gputop_dl.collect.proc import host
+from gputop_dl.collect.proc import procs
+from gputop_dl.collect.proc import schedstat
 from gputop_dl.collect.fleet import (PrometheusError, load_node_file, nodes_from_prometheus,
                                      parse_node, parse_nodes)
 from gputop_dl.collect.nvml.gpus import Nvml

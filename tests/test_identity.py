@@ -1,4 +1,4 @@
-"""A found job's identity (collect/identity.py): user, start, working directory, Slurm job from
+"""A found job's identity (collect/proc/identity.py): user, start, working directory, Slurm job from
 the environment or the cgroup, container and Kubernetes pod, another gputop-dl session's
 marker; an unreadable environment is a note, never an error. Two jobs of one script are told
 apart by what differs (found.tell_apart); the headless table keeps its columns in place."""
@@ -11,10 +11,10 @@ import time
 
 from rich.console import Console
 
-from gputop_dl.collect import identity
+from gputop_dl.collect.proc import identity
 from gputop_dl.collect.discover import Found
 from gputop_dl.collect.found import tell_apart
-from gputop_dl.collect.identity import Identity, container_of, read_identity, slurm_of
+from gputop_dl.collect.proc.identity import Identity, container_of, read_identity, slurm_of
 from gputop_dl.present.headless import jobs_table
 from gputop_dl.snapshot import JobSample, SlurmJob, Snapshot
 
@@ -184,8 +184,8 @@ def test_serve_puts_user_and_slurm_job_on_the_job_info_series_only():
 
 def test_the_process_tree_comes_from_what_the_tick_read():
     from gputop_dl.collect.nvml.gpu_use import GpuUse
-    from gputop_dl.collect.procs import Stat
-    from gputop_dl.collect.proctree import proc_tree, ranks_of
+    from gputop_dl.collect.proc.procs import Stat
+    from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
     from gputop_dl.snapshot import Distributed, GpuProcess, RankProc
 
     stats = {10: Stat(1.0, 100, 1, 0.0, "S"), 11: Stat(1.0, 200, 1, 0.0, "R"),

@@ -9,7 +9,7 @@ import sys
 PKG = os.path.join(os.path.dirname(__file__), "..", "gputop_dl")
 
 MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gputop_dl.config", "gputop_dl.pause", "gputop_dl.engine.probe", "gputop_dl.engine.diagnose_plan", "gputop_dl.present.diagnosis", "gputop_dl.collect.fleet", "gputop_dl.collect.fleet_poll", "gputop_dl.present.fleet",
-                   "gputop_dl.collect.nvml.gpus", "gputop_dl.collect.host", "gputop_dl.collect.procs",
+                   "gputop_dl.collect.nvml.gpus", "gputop_dl.collect.proc.host", "gputop_dl.collect.proc.procs",
                    "gputop_dl.collect.pyspy.run", "gputop_dl.record.store",
                    "gputop_dl.analyse.verdict", "gputop_dl.analyse.evidence",
                    "gputop_dl.analyse.summary", "gputop_dl.present.headless",
@@ -107,14 +107,14 @@ def test_the_contract_fails_on_a_deliberate_violation(tmp_path):
     with open(tmp_path / "gputop_dl" / "present" / "headless.py", "a") as f:
         f.write("\nfrom gputop_dl.engine import Engine  # deliberate violation\n"
                 "from textual.app import App  # deliberate violation\n")
-    with open(tmp_path / "gputop_dl" / "collect" / "host.py", "a") as f:
+    with open(tmp_path / "gputop_dl" / "collect" / "proc" / "host.py", "a") as f:
         f.write("\ndef _x():\n    import torch  # deliberate violation, even inside a function\n")
     r = _lint_imports(str(tmp_path))
     assert r.returncode != 0
     assert "0 kept, 4 broken" in r.stdout, r.stdout[-3000:]
     assert "gputop_dl.lab.sweepfit -> gputop_dl.present.headless" in r.stdout
     assert "gputop_dl.present.headless -> gputop_dl.engine" in r.stdout
-    assert "gputop_dl.collect.host -> torch" in r.stdout
+    assert "gputop_dl.collect.proc.host -> torch" in r.stdout
     assert "gputop_dl.present.headless -> textual" in r.stdout
 
 

@@ -1,5 +1,5 @@
 """A real DataLoader worker hands each batch over in a fixed number of write calls, fast or slow
-(collect/diskio.py, analyse/own_pace.py: the pace by batches; issue 33), and the collector finds
+(collect/proc/diskio.py, analyse/own_pace.py: the pace by batches; issue 33), and the collector finds
 it by torch's name for it. One tiny torch process; counts, no timing."""
 
 import os
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gputop_dl.collect.diskio import parse_io
-from gputop_dl.collect.procs import read_stat
+from gputop_dl.collect.proc.diskio import parse_io
+from gputop_dl.collect.proc.procs import read_stat
 
 pytest.importorskip("torch")
 SCRIPT = os.path.join(os.path.dirname(__file__), "external", "loader_batches.py")

@@ -6,8 +6,8 @@ import pytest
 from gputop_dl.analyse.memory_share import (MIN_REFAULT_BPS, UNKNOWN, domains, memory_lines,
                                             memory_shares, memory_slowdown)
 from gputop_dl.analyse.passive import PassiveJudge
-from gputop_dl.collect.host import parse_vmstat_refaults, read_psi_some10
-from gputop_dl.collect.memory import (NO_CGROUP, PAGE, MemoryReader, memory_fields,
+from gputop_dl.collect.proc.host import parse_vmstat_refaults, read_psi_some10
+from gputop_dl.collect.proc.memory import (NO_CGROUP, PAGE, MemoryReader, memory_fields,
                                       parse_cgroup, parse_flat, refault_pages)
 from gputop_dl.snapshot import HostSample, JobSample, Snapshot
 

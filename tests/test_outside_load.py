@@ -11,7 +11,7 @@ import pytest
 
 from gputop_dl.analyse.cpu_wait_model import set_share
 from gputop_dl.analyse.passive import PassiveJudge
-from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.collect.proc.busiest import BusiestSampler
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import HostSample, ProcLoad, Snapshot
 
@@ -151,7 +151,7 @@ def _proc(root, pid, cpu_ticks, start=100, cmd=b"python3\0-c\0while True: pass\0
 def test_busiest_sampler_rates_between_passes_on_a_fake_proc(tmp_path, monkeypatch):
     tick = os.sysconf("SC_CLK_TCK")
     clock = iter([0.0, 1.0, 2.0])
-    monkeypatch.setattr("gputop_dl.collect.busiest.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("gputop_dl.collect.proc.busiest.time.monotonic", lambda: next(clock))
     _proc(tmp_path, 5, 0)
     _proc(tmp_path, 6, 0, cmd=b"")  # a kernel thread: its name
     _proc(tmp_path, 7, 0, cmd=b"train.py\0--token\0s3cr3t\0")
@@ -171,7 +171,7 @@ def test_busiest_sampler_rates_between_passes_on_a_fake_proc(tmp_path, monkeypat
 def test_busiest_sampler_passes_every_second_call_and_names_each_process_once(tmp_path, monkeypatch):
     tick = os.sysconf("SC_CLK_TCK")
     clock = iter([0.0, 1.0, 3.0, 5.0])
-    monkeypatch.setattr("gputop_dl.collect.busiest.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("gputop_dl.collect.proc.busiest.time.monotonic", lambda: next(clock))
     _proc(tmp_path, 5, 0)
     s = BusiestSampler(proc=str(tmp_path))  # every 2nd call, once it has rates
     assert s.sample() is None
@@ -226,7 +226,7 @@ def test_busiest_sampler_keeps_the_files_of_the_pids_given_and_closes_those_gone
 
 
 def test_proc_files_with_their_own_budget_leave_the_shared_one_alone(tmp_path):
-    from gputop_dl.collect import procfs
+    from gputop_dl.collect.proc import procfs
 
     for i in range(3):
         (tmp_path / f"f{i}").write_text(str(i))
@@ -358,7 +358,7 @@ def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path,
 
     tick = os.sysconf("SC_CLK_TCK")
     now = [0.0]
-    for mod in ("busiest", "solo_window"):
+    for mod in ("proc.busiest", "solo_window"):
         monkeypatch.setattr(f"gputop_dl.collect.{mod}.time.monotonic", lambda: now[0])
 
     def sched(pid, tid, ran_s, waited_s):
@@ -426,7 +426,7 @@ def test_many_small_outside_processes_get_no_fix_with_a_pid_to_fill_in():
     """A pass that found no process worth naming (each under 0.05 cores) gives no `renice -p
     PID` with "PID" left in it: how to find them instead. Named ones keep their PID."""
     from gputop_dl.analyse import outside_load
-    from gputop_dl.collect import busiest
+    from gputop_dl.collect.proc import busiest
 
     assert outside_load.NAMED_CORES == busiest.MIN_CORES  # the one threshold, said the same
     none = outside_load.fixes((), 2)

@@ -9,8 +9,8 @@ import pytest
 
 from gputop_dl.analyse import own_pace as O
 from gputop_dl.analyse.passive import PassiveJudge
-from gputop_dl.collect.procs import TreeSample
-from gputop_dl.collect.schedstat import tree_wait, wait_fields
+from gputop_dl.collect.proc.procs import TreeSample
+from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 from gputop_dl.snapshot import HostSample, JobSample
 from tests.schema_check import check

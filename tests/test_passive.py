@@ -103,7 +103,7 @@ def test_the_runnable_threads_replace_the_lagging_load_average_once_known():
 
 
 def test_procs_running_is_read_from_proc_stat():
-    from gputop_dl.collect.host import parse_procs_running
+    from gputop_dl.collect.proc.host import parse_procs_running
 
     stat = (b"cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5 0\nctxt 9\n"
             b"btime 1\nprocesses 77\nprocs_running 3\nprocs_blocked 0\n")

@@ -1,4 +1,4 @@
-"""Host CPU package energy from RAPL (collect/rapl.py) on a fake powercap tree: packages summed,
+"""Host CPU package energy from RAPL (collect/proc/rapl.py) on a fake powercap tree: packages summed,
 sub-zones left out, a counter's wrap, no powercap, and root-only files read as another user."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import tempfile
 
 import pytest
 
-from gputop_dl.collect.host import HostSampler
-from gputop_dl.collect.rapl import RaplReader
+from gputop_dl.collect.proc.host import HostSampler
+from gputop_dl.collect.proc.rapl import RaplReader
 from gputop_dl.snapshot import Snapshot
 from tests.fakes.users import Users, why_not
 
@@ -77,7 +77,7 @@ def test_root_only_energy_files_read_by_another_user_say_why():
             for f in files:
                 os.chmod(os.path.join(dirpath, f), 0o444)
         os.chmod(os.path.join(root, "intel-rapl:0", "energy_uj"), 0o400)  # as Linux >= 5.10
-        code = ("import json, sys; from gputop_dl.collect.rapl import RaplReader; "
+        code = ("import json, sys; from gputop_dl.collect.proc.rapl import RaplReader; "
                 "r = RaplReader(sys.argv[1]); a = r.read(1.0); b = r.read(2.0); "
                 "print(json.dumps([b.joules, b.note]))")
         out = users.run("alice", [sys.executable, "-c", code, root])

@@ -1,4 +1,4 @@
-"""CPU wait: the threads' schedstat per job (collect/schedstat.py), its faults, and its JSON."""
+"""CPU wait: the threads' schedstat per job (collect/proc/schedstat.py), its faults, and its JSON."""
 
 import errno
 import os
@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from gputop_dl.collect import schedstat
-from gputop_dl.collect.procfs import PROC, read_proc
-from gputop_dl.collect.procs import TreeSampler, children_map
-from gputop_dl.collect.schedstat import (KERNEL_NOTE, CgroupThrottle, SchedReader, job_wait,
+from gputop_dl.collect.proc import schedstat
+from gputop_dl.collect.proc.procfs import PROC, read_proc
+from gputop_dl.collect.proc.procs import TreeSampler, children_map
+from gputop_dl.collect.proc.schedstat import (KERNEL_NOTE, CgroupThrottle, SchedReader, job_wait,
                                          parse_schedstat, quota_cgroup, tree_wait)
 from gputop_dl.snapshot import Distributed, JobSample, RankProc, Snapshot
 
@@ -117,7 +117,7 @@ def test_cgroup_quota_of_a_parent_and_its_throttled_share(tmp_path):
 
 
 def _tree(waits, note=None, pids=(10,)):
-    from gputop_dl.collect.procs import TreeSample
+    from gputop_dl.collect.proc.procs import TreeSample
     return TreeSample(pids=pids, cpu_cores=1.0, rss=0, threads=1, waits=waits, wait_note=note)
 
 
@@ -193,7 +193,7 @@ def _ticks(root: int, until, deadline_s: float = 30.0):
 
 
 def _psi_some10() -> float | None:
-    from gputop_dl.collect.host import read_psi_some10
+    from gputop_dl.collect.proc.host import read_psi_some10
     return read_psi_some10()
 
 

@@ -1,6 +1,6 @@
 """The CPU-wait model of the live verdict: how much faster a job's CPU work would run alone.
 
-Pure functions over one tick's figures (collect/schedstat.py reads them): a job's CPU wait `f`
+Pure functions over one tick's figures (collect/proc/schedstat.py reads them): a job's CPU wait `f`
 (the share of its threads' runnable time spent waiting for a CPU), the cores it used `c`, and
 the share of its competitors that are the other judged jobs; and, for a trainer with an
 intra-op thread pool, each busy thread's wait (`pool_speedup`: the pool's critical path). The
@@ -33,7 +33,7 @@ def set_share(d_i: float | None, set_demand: float, runnable: float | None,
     from outside them (which would still be there with the job alone): the others' demand over
     everything else runnable on the host. Outside the jobs is the larger of what the host's
     runnable threads leave (`runnable` less the jobs' demand) and the cores the processes that
-    are not jobs were seen to use (`outside`, collect/busiest.py). 1 when both are unknown
+    are not jobs were seen to use (`outside`, collect/proc/busiest.py). 1 when both are unknown
     (every wait is put down to the jobs)."""
     if d_i is None or (runnable is None and outside is None):
         return 1.0

@@ -2,7 +2,7 @@
 
 Pure functions over one tick's `GpuSample`s (NVML's throttle shares, link state and the CPUs
 near each GPU, collect/nvml/gpus.py), `GpuProcess`es (with each process's allowed CPUs,
-collect/affinity.py) and the jobs. Three findings, each an evidence line with its fix:
+collect/proc/affinity.py) and the jobs. Three findings, each an evidence line with its fix:
 
 - **throttled clocks**: a GPU a job uses had its clocks held down by a reason (power cap,
   thermal, power brake, ...) for THROTTLE_FINDING or more of the last counter interval. Several

@@ -1,6 +1,6 @@
 """Disk sharing in the live verdict: jobs that wait on reads from one busy device.
 
-Pure functions over one tick's `JobSample` and `HostSample` (collect/diskio.py reads them).
+Pure functions over one tick's `JobSample` and `HostSample` (collect/proc/diskio.py reads them).
 Jobs that read from storage on the same filesystem (the device of their open files) while the
 host's I/O pressure (PSI io "some") is IO_BUSY or more share a device that is the bottleneck:
 alone, a job would have the others' reads too. Job i, reading `r_i` of the jobs' `R` bytes/s,

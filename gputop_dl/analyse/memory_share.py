@@ -1,6 +1,6 @@
 """Memory in the live verdict: jobs whose data no longer fits in the page cache together.
 
-Pure functions over one tick's `JobSample` and `HostSample` (collect/memory.py, collect/host.py).
+Pure functions over one tick's `JobSample` and `HostSample` (collect/proc/memory.py, collect/proc/host.py).
 When the kernel has evicted a page of a file and a job reads it again, it counts a *refault*
 (`workingset_refault_file`). Jobs read from storage in one *memory domain*: the cgroup with a
 memory limit of its own they are in, else the host. A domain whose refaults are MIN_REFAULT_BPS

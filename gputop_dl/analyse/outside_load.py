@@ -5,7 +5,7 @@ everything else (`set_share`, analyse/cpu_wait_model.py). The part behind everyt
 what processes that are not judged jobs cost it: without them, the other jobs still beside it,
 its critical path would run `outside` times faster, the CPU-wait model on that part of its wait
 only (analyse/job_estimate.py). Here: the busiest of those processes over the judge's
-window (collect/busiest.py, read only while a job waits), the `outside-load` verdict when they
+window (collect/proc/busiest.py, read only while a job waits), the `outside-load` verdict when they
 and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict gets when both do.
 How the split is made: docs/verdict.md. And the probe's side (engine/diagnose_plan.py): a job
 timed "alone" with the other jobs paused still shares the box with them; `solo_outside` is

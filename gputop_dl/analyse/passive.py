@@ -2,7 +2,7 @@
 
 Every tick, from what the samplers already read (no job is stopped, nothing runs alone):
 
-- a job's CPU wait `f` (collect/schedstat.py: the share of its threads' runnable time spent
+- a job's CPU wait `f` (collect/proc/schedstat.py: the share of its threads' runnable time spent
   waiting for a CPU) and the cores it used `c`. Its threads were runnable `D = c / (1 - f)`
   cores' worth of the time, over `n = round(D)` threads each runnable `b = min(1, D / n)` of
   the wall time: each lost `f * b` of it waiting, a `share` of it behind the other jobs (the

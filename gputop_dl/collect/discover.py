@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gputop_dl.collect import hidden_jobs
-from gputop_dl.collect.procfs import ProcFiles
-from gputop_dl.collect.procs import GONE_STATES, stat_fields
+from gputop_dl.collect.proc.procfs import ProcFiles
+from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
 from gputop_dl.workload import shown_command
 

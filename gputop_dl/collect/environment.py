@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import psutil
 
-from gputop_dl.collect.host import allowed_cpus
+from gputop_dl.collect.proc.host import allowed_cpus
 
 if TYPE_CHECKING:
     from gputop_dl.collect.nvml.gpus import Nvml

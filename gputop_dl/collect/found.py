@@ -12,7 +12,7 @@ need the previous tick's CPU times), sums NVML's per-PID GPU memory over the job
 and, when `stall` is on, schedules background py-spy bursts (`StallSampler`) and reports the
 last burst's data stall fraction (`stall_source="py-spy"`, with its sample count) and, only
 when the sample order shows it unambiguously, the step time. Each root's identity (user, start,
-working directory, Slurm job, container; collect/identity.py) is read once, when it is first
+working directory, Slurm job, container; collect/proc/identity.py) is read once, when it is first
 found. Two jobs of one name are told apart by what differs between them (`tell_apart`: an
 argument, the user, the Slurm job), the PID only where nothing else does. Everything unknown
 stays None.
@@ -34,14 +34,14 @@ from collections.abc import Collection, Sequence
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml.gpu_use import GpuUse
-from gputop_dl.collect.identity import Identity, read_identity
+from gputop_dl.collect.proc.identity import Identity, read_identity
 from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line
-from gputop_dl.collect.procs import TreeSample, TreeSampler
-from gputop_dl.collect.proctree import proc_tree, ranks_of
+from gputop_dl.collect.proc.procs import TreeSample, TreeSampler
+from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
-from gputop_dl.collect.diskio import io_fields
-from gputop_dl.collect.memory import memory_fields
-from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
+from gputop_dl.collect.proc.diskio import io_fields
+from gputop_dl.collect.proc.memory import memory_fields
+from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.pyspy.loop_counter import CounterSampler
 from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, evolve
@@ -251,7 +251,7 @@ class FoundJobs:
         return any(tree.reading() for tree in self._trees.values())
 
     def peek_io(self, only_reading: bool = False) -> None:
-        """One more look at each found job's process states (collect/diskio.py `peek`)."""
+        """One more look at each found job's process states (collect/proc/diskio.py `peek`)."""
         for tree in self._trees.values():
             tree.peek_io(only_reading)
 

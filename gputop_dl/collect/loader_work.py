@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputop_dl.collect import procs
-from gputop_dl.collect.diskio import parse_io
-from gputop_dl.collect.procfs import read_proc
-from gputop_dl.collect.schedstat import parse_schedstat, parse_switches
+from gputop_dl.collect.proc import procs
+from gputop_dl.collect.proc.diskio import parse_io
+from gputop_dl.collect.proc.procfs import read_proc
+from gputop_dl.collect.proc.schedstat import parse_schedstat, parse_switches
 
 
 @dataclass(frozen=True)

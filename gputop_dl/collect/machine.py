@@ -11,7 +11,7 @@ sample through it:
 
 `found=None` turns discovery off. Discovery that raises is switched off for good with one log
 line; a snapshot without jobs is still a snapshot. Nothing here raises for a lost GPU or a
-vanished process: they are "not available" values (see nvml.py, procs.py).
+vanished process: they are "not available" values (see nvml/gpus.py, proc/procs.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.affinity import CpuAffinity
-from gputop_dl.collect.busiest import BusiestSampler
-from gputop_dl.collect.diskio import look_times
+from gputop_dl.collect.proc.affinity import CpuAffinity
+from gputop_dl.collect.proc.busiest import BusiestSampler
+from gputop_dl.collect.proc.diskio import look_times
 from gputop_dl.collect.found import FoundJobs
 from gputop_dl.collect.nvml.gpu_use import GpuUse
-from gputop_dl.collect.host import HostSampler
-from gputop_dl.collect.procs import children_map
+from gputop_dl.collect.proc.host import HostSampler
+from gputop_dl.collect.proc.procs import children_map
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class MachineSampler:
 
     def _with_busiest(self, host: HostSample, found: tuple[JobSample, ...]) -> HostSample:
         """The host with its busiest processes, read only while a job waits for a CPU or the
-        host is nearly all busy (collect/busiest.py); else the last pass is dropped."""
+        host is nearly all busy (collect/proc/busiest.py); else the last pass is dropped."""
         waits = any((j.cpu_wait_fraction or 0.0) >= WAITS for j in found)
         if not waits and (host.cpu_busy or 0.0) < BUSY:
             self.busiest.forget()
@@ -136,7 +136,7 @@ def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: floa
     sampler.busiest.sample()  # and the busiest processes' (named if a job waits at the second)
     errors = sampler.measure_stall(stall_s)
     # fifty looks at the jobs' process states in the second: a job's share of time blocked on
-    # I/O from one look would be 0 or 1 (collect/diskio.py)
+    # I/O from one look would be 0 or 1 (collect/proc/diskio.py)
     for frac in look_times(PEEKS):
         time.sleep(max(0.0, t0 + settle_s * frac - time.monotonic()))
         if sampler.found is not None:

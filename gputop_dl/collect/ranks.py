@@ -22,7 +22,7 @@ from typing import TypeVar
 import psutil
 
 from gputop_dl.channel import RANK_ENV, RankInfo, rank_info
-from gputop_dl.collect.procs import TreeSample, children_map, descendants
+from gputop_dl.collect.proc.procs import TreeSample, children_map, descendants
 from gputop_dl.snapshot import Distributed, RankProc
 
 __all__ = ["RankReader", "distributed_of", "rank_cpu"]

@@ -4,7 +4,7 @@ The probe (engine/diagnose_plan.py) pauses every other job, but the rest of the 
 compile, a notebook, another user's busy loop. `SoloWatch.start(pids)` before the solo window
 and `stop()` after it read, over the window, the job's threads' run and run-queue wait
 (`/proc/PID/task/TID/schedstat`, summed over the threads seen both times) and the busiest
-processes that are not the job's (collect/busiest.py: one pass at each end). What the wait
+processes that are not the job's (collect/proc/busiest.py: one pass at each end). What the wait
 costs the solo figure is analyse/outside_load.py's `solo_outside`.
 """
 
@@ -15,9 +15,9 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from gputop_dl.collect.busiest import BusiestSampler
-from gputop_dl.collect.procfs import read_proc
-from gputop_dl.collect.schedstat import parse_schedstat
+from gputop_dl.collect.proc.busiest import BusiestSampler
+from gputop_dl.collect.proc.procfs import read_proc
+from gputop_dl.collect.proc.schedstat import parse_schedstat
 from gputop_dl.snapshot import ProcLoad
 
 

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gputop_dl.collect import discover
-from gputop_dl.collect.diskio import look_times
+from gputop_dl.collect.proc.diskio import look_times
 from gputop_dl.collect.environment import environment
 from gputop_dl.analyse.energy import EnergyLedger, job_keys, with_energy
 from gputop_dl.collect.machine import MachineSample, MachineSampler
-from gputop_dl.collect.procs import tree_rss
+from gputop_dl.collect.proc.procs import tree_rss
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.recorder import Recorder
@@ -165,7 +165,7 @@ class Engine:
                 next_t = time.monotonic()
                 delay = 0.0
             # looks at the states of found jobs that read from storage, between the ticks: their
-            # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/diskio.py);
+            # share of time blocked on I/O from one look a tick would be 0 or 1 (collect/proc/diskio.py);
             # while none reads, the thread sleeps until the next tick
             for frac in look_times(self.peeks - 1) if self._reading() else ():
                 at = next_t - self.interval * (1 - frac)

@@ -17,14 +17,14 @@ from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
 from gputop_dl.channel import EventReader
 from gputop_dl.collect.nvml.gpu_use import GpuUse
-from gputop_dl.collect.oomkill import oom_killed, read_counts
-from gputop_dl.collect.procs import TreeSampler
-from gputop_dl.collect.proctree import proc_tree, ranks_of
+from gputop_dl.collect.proc.oomkill import oom_killed, read_counts
+from gputop_dl.collect.proc.procs import TreeSampler
+from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
 from gputop_dl.collect.ranks import RankReader, rank_cpu
-from gputop_dl.collect.diskio import io_fields
-from gputop_dl.collect.memory import memory_fields
-from gputop_dl.collect.schedstat import trainer_pids, tree_wait, wait_fields
-from gputop_dl.collect.procs import TreeSample
+from gputop_dl.collect.proc.diskio import io_fields
+from gputop_dl.collect.proc.memory import memory_fields
+from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
+from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.launch import Job, describe_exit
 from gputop_dl.snapshot import Distributed, JobSample, ProcSample
 from gputop_dl.workload import Workload, shown_command

@@ -5,7 +5,7 @@ among the jobs: a compile, a notebook or another user's tests may share the box 
 then the solo step time is slow and every slowdown measured against it too small. `SoloRunWatch`
 reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
 run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
-processes that are not the job's (collect/busiest.py: one pass at each end). The reading is
+processes that are not the job's (collect/proc/busiest.py: one pass at each end). The reading is
 kept with the baseline (`beside`, cached with it); analyse/outside_load.py's `not_alone` judges
 it as it does the probe's solo windows.
 """
@@ -19,7 +19,7 @@ from typing import TypedDict
 
 from gputop_dl.analyse.outside_load import SoloWindow, solo_outside
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.collect.busiest import BusiestSampler
+from gputop_dl.collect.proc.busiest import BusiestSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.snapshot import ProcLoad
 

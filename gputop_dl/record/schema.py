@@ -94,13 +94,13 @@ CPU_WAIT_COLUMNS = (("cpu_wait", "cpu_wait_fraction"), ("cpu_wait_trainer", "cpu
                     ("cpu_wait_workers", "cpu_wait_workers"), ("cpu_throttled", "cpu_throttled_fraction"))
 JOB_SAMPLE_ADDED += CPU_WAIT_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in CPU_WAIT_COLUMNS)
-# disk I/O (issue 32, collect/diskio.py): bytes/s from storage, the share of the live verdict's
+# disk I/O (issue 32, collect/proc/diskio.py): bytes/s from storage, the share of the live verdict's
 # window it waited on I/O, major faults/s
 DISK_COLUMNS = (("io_read", "io_read_bytes_per_s"), ("io_wait", "io_wait_fraction"),
                 ("major_faults", "major_faults_per_s"))
 JOB_SAMPLE_ADDED += DISK_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
-# memory (issue 32, collect/memory.py): bytes/s of page-cache refaults in the job's cgroup, the
+# memory (issue 32, collect/proc/memory.py): bytes/s of page-cache refaults in the job's cgroup, the
 # share of the live verdict's window it waited on re-reads of evicted pages
 MEMORY_COLUMNS = (("mem_refault", "mem_refault_bytes_per_s"), ("mem_wait", "memory_wait_fraction"))
 JOB_SAMPLE_ADDED += MEMORY_COLUMNS

@@ -26,7 +26,7 @@ def host_preview() -> Snapshot:
     """One reading of the host alone (the engine reads it again on its first tick): CPUs,
     memory, load and pressure. Busy shares are averages over an interval, and one reading has
     none: unknown ("–"), not 0 %."""
-    from gputop_dl.collect.host import HostSampler
+    from gputop_dl.collect.proc.host import HostSampler
 
     sampler = HostSampler()
     host = dataclasses.replace(sampler.sample(), cpu_busy=None, per_cpu=(),

@@ -18,7 +18,7 @@ import random
 import stat
 import time
 
-from gputop_dl.collect.diskio import Mount, parse_mountinfo
+from gputop_dl.collect.proc.diskio import Mount, parse_mountinfo
 from gputop_dl.collect.boxprofile.part import Part
 
 __all__ = ["BLOCK", "read_rates", "profile_paths"]

@@ -22,16 +22,16 @@ import resource
 import time
 from collections.abc import Collection
 
-from gputop_dl.collect.identity import user_name
-from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
-from gputop_dl.collect.procs import GONE_STATES, stat_fields
+from gputop_dl.collect.proc.identity import user_name
+from gputop_dl.collect.proc.procfs import _TICK, ProcFiles, read_proc
+from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
 from gputop_dl.snapshot import NAMED_MIN_CORES as MIN_CORES, ProcLoad  # under it: not named
 from gputop_dl.workload import shown_command
 
 KEEP = 12  # the busiest processes kept per tick (the judge leaves the jobs' own out of them)
 NAME_AGE_S = 30.0  # a process's user and command line are read again after this
 # a pass every this many calls (ticks); the calls between give the last pass's figures, as the
-# CPU wait's reading does (collect/schedstat.py): a pass over /proc is ~2 ms on a busy box
+# CPU wait's reading does (collect/proc/schedstat.py): a pass over /proc is ~2 ms on a busy box
 READ_EVERY = 2
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gputop_dl.collect.memory import parse_cgroup
-from gputop_dl.collect.procfs import ProcFiles
+from gputop_dl.collect.proc.memory import parse_cgroup
+from gputop_dl.collect.proc.procfs import ProcFiles
 
 __all__ = ["CgroupIO", "CgroupIOReading", "parse_io_stat", "parse_pressure"]
 

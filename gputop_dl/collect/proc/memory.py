@@ -13,8 +13,8 @@ Read per job (the tree sampler calls `MemoryReader.read`, every `READ_EVERY` tic
   `oom_kill`; v1 `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`; read
   only where the group has a limit: an unlimited one reaches none.
 
-The job's major faults (stat field 12) come with its disk I/O (collect/diskio.py), the host's
-refaults (`/proc/vmstat`) and PSI memory with the host's sample (collect/host.py). A group that
+The job's major faults (stat field 12) come with its disk I/O (collect/proc/diskio.py), the host's
+refaults (`/proc/vmstat`) and PSI memory with the host's sample (collect/proc/host.py). A group that
 cannot be read (a container without /sys/fs/cgroup, a kernel without the memory controller)
 gives one note and the host's figures stand in. Faults never raise.
 """
@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, TypedDict
 
-from gputop_dl.collect.procfs import ProcFiles
+from gputop_dl.collect.proc.procfs import ProcFiles
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 V1_MEMORY = "/sys/fs/cgroup/memory"

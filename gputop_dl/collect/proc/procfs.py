@@ -44,7 +44,7 @@ class ProcFiles:
 
     def __init__(self, own_max: int | None = None) -> None:
         """`own_max`: this instance keeps up to that many files of its own, outside the shared
-        KEEP_MAX (one that reads every process: collect/busiest.py)."""
+        KEEP_MAX (one that reads every process: collect/proc/busiest.py)."""
         self._fds: dict[str, int] = {}
         self._own_max = own_max
 

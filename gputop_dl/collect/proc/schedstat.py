@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Callable, Protocol, TypedDict
 
-from gputop_dl.collect.procfs import ProcFiles, read_proc
+from gputop_dl.collect.proc.procfs import ProcFiles, read_proc
 
 if TYPE_CHECKING:
     from gputop_dl.snapshot import Distributed

@@ -20,11 +20,11 @@ from typing import Callable, NamedTuple
 
 import psutil
 
-from gputop_dl.collect import schedstat
-from gputop_dl.collect.diskio import DiskIO, DiskReader
-from gputop_dl.collect.cgroup_io import CgroupIO, CgroupIOReading
-from gputop_dl.collect.memory import MemoryIO, MemoryReader
-from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
+from gputop_dl.collect.proc import schedstat
+from gputop_dl.collect.proc.diskio import DiskIO, DiskReader
+from gputop_dl.collect.proc.cgroup_io import CgroupIO, CgroupIOReading
+from gputop_dl.collect.proc.memory import MemoryIO, MemoryReader
+from gputop_dl.collect.proc.procfs import _TICK, PROC, ProcFiles, read_proc
 
 if PROC:
     _BOOT, _PAGE = psutil.boot_time(), os.sysconf("SC_PAGE_SIZE")
@@ -91,11 +91,11 @@ class Stat(NamedTuple):
     state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
     majflt: int | None = None  # major page faults so far (field 12; None: not read)
     # delayacct_blkio_ticks (field 42; None where the line has no such field). The kernel
-    # writes 0 there while kernel.task_delayacct is off: collect/diskio.py turns that into
+    # writes 0 there while kernel.task_delayacct is off: collect/proc/diskio.py turns that into
     # "unknown" (null), never a measured 0
     blkio: int | None = None
     # named "pt_data_worker" (what torch 2.x calls a DataLoader worker process): a loader
-    # worker, not a logger's or a compiler's helper (collect/diskio.py's batches)
+    # worker, not a logger's or a compiler's helper (collect/proc/diskio.py's batches)
     loader: bool = False
 
 
@@ -151,15 +151,15 @@ class TreeSample:
     rss: int
     threads: int
     cpu_by_pid: dict[int, float] | None = None  # cores per process (None on the first tick)
-    # CPU wait (issue 21, collect/schedstat.py): per process (ran ns, waited ns) since the last
+    # CPU wait (issue 21, collect/proc/schedstat.py): per process (ran ns, waited ns) since the last
     # tick, its threads summed (None: not read); why it is unknown; the cgroup quota's throttling
     waits: dict[int, tuple[int, int]] | None = None
     wait_note: str | None = None
     throttled: float | None = None
     busy: schedstat.Busy | None = None  # per process: SchedReader.busy
-    io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/diskio.py)
-    memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/memory.py)
-    cgroup_io: CgroupIOReading | None = None  # its v2 cgroup's I/O (collect/cgroup_io.py)
+    io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/proc/diskio.py)
+    memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/proc/memory.py)
+    cgroup_io: CgroupIOReading | None = None  # its v2 cgroup's I/O (collect/proc/cgroup_io.py)
     # True: a quiet tick (`TreeSampler.sample`): nothing moved, the reading's other fields are
     # those of its last full reading, which found nothing moving either
     quiet: bool = False
@@ -174,7 +174,7 @@ class TreeSampler:
 
     `read`: how one process is read (`read_stat` through kept files on Linux, `psutil_stat`
     elsewhere). `sched`: also read the threads' CPU wait and the cgroup's throttling
-    (collect/schedstat.py; default: on Linux, unless `read` is given)."""
+    (collect/proc/schedstat.py; default: on Linux, unless `read` is given)."""
 
     def __init__(self, root_pid: int, *, read: Callable[[int], Stat | None] | None = None,
                  sched: bool | None = None):

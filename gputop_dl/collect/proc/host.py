@@ -13,8 +13,8 @@ import os
 import time
 from typing import Callable
 
-from gputop_dl.collect.procfs import _TICK, PROC, ProcFiles, read_proc
-from gputop_dl.collect.rapl import POWERCAP, RaplReader
+from gputop_dl.collect.proc.procfs import _TICK, PROC, ProcFiles, read_proc
+from gputop_dl.collect.proc.rapl import POWERCAP, RaplReader
 from gputop_dl.snapshot import HostSample
 
 PSI_CPU = "/proc/pressure/cpu"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from collections.abc import Collection, Mapping
 from typing import Callable, Protocol, TypedDict
 
-from gputop_dl.collect.procfs import _TICK, ProcFiles, read_proc
+from gputop_dl.collect.proc.procfs import _TICK, ProcFiles, read_proc
 
 
 class Stat(Protocol):
@@ -348,7 +348,7 @@ def io_fields(ts: object | None, trainers: Collection[int] = ()) -> IoFields:
     `trainers`: its trainer PIDs (schedstat.trainer_pids), whose writes are not its loader's."""
     d: DiskIO = getattr(ts, "io", None) or DiskIO()
     workers = [w for pid, w in d.writes_ps if pid not in trainers]
-    cg = getattr(ts, "cgroup_io", None)  # its v2 cgroup's (collect/cgroup_io.py)
+    cg = getattr(ts, "cgroup_io", None)  # its v2 cgroup's (collect/proc/cgroup_io.py)
     return {"io_cgroup": cg.cgroup if cg else None,
             "io_cgroup_read_bytes_per_s": None if cg is None or cg.read_bytes_per_s is None
             else round(cg.read_bytes_per_s),

@@ -9,7 +9,7 @@ per process, the PPID map and NVML's per-PID figures. Root first, depth-first, c
 from __future__ import annotations
 
 from gputop_dl.collect.nvml.gpu_use import GpuUse
-from gputop_dl.collect.procs import Stat
+from gputop_dl.collect.proc.procs import Stat
 from gputop_dl.snapshot import Distributed, ProcSample
 
 
