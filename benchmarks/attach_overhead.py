@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gputop_dl.collect.pyspy import run as pyspy  # noqa: E402
-from gputop_dl.collect.discover import Discoverer  # noqa: E402
+from gputop_dl.collect.jobs.discover import Discoverer  # noqa: E402
 from gputop_dl.collect.proc.procs import children_map  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "tests", "external", "stall_script.py")

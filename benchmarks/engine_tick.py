@@ -42,7 +42,7 @@ os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 from gputop_dl.engine import core as engine_core  # noqa: E402
 from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.proc.busiest import BusiestSampler  # noqa: E402
-from gputop_dl.collect.found import FoundJobs  # noqa: E402
+from gputop_dl.collect.jobs.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
@@ -160,7 +160,7 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
 
 def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     """Plain ticks, alternately with and without the CPU-wait reading; both medians."""
-    from gputop_dl.collect import found as found_mod
+    from gputop_dl.collect.jobs import found as found_mod
     from gputop_dl.collect.proc import procs
     from gputop_dl.collect.proc import schedstat
 

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from gputop_dl.collect.pyspy import run as pyspy  # noqa: E402
-from gputop_dl.collect.found import FoundJobs  # noqa: E402
+from gputop_dl.collect.jobs.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.machine import snapshot_once  # noqa: E402
 
 EXT = os.path.join(ROOT, "tests", "external")

@@ -36,7 +36,7 @@ ALICE = "gputopdl_alice"
 
 def watch(seconds: float) -> None:
     """Bob's side: the monitor's engine for `seconds`; one JSON line per tick (alice's jobs)."""
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.found import FoundJobs
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner import monitor_engine
 

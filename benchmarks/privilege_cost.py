@@ -89,7 +89,9 @@ def other_user(a: argparse.Namespace) -> None:
 
 def measure(n_ticks: int, warmup: int, pop: Population | None) -> None:
     """Tick the monitor's engine; print the tick and the added reads' share of it."""
-    from gputop_dl.collect import discover, found, privilege
+    from gputop_dl.collect.jobs import discover
+    from gputop_dl.collect.jobs import found
+    from gputop_dl.collect.jobs import privilege
     from gputop_dl.collect.proc import cgroup_io
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.runner import monitor_engine

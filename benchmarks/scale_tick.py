@@ -114,7 +114,7 @@ def engine_ticks(ticks: int, warmup: int, interval: float) -> dict:
     ticks (skip on) for the parts."""
     from benchmarks.engine_tick import Parts
     from gputop_dl.collect.proc import procs
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.found import FoundJobs
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.collect.proc.schedstat import SchedReader
     from gputop_dl.runner import monitor_engine

@@ -144,7 +144,7 @@ class RankProc:
 
 @dataclass(frozen=True)
 class Distributed:
-    """A job's place in a distributed run, as its ranks on this node tell (collect/ranks.py).
+    """A job's place in a distributed run, as its ranks on this node tell (collect/jobs/ranks.py).
     A figure its ranks do not agree on, or do not have, is None."""
 
     run_id: str | None = None  # TORCHELASTIC_RUN_ID (the rendezvous id)
@@ -419,12 +419,12 @@ class JobSample:
     energy_estimate: bool | None = None
     energy_source: str | None = None
     energy_note: str | None = None
-    # how a found job was told a job (collect/discover.py): "maps" (torch or a GPU device in its
+    # how a found job was told a job (collect/jobs/discover.py): "maps" (torch or a GPU device in its
     # memory maps), "nvml" (on NVML's list, its maps not readable), "cmdline" (another user's
     # Python judged from its command line, threads and CPU); None: launched here
     found_by: str | None = None
     # what could not be read about it and why, with what would unlock it ((what, why), ...;
-    # collect/privilege.py): an empty tuple where nothing was withheld
+    # collect/jobs/privilege.py): an empty tuple where nothing was withheld
     limited: tuple[tuple[str, str], ...] = ()
     # its cgroup v2 group's disk I/O (collect/proc/cgroup_io.py; readable by every user, unlike
     # /proc/PID/io): the group ("/user.slice/..."; it may hold more than the job), its bytes/s
@@ -492,7 +492,7 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
     if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
         out["procs"] = [p._asdict() for p in d["procs"]]
-    if "limited" in out:  # a job's unreadable figures (collect/privilege.py): objects
+    if "limited" in out:  # a job's unreadable figures (collect/jobs/privilege.py): objects
         out["limited"] = [{"what": w, "why": y} for w, y in d["limited"]]
     if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
         out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None

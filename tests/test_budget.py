@@ -85,7 +85,7 @@ class _Engine:
 
 
 def test_launch_prelaunch_check_adds_memory_and_disk_from_the_stored_profile(tmp_path, monkeypatch):
-    from gputop_dl.collect.fingerprint import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
     from gputop_dl.engine import box_profile
 
     f = tmp_path / "pair.toml"

@@ -12,7 +12,7 @@ import time
 import psutil
 
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.runner import run_file
 from gputop_dl.workload import Workload
 from tests.conftest import write

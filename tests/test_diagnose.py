@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.collect.loader_work import LoaderWork, work_rate
+from gputop_dl.collect.jobs.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy.run import StallEstimate
 from gputop_dl.engine import diagnose_plan
 from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT

@@ -15,10 +15,10 @@ from collections import Counter
 import psutil
 import pytest
 
-from gputop_dl.collect import discover
+from gputop_dl.collect.jobs import discover
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.discover import Discoverer, job_name, outside_note
-from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.jobs.discover import Discoverer, job_name, outside_note
+from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.proc.procs import read_stat
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.pyspy.stall_sampler import StallResult, StallSampler

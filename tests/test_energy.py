@@ -147,8 +147,8 @@ def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
     import subprocess
     import time
 
-    from gputop_dl.collect.discover import Discoverer
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.discover import Discoverer
+    from gputop_dl.collect.jobs.found import FoundJobs
     from gputop_dl.collect.machine import MachineSampler
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine.core import Engine

@@ -12,8 +12,8 @@ import time
 from rich.console import Console
 
 from gputop_dl.collect.proc import identity
-from gputop_dl.collect.discover import Found
-from gputop_dl.collect.found import tell_apart
+from gputop_dl.collect.jobs.discover import Found
+from gputop_dl.collect.jobs.found import tell_apart
 from gputop_dl.collect.proc.identity import Identity, container_of, read_identity, slurm_of
 from gputop_dl.present.headless import jobs_table
 from gputop_dl.snapshot import JobSample, SlurmJob, Snapshot
@@ -114,7 +114,7 @@ def test_two_jobs_of_one_script_are_told_apart_by_what_differs():
 def test_the_sampler_keeps_a_jobs_names_while_the_same_jobs_share_its_base_name(monkeypatch):
     """FoundJobs works the candidates out once, not every tick, and again when the jobs that
     share the name change; which one is free is still decided each tick."""
-    from gputop_dl.collect import found as found_mod
+    from gputop_dl.collect.jobs import found as found_mod
 
     a = found(10, "python", "scenario_job.py", "--batch", "64")
     b = found(11, "python", "scenario_job.py", "--batch", "128")
@@ -207,7 +207,7 @@ def test_jobs_whose_commands_differ_are_all_named_by_the_first_argument_that_dif
     """Issue 35 item 2: `--compute-ms 60` and `--compute-ms 50` (whose other values swap places)
     were `scenario_job.py` and `scenario_job.py (8897)`; each is named by what differs, the first
     one too, and only identical commands fall back to the start time, then the PID."""
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.found import FoundJobs
 
     a = found(10, "python", "scenario_job.py", "--compute-ms", "60", "--seconds", "50")
     b = found(11, "python", "scenario_job.py", "--compute-ms", "50", "--seconds", "60")

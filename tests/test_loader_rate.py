@@ -1,4 +1,4 @@
-"""A job's slowdown from its loader workers' work (collect/loader_work.py, analyse/loader_rate.py)."""
+"""A job's slowdown from its loader workers' work (collect/jobs/loader_work.py, analyse/loader_rate.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from gputop_dl.analyse.loader_rate import CHECK, loader_slowdown
-from gputop_dl.collect.loader_work import (LoaderWork, WorkWatch, chain_rate, read_work,
+from gputop_dl.collect.jobs.loader_work import (LoaderWork, WorkWatch, chain_rate, read_work,
                                            work_rate, workers_of)
 
 
@@ -119,7 +119,7 @@ def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
 
 
 def test_workers_are_the_processes_torch_named_loader_workers_where_any_is(monkeypatch):
-    from gputop_dl.collect import loader_work
+    from gputop_dl.collect.jobs import loader_work
 
     class Proc:
         def __init__(self, pid, name="python"):

@@ -20,7 +20,7 @@ from gputop_dl.channel import rank_info, reports_here
 from gputop_dl.analyse.distributed import group_distributed
 from gputop_dl.collect.fleet import read_fleet
 from gputop_dl.collect.proc.procs import TreeSample
-from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.config import ConfigError, default_rdzv_id, load_session
 from gputop_dl.launch import build_argv
 from gputop_dl.present.report.document import session_json
@@ -194,7 +194,7 @@ def test_rank_reader_finds_the_ranks_under_the_agent_not_their_workers_and_cache
 
 
 def test_a_process_caught_inside_exec_is_read_again():
-    from gputop_dl.collect import ranks
+    from gputop_dl.collect.jobs import ranks
 
     reads = iter([ranks.NOT_YET, {"rank": 0, "local_rank": 0, "world_size": 2}])
     r = RankReader(lambda pid: next(reads))
@@ -444,8 +444,8 @@ def test_a_found_torchrun_job_lists_its_ranks_from_their_environment(tmp_path):
     """A job gputop-dl did not start (a torchrun agent and two ranks, real processes in a
     faked /proc tree): its row carries the run and the ranks, read from the ranks' real
     environment, the same reader as for launched jobs."""
-    from gputop_dl.collect.discover import Discoverer
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.discover import Discoverer
+    from gputop_dl.collect.jobs.found import FoundJobs
 
     from tests.fakes.procs import TORCH_MAPS, Clock, FakeProc
     agent = subprocess.Popen(["sleep", "60"])

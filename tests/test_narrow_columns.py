@@ -88,7 +88,7 @@ def test_once_table_at_80_and_120_columns_keeps_the_ranked_columns():
 
 
 def _long_named() -> tuple[JobSample, ...]:
-    """Three copies of one script told apart by their last argument (collect/found.py)."""
+    """Three copies of one script told apart by their last argument (collect/jobs/found.py)."""
     return tuple(JobSample(name=f"calibrated.py {arg}", pid=pid, launched=False, pids=(pid,),
                            status="running", cpu_cores=0.5, cpu_wait_fraction=0.1,
                            slowdown=1.0, slowdown_source="estimated", user="ada",

@@ -13,9 +13,9 @@ import time
 import psutil
 import pytest
 
-from gputop_dl.collect import hidden_jobs
-from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line, ptrace_scope
-from gputop_dl.collect.discover import Discoverer
+from gputop_dl.collect.jobs import hidden as hidden_jobs
+from gputop_dl.collect.jobs.privilege import WAYS_OUT, Access, box_line, ptrace_scope
+from gputop_dl.collect.jobs.discover import Discoverer
 
 from tests.fakes.procs import BASH_MAPS, TORCH_MAPS, Clock
 from tests.fakes.users import Users, why_not
@@ -286,7 +286,7 @@ def test_py_spy_is_refused_on_another_users_process_as_access_predicts(users):
     p = users.popen("alice", [sys.executable, train])
     _started(p, children=2)
     probe = (f"import json; from gputop_dl.collect.pyspy import run as pyspy; "
-             f"from gputop_dl.collect.privilege import Access; "
+             f"from gputop_dl.collect.jobs.privilege import Access; "
              f"est, err = pyspy.record_stall({p.pid}, 0.5, 20); "
              f"print(json.dumps({{'err': err, 'perm': pyspy.is_permission_error(err), "
              f"'refusal': Access.read().refusal({users.uid['alice']})}}))")
@@ -329,8 +329,8 @@ class Spy:
 
 @pytest.mark.parametrize("whose", ["own under yama 1", "another user's"])
 def test_py_spy_is_not_pointed_at_a_job_it_may_not_attach_to(tmp_path, monkeypatch, whose):
-    from gputop_dl.collect import found as found_mod
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs import found as found_mod
+    from gputop_dl.collect.jobs.found import FoundJobs
     from tests.fakes.procs import FakeProc
 
     monkeypatch.setattr(found_mod, "SPY_AFTER_S", 0.0)

@@ -307,7 +307,7 @@ def test_a_solo_window_beside_outside_load_is_slowed_by_its_wait_its_own_demand_
 def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outside_load():
     from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
     from gputop_dl.collect.pyspy.run import StallEstimate
-    from gputop_dl.collect.solo_window import SoloReading
+    from gputop_dl.collect.jobs.solo_window import SoloReading
     from gputop_dl.engine.diagnose_plan import DiagnosePlan
 
     plan = DiagnosePlan(seconds=6)
@@ -354,11 +354,11 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
 
 
 def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path, monkeypatch):
-    from gputop_dl.collect.solo_window import SoloWatch
+    from gputop_dl.collect.jobs.solo_window import SoloWatch
 
     tick = os.sysconf("SC_CLK_TCK")
     now = [0.0]
-    for mod in ("proc.busiest", "solo_window"):
+    for mod in ("proc.busiest", "jobs.solo_window"):
         monkeypatch.setattr(f"gputop_dl.collect.{mod}.time.monotonic", lambda: now[0])
 
     def sched(pid, tid, ran_s, waited_s):

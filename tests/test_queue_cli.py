@@ -13,7 +13,7 @@ from gputop_dl.analyse.queue import queue_summary
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import load_session, usable_cpus
-from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.record.store import Store
 
 

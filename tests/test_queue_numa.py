@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine, Recorder

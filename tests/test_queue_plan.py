@@ -6,7 +6,7 @@ import shutil
 import threading
 import time
 
-from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine, Recorder

@@ -154,7 +154,7 @@ def test_after_a_real_queue_run_the_prediction_is_within_15_percent(tmp_path):
 def test_a_queue_on_gpus_records_measured_gpu_use_as_slot_busy(tmp_path):
     """A real queue on the fake NVML's two GPUs (busy 90 % and 30 %): the export's
     slot_busy_fraction is the measured GPU use (0.6), not the GPU-seconds the jobs held."""
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.found import FoundJobs
     from gputop_dl.collect.machine import MachineSampler
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.engine import Engine, Recorder

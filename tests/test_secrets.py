@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from gputop_dl import cli
-from gputop_dl.collect.discover import Found, _shell_line
-from gputop_dl.collect.found import tell_apart
+from gputop_dl.collect.jobs.discover import Found, _shell_line
+from gputop_dl.collect.jobs.found import tell_apart
 from gputop_dl.collect.proc.identity import Identity
 from gputop_dl.workload import REDACTED, redact_args, redact_line, redact_secrets
 from tests.conftest import write

@@ -207,8 +207,8 @@ def test_launch_with_metrics_serves_gpus_jobs_and_verdict_and_drops_ended_jobs_r
     a faked /proc (a real `sleep`, so psutil can sample it), its metrics served on a loopback
     port: every kind of series is there while they run, the verdict once judged, and the
     series of both jobs are gone once they ended."""
-    from gputop_dl.collect.discover import Discoverer
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.discover import Discoverer
+    from gputop_dl.collect.jobs.found import FoundJobs
     from gputop_dl.collect.machine import MachineSampler
     from gputop_dl.engine import Engine, LaunchPlan, Recorder
     from gputop_dl.runner import open_spec, start_metrics

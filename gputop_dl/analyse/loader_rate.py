@@ -1,7 +1,7 @@
 """A job's slowdown from its data-loader workers' work rate, alone against together.
 
 A worker's write calls per batch do not depend on how fast the trainer runs, and its CPU time
-and voluntary switches per batch depend on it little (collect/loader_work.py), so each rate
+and voluntary switches per batch depend on it little (collect/jobs/loader_work.py), so each rate
 alone over the same rate together is about the job's step rate alone over together: its
 slowdown, measured without its step times. Where py-spy
 cannot time a job's steps (steps longer than its burst, or no data wait to mark them) and its

@@ -226,7 +226,7 @@ def probe_verdict(v: Verdict, slowed: Sequence[tuple[str, float]],
 
 @dataclass(frozen=True)
 class SoloWindow:
-    """What ran beside one job's probe window (collect/solo_window.py reads it): its threads'
+    """What ran beside one job's probe window (collect/jobs/solo_window.py reads it): its threads'
     run-queue wait share and cores over the window, the busiest processes that were not jobs
     (None: not read), its solo step time, and, for a GPU job, its data stall alone (only that
     wait can shrink; None on the CPU)."""

@@ -24,7 +24,7 @@ from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.proc.affinity import CpuAffinity
 from gputop_dl.collect.proc.busiest import BusiestSampler
 from gputop_dl.collect.proc.diskio import look_times
-from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.host import HostSampler
 from gputop_dl.collect.proc.procs import children_map

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gputop_dl.collect import discover
+from gputop_dl.collect.jobs import discover
 from gputop_dl.collect.proc.diskio import look_times
 from gputop_dl.collect.environment import environment
 from gputop_dl.analyse.energy import EnergyLedger, job_keys, with_energy

@@ -12,7 +12,7 @@ phases, bounded by `seconds`:
    `probe_s` seconds while py-spy measures it and its tree's CPU time is read: its solo step
    time, stall and CPU need. A job whose neighbours we may not signal (another user's) gets
    no solo window, and the verdict says so. The rest of the box runs on: the job's CPU wait
-   and the busiest processes outside it are read over its window (collect/solo_window.py); a
+   and the busiest processes outside it are read over its window (collect/jobs/solo_window.py); a
    window slowed from outside by more than 10 % says so, with its figure (`solo_outside`), and
    a probe that finds the jobs at their solo speed then says `outside-load`, not parallel.
 
@@ -46,18 +46,18 @@ from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Fix, Verdict
 from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.found import owner
-from gputop_dl.collect.privilege import Access
-from gputop_dl.collect.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,
+from gputop_dl.collect.jobs.found import owner
+from gputop_dl.collect.jobs.privilege import Access
+from gputop_dl.collect.jobs.loader_work import (LoaderWork, WorkRate, WorkWatch, chain_rate,
                                            read_work, workers_of)
-from gputop_dl.collect.solo_window import SoloReading, SoloWatch
+from gputop_dl.collect.jobs.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.pause import Pauser, may_signal
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.discover import Found
+    from gputop_dl.collect.jobs.discover import Found
     from gputop_dl.collect.machine import MachineSample
     from gputop_dl.engine.core import Engine
 
@@ -500,7 +500,7 @@ def _mean(vals: Sequence[float | None]) -> float | None:
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
     """py-spy every job's main thread at once for `seconds`; root pid -> estimate. A job py-spy
-    may not attach to (another user's, without root; collect/privilege.py) is left out."""
+    may not attach to (another user's, without root; collect/jobs/privilege.py) is left out."""
     access = Access.read()
     keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()
                                   if access.refusal(owner(pid)) is None}

@@ -20,7 +20,7 @@ from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.oomkill import oom_killed, read_counts
 from gputop_dl.collect.proc.procs import TreeSampler
 from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
-from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.collect.proc.diskio import io_fields
 from gputop_dl.collect.proc.memory import memory_fields
 from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields

@@ -35,7 +35,7 @@ from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson

@@ -5,7 +5,7 @@ twin's. A job started at the same moment as the others has neither; nor has any 
 gputop-dl starts after them. What a copy of its command read alone in an earlier gputop-dl run
 on this machine is its pace alone as well, if nothing it depends on changed: the monitor stores
 each reference alone it reads (`OwnPace.references`) by the job's fingerprint
-(collect/fingerprint.py `found_fingerprint`: its command line but for the options twins may
+(collect/jobs/fingerprint.py `found_fingerprint`: its command line but for the options twins may
 differ in, its directory, user and container, the interpreter it runs, the size and mtime of
 the files it names, the machine): its loader's cores and write calls a second, its step
 times and its loop counter's pairs of dumps alone (name, steps, seconds). It lends a stored one
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse import twins
 from gputop_dl.analyse.own_pace import STORED_MAX_AGE_S, OwnPace, Reference
-from gputop_dl.collect.fingerprint import found_fingerprint
+from gputop_dl.collect.jobs.fingerprint import found_fingerprint
 from gputop_dl.snapshot import JobSample
 
 if TYPE_CHECKING:

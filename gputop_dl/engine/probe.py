@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.outside_load import SoloWindow
-from gputop_dl.collect.solo_window import SoloReading, SoloWatch
+from gputop_dl.collect.jobs.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
 from gputop_dl.pause import Pauser
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from gputop_dl.analyse.evidence import GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point
 from gputop_dl.analyse.verdict import judge
-from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.engine.jobrun import SoloBaseline
 from gputop_dl.engine.plan import Plan, QueueJson, VerdictJson
 from gputop_dl.sched.model import Job, Machine, Running

@@ -1,4 +1,4 @@
-"""What a job's row could not show and why, as text lines under the jobs table (`limited`, collect/privilege.py)."""
+"""What a job's row could not show and why, as text lines under the jobs table (`limited`, collect/jobs/privilege.py)."""
 
 from __future__ import annotations
 

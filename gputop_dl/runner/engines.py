@@ -15,7 +15,7 @@ from types import FrameType
 from typing import Any
 
 from gputop_dl.collect.extras import require_train
-from gputop_dl.collect.found import FoundJobs
+from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET

@@ -108,7 +108,7 @@ def stored_or_quick_profile() -> tuple[dict[str, Any], str]:  # a gputop-dl.mach
 
 def run_plan(path: str, as_json: bool = False) -> int:
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.fingerprint import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
     from gputop_dl.present.machine import plan_json, print_plan
@@ -143,7 +143,7 @@ def launch_fit_warning(spec: SessionSpec, nvml: Nvml) -> str | None:
     """One line when the file asks for more jobs at once than fit on this box, from the stored
     machine profile and the cached solo baselines (None: they fit, or nothing is stored)."""
     from gputop_dl.collect.environment import environment
-    from gputop_dl.collect.fingerprint import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
     from gputop_dl.record.paths import StoreError
     from gputop_dl.engine.box_profile import box_capacity
     from gputop_dl.sched.fit import job_demands, plan_fit

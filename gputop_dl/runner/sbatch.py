@@ -17,7 +17,7 @@ def run_sbatch(path: str, out_dir: str, *, policy: str | None = None, out: TextI
     duration and solo CPU need come from its cached solo baseline, as for `queue`."""
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.nvml.gpus import Nvml
-    from gputop_dl.collect.fingerprint import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
     from gputop_dl.engine.queue_plan import job_for
     from gputop_dl.record.paths import default_db_path
     from gputop_dl.record.store import Store

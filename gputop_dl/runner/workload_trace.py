@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop_dl.collect.boxprofile.cpus import read_cpus
-from gputop_dl.collect.fingerprint import fingerprint
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import ConfigError, load_session
 from gputop_dl.config.fields import FIELDS

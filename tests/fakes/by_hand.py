@@ -107,7 +107,7 @@ def never_left_stopped(pids) -> bool:
 def only_found(pids: set[int], **kw):
     """A `FoundJobs` that finds only the jobs with these root PIDs (the box runs other
     people's jobs; a test or a benchmark judges its own). `kw`: FoundJobs' arguments."""
-    from gputop_dl.collect.found import FoundJobs
+    from gputop_dl.collect.jobs.found import FoundJobs
 
     class OnlyFound(FoundJobs):
         def sample(self, *args, **kwargs):

@@ -2,7 +2,7 @@
 process tree's share of them (GPU memory, SM utilisation, the GPUs it is on).
 
 Pure values over `GpuProcess` (what `collect/nvml/gpus.py`'s `Nvml.processes()` returns): the job
-samplers (`collect/found.py`, `collect/proc/proctree.py`, `engine/jobrun.py`) read it; they never
+samplers (`collect/jobs/found.py`, `collect/proc/proctree.py`, `engine/jobrun.py`) read it; they never
 call NVML.
 """
 

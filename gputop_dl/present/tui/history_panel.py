@@ -80,7 +80,7 @@ class HistoryPanel(Vertical):
         self.border_title = "history"
         self.interval = interval
         # by the job's PID (its name where it has none): its latest name and a series per figure;
-        # a found job's name changes as copies of its script come and go (collect/found.py), and
+        # a found job's name changes as copies of its script come and go (collect/jobs/found.py), and
         # its history goes on under the new name. Jobs that ended stay (the whole-session view)
         self.jobs: dict[int | str, tuple[str, dict[str, Timeline]]] = {}
         self.gpus: dict[int, dict[str, Timeline]] = {}

@@ -133,7 +133,7 @@ def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
     cmd = j.cmdline or j.command
     if cmd:
         rows.append(("command", cmd))
-    if j.found_by:  # how it was told a job, and what could not be read (collect/privilege.py)
+    if j.found_by:  # how it was told a job, and what could not be read (collect/jobs/privilege.py)
         rows.append(("found by", FOUND_BY.get(j.found_by, j.found_by)))
     for lim in limited_lines([j]):
         rows.append(("unreadable", lim.split(": ", 1)[1]))

@@ -150,7 +150,7 @@ def command_text(j: JobSample) -> str:
 
 def job_key(source: int, j: JobSample) -> str:
     """A job's row key: a launched job's name; a found job's PID, as its name changes when
-    copies of its script come and go (collect/found.py), and its row, cursor and sparklines
+    copies of its script come and go (collect/jobs/found.py), and its row, cursor and sparklines
     stay with it."""
     if not j.launched and j.pid is not None:
         return f"job:{source}:found:{j.pid}"

@@ -10,7 +10,7 @@ change after exec, so each PID is read once and kept while it is in the tree (on
 environment reads empty, caught inside execve, is read again); a process that denies access
 or vanished is unknown (never an error), and its subtree is searched further.
 
-The same reader serves launched jobs (`engine/jobrun.py`) and found jobs (`collect/found.py`):
+The same reader serves launched jobs (`engine/jobrun.py`) and found jobs (`collect/jobs/found.py`):
 one reader per job, so each keeps only its own tree's PIDs.
 """
 

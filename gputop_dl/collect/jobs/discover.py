@@ -18,7 +18,7 @@ a PID that NVML reports but that is absent here, or is another process, lives ou
 PID namespace (a container) and is only summed into one note.
 
 Another user's process (its maps not readable without root) is judged from what every user
-may read (collect/hidden_jobs.py): on NVML's list it is a job (`found_by` "nvml"); a Python
+may read (collect/jobs/hidden.py): on NVML's list it is a job (`found_by` "nvml"); a Python
 interpreter running a training entry point with forked twins, a launcher's Python children, or
 a busy thread pool is one too (`found_by` "cmdline"), re-judged with back-off until it is;
 everything else stays out. A job whose maps were read is `found_by` "maps".
@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from gputop_dl.collect import hidden_jobs
+from gputop_dl.collect.jobs import hidden as hidden_jobs
 from gputop_dl.collect.proc.procfs import ProcFiles
 from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
 from gputop_dl.text.fmt import gib
@@ -322,7 +322,7 @@ class Discoverer:
 
     def _judge_hidden(self, pid: int, info: _Info, now: float) -> _Info | None:
         """Classify a process whose maps are not readable from its command line, `comm`,
-        threads, CPU and children (collect/hidden_jobs.py)."""
+        threads, CPU and children (collect/jobs/hidden.py)."""
         if info.kind in ("trains", "other") or (info.kind != "?" and now < info.next_check):
             return info
         try:
@@ -400,7 +400,7 @@ class Discoverer:
 
     def unjudged(self) -> list[int]:
         """Other users' Python processes with a training entry point not (yet) judged a job
-        (collect/hidden_jobs.py), as of the last `find()`."""
+        (collect/jobs/hidden.py), as of the last `find()`."""
         info_of, start = self._info, self.start
         return [p for p in self._watch
                 if (i := info_of.get((p, start.get(p, -1)))) is not None and i.kind == "hidden"]

@@ -18,7 +18,7 @@ argument, the user, the Slurm job), the PID only where nothing else does. Everyt
 stays None.
 
 Without root, another user's job shows CPU, threads, CPU wait, state, user, age and command, not
-what needs its maps, `/proc/PID/io`, environment or ptrace (collect/privilege.py): its row says
+what needs its maps, `/proc/PID/io`, environment or ptrace (collect/jobs/privilege.py): its row says
 so (`limited`, and the stall and step notes), py-spy is never pointed at it, and one note
 counts such jobs for the box. A job of one's own that Yama's ptrace rule closes to py-spy gets
 one note with the three ways out. Another user's job is named with its user ("train.py
@@ -32,13 +32,13 @@ import time
 from collections.abc import Collection, Sequence
 
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.discover import Discoverer, Found, outside_note
+from gputop_dl.collect.jobs.discover import Discoverer, Found, outside_note
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.identity import Identity, read_identity
-from gputop_dl.collect.privilege import WAYS_OUT, Access, box_line
+from gputop_dl.collect.jobs.privilege import WAYS_OUT, Access, box_line
 from gputop_dl.collect.proc.procs import TreeSample, TreeSampler
 from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
-from gputop_dl.collect.ranks import RankReader, rank_cpu
+from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.collect.proc.diskio import io_fields
 from gputop_dl.collect.proc.memory import memory_fields
 from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
