@@ -1,6 +1,6 @@
 """The exporter's metric schema: metric and label names, shared by the writer and the reader.
 
-`present/prometheus.py` writes these series and `collect/fleet.py` reads them back (from a node's
+`present/prometheus.py` writes these series and `collect/fleet/nodes.py` reads them back (from a node's
 `/metrics` or a Prometheus server), so a name is written once, here. The names are a contract
 (dashboards and PromQL use them): keep them; the list with units and labels is in
 docs/prometheus.md and docs/contracts.md.

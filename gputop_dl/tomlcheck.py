@@ -5,7 +5,7 @@ value converters (`as_int`, `as_float`, `check(conv, ok, expected)`, ...) that r
 the caller to place, `Lines` (the line of each key: tomllib reports no positions), `read_toml`,
 and `TableChecker`, which checks one table's keys against a dict of converters. Used by the
 workload file (`config/`), the simulator's trace (`trace.py`) and the fleet's node list
-(`collect/fleet.py`). A values-floor module: it imports nothing of gputop-dl.
+(`collect/fleet/nodes.py`). A values-floor module: it imports nothing of gputop-dl.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gputop_dl.analyse.distributed import group_distributed
-from gputop_dl.collect.fleet import (Node, load_node_file, nodes_from_prometheus, parse_node,
+from gputop_dl.collect.fleet.nodes import (Node, load_node_file, nodes_from_prometheus, parse_node,
                                      parse_nodes, read_fleet, read_node, resolve_nodes,
                                      text_samples)
-from gputop_dl.collect.fleet_poll import FleetPoller
+from gputop_dl.collect.fleet.poll import FleetPoller
 from gputop_dl.collect.proc.host import HostSample
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import SnapshotCollector
@@ -496,7 +496,7 @@ def test_a_bad_toml_node_list_on_the_command_line_is_one_line_exit_2(tmp_path):
 
 
 def test_a_prometheus_that_stops_answering_keeps_the_last_nodes_aged_not_fresh():
-    from gputop_dl.collect.fleet import PrometheusError
+    from gputop_dl.collect.fleet.nodes import PrometheusError
 
     clock = {"t": 1000.0}
     answers = [[Node("a:1", True, hostname="a", age_s=1.0), Node("b:1", False, "up == 0")]]

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("textual")
 
 from gputop_dl.analyse.distributed import group_distributed  # noqa: E402
-from gputop_dl.collect.fleet import Node  # noqa: E402
-from gputop_dl.collect.fleet_poll import FleetSnapshot  # noqa: E402
+from gputop_dl.collect.fleet.nodes import Node  # noqa: E402
+from gputop_dl.collect.fleet.poll import FleetSnapshot  # noqa: E402
 from gputop_dl.present.tui.fleet_app import FleetApp  # noqa: E402
 from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen  # noqa: E402
 from tests.fakes.fleet import T0, FakeFleetSource, fleet_nodes, fleet_snapshot  # noqa: E402

@@ -38,7 +38,7 @@ from gputop_dl.collect.proc import diskio
 from gputop_dl.collect.proc import host
 from gputop_dl.collect.proc import procs
 from gputop_dl.collect.proc import schedstat
-from gputop_dl.collect.fleet import (PrometheusError, load_node_file, nodes_from_prometheus,
+from gputop_dl.collect.fleet.nodes import (PrometheusError, load_node_file, nodes_from_prometheus,
                                      parse_node, parse_nodes)
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import FIELDS, SESSION_FIELDS, load_session
@@ -664,7 +664,7 @@ ARGV = argv_lists()
 
 def checked_fleet(nodes, *_a, prometheus=None, **_k) -> int:
     """The fleet view's checks of --nodes and --prometheus, without reading any node."""
-    from gputop_dl.collect.fleet import check_prometheus_url, resolve_nodes
+    from gputop_dl.collect.fleet.nodes import check_prometheus_url, resolve_nodes
 
     if prometheus is not None:
         check_prometheus_url(prometheus)

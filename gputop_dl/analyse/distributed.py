@@ -1,8 +1,8 @@
 """The ranks of each distributed job (one torchrun run id) gathered across the fleet's nodes.
 
-Pure: it takes the nodes `collect/fleet.py` built from each node's metrics (duck-typed here, as
+Pure: it takes the nodes `collect/fleet/nodes.py` built from each node's metrics (duck-typed here, as
 `NodeLike`: analyse never imports collect) and returns the rows the fleet view and
-`--nodes --once --json` show under `distributed`. `collect/fleet_poll.FleetPoller` gets it handed in
+`--nodes --once --json` show under `distributed`. `collect.fleet.poll.FleetPoller` gets it handed in
 by `runner/remote.py`.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 
 class JobLike(Protocol):
-    """What the grouping reads of a node's job (`collect.fleet.NodeJob`)."""
+    """What the grouping reads of a node's job (`collect.fleet.nodes.NodeJob`)."""
 
     @property
     def name(self) -> str | None: ...  # None: the exporter's series had no job label
@@ -34,7 +34,7 @@ class JobLike(Protocol):
 
 
 class NodeLike(Protocol):
-    """What the grouping reads of a node (`collect.fleet.Node`)."""
+    """What the grouping reads of a node (`collect.fleet.nodes.Node`)."""
 
     @property
     def ok(self) -> bool: ...

@@ -167,7 +167,7 @@ class QueuePlan(Plan["Engine"]):
 
     def profile(self, cached: Callable[[str], SoloBaseline | None], env: dict[str, Any]) -> None:
         """Build the jobs from the workloads and their cached solo baselines (`cached` looks
-        one up by `collect.fingerprint`)."""
+        one up by `collect.jobs.fingerprint`)."""
         jobs = []
         for w in self.spec.workloads:
             base = cached(fingerprint(w, self.spec.cuda, env))

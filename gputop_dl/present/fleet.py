@@ -1,7 +1,7 @@
 """The fleet's cells, shared by `--nodes ... --once` (rich tables here) and the live fleet view
 (present/tui/fleet_app.py): one row per node, all jobs with their node, the distributed jobs.
 
-Nodes, jobs and the distributed groups are duck-typed (collect/fleet.py's `Node`, `NodeJob`
+Nodes, jobs and the distributed groups are duck-typed (collect/fleet/nodes.py's `Node`, `NodeJob`
 and `group_distributed` dicts): present never imports collect.
 """
 
@@ -20,7 +20,7 @@ STALE_S = 10.0  # a node whose latest sample is older than this is "stale"
 
 
 class FleetJob(JobLike, Protocol):
-    """What the cells read of a node's job (`collect.fleet.NodeJob`)."""
+    """What the cells read of a node's job (`collect.fleet.nodes.NodeJob`)."""
 
     @property
     def cpu_cores(self) -> float | None: ...
@@ -35,7 +35,7 @@ class FleetJob(JobLike, Protocol):
 
 
 class FleetNode(NodeLike, Protocol):
-    """What the cells read of a node (`collect.fleet.Node`), beyond what the grouping reads."""
+    """What the cells read of a node (`collect.fleet.nodes.Node`), beyond what the grouping reads."""
 
     @property
     def error(self) -> str | None: ...
@@ -62,7 +62,7 @@ class FleetNode(NodeLike, Protocol):
 
 
 class FleetSnap(Protocol):
-    """What the live fleet view reads of one poll (`collect.fleet_poll.FleetSnapshot`)."""
+    """What the live fleet view reads of one poll (`collect.fleet.poll.FleetSnapshot`)."""
 
     @property
     def time(self) -> float: ...

@@ -14,7 +14,7 @@ from gputop_dl.runner.engines import check_store, monitor_engine, stop_on_signal
 from gputop_dl.text.console import console
 
 if TYPE_CHECKING:
-    from gputop_dl.collect.fleet_poll import FleetPoller, FleetSnapshot
+    from gputop_dl.collect.fleet.poll import FleetPoller, FleetSnapshot
     from gputop_dl.present.prometheus import MetricsServer
 
 
@@ -91,9 +91,9 @@ def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.
     """The fleet's source: `nodes` (HOST:PORT,... or a TOML node list) read directly, or a
     Prometheus server's API at `prometheus`. Raises UsageError for a bad list or URL."""
     from gputop_dl.analyse.distributed import group_distributed
-    from gputop_dl.collect.fleet import (check_prometheus_url, read_fleet, read_prometheus,
+    from gputop_dl.collect.fleet.nodes import (check_prometheus_url, read_fleet, read_prometheus,
                                          resolve_nodes)
-    from gputop_dl.collect.fleet_poll import FleetPoller
+    from gputop_dl.collect.fleet.poll import FleetPoller
 
     if prometheus is not None:
         url = check_prometheus_url(prometheus)

@@ -8,8 +8,8 @@ distributed job (torchrun, world size 4) with a rank on the unreachable node mis
 from __future__ import annotations
 
 from gputop_dl.analyse.distributed import group_distributed
-from gputop_dl.collect.fleet import Node, NodeJob
-from gputop_dl.collect.fleet_poll import FleetSnapshot
+from gputop_dl.collect.fleet.nodes import Node, NodeJob
+from gputop_dl.collect.fleet.poll import FleetSnapshot
 
 T0 = 1_763_750_000.0
 GiB = 1 << 30

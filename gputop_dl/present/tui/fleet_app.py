@@ -1,7 +1,7 @@
 """The live fleet view (`gputop-dl --nodes ...` / `--prometheus URL`): nodes, distributed jobs
 and every node's jobs, from fleet snapshots handed in by a source.
 
-    FleetApp(source)    source: runner's FleetPoller (collect/fleet_poll.py), or a fake in tests
+    FleetApp(source)    source: runner's FleetPoller (collect/fleet/poll.py), or a fake in tests
 
 The source polls in its own thread and calls the app's subscriber with immutable fleet
 snapshots (`time`, `nodes`, `distributed`, `poll_s`, `source`, `error`, `last_ok`); the intake

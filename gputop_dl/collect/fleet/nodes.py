@@ -1,6 +1,6 @@
 """Several nodes at once: each node's gputop-dl `/metrics` (serve, or --metrics), or a Prometheus
 server's API, read into `Node` values (the node list, the scrape, the parse). The poller that
-feeds the live fleet view from these reads is `collect/fleet_poll.py`.
+feeds the live fleet view from these reads is `collect/fleet/poll.py`.
 
 No home-made protocol: a node is whatever `gputop-dl serve` (or `launch`/the monitor with
 `--metrics`) exposes in the Prometheus text format, parsed with prometheus_client's own

@@ -1,5 +1,5 @@
 """The live fleet view's source: `FleetPoller` reads the fleet (the node reads of
-`collect/fleet.py`) every few seconds in its own thread, one poll at a time, and keeps the
+`collect/fleet/nodes.py`) every few seconds in its own thread, one poll at a time, and keeps the
 bookkeeping across polls: when each node last answered, where each rank was last seen, and the
 last good read aged when a Prometheus server stops answering.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
-from gputop_dl.collect.fleet import Node, PrometheusError
+from gputop_dl.collect.fleet.nodes import Node, PrometheusError
 
 LastSeen = dict[tuple[str, int], str]  # (run id, rank) -> the label of the node it was last seen on
 
