@@ -731,7 +731,7 @@ def case_pause_outlives_nothing(d: str, home: str) -> tuple[bool, str]:
     job runs again (the kernel detaches a tracee whose tracer died)."""
     job = subprocess.Popen([PY, "-c", "import time\nwhile True: time.sleep(0.01)"])
     holder = subprocess.Popen([PY, "-c", (
-        "import time\nfrom gputop_dl.pause import Pauser\nfrom gputop_dl.watchdog import shared\n"
+        "import time\nfrom gputop_dl.control.pause import Pauser\nfrom gputop_dl.control.watchdog import shared\n"
         f"pz = Pauser(); pz.pause([{job.pid}]); shared().paused_pids([])\n"
         "print(shared().pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True,
         start_new_session=True)

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from gputop_dl import watchdog
+from gputop_dl.control import watchdog
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import launch_engine, open_spec, run_file
 from tests.conftest import write
@@ -293,7 +293,7 @@ def test_a_write_failure_mid_run_stops_recording_not_the_jobs(tmp_path, monkeypa
 
 
 def test_a_job_log_is_bounded_to_its_head_and_latest_output(tmp_path, monkeypatch):
-    from gputop_dl import launch
+    from gputop_dl.control import launch
 
     monkeypatch.setattr(launch, "LOG_CAP", 64 << 10)
     monkeypatch.setattr(launch, "LOG_HEAD", 8 << 10)
@@ -520,7 +520,7 @@ def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monk
     """A NotStarted has no PID: its run is ended from the first (a "stop" asked before its
     first poll reaches nothing), and stop_jobs/reap_orphans leave it out (waitid(P_PGID, None)
     raised TypeError; killpg(0) would be our own group)."""
-    from gputop_dl import launch
+    from gputop_dl.control import launch
     from gputop_dl.engine.jobrun import JobRun
     from gputop_dl.workload import Workload
 
@@ -541,7 +541,7 @@ def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monk
 
 
 def test_a_bad_interpreter_line_is_named_in_the_cause(tmp_path):
-    from gputop_dl.launch import StartError, start_job
+    from gputop_dl.control.launch import StartError, start_job
     from gputop_dl.workload import Workload
 
     bad = tmp_path / "bad.sh"

@@ -16,7 +16,7 @@ from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 from gputop_dl.hook import SITE_DIR, dlhook, fw_lightning, report
-from gputop_dl.launch import build_env
+from gputop_dl.control.launch import build_env
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.workload import Workload
 from tests.conftest import write
@@ -480,7 +480,7 @@ def test_real_launch_a_script_without_torch_does_not_get_torch(tmp_path):
 
 def test_jobrun_shows_hook_events_like_the_trainers(tmp_path):
     from gputop_dl.engine.jobrun import JobRun
-    from gputop_dl.launch import JobProcess
+    from gputop_dl.control.launch import JobProcess
 
     proc = JobProcess("job", types.SimpleNamespace(pid=os.getpid(), poll=lambda: None),
                       str(tmp_path / "job.log"), str(tmp_path / "ev.jsonl"), ["x"], 0.0)

@@ -8,7 +8,7 @@ import sys
 
 PKG = os.path.join(os.path.dirname(__file__), "..", "gputop_dl")
 
-MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.launch", "gputop_dl.config", "gputop_dl.pause", "gputop_dl.engine.probe", "gputop_dl.engine.diagnose_plan", "gputop_dl.present.diagnosis", "gputop_dl.collect.fleet.nodes", "gputop_dl.collect.fleet.poll", "gputop_dl.present.fleet",
+MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.control.launch", "gputop_dl.config", "gputop_dl.control.pause", "gputop_dl.engine.probe", "gputop_dl.engine.diagnose_plan", "gputop_dl.present.diagnosis", "gputop_dl.collect.fleet.nodes", "gputop_dl.collect.fleet.poll", "gputop_dl.present.fleet",
                    "gputop_dl.collect.nvml.gpus", "gputop_dl.collect.proc.host", "gputop_dl.collect.proc.procs",
                    "gputop_dl.collect.pyspy.run", "gputop_dl.record.store",
                    "gputop_dl.analyse.verdict", "gputop_dl.analyse.evidence",

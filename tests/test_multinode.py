@@ -22,7 +22,7 @@ from gputop_dl.collect.fleet.nodes import read_fleet
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.config import ConfigError, default_rdzv_id, load_session
-from gputop_dl.launch import build_argv
+from gputop_dl.control.launch import build_argv
 from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.store import Store

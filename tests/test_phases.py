@@ -463,7 +463,7 @@ def test_tui_details_show_the_phase_bars_and_mark_the_late_rank():
 
 # --- nproc on a one-node command job ---------------------------------------------------------
 def test_nproc_on_a_command_job_runs_it_once_per_rank_under_torchrun_standalone(tmp_path):
-    from gputop_dl.launch import build_argv
+    from gputop_dl.control.launch import build_argv
     from gputop_dl.workload import Workload
 
     venv = tmp_path / "venv" / "bin"

@@ -16,7 +16,7 @@ import pytest
 
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine.probe import Probe
-from gputop_dl.pause import Pauser
+from gputop_dl.control.pause import Pauser
 from gputop_dl.runner import run_file
 from tests.conftest import write
 from tests.fakes import busy
@@ -65,7 +65,7 @@ def test_paused_jobs_run_again_within_2_s_after_kill_9_of_the_pauser(tree):
     child = psutil.Process(tree.pid).children()[0].pid
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from gputop_dl.pause import Pauser
+        from gputop_dl.control.pause import Pauser
         Pauser().pause([{tree.pid}])
         print("paused", flush=True)
         time.sleep(60)
@@ -86,8 +86,8 @@ def test_kill_9_of_every_gputop_dl_process_at_once_leaves_nothing_paused(tree):
     child = psutil.Process(tree.pid).children()[0].pid
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from gputop_dl.pause import Pauser
-        from gputop_dl.watchdog import shared
+        from gputop_dl.control.pause import Pauser
+        from gputop_dl.control.watchdog import shared
         pz = Pauser()
         pz.pause([{tree.pid}])
         shared().paused_pids([])  # the watchdog started, as beside a launch

@@ -117,7 +117,7 @@ def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
 
 
 def test_who_gets_the_hook_and_so_can_wait():
-    from gputop_dl.launch import hooked
+    from gputop_dl.control.launch import hooked
     from gputop_dl.workload import Workload
 
     script = Workload(name="s", command=("python", "train.py"))

@@ -53,7 +53,7 @@ from gputop_dl.collect.jobs.loader_work import (LoaderWork, WorkRate, WorkWatch,
 from gputop_dl.collect.jobs.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.plan import Plan, VerdictJson
-from gputop_dl.pause import Pauser, may_signal
+from gputop_dl.control.pause import Pauser, may_signal
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
 from gputop_dl.engine.solo_beside import SoloRunWatch, slowed_by_outside, windows
-from gputop_dl.launch import hooked
+from gputop_dl.control.launch import hooked
 from gputop_dl.record.paths import create_private, session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands

@@ -4,7 +4,7 @@ No separate baseline phase: once every job is past its warm-up, the probe pauses
 but one (SIGSTOP to each whole process tree: trainer, loader workers, all ranks), lets that
 one run alone until it has made `steps` steps (and at least `min_s` passed) or `seconds` have
 passed, resumes the others
-(SIGCONT) and moves to the next job. A `Pauser` (pause.py) guarantees that nothing stays
+(SIGCONT) and moves to the next job. A `Pauser` (control/pause.py) guarantees that nothing stays
 stopped, even if gputop-dl is killed in the middle.
 
 Solo figures of job J come from its steps that began and ended inside J's window; its CPU need
@@ -24,7 +24,7 @@ from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.outside_load import SoloWindow
 from gputop_dl.collect.jobs.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
-from gputop_dl.pause import Pauser
+from gputop_dl.control.pause import Pauser
 
 if TYPE_CHECKING:
     from gputop_dl.engine.core import Engine

@@ -16,8 +16,8 @@ tracer is one thread, and gputop-dl's own `waitpid` on its children must not see
   and exits.
 
 Where ptrace is refused (another user's process without root, Yama's ptrace_scope, a process
-already traced) the caller falls back to SIGSTOP with the watchdog (pause.py). This module
-imports only the standard library: it runs as a script (`python -I pause_guard.py`).
+already traced) the caller falls back to SIGSTOP with the watchdog (control/pause.py). This module
+imports only the standard library: it runs as a script (`python -I control/pause_guard.py`).
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ The in-situ probe and `diagnose` pause every other job for a few seconds. Whatev
 gputop-dl in that time (an exception, Ctrl-C, `kill -9` of every gputop-dl process at once, the
 OOM killer, a logout that ends the session), the paused processes must run again. Two ways:
 
-1. **ptrace** (first choice): a pause guard process (pause_guard.py) seizes and stops every
+1. **ptrace** (first choice): a pause guard process (control/pause_guard.py) seizes and stops every
    thread. The kernel lets a tracee run again as soon as its tracer is gone, so the pause
    cannot outlive the guard, and the guard ends its hold when gputop-dl's pipe closes, on
    `resume()`, or after `max_s` without a word.
 2. **SIGSTOP** where ptrace is refused (another user's process without root, Yama's
    ptrace_scope, a process already traced): the PIDs are first registered with this process's
-   one watchdog (watchdog.py, in its own session), which sends SIGCONT when gputop-dl's pipe
+   one watchdog (control/watchdog.py, in its own session), which sends SIGCONT when gputop-dl's pipe
    closes. This survives gputop-dl's death but not the watchdog's: `unguarded` lists them.
 """
 
@@ -25,8 +25,8 @@ import sys
 
 import psutil
 
-from gputop_dl import pause_guard
-from gputop_dl.watchdog import Watchdog, shared
+from gputop_dl.control import pause_guard
+from gputop_dl.control.watchdog import Watchdog, shared
 
 
 def tree_pids(pid: int) -> list[int]:

@@ -11,7 +11,7 @@ outlives gputop-dl:
 - stopping a job is TERM to its process group and to every descendant of ours that is in that
   group or carries the job's events path in its environment, also after the job's leader has
   ended; a grace period, then KILL;
-- the leader gets PR_SET_PDEATHSIG, and the watchdog (gputop_dl/watchdog.py) cleans up every
+- the leader gets PR_SET_PDEATHSIG, and the watchdog (gputop_dl/control/watchdog.py) cleans up every
   registered group if gputop-dl itself is killed (`kill -9` included).
 """
 
@@ -39,7 +39,7 @@ from gputop_dl.collect.proc.procs import children_map, descendants
 from gputop_dl.errors import UsageError
 from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.record.paths import create_private
-from gputop_dl.watchdog import shared
+from gputop_dl.control.watchdog import shared
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)

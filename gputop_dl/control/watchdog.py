@@ -24,7 +24,7 @@ The protocol is one JSON object per line on the watchdog's stdin:
 
 A watched group is only signalled while at least one of its members still carries a marker
 of ours, so a process group ID reused by an unrelated program is left alone. This module
-imports only the standard library: the watchdog runs it as a script (`python -I watchdog.py`).
+imports only the standard library: the watchdog runs it as a script (`python -I control/watchdog.py`).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Message(TypedDict, total=False):
     op: Required[str]  # "watch", "forget", "paused" or "resumed"
     pgid: int  # a job's process group
     marker: str  # "KEY=VALUE" in the environment of each of the job's processes
-    pids: list[int]  # single processes paused or resumed (pause.py)
+    pids: list[int]  # single processes paused or resumed (control/pause.py)
 
 
 class Watchdog:
