@@ -4,7 +4,7 @@ One error type (`ConfigError`, one line: `<file>: <where> (line N): <problem>, e
 value converters (`as_int`, `as_float`, `check(conv, ok, expected)`, ...) that raise `Bad` for
 the caller to place, `Lines` (the line of each key: tomllib reports no positions), `read_toml`,
 and `TableChecker`, which checks one table's keys against a dict of converters. Used by the
-workload file (`config/`), the simulator's trace (`trace.py`) and the fleet's node list
+workload file (`config/`), the simulator's trace (`config/trace.py`) and the fleet's node list
 (`collect/fleet/nodes.py`). A values-floor module: it imports nothing of gputop-dl.
 """
 

@@ -144,7 +144,7 @@ def test_lengths_counts_and_durations_are_bounded(tmp_path, session, job, words)
 
 def test_a_trace_is_bounded_too(tmp_path):
     from gputop_dl.errors import UsageError
-    from gputop_dl.trace import MAX_SIMULATED, load_trace, with_overrides
+    from gputop_dl.config.trace import MAX_SIMULATED, load_trace, with_overrides
 
     body = '[trace]\n{}\n[machine]\ngpus = 2\n[[workload]]\nname = "a"\nduration_s = 10\n'
     for line, words in (("jobs = 10000000", "jobs = 10000000, expected at most 1000000"),

@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 
-from gputop_dl import model_names
+from gputop_dl.config import model_names
 from gputop_dl.config import FIELDS, ConfigError, load_session
 from gputop_dl.workload import Workload
 

@@ -45,7 +45,7 @@ from gputop_dl.config import FIELDS, SESSION_FIELDS, load_session
 from gputop_dl.errors import UsageError
 from gputop_dl.record.store import Store
 from gputop_dl.tomlcheck import ConfigError
-from gputop_dl.trace import JOB_FIELDS, MACHINE_FIELDS, TRACE_FIELDS, load_trace
+from gputop_dl.config.trace import JOB_FIELDS, MACHINE_FIELDS, TRACE_FIELDS, load_trace
 from tests.fakes.nvml import FakeGpu, FakeProcess, FakePynvml, NVMLError
 from tests.fakes.reports import make_session
 

@@ -18,7 +18,7 @@ MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.control.launc
                    "gputop_dl.collect.jobs.found", "gputop_dl.collect.machine", "gputop_dl.runner", "gputop_dl.lab.commands", "gputop_dl.collect.pyspy.stall_sampler",
                    "gputop_dl.lab.sweep", "gputop_dl.lab.sweepfit", "gputop_dl.lab.sweep_report",
                    "gputop_dl.sched.policies", "gputop_dl.sched.simulate",
-                   "gputop_dl.present.report.simulation", "gputop_dl.trace",
+                   "gputop_dl.present.report.simulation", "gputop_dl.config.trace",
                    "gputop_dl.engine.queue_plan", "gputop_dl.present.prometheus",
                    "gputop_dl.present.report.tensorboard", "gputop_dl.collect.extras"]
 

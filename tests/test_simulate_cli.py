@@ -11,7 +11,7 @@ import pytest
 
 from gputop_dl.cli import main
 from gputop_dl.config import ConfigError
-from gputop_dl.trace import load_trace
+from gputop_dl.config.trace import load_trace
 from tests.schema_check import check
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
+from gputop_dl.config.model_names import CLASSIFICATION_MODELS, is_classification_model
 from gputop_dl.sched import POLICIES
 from gputop_dl.tomlcheck import (MAX_STRING, Bad as _Bad, as_bool as _as_bool,
                                  as_float as _as_float, as_int as _as_int, as_name as _as_name, as_str as _as_str,

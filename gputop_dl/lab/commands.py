@@ -25,7 +25,7 @@ def check_model(name: str) -> str:
     """A torchvision classification model name, else a one-line UsageError with a suggestion."""
     import difflib
 
-    from gputop_dl.model_names import CLASSIFICATION_MODELS, is_classification_model
+    from gputop_dl.config.model_names import CLASSIFICATION_MODELS, is_classification_model
 
     if is_classification_model(name):
         return name

@@ -13,7 +13,7 @@ from gputop_dl.text.console import console
 from gputop_dl.text.fmt import num
 
 if TYPE_CHECKING:
-    from gputop_dl.trace import Trace
+    from gputop_dl.config.trace import Trace
 
 
 def calibrated_alpha(session: str | None) -> tuple[float, str]:
@@ -65,7 +65,7 @@ def calibration(trace: Trace, explicit: str | bool | None) -> tuple[Trace, dict[
     a recording (UsageError otherwise); False (`--no-calibrate`): the trace's figures; None:
     recorded ones where there are, else the trace's."""
     from gputop_dl.analyse.interference import gpu_share, newest
-    from gputop_dl.trace import with_overrides
+    from gputop_dl.config.trace import with_overrides
 
     why = "--no-calibrate" if explicit is False else "no recorded co-run on this machine gave one"
     where = {"cpu_interference": f"{trace.cpu_interference:g}, the file's or the default ({why})",
@@ -96,7 +96,7 @@ def load_any(path: str) -> tuple[Trace, dict[str, str]]:
     """A trace, or the workload file `queue` runs as one (`runner.workload_trace`): the Trace
     and, for a workload file, where each job's duration and CPU need came from."""
     from gputop_dl.runner.workload_trace import file_kind, workload_trace
-    from gputop_dl.trace import load_trace
+    from gputop_dl.config.trace import load_trace
 
     if file_kind(path) == "trace":
         return load_trace(path), {}
@@ -128,7 +128,7 @@ def run_simulate(path: str, *, policies: list[str] | None = None, rates: list[fl
     from gputop_dl.sched.policies import Policy
     from gputop_dl.sched.simulate import simulate, summarise, sweep
     from gputop_dl.text.markdown import write_atomic
-    from gputop_dl.trace import with_overrides
+    from gputop_dl.config.trace import with_overrides
 
     loaded, sources = load_any(path)
     trace = with_overrides(loaded, policies=tuple(policies) if policies else None,

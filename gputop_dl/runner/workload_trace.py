@@ -27,7 +27,7 @@ from gputop_dl.engine.queue_plan import job_for
 from gputop_dl.sched.model import Machine
 from gputop_dl.sched.simulate import JobKind
 from gputop_dl.tomlcheck import Lines, read_toml
-from gputop_dl.trace import DEFAULT_POLICIES, JOB_FIELDS, Trace
+from gputop_dl.config.trace import DEFAULT_POLICIES, JOB_FIELDS, Trace
 
 _TRACE_ONLY_KEYS = sorted(set(JOB_FIELDS) - set(FIELDS))  # share, steps, step_time_s, cpu_cores, ...
 _WORKLOAD_ONLY_KEYS = sorted(set(FIELDS) - set(JOB_FIELDS))  # command, model, epochs, ...

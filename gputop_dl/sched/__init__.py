@@ -2,7 +2,7 @@
 
 `model.py` holds the values (jobs, running jobs, the machine, the ordered waiting queue);
 `policies.py` the one decision function that both the simulator and a live queue call;
-`simulate.py` the discrete-event simulator; `trace.py` the trace file loader. Nothing here
+`simulate.py` the discrete-event simulator; `config/trace.py` the trace file loader. Nothing here
 imports the engine, torch or textual.
 """
 
