@@ -29,7 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from gputop_dl import __version__
-from gputop_dl import metric_schema as m
+from gputop_dl.schemas import metrics as m
 from gputop_dl.analyse.verdict import TITLES
 from gputop_dl.errors import UsageError
 from gputop_dl.present.metrics_http import start_server

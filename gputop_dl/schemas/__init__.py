@@ -6,7 +6,8 @@ A shape may use another (every verdict is `verdict.json`) by its `$id`,
 `{"$ref": "urn:gputop-dl:schema:verdict"}`; `load` bundles what a schema refers to into its
 `$defs`, so the printed schema is whole and any draft 2020-12 validator reads it alone.
 Adding a field to an output is one edit: its property in the one file that describes it
-(docs/contracts.md, "Adding a field").
+(docs/contracts.md, "Adding a field"). The Prometheus exporter's shape, its metric and label
+names, is `metrics.py` here.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop_dl import metric_schema as m
+from gputop_dl.schemas import metrics as m
 from gputop_dl.errors import UsageError
 from gputop_dl.tomlcheck import ConfigError, read_toml
 
