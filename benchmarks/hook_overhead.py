@@ -27,7 +27,7 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from gputop_dl.hook import SITE_DIR  # noqa: E402
+from gputop_dl.injob.hook import SITE_DIR  # noqa: E402
 
 
 def child(seconds: float, batch: int) -> None:
@@ -81,7 +81,7 @@ def per_step_us(events: str) -> float:
     import torch
     import torch.utils.data.dataloader as dl
 
-    from gputop_dl.hook import dlhook as hook
+    from gputop_dl.injob.hook import dlhook as hook
 
     loader = dl.DataLoader(torch.utils.data.TensorDataset(torch.randn(16 * 2000, 4)), batch_size=16)
 
@@ -112,7 +112,7 @@ def phases_overhead(step_ms: float = 10.0, passes: int = 9, steps: int = 30,
     import torch.utils.data.dataloader as dl
     from torch import nn
 
-    from gputop_dl.hook import stepclock
+    from gputop_dl.injob.hook import stepclock
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -145,7 +145,7 @@ def phases_overhead(step_ms: float = 10.0, passes: int = 9, steps: int = 30,
             t = one_pass(make_loader(batch))
             batch = max(1, int(batch * step_ms / 1000 / t))
     loader = make_loader(batch)
-    from gputop_dl.hook import dlhook as hook
+    from gputop_dl.injob.hook import dlhook as hook
     orig = dl.DataLoader.__iter__, dl._BaseDataLoaderIter.__next__
     rep = hook.Reporter(tempfile.mktemp(suffix=".jsonl"), True)
     tracker = hook.Tracker(rep)
@@ -179,7 +179,7 @@ def per_call_us(reps: int = 7, n: int = 20000) -> dict:
 
     import torch
 
-    from gputop_dl.hook import stepclock
+    from gputop_dl.injob.hook import stepclock
 
     m, x = torch.nn.ReLU(), torch.randn(4)
     sc = stepclock.StepClock()

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from gputop_dl.channel import EventWriter  # noqa: E402
-from gputop_dl.trainer.loop import Trainer  # noqa: E402
+from gputop_dl.injob.channel import EventWriter  # noqa: E402
+from gputop_dl.injob.trainer.loop import Trainer  # noqa: E402
 from gputop_dl.workload import Workload  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 For a process whose teardown would do harm: gputop-dl cut short while thousands of jobs' objects
 would still be torn down (runner/engines.py), and a DDP rank whose gloo threads C++ may destroy
-still running at exit (trainer/loop.py). What the caller wants kept must already be written.
+still running at exit (injob/trainer/loop.py). What the caller wants kept must already be written.
 """
 
 from __future__ import annotations

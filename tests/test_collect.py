@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from gputop_dl.channel import EventReader, EventWriter
+from gputop_dl.injob.channel import EventReader, EventWriter
 from gputop_dl.collect.proc import host as host_mod
 from gputop_dl.collect.proc import procfs
 from gputop_dl.collect.proc import procs
@@ -212,7 +212,7 @@ def test_proc_readers_agree_with_psutil_on_this_machine():
 
 
 RAW = (
-    "_run_module_as_main (<frozen runpy>:198);Trainer.run (gputop_dl/trainer/loop.py:108);"
+    "_run_module_as_main (<frozen runpy>:198);Trainer.run (gputop_dl/injob/trainer/loop.py:108);"
     "_worker_loop (torch/utils/data/_utils/worker.py:300);fetch (torch/utils/data/_utils/fetch.py:52);"
     "FakeData.__getitem__ (torchvision/datasets/fakedata.py:60);Compose.__call__ (torchvision/transforms/transforms.py:95);"
     "Module._wrapped_call_impl (torch/nn/modules/module.py:1); RandomResizedCrop.forward (torchvision/transforms/transforms.py:979);"

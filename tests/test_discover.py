@@ -290,9 +290,9 @@ def test_listing_is_skipped_while_loadavg_shows_no_process_created_or_reaped(tmp
 def test_launched_jobs_are_left_out(tmp_path):
     fp = fake_box(tmp_path)
     # launched by an engine of this process (400): carries the launch marker
-    fp.add(410, 400, ["python", "-m", "gputop_dl.trainer", "a.json"], TORCH_MAPS,
+    fp.add(410, 400, ["python", "-m", "gputop_dl.injob.trainer", "a.json"], TORCH_MAPS,
            env=b"HOME=/root\0GPUTOP_DL_EVENTS=/tmp/a.jsonl\0")
-    fp.add(411, 410, ["python", "-m", "gputop_dl.trainer", "a.json"], TORCH_MAPS,
+    fp.add(411, 410, ["python", "-m", "gputop_dl.injob.trainer", "a.json"], TORCH_MAPS,
            env=b"GPUTOP_DL_EVENTS=/tmp/a.jsonl\0")
     # started by the user from this process (a test, a notebook): a job
     fp.add(420, 400, ["python", "mine.py"], TORCH_MAPS)
@@ -306,12 +306,12 @@ def test_launched_jobs_are_left_out(tmp_path):
     finally:
         discover.unclaim(200)
     # another gputop-dl's launched job under a torch process is a job of its own
-    fp.add(130, 100, ["python", "-m", "gputop_dl.trainer", "b.json"], TORCH_MAPS,
+    fp.add(130, 100, ["python", "-m", "gputop_dl.injob.trainer", "b.json"], TORCH_MAPS,
            env=b"GPUTOP_DL_EVENTS=/tmp/b.jsonl\0")
     d.refresh()
     found = {f.pid: f for f in d.find()}
     assert 130 in found and 130 not in found[100].pids  # its own row, not in the trainer's
-    assert found[130].name == "python -m gputop_dl.trainer"
+    assert found[130].name == "python -m gputop_dl.injob.trainer"
 
 
 def test_gpu_processes_and_pids_outside_the_namespace(tmp_path):

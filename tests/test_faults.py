@@ -474,7 +474,7 @@ def test_real_launch_a_job_that_cannot_exec_fails_alone_and_the_others_go_on(tmp
 
 
 def test_a_failure_without_a_message_says_what_is_known():
-    from gputop_dl.channel import failure_message
+    from gputop_dl.injob.channel import failure_message
 
     msg = failure_message(MemoryError())
     assert msg.startswith("MemoryError (no message: an allocation failed; this process's peak RSS")

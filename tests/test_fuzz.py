@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputop_dl import cli
-from gputop_dl.channel import RANK_ENV, rank_info
+from gputop_dl.injob.channel import RANK_ENV, rank_info
 from gputop_dl.collect.proc import diskio
 from gputop_dl.collect.proc import host
 from gputop_dl.collect.proc import procs

@@ -11,11 +11,11 @@ import types
 
 import pytest
 
-from gputop_dl import channel
+from gputop_dl.injob import channel
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
-from gputop_dl.hook import SITE_DIR, dlhook, fw_lightning, report
+from gputop_dl.injob.hook import SITE_DIR, dlhook, fw_lightning, report
 from gputop_dl.control.launch import build_env
 from gputop_dl.record.store import Store, session_work_dir
 from gputop_dl.workload import Workload
@@ -503,7 +503,7 @@ def test_accelerate_loader_steps_are_the_batches_handed_over_and_a_drained_pass_
     ahead from a DataLoader the tracker must not see): the steps are the batches it hands over,
     an evaluation shard's end is not the training pass's, and a pass whose last batch went out
     ends at the framework's epoch end or at exit, one stopped early never."""
-    from gputop_dl.hook import fw_accelerate
+    from gputop_dl.injob.hook import fw_accelerate
 
     rep, w = reporter()
     tr = dlhook.Tracker(rep)

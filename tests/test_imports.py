@@ -60,8 +60,8 @@ def test_a_synthetic_trainer_starts_without_torchvision():
     synthetic job (the scenarios, the tests' launches) starts about 2.5 s of CPU sooner; a
     real model still gets it."""
     code = ("import sys, torch\n"
-            "from gputop_dl.trainer.data import build_dataset\n"
-            "from gputop_dl.trainer.loop import build_model\n"
+            "from gputop_dl.injob.trainer.data import build_dataset\n"
+            "from gputop_dl.injob.trainer.loop import build_model\n"
             "from gputop_dl.workload import Workload\n"
             "w = Workload(name='a', model='synthetic', dataset='synthetic', input_size=4, "
             "num_classes=2, step_device_ms=0.0)\n"

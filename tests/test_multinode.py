@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop_dl.channel import rank_info, reports_here
+from gputop_dl.injob.channel import rank_info, reports_here
 from gputop_dl.analyse.distributed import group_distributed
 from gputop_dl.collect.fleet.nodes import read_fleet
 from gputop_dl.collect.proc.procs import TreeSample
@@ -123,7 +123,7 @@ def test_a_job_across_nodes_starts_under_torchrun_c10d_without_standalone():
     assert argv == [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
                     "--nproc-per-node=3", "--rdzv-backend=c10d",
                     "--rdzv-endpoint=10.0.0.1:29400", "--rdzv-id=run7",
-                    "-m", "gputop_dl.trainer", "/s/ddp.json"]
+                    "-m", "gputop_dl.injob.trainer", "/s/ddp.json"]
     # one node: unchanged
     one = build_argv(Workload(name="a", nproc=2), "/s/a.json", cuda=False)
     assert "--standalone" in one and not any(a.startswith("--rdzv") for a in one)

@@ -126,7 +126,7 @@ def test_own_processes_keep_being_found_by_their_maps(tmp_path):
     (("python",), "python", None),
     (("/venv/bin/python", "/venv/bin/jupyter-lab"), "jupyter-lab", None),
     (("/venv/bin/python", "/venv/bin/tensorboard", "--logdir", "x"), "tensorboard", None),
-    (("python", "-m", "gputop_dl.trainer", "a.json"), "python", "module"),
+    (("python", "-m", "gputop_dl.injob.trainer", "a.json"), "python", "module"),
     (("python", "-m", "gputop_dl"), "python", None),
 ])
 def test_training_entry_points(cmd, comm, entry):

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from gputop_dl.analyse import phases as ap
-from gputop_dl.hook import stepclock
-from gputop_dl.hook.stepclock import CudaResolver, StepClock
+from gputop_dl.injob.hook import stepclock
+from gputop_dl.injob.hook.stepclock import CudaResolver, StepClock
 from tests.schema_check import check
 
 torch = pytest.importorskip("torch")
@@ -561,11 +561,11 @@ def test_store_keeps_step_phases_and_reads_them_back(tmp_path):
 
 def test_ranks_appending_to_one_file_never_interleave_lines(tmp_path):
     """Each flush is one O_APPEND write: lines of several writers (the ranks) stay whole."""
-    from gputop_dl.channel import EventReader, EventWriter
+    from gputop_dl.injob.channel import EventReader, EventWriter
 
     path = str(tmp_path / "ev.jsonl")
     code = ("import sys; sys.path.insert(0, sys.argv[2]);"
-            "from gputop_dl.channel import EventWriter;"
+            "from gputop_dl.injob.channel import EventWriter;"
             "w = EventWriter(sys.argv[1], flush_s=0.0);"
             "[w.emit('rank_step', rank=int(sys.argv[3]), step=i, pad='x' * 3000)"
             " for i in range(300)]; w.close()")
@@ -591,7 +591,7 @@ def test_in_process_hook_a_transform_module_in_the_dataset_is_data_not_forward(m
     2026-11-27, read it over a 2 ms bound once)."""
     import torch.utils.data.dataloader as dl
 
-    from gputop_dl.hook import dlhook
+    from gputop_dl.injob.hook import dlhook
 
     seen: list[object] = []  # the clock's phase when the transform ran, and when the model did
 

@@ -197,7 +197,7 @@ def test_sizes_are_checked_up_front(tmp_path):
 def test_a_memory_error_under_an_rlimit_is_not_called_host_oom():
     if resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
         pytest.skip("this test process already runs under an address-space rlimit")
-    code = ("import resource, sys; from gputop_dl.channel import host_memory_cause as c; a = c(); "
+    code = ("import resource, sys; from gputop_dl.injob.channel import host_memory_cause as c; a = c(); "
             "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, resource.RLIM_INFINITY)); "
             "print(a, c())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

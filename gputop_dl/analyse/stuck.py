@@ -41,7 +41,7 @@ KEPT_DUMPS = 3
 
 # library files: the frame that matters to a person is the job's own that called into them
 # (gputop-dl's own start-up hook wraps a command job's DataLoader: its frames are plumbing too)
-_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python", "<frozen", "gputop_dl/hook/")
+_LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python", "<frozen", "gputop_dl/injob/hook/")
 _LOADER_FUNCS = ("_next_data", "_get_data", "_try_get_data", "__next__")
 _COLLECTIVES = ("all_reduce", "barrier", "broadcast", "all_gather", "reduce_scatter",
                 "all_to_all", "monitored_barrier", "reduce", "gather", "scatter", "send", "recv",

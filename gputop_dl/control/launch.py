@@ -2,7 +2,7 @@
 
 Each job runs in a new session (own process group) with its own environment
 (CUDA_VISIBLE_DEVICES, thread counts, the event-channel path; for a `command` workload also
-the start-up hook's folder first on PYTHONPATH, see gputop_dl/hook). No process of a job
+the start-up hook's folder first on PYTHONPATH, see gputop_dl/injob/hook). No process of a job
 outlives gputop-dl:
 
 - gputop-dl is a child subreaper (Linux), so a job's orphaned grandchild (`cmd &` in a shell,
@@ -32,17 +32,17 @@ from typing import TypeGuard
 
 import psutil
 
-from gputop_dl.channel import ENV_EVENTS, ENV_GO
+from gputop_dl.injob.channel import ENV_EVENTS, ENV_GO
 from gputop_dl.child import die_with_parent
 from gputop_dl.collect.extras import torchrun_for
 from gputop_dl.collect.proc.procs import children_map, descendants
 from gputop_dl.errors import UsageError
-from gputop_dl.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
+from gputop_dl.injob.hook import ENV_HOOK, ENV_HOOK_ROOT, SITE_DIR
 from gputop_dl.record.paths import create_private
 from gputop_dl.control.watchdog import shared
 from gputop_dl.workload import Workload
 
-ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.trainer.loop.ENV_EMU_DIR (no torch here)
+ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"  # same name as gputop_dl.injob.trainer.loop.ENV_EMU_DIR (no torch here)
 LOG_CAP = 8 << 20  # a job's log file stays under this many bytes: its first LOG_HEAD bytes,
 LOG_HEAD = 1 << 20  # a line saying how much was cut, and its latest output (LOG_CAP / 2)
 _PR_SET_CHILD_SUBREAPER = 36
@@ -98,11 +98,11 @@ def build_argv(w: Workload, spec_path: str, cuda: bool, env: dict[str, str] | No
                              "on the job's PATH")
         return [*run, f"--nnodes={w.nnodes}", f"--nproc-per-node={n}", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={w.rdzv_endpoint}", f"--rdzv-id={w.rdzv_id}",
-                *(["--no-python", *own] if own else ["-m", "gputop_dl.trainer", spec_path])]
+                *(["--no-python", *own] if own else ["-m", "gputop_dl.injob.trainer", spec_path])]
     if n > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                f"--nproc_per_node={n}", "-m", "gputop_dl.trainer", spec_path]
-    return [sys.executable, "-m", "gputop_dl.trainer", spec_path]
+                f"--nproc_per_node={n}", "-m", "gputop_dl.injob.trainer", spec_path]
+    return [sys.executable, "-m", "gputop_dl.injob.trainer", spec_path]
 
 
 def build_env(w: Workload, events_path: str, work_dir: str, cuda: bool,

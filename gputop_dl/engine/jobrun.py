@@ -15,7 +15,7 @@ from typing import Any
 
 from gputop_dl.analyse.jobstats import eta_s, step_stats
 from gputop_dl.analyse.phases import live_phases, live_ranks
-from gputop_dl.channel import EventReader
+from gputop_dl.injob.channel import EventReader
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.oomkill import oom_killed, read_counts
 from gputop_dl.collect.proc.procs import TreeSampler
@@ -29,7 +29,7 @@ from gputop_dl.control.launch import Job, describe_exit
 from gputop_dl.snapshot import Distributed, JobSample, ProcSample
 from gputop_dl.workload import Workload, shown_command
 
-# A trainer event as the job wrote it (channel.py: one JSON object a line, "ev" its kind):
+# A trainer event as the job wrote it (injob/channel.py: one JSON object a line, "ev" its kind):
 # read from the job's events file, so a JSON document from outside, checked where it is read
 Event = dict[str, Any]
 # A job's solo baseline (launch_plan._solo_stats, probe.py): step_time_s, samples_per_s,
@@ -56,7 +56,7 @@ class JobRun:
         self.rank_steps: dict[int, list[Event]] = {}  # every rank's latest steps (docs/phases.md)
         self.epochs: list[Event] = []
         self.info: Event = {}  # its "started" event
-        self.ready = False  # a script at the co-run's start barrier said "ready" (channel.py)
+        self.ready = False  # a script at the co-run's start barrier said "ready" (injob/channel.py)
         self.status = "starting"
         self.failure: str | None = getattr(proc, "reason", None)  # a job that never started
         self.exit_code: int | None = None

@@ -51,7 +51,7 @@ from gputop_dl.workload import shown_command
 
 __all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
 
-LAUNCH_MARKER = b"GPUTOP_DL_EVENTS="  # = gputop_dl.channel.ENV_EVENTS, set on launched jobs
+LAUNCH_MARKER = b"GPUTOP_DL_EVENTS="  # = gputop_dl.injob.channel.ENV_EVENTS, set on launched jobs
 TORCH_MARKS = (b"libtorch", b"torch/_C")
 NVIDIA_MARK = b"/dev/nvidia"
 PY_RECHECK_MIN_S, PY_RECHECK_MAX_S = 1.0, 30.0

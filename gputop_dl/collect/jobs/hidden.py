@@ -71,7 +71,7 @@ def entry_point(cmdline: tuple[str, ...], comm: str = "") -> str | None:
             if mod in LAUNCHERS or top in ("deepspeed", "lightning") or mod.startswith("accelerate"):
                 return "launcher"
             if mod in NOT_TRAINING or top in NOT_TRAINING or mod == "gputop_dl":
-                return None  # (gputop-dl's monitor; its trainer, gputop_dl.trainer, trains)
+                return None  # (gputop-dl's monitor; its trainer, gputop_dl.injob.trainer, trains)
             return "module"
         if a in _OPTS_WITH_VALUE:
             i += 2

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import psutil
 
-from gputop_dl.channel import RANK_ENV, RankInfo, rank_info
+from gputop_dl.injob.channel import RANK_ENV, RankInfo, rank_info
 from gputop_dl.collect.proc.procs import TreeSample, children_map, descendants
 from gputop_dl.snapshot import Distributed, RankProc
 

@@ -23,7 +23,7 @@ import re
 
 from gputop_dl.snapshot import SlurmJob
 
-LAUNCH_MARKER = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS
+LAUNCH_MARKER = "GPUTOP_DL_EVENTS"  # = gputop_dl.injob.channel.ENV_EVENTS
 SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_USER", "SLURM_JOB_PARTITION", "SLURM_JOB_ACCOUNT")
 
 _SLURM_CG = re.compile(r"/job_(\d+)(?:/|$)")

@@ -1,6 +1,6 @@
 """The hook's output and what it reads of torch: the event writer, the failure's cause, memory.
 
-The event writer is gputop_dl/channel.py's, loaded by file path under a private name (the job's
+The event writer is gputop_dl/injob/channel.py's, loaded by file path under a private name (the job's
 interpreter may not be able to import gputop_dl): no second writer. Nothing here imports torch;
 `torch_module()` is torch only once the script imported it.
 """
@@ -14,7 +14,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-ENV_GO = "GPUTOP_DL_GO"  # = gputop_dl.channel.ENV_GO (a test checks)
+ENV_GO = "GPUTOP_DL_GO"  # = gputop_dl.injob.channel.ENV_GO (a test checks)
 CHANNEL_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "channel.py")
 
 
@@ -30,7 +30,7 @@ def _load(name: str, path: str) -> ModuleType:
 
 
 def load_channel() -> ModuleType:
-    """gputop_dl/channel.py as a private module, whether or not gputop_dl is importable."""
+    """gputop_dl/injob/channel.py as a private module, whether or not gputop_dl is importable."""
     return _load("_gputop_dl_channel", CHANNEL_PY)
 
 

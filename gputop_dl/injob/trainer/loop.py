@@ -19,12 +19,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from gputop_dl.channel import (ENV_GO, EventWriter, StepsOnly, failure_message,
+from gputop_dl.injob.channel import (ENV_GO, EventWriter, StepsOnly, failure_message,
                                host_memory_cause, rank_info, reports_here, wait_for_go)
-from gputop_dl.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
+from gputop_dl.injob.hook.stepclock import CudaResolver, StepClock, cuda_event_factory, rounded
 from gputop_dl.quick_exit import exit_now
-from gputop_dl.trainer.data import build_dataset
-from gputop_dl.trainer.synthetic import EmulatedDevice, SyntheticModel
+from gputop_dl.injob.trainer.data import build_dataset
+from gputop_dl.injob.trainer.synthetic import EmulatedDevice, SyntheticModel
 from gputop_dl.workload import Workload
 
 ENV_EMU_DIR = "GPUTOP_DL_EMU_DIR"
@@ -166,7 +166,7 @@ class Trainer:
                 ph, pairs = sc.take()
                 rec: dict[str, Any] = dict(epoch=epoch, step=step, t_data=round(t_data, 6),
                                            t_step=round(t1 - t0, 6), samples=samples_per_step,
-                                           ph=rounded(ph))  # a "step" event (channel.py)
+                                           ph=rounded(ph))  # a "step" event (injob/channel.py)
                 if rank is not None:
                     rec["rank"] = rank
                 if resolver is not None:
@@ -222,7 +222,7 @@ def classify_failure(exc: BaseException) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m gputop_dl.trainer SPEC.json", file=sys.stderr)
+        print("usage: python -m gputop_dl.injob.trainer SPEC.json", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8") as f:
         w = Workload.from_dict(json.load(f))

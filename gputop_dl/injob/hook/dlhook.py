@@ -2,7 +2,7 @@
 
 Loaded by `site/sitecustomize.py` as part of a private package (`_gputop_dl_hook`, this folder
 loaded by path: the target interpreter may not be able to import gputop_dl), so its siblings
-come by relative import and gputop_dl/channel.py by file path (`report.load_channel`). It
+come by relative import and gputop_dl/injob/channel.py by file path (`report.load_channel`). It
 never imports torch: a meta-path finder (`postimport`) waits for the script to import
 `torch.utils.data.dataloader` and patches it (`loaderpatch`) right after that module has run;
 the main loader's iterations become steps and epochs (`tracker`), timed per phase
@@ -30,7 +30,7 @@ from .tracker import Tracker, batch_len
 __all__ = ["ENV_EVENTS", "ENV_ROOT", "Hook", "PostImportFinder", "Reporter", "Tracker",
            "batch_len", "classify", "install", "load_channel", "patch_dataloader"]
 
-ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.channel.ENV_EVENTS (a test checks)
+ENV_EVENTS = "GPUTOP_DL_EVENTS"  # = gputop_dl.injob.channel.ENV_EVENTS (a test checks)
 ENV_ROOT = "GPUTOP_DL_HOOK_ROOT"  # set by the job's first Python process; its children see it
 TARGET = "torch.utils.data.dataloader"
 FRAMEWORKS = (fw_lightning, fw_accelerate, fw_transformers)  # each: TARGETS (module names) and patch(module, tracker, report)

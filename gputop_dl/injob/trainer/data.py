@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gputop_dl.trainer.synthetic import SyntheticDataset
+from gputop_dl.injob.trainer.synthetic import SyntheticDataset
 from gputop_dl.workload import Workload
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

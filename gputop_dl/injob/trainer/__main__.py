@@ -2,7 +2,7 @@
 
 import sys
 
-from gputop_dl.trainer.loop import main
+from gputop_dl.injob.trainer.loop import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

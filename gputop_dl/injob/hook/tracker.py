@@ -1,6 +1,6 @@
 """Main-loader iteration -> step and epoch events (pure: the times come from the caller).
 
-Definitions (the same as the built-in trainer's, see gputop_dl/channel.py):
+Definitions (the same as the built-in trainer's, see gputop_dl/injob/channel.py):
 - main loader: the first DataLoader that is iterated. Other loaders (eval) are not training
   steps; while one runs in the middle of a training epoch, the main step clock pauses.
 - t_data: time inside the main iterator's `__next__`; t_step: from the previous batch's return

@@ -8,7 +8,7 @@ sitecustomize, and only when GPUTOP_DL_EVENTS is set loads this folder as a priv
 Modules: `dlhook` (entry, the Hook), `report` (events, torch facts), `tracker` (steps and
 epochs), `loaderpatch` (the DataLoader patch), `postimport` (the lazy import finder),
 `stepclock` (the phase clock), and one module per framework that drives the loader its own way
-(`fw_lightning`, `fw_accelerate`, `fw_transformers`). They import nothing of gputop_dl outside this folder (channel.py
+(`fw_lightning`, `fw_accelerate`, `fw_transformers`). They import nothing of gputop_dl outside this folder (injob/channel.py
 comes by path), and nothing here imports torch.
 """
 

@@ -1,4 +1,0 @@
-"""The built-in training loop, run in its own process: `python -m gputop_dl.trainer SPEC.json`.
-
-This package (and only this package) imports torch; the monitor process never imports it.
-"""
