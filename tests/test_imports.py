@@ -90,13 +90,13 @@ def _lint_imports(root: str) -> subprocess.CompletedProcess:
 def test_the_layers_hold():
     r = _lint_imports(ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "BROKEN" not in r.stdout and "4 kept, 0 broken" in r.stdout
+    assert "BROKEN" not in r.stdout and "5 kept, 0 broken" in r.stdout
 
 
 def test_the_contract_fails_on_a_deliberate_violation(tmp_path):
     """A copy of the package where the lab imports a presenter, a presenter builds an engine, a
-    sampler imports torch and a presenter outside the TUI imports textual: every contract must
-    say so (a contract that cannot fail proves nothing)."""
+    process reader imports torch and the found jobs above it, and a presenter outside the TUI
+    imports textual: every contract must say so (a contract that cannot fail proves nothing)."""
     import shutil
 
     shutil.copytree(os.path.join(ROOT, "gputop_dl"), tmp_path / "gputop_dl",
@@ -108,13 +108,15 @@ def test_the_contract_fails_on_a_deliberate_violation(tmp_path):
         f.write("\nfrom gputop_dl.engine import Engine  # deliberate violation\n"
                 "from textual.app import App  # deliberate violation\n")
     with open(tmp_path / "gputop_dl" / "collect" / "proc" / "host.py", "a") as f:
-        f.write("\ndef _x():\n    import torch  # deliberate violation, even inside a function\n")
+        f.write("\ndef _x():\n    import torch  # deliberate violation, even inside a function\n"
+                "    from gputop_dl.collect.jobs import found  # deliberate violation: up collect\n")
     r = _lint_imports(str(tmp_path))
     assert r.returncode != 0
-    assert "0 kept, 4 broken" in r.stdout, r.stdout[-3000:]
+    assert "0 kept, 5 broken" in r.stdout, r.stdout[-3000:]
     assert "gputop_dl.lab.sweepfit -> gputop_dl.present.headless" in r.stdout
     assert "gputop_dl.present.headless -> gputop_dl.engine" in r.stdout
     assert "gputop_dl.collect.proc.host -> torch" in r.stdout
+    assert "gputop_dl.collect.proc.host -> gputop_dl.collect.jobs.found" in r.stdout
     assert "gputop_dl.present.headless -> textual" in r.stdout
 
 
