@@ -246,3 +246,55 @@ def test_a_launch_with_baselines_has_the_energy_evidence_real_launch(tmp_path):
     ratio = v["evidence"].get("energy_per_sample_ratio")
     assert ratio is not None and 0.1 < ratio < 10, v["evidence"]
     assert any(line.startswith("energy per sample") for line in v["evidence_lines"])
+
+
+def _meter(fake, t: list[float]):
+    """An Nvml over `fake` whose clock is `t[0]` (the counter grows by power x that clock)."""
+    from gputop_dl.collect.nvml import Nvml
+
+    fake.clock = lambda: t[0]
+    return Nvml(module=fake)
+
+
+def test_a_tick_shorter_than_the_counter_s_update_period_is_neither_0_j_nor_a_spike():
+    """A launch's phase switch adds a tick 40 ms after the last: NVML's counter (one new value
+    per 100 ms) has not moved. The job that appears there has no joules yet (not 0 J, not
+    0 W); the next tick's difference covers from the last moving read, so its power is the
+    GPU's 300 W and its joules the GPU's over the seconds it was there."""
+    from tests.fakes.nvml import FakeProcess, FakePynvml
+
+    fake = FakePynvml(gpus=1)
+    t = [1000.0]
+    nv = _meter(fake, t)
+    led = EnergyLedger()
+    rows = {}
+    for now, pids in ((1000.0, []), (1001.0, [1]), (1002.0, [1]), (1002.04, [2]),
+                      (1003.0, [2]), (1004.0, [2]), (1005.0, [2])):
+        t[0] = now
+        fake.gpus[0].processes = [FakeProcess(pid=p) for p in pids]
+        led.update(now, nv.status, nv.sample(), nv.processes(), [("a", 1, (1,)), ("b", 2, (2,))])
+        rows[now] = (led.result("a", 1, step_time_s=0.1), led.result("b", 2, step_time_s=0.1))
+    nv.close()
+    b_first = rows[1002.04][1]
+    assert b_first.joules is None and b_first.power_w is None and b_first.note
+    assert rows[1002.04][0].joules == pytest.approx(600.0, rel=1e-3)  # a: its 2 s, kept
+    for now in (1003.0, 1004.0, 1005.0):
+        b = rows[now][1]
+        assert b.power_w == pytest.approx(300.0, rel=0.01)
+        assert b.joules == pytest.approx(300.0 * (now - 1002.0), rel=1e-3)
+        assert b.per_step_j == pytest.approx(30.0, rel=0.01)
+
+
+def test_a_job_off_its_gpu_keeps_the_power_of_its_seconds_there():
+    """A job's last rows after its process left the GPU (it ended; the row is kept a tick or
+    two): its power, J/step and samples/J stay those of its time on the GPU, not diluted
+    by seconds it was not there."""
+    led = EnergyLedger()
+    _run(led, {0: 300.0}, [GpuProcess(0, 1)], [("a", 1, (1,))], ticks=6)
+    for k in range(1, 4):
+        led.update(6.0 + k, "ok", [_gpu(0, 300.0 * (6 + k))], [], [("a", 1, (1,))])
+    e = led.result("a", 1, step_time_s=0.05, samples_per_s=640.0)
+    assert e.joules == pytest.approx(1800.0)
+    assert e.power_w == pytest.approx(300.0)
+    assert e.per_step_j == pytest.approx(15.0)
+    assert e.samples_per_joule == pytest.approx(640.0 / 300.0)
