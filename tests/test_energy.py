@@ -298,3 +298,30 @@ def test_a_job_off_its_gpu_keeps_the_power_of_its_seconds_there():
     assert e.power_w == pytest.approx(300.0)
     assert e.per_step_j == pytest.approx(15.0)
     assert e.samples_per_joule == pytest.approx(640.0 / 300.0)
+
+
+def test_joules_per_step_are_the_gpu_s_joules_over_the_steps_slow_ones_included():
+    """Ground truth: a job alone on a 300 W GPU takes 53 steps, every fifth one ten times
+    longer (a loader refill); the GPU's joules over those steps / the steps after warm-up is
+    its J/step. Its median step would make it about a third of that."""
+    from gputop_dl.analyse.energy import with_energy
+    from gputop_dl.analyse.jobstats import step_stats
+
+    steps = [{"t_step": 0.4 if k % 5 == 4 else 0.04, "t_data": 0.0, "samples": 32}
+             for k in range(53)]
+    st = step_stats(steps, warmup=3)
+    counted = steps[3:]
+    seconds = sum(s["t_step"] for s in counted)
+    led = EnergyLedger()
+    ticks = int(seconds) + 1
+    for k in range(ticks + 1):  # the GPU's counter over the steps' seconds, 300 W
+        t = seconds * k / ticks
+        led.update(t, "ok", [_gpu(0, 300.0 * t)], [GpuProcess(0, 1)], [("a", 1, (1,))])
+    row = with_energy(led, JobSample("a", 1, True, pids=(1,), step_time_s=st.step_time_s,
+                                     mean_step_time_s=st.mean_step_s,
+                                     samples_per_s=st.samples_per_s))
+    truth_j_per_step = 300.0 * seconds / len(counted)
+    assert row.energy_j == pytest.approx(300.0 * seconds)
+    assert row.energy_per_step_j == pytest.approx(truth_j_per_step, rel=1e-6)
+    assert row.samples_per_joule == pytest.approx(32 * len(counted) / (300.0 * seconds))
+    assert st.step_time_s is not None and 300.0 * st.step_time_s < 0.5 * truth_j_per_step

@@ -219,10 +219,18 @@ def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
     store = Store(db, readonly=True)
     try:
         doc = session_json(store, engine.session_id)
+        steps = store.step_rows(engine.session_id, "a", "co-run", offset=1)  # past warm-up
     finally:
         store.close()
     phases = doc["jobs"][0]["energy"]
     assert phases and phases[0]["phase"] == "co-run" and phases[0]["joules"] > 0
+    # ground truth: the fake GPU's 300 W over the job's own recorded steps
+    mean_step = sum(r[1] for r in steps) / len(steps)
+    samples_per_s = sum(r[3] for r in steps) / sum(r[1] for r in steps)
+    p = phases[0]
+    assert p["power_w"] == pytest.approx(300.0, rel=0.05)
+    assert p["per_step_j"] == pytest.approx(300.0 * mean_step, rel=0.05)
+    assert p["samples_per_joule"] == pytest.approx(samples_per_s / 300.0, rel=0.05)
 
 
 def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):

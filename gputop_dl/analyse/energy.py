@@ -192,8 +192,8 @@ def with_energy(ledger: EnergyLedger, js: JobSample) -> JobSample:
     is: a figure or a reason, one of them is always set)."""
     if js.energy_j is not None or js.energy_note is not None:
         return js
-    e = ledger.result(js.name, js.pid, js.step_time_s, js.samples_per_s, js.epoch_times,
-                      js.steps_per_epoch)
+    e = ledger.result(js.name, js.pid, js.mean_step_time_s or js.step_time_s, js.samples_per_s,
+                      js.epoch_times, js.steps_per_epoch)
     return evolve(js, energy_j=e.joules, energy_w=e.power_w, energy_per_step_j=e.per_step_j,
                   energy_per_epoch_j=e.per_epoch_j, samples_per_joule=e.samples_per_joule,
                   energy_estimate=e.estimate, energy_source=e.source, energy_note=e.note)
