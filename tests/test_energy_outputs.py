@@ -11,7 +11,7 @@ from gputop_dl.present.energy_text import energy_line
 from gputop_dl.present.headless import jobs_table
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.present.tui.jobs_table import COLUMN_KEYS, Palette, job_row
-from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import DASH, joules
 from tests.test_serve import one, render
 
@@ -65,6 +65,8 @@ def test_the_energy_line_has_each_figure_or_the_reason():
     assert "no-driver" in (energy_line(UNKNOWN) or "")
     assert "0 J" not in (energy_line(UNKNOWN) or "")
     assert (energy_line(SHARED) or "").startswith("~")
+    shared = energy_line(evolve(SHARED, samples_per_joule=1.5)) or ""
+    assert "~1.5 samples/J" in shared  # its joules are an estimate: so is this
     assert energy_line(JobSample("d", 1, False)) is None  # nothing said: no line
 
 
