@@ -254,7 +254,7 @@ def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
         for i in range(1, 4):
             store.add_job_sample(sid, time.time() - 100 + i, JobSample(
                 "a", 10, True, pids=(10,), energy_j=watts * i, energy_w=watts,
-                samples_per_joule=sps / watts, energy_estimate=False), "co-run")
+                samples_per_joule=sps / watts, energy_estimate=k == 0), "co-run")
         sids.append(sid)
         time.sleep(0.01)
     store.commit()
@@ -268,6 +268,8 @@ def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
     out.print(comparison_table(doc))
     shown = out.export_text()
     assert "J/sample" in shown and "×0.50" in shown
+    assert job["a"]["energy_estimate"] is True and job["b"]["energy_estimate"] is False
+    assert f"~{joules(1.0)} → {joules(0.5)}" in shown  # A shared its GPU: an estimate
 
 
 def test_tensorboard_has_the_energy_scalars(tmp_path):
