@@ -8,7 +8,7 @@ import pytest
 
 from gputop_dl.analyse.energy import EnergyLedger, once, split_shares
 from gputop_dl.analyse.energy_phases import corun_energy_ratio
-from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
 
 def _gpu(i: int, joules: float | None, source: str = "counter") -> GpuSample:
@@ -340,3 +340,20 @@ def test_joules_per_step_are_the_gpu_s_joules_over_the_steps_slow_ones_included(
     assert row.energy_per_step_j == pytest.approx(truth_j_per_step, rel=1e-6)
     assert row.samples_per_joule == pytest.approx(32 * len(counted) / (300.0 * seconds))
     assert st.step_time_s is not None and 300.0 * st.step_time_s < 0.5 * truth_j_per_step
+
+
+def test_a_job_on_a_grace_module_says_its_joules_include_the_cpu():
+    """NVML's power of a GH200 is the module's (CPU and memory too): the job's figure says so,
+    on its own and beside the estimate's note."""
+    led = EnergyLedger()
+    gpu = GpuSample(0, energy_j=0.0, energy_since=0.0, energy_source="counter",
+                    energy_scope="module")
+    for t in range(1, 4):
+        led.update(float(t), "ok", [evolve(gpu, energy_j=500.0 * t)], [GpuProcess(0, 1)],
+                   [("a", 1, (1,))])
+    alone = led.result("a", 1)
+    assert alone.joules == pytest.approx(1500.0) and alone.estimate is False
+    assert alone.note is not None and "module" in alone.note
+    on_gpu = EnergyLedger()
+    _run(on_gpu, {0: 500.0}, [GpuProcess(0, 1)], [("a", 1, (1,))], ticks=3)
+    assert on_gpu.result("a", 1).note is None  # a GPU's own power: nothing to say

@@ -60,7 +60,9 @@ def test_once_on_a_grace_module_says_the_power_is_the_module_s(tmp_path, script)
     doc = once_json(tmp_path, f"gpus=1;name=NVIDIA GH200 480GB;gpu0={marker}")
     g = doc["gpus"][0]
     assert g["energy_scope"] == "module" and g["energy_note"]
-    assert next(j for j in doc["jobs"] if j["pid"] == pid)["energy_j"] > 0
+    job = next(j for j in doc["jobs"] if j["pid"] == pid)
+    assert job["energy_j"] > 0 and job["energy_estimate"] is False
+    assert job["energy_note"] and "module" in job["energy_note"]  # the job's joules say it too
 
 
 def test_once_without_the_driver_is_unknown_with_the_reason_never_0_j(tmp_path, script):

@@ -290,3 +290,26 @@ def test_tensorboard_has_the_energy_scalars(tmp_path):
     solo = acc_mod.EventAccumulator(written["a.solo"], size_guidance={"scalars": 0})
     solo.Reload()
     assert all(e.value == pytest.approx(300.0) for e in solo.Scalars("job/power_w"))
+
+
+def test_once_shows_each_gpu_s_joules_and_what_they_are():
+    from rich.console import Console
+
+    from gputop_dl.present.once import print_once
+
+    module = GpuSample(0, name="GH200", power_w=500.0, energy_j=501.0, energy_since=1.0,
+                       energy_source="counter", energy_scope="module",
+                       energy_note="module power: CPU and memory included")
+    old = GpuSample(1, name="P100", power_w=200.0, energy_j=199.0, energy_since=1.0,
+                    energy_source="power-integral", energy_scope="gpu")
+    none = GpuSample(2, name="x", power_w=None)
+    out = Console(width=220, record=True)
+    print_once(Snapshot(time=2.0, gpu_status="ok", gpus=(module, old, none)), out)
+    shown = out.export_text()
+    rows = {line.split("│")[1].strip(): line for line in shown.splitlines() if line.count("│") > 5}
+    assert joules(501.0) in rows["0"] and joules(199.0) in rows["1"]
+    assert DASH in rows["2"].split("│")[7]  # the energy cell: unknown, never 0 J
+    assert "module power: CPU and memory included" in shown
+    assert rows["0"].split("│")[7].strip() == joules(501.0)  # the counter's
+    assert rows["1"].split("│")[7].strip() != joules(199.0)  # power x time: marked as such
+

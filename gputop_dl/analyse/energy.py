@@ -33,6 +33,8 @@ WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
 # period (up to 100 ms), so a shorter span could read several times the true power
 MIN_POWER_S = 0.5
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
+MODULE_NOTE = ("module power: on a Grace superchip NVML's power and energy include its CPU and "
+               "memory")
 
 
 class JobEnergy(NamedTuple):
@@ -68,7 +70,7 @@ def split_shares(procs: Iterable[GpuProcess], owner: dict[int, tuple[str, int]]
 
 
 class _Job:
-    __slots__ = ("joules", "sources", "estimate", "window", "gpus")
+    __slots__ = ("joules", "sources", "estimate", "window", "gpus", "module")
 
     def __init__(self) -> None:
         self.joules: float | None = None
@@ -76,6 +78,7 @@ class _Job:
         self.estimate = False
         self.window: deque[tuple[float, float]] = deque()  # (time, joules)
         self.gpus: set[int] = set()
+        self.module = False  # some joules of it are a Grace module's (its CPU and memory too)
 
 
 class EnergyLedger:
@@ -112,9 +115,12 @@ class EnergyLedger:
                procs: Sequence[GpuProcess], jobs: Iterable[tuple[str, int, Sequence[int]]]) -> None:
         """One tick: `jobs` as (name, root pid, its process ids); jobs not named are dropped."""
         deltas: dict[int, tuple[float, str | None, float]] = {}  # GPU -> (J, source, from)
+        module = set()  # the GPUs whose power is a Grace module's
         for g in gpus:
             if g.energy_j is None:
                 continue
+            if g.energy_scope == "module":
+                module.add(g.index)
             last = self._last.get(g.index)
             if last is not None and last[0] == g.energy_since and g.energy_j == last[1]:
                 continue  # not moved (a tick shorter than its update period): the next covers it
@@ -151,6 +157,7 @@ class EnergyLedger:
                     job.window.append((delta[2], 0.0))
                 job.joules = (job.joules or 0.0) + delta[0] * share
                 fed.add(key)
+                job.module = job.module or gpu in module
                 if delta[1]:
                     job.sources.add(delta[1])
                 if share < 1.0:
@@ -180,8 +187,9 @@ class EnergyLedger:
         per_j = samples_per_s / power if samples_per_s and power else None
         source = (next(iter(job.sources)) if len(job.sources) == 1 else
                   "mixed" if job.sources else None)
-        note = ("a GPU it shares split by time share (equal turns of the owners computing): an "
-                "estimate" if job.estimate else None)
+        notes = (["a GPU it shares split by time share (equal turns of the owners computing): "
+                  "an estimate"] if job.estimate else []) + ([MODULE_NOTE] if job.module else [])
+        note = "; ".join(notes) or None
         return JobEnergy(joules=job.joules, power_w=power, per_step_j=per_step,
                          per_epoch_j=per_epoch, samples_per_joule=per_j, estimate=job.estimate,
                          source=source, note=note)

@@ -27,6 +27,8 @@ def energy_line(j: JobSample) -> str | None:
     text = " · ".join(parts) + f"  (GPU {j.energy_source or DASH})"
     if est:
         text += "; ~ an estimate: " + (j.energy_note or "a shared GPU split by time share")
+    elif j.energy_note:
+        text += "; " + j.energy_note
     return text
 
 
