@@ -73,3 +73,22 @@ def test_once_without_the_driver_is_unknown_with_the_reason_never_0_j(tmp_path, 
     for key in ("energy_j", "energy_w", "energy_per_step_j", "samples_per_joule"):
         assert job[key] is None
     assert "no-driver" in job["energy_note"]
+
+
+def test_the_lent_gpu_check_runs_its_cost_and_tick_parts_on_the_fake(capsys):
+    """benchmarks/energy_check.py is the one script for the day a GPU is lent: its cost and
+    tick checks run on the fake NVML (the loaded run, 40 s and more, is run by hand:
+    docs/energy.md)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "energy_check", os.path.join(ROOT, "benchmarks", "energy_check.py"))
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    rig = check.Rig(0, fake=True)
+    call = check.cost(rig)
+    assert 0 < call < 1e-3  # the fake's call: microseconds
+    assert check.tick(rig, call, ticks=10) is True  # a tiny share of the engine's tick
+    said = capsys.readouterr().out
+    assert said.count("tick:") == 2 and "cost:" in said
