@@ -419,6 +419,9 @@ class JobSample:
     energy_estimate: bool | None = None
     energy_source: str | None = None
     energy_note: str | None = None
+    # the mean of the steps whose median is `step_time_s` (jobstats.py): joules per step are its
+    # power x this, what its steps cost together with the slow ones (None: step_time_s stands)
+    mean_step_time_s: float | None = None
     # how a found job was told a job (collect/discover.py): "maps" (torch or a GPU device in its
     # memory maps), "nvml" (on NVML's list, its maps not readable), "cmdline" (another user's
     # Python judged from its command line, threads and CPU); None: launched here

@@ -222,7 +222,7 @@ class JobRun:
             cpu_cores=ts.cpu_cores if ts else None, rss=ts.rss if ts else None,
             threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
             stall_source=("hook" if cmd else "trainer") if st.n else None,
-            step_time_s=st.step_time_s,
+            step_time_s=st.step_time_s, mean_step_time_s=st.mean_step_s,
             samples_per_s=st.samples_per_s,
             epoch=last["epoch"] if last else None,
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,
