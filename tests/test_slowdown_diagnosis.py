@@ -1,0 +1,79 @@
+"""`diagnose`'s verdict from what it measured (analyse/slowdown/diagnosis.py), on constructed
+readings: no process paused, no py-spy, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from gputop_dl.analyse.evidence import HostPoint
+from gputop_dl.analyse.loader_rate import LoaderSlowdown
+from gputop_dl.analyse.slowdown import diagnosis as D
+
+
+@dataclass(frozen=True)
+class Burst:
+    step_time_s: float | None = None
+    fraction: float | None = 0.01
+    samples: int = 100
+    cycles: int = 10
+    cv: float | None = 0.05
+
+
+BUSY = [HostPoint(float(t), 1.0, 0.9, 4.0, None) for t in range(5)]
+
+
+NO_LOADER = LoaderSlowdown()
+
+
+def job(name, pid, tog=None, alone=None, loader=NO_LOADER, **kw):
+    return D.Measured(name=name, pid=pid, pids=(pid,), cpu=(1.0, 1.0), cpu_wait=(0.5, 0.6),
+                      together=Burst(tog), alone=Burst(alone), loader=loader, **kw)
+
+
+def slowdowns(jobs, probe=True):
+    return {j["name"]: (j["slowdown"], j["slowdown_source"], j["slowdown_from"])
+            for j in D.jobs_json(jobs, {}, probe, 2)}
+
+
+def test_step_times_together_and_alone_give_the_probes_slowdown():
+    jobs = [job("a", 10, 0.4, 0.2), job("b", 20, 0.3, 0.2)]
+    v = D.verdict(jobs, BUSY, {}, 2, True, 6.0, D.Estimated())
+    assert v.kind == "cpu-bound"
+    assert {j.name: j.slowdown for j in v.jobs} == {"a": pytest.approx(2.0),
+                                                    "b": pytest.approx(1.5)}
+    assert v.evidence["method"]["paused_job_s"] == 6.0
+    assert slowdowns(jobs) == {"a": (2.0, "probe", "py-spy step times"),
+                               "b": (1.5, "probe", "py-spy step times")}
+
+
+def test_a_loader_far_from_py_spys_ratio_replaces_it():
+    loader = LoaderSlowdown(slowdown=4.0, by_cpu=4.0, by_switches=4.4, agreement=0.9)
+    jobs = [job("a", 10, 0.3, 0.2, loader=loader), job("b", 20, 0.3, 0.2, loader=loader)]
+    v = D.verdict(jobs, BUSY, {}, 2, True, 0.0, D.Estimated())
+    assert v.evidence["loader_slowdowns"] == {"a": 4.0, "b": 4.0}
+    assert v.confidence == pytest.approx(0.9)
+    assert slowdowns(jobs)["a"] == (4.0, "probe", "loader work rate")
+    # near py-spy's ratio (within CONTRADICT): py-spy's stays
+    near = LoaderSlowdown(slowdown=1.6, by_cpu=1.6, agreement=0.9)
+    assert slowdowns([job("a", 10, 0.3, 0.2, loader=near)])["a"] == (1.5, "probe",
+                                                                     "py-spy step times")
+
+
+def test_an_untimed_job_without_a_loader_figure_claims_no_slowdown():
+    why = "its loader workers did too little"
+    jobs = [job("a", 10, 0.4, 0.2), job("b", 20, None, None, loader=LoaderSlowdown(why=why))]
+    v = D.verdict(jobs, BUSY, {}, 2, True, 0.0, D.Estimated())
+    assert all(j.slowdown is None for j in v.jobs)
+    assert 0.0 <= v.confidence <= 1.0
+    assert f"b: no slowdown from its loader: {why}" in v.evidence_lines
+    assert slowdowns(jobs)["b"] == (None, None, None)
+
+
+def test_a_job_not_measured_alone_says_why():
+    jobs = [job("a", 10, 0.4, None, no_solo="may not pause b"), job("b", 20, 0.3, 0.2)]
+    v = D.verdict(jobs, BUSY, {}, 2, True, 0.0, D.Estimated())
+    assert "a: measured passively, may not pause b" in v.evidence_lines
+    out = {j["name"]: j for j in D.jobs_json(jobs, {}, True, 2)}
+    assert out["a"]["why_not_alone"] == "may not pause b" and out["b"]["measured_alone"]
