@@ -77,3 +77,19 @@ def test_a_job_not_measured_alone_says_why():
     assert "a: measured passively, may not pause b" in v.evidence_lines
     out = {j["name"]: j for j in D.jobs_json(jobs, {}, True, 2)}
     assert out["a"]["why_not_alone"] == "may not pause b" and out["b"]["measured_alone"]
+
+
+def test_a_solo_baseline_is_its_steps_after_warm_up():
+    from gputop_dl.analyse.slowdown.solo import solo_baseline
+
+    # two warm-up steps of 1 s, then 4 of 0.2 s with 0.05 s of data wait, 32 samples each
+    steps = ([{"t": float(i), "t_step": 1.0, "t_data": 0.5, "samples": 32} for i in range(2)]
+             + [{"t": 2 + i * 0.2, "t_step": 0.2, "t_data": 0.05, "samples": 32}
+                for i in range(4)])
+    base = solo_baseline(steps, 2, 1.5, "cuda:0")
+    assert base is not None
+    assert (base["steps"], base["step_time_s"], base["cpu_cores"], base["device"]) == (
+        4, pytest.approx(0.2), 1.5, "cuda:0")
+    assert base["samples_per_s"] == pytest.approx(160.0)
+    assert base["stall_fraction"] == pytest.approx(0.25) and base["cv"] == pytest.approx(0.0)
+    assert solo_baseline(steps[:2], 2, 1.5, "cuda:0") is None  # nothing past its warm-up
