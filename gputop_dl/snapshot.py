@@ -383,6 +383,11 @@ class JobSample:
     # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
+    # what read it (step times, loader writes, loader CPU, loop counter, py-spy steps, wait
+    # model) and what it is divided by (solo baseline, probe window, own readings, twin,
+    # stored run, no waits): analyse/slowdown/figure.py; None: no slowdown
+    slowdown_method: str | None = None
+    slowdown_reference: str | None = None
     slowdown_confidence: float | None = None
     # why an estimated slowdown can be far from the truth (its intra-op pool spins); None: none
     slowdown_doubt: str | None = None

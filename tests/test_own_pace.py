@@ -311,6 +311,11 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
     for name in ("other.py", "main.py (400)", "main.py (500)"):  # another user's: no twin
         assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
     data = check(v.to_json(), "verdict")
+    rows = {j["name"]: j for j in data["jobs"]}  # where each slowdown comes from
+    assert (rows["main.py (200)"]["slowdown_method"],
+            rows["main.py (200)"]["slowdown_reference"]) == ("loader CPU", "twin")
+    assert (rows["main.py"]["slowdown_method"],
+            rows["main.py"]["slowdown_reference"]) == ("loader CPU", "own readings")
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_pid"] == 100
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_args"] == ["--outf"]
     assert data["evidence"]["own_pace"]["main.py"]["twin_pid"] is None

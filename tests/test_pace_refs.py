@@ -77,6 +77,8 @@ def test_a_stored_reference_paces_a_job_that_never_ran_alone():
     assert got["b"].slowdown == pytest.approx(4.0) and got["b"].source == "batches"
     assert got["b"].stored_age_s == 1000 + O.SETTLE + O.NOW_MIN - 1 - 100
     assert got["b"].twin_pid is None and got["c"].slowdown is None
+    fig = O.pace_figure(got["b"])
+    assert (fig.kind, fig.method, fig.reference) == ("pace", "loader writes", "stored run")
     line = O.pace_line("b", got["b"], True)
     assert "a stored run's (the same command in the same directory, files unchanged, 15 min ago)" \
         in line and "4.00× slower" in line

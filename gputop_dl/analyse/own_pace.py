@@ -89,9 +89,11 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from gputop_dl.analyse import twins
+from gputop_dl.analyse.slowdown.figure import Method, SlowdownFigure, choose
+from gputop_dl.analyse.slowdown import figure
 from gputop_dl.snapshot import JobSample
 
 SETTLE = 10  # seconds after a job started (ticks after it was first seen, where its
@@ -130,6 +132,13 @@ STARTING = ("the jobs beside it are starting (their first seconds, or until thei
 # (two users' `python train.py` in /workspace of two containers read different data)
 TwinKey = tuple[tuple[str, ...], str | None, str | None, str | None]
 
+# what paced a job, as the evidence's `own_pace.source` says it: its workers' write calls
+# ("batches"), their cores ("loader"), its loop counter, py-spy's step times; the model's
+# method (analyse/slowdown/figure.py) for each
+PaceSource = Literal["batches", "loader", "counter", "steps"]
+METHOD: dict[PaceSource, Method] = {"batches": "loader writes", "loader": "loader CPU",
+                                    "counter": "loop counter", "steps": "py-spy steps"}
+
 Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
 # starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
 
@@ -150,8 +159,7 @@ class Pace:
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
-    # what paced it: "batches" (its workers' write calls), "loader" (their cores) or "steps"
-    source: str = "loader"
+    source: PaceSource = "loader"  # what paced it (METHOD: the model's word for it)
     step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
     step_now_s: float | None = None  # ... its newest since others run beside it
     step_now_age_s: float | None = None  # ... read this long ago (None: no reading now)
@@ -185,7 +193,7 @@ class PaceEvidence(TypedDict):
     why: str | None
     earlier_slowdown: float | None
     earlier_ago_s: float | None
-    source: str
+    source: PaceSource
     step_alone_s: float | None
     step_now_s: float | None
     step_now_age_s: float | None
@@ -216,6 +224,15 @@ def evidence(p: Pace, used: bool) -> PaceEvidence:
             "loop_counter": p.counter, "loop_rate_alone": _r(p.counter_alone),
             "loop_rate_now": _r(p.counter_now), "loop_alone_s": round(p.counter_alone_s, 1),
             "loop_now_s": round(p.counter_now_s, 1)}
+
+
+def pace_figure(p: Pace) -> SlowdownFigure:
+    """A pace as a slowdown figure: its method, and its reference alone (a stored run's, a
+    twin's, or its own readings)."""
+    ref: figure.Reference = ("stored run" if p.stored_age_s is not None
+                      else "twin" if p.twin_pid is not None else "own readings")
+    return SlowdownFigure(p.slowdown, "pace", METHOD[p.source], ref, at_least=p.at_least,
+                          why=p.why)
 
 
 def _r(x: float | None) -> float | None:
@@ -496,7 +513,7 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     now = statistics.fmean(recent) if recent else None
     wnow = statistics.fmean(wrecent) if wrecent else None
 
-    def out(slowdown: float | None, why: str | None = None, source: str = "loader") -> Pace:
+    def out(slowdown: float | None, why: str | None = None, source: PaceSource = "loader") -> Pace:
         batches = source == "batches"
         return Pace(slowdown, alone_cores=ref, now_cores=now,
                     alone_ticks=len((tr.writes if batches else tr.cores).alone),
@@ -510,15 +527,16 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
             return p
         return dataclasses.replace(p, earlier=earlier[0], earlier_ago=earlier[1])
     loader = _by_loader(tr, out)
-    if loader.slowdown is not None:
-        return loader
     counted = _by_counter(tr) if tr.loop_alone else None
-    if counted is not None and counted.slowdown is not None:
-        return counted
-    if tr.steps_alone:
-        steps = _by_steps(tr, t)
-        if steps.slowdown is not None or (not tr.workers and counted is None):
-            return steps
+    steps = _by_steps(tr, t) if tr.steps_alone else None
+    meters = [m for m in (loader, counted, steps) if m is not None]
+    figures = [pace_figure(m) for m in meters]
+    chosen = choose(figures)  # the first meter with a value, in ROUTES' order
+    if chosen is not None:
+        return meters[figures.index(chosen)]
+    # none has a value: the one whose `why` says most of what it lacks
+    if steps is not None and not tr.workers and counted is None:
+        return steps
     return counted if counted is not None and not tr.workers else loader
 
 
@@ -645,7 +663,7 @@ def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
     return batches if not tr.cores.alone and len(tr.writes.alone) >= REF_MIN else cores
 
 
-def _by_rate(r: _Rate, out: Callable[..., Pace], source: str, others_starting: bool
+def _by_rate(r: _Rate, out: Callable[..., Pace], source: PaceSource, others_starting: bool
              ) -> tuple[Pace, bool]:
     """A track's pace by one measure of its loader, and whether that measure decides it (a
     reference alone and enough readings beside the others; none yet while every job beside

@@ -32,6 +32,7 @@ from gputop_dl.analyse.energy_phases import energy_evidence
 from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate
 from gputop_dl.analyse.phases import add_phase_evidence
+from gputop_dl.analyse.slowdown.figure import measured
 from gputop_dl.analyse.slowdown.solo import solo_baseline
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect import pyspy
@@ -146,12 +147,18 @@ class LaunchPlan(Plan["Engine"]):
         slow = verdict_slowdowns(self.verdict)
         cur = self.probe.current if self.probe else None
         paused = set(cur.paused) if cur else set()
-        measured = "probe" if self.spec.baseline == "probe" else "measured"
-        jobs = [evolve(j, slowdown=slow.get(j.name),
-                       slowdown_source=measured if slow.get(j.name) else None,
-                       status="paused" if j.name in paused and j.status == "running"
-                       else j.status)
-                if j.phase == "co-run" else j for j in launched]
+        probing = self.spec.baseline == "probe"
+        jobs = []
+        for j in launched:
+            if j.phase == "co-run":
+                fig = measured(slow.get(j.name), probing)  # analyse/slowdown/figure.py
+                j = evolve(j, slowdown=slow.get(j.name),
+                           slowdown_source=fig.source if fig else None,
+                           slowdown_method=fig.method if fig else None,
+                           slowdown_reference=fig.reference if fig else None,
+                           status="paused" if j.name in paused and j.status == "running"
+                           else j.status)
+            jobs.append(j)
         jobs = self._estimate(jobs)
         for w in self.spec.workloads:
             if w.name not in engine.runs:

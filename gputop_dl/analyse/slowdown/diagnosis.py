@@ -14,7 +14,6 @@ the probe's figures, and is the verdict where the probe could claim nothing or t
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
 from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT, spin_fix
 from gputop_dl.analyse.evidence import HostPoint
 from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown
-from gputop_dl.analyse.passive import WAITS_ON, Estimate
+from gputop_dl.analyse.passive import WAITS_ON, Estimate, slowdown_figure
+from gputop_dl.analyse.slowdown.figure import FROM, SlowdownFigure, choose
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Fix, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
@@ -108,11 +108,11 @@ def verdict(jobs: Sequence[Measured], hs: Sequence[HostPoint], gpu: Mapping[int,
         throttled=_mean([h.throttled for h in hs]),
         gpu_util={g: statistics.fmean(v) for g, v in gpu.items() if v})
     rated = {j.name: j.loader for j in jobs if probe and j.loader.slowdown is not None}
-    # py-spy's ratio where the loader's contradicts it: its cycles are read from 100 Hz
-    # samples of one thread, which alias steps of a few samples; the loader counts every
-    # batch of the window, so its figure is kept
-    contradicted = {e.name: s for e in evs if (s := e.slowdown) is not None
-                    and e.name in rated and apart(s, rated[e.name].slowdown)}
+    # py-spy's ratio where the loader's contradicts it (analyse/slowdown/figure.py): its
+    # cycles are read from 100 Hz samples of one thread, which alias steps of a few samples;
+    # the loader counts every batch of the window, so its figure is kept
+    contradicted = {e.name: s for e in evs if (s := e.slowdown) is not None and e.name in rated
+                    and choose([by_steps(s), by_loader(rated[e.name])]) != by_steps(s)}
     evs = [JobEvidence(**{**e.__dict__, "steps": 0, "step_time_s": None,
                           "solo_step_time_s": None}) if e.name in contradicted else e
            for e in evs]
@@ -193,17 +193,14 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
         tog, alone = j.together, j.alone
         step = tog.step_time_s if tog else None
         solo = alone.step_time_s if alone else None
-        slowdown, source = (round(step / solo, 3), "probe") if step and solo else (None, None)
-        by = "py-spy step times" if slowdown is not None else None
         got = j.loader if probe else LoaderSlowdown()
         loader, loader_why = got.slowdown, got.why
-        if loader is not None and (slowdown is None or apart(slowdown, loader)):
-            slowdown, source = round(loader, 3), "probe"
-            by = "loader batches" if got.by_writes is not None else "loader work rate"
+        fig = choose([by_steps(round(step / solo, 3)) if step and solo else None,
+                      by_loader(got), slowdown_figure(estimates.get(j.name))])
+        slowdown = None if fig is None else fig.value
+        source = None if fig is None else fig.source
+        by = None if fig is None or fig.kind != "probe" else FROM[fig.method]
         est = _est(estimates, j.name, "slowdown")
-        if slowdown is None and est is not None:
-            slowdown, source = est, ("own pace" if _est(estimates, j.name, "pace_used")
-                                     else "estimated")
         waits = j.cpu_wait
         out.append({
             "pid": j.pid, "pids": list(j.pids), "name": j.name,
@@ -216,6 +213,8 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
                                     and alone.fraction is not None else None),
             "step_time_s": step, "solo_step_time_s": solo,
             "slowdown": slowdown, "slowdown_source": source, "slowdown_from": by,
+            "slowdown_method": None if fig is None else fig.method,
+            "slowdown_reference": None if fig is None else fig.reference,
             "loader_slowdown": None if loader is None else round(loader, 3),
             "loader_why": loader_why,
             "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
@@ -228,6 +227,21 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
             **_waits(estimates.get(j.name),
                      round(statistics.fmean(waits), 3) if waits else None)})
     return out
+
+
+def by_steps(s: float) -> SlowdownFigure:
+    """The probe's slowdown by py-spy's step times, together over alone."""
+    return SlowdownFigure(s, "probe", "py-spy steps", "probe window")
+
+
+def by_loader(r: LoaderSlowdown) -> SlowdownFigure | None:
+    """The probe's slowdown by the loader's batches (write calls), else its CPU (None: no
+    loader figure)."""
+    if r.slowdown is None:
+        return None
+    return SlowdownFigure(round(r.slowdown, 3), "probe",
+                          "loader writes" if r.by_writes is not None else "loader CPU",
+                          "probe window", confidence=r.agreement)
 
 
 def _x(s: float | None) -> str:
@@ -294,7 +308,3 @@ def _by_loader(evs: list[JobEvidence], host: HostEvidence, untimed: list[str],
         "100 Hz samples, which alias short steps; the loader counts every batch)"
         for n, s in contradicted.items()))
 
-
-def apart(a: float, b: float | None) -> bool:
-    """Whether two slowdowns of one job disagree: more than `CONTRADICT` times apart."""
-    return b is not None and a > 0 and b > 0 and abs(math.log(a / b)) > math.log(CONTRADICT)
