@@ -6,7 +6,7 @@ so what its workers do per second follows the trainer's pace, whatever slows the
 other jobs). The live judge pauses nothing; it can keep that rate from the ticks when a job was
 the only training job running, and divide once others run beside it. The rate is the workers'
 write calls a second (`JobSample.loader_writes_per_s`: a fixed number per batch handed over,
-so a count of its batches; MIN_WRITES or more alone), and where those are not read (another
+so a count of its batches; MIN_WRITES_PER_S or more alone), and where those are not read (another
 user's workers) their CPU cores (which a batch takes more or less of beside other jobs):
 
     pace slowdown = mean(workers' write calls/s, ticks alone) / mean(the same, last ticks)
@@ -105,7 +105,7 @@ NOW_MIN = 10  # of 10 ticks at 1 it/s would be ±10 % from one batch more or les
 NOW_BUSY = 8  # ... or back as far as holds this many ticks in which its loader worked,
 NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
-MIN_WRITES = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
+MIN_WRITES_PER_S = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
 STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
@@ -260,7 +260,7 @@ class _Rate:
 class _Track:
     seen: int = 0
     workers: bool = False  # its workers' cores or write calls were read on some tick
-    writes: _Rate = field(default_factory=lambda: _Rate(MIN_WRITES))  # its batches (see above)
+    writes: _Rate = field(default_factory=lambda: _Rate(MIN_WRITES_PER_S))  # its batches (see above)
     cores: _Rate = field(default_factory=lambda: _Rate(MIN_CORES))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others

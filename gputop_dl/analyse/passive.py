@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
@@ -64,7 +64,9 @@ __all__ = ["Estimate", "PassiveJudge", "Tick", "annotate", "judge_passive", "onc
            "smooth", "tick_estimates"]
 
 WINDOW = 5  # ticks per job whose median is its estimate
-WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # an estimate's cause, as a row shows it
+# what a job waits on, as its row's column and `waits_on` in the JSON say it
+WaitsOn = Literal["cpu", "gpu", "disk", "memory"]
+WAITS_ON: dict[str, WaitsOn] = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # by an estimate's cause
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
 # stops) once RUNNABLE_MIN of them are known

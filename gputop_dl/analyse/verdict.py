@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
@@ -47,6 +48,10 @@ MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 FASTER = 0.90  # a job this much faster beside the others than alone: its solo figure was slow
+# where a job's steps come from: the built-in trainer's events, the start-up hook in a user's
+# script (both the method "step times" of analyse/slowdown/figure.py), or py-spy's sample
+# order of its main thread (`diagnose`: "py-spy steps")
+StepSource = Literal["trainer", "hook", "py-spy"]
 
 @dataclass(frozen=True)
 class JobEvidence:
@@ -69,7 +74,7 @@ class JobEvidence:
     solo_cv: float | None = None  # step-time coefficient of variation of the solo baseline
     cv: float | None = None  # step-time coefficient of variation in the overlap window
     solo_steps: int | None = None  # steps the solo baseline's figures come from
-    source: str = "trainer"  # where the steps come from: "trainer", or "hook" (a user's script)
+    source: StepSource = "trainer"  # where its steps come from
     mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
     solo_mean_step_time_s: float | None = None
     # a slowdown measured by another rate than step times, where those are unknown (diagnose's
