@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.slowdown import pace_evidence as E
 from gputop_dl.engine.monitor_plan import MonitorPlan
 from gputop_dl.engine.pace_refs import PaceRefs, from_data, machine_ident, to_data
 from gputop_dl.engine.recorder import Recorder
@@ -79,10 +80,10 @@ def test_a_stored_reference_paces_a_job_that_never_ran_alone():
     assert got["b"].twin_pid is None and got["c"].slowdown is None
     fig = O.pace_figure(got["b"])
     assert (fig.kind, fig.method, fig.reference) == ("pace", "loader writes", "stored run")
-    line = O.pace_line("b", got["b"], True)
+    line = E.pace_line("b", got["b"], True)
     assert "a stored run's (the same command in the same directory, files unchanged, 15 min ago)" \
         in line and "4.00× slower" in line
-    ev = O.evidence(got["b"], True)
+    ev = E.evidence(got["b"], True)
     assert ev["stored_age_s"] == got["b"].stored_age_s
 
     old = O.OwnPace()
@@ -164,7 +165,7 @@ def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another(
             assert b.source == "counter" and b.stored_age_s == 1030 - 40 and b.counter_now == 2.5
             assert b.counter_now_s == 20.0  # its first pair beside c was its warm-up
             assert "a stored run's (the same command in the same directory, files unchanged, " \
-                "16 min ago) own loop counter" in O.pace_line("b", b, True)
+                "16 min ago) own loop counter" in E.pace_line("b", b, True)
 
     damaged = dict(to_data(ref()), loop={"name": name, "steps": [100, -1], "seconds": [10.0, 10.0]})
     kept = from_data(100.0, "python train.py", damaged)

@@ -48,9 +48,9 @@ from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.own_pace import (OwnPace, Pace, at_least_line, earlier_line, pace_figure,
-                                        pace_line)
-from gputop_dl.analyse.own_pace import evidence as pace_evidence
+from gputop_dl.analyse.own_pace import OwnPace, Pace, pace_figure
+from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
+from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.slowdown.figure import SlowdownFigure, choose
