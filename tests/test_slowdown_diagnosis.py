@@ -10,6 +10,7 @@ import pytest
 from gputop_dl.analyse.evidence import HostPoint
 from gputop_dl.analyse.loader_rate import LoaderSlowdown
 from gputop_dl.analyse.slowdown import diagnosis as D
+from gputop_dl.present.verdict_text import job_line
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ def test_step_times_together_and_alone_give_the_probes_slowdown():
     assert {j.name: j.slowdown for j in v.jobs} == {"a": pytest.approx(2.0),
                                                     "b": pytest.approx(1.5)}
     assert v.evidence["method"]["paused_job_s"] == 6.0
+    assert v.jobs[0].to_json()["slowdown_method"] == "py-spy steps"
     assert slowdowns(jobs) == {"a": (2.0, "probe", "py-spy step times"),
                                "b": (1.5, "probe", "py-spy step times")}
 
@@ -55,6 +57,10 @@ def test_a_loader_far_from_py_spys_ratio_replaces_it():
     assert v.evidence["loader_slowdowns"] == {"a": 4.0, "b": 4.0}
     assert v.confidence == pytest.approx(0.9)
     assert slowdowns(jobs)["a"] == (4.0, "probe", "loader work rate")
+    row = v.jobs[0].to_json()  # the verdict's job says where its figure comes from
+    assert (row["slowdown_source"], row["slowdown_method"], row["slowdown_reference"]) == (
+        "probe", "loader CPU", "probe window")
+    assert "by its loader's CPU alone" in job_line(row)
     # near py-spy's ratio (within CONTRADICT): py-spy's stays
     near = LoaderSlowdown(slowdown=1.6, by_cpu=1.6, agreement=0.9)
     assert slowdowns([job("a", 10, 0.3, 0.2, loader=near)])["a"] == (1.5, "probe",

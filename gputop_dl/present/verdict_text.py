@@ -51,7 +51,8 @@ def job_line(j: Mapping[str, Any]) -> str | None:
             f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
     if s is not None and (j.get("step_time_s") is None or j.get("solo_step_time_s") is None):
         # measured by another rate than its step times (diagnose: its loader workers')
-        return (f"{name}: {_fmt(s)}× slower, not from its step times (step {step} s together, "
+        by = PROBE_METHOD.get(str(j.get("slowdown_method")), "not from its step times")
+        return (f"{name}: {_fmt(s)}× slower, {by} (step {step} s together, "
                 f"{solo} s alone), {rest}")
     return (f"{name}: step {step} s vs solo {solo} s ({_fmt(s)}×"
             + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART else "")
@@ -97,6 +98,9 @@ REFERENCE_MARK = {"solo baseline": "solo", "probe window": "probe window",
 # ... and in a sentence: a pace's method and reference
 PACE_METHOD = {"loader writes": "its loader's batches", "loader CPU": "its loader's CPU",
                "loop counter": "its own loop counter", "py-spy steps": "its py-spy step times"}
+# a probe's slowdown not read from the job's step times (diagnose: its loader's)
+PROBE_METHOD = {"loader writes": "by its loader's batches alone (the others paused) and together",
+                "loader CPU": "by its loader's CPU alone (the others paused) and together"}
 PACE_REFERENCE = {"own readings": "alone and now", "twin": "its twin's alone, its own now",
                   "stored run": "a stored run's alone, its own now"}
 

@@ -27,7 +27,7 @@ from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown
 from gputop_dl.analyse.passive import WAITS_ON, Estimate, slowdown_figure
 from gputop_dl.analyse.slowdown.figure import FROM, SlowdownFigure, choose
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
-from gputop_dl.analyse.verdict_types import Fix, Verdict
+from gputop_dl.analyse.verdict_types import Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 
 JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "outside-load",
@@ -129,6 +129,8 @@ def verdict(jobs: Sequence[Measured], hs: Sequence[HostPoint], gpu: Mapping[int,
                                + (" together and alone" if probe else "")
                                + ", so no slowdown is claimed)"),
             confidence=_signal_agreement(hs, host.cpus, bool(v.evidence["cpu_signals"])))
+    by = {n: by_loader(rated[n]) for n in untimed if n in rated}
+    v = v.replace(jobs=tuple(_provenance(jv, by.get(jv.name)) for jv in v.jobs))
     v = v.with_evidence(method={
         "step_times": "py-spy sample order of each job's main thread" + (
             "; where it could not time them, the loader workers' work rate"
@@ -227,6 +229,15 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
             **_waits(estimates.get(j.name),
                      round(statistics.fmean(waits), 3) if waits else None)})
     return out
+
+
+def _provenance(jv: JobVerdict, loader: SlowdownFigure | None) -> JobVerdict:
+    """A judged job with where its slowdown comes from: its loader's figure where the verdict
+    took it, else py-spy's step times (no slowdown: as it was)."""
+    if jv.slowdown is None:
+        return jv
+    fig = loader or by_steps(jv.slowdown)
+    return jv.replace(source=fig.source, method=fig.method, reference=fig.reference)
 
 
 def by_steps(s: float) -> SlowdownFigure:
