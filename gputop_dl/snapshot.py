@@ -345,11 +345,11 @@ class JobSample:
     cpu_pool_slice_ms: float | None = None
     cpu_pool_yields: float | None = None
     # the CPU cores its processes other than the trainers (its loader workers) used over the
-    # last interval: their work rate follows the trainer's pace (analyse/own_pace.py)
+    # last interval: their work rate follows the trainer's pace (analyse/slowdown/pace.py)
     cpu_cores_workers: float | None = None
     # the write calls a second of those processes (syscw of /proc/PID/io): a loader worker
     # makes a fixed number per batch it hands the trainer, so this is its batch rate times
-    # a constant, whatever CPU a batch took (analyse/own_pace.py); None: no workers read
+    # a constant, whatever CPU a batch took (analyse/slowdown/pace.py); None: no workers read
     loader_writes_per_s: float | None = None
     # Disk I/O (issue 32, collect/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it

@@ -1,5 +1,5 @@
 """The live slowdown from a job's own pace: its loader workers' cores beside other jobs against
-while it ran alone (analyse/own_pace.py), and where the live judge uses it (analyse/passive.py);
+while it ran alone (analyse/slowdown/pace.py), and where the live judge uses it (analyse/passive.py);
 hand-made samples, no process, no clock."""
 
 from collections import deque
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.passive import PassiveJudge
 from gputop_dl.collect.procs import TreeSample
 from gputop_dl.collect.schedstat import tree_wait, wait_fields

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_evidence as E
 from gputop_dl.engine.monitor_plan import MonitorPlan
 from gputop_dl.engine.pace_refs import PaceRefs, from_data, machine_ident, to_data

@@ -48,7 +48,7 @@ from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.own_pace import OwnPace, Pace, pace_figure
+from gputop_dl.analyse.slowdown.pace import OwnPace, Pace, pace_figure
 from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
@@ -137,7 +137,7 @@ SPIN_DOUBT = ("its intra-op pool spins, which the CPU-wait estimate cannot follo
 
 
 def with_pace(e: Estimate, p: Pace | None) -> Estimate:
-    """The estimate with its own pace (analyse/own_pace.py), and which of the two is its
+    """The estimate with its own pace (analyse/slowdown/pace.py), and which of the two is its
     slowdown: the one `figure.choose` picks (analyse/slowdown/figure.py). A pace by its batches
     (its loader's write calls: its progress itself) or its loop counter always; one by its
     loader's CPU or py-spy's steps where the CPU-wait estimate is known to miss (its intra-op

@@ -8,7 +8,7 @@ job without waits), its confidence, a bound ("at least N×") where there is no v
 it is unknown or doubtful.
 
 `ROUTES` is the precedence table, highest first; `choose` the one chooser the live judge
-(analyse/passive.py, analyse/own_pace.py), `diagnose` (analyse/slowdown/diagnosis.py) and
+(analyse/passive.py, analyse/slowdown/pace.py), `diagnose` (analyse/slowdown/diagnosis.py) and
 `launch` (engine/launch_plan.py) call. The figure ranked first of those known is chosen, unless
 its route names a `check`: then, where a figure of the checked route is known, carries no
 doubt and is within CONTRADICT of it, the checked figure stands instead (a pace by the
@@ -82,13 +82,13 @@ ROUTES: tuple[Route, ...] = (
           check=("probe", "py-spy steps")),
     Route("probe", "py-spy steps", ("probe window",), "analyse/slowdown/diagnosis.py (diagnose)"),
     Route("pace", "loader writes", ("own readings", "twin", "stored run"),
-          "analyse/own_pace.py (live)"),
+          "analyse/slowdown/pace.py (live)"),
     Route("pace", "loader CPU", ("own readings", "twin", "stored run"),
-          "analyse/own_pace.py (live)", check=("estimate", "wait model")),
+          "analyse/slowdown/pace.py (live)", check=("estimate", "wait model")),
     Route("pace", "loop counter", ("own readings", "twin", "stored run"),
-          "analyse/own_pace.py (live)"),
+          "analyse/slowdown/pace.py (live)"),
     Route("pace", "py-spy steps", ("own readings", "twin", "stored run"),
-          "analyse/own_pace.py (live)", check=("estimate", "wait model")),
+          "analyse/slowdown/pace.py (live)", check=("estimate", "wait model")),
     Route("estimate", "wait model", ("no waits",), "analyse/job_estimate.py (live)"),
 )
 RANK: dict[tuple[Kind, Method], int] = {(r.kind, r.method): i for i, r in enumerate(ROUTES)}

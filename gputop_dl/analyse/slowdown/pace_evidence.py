@@ -1,6 +1,6 @@
 """A job's pace as the live verdict shows it: its `evidence.own_pace` entry and its lines.
 
-The meters and what they compare are analyse/own_pace.py; this module words a `Pace` for the
+The meters and what they compare are analyse/slowdown/pace.py; this module words a `Pace` for the
 verdict's evidence (`PaceEvidence`, schemas/verdict.json) and its evidence lines: the pace
 alone and now with where its reference comes from (its own readings, a twin's, a stored run's),
 the bound ("at least N×") and, alone again, how much slower it ran beside the others.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from gputop_dl.analyse.own_pace import Pace, PaceSource
+from gputop_dl.analyse.slowdown.pace import Pace, PaceSource
 
 
 class PaceEvidence(TypedDict):

@@ -1,4 +1,8 @@
-"""A job's pace beside other jobs against its own pace while it ran alone: its loader's work rate.
+"""A job's pace beside other jobs against its pace alone: by its loader, loop counter or steps.
+
+Which meter paces a job, and where its pace wins over the CPU-wait estimate, is the precedence
+table's (analyse/slowdown/figure.py, docs/slowdown.md); the runs behind the rules below are in
+docs/validation.md.
 
 A DataLoader worker makes one batch after another and blocks when the trainer's queue is full,
 so what its workers do per second follows the trainer's pace, whatever slows the trainer
@@ -22,17 +26,14 @@ that was not read (a quiet one) is left out, not counted as 0)
   reference needs REF_MIN of them, with MIN_CORES or more;
 - beside others: the last NOW_TICKS ticks with another job under way beside it (cleared when
   it is alone again), or as many more, up to NOW_MAX, as hold NOW_BUSY ticks in which its loader
-  worked (a slow loader makes a batch every few ticks: PyTorch's dcgan beside a copy of it, one
-  in 6, so 20 ticks held 3 or 4 and its pace moved ±30 % from tick to tick); a ratio needs
+  worked (a slow loader makes a batch every few ticks: 20 ticks may hold 3 or 4); a ratio needs
   NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
 
 Under way: SETTLE seconds after its process started (ticks after it was first seen, where its
 start is not read: a job older than the monitor is not starting), once its loader's workers
 run, or where it has none (yet: they start with its first batch), SETTLE_NO_WORKERS after. A
 newcomer's start-up (torch, its CUDA context, its workers' spawn) takes no share of what the
-others run on, so their ticks beside it count neither as alone nor as beside: on an H200 a
-GPU-bound pair's first copy, paced over 20 ticks of which a third were the second copy's
-start-up, read 1.43× where it ran 2.13× slower (docs/validation.md).
+others run on, so their ticks beside it count neither as alone nor as beside.
 
 A job with no loader workers (or whose loader's pace cannot be read) is paced by its own loop
 counter where py-spy's dumps read one (collect/loop_counter.py: `batch_idx` of its training
@@ -40,8 +41,7 @@ loop, read every 10 s or more seldom): the steps it counted over the seconds the
 it ran alone and over its newest dumps beside the others (LOOP_MIN_S or more of each; beside,
 back to LOOP_MIN_STEPS steps, up to LOOP_MAX_S), each pair of dumps within one side (alone,
 beside others under way; a pair across a change counts for neither, nor does a counter's first
-pair, its loop's warm-up: three word_language_model copies started together read 98-104× by
-it while their own log lines said 7-60× and their next pairs 7.4-10×):
+pair, its loop's warm-up):
 
     counter pace slowdown = (steps / s alone) / (steps / s beside the others, newest)
 
@@ -59,10 +59,7 @@ later bursts that read no step leave it standing)
 A reading counts once, when it changes (a new burst): the value a job shows on its first
 ticks beside others is its last reading alone, which is not its pace beside them. A reading
 that comes within STRADDLE_S of the job starting or ending to run alone counts for neither
-side: its burst (up to 32 s) may have begun before the change (a word_language_model copy's
-burst that ended 1 s after a second copy started read its 52 ms alone, and paced it 1.05×
-for 37 ticks where it ran 4.9× slower). A job
-slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
+side: its burst (up to 32 s) may have begun before the change. A job slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
 one (collect/stall.py `LONGER`).
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
