@@ -48,7 +48,8 @@ from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.slowdown.pace import OwnPace, Pace, pace_figure
+from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
+from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
 from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,

@@ -29,12 +29,6 @@ that was not read (a quiet one) is left out, not counted as 0)
   worked (a slow loader makes a batch every few ticks: 20 ticks may hold 3 or 4); a ratio needs
   NOW_MIN of them, and the workers busy at least MIN_CORES / 50 (an idle loader has no pace).
 
-Under way: SETTLE seconds after its process started (ticks after it was first seen, where its
-start is not read: a job older than the monitor is not starting), once its loader's workers
-run, or where it has none (yet: they start with its first batch), SETTLE_NO_WORKERS after. A
-newcomer's start-up (torch, its CUDA context, its workers' spawn) takes no share of what the
-others run on, so their ticks beside it count neither as alone nor as beside.
-
 A job with no loader workers (or whose loader's pace cannot be read) is paced by its own loop
 counter where py-spy's dumps read one (collect/loop_counter.py: `batch_idx` of its training
 loop, read every 10 s or more seldom): the steps it counted over the seconds they span, while
@@ -56,27 +50,9 @@ each is a checked burst of 4 steps or more) against the newest one since others 
 (the newest reading paces it for STEP_STALE_S after its burst, and its age is in the evidence:
 later bursts that read no step leave it standing)
 
-A reading counts once, when it changes (a new burst): the value a job shows on its first
-ticks beside others is its last reading alone, which is not its pace beside them. A reading
-that comes within STRADDLE_S of the job starting or ending to run alone counts for neither
-side: its burst (up to 32 s) may have begun before the change. A job slowed so far that a burst counts fewer than 4 steps shows none until its longer bursts read
-one (collect/stall.py `LONGER`).
-
-A job that never ran alone here (started beside others) borrows the reference of its twin: a
-job of the same user, in the same directory and container, with the same command line but for
-where it writes, its name, seed, optimizer figures or length (analyse/twins.py) that ran alone
-REF_MIN readings or more (one still running, or one that ended within TWIN_MAX_AGE_S): a copy
-started by hand beside the first makes the same batches, so its loader's pace alone is the
-first's (`twin_pid` names it, `twin_args` what differs). Without a running twin, a stored run
-of its command lent to it (`lend_stored`: engine/pace_refs.py reads and keeps them, by the
-job's fingerprint) is its reference, up to STORED_MAX_AGE_S after its last reading
-(`stored_age_s`); a stored loop counter alone paces it where its own counter has the same name.
-Its own readings beside the others count once it is under way (its workers'
-start-up is not its pace). Without either it has no reference: its estimate stays
-the CPU-wait model's until the others end; once it has run alone REF_MIN readings after them,
-its pace alone over its last window beside them says how much slower it ran then (`earlier`).
-Outside load while it ran alone is in its reference (it makes the ratio smaller). Only
-numbers, no I/O: the judge (analyse/passive.py) feeds `update` each tick.
+Where the readings alone come from (the job's own, a twin's, a stored run's), when a job is
+under way and when a reading counts for neither side: analyse/slowdown/pace_tracks.py. Only
+numbers, no I/O.
 """
 
 from __future__ import annotations
@@ -88,13 +64,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gputop_dl.analyse import twins
 from gputop_dl.analyse.slowdown.figure import Method, SlowdownFigure, choose
 from gputop_dl.analyse.slowdown import figure
-from gputop_dl.snapshot import JobSample
 
-SETTLE = 10  # seconds after a job started (ticks after it was first seen, where its
-SETTLE_NO_WORKERS = 30  # start is not read) before it is under way; ... with no loader worker
 REF_TICKS = 60  # ticks alone kept (the latest)
 REF_MIN = 10  # ticks alone a reference needs
 NOW_TICKS = 20  # ticks beside others whose mean is its pace now (batches are whole: a window
@@ -104,7 +76,6 @@ NOW_MAX = 60  # up to this many
 MIN_CORES = 0.005  # a reference loader this busy or more (5 ms of CPU a second)
 MIN_WRITES_PER_S = 0.1  # ... handing over this many write calls a second or more (a batch is 5-10)
 STEP_REF = 10  # distinct step readings alone kept (the latest)
-STRADDLE_S = 35.0  # the monitor's longest py-spy burst (32 s, collect/stall.py) and its tick
 STEP_REF_MIN = 1  # ... a step reference needs (each is a checked burst of 4 steps or more)
 # the newest step reading beside others paces the job for this long after its burst: later
 # bursts that read no step (too short, rates that disagree) leave it standing, and a job's
@@ -119,15 +90,8 @@ LOOP_KEPT = 12  # pairs of dumps kept a side
 # set-up, torch.compile's compilation), which are not its pace: it counts for neither side
 LOOP_WARM_PAIRS = 1
 
-TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its last tick alone
-STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
-TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
 STARTING = ("the jobs beside it are starting (their first seconds, or until their loader's "
             "workers run): their start-up is not counted as a load")
-
-# what twins share: the command line's key (analyse/twins.py), directory, user and container
-# (two users' `python train.py` in /workspace of two containers read different data)
-TwinKey = tuple[tuple[str, ...], str | None, str | None, str | None]
 
 # what paced a job, as the evidence's `own_pace.source` says it: its workers' write calls
 # ("batches"), their cores ("loader"), its loop counter, py-spy's step times; the model's
@@ -136,8 +100,6 @@ PaceSource = Literal["batches", "loader", "counter", "steps"]
 METHOD: dict[PaceSource, Method] = {"batches": "loader writes", "loader": "loader CPU",
                                     "counter": "loop counter", "steps": "py-spy steps"}
 
-Key = int | str  # a job's PID (its name where it has none): a found job is renamed when a twin
-# starts beside it ("train.py" becomes "train.py (4242)"), which must not lose its pace alone
 
 
 @dataclass(frozen=True)
@@ -188,7 +150,7 @@ def pace_figure(p: Pace) -> SlowdownFigure:
 
 
 @dataclass
-class _Rate:
+class Rate:
     """One measure of a job's loader pace (its workers' write calls a second, or their cores):
     its readings alone, beside other jobs now, and its last window beside them once alone again."""
 
@@ -205,11 +167,14 @@ class _Rate:
 
 
 @dataclass
-class _Track:
+class Track:
+    """What one job's meters read: its loader's rates, its step times and its loop counter,
+    alone and beside the others (kept by analyse/slowdown/pace_tracks.py)."""
+
     seen: int = 0
     workers: bool = False  # its workers' cores or write calls were read on some tick
-    writes: _Rate = field(default_factory=lambda: _Rate(MIN_WRITES_PER_S))  # its batches (see above)
-    cores: _Rate = field(default_factory=lambda: _Rate(MIN_CORES))
+    writes: Rate = field(default_factory=lambda: Rate(MIN_WRITES_PER_S))  # its batches (see above)
+    cores: Rate = field(default_factory=lambda: Rate(MIN_CORES))
     alone_until: float | None = None
     beside_t: float | None = None  # the time of its last tick beside others
     beside_until: float | None = None  # ... of its last window beside them, once alone again
@@ -219,7 +184,7 @@ class _Track:
     step_now: float | None = None  # the newest new reading beside others
     step_now_t: float = 0.0  # ... when it was read
     step_over: float | None = None  # beside others, its steps are longer than this (s)
-    under_way: bool = False  # past its start-up: it counts as beside the others (see above)
+    under_way: bool = False  # past its start-up: it counts as beside the others
     others_starting: bool = False  # on its last tick, every job beside it was starting
     was_alone: bool | None = None  # alone on its last tick
     since: float = float("-inf")  # when it last started or stopped running alone
@@ -237,162 +202,14 @@ class _Track:
 
 
 @dataclass(frozen=True)
-class _Ref:
-    """A job's track, whose readings alone are lent to its twins (see the module docstring):
-    the track itself, not a copy, so it is lent once and stays its latest."""
+class Lent:
+    """A job's track, whose readings alone are lent to its twins (pace_tracks.py): the track
+    itself, not a copy, so it is lent once and stays its latest."""
 
     pid: int | None
     command: str
-    track: _Track
+    track: Track
     stored: bool = False  # a stored reference (`OwnPace.lend_stored`), not a live twin's
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A job's readings alone, as kept between gputop-dl runs (engine/pace_refs.py): its
-    loader's cores and write calls a second, its step times, its loop counter's name and
-    pairs of dumps (steps, seconds), and the time of its last."""
-
-    command: str
-    until: float
-    cores: tuple[float, ...] = ()
-    writes: tuple[float, ...] = ()
-    steps: tuple[float, ...] = ()
-    pid: int | None = None  # the job that read them (None: read back from the store)
-    loop: str | None = None
-    loop_pairs: tuple[tuple[int, float], ...] = ()
-
-    def usable(self) -> bool:
-        """Enough readings of one kind to pace a job by (as a twin's reference)."""
-        return _enough(len(self.cores), len(self.writes), len(self.steps),
-                       _loop_s(self.loop_pairs) if self.loop else 0.0)
-
-
-@dataclass
-class OwnPace:
-    """Each job's loader pace alone and beside others, tick by tick (jobs gone are forgotten,
-    their references alone lent to twins for TWIN_MAX_AGE_S)."""
-
-    _tracks: dict[Key, _Track] = field(default_factory=dict)
-    _twins: dict[TwinKey, _Ref] = field(default_factory=dict)
-    _stored: dict[Key, _Ref] = field(default_factory=dict)  # lent from the store, by job
-
-    def lend_stored(self, key: Key, ref: Reference) -> None:
-        """Lend job `key` a stored reference alone (engine/pace_refs.py): it paces the job
-        where neither its own readings alone nor a running twin's do."""
-        track = _Track(alone_until=ref.until, loop_name=ref.loop)
-        for rate, xs in ((track.cores, ref.cores), (track.writes, ref.writes)):
-            rate.alone.extend(xs)
-        track.steps_alone.extend(ref.steps)
-        if ref.loop:
-            track.loop_alone.extend(ref.loop_pairs)
-        self._stored[key] = _Ref(None, ref.command, track, stored=True)
-
-    def references(self) -> list[Reference]:
-        """The references alone read here, by the job that read them (its own, lent to twins;
-        those of jobs gone are kept TWIN_MAX_AGE_S): what engine/pace_refs.py stores."""
-        out = []
-        for ref in self._twins.values():
-            tr, until = ref.track, _until(ref.track)
-            if until is not None:
-                out.append(Reference(ref.command, until, tuple(tr.cores.alone),
-                                     tuple(tr.writes.alone), tuple(tr.steps_alone), ref.pid,
-                                     tr.loop_name if tr.loop_alone else None,
-                                     tuple(tr.loop_alone) if tr.loop_name else ()))
-        return out
-
-    def update(self, jobs: Sequence[JobSample], t: float) -> dict[str, Pace]:
-        keys = {_key(j) for j in jobs}
-        for key in [k for k in self._tracks if k not in keys]:
-            del self._tracks[key]
-        for key in [k for k in self._stored if k not in keys]:
-            del self._stored[key]
-        alone = len(jobs) == 1
-        tracks = []
-        for j in jobs:
-            tr = self._tracks.setdefault(_key(j), _Track())
-            tr.seen += 1
-            tr.under_way = tr.under_way or _under_way(j, tr.seen)
-            tracks.append(tr)
-        under_way = sum(tr.under_way for tr in tracks)
-        out = {}
-        for j, tr in zip(jobs, tracks):
-            c, w = j.cpu_cores_workers, j.loader_writes_per_s
-            tr.workers = tr.workers or c is not None or w is not None
-            if tr.was_alone is not None and tr.was_alone != alone:
-                tr.since = t
-            tr.was_alone = alone
-            s = j.step_time_s
-            if s is not None and s != tr.last_step and t - tr.since > STRADDLE_S:
-                if alone and tr.seen > SETTLE:
-                    tr.steps_alone.append(s)
-                elif not alone and tr.seen > SETTLE:
-                    tr.step_now, tr.step_over, tr.step_now_t = s, None, t
-            over = j.step_time_over_s
-            if over is not None and not alone and (tr.step_now is None or over > tr.step_now):
-                tr.step_now, tr.step_over = None, over  # its newest burst: longer than that
-            tr.last_step = s if s is not None else tr.last_step
-            rates = ((tr.cores, c), (tr.writes, w))
-            tr.others_starting = not alone and under_way == tr.under_way
-            _count(j, tr, "alone" if alone else "starting" if tr.others_starting else "beside", t)
-            if alone:
-                if any(len(r.now) >= NOW_MIN for r, _ in rates):  # the others are gone: keep
-                    for r, _ in rates:  # how it ran beside them
-                        r.beside = r.recent()
-                    tr.beside_until, tr.alone_since = tr.beside_t, 0
-                for r, _ in rates:
-                    r.now.clear()
-                tr.step_now = tr.step_over = None
-                if (c is not None or w is not None) and tr.under_way:
-                    for r, x in rates:
-                        if x is not None:
-                            r.alone.append(x)
-                    tr.alone_until = t
-                    tr.alone_since += 1
-                tr.last_alone = t
-                self._lend(j, tr)
-            elif not tr.others_starting:  # another job under way beside it
-                tr.beside_t = t
-                for r, x in rates:
-                    if x is not None and tr.under_way:
-                        r.now.append(x)
-            twin = None if alone or _has_ref(tr) else self._twin(j, t)
-            out[j.name] = pace(tr, alone, t, twin)
-            if twin is not None and j.command:
-                out[j.name] = dataclasses.replace(out[j.name],
-                                                  twin_args=twins.differ(twin.command, j.command))
-            if twin is not None and twin.stored:
-                until = _until(twin.track) or t
-                out[j.name] = dataclasses.replace(out[j.name],  # (a clock set back: 0)
-                                                  stored_age_s=max(0.0, round(t - until)))
-        return out
-
-    def _lend(self, j: JobSample, tr: _Track) -> None:
-        """Lend a job's readings alone to its twins, once they are a reference."""
-        if not j.command or not _has_ref(tr):
-            return
-        key = _twin_key(j, j.command)
-        lent = self._twins.get(key)
-        if lent is not None and lent.track is tr:
-            return  # lent already: its track's deques are read where they are
-        self._twins[key] = _Ref(j.pid, j.command, tr)
-        while len(self._twins) > TWINS_KEPT:  # the one alone longest ago goes
-            del self._twins[min(self._twins, key=lambda k: _until(self._twins[k].track) or 0.0)]
-
-    def _twin(self, j: JobSample, t: float) -> _Ref | None:
-        """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory, else
-        a stored one lent to it (`lend_stored`)."""
-        ref = self._twins.get(_twin_key(j, j.command)) if j.command else None
-        until = None if ref is None else _until(ref.track)
-        if ref is not None and ref.pid != j.pid and until is not None and t - until <= TWIN_MAX_AGE_S:
-            return ref
-        ref = self._stored.get(_key(j))
-        until = None if ref is None else _until(ref.track)
-        return ref if until is not None and t - until <= STORED_MAX_AGE_S else None
-
-
-def _twin_key(j: JobSample, command: str) -> TwinKey:
-    return twins.key(command), j.cwd, j.user, j.container
 
 
 def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
@@ -407,52 +224,35 @@ def _recent(now: deque[float], idle: float) -> tuple[float, ...]:
     return tuple(now)[len(now) - n:]
 
 
-def _under_way(j: JobSample, seen: int) -> bool:
-    """Whether a job seen on `seen` ticks is past its start-up (see the module docstring): its
-    age is its process's where read (a job older than the monitor is not starting), else the
-    ticks it was seen on."""
-    age = j.elapsed_s if j.elapsed_s is not None else seen
-    if age <= SETTLE:
-        return False
-    # a loader's workers start with its first batch, after the model and its CUDA context: a
-    # job without any (yet) may still be starting
-    workers = j.cpu_cores_workers is not None or j.loader_writes_per_s is not None
-    return workers or age > SETTLE_NO_WORKERS
-
-
-def _until(tr: _Track) -> float | None:
+def ref_until(tr: Track) -> float | None:
     """When a lent reference was last added to: its last reading alone, or its last tick alone."""
     return tr.alone_until if tr.alone_until is not None else tr.last_alone
 
 
-def _has_ref(tr: _Track) -> bool:
-    return _enough(len(tr.cores.alone), len(tr.writes.alone), len(tr.steps_alone),
-                   _loop_s(tr.loop_alone) if tr.loop_name else 0.0)
+def has_ref(tr: Track) -> bool:
+    return enough(len(tr.cores.alone), len(tr.writes.alone), len(tr.steps_alone),
+                   loop_seconds(tr.loop_alone) if tr.loop_name else 0.0)
 
 
-def _enough(cores: int, writes: int, steps: int, loop_s: float = 0.0) -> bool:
+def enough(cores: int, writes: int, steps: int, loop_s: float = 0.0) -> bool:
     """Whether readings alone this many (of its loader's cores, its write calls, its step
     times, seconds of its loop counter's pairs) are a reference: REF_MIN of either rate,
     STEP_REF_MIN step times, or LOOP_MIN_S of its counter."""
     return cores >= REF_MIN or writes >= REF_MIN or steps >= STEP_REF_MIN or loop_s >= LOOP_MIN_S
 
 
-def _loop_s(pairs: Sequence[tuple[int, float]]) -> float:
+def loop_seconds(pairs: Sequence[tuple[int, float]]) -> float:
     return sum(s for _, s in pairs)
 
 
-def _key(j: JobSample) -> Key:
-    return j.pid if j.pid is not None else j.name
-
-
-def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
+def pace(tr: Track, alone: bool, t: float, twin: Lent | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
     alone lent by a twin, for a track without its own."""
     if twin is not None:  # its track with the twin's readings alone (read, never changed)
         lent = dataclasses.replace(
             tr, cores=dataclasses.replace(tr.cores, alone=twin.track.cores.alone),
             writes=dataclasses.replace(tr.writes, alone=twin.track.writes.alone),
-            steps_alone=twin.track.steps_alone, alone_until=_until(twin.track),
+            steps_alone=twin.track.steps_alone, alone_until=ref_until(twin.track),
             loop_alone=twin.track.loop_alone if twin.track.loop_name == tr.loop_name
             else deque())
         return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
@@ -488,40 +288,6 @@ def pace(tr: _Track, alone: bool, t: float, twin: _Ref | None = None) -> Pace:
     return counted if counted is not None and not tr.workers else loader
 
 
-def _count(j: JobSample, tr: _Track, side: str, t: float) -> None:
-    """Take a job's new loop-counter reading (see the module docstring): the pair of dumps
-    since its last one goes to its side, where the whole pair lies within that side."""
-    if not tr.under_way:  # its start-up is not its pace: pairs count from when it is under way
-        side = "its start-up"
-    if side != tr.side:
-        tr.side, tr.side_since = side, t
-    name, steps, span, at = j.loop_counter, j.loop_steps, j.loop_span_s, j.loop_read_t
-    if name is None or steps is None or span is None or at is None:
-        return
-    if name != tr.loop_name:  # another counter: the readings so far count something else
-        tr.loop_name, tr.loop_last, tr.loop_warm = name, (at, steps, span), LOOP_WARM_PAIRS
-        tr.loop_alone.clear()
-        tr.loop_now.clear()
-        return
-    last = tr.loop_last
-    if last is None or at <= last[0]:
-        tr.loop_last = last or (at, steps, span)
-        return
-    tr.loop_last = (at, steps, span)
-    d_steps, d_span = steps - last[1], span - last[2]
-    if d_span <= 0 or d_steps < 0:
-        return  # not a pair (a new epoch)
-    if tr.loop_warm > 0:  # its loop's warm-up
-        tr.loop_warm -= 1
-        return
-    if last[0] < tr.side_since:
-        return  # across a change of side
-    if side == "alone":
-        tr.loop_alone.append((d_steps, d_span))
-    elif side == "beside":
-        tr.loop_now.append((d_steps, d_span))
-
-
 def _newest(pairs: deque[tuple[int, float]]) -> tuple[int, float]:
     """The steps and seconds of the newest pairs beside the others: back to LOOP_MIN_S and
     LOOP_MIN_STEPS, at most LOOP_MAX_S (see the module docstring)."""
@@ -533,9 +299,9 @@ def _newest(pairs: deque[tuple[int, float]]) -> tuple[int, float]:
     return steps, span
 
 
-def _by_counter(tr: _Track) -> Pace:
+def _by_counter(tr: Track) -> Pace:
     """A track's pace by its own loop counter (see the module docstring)."""
-    alone_s = _loop_s(tr.loop_alone)
+    alone_s = loop_seconds(tr.loop_alone)
     ref = sum(k for k, _ in tr.loop_alone) / alone_s if alone_s > 0 else None
     steps, span = _newest(tr.loop_now)
     now = steps / span if span > 0 else None
@@ -558,7 +324,7 @@ def _by_counter(tr: _Track) -> Pace:
     return out(round(ref / now, 3) if now else None)
 
 
-def _by_steps(tr: _Track, t: float) -> Pace:
+def _by_steps(tr: Track, t: float) -> Pace:
     """A track's pace by its py-spy step times (see the module docstring)."""
     ref = statistics.fmean(tr.steps_alone)
     age = None if tr.step_now is None else round(max(0.0, t - tr.step_now_t), 1)
@@ -582,7 +348,7 @@ def _by_steps(tr: _Track, t: float) -> Pace:
     return out(round(tr.step_now / ref, 3))
 
 
-def _earlier(tr: _Track) -> tuple[float, float] | None:
+def _earlier(tr: Track) -> tuple[float, float] | None:
     """Alone again: how much slower it ran in its last window beside the others, by its
     batches (write calls) where read, else its loader's cores, and how long ago that window
     ended; None where neither tells."""
@@ -597,7 +363,7 @@ def _earlier(tr: _Track) -> tuple[float, float] | None:
     return None
 
 
-def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
+def _by_loader(tr: Track, out: Callable[..., Pace]) -> Pace:
     """A track's pace by its loader: its batches (write calls) where they pace it, else its
     workers' cores (see the module docstring)."""
     if not tr.workers:
@@ -611,7 +377,7 @@ def _by_loader(tr: _Track, out: Callable[..., Pace]) -> Pace:
     return batches if not tr.cores.alone and len(tr.writes.alone) >= REF_MIN else cores
 
 
-def _by_rate(r: _Rate, out: Callable[..., Pace], source: PaceSource, others_starting: bool
+def _by_rate(r: Rate, out: Callable[..., Pace], source: PaceSource, others_starting: bool
              ) -> tuple[Pace, bool]:
     """A track's pace by one measure of its loader, and whether that measure decides it (a
     reference alone and enough readings beside the others; none yet while every job beside
