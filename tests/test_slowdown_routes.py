@@ -92,3 +92,25 @@ def test_a_rows_details_say_where_its_slowdown_comes_from():
     assert provenance_text(1.64, "measured", "step times", "solo baseline") == (
         "1.64× meas · steps · solo")
     assert provenance_text(None, "measured", None, None) == "–"
+
+
+@pytest.mark.parametrize("mode, source, route, reference", [
+    ("measure", "trainer", ("measured", "step times"), "solo baseline"),
+    ("cache", "hook", ("measured", "step times"), "solo baseline"),
+    ("probe", "trainer", ("probe", "step times"), "probe window"),
+    ("probe", "py-spy", ("probe", "py-spy steps"), "probe window"),
+])
+def test_a_measured_verdicts_jobs_say_where_their_slowdown_comes_from(mode, source, route,
+                                                                      reference):
+    from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+
+    jobs = [JobEvidence(name=n, device="cpu", gpus=(), steps=40, step_time_s=0.3, stall=0.1,
+                        cpu_cores=1.0, solo_step_time_s=0.2, solo_stall=0.05,
+                        solo_cpu_cores=1.0, solo_steps=40, source=source)
+            for n in ("a", "b")]
+    v = judge(jobs, HostEvidence(cpus=2, busy=1.0, psi_some10=0.5, load1=4.0), mode)
+    SOURCE = {"measured": "measured", "probe": "probe"}
+    for row in v.to_json()["jobs"]:
+        assert row["slowdown"] == pytest.approx(1.5)
+        assert (row["slowdown_source"], row["slowdown_method"], row["slowdown_reference"]) == (
+            SOURCE[route[0]], route[1], reference)

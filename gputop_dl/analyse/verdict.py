@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gputop_dl.analyse.slowdown.figure import SlowdownFigure, measured
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
@@ -165,7 +166,7 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     if final and v.kind == "insufficient-data":
         v = v.replace(title="not enough data")  # the session ended: no "yet"
     if v.kind in ("insufficient-data", "no-baseline"):
-        return v
+        return _with_provenance(v, jobs, baseline_mode)
     noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]
     if noisy:
         v = v.with_evidence(noisy_baselines={j.name: round(cv, 3) for j, cv in noisy})
@@ -194,7 +195,23 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     # halved once: a noisy baseline's spread, where known, is in the confidence already
     if fast or any(side_probability(j) is None for j, _ in noisy):
         v = v.replace(confidence=round(v.confidence / 2, 2))
-    return v
+    return _with_provenance(v, jobs, baseline_mode)
+
+
+def _with_provenance(v: Verdict, jobs: Sequence[JobEvidence], baseline_mode: str) -> Verdict:
+    """Each judged job's slowdown with where it comes from (analyse/slowdown/figure.py): its
+    step times over its solo baseline's or its probe window's, or py-spy's steps (`diagnose`).
+    A slowdown from another rate (`rate_slowdown`) is left to the caller that gave it."""
+    by = {j.name: j for j in jobs}
+    out = []
+    for jv in v.jobs:
+        e = by.get(jv.name)
+        fig = (None if jv.slowdown is None or e is None or e.rate_slowdown is not None
+               else SlowdownFigure(jv.slowdown, "probe", "py-spy steps", "probe window")
+               if e.source == "py-spy" else measured(jv.slowdown, baseline_mode == "probe"))
+        out.append(jv if fig is None else
+                   jv.replace(source=fig.source, method=fig.method, reference=fig.reference))
+    return v.replace(jobs=tuple(out))
 
 
 def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS,

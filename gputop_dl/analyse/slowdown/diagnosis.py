@@ -232,12 +232,11 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
 
 
 def _provenance(jv: JobVerdict, loader: SlowdownFigure | None) -> JobVerdict:
-    """A judged job with where its slowdown comes from: its loader's figure where the verdict
-    took it, else py-spy's step times (no slowdown: as it was)."""
-    if jv.slowdown is None:
+    """A judged job with its loader's figure's provenance where the verdict took it (py-spy's
+    step times say theirs in analyse/verdict.py)."""
+    if jv.slowdown is None or loader is None:
         return jv
-    fig = loader or by_steps(jv.slowdown)
-    return jv.replace(source=fig.source, method=fig.method, reference=fig.reference)
+    return jv.replace(source=loader.source, method=loader.method, reference=loader.reference)
 
 
 def by_steps(s: float) -> SlowdownFigure:
