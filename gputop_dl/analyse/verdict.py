@@ -27,12 +27,13 @@ step-time spread and step counts of the co-run window and the solo baselines (St
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gputop_dl.analyse.slowdown.figure import SlowdownFigure, measured
+from gputop_dl.analyse.slowdown.figure import Method, measured
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
@@ -50,9 +51,10 @@ FULL_CONFIDENCE_STEPS = 30
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 FASTER = 0.90  # a job this much faster beside the others than alone: its solo figure was slow
 # where a job's steps come from: the built-in trainer's events, the start-up hook in a user's
-# script (both the method "step times" of analyse/slowdown/figure.py), or py-spy's sample
-# order of its main thread (`diagnose`: "py-spy steps")
+# script, or py-spy's sample order of its main thread (`diagnose`); the model's method for each
 StepSource = Literal["trainer", "hook", "py-spy"]
+STEP_METHOD: dict[StepSource, Method] = {"trainer": "step times", "hook": "step times",
+                                         "py-spy": "py-spy steps"}
 
 @dataclass(frozen=True)
 class JobEvidence:
@@ -207,8 +209,9 @@ def _with_provenance(v: Verdict, jobs: Sequence[JobEvidence], baseline_mode: str
     for jv in v.jobs:
         e = by.get(jv.name)
         fig = (None if jv.slowdown is None or e is None or e.rate_slowdown is not None
-               else SlowdownFigure(jv.slowdown, "probe", "py-spy steps", "probe window")
-               if e.source == "py-spy" else measured(jv.slowdown, baseline_mode == "probe"))
+               else measured(jv.slowdown, baseline_mode == "probe" or e.source == "py-spy"))
+        if fig is not None and e is not None:
+            fig = dataclasses.replace(fig, method=STEP_METHOD[e.source])
         out.append(jv if fig is None else
                    jv.replace(source=fig.source, method=fig.method, reference=fig.reference))
     return v.replace(jobs=tuple(out))
