@@ -1,13 +1,15 @@
-"""The slowdown outputs on fixed inputs, byte for byte: `--once --json`'s snapshot after the
+"""The slowdown outputs on fixed inputs, value for value: `--once --json`'s snapshot after the
 live judge, `diagnose --json`'s jobs and verdict, and a recorded session's export (JSON and
 Markdown). Hand-made samples, no process, no clock: a change that moves code around must
-leave tests/golden/slowdown.json as it is; one that adds a field shows in its diff.
-`GPUTOP_DL_UPDATE_GOLDEN=1` rewrites it."""
+leave every value of tests/golden/slowdown.json as it is. A field added anywhere (the
+contracts only add) does not fail it; `GPUTOP_DL_UPDATE_GOLDEN=1` rewrites the file, whose
+diff then shows what was added."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -190,14 +192,35 @@ def exported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         md = render_markdown(data).replace(sid, "SID")
     finally:
         store.close()
-    return {"json": json.loads(text), "md": md.splitlines()}
+    # of the Markdown, the lines with a slowdown in them (the rest is other modules' business)
+    return {"json": json.loads(text),
+            "md": [ln for ln in md.splitlines() if re.search(r"\d\.\d+×", ln)]}
+
+
+def changed(want: Any, got: Any, path: str = "") -> list[str]:
+    """Where `got` differs from `want`: a value changed, a key or an item gone. A key that
+    `want` lacks is an added field (the contracts only add), not a change."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return [p for k, v in want.items()
+                for p in ([f"{path}/{k}: gone"] if k not in got else changed(v, got[k], f"{path}/{k}"))]
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [p for i, (a, b) in enumerate(zip(want, got)) for p in changed(a, b, f"{path}[{i}]")]
+    return [] if want == got else [f"{path}: {want!r} -> {got!r}"]
 
 
 def test_slowdown_outputs_on_fixed_inputs_are_unchanged(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     got = {"live": live(), "diagnose": diagnosed(monkeypatch), "launch": launched(),
            "export": exported(tmp_path, monkeypatch)}
-    text = json.dumps(got, indent=1, sort_keys=True, default=str) + "\n"
+    got = json.loads(json.dumps(got, default=str))
     if os.environ.get("GPUTOP_DL_UPDATE_GOLDEN"):
-        GOLDEN.write_text(text, encoding="utf-8")
-    assert text == GOLDEN.read_text(encoding="utf-8")
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert changed(json.loads(GOLDEN.read_text(encoding="utf-8")), got) == []
+
+
+def test_the_golden_check_sees_a_change_and_a_loss_but_lets_a_field_be_added():
+    want = {"jobs": [{"slowdown": 2.0, "slowdown_source": "probe"}]}
+    assert changed(want, {"jobs": [{"slowdown": 2.0, "slowdown_source": "probe", "new": 1}]}) == []
+    assert changed(want, {"jobs": [{"slowdown": 2.1, "slowdown_source": "probe"}]})
+    assert changed(want, {"jobs": [{"slowdown": 2.0}]})
+    assert changed(want, {"jobs": []})
