@@ -32,7 +32,7 @@ from gputop_dl.workload import Workload, shown_command
 # A trainer event as the job wrote it (channel.py: one JSON object a line, "ev" its kind):
 # read from the job's events file, so a JSON document from outside, checked where it is read
 Event = dict[str, Any]
-# A job's solo baseline (launch_plan._solo_stats, probe.py): step_time_s, samples_per_s,
+# A job's solo baseline (analyse/slowdown/solo.py, probe.py): step_time_s, samples_per_s,
 # stall_fraction, steps, cpu_cores, cv, mean_step_time_s, device, solo_phases (+ note, cached).
 # A JSON document: cached in the store across sessions and read back from it, and read by
 # analyse's evidence (JobSeries.solo)
