@@ -10,7 +10,7 @@ examples shrunk; `torch.set_num_threads(2)`, one loader worker, a timestamp per 
 a user starts them: the scenario's first copy alone, the others `--alone-s` later, by hand (no
 gputop-dl in them), watched by the monitor's engine from the start (found jobs, this run's
 only). The first copy ran alone, so the live judge keeps its loader's pace alone
-(analyse/own_pace.py) and compares its pace beside the others with it.
+(analyse/slowdown/pace.py) and compares its pace beside the others with it.
 
 - truth: the first copy's own rate while alone (after its warm-up, until the others start)
   over its rate while every copy ran (after their warm-up);

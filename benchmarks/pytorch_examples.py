@@ -348,7 +348,7 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
 def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
     """dcgan/main.py as a user starts two: one, then a second `seconds` later, watched by the
     monitor's engine from the start (found jobs, these two only). The first ran alone, so the
-    live judge paces it against itself (analyse/own_pace.py): its live slowdown over the
+    live judge paces it against itself (analyse/slowdown/pace.py): its live slowdown over the
     together span (median of the ticks once its pace is read) beside its own rate alone over
     together, from the arrival of its per-iteration lines (issue 33)."""
     from own_pace import watching
@@ -797,7 +797,7 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
              together_s: float) -> None:
     """word_language_model/main.py, one alone then a second (`_alone_then_pair`). It has no
     loader workers: the live judge paces the first by its py-spy step times alone and beside
-    the second (analyse/own_pace.py). Truth: its own `ms/batch` lines (every 5 batches), their
+    the second (analyse/slowdown/pace.py). Truth: its own `ms/batch` lines (every 5 batches), their
     median in each span (issue 33)."""
     from step_beats import MS, corpus
 

@@ -345,11 +345,11 @@ class JobSample:
     cpu_pool_slice_ms: float | None = None
     cpu_pool_yields: float | None = None
     # the CPU cores its processes other than the trainers (its loader workers) used over the
-    # last interval: their work rate follows the trainer's pace (analyse/own_pace.py)
+    # last interval: their work rate follows the trainer's pace (analyse/slowdown/pace.py)
     cpu_cores_workers: float | None = None
     # the write calls a second of those processes (syscw of /proc/PID/io): a loader worker
     # makes a fixed number per batch it hands the trainer, so this is its batch rate times
-    # a constant, whatever CPU a batch took (analyse/own_pace.py); None: no workers read
+    # a constant, whatever CPU a batch took (analyse/slowdown/pace.py); None: no workers read
     loader_writes_per_s: float | None = None
     # Disk I/O (issue 32, collect/proc/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
@@ -383,6 +383,11 @@ class JobSample:
     # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
+    # what read it (step times, loader writes, loader CPU, loop counter, py-spy steps, wait
+    # model) and what it is divided by (solo baseline, probe window, own readings, twin,
+    # stored run, no waits): analyse/slowdown/figure.py; None: no slowdown
+    slowdown_method: str | None = None
+    slowdown_reference: str | None = None
     slowdown_confidence: float | None = None
     # why an estimated slowdown can be far from the truth (its intra-op pool spins); None: none
     slowdown_doubt: str | None = None
@@ -419,6 +424,9 @@ class JobSample:
     energy_estimate: bool | None = None
     energy_source: str | None = None
     energy_note: str | None = None
+    # the mean of the steps whose median is `step_time_s` (jobstats.py): joules per step are its
+    # power x this, what its steps cost together with the slow ones (None: step_time_s stands)
+    mean_step_time_s: float | None = None
     # how a found job was told a job (collect/jobs/discover.py): "maps" (torch or a GPU device in its
     # memory maps), "nvml" (on NVML's list, its maps not readable), "cmdline" (another user's
     # Python judged from its command line, threads and CPU); None: launched here

@@ -61,7 +61,7 @@ def test_tree_sampler_counts_children_and_survives_a_vanishing_one():
         # within the cores allowed
         kids = [p for p in second.pids if p != root.pid]
         assert all(second.cpu_by_pid[p] > 0 for p in kids), second.cpu_by_pid
-        # each child's main thread from its schedstat (ns: a loader's pace, analyse/own_pace.py);
+        # each child's main thread from its schedstat (ns: a loader's pace, analyse/slowdown/pace.py);
         # the root (the trainer) is not read there
         assert first.main_cores_by_pid is None and root.pid not in second.main_cores_by_pid
         assert all(second.main_cores_by_pid[p] > 0 for p in kids), second.main_cores_by_pid

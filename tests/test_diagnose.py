@@ -138,7 +138,7 @@ def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
            "notes": []}, "diagnosis")
     shown = Console(width=220, record=True, file=io.StringIO())
     shown.print(diagnosis_table(plan.result()))
-    assert f"{a['slowdown']:.2f}× probe (loader)" in shown.export_text()
+    assert f"{a['slowdown']:.2f}× probe (loader CPU)" in shown.export_text()
     # b unrated: no slowdown claimed, and the line says why b's loader could not rate it
     v = plan._judge(engine, [10, 20])
     assert "no slowdown is claimed" in v["reason"]
@@ -177,6 +177,10 @@ def test_diagnose_measures_untimed_jobs_by_their_loader_workers(monkeypatch):
                                                          ((11, 90),)))
     a = {j["name"]: j for j in plan.result()["jobs"]}["a"]
     assert (a["slowdown"], a["slowdown_from"]) == (5.0, "loader batches")
+    assert (a["slowdown_method"], a["slowdown_reference"]) == ("loader writes", "probe window")
+    shown = Console(width=220, record=True, file=io.StringIO())
+    shown.print(diagnosis_table(plan.result()))
+    assert "5.00× probe (batches)" in shown.export_text()
     v = plan._judge(engine, [10, 20])
     assert any("a 5.00× (its workers' batches 5.00× (write calls), CPU 4.00×)" in ln
                for ln in v["evidence_lines"])

@@ -11,7 +11,7 @@ from gputop_dl.present.energy_text import energy_line
 from gputop_dl.present.headless import jobs_table
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.present.tui.jobs_table import COLUMN_KEYS, Palette, job_row
-from gputop_dl.snapshot import GpuSample, JobSample, Snapshot
+from gputop_dl.snapshot import GpuSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import DASH, joules
 from tests.test_serve import one, render
 
@@ -65,6 +65,8 @@ def test_the_energy_line_has_each_figure_or_the_reason():
     assert "no-driver" in (energy_line(UNKNOWN) or "")
     assert "0 J" not in (energy_line(UNKNOWN) or "")
     assert (energy_line(SHARED) or "").startswith("~")
+    shared = energy_line(evolve(SHARED, samples_per_joule=1.5)) or ""
+    assert "~1.5 samples/J" in shared  # its joules are an estimate: so is this
     assert energy_line(JobSample("d", 1, False)) is None  # nothing said: no line
 
 
@@ -219,10 +221,18 @@ def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
     store = Store(db, readonly=True)
     try:
         doc = session_json(store, engine.session_id)
+        steps = store.step_rows(engine.session_id, "a", "co-run", offset=1)  # past warm-up
     finally:
         store.close()
     phases = doc["jobs"][0]["energy"]
     assert phases and phases[0]["phase"] == "co-run" and phases[0]["joules"] > 0
+    # ground truth: the fake GPU's 300 W over the job's own recorded steps
+    mean_step = sum(r[1] for r in steps) / len(steps)
+    samples_per_s = sum(r[3] for r in steps) / sum(r[1] for r in steps)
+    p = phases[0]
+    assert p["power_w"] == pytest.approx(300.0, rel=0.05)
+    assert p["per_step_j"] == pytest.approx(300.0 * mean_step, rel=0.05)
+    assert p["samples_per_joule"] == pytest.approx(samples_per_s / 300.0, rel=0.05)
 
 
 def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
@@ -244,7 +254,7 @@ def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
         for i in range(1, 4):
             store.add_job_sample(sid, time.time() - 100 + i, JobSample(
                 "a", 10, True, pids=(10,), energy_j=watts * i, energy_w=watts,
-                samples_per_joule=sps / watts, energy_estimate=False), "co-run")
+                samples_per_joule=sps / watts, energy_estimate=k == 0), "co-run")
         sids.append(sid)
         time.sleep(0.01)
     store.commit()
@@ -258,6 +268,8 @@ def test_compare_says_whether_the_fix_saved_energy_per_sample(tmp_path):
     out.print(comparison_table(doc))
     shown = out.export_text()
     assert "J/sample" in shown and "×0.50" in shown
+    assert job["a"]["energy_estimate"] is True and job["b"]["energy_estimate"] is False
+    assert f"~{joules(1.0)} → {joules(0.5)}" in shown  # A shared its GPU: an estimate
 
 
 def test_tensorboard_has_the_energy_scalars(tmp_path):
@@ -278,3 +290,26 @@ def test_tensorboard_has_the_energy_scalars(tmp_path):
     solo = acc_mod.EventAccumulator(written["a.solo"], size_guidance={"scalars": 0})
     solo.Reload()
     assert all(e.value == pytest.approx(300.0) for e in solo.Scalars("job/power_w"))
+
+
+def test_once_shows_each_gpu_s_joules_and_what_they_are():
+    from rich.console import Console
+
+    from gputop_dl.present.once import print_once
+
+    module = GpuSample(0, name="GH200", power_w=500.0, energy_j=501.0, energy_since=1.0,
+                       energy_source="counter", energy_scope="module",
+                       energy_note="module power: CPU and memory included")
+    old = GpuSample(1, name="P100", power_w=200.0, energy_j=199.0, energy_since=1.0,
+                    energy_source="power-integral", energy_scope="gpu")
+    none = GpuSample(2, name="x", power_w=None)
+    out = Console(width=220, record=True)
+    print_once(Snapshot(time=2.0, gpu_status="ok", gpus=(module, old, none)), out)
+    shown = out.export_text()
+    rows = {line.split("│")[1].strip(): line for line in shown.splitlines() if line.count("│") > 5}
+    assert joules(501.0) in rows["0"] and joules(199.0) in rows["1"]
+    assert DASH in rows["2"].split("│")[7]  # the energy cell: unknown, never 0 J
+    assert "module power: CPU and memory included" in shown
+    assert rows["0"].split("│")[7].strip() == joules(501.0)  # the counter's
+    assert rows["1"].split("│")[7].strip() != joules(199.0)  # power x time: marked as such
+

@@ -147,7 +147,7 @@ def test_batches_by_write_calls_are_the_slowdown_where_both_windows_hold_enough(
     got = loader_slowdown(together, alone, (108, 207))
     assert got.slowdown == pytest.approx((207 / 60) / (108 / 90)) == got.by_writes
     assert got.by_cpu == pytest.approx((2.51 / 60) / (1.84 / 90)) and got.agreement == 1.0
-    got = loader_slowdown(together, alone, (12, 207))  # fewer than MIN_WRITES together
+    got = loader_slowdown(together, alone, (12, 207))  # fewer than MIN_WINDOW_WRITES together
     assert got.by_writes is None and got.slowdown == pytest.approx(got.by_cpu)
     assert loader_slowdown(together, alone, (None, 207)).by_writes is None  # not readable
 

@@ -308,9 +308,14 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
     from gputop_dl.collect.pyspy.run import StallEstimate
     from gputop_dl.collect.jobs.solo_window import SoloReading
+    from gputop_dl.analyse.outside_load import not_alone
     from gputop_dl.engine.diagnose_plan import DiagnosePlan
 
     plan = DiagnosePlan(seconds=6)
+
+    def probed(v):  # the probe's verdict with its solo windows (engine -> analyse/slowdown)
+        return not_alone(v, [plan._window(plan.jobs[pid]) for pid in (10, 20)], plan._cpus)
+
     plan._cpus = 2
     for name, pid in (("a", 10), ("b", 20)):
         plan.jobs[pid] = {"name": name, "pid": pid, "pids": [pid], "cpu": [0.2],
@@ -320,7 +325,7 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
                                                 outside=(LOOP, SMALL))}
     parallel = Verdict(kind="parallel", reason="no job is slowed", confidence=0.9,
                        jobs=(JobVerdict(name="a", slowdown=1.02), JobVerdict(name="b", slowdown=1.01)))
-    v = plan._not_alone(parallel, [10, 20])
+    v = probed(parallel)
     s_out = 1 / (1 - 0.6 * 0.17 / 0.4)  # one thread, runnable 0.425 of the time
     assert v.kind == "outside-load" and v.title == "concurrent: CPU taken by other processes"
     assert "do not slow each other" in v.reason and "PID 4242" in v.reason
@@ -341,13 +346,13 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     # a window with nothing outside: no line, the probe's kind kept
     for pid in (10, 20):
         plan.jobs[pid]["window"] = SoloReading(seconds=3.0, wait=0.01, cores=0.25, outside=())
-    v = plan._not_alone(parallel, [10, 20])
+    v = probed(parallel)
     assert v.kind == "parallel" and not v.evidence_lines
     assert v.evidence["probe_outside"]["a"]["slowdown"] < 1.1
     # the jobs' own contention stays the verdict; the window's line is added
     plan.jobs[10]["window"] = SoloReading(seconds=3.0, wait=0.6, cores=0.17, outside=(LOOP,))
     bound = parallel.replace(kind="cpu-bound", title="")
-    v = plan._not_alone(bound, [10, 20])
+    v = probed(bound)
     assert v.kind == "cpu-bound" and any("probe: a was not alone" in x for x in v.evidence_lines)
     assert v.reason.startswith("no job is slowed; even alone the jobs waited for a CPU behind")
     assert any("renice -n 19 -p 4242" in r for r in v.recommendations)

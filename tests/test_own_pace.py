@@ -1,5 +1,5 @@
 """The live slowdown from a job's own pace: its loader workers' cores beside other jobs against
-while it ran alone (analyse/own_pace.py), and where the live judge uses it (analyse/passive.py);
+while it ran alone (analyse/slowdown/pace.py), and where the live judge uses it (analyse/passive.py);
 hand-made samples, no process, no clock."""
 
 from collections import deque
@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.slowdown import pace as O
+from gputop_dl.analyse.slowdown import pace_tracks as T
 from gputop_dl.analyse.passive import PassiveJudge
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields
@@ -36,17 +37,17 @@ def feed(judge, phases, t0=0):
 
 
 def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     a = lambda w: job("a", 100, w)  # noqa: E731
     b = job("b", 200, 0.1)
     # start-up (not its pace), then alone at 0.40 cores, then beside b at 0.10
-    for t in range(O.SETTLE):
+    for t in range(T.SETTLE):
         got = pace.update([a(5.0)], float(t))
-    for t in range(O.SETTLE, O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE, T.SETTLE + O.REF_MIN):
         got = pace.update([a(0.40)], float(t))
     assert got["a"].slowdown is None and got["a"].why == "it runs alone"
     assert got["a"].alone_cores == pytest.approx(0.40)  # the start-up's 5 cores are not in it
-    for t in range(O.SETTLE):  # b's start-up: a's ticks count neither as alone nor as beside
+    for t in range(T.SETTLE):  # b's start-up: a's ticks count neither as alone nor as beside
         got = pace.update([a(0.40), b], 80.0 + t)
     assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
     for t in range(O.NOW_MIN - 1):
@@ -54,7 +55,7 @@ def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
     assert got["a"].slowdown is None and "readings beside the others" in got["a"].why
     got = pace.update([a(0.10), b], 200.0)
     assert got["a"].slowdown == pytest.approx(4.0)
-    assert got["a"].alone_until == float(O.SETTLE + O.REF_MIN - 1)
+    assert got["a"].alone_until == float(T.SETTLE + O.REF_MIN - 1)
     # b never ran alone: nothing of its own to compare
     assert got["b"].slowdown is None and "has not run alone" in got["b"].why
 
@@ -64,8 +65,8 @@ def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
     (0.002, "too little to pace"),
 ])
 def test_no_pace_without_a_loader_that_works(workers, why):
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, workers)], float(t))
     for t in range(O.NOW_MIN):
         got = pace.update([job("a", 100, workers), job("b", 200, 0.1)], 50.0 + t)
@@ -73,31 +74,31 @@ def test_no_pace_without_a_loader_that_works(workers, why):
 
 
 def test_a_loader_idle_beside_the_others_gives_no_pace_and_alone_again_clears_now():
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.3)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("a", 100, 0.0), job("b", 200, 0.1)], 50.0 + t)
     assert got["a"].slowdown is None and "did no work" in got["a"].why
     pace.update([job("a", 100, 0.3)], 80.0)  # b ended: alone again, the window starts over
-    for t in range(O.SETTLE + 1):  # b2's start-up, then one tick beside it
+    for t in range(T.SETTLE + 1):  # b2's start-up, then one tick beside it
         got = pace.update([job("a", 100, 0.1), job("b2", 300, 0.1)], 81.0 + t)
     assert got["a"].now_ticks == 1 and got["a"].slowdown is None
 
 
 def test_a_job_renamed_when_its_twin_starts_keeps_its_pace_alone():
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("train.py", 100, 0.4)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("train.py (100)", 100, 0.1), job("train.py (200)", 200, 0.1)],
                           50.0 + t)
     assert got["train.py (100)"].slowdown == pytest.approx(4.0)
 
 
 def test_a_job_gone_is_forgotten():
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.3)], float(t))
     pace.update([job("b", 200, 0.3)], 99.0)  # a ended; a new a (another pid) starts from nothing
     got = pace.update([job("a", 101, 0.3), job("b", 200, 0.3)], 100.0)
@@ -111,7 +112,7 @@ def test_spinning_pools_take_their_slowdown_from_their_own_pace():
     alone and keeps the estimate."""
     alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
     both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(T.SETTLE + O.REF_MIN, alone), (T.SETTLE + O.NOW_MIN, both)])
     a, b = est["a"], est["b"]
     assert a.pace_used and a.slowdown == pytest.approx(5.0) and a.cause == "cpu"
     assert not b.pace_used and b.slowdown is not None and b.slowdown < 5.0
@@ -134,7 +135,7 @@ def test_a_pace_that_agrees_with_the_estimate_is_evidence_only():
     the pace is said beside it."""
     alone = [job("a", 100, 0.30, f=0.0, cores=0.9)]
     both = [job("a", 100, 0.18, f=0.5, cores=0.6), job("b", 200, 0.18, f=0.5, cores=0.6)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(T.SETTLE + O.REF_MIN, alone), (T.SETTLE + O.NOW_MIN, both)])
     a = est["a"]
     assert not a.pace_used and a.pace.slowdown == pytest.approx(0.30 / 0.18, rel=1e-3)
     assert a.slowdown is not None and a.slowdown != pytest.approx(a.pace.slowdown)
@@ -145,7 +146,7 @@ def test_a_pace_that_agrees_with_the_estimate_is_evidence_only():
 def test_a_pace_far_from_the_estimate_wins_without_spin():
     alone = [job("a", 100, 0.60, f=0.0, cores=0.9)]
     both = [job("a", 100, 0.10, f=0.2, cores=0.6), job("b", 200, 0.10, f=0.2, cores=0.6)]
-    _, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
+    _, est = feed(PassiveJudge(), [(T.SETTLE + O.REF_MIN, alone), (T.SETTLE + O.NOW_MIN, both)])
     assert est["a"].pace_used and est["a"].slowdown == pytest.approx(6.0)
 
 
@@ -195,7 +196,7 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
         return job("a", 100, None, f=0.05, step_time_s=step, cpu_pool=pool)
 
     b = job("b", 200, None, cpu_pool=POOL)
-    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.044)]), (5, [a(0.046)]),
+    phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.044)]), (5, [a(0.046)]),
               (3, [a(0.046, POOL), b])]
     v, est = feed(PassiveJudge(), phases)
     assert not est["a"].pace_used  # its last reading alone is no pace beside b
@@ -203,7 +204,7 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
     # a burst that ended 3 s after b came may have begun before: no reading beside b
     _, est = feed(PassiveJudge(), [*phases, (2, [a(0.052, POOL), b])])
     assert est["a"].pace.why == "no step time read since the others run beside it"
-    phases[-1] = (int(O.STRADDLE_S) + 1, phases[-1][1])
+    phases[-1] = (int(T.STRADDLE_S) + 1, phases[-1][1])
     v, est = feed(PassiveJudge(), [*phases, (2, [a(1.5, POOL), b])])
     e = est["a"]
     assert e.pace_used and e.slowdown == pytest.approx(1.5 / 0.045, abs=1e-3)
@@ -216,16 +217,16 @@ def test_a_job_without_loader_workers_is_paced_by_its_step_times():
     assert any("its step time (py-spy) was 45 ms while it ran alone (2 readings) and 1500 ms"
                in line for line in v.evidence_lines)
     # a reading in its first SETTLE ticks is no reference (its start-up is not its pace)
-    pace = O.OwnPace()
-    for t in range(O.SETTLE):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE):
         got = pace.update([job("c", 300, None, step_time_s=0.05)], float(t))
     got = pace.update([job("c", 300, None, step_time_s=0.2), b], 50.0)
     assert got["c"].slowdown is None and "no step time of it alone" in got["c"].why
     # with loader workers, their pace comes first
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("d", 400, 0.4, step_time_s=0.05 + 0.001 * t)], float(t))
-    for t in range(O.SETTLE_NO_WORKERS + O.NOW_MIN):  # (b has no loader workers)
+    for t in range(T.SETTLE_NO_WORKERS + O.NOW_MIN):  # (b has no loader workers)
         got = pace.update([job("d", 400, 0.1, step_time_s=0.3), b], 100.0 + t)
     assert got["d"].slowdown == pytest.approx(4.0) and got["d"].source == "loader"
 
@@ -238,7 +239,7 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
         return job("a", 100, None, f=0.05, step_time_s=step, step_time_over_s=over, cpu_pool=POOL)
 
     b = job("b", 200, None, cpu_pool=POOL)
-    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.045)]), (3, [a(0.3), b]),
+    phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.045)]), (3, [a(0.3), b]),
               (3, [a(None, 1.6), b])]
     v, est = feed(PassiveJudge(), phases)
     e = est["a"]
@@ -250,7 +251,7 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
     assert any("at least 36× slower by its own steps (a bound" in line
                for line in v.evidence_lines)
     # a step read again beside the others replaces the bound (its burst began after b came)
-    phases[-1] = (int(O.STRADDLE_S) + 1, phases[-1][1])
+    phases[-1] = (int(T.STRADDLE_S) + 1, phases[-1][1])
     v, est = feed(PassiveJudge(), [*phases, (1, [a(0.9), b])])
     assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)
 
@@ -263,7 +264,7 @@ def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
         return job("a", 100, None, f=0.05, step_time_s=step, cpu_pool=POOL)
 
     b = job("b", 200, None, cpu_pool=POOL)
-    phases = [(O.SETTLE + 2, [a(None)]), (5, [a(0.05)]), (int(O.STRADDLE_S) + 1, [a(0.05), b]),
+    phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.05)]), (int(T.STRADDLE_S) + 1, [a(0.05), b]),
               (1, [a(0.5), b])]
     v, est = feed(PassiveJudge(), phases)
     assert est["a"].pace_used and est["a"].pace.step_now_age_s == 0.0
@@ -299,9 +300,9 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
     theirs = lambda w: job("main.py (500)", 500, w, cpu_pool=POOL, user="bo",  # noqa: E731
                            command=cmd["command"], cwd="/runs/dcgan")
     judge = PassiveJudge()
-    feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.40, f=0.05)])])
-    t0 = O.SETTLE + O.REF_MIN
-    v, est = feed(judge, [(O.SETTLE, [a(0.08), b(5.0), other(0.1), there(0.1), theirs(0.1)]),
+    feed(judge, [(T.SETTLE + O.REF_MIN, [a(0.40, f=0.05)])])
+    t0 = T.SETTLE + O.REF_MIN
+    v, est = feed(judge, [(T.SETTLE, [a(0.08), b(5.0), other(0.1), there(0.1), theirs(0.1)]),
                           (O.NOW_MIN, [a(0.08), b(0.10), other(0.1), there(0.1), theirs(0.1)])],
                   t0=t0)
     pb = est["main.py (200)"].pace
@@ -311,6 +312,11 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
     for name in ("other.py", "main.py (400)", "main.py (500)"):  # another user's: no twin
         assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
     data = check(v.to_json(), "verdict")
+    rows = {j["name"]: j for j in data["jobs"]}  # where each slowdown comes from
+    assert (rows["main.py (200)"]["slowdown_method"],
+            rows["main.py (200)"]["slowdown_reference"]) == ("loader CPU", "twin")
+    assert (rows["main.py"]["slowdown_method"],
+            rows["main.py"]["slowdown_reference"]) == ("loader CPU", "own readings")
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_pid"] == 100
     assert data["evidence"]["own_pace"]["main.py (200)"]["twin_args"] == ["--outf"]
     assert data["evidence"]["own_pace"]["main.py"]["twin_pid"] is None
@@ -322,29 +328,29 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
 
 
 def test_a_twins_reference_outlives_it_for_an_hour_and_an_own_one_wins():
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     cmd = dict(command="python train.py", cwd="/w")
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("train.py", 100, 0.4, **cmd)], float(t))
     t = 100.0  # the first copy ended; two copies started together later
-    for i in range(O.SETTLE + O.NOW_MIN):
+    for i in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("train.py (200)", 200, 0.2, **cmd),
                            job("train.py (300)", 300, 0.1, **cmd)], t + i)
     assert got["train.py (200)"].slowdown == pytest.approx(2.0)
     assert got["train.py (300)"].slowdown == pytest.approx(4.0)
     assert got["train.py (300)"].twin_pid == 100
     # an hour after the first copy's last tick alone, its reference is no longer lent
-    late = O.SETTLE + O.REF_MIN - 1 + O.TWIN_MAX_AGE_S + 1
+    late = T.SETTLE + O.REF_MIN - 1 + T.TWIN_MAX_AGE_S + 1
     got = pace.update([job("train.py (200)", 200, 0.2, **cmd), job("train.py (300)", 300, 0.1, **cmd)],
                       late)
     assert got["train.py (300)"].slowdown is None
     # a copy that ran alone itself keeps its own reference, not its twin's
-    own = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    own = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         own.update([job("a", 100, 0.4, **cmd)], float(t))
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         own.update([job("b", 200, 0.2, **cmd)], 100.0 + t)  # a ended; b alone at 0.2
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = own.update([job("b", 200, 0.1, **cmd), job("c", 300, 0.1)], 200.0 + t)
     assert got["b"].twin_pid is None and got["b"].slowdown == pytest.approx(2.0)
 
@@ -361,7 +367,7 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     alone = [job("a", 100, 0.40, f=0.05, cpu_pool=((0.05, 1.0), (0.05, 1.0)))]
     both = [job("a", 100, 0.08, cpu_pool=POOL), job("b", 200, 0.08, cpu_pool=POOL),
             job("c", 300, 0.08, cpu_pool=sleeping, cpu_pool_yields=0.6)]
-    v, est = feed(PassiveJudge(), [(O.SETTLE + O.REF_MIN, alone), (O.SETTLE + O.NOW_MIN, both)])
+    v, est = feed(PassiveJudge(), [(T.SETTLE + O.REF_MIN, alone), (T.SETTLE + O.NOW_MIN, both)])
     assert est["b"].doubt and "spins" in est["b"].doubt
     assert est["a"].doubt is None and est["c"].doubt is None and est["c"].slowdown is not None
     rows = {j["name"]: j for j in check(v.to_json(), "verdict")["jobs"]}
@@ -387,8 +393,8 @@ def test_a_slow_loaders_window_holds_eight_of_its_batches():
     assert len(O._recent(deque([0.0] * O.NOW_MAX), idle)) == O.NOW_MAX  # idle: all it has
     assert O._recent(deque([0.1] * 5), idle) == (0.1,) * 5
     # the pace over that window: one reading of 0.1 in 6 against 0.05 alone is 3.0×
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.05)], float(t))
     for i in range(O.NOW_MAX):
         got = pace.update([job("a", 100, 0.1 if i % 6 == 0 else 0.0), job("b", 200, 0.1)],
@@ -406,8 +412,8 @@ def test_batches_pace_a_job_whose_loader_takes_more_cpu_a_batch_beside_the_other
                                          loader_writes_per_s=writes)
     b = job("b", 200, 0.1, loader_writes_per_s=1.0)
     judge = PassiveJudge()
-    feed(judge, [(O.SETTLE + O.REF_MIN, [a(0.0417, 3.44, f=0.05)])])
-    v, est = feed(judge, [(O.SETTLE + O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
+    feed(judge, [(T.SETTLE + O.REF_MIN, [a(0.0417, 3.44, f=0.05)])])
+    v, est = feed(judge, [(T.SETTLE + O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
     p = est["a"].pace
     assert p.source == "batches" and p.slowdown == pytest.approx(3.44 / 1.20, rel=1e-3)
     assert p.alone_cores == pytest.approx(0.0417)  # the cores' pace, 2.03x, is not used
@@ -426,16 +432,16 @@ def test_without_write_calls_the_cores_pace_it_and_no_batch_says_so():
     """Another user's worker: /proc/PID/io is not readable, so no write calls: the cores pace
     it as before. A loader whose write calls stop beside the others handed no batch over: no
     pace by its cores either (they may be spent on a batch that never arrives)."""
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("a", 100, 0.4)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("a", 100, 0.1), job("b", 200, 0.1)], 50.0 + t)
     assert got["a"].source == "loader" and got["a"].slowdown == pytest.approx(4.0)
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("c", 300, 0.4, loader_writes_per_s=9.0)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("c", 300, 0.3, loader_writes_per_s=0.0), job("b", 200, 0.1)],
                           50.0 + t)
     assert got["c"].slowdown is None and got["c"].source == "batches"
@@ -443,25 +449,25 @@ def test_without_write_calls_the_cores_pace_it_and_no_batch_says_so():
 
 
 def test_alone_again_its_earlier_slowdown_is_by_its_batches():
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     c = lambda cores, writes: job("c", 300, cores, loader_writes_per_s=writes)  # noqa: E731
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([c(0.4, 9.0)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         pace.update([c(0.3, 3.0), job("b", 200, 0.1)], 50.0 + t)
     for t in range(O.REF_MIN):
         got = pace.update([c(0.4, 9.0)], 100.0 + t)
     assert got["c"].earlier == pytest.approx(3.0)  # 9 / 3 write calls, not 0.4 / 0.3 cores
     assert got["c"].earlier_ago == pytest.approx(100.0 + O.REF_MIN - 1
-                                                 - (50 + O.SETTLE + O.NOW_MIN - 1))
+                                                 - (50 + T.SETTLE + O.NOW_MIN - 1))
 
 
 def test_a_twin_borrows_the_write_calls_alone_too():
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     cmd = dict(command="python main.py --outf o", cwd="/w")
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("main.py", 100, 0.04, loader_writes_per_s=3.4, **cmd)], float(t))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([job("main.py", 100, 0.02, loader_writes_per_s=1.2, **cmd),
                            job("main.py (200)", 200, 0.02, loader_writes_per_s=1.1, **cmd)],
                           50.0 + t)
@@ -476,10 +482,10 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
     second's first 15 s (its CUDA context, its workers' spawn) it ran as fast as alone; a
     window of 20 ticks that held them read 1.43x. The second is under way once its loader's
     workers run (SETTLE ticks after it was seen at the earliest)."""
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     a = lambda w: job("a", 100, 0.05, loader_writes_per_s=w)  # noqa: E731
     b = lambda w: job("b", 200, 0.05 if w else None, loader_writes_per_s=w)  # noqa: E731
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([a(25.0)], float(t))
     for t in range(15):  # b's start-up: no worker yet
         got = pace.update([a(25.0), b(None)], 100.0 + t)
@@ -490,9 +496,9 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
     assert got["a"].source == "batches" and got["a"].slowdown == pytest.approx(25 / 11.7, rel=1e-3)
     # a job whose workers' write calls are not read is under way SETTLE ticks after it came,
     # one with no worker SETTLE_NO_WORKERS ticks (its workers come with its first batch)
-    for c, settle in ((0.05, O.SETTLE), (None, O.SETTLE_NO_WORKERS)):
-        pace = O.OwnPace()
-        for t in range(O.SETTLE + O.REF_MIN):
+    for c, settle in ((0.05, T.SETTLE), (None, T.SETTLE_NO_WORKERS)):
+        pace = T.OwnPace()
+        for t in range(T.SETTLE + O.REF_MIN):
             pace.update([a(25.0)], float(t))
         for t in range(settle + 1):
             got = pace.update([a(12.5), job("c", 300, c)], 100.0 + t)
@@ -502,11 +508,11 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
 def test_a_job_older_than_the_monitor_is_under_way_at_once():
     """Its process's age, where read, says whether it is starting: a monitor started beside a
     job that ran for an hour keeps its readings alone from its first tick."""
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     for t in range(O.REF_MIN):
         got = pace.update([job("a", 100, 0.4, elapsed_s=3600.0 + t)], float(t))
     assert got["a"].alone_ticks == O.REF_MIN
-    young = O.OwnPace()
+    young = T.OwnPace()
     for t in range(O.REF_MIN):
         got = young.update([job("a", 100, 0.4, elapsed_s=1.0 + t)], float(t))
     assert got["a"].alone_ticks == 0  # its first SETTLE seconds are its start-up
@@ -524,7 +530,7 @@ def test_a_job_without_loader_workers_is_paced_by_its_own_loop_counter():
                    loop_span_s=span, loop_read_t=at)
 
     b = job("b", 200, None, cpu_pool=POOL, elapsed_s=600.0)  # under way at once
-    phases = [(O.SETTLE_NO_WORKERS + 1, [a(0, 0.0, 0.0)])]
+    phases = [(T.SETTLE_NO_WORKERS + 1, [a(0, 0.0, 0.0)])]
     # alone: a dump every 10 s, 100 steps each (ticks of 10 s; readings at 40, 50, 60 s)
     phases += [(10, [a(100 * k, 10.0 * k, 30.0 + 10 * k)]) for k in range(1, 4)]
     v, est = feed(PassiveJudge(), phases)
@@ -556,8 +562,8 @@ def test_a_job_without_loader_workers_is_paced_by_its_own_loop_counter():
     assert any("did not move in 120 s beside the others" in line and "at least 1200×" in line
                for line in v.evidence_lines)
     # a job with loader workers keeps their pace first
-    pace = O.OwnPace()
-    for t in range(O.SETTLE + O.REF_MIN):
+    pace = T.OwnPace()
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([job("d", 400, 0.4, loop_counter=name, loop_steps=10 * t,
                          loop_span_s=float(t), loop_read_t=float(t))], float(t))
     for t in range(O.NOW_MIN):

@@ -16,7 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_dl.analyse import own_pace as O
+from gputop_dl.analyse.slowdown import pace as O
+from gputop_dl.analyse.slowdown import pace_tracks as T
+from gputop_dl.analyse.slowdown import pace_evidence as E
 from gputop_dl.engine.monitor_plan import MonitorPlan
 from gputop_dl.engine.pace_refs import PaceRefs, from_data, machine_ident, to_data
 from gputop_dl.engine.recorder import Recorder
@@ -59,7 +61,7 @@ def sample(p, cwd, *args, writes=None, cores=None, name=None):
 
 
 def ref(**kw):
-    return O.Reference("python train.py", **({"until": 100.0, "writes": (20.0,) * O.REF_MIN}
+    return T.Reference("python train.py", **({"until": 100.0, "writes": (20.0,) * O.REF_MIN}
                                              | kw))
 
 
@@ -67,44 +69,46 @@ def test_a_stored_reference_paces_a_job_that_never_ran_alone():
     """Started beside another job, with no twin running: the stored reference's 20 write calls
     a second alone against its own 5 now is 4×, said with the reference's age; a running
     twin's own reading alone comes first; one older than STORED_MAX_AGE_S paces nothing."""
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     pace.lend_stored(200, ref())
     b = JobSample(name="b", pid=200, launched=False, pids=(200,), command="python train.py",
                   loader_writes_per_s=5.0)
     c = JobSample(name="c", pid=300, launched=False, pids=(300,), loader_writes_per_s=5.0)
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([b, c], 1000.0 + t)
     assert got["b"].slowdown == pytest.approx(4.0) and got["b"].source == "batches"
-    assert got["b"].stored_age_s == 1000 + O.SETTLE + O.NOW_MIN - 1 - 100
+    assert got["b"].stored_age_s == 1000 + T.SETTLE + O.NOW_MIN - 1 - 100
     assert got["b"].twin_pid is None and got["c"].slowdown is None
-    line = O.pace_line("b", got["b"], True)
+    fig = O.pace_figure(got["b"])
+    assert (fig.kind, fig.method, fig.reference) == ("pace", "loader writes", "stored run")
+    line = E.pace_line("b", got["b"], True)
     assert "a stored run's (the same command in the same directory, files unchanged, 15 min ago)" \
         in line and "4.00× slower" in line
-    ev = O.evidence(got["b"], True)
+    ev = E.evidence(got["b"], True)
     assert ev["stored_age_s"] == got["b"].stored_age_s
 
-    old = O.OwnPace()
-    old.lend_stored(200, ref(until=1000.0 - O.STORED_MAX_AGE_S - 1))
-    for t in range(O.SETTLE + O.NOW_MIN):
+    old = T.OwnPace()
+    old.lend_stored(200, ref(until=1000.0 - T.STORED_MAX_AGE_S - 1))
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = old.update([b, c], 1000.0 + t)
     assert got["b"].slowdown is None and got["b"].stored_age_s is None
 
 
 def test_a_running_twins_reference_comes_before_a_stored_one():
-    pace = O.OwnPace()
+    pace = T.OwnPace()
     a = JobSample(name="a", pid=100, launched=False, pids=(100,), command="python train.py",
                   loader_writes_per_s=10.0)
-    for t in range(O.SETTLE + O.REF_MIN):
+    for t in range(T.SETTLE + O.REF_MIN):
         pace.update([a], float(t))
     pace.lend_stored(200, ref())  # stored alone at 20/s; its running twin read 10/s
     b = JobSample(name="b", pid=200, launched=False, pids=(200,), command="python train.py",
                   loader_writes_per_s=5.0)
-    for t in range(O.SETTLE + O.NOW_MIN):
+    for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([replace_writes(a, 5.0), b], 100.0 + t)
     assert got["b"].twin_pid == 100 and got["b"].slowdown == pytest.approx(2.0)
     assert got["b"].stored_age_s is None
     [mine] = [r for r in pace.references() if r.pid == 100]  # what the monitor stores
-    assert mine.writes == (10.0,) * O.REF_MIN and mine.until == O.SETTLE + O.REF_MIN - 1
+    assert mine.writes == (10.0,) * O.REF_MIN and mine.until == T.SETTLE + O.REF_MIN - 1
     assert mine.command == "python train.py" and mine.usable()
 
 
@@ -140,7 +144,7 @@ def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another(
                          command="python main.py", cwd="/w", elapsed_s=600.0, cpu_cores=1.0,
                          loop_counter=counter, loop_steps=steps, loop_span_s=span, loop_read_t=at)
 
-    first = O.OwnPace()
+    first = T.OwnPace()
     for k in range(5):  # alone, a dump every 10 s
         first.update([a(100, 100 * k, 10.0 * k, 10.0 * k)], 10.0 * k)
     [stored] = first.references()  # the counter's first pair is its loop's warm-up
@@ -151,7 +155,7 @@ def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another(
 
     c = JobSample(name="c", pid=300, launched=False, pids=(300,), elapsed_s=600.0, cpu_cores=1.0)
     for counter, want in ((name, 4.0), ("main.py:train:i", None)):
-        later = O.OwnPace()
+        later = T.OwnPace()
         later.lend_stored(200, back)
         for k in range(4):  # beside c from its start: 25 steps every 10 s
             got = later.update([a(200, 25 * k, 10.0 * k, 1000.0 + 10 * k, counter), c],
@@ -162,7 +166,7 @@ def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another(
             assert b.source == "counter" and b.stored_age_s == 1030 - 40 and b.counter_now == 2.5
             assert b.counter_now_s == 20.0  # its first pair beside c was its warm-up
             assert "a stored run's (the same command in the same directory, files unchanged, " \
-                "16 min ago) own loop counter" in O.pace_line("b", b, True)
+                "16 min ago) own loop counter" in E.pace_line("b", b, True)
 
     damaged = dict(to_data(ref()), loop={"name": name, "steps": [100, -1], "seconds": [10.0, 10.0]})
     kept = from_data(100.0, "python train.py", damaged)
@@ -226,7 +230,7 @@ def test_a_later_monitor_paces_copies_started_together_by_a_stored_run(procs, tm
     path = str(tmp_path / "sessions.db")
     t1 = time.time() - 5400
     a = procs("--seed", "1")
-    run_monitor(path, [(O.SETTLE + O.REF_MIN, [sample(a, tmp_path, "--seed", "1", writes=20.0)])],
+    run_monitor(path, [(T.SETTLE + O.REF_MIN, [sample(a, tmp_path, "--seed", "1", writes=20.0)])],
                 t1)
     a.kill()
     a.wait()
@@ -241,7 +245,7 @@ def test_a_later_monitor_paces_copies_started_together_by_a_stored_run(procs, tm
                     JobSample(name="other.py", pid=d.pid, launched=False, pids=(d.pid,),
                               cpu_cores=1.0, cpu_wait_fraction=0.5, command="python other.py",
                               cwd=str(tmp_path), loader_writes_per_s=5.0)]
-        plan = run_monitor(path, [(O.SETTLE + O.NOW_MIN, together)], time.time())
+        plan = run_monitor(path, [(T.SETTLE + O.NOW_MIN, together)], time.time())
     finally:
         d.kill()
         d.wait()
@@ -260,7 +264,7 @@ def test_a_later_monitor_paces_copies_started_together_by_a_stored_run(procs, tm
     (tmp_path / "train.py").write_text(SCRIPT + "# edited\n")
     os.utime(tmp_path / "train.py")
     e = procs("--seed", "4")
-    plan = run_monitor(path, [(O.SETTLE + O.NOW_MIN, [
+    plan = run_monitor(path, [(T.SETTLE + O.NOW_MIN, [
         sample(e, tmp_path, "--seed", "4", writes=5.0, name="e"),
         together[2]])], time.time())
     p = plan.estimates["e"].pace
@@ -285,7 +289,7 @@ def test_damaged_stored_rows_are_skipped_and_the_others_read(tmp_path):
             ("texttime", "yesterday", host, "python train.py", json.dumps(good)),
             ("nocommand", now - 60, host, None, json.dumps(good)),
             ("elsewhere", now - 60, host + "-other", "python train.py", json.dumps(good)),
-            ("old", now - O.STORED_MAX_AGE_S - 60, host, "python train.py", json.dumps(good))]
+            ("old", now - T.STORED_MAX_AGE_S - 60, host, "python train.py", json.dumps(good))]
     st.db.executemany("INSERT INTO pace_refs VALUES (?,?,?,?,?)", rows)
     st.commit()
     st.close()

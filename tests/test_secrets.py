@@ -178,3 +178,50 @@ def test_an_older_database_is_scrubbed_of_secret_arguments_once(gdl_home):
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
     assert SECRET.encode() not in open(default_db_path(), "rb").read()
+
+
+def test_a_real_found_jobs_secret_arguments_reach_neither_once_nor_metrics(tmp_path):
+    """A process found on the real /proc (its maps show a torch library: a file mapped from a
+    `torch/_C` folder, so no torch import is needed) started with secret arguments: the
+    `--once --json` snapshot and a scrape of `serve` list the job and hold no secret."""
+    import subprocess
+    import time
+    import urllib.request
+
+    lib = tmp_path / "torch" / "_C" / "lib.so"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"\0" * 8192)
+    script = write(tmp_path, "train.py", "import mmap, sys, time\n"
+                   "f = open(sys.argv[1], 'rb')\n"
+                   "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+                   "print('ready', flush=True)\n"
+                   "time.sleep(120)\n")
+    job = subprocess.Popen([sys.executable, script, str(lib), "--token", SECRET,
+                            f"--auth_header=Bearer {SECRET}", f"https://{SECRET}@github.com/x"],
+                           stdout=subprocess.PIPE, text=True)
+    serve = None
+    try:
+        assert job.stdout.readline() == "ready\n"
+        once = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
+                              capture_output=True, text=True, timeout=120, check=True).stdout
+        mine = [j for j in json.loads(once)["jobs"] if j["pid"] == job.pid]
+        assert len(mine) == 1 and REDACTED in mine[0]["command"]
+        assert SECRET not in once
+
+        serve = subprocess.Popen([sys.executable, "-m", "gputop_dl", "serve", "--listen",
+                                  "127.0.0.1:0", "--interval", "0.5", "--stall-budget", "0"],
+                                 stderr=subprocess.PIPE, text=True)
+        url = serve.stderr.readline().split()[-1]
+        deadline, text = time.monotonic() + 60, ""
+        while f'pid="{job.pid}"' not in text and time.monotonic() < deadline:
+            time.sleep(0.25)
+            with urllib.request.urlopen(url, timeout=5) as r:
+                text = r.read().decode()
+        assert f'pid="{job.pid}"' in text  # the job is served
+        assert SECRET not in text
+    finally:
+        job.kill()
+        job.wait()
+        if serve is not None:
+            serve.terminate()
+            serve.wait(30)

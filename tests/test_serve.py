@@ -19,7 +19,8 @@ from gputop_dl.cli import main
 from gputop_dl.collect.nvml.gpus import REASON_LABELS, Nvml
 from gputop_dl.errors import UsageError
 from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
-from gputop_dl.snapshot import Distributed, GpuSample, HostSample, JobSample, RankProc, Snapshot
+from gputop_dl.snapshot import (Distributed, GpuSample, HostSample, JobSample, RankProc, Snapshot,
+                                evolve)
 
 from tests.fakes.nvml import GiB, FakeProcess, FakePynvml
 from tests.fakes.procs import GPU_MAPS, TORCH_MAPS, Clock, FakeProc
@@ -310,8 +311,12 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
                         RankProc(rank=0, local_rank=0, pid=3),)))
     cw = JobSample(name="cw", pid=4, launched=False, cpu_wait_fraction=0.4,  # CPU wait (issue 21)
                    cpu_throttled_fraction=0.1)
-    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=four_gpus(), host=host,
-                    jobs=(LAUNCHED, FOUND, solo, ddp, cw), verdict=VERDICT))
+    energy = JobSample(name="e", pid=5, launched=True, energy_j=900.0, energy_w=300.0,
+                       energy_per_step_j=30.0, samples_per_joule=2.0, energy_estimate=False)
+    gpus = tuple(evolve(g, energy_j=100.0, energy_since=0.5, energy_source="counter",
+                        energy_scope="gpu") for g in four_gpus())
+    c.feed(Snapshot(time=1.0, gpu_status="ok", gpus=gpus, host=host,
+                    jobs=(LAUNCHED, FOUND, solo, ddp, cw, energy), verdict=VERDICT))
     have = set(render(c))
     with open(os.path.join(ROOT, "docs", "grafana", "gputop-dl.json")) as f:
         dash = json.load(f)
@@ -319,6 +324,7 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
     used = {n for e in exprs for n in re.findall(r"gputop_dl_\w+", e)}
     assert len(used) >= 20 and used <= have, sorted(used - have)
     assert {"gputop_dl_job_rank_info", "gputop_dl_job_rank_cpu_cores"} <= used
+    assert {"gputop_dl_gpu_energy_joules_total", "gputop_dl_job_energy_per_step_joules"} <= used
     with open(os.path.join(ROOT, "docs", "prometheus.yml")) as f:
         assert f":{DEFAULT_PORT}" in f.read()
 

@@ -8,9 +8,9 @@ its share of the GPU's time: time-sliced contexts take turns, so the owners comp
 it equally (an owner NVML saw idle there gets none), with the processes of no job as one more
 owner; the job's figure is then **an estimate**. NVML's per-process SM shares are not the split:
 two identical processes read 57 % and 19 % (docs/validation.md). `JobEnergy` is a job's result:
-joules over its run, its power over the last `WINDOW_S` seconds, and from that power its joules
-per step (x its step time), per epoch (x its epoch time, else x steps per epoch) and samples per
-joule (its samples/s over the power). A job on no GPU, or on a box whose GPUs give no energy,
+joules over its run, its power over its last `WINDOW_S` seconds on its GPUs, and from that its
+joules per step (x its step time), per epoch (x its epoch time, else x steps per epoch) and
+samples per joule (its samples/s over the power). A job on no GPU, or on a box whose GPUs give no energy,
 has None and the reason, never 0 J. A launch's phases' means are kept for its verdict
 (`note_phase`; the comparison itself is analyse/energy_phases.py). Pure: no reading, no clock.
 """
@@ -29,7 +29,12 @@ __all__ = ["EnergyLedger", "JobEnergy", "WINDOW_S", "job_keys", "once", "split_s
            "with_energy"]
 
 WINDOW_S = 10.0  # a job's power: its joules over about this many seconds
+# ... and not over fewer than these: the counter's differences come in steps of its update
+# period (up to 100 ms), so a shorter span could read several times the true power
+MIN_POWER_S = 0.5
 _OTHERS = ("", -1)  # the owner of a GPU process that is no job's
+MODULE_NOTE = ("module power: on a Grace superchip NVML's power and energy include its CPU and "
+               "memory")
 
 
 class JobEnergy(NamedTuple):
@@ -65,7 +70,7 @@ def split_shares(procs: Iterable[GpuProcess], owner: dict[int, tuple[str, int]]
 
 
 class _Job:
-    __slots__ = ("joules", "sources", "estimate", "window", "gpus")
+    __slots__ = ("joules", "sources", "estimate", "window", "gpus", "module")
 
     def __init__(self) -> None:
         self.joules: float | None = None
@@ -73,6 +78,7 @@ class _Job:
         self.estimate = False
         self.window: deque[tuple[float, float]] = deque()  # (time, joules)
         self.gpus: set[int] = set()
+        self.module = False  # some joules of it are a Grace module's (its CPU and memory too)
 
 
 class EnergyLedger:
@@ -109,13 +115,20 @@ class EnergyLedger:
                procs: Sequence[GpuProcess], jobs: Iterable[tuple[str, int, Sequence[int]]]) -> None:
         """One tick: `jobs` as (name, root pid, its process ids); jobs not named are dropped."""
         deltas: dict[int, tuple[float, str | None, float]] = {}  # GPU -> (J, source, from)
+        module = set()  # the GPUs whose power is a Grace module's
         for g in gpus:
             if g.energy_j is None:
                 continue
+            if g.energy_scope == "module":
+                module.add(g.index)
             last = self._last.get(g.index)
+            if last is not None and last[0] == g.energy_since and g.energy_j == last[1]:
+                continue  # not moved (a tick shorter than its update period): the next covers it
             if last is None and g.energy_since is not None:  # its joules since its first read
+                if g.energy_j <= 0.0:
+                    continue  # a first interval shorter than its update period: wait for one
                 deltas[g.index] = (g.energy_j, g.energy_source, g.energy_since)
-            elif last is not None and last[0] == g.energy_since and g.energy_j >= last[1]:
+            elif last is not None and last[0] == g.energy_since and g.energy_j > last[1]:
                 deltas[g.index] = (g.energy_j - last[1], g.energy_source, last[2])
             self._last[g.index] = (g.energy_since, g.energy_j, now)
         self._no_energy = _why_no_energy(gpu_status, gpus)
@@ -130,6 +143,7 @@ class EnergyLedger:
         self._jobs = {k: old.get(k) or _Job() for k in keys}
         if not deltas and self._no_energy is not None:
             return  # no GPU gives energy: nothing to split
+        fed: set[tuple[str, int]] = set()  # the jobs given joules this tick
         for gpu, shares in split_shares(procs, owner).items():
             delta = deltas.get(gpu)
             for key, share in shares.items():
@@ -142,15 +156,17 @@ class EnergyLedger:
                 if job.joules is None:  # its first interval: the power window opens there
                     job.window.append((delta[2], 0.0))
                 job.joules = (job.joules or 0.0) + delta[0] * share
+                fed.add(key)
+                job.module = job.module or gpu in module
                 if delta[1]:
                     job.sources.add(delta[1])
                 if share < 1.0:
                     job.estimate = True
-        for job in self._jobs.values():
-            if job.joules is not None:
-                job.window.append((now, job.joules))
-                while len(job.window) > 2 and now - job.window[1][0] >= WINDOW_S:
-                    job.window.popleft()
+        for key in fed:  # a job off its GPUs (ended, or between ticks of an unmoved counter)
+            job = self._jobs[key]  # keeps the power of its last seconds on them
+            job.window.append((now, job.joules or 0.0))
+            while len(job.window) > 2 and now - job.window[1][0] >= WINDOW_S:
+                job.window.popleft()
 
     def result(self, name: str, root: int | None, step_time_s: float | None = None,
                samples_per_s: float | None = None, epoch_times: Sequence[float] = (),
@@ -162,7 +178,7 @@ class EnergyLedger:
         power = None
         if len(job.window) >= 2:
             (t0, j0), (t1, j1) = job.window[0], job.window[-1]
-            if t1 > t0:
+            if t1 - t0 >= MIN_POWER_S:
                 power = (j1 - j0) / (t1 - t0)
         per_step = power * step_time_s if power is not None and step_time_s else None
         epoch_s = statistics.median(epoch_times) if epoch_times else None
@@ -171,8 +187,9 @@ class EnergyLedger:
         per_j = samples_per_s / power if samples_per_s and power else None
         source = (next(iter(job.sources)) if len(job.sources) == 1 else
                   "mixed" if job.sources else None)
-        note = ("a GPU it shares split by time share (equal turns of the owners computing): an "
-                "estimate" if job.estimate else None)
+        notes = (["a GPU it shares split by time share (equal turns of the owners computing): "
+                  "an estimate"] if job.estimate else []) + ([MODULE_NOTE] if job.module else [])
+        note = "; ".join(notes) or None
         return JobEnergy(joules=job.joules, power_w=power, per_step_j=per_step,
                          per_epoch_j=per_epoch, samples_per_joule=per_j, estimate=job.estimate,
                          source=source, note=note)
@@ -183,8 +200,8 @@ def with_energy(ledger: EnergyLedger, js: JobSample) -> JobSample:
     is: a figure or a reason, one of them is always set)."""
     if js.energy_j is not None or js.energy_note is not None:
         return js
-    e = ledger.result(js.name, js.pid, js.step_time_s, js.samples_per_s, js.epoch_times,
-                      js.steps_per_epoch)
+    e = ledger.result(js.name, js.pid, js.mean_step_time_s or js.step_time_s, js.samples_per_s,
+                      js.epoch_times, js.steps_per_epoch)
     return evolve(js, energy_j=e.joules, energy_w=e.power_w, energy_per_step_j=e.per_step_j,
                   energy_per_epoch_j=e.per_epoch_j, samples_per_joule=e.samples_per_joule,
                   energy_estimate=e.estimate, energy_source=e.source, energy_note=e.note)

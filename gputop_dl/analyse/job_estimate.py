@@ -18,7 +18,7 @@ from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, po
 from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
 from gputop_dl.analyse.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.memory_share import THRASH, domains, memory_shares, memory_slowdown
-from gputop_dl.analyse.own_pace import Pace
+from gputop_dl.analyse.slowdown.pace import Pace
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import student_t_cdf
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcLoad
@@ -180,7 +180,7 @@ class Estimate:
     # what its estimate comes from, slowed or not: `cause` once above SLOW (a job the live
     # verdict's hysteresis keeps slowed below SLOW is grouped by it)
     leans: str | None = None
-    # its loader's pace beside the others against its pace alone (analyse/own_pace.py; None:
+    # its loader's pace beside the others against its pace alone (analyse/slowdown/pace.py; None:
     # not read), and whether `slowdown` is that pace rather than the CPU-wait estimate
     pace: Pace | None = None
     pace_used: bool = False

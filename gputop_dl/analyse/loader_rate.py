@@ -8,7 +8,7 @@ cannot time a job's steps (steps longer than its burst, or no data wait to mark 
 intra-op pool spins (its CPU time says nothing of its progress), this is what `diagnose`'s
 probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").
 
-The write calls' ratio is the slowdown where both windows hold MIN_WRITES of them (a count
+The write calls' ratio is the slowdown where both windows hold MIN_WINDOW_WRITES of them (a count
 of batches, the same number each: PyTorch's dcgan 9.00 a batch alone and beside a copy). Where
 they are not readable (another user's workers), the CPU ratio is the slowdown and the switches
 are its check. Neither is exact: between alone
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 MIN_SWITCHES = 40  # voluntary switches a window needs (each batch is several)
 MIN_CPU_S = 0.005  # CPU-seconds of the workers a window needs (a batch took 1-5 ms here)
-MIN_WRITES = 20  # write calls a window needs to be rated by them (a batch is 5-10 of them)
+MIN_WINDOW_WRITES = 20  # write calls a window needs to be rated by them (a batch is 5-10 of them)
 CHECK = 3.0  # the switch ratio may be this many times apart from the CPU ratio at most
 CONTRADICT = 1.6  # a step-time ratio this many times apart from the loader's gives way to it
 
@@ -71,12 +71,12 @@ def _ratio(alone: float, together: float) -> float | None:
 def loader_slowdown(together: Work, alone: Work,
                     writes: tuple[int | None, int | None] = (None, None)) -> LoaderSlowdown:
     """The workers' batch rate alone over together's where `writes` (their write calls in each
-    window, together and alone) both hold MIN_WRITES or more; else their CPU rate alone over
+    window, together and alone) both hold MIN_WINDOW_WRITES or more; else their CPU rate alone over
     together's, where both windows hold enough work and the switch ratio is within `CHECK` of
     it."""
     (t_s, t_cpu, t_sw), (a_s, a_cpu, a_sw) = together, alone
     t_w, a_w = writes
-    if t_w is not None and a_w is not None and min(t_w, a_w) >= MIN_WRITES and t_s > 0 < a_s:
+    if t_w is not None and a_w is not None and min(t_w, a_w) >= MIN_WINDOW_WRITES and t_s > 0 < a_s:
         by_writes = (a_w / a_s) / (t_w / t_s)
         return LoaderSlowdown(by_writes, _ratio(a_cpu / a_s, t_cpu / t_s),
                               _ratio(a_sw / a_s, t_sw / t_s), 1.0, by_writes=by_writes)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.alone import alone_verdict
@@ -47,15 +47,17 @@ from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share, spin_
 from gputop_dl.analyse.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
-from gputop_dl.analyse.loader_rate import CONTRADICT
 from gputop_dl.analyse.outside_load import OutsideWindow
-from gputop_dl.analyse.own_pace import OwnPace, Pace, at_least_line, earlier_line, pace_line
-from gputop_dl.analyse.own_pace import evidence as pace_evidence
+from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
+from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
+from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
+from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
+from gputop_dl.analyse.slowdown.figure import SlowdownFigure, choose
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
-from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, SlowdownSource, Verdict
+from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num
 
@@ -63,7 +65,9 @@ __all__ = ["Estimate", "PassiveJudge", "Tick", "annotate", "judge_passive", "onc
            "smooth", "tick_estimates"]
 
 WINDOW = 5  # ticks per job whose median is its estimate
-WAITS_ON = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # an estimate's cause, as a row shows it
+# what a job waits on, as its row's column and `waits_on` in the JSON say it
+WaitsOn = Literal["cpu", "gpu", "disk", "memory"]
+WAITS_ON: dict[str, WaitsOn] = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # by an estimate's cause
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
 # stops) once RUNNABLE_MIN of them are known
@@ -134,23 +138,38 @@ SPIN_DOUBT = ("its intra-op pool spins, which the CPU-wait estimate cannot follo
 
 
 def with_pace(e: Estimate, p: Pace | None) -> Estimate:
-    """The estimate with its loader's pace (analyse/own_pace.py). The pace is the job's
-    slowdown where it counts batches (its loader's write calls: its progress itself), where the
-    CPU-wait estimate is known to miss (its intra-op pool spins: the model reads 0.1-1.4 of
-    such jobs' truth, docs/validation.md), where there is none, or where the two are more than
-    CONTRADICT apart: a measured rate of its own over a model."""
+    """The estimate with its own pace (analyse/slowdown/pace.py), and which of the two is its
+    slowdown: the one `figure.choose` picks (analyse/slowdown/figure.py). A pace by its batches
+    (its loader's write calls: its progress itself) or its loop counter always; one by its
+    loader's CPU or py-spy's steps where the CPU-wait estimate is known to miss (its intra-op
+    pool spins: the model reads 0.1-1.4 of such jobs' truth, docs/validation.md), where there
+    is none, or where the two are more than CONTRADICT apart: a measured rate of its own over
+    a model."""
     k = e.last
     spun = spins(k.pool, k.pool_slice_ms, k.pool_yields)
-    if p is None or p.slowdown is None:
-        return evolve(e, pace=p, doubt=SPIN_DOUBT if spun and e.slowdown is not None else None)
-    est = e.slowdown
-    if not (p.source in ("batches", "counter") or spun or est is None
-            or max(est, p.slowdown) / min(est, p.slowdown) > CONTRADICT):
-        return evolve(e, pace=p)
+    doubt = SPIN_DOUBT if spun and e.slowdown is not None else None
+    est = SlowdownFigure(e.slowdown, "estimate", "wait model", "no waits", e.confidence,
+                         doubt=doubt, why=e.why)
+    pace = pace_figure(p) if p is not None else None
+    if pace is None or choose([pace, est]) is not pace:
+        return evolve(e, pace=p, doubt=doubt)
+    assert p is not None and p.slowdown is not None
     leans = e.leans or "cpu"
     return evolve(e, slowdown=p.slowdown, pace=p, pace_used=True, leans=leans,
                   cause=leans if p.slowdown > SLOW else None,
                   confidence=e.confidence if e.confidence is not None else 0.5)
+
+
+def slowdown_figure(e: Estimate | None) -> SlowdownFigure | None:
+    """A job's live slowdown and where it comes from: its own pace where `with_pace` took it,
+    else the CPU-wait estimate (None: no estimate, or no value)."""
+    if e is None or e.slowdown is None:
+        return None
+    if e.pace_used and e.pace is not None:
+        return dataclasses.replace(pace_figure(e.pace), value=e.slowdown,
+                                   confidence=e.confidence)
+    return SlowdownFigure(e.slowdown, "estimate", "wait model", "no waits", e.confidence,
+                          doubt=e.doubt, why=e.why)
 
 
 def _host_load(load1: float | None, runnable: float | None, ticks: int) -> str:
@@ -344,27 +363,28 @@ def _c(e: Estimate) -> float:
     return e.confidence if e.confidence is not None else 0.0
 
 
-def _source(e: Estimate) -> SlowdownSource | None:
-    """Where a judged job's slowdown comes from: "own pace" or "estimated" (None: none)."""
-    return None if e.slowdown is None else "own pace" if e.pace_used else "estimated"
-
-
 def _job_verdict(e: Estimate) -> JobVerdict:
     k = e.last
+    fig = slowdown_figure(e)
     return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
-                      source=_source(e), slowdown_doubt=e.doubt,
+                      source=fig.source if fig else None,
+                      method=fig.method if fig else None,
+                      reference=fig.reference if fig else None, slowdown_doubt=e.doubt,
                       slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
                       critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
 
 
 def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSample]:
-    """The rows with their estimate: `slowdown`, `slowdown_source` = "estimated" and its
-    confidence, for each job that has no measured slowdown (a measured one is kept)."""
+    """The rows with their live slowdown (`slowdown_figure`: its value, source, method,
+    reference and confidence), for each job that has none yet: a row's own is launch's
+    measured or probe figure, which ranks above every live one (analyse/slowdown/figure.py)."""
     out = []
     for j in jobs:
         e = est.get(j.name)
-        if j.slowdown is None and e is not None and e.slowdown is not None:
-            j = evolve(j, slowdown=e.slowdown, slowdown_source=_source(e),
+        fig = slowdown_figure(e)
+        if j.slowdown is None and e is not None and fig is not None:
+            j = evolve(j, slowdown=e.slowdown, slowdown_source=fig.source,
+                       slowdown_method=fig.method, slowdown_reference=fig.reference,
                        slowdown_confidence=e.confidence, slowdown_doubt=e.doubt)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,

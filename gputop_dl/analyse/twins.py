@@ -3,7 +3,7 @@
 A user who starts a second copy of a training script by hand gives it another output folder,
 seed or run name, or another learning rate (a sweep by hand); it still makes the same batches
 and the same steps at the same cost alone, so the first copy's pace alone is the second's too
-(analyse/own_pace.py: a loader's pace follows its trainer's). Two command lines are twins when
+(analyse/slowdown/pace.py: a loader's pace follows its trainer's). Two command lines are twins when
 they are equal once the options named for where a run writes, what it is called, how it is
 seeded, and the optimizer's figures and the run's length are left out (IGNORED, matched on the
 option's name without dashes, "-" or "_", lowercased, by prefix; the value after it goes with

@@ -27,10 +27,13 @@ step-time spread and step counts of the co-run window and the solo baselines (St
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
+from gputop_dl.analyse.slowdown.figure import Method, measured
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.alone import alone_verdict
 from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
@@ -47,6 +50,11 @@ MIN_STEPS = 3
 FULL_CONFIDENCE_STEPS = 30
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 FASTER = 0.90  # a job this much faster beside the others than alone: its solo figure was slow
+# where a job's steps come from: the built-in trainer's events, the start-up hook in a user's
+# script, or py-spy's sample order of its main thread (`diagnose`); the model's method for each
+StepSource = Literal["trainer", "hook", "py-spy"]
+STEP_METHOD: dict[StepSource, Method] = {"trainer": "step times", "hook": "step times",
+                                         "py-spy": "py-spy steps"}
 
 @dataclass(frozen=True)
 class JobEvidence:
@@ -69,7 +77,7 @@ class JobEvidence:
     solo_cv: float | None = None  # step-time coefficient of variation of the solo baseline
     cv: float | None = None  # step-time coefficient of variation in the overlap window
     solo_steps: int | None = None  # steps the solo baseline's figures come from
-    source: str = "trainer"  # where the steps come from: "trainer", or "hook" (a user's script)
+    source: StepSource = "trainer"  # where its steps come from
     mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
     solo_mean_step_time_s: float | None = None
     # a slowdown measured by another rate than step times, where those are unknown (diagnose's
@@ -160,7 +168,7 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     if final and v.kind == "insufficient-data":
         v = v.replace(title="not enough data")  # the session ended: no "yet"
     if v.kind in ("insufficient-data", "no-baseline"):
-        return v
+        return _with_provenance(v, jobs, baseline_mode)
     noisy = [(j, cv) for j in jobs if (cv := j.solo_cv) is not None and cv > NOISY_CV]
     if noisy:
         v = v.with_evidence(noisy_baselines={j.name: round(cv, 3) for j, cv in noisy})
@@ -189,7 +197,24 @@ def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "mea
     # halved once: a noisy baseline's spread, where known, is in the confidence already
     if fast or any(side_probability(j) is None for j, _ in noisy):
         v = v.replace(confidence=round(v.confidence / 2, 2))
-    return v
+    return _with_provenance(v, jobs, baseline_mode)
+
+
+def _with_provenance(v: Verdict, jobs: Sequence[JobEvidence], baseline_mode: str) -> Verdict:
+    """Each judged job's slowdown with where it comes from (analyse/slowdown/figure.py): its
+    step times over its solo baseline's or its probe window's, or py-spy's steps (`diagnose`).
+    A slowdown from another rate (`rate_slowdown`) is left to the caller that gave it."""
+    by = {j.name: j for j in jobs}
+    out = []
+    for jv in v.jobs:
+        e = by.get(jv.name)
+        fig = (None if jv.slowdown is None or e is None or e.rate_slowdown is not None
+               else measured(jv.slowdown, baseline_mode == "probe" or e.source == "py-spy"))
+        if fig is not None and e is not None:
+            fig = dataclasses.replace(fig, method=STEP_METHOD[e.source])
+        out.append(jv if fig is None else
+                   jv.replace(source=fig.source, method=fig.method, reference=fig.reference))
+    return v.replace(jobs=tuple(out))
 
 
 def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_STEPS,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
+from gputop_dl.analyse.slowdown.figure import Method, Reference, SlowdownSource
+
 VerdictKind = Literal["parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound",
                       "outside-load", "other", "insufficient-data", "no-baseline", "alone"]
 KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
@@ -20,7 +22,6 @@ KINDS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 # a verdict's evidence: figures by name, free-form (each rule adds its own), published as the
 # JSON verdict's `evidence` (docs/verdict.md)
 Evidence = dict[str, Any]
-SlowdownSource = Literal["measured", "probe", "estimated", "own pace"]
 
 TITLES: dict[VerdictKind, str] = {
     "parallel": "truly parallel",
@@ -54,6 +55,8 @@ class JobVerdict:
     solo_step_time_s: float | None = None
     # the passive judgement (analyse/passive.py)
     source: SlowdownSource | None = None
+    method: Method | None = None  # what read the live slowdown, and what it is divided by
+    reference: Reference | None = None  # (analyse/slowdown/figure.py)
     slowdown_confidence: float | None = None
     slowdown_doubt: str | None = None  # why the estimate can be far from the truth
     cpu_wait: float | None = None  # 0..1 of the job's runnable time spent waiting for a CPU
@@ -72,10 +75,10 @@ class JobVerdict:
                "solo_cpu_cores": self.solo_cpu_cores, "steps": self.steps,
                "mean_slowdown": self.mean_slowdown, "step_time_s": self.step_time_s,
                "solo_step_time_s": self.solo_step_time_s}
-        for k in ("source", "slowdown_confidence", "slowdown_doubt", "cpu_wait", "critical_wait",
+        for k in ("source", "method", "reference", "slowdown_confidence", "slowdown_doubt", "cpu_wait", "critical_wait",
                   "gpu_wait", "why", "outside_slowdown"):
             if getattr(self, k) is not None:
-                out["slowdown_source" if k == "source" else k] = getattr(self, k)
+                out[f"slowdown_{k}" if k in ("source", "method", "reference") else k] = getattr(self, k)
         return out
 
 

@@ -17,7 +17,9 @@ phases, bounded by `seconds`:
    a probe that finds the jobs at their solo speed then says `outside-load`, not parallel.
 
 The verdict is the launch's (`analyse.verdict.judge`): a slowdown only where py-spy read a step
-time both together and alone; otherwise it rests on the signals and says that it does.
+time both together and alone; otherwise it rests on the signals and says that it does. This
+plan measures; what it makes of the readings (the verdict, the jobs' JSON) is pure and lives
+in analyse/slowdown/diagnosis.py.
 
 Beside it, the live estimate (analyse/passive.py) over the observe phase, each job's stall from
 the burst: with `probe=False` it is the verdict (observe about 6 s, burst 3 s: an answer in about
@@ -29,22 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-import statistics
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import psutil
 
 from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT, spin_fix
-from gputop_dl.analyse.passive import WAITS_ON, Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.box_peaks import Peaks
 from gputop_dl.analyse.evidence import HostPoint, host_point
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
-from gputop_dl.analyse.verdict_types import Fix, Verdict
-from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown, loader_slowdown
+from gputop_dl.analyse.loader_rate import LoaderSlowdown, loader_slowdown
+from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.slowdown import diagnosis
+from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.jobs.found import owner
 from gputop_dl.collect.jobs.privilege import Access
@@ -65,8 +64,6 @@ SCHEMA = "gputop-dl.diagnosis/1"
 RATE = 100  # py-spy samples per second: a 40 ms data wait must span several samples
 NO_PROBE_OBSERVE_S = 6.0  # --no-probe: observe at most this long (the live estimate needs a few ticks)
 NO_PROBE_BURST_S = 3.0  # --no-probe: the py-spy burst (data stall) at most this long
-JUDGED = ("parallel", "cpu-bound", "gpu-contended", "io-bound", "memory-bound", "outside-load",
-          "alone")
 
 
 class Diagnosed(TypedDict):
@@ -278,79 +275,27 @@ class DiagnosePlan(Plan["Engine"]):
         return v, est
 
     def _judge(self, engine: Engine, live: list[int]) -> VerdictJson:
-        evs = []
-        for pid in live:
-            j = self.jobs[pid]
-            tog, alone = j.get("together"), j.get("alone")
-            gpus = tuple(int(g) for g in (j.get("device") or "").removeprefix("gpu").split(",")
-                         if g.isdigit())
-            evs.append(JobEvidence(
-                name=j["name"], device=f"cuda:{gpus[0]}" if gpus else "cpu", gpus=gpus,
-                steps=(tog.cycles or 0) if tog and tog.step_time_s else 0,
-                step_time_s=tog.step_time_s if tog else None,
-                stall=tog.fraction if tog and tog.samples else None,
-                cpu_cores=statistics.fmean(j["cpu"]) if j["cpu"] else None,
-                solo_step_time_s=alone.step_time_s if alone else None,
-                solo_stall=alone.fraction if alone and alone.samples else None,
-                solo_cpu_cores=j.get("solo_cpu_cores"),
-                solo_steps=(alone.cycles or None) if alone and alone.step_time_s else None,
-                cv=tog.cv if tog else None, solo_cv=alone.cv if alone else None,
-                source="py-spy"))
-        hs = self._host
-        host = HostEvidence(
-            cpus=engine.env.get("cpus") or 1, busy=_mean([h.busy for h in hs]),
-            psi_some10=_mean([h.psi_some10 for h in hs]), load1=_mean([h.load1 for h in hs]),
-            throttled=_mean([h.throttled for h in hs]),
-            gpu_util={g: statistics.fmean(v) for g, v in self._gpu.items() if v})
-        # a slowdown needs py-spy's step time of every job, together and alone (a verdict on
-        # some jobs' slowdowns would say nothing of the others); where py-spy could not time a
-        # job, the probe's loader work rate alone against together may measure it instead
-        by_loader = {pid: self._loader(self.jobs[pid]) for pid in live} if self.probe else {}
-        rated = {self.jobs[pid]["name"]: got for pid, got in by_loader.items()
-                 if got.slowdown is not None}
-        # py-spy's ratio where the loader's contradicts it: its cycles are read from 100 Hz
-        # samples of one thread, which alias steps of a few samples; the loader counts every
-        # batch of the window, so its figure is kept
-        contradicted = {e.name: s for e in evs if (s := e.slowdown) is not None
-                        and e.name in rated and _apart(s, rated[e.name].slowdown)}
-        evs = [JobEvidence(**{**e.__dict__, "steps": 0, "step_time_s": None,
-                              "solo_step_time_s": None}) if e.name in contradicted else e
-               for e in evs]
-        untimed = [e.name for e in evs if not e.steps or (self.probe and not e.solo_step_time_s)]
-        if not untimed:
-            v = judge(evs, host, "probe" if self.probe else "none")
-        elif all(n in rated for n in untimed):  # every untimed job measured by its loader
-            v = _by_loader(evs, host, untimed, rated, contradicted)
-        else:  # judge on the signals, and say so
-            v = judge([JobEvidence(**{**e.__dict__, "solo_step_time_s": None}) for e in evs],
-                      host, "none", need_steps=0)
-            v = v.replace(
-                reason=v.reason + (f" (py-spy could not read the step time of {', '.join(untimed)}"
-                                   + (" together and alone" if self.probe else "")
-                                   + ", so no slowdown is claimed)"),
-                confidence=_signal_agreement(hs, host.cpus, bool(v.evidence["cpu_signals"])))
-        v = v.with_evidence(method={
-            "step_times": "py-spy sample order of each job's main thread" + (
-                "; where it could not time them, the loader workers' work rate"
-                if self.probe and any(g.slowdown is not None for g in by_loader.values())
-                else ""),
-            "solo": "in-situ probe (the other jobs paused)" if self.probe else None,
-            "paused_job_s": round(self.paused_job_s, 2)})
-        if v.kind == "no-baseline":
-            v = v.replace(recommendations=(
-                "run without --no-probe so each job is measured alone" if not self.probe else
-                "launch the scripts with `gputop-dl launch` (command workloads) for step-exact "
-                "figures from the start-up hook",))
-        v = v.with_lines(*(f"{self.jobs[pid]['name']}: no slowdown from its loader: {g.why}"
-                           for pid, g in by_loader.items()
-                           if g.slowdown is None and g.why and self.jobs[pid]["name"] in untimed
-                           and not self.jobs[pid].get("no_solo")))
-        v = v.with_lines(*(f"{self.jobs[pid]['name']}: measured passively, "
-                           f"{self.jobs[pid]['no_solo']}" for pid in live
-                           if self.jobs[pid].get("no_solo")))
-        if self.probe and self.paused_job_s:
-            v = v.with_lines(f"probe cost: {self.paused_job_s:.1f} job-seconds paused")
-        return self._with_estimate(self._not_alone(v, live)).to_json()
+        """The verdict on the live jobs (analyse/slowdown/diagnosis.py)."""
+        return diagnosis.verdict(
+            [self._measured(self.jobs[pid]) for pid in live], self._host, self._gpu,
+            engine.env.get("cpus") or 1, self.probe, self.paused_job_s,
+            self._estimated()).to_json()
+
+    def _estimated(self) -> diagnosis.Estimated:
+        last = self._observed[-1] if self._observed else None
+        return diagnosis.Estimated(self.estimate, self.estimates,
+                                   None if last is None else (last[1], last[3], last[4]),
+                                   self.peaks)
+
+    def _measured(self, j: Diagnosed) -> diagnosis.Measured:
+        """What was read of a job, as the pure verdict reads it."""
+        return diagnosis.Measured(
+            name=j["name"], pid=j["pid"], pids=tuple(j.get("pids") or ()),
+            command=j.get("command"), device=j.get("device"), cpu=tuple(j["cpu"]),
+            cpu_wait=tuple(j.get("cpu_wait") or ()), together=j.get("together"),
+            alone=j.get("alone"), no_solo=j.get("no_solo"),
+            solo_cpu_cores=j.get("solo_cpu_cores"), window=self._window(j),
+            loader=self._loader(j) if self.probe else LoaderSlowdown())
 
     def _loader(self, j: Diagnosed) -> LoaderSlowdown:
         """The job's slowdown from its loader workers' work rate, alone (its probe window)
@@ -365,12 +310,6 @@ class DiagnosePlan(Plan["Engine"]):
                                (alone.seconds, alone.cpu_s, alone.switches),
                                (tog.writes, alone.writes))
 
-    def _not_alone(self, v: Verdict, live: list[int]) -> Verdict:
-        """The solo windows that load outside the jobs slowed (analyse/outside_load.py)."""
-        return outside_load.not_alone(
-            v, [w for w in (self._window(self.jobs[pid]) for pid in live) if w is not None],
-            self._cpus)
-
     def _window(self, j: Diagnosed) -> outside_load.SoloWindow | None:
         """What ran beside the job in its solo window (None: no window read)."""
         r: SoloReading | None = j.get("window")
@@ -384,118 +323,14 @@ class DiagnosePlan(Plan["Engine"]):
             stall=alone.fraction if on_gpu and alone is not None and alone.samples else None)
 
     def _with_estimate(self, v: Verdict) -> Verdict:
-        """Without the probe, the live estimate is the verdict; with it, the estimate stands
-        beside the probe's figures (and is the verdict where the probe could claim nothing)."""
-        pv = self.estimate
-        if pv is None:
-            return v
-        est = {name: e.slowdown for name, e in self.estimates.items()}
-        if not self.probe:
-            return pv.with_evidence(diagnose_method=v.evidence.get("method")).with_lines(
-                "--no-probe: no job was paused or measured alone")
-        probed = {j.name: j.slowdown for j in v.jobs}
-        side = "; ".join(f"{n} {_x(est.get(n))} estimated vs {_x(probed.get(n))} probe"
-                         for n in dict.fromkeys([*probed, *est]))
-        v = v.with_evidence(estimated_slowdowns=est, estimate_kind=pv.kind).with_lines(
-            f"live estimate ({pv.kind}) beside the probe: {side}")
-        if v.kind == "no-baseline" and pv.kind in JUDGED:
-            return pv.replace(
-                reason=f"{pv.reason} (the probe: {v.reason})",
-                evidence={**v.evidence, **pv.evidence},
-                evidence_lines=pv.evidence_lines + v.evidence_lines)
-        spun = pv.evidence.get("spinning_pools")
-        if spun and v.kind == "cpu-bound":  # the estimate's cheapest fix holds for the probe's
-            v = v.with_evidence(spinning_pools=spun).with_fix_first(
-                Fix("spinning-pools", tuple(spun), spin_fix(spun))).with_lines(
-                *(ln.replace(DIAGNOSE_HINT, "") for ln in pv.evidence_lines
-                  if "they spin while they wait" in ln))
-        if self._observed:  # the probe's verdict against the box's measured peaks too
-            _, jobs, _, gprocs, gpus = self._observed[-1]
-            v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)
-        return v
+        return diagnosis.with_estimate(v, self._estimated(), self.probe)
 
     def result(self) -> dict[str, Any]:
         """The diagnosis as the JSON contract's parts (`present.diagnosis` renders it)."""
-        jobs: list[dict[str, Any]] = []  # the schema's job objects (gputop-dl.diagnosis/1)
-        for j in self.jobs.values():
-            if "together" not in j:
-                continue
-            tog, alone = j.get("together"), j.get("alone")
-            step = tog.step_time_s if tog else None
-            solo = alone.step_time_s if alone else None
-            # one slowdown, as in `--once --json`: the probe's where it timed the job both
-            # together and alone, else the live estimate's (analyse/passive.py)
-            slowdown, source = (round(step / solo, 3), "probe") if step and solo else (None, None)
-            by = "py-spy step times" if slowdown is not None else None
-            got = self._loader(j) if self.probe else LoaderSlowdown()
-            loader, loader_why = got.slowdown, got.why
-            if loader is not None and (slowdown is None or _apart(slowdown, loader)):
-                slowdown, source = round(loader, 3), "probe"
-                by = "loader batches" if got.by_writes is not None else "loader work rate"
-            est = _est(self.estimates, j["name"], "slowdown")
-            if slowdown is None and est is not None:
-                slowdown, source = est, ("own pace" if _est(self.estimates, j["name"], "pace_used")
-                                         else "estimated")
-            waits = j.get("cpu_wait") or []
-            jobs.append({
-                "pid": j["pid"], "pids": j.get("pids") or [], "name": j["name"],
-                "command": j.get("command"), "device": j.get("device"),
-                "cpu_cores": round(statistics.fmean(j["cpu"]), 3) if j["cpu"] else None,
-                "solo_cpu_cores": j.get("solo_cpu_cores"),
-                "stall_fraction": (round(tog.fraction, 3)
-                                   if tog and tog.samples and tog.fraction is not None else None),
-                "solo_stall_fraction": (round(alone.fraction, 3) if alone and alone.samples
-                                        and alone.fraction is not None else None),
-                "step_time_s": step, "solo_step_time_s": solo,
-                "slowdown": slowdown, "slowdown_source": source, "slowdown_from": by,
-                "loader_slowdown": None if loader is None else round(loader, 3),
-                "loader_why": loader_why,
-                "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
-                "measured_alone": alone is not None, "why_not_alone": j.get("no_solo"),
-                "solo_outside": (outside_load.window_json(win, self._cpus)
-                                 if (win := self._window(j)) is not None else None),
-                "estimated_slowdown": est,
-                "estimate_confidence": _est(self.estimates, j["name"], "confidence"),
-                "slowdown_doubt": (self.estimates[j["name"]].doubt
-                                   if source == "estimated" else None),
-                **_waits(self.estimates.get(j["name"]),
-                         round(statistics.fmean(waits), 3) if waits else None)})
+        jobs = diagnosis.jobs_json([self._measured(j) for j in self.jobs.values()
+                                    if "together" in j], self.estimates, self.probe, self._cpus)
         return {"schema": SCHEMA, "verdict": self.verdict, "jobs": jobs,
                 "notes": list(self.notes_)}
-
-
-def _x(s: float | None) -> str:
-    return "–" if s is None else f"{s:.2f}×"
-
-
-def _waits(e: Estimate | None, cpu: float | None) -> dict[str, Any]:
-    """What the live estimate finds the job waits on (issue 32): `waits_on` as the monitor's
-    column has it, and `waits` as `--once --json` has them (each a share 0..1, null: unknown)."""
-    if e is None:
-        return {"waits_on": None, "waits": {"cpu": cpu, "io": None, "memory": None, "gpu": None}}
-    io = e.io_wait if e.io_wait is None or e.mem_wait is None else round(e.io_wait - e.mem_wait, 3)
-    return {"waits_on": WAITS_ON.get(e.cause or ""),
-            "waits": {"cpu": cpu, "io": io, "memory": e.mem_wait, "gpu": e.last.gpu_wait}}
-
-
-def _est(estimates: dict[str, Estimate], name: str, attr: str) -> float | None:
-    e = estimates.get(name)
-    return getattr(e, attr) if e is not None else None
-
-
-def _signal_agreement(hs: list[HostPoint], cpus: int, fired: bool) -> float:
-    """A signals-only verdict's confidence: the share of the host samples that agree with it
-    (a CPU saturation signal fired in that sample, or did not)."""
-    if not hs:
-        return 0.0
-    agree = sum(bool(HostEvidence(cpus=cpus, busy=h.busy, psi_some10=h.psi_some10, load1=h.load1,
-                                  throttled=h.throttled).cpu_signals()) == fired for h in hs)
-    return round(agree / len(hs), 2)
-
-
-def _mean(vals: Sequence[float | None]) -> float | None:
-    known = [v for v in vals if v is not None]
-    return statistics.fmean(known) if known else None
 
 
 def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEstimate]:
@@ -505,42 +340,6 @@ def _spy_all(targets: dict[int, int], seconds: float) -> dict[int, pyspy.StallEs
     keyed: dict[Hashable, int] = {pid: target for pid, target in targets.items()
                                   if access.refusal(owner(pid)) is None}
     return {k: e for k, e in pyspy.spy_all(keyed, seconds, RATE)[0].items() if isinstance(k, int)}
-
-
-def _loader_why(r: LoaderSlowdown) -> str:
-    """What a loader slowdown is made of: its batches (write calls) with its CPU beside them, or
-    its CPU with its switches."""
-    if r.by_writes is not None:
-        return f"its workers' batches {r.by_writes:.2f}× (write calls), CPU {_x(r.by_cpu)}"
-    return f"its workers' CPU {_x(r.by_cpu)}, switches {_x(r.by_switches)}"
-
-
-def _by_loader(evs: list[JobEvidence], host: HostEvidence, untimed: list[str],
-               rated: dict[str, LoaderSlowdown], contradicted: dict[str, float]) -> Verdict:
-    """The verdict on the slowdowns the loader measured for the jobs py-spy could not time
-    (or timed against the loader's figure, `contradicted`: py-spy's ratio); its confidence is
-    how closely the loader's two ratios agree, the weakest job's."""
-    v = judge([JobEvidence(**{**e.__dict__, "rate_slowdown": rated[e.name].slowdown})
-               if e.name in untimed else e for e in evs], host, "probe", need_steps=0)
-    v = v.replace(confidence=min(rated[n].agreement or 0.0 for n in untimed))
-    v = v.with_evidence(loader_slowdowns={n: round(rated[n].slowdown or 0.0, 3) for n in untimed})
-    v = v.with_lines(
-        "slowdowns from each job's data-loader workers, their work rate alone (the others "
-        "paused) against together (py-spy could not time the steps of "
-        + ", ".join(n for n in untimed if n not in contradicted)
-        + (", and contradicted by the loader for " + ", ".join(contradicted)
-           if contradicted else "") + "): " + ", ".join(
-            f"{n} {rated[n].slowdown:.2f}× ({_loader_why(rated[n])})" for n in untimed))
-    return v.with_lines(*(
-        f"{n}: py-spy's step times gave {s:.2f}×, its loader {rated[n].slowdown:.2f}×: more "
-        f"than {CONTRADICT:g}× apart, so the loader's is kept (py-spy's step cycles are read from "
-        "100 Hz samples, which alias short steps; the loader counts every batch)"
-        for n, s in contradicted.items()))
-
-
-def _apart(a: float, b: float | None) -> bool:
-    """Whether two slowdowns of one job disagree: more than `CONTRADICT` times apart."""
-    return b is not None and a > 0 and b > 0 and abs(math.log(a / b)) > math.log(CONTRADICT)
 
 
 def _tree_cpu_s(pids: list[int]) -> float | None:

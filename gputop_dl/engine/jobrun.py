@@ -32,7 +32,7 @@ from gputop_dl.workload import Workload, shown_command
 # A trainer event as the job wrote it (injob/channel.py: one JSON object a line, "ev" its kind):
 # read from the job's events file, so a JSON document from outside, checked where it is read
 Event = dict[str, Any]
-# A job's solo baseline (launch_plan._solo_stats, probe.py): step_time_s, samples_per_s,
+# A job's solo baseline (analyse/slowdown/solo.py, probe.py): step_time_s, samples_per_s,
 # stall_fraction, steps, cpu_cores, cv, mean_step_time_s, device, solo_phases (+ note, cached).
 # A JSON document: cached in the store across sessions and read back from it, and read by
 # analyse's evidence (JobSeries.solo)
@@ -222,7 +222,7 @@ class JobRun:
             cpu_cores=ts.cpu_cores if ts else None, rss=ts.rss if ts else None,
             threads=ts.threads if ts else None, stall_fraction=st.stall_fraction,
             stall_source=("hook" if cmd else "trainer") if st.n else None,
-            step_time_s=st.step_time_s,
+            step_time_s=st.step_time_s, mean_step_time_s=st.mean_step_s,
             samples_per_s=st.samples_per_s,
             epoch=last["epoch"] if last else None,
             epochs=epochs, step=last["step"] if last else None, steps_per_epoch=spe, eta_s=eta,

@@ -29,10 +29,11 @@ from gputop_dl.analyse.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse import outside_load
 from gputop_dl.analyse.energy_phases import energy_evidence
-from gputop_dl.analyse.jobstats import step_stats
 from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.passive import PassiveJudge, annotate
-from gputop_dl.analyse.phases import add_phase_evidence, solo_phases
+from gputop_dl.analyse.phases import add_phase_evidence
+from gputop_dl.analyse.slowdown.figure import measured
+from gputop_dl.analyse.slowdown.solo import solo_baseline
 from gputop_dl.analyse.summary import verdict_slowdowns
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.jobs.fingerprint import fingerprint
@@ -146,12 +147,18 @@ class LaunchPlan(Plan["Engine"]):
         slow = verdict_slowdowns(self.verdict)
         cur = self.probe.current if self.probe else None
         paused = set(cur.paused) if cur else set()
-        measured = "probe" if self.spec.baseline == "probe" else "measured"
-        jobs = [evolve(j, slowdown=slow.get(j.name),
-                       slowdown_source=measured if slow.get(j.name) else None,
-                       status="paused" if j.name in paused and j.status == "running"
-                       else j.status)
-                if j.phase == "co-run" else j for j in launched]
+        probing = self.spec.baseline == "probe"
+        jobs = []
+        for j in launched:
+            if j.phase == "co-run":
+                fig = measured(slow.get(j.name), probing)  # analyse/slowdown/figure.py
+                j = evolve(j, slowdown=slow.get(j.name),
+                           slowdown_source=fig.source if fig else None,
+                           slowdown_method=fig.method if fig else None,
+                           slowdown_reference=fig.reference if fig else None,
+                           status="paused" if j.name in paused and j.status == "running"
+                           else j.status)
+            jobs.append(j)
         jobs = self._estimate(jobs)
         for w in self.spec.workloads:
             if w.name not in engine.runs:
@@ -511,12 +518,5 @@ def _with_beside(base: SoloBaseline | None, watch: SoloRunWatch) -> SoloBaseline
 
 
 def _solo_stats(run: JobRun, warmup: int) -> SoloBaseline | None:
-    """A finished solo run's baseline: step time, stall, CPU need, spread, device."""
-    st = step_stats(run.steps, warmup=warmup, window=0)
-    if not st.n:
-        return None
-    return {"step_time_s": st.step_time_s, "samples_per_s": st.samples_per_s,
-            "stall_fraction": st.stall_fraction, "steps": st.n,
-            "cpu_cores": run.measured_cpu_cores(), "cv": st.cv, "mean_step_time_s": st.mean_step_s,
-            "device": run.info.get("device"),
-            "solo_phases": solo_phases(run.steps[warmup:])}
+    """A finished solo run's baseline (analyse/slowdown/solo.py)."""
+    return solo_baseline(run.steps, warmup, run.measured_cpu_cores(), run.info.get("device"))

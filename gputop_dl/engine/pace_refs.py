@@ -1,6 +1,6 @@
 """Stored pace references: found jobs' readings alone, kept in the session database across runs.
 
-A found job's own pace (analyse/own_pace.py) needs its readings while it ran alone, or a running
+A found job's own pace (analyse/slowdown/pace.py) needs its readings while it ran alone, or a running
 twin's. A job started at the same moment as the others has neither; nor has any job when
 gputop-dl starts after them. What a copy of its command read alone in an earlier gputop-dl run
 on this machine is its pace alone as well, if nothing it depends on changed: the monitor stores
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse import twins
-from gputop_dl.analyse.own_pace import STORED_MAX_AGE_S, OwnPace, Reference
+from gputop_dl.analyse.slowdown.pace_tracks import STORED_MAX_AGE_S, OwnPace, Reference
 from gputop_dl.collect.jobs.fingerprint import found_fingerprint
 from gputop_dl.snapshot import JobSample
 

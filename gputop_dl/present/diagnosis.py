@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gputop_dl.present.verdict_text import slowdown_text
+from gputop_dl.present.verdict_text import METHOD_MARK, slowdown_text
 from gputop_dl.text.fmt import DASH, num, pct, secs
 from gputop_dl.text.safe import text
 
@@ -28,10 +28,18 @@ def diagnosis_table(result: Mapping[str, Any]) -> Table:
                   pct(j["solo_stall_fraction"]), secs(j["step_time_s"]),
                   secs(j["solo_step_time_s"]),
                   slowdown_text(j["slowdown"], j.get("slowdown_source"), j.get("slowdown_doubt"))
-                  + (" (loader)" if j.get("slowdown_from") == "loader work rate" else ""),
+                  + _by(j.get("slowdown_method")),
                   num(j.get("estimated_slowdown"), ".2f", "×")
                   + (f" ({j['estimate_confidence']:.0%})"
                      if j.get("estimate_confidence") is not None else ""),
                   j.get("waits_on") or DASH,
                   "yes" if j["measured_alone"] else text(j.get("why_not_alone") or DASH))
     return t
+
+
+def _by(method: str | None) -> str:
+    """What read a slowdown, where it is not the kind's usual (py-spy's steps for the probe,
+    the wait model for an estimate): " (batches)", " (loader CPU)", " (counter)"."""
+    if method is None or method in ("py-spy steps", "wait model", "step times"):
+        return ""
+    return f" ({METHOD_MARK.get(method, method)})"

@@ -23,11 +23,18 @@ def energy_line(j: JobSample) -> str | None:
     if j.energy_per_epoch_j is not None:
         parts.append(joules(j.energy_per_epoch_j, est) + "/epoch")
     if j.samples_per_joule is not None:
-        parts.append(f"{j.samples_per_joule:.3g} samples/J")
+        parts.append(_per_joule(j.samples_per_joule, est))
     text = " · ".join(parts) + f"  (GPU {j.energy_source or DASH})"
     if est:
         text += "; ~ an estimate: " + (j.energy_note or "a shared GPU split by time share")
+    elif j.energy_note:
+        text += "; " + j.energy_note
     return text
+
+
+def _per_joule(x: float, estimate: bool | None) -> str:
+    """"2.1 samples/J", "~" in front where the joules behind it are an estimate."""
+    return ("~" if estimate else "") + f"{x:.3g} samples/J"
 
 
 def phase_text(p: PhaseEnergy) -> str:
@@ -39,7 +46,7 @@ def phase_text(p: PhaseEnergy) -> str:
     if p["per_epoch_j"] is not None:
         parts.append(joules(p["per_epoch_j"], est) + "/epoch")
     if p["samples_per_joule"] is not None:
-        parts.append(f"{p['samples_per_joule']:.3g} samples/J")
+        parts.append(_per_joule(p["samples_per_joule"], est))
     return " · ".join(parts)
 
 

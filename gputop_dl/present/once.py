@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gputop_dl.analyse.gpu_clocks import pcie_text, throttle_text
-from gputop_dl.text.fmt import DASH, num, pct, rate, size
+from gputop_dl.text.fmt import DASH, joules, num, pct, rate, size
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import escape, text
@@ -31,14 +31,17 @@ def print_once(snap: Snapshot, console: Console | None = None) -> None:
         console.print(f"[bold]GPUs[/]: none — {escape(snap.notes[0] if snap.notes else snap.gpu_status)}")
     else:
         t = Table(header_style="bold")
-        for c in ("GPU", "name", "util", "memory", "temp", "power", "SM clock", "PCIe"):
+        for c in ("GPU", "name", "util", "memory", "temp", "power", "energy", "SM clock", "PCIe"):
             t.add_column(c)
         for g in snap.gpus:
             t.add_row(str(g.index), text(g.name or DASH), pct(g.util),
                       f"{size(g.mem_used)} / {size(g.mem_total)}", num(g.temp_c, ".0f", " °C"),
                       num(g.power_w, ".0f", " W") if not g.error else text(g.error),
-                      _clock_cell(g), escape(pcie_text(g)) or DASH)
+                      _energy_cell(g), _clock_cell(g), escape(pcie_text(g)) or DASH)
         console.print(t)
+        for g in snap.gpus:  # module scope, a counter given up: what its joules are
+            if g.energy_note:
+                console.print(f"[dim]note: GPU {g.index} energy: {escape(g.energy_note)}[/]")
     if snap.gpu_processes:
         t = Table(title="GPU processes", header_style="bold", title_justify="left")
         for c in ("GPU", "PID", "memory", "SM"):
@@ -75,3 +78,10 @@ def _clock_cell(g: GpuSample) -> str:
     out = f"{g.sm_clock_mhz}" + (f" / {g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "") + " MHz"
     held = throttle_text(g)
     return out + (f" [yellow]{escape(held)}[/]" if held else "")
+
+
+def _energy_cell(g: GpuSample) -> str:
+    """The GPU's joules over --once's interval, "power × time" where NVML gave no counter."""
+    if g.energy_j is None:
+        return DASH
+    return joules(g.energy_j) + (" (power × time)" if g.energy_source == "power-integral" else "")

@@ -117,7 +117,7 @@ _JOB_GAUGES = (
      "pages the page cache had evicted, 0..1", "memory_wait_fraction"),
     (m.JOB_POWER, "The job's GPU power over the last seconds (its share of a GPU it shares)",
      "energy_w"),
-    (m.JOB_ENERGY_PER_STEP, "The job's GPU joules per step (its power x its step time)",
+    (m.JOB_ENERGY_PER_STEP, "The job's GPU joules per step (its power x its mean step time)",
      "energy_per_step_j"),
     (m.JOB_ENERGY_PER_EPOCH, "The job's GPU joules per epoch", "energy_per_epoch_j"),
     (m.JOB_SAMPLES_PER_JOULE, "Training samples per joule of the job's GPUs",

@@ -51,7 +51,8 @@ def job_line(j: Mapping[str, Any]) -> str | None:
             f"{_fmt(j.get('cpu_cores'))} cores (solo {_fmt(j.get('solo_cpu_cores'))})")
     if s is not None and (j.get("step_time_s") is None or j.get("solo_step_time_s") is None):
         # measured by another rate than its step times (diagnose: its loader workers')
-        return (f"{name}: {_fmt(s)}× slower, not from its step times (step {step} s together, "
+        by = PROBE_METHOD.get(str(j.get("slowdown_method")), "not from its step times")
+        return (f"{name}: {_fmt(s)}× slower, {by} (step {step} s together, "
                 f"{solo} s alone), {rest}")
     return (f"{name}: step {step} s vs solo {solo} s ({_fmt(s)}×"
             + (f"; mean step {_fmt(m)}×" if m and s and abs(m / s - 1) >= MEAN_APART else "")
@@ -75,7 +76,7 @@ def passive_line(j: Mapping[str, Any]) -> str:
     else:
         conf = j.get("slowdown_confidence")
         src = j.get("slowdown_source") or "estimated"
-        est = ((f"slowdown {s:.2f}× by its own pace (its loader's work rate alone and now)"
+        est = ((f"slowdown {s:.2f}× by its own pace ({pace_words(j)})"
                 if src == "own pace" else f"{src} slowdown {s:.2f}×")
                + (f" (confidence {conf:.0%})" if conf is not None else "")
                + (f"; {j['slowdown_doubt']}" if j.get("slowdown_doubt") else ""))
@@ -86,6 +87,43 @@ def passive_line(j: Mapping[str, Any]) -> str:
 
 
 SOURCE_MARK = {"measured": "meas", "probe": "probe", "estimated": "est", "own pace": "pace"}
+# the model's words (analyse/slowdown/figure.py) as a row's details show them: the method
+# (what read it) and the reference (what it is divided by), short
+METHOD_MARK = {"step times": "steps", "loader writes": "batches", "loader CPU": "loader CPU",
+               "loop counter": "counter", "py-spy steps": "py-spy steps",
+               "wait model": "wait model"}
+REFERENCE_MARK = {"solo baseline": "solo", "probe window": "probe window",
+                  "own readings": "own", "twin": "twin", "stored run": "stored run",
+                  "no waits": "no waits"}
+# ... and in a sentence: a pace's method and reference
+PACE_METHOD = {"loader writes": "its loader's batches", "loader CPU": "its loader's CPU",
+               "loop counter": "its own loop counter", "py-spy steps": "its py-spy step times"}
+# a probe's slowdown not read from the job's step times (diagnose: its loader's)
+PROBE_METHOD = {"loader writes": "by its loader's batches alone (the others paused) and together",
+                "loader CPU": "by its loader's CPU alone (the others paused) and together"}
+PACE_REFERENCE = {"own readings": "alone and now", "twin": "its twin's alone, its own now",
+                  "stored run": "a stored run's alone, its own now"}
+
+
+def pace_words(j: Mapping[str, Any]) -> str:
+    """A pace's method and reference in words ("its loader's batches alone and now"), from a
+    row's or a verdict job's `slowdown_method` and `slowdown_reference`; a job recorded before
+    they were written says only that it is its own pace."""
+    method = PACE_METHOD.get(str(j.get("slowdown_method")))
+    ref = PACE_REFERENCE.get(str(j.get("slowdown_reference")))
+    return f"{method} {ref}" if method and ref else "alone and now"
+
+
+def provenance_text(s: float | None, source: str | None, method: str | None,
+                    reference: str | None) -> str:
+    """A slowdown with where it comes from, for a row's details: "2.10× pace · batches ·
+    twin", "1.64× meas · steps · solo"; what is not known is left out."""
+    if s is None:
+        return DASH
+    bits = [f"{s:.2f}×" + (f" {SOURCE_MARK.get(source or '', source)}" if source else "")]
+    bits += [METHOD_MARK.get(method, method)] if method else []
+    bits += [REFERENCE_MARK.get(reference, reference)] if reference else []
+    return " · ".join(bits)
 
 
 def slowdown_text(s: float | None, source: str | None = None, doubt: str | None = None) -> str:

@@ -18,7 +18,7 @@ Per process of the job's tree, each tick (the tree sampler calls `DiskReader.rea
 - `syscw` in the same `/proc/PID/io`: each process's write calls a second (`writes_ps`), of
   which a job's loader workers' (those named `pt_data_worker` where any is) are its batches
   handed to the trainer, a fixed number each (`io_fields`' `loader_writes_per_s`;
-  analyse/own_pace.py).
+  analyse/slowdown/pace.py).
 
 Faults never raise: a process gone between two reads is dropped, an unreadable file is a note.
 """
@@ -135,7 +135,7 @@ class DiskIO:
     device_label: str | None = None  # "vda (/, ext4)"
     note: str | None = None
     # write calls a second of each process read at both ends of the interval (syscw): a
-    # loader worker makes a fixed number a batch, whatever its CPU (analyse/own_pace.py)
+    # loader worker makes a fixed number a batch, whatever its CPU (analyse/slowdown/pace.py)
     writes_ps: tuple[tuple[int, float], ...] = ()
 
 

@@ -98,7 +98,7 @@ class CpuWait:
     pool_yields: float | None = None
     workers: float | None = None  # the other processes' threads (data-loader workers)
     # the CPU cores those other processes used over the interval (None: none, or no delta yet):
-    # a loader's work rate, which follows the trainer's pace (analyse/own_pace.py)
+    # a loader's work rate, which follows the trainer's pace (analyse/slowdown/pace.py)
     workers_cores: float | None = None
     throttled: float | None = None  # cgroup quota: share of the interval spent throttled
     note: str | None = None

@@ -6,7 +6,7 @@ word_language_model, `step` in transformers' Trainer. `py-spy dump --locals --no
 reads every frame's locals without pausing the process (10-20 ms of py-spy's CPU a dump), so
 two dumps some seconds apart say how many batches the job made in between, by its own count:
 its progress itself, where a job has no loader workers whose batches can be counted
-(analyse/own_pace.py).
+(analyse/slowdown/pace.py).
 
 The counter: among the main thread's int locals named as step counters (`STEP_NAMES`), the one
 in the outermost frame that moved since an earlier dump (a sweep's outer `i` that stands

@@ -59,6 +59,13 @@ def _figures(r: JobResult, waits: dict[str, Any]) -> dict[str, Any]:
             "launched": r.launched, "phases": phases or None, **_energy(r)}
 
 
+def _figure(fmt: Callable[[float | None], str], key: str, side: dict[str, Any]) -> str:
+    """One side's figure as shown; J/sample with "~" where its joules split a shared GPU."""
+    if key == "energy_per_sample_j":
+        return joules(side.get(key), side.get("energy_estimate"))
+    return fmt(side.get(key))
+
+
 def _energy(r: JobResult) -> dict[str, Any]:
     """The job's GPU joules per sample in its co-run (else its one run) and whether that is an
     estimate (a shared GPU split by time share); null: not recorded (docs/energy.md)."""
@@ -243,8 +250,8 @@ def comparison_table(doc: dict[str, Any]) -> Group:
     for j in doc["jobs"]:
         cells = []
         for k in shown:
-            x = fmts[k]((j["a"] or {}).get(k)) if j["a"] else "not in A"
-            y = fmts[k]((j["b"] or {}).get(k)) if j["b"] else "not in B"
+            x = _figure(fmts[k], k, j["a"]) if j["a"] else "not in A"
+            y = _figure(fmts[k], k, j["b"]) if j["b"] else "not in B"
             cells.append(f"{x} → {y}\n{_change_text(k, j['change'][k])}")
         t.add_row(Text(clean(j["name"])), *cells)
     phased = [j for j in doc["jobs"] if (j["a"] or {}).get("phases") or (j["b"] or {}).get("phases")]

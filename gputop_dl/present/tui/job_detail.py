@@ -13,6 +13,7 @@ from gputop_dl.present.energy_text import energy_line
 from gputop_dl.present.limited_text import limited_lines
 from gputop_dl.present.stuck_text import stuck_details
 from gputop_dl.present.tui.phase_bar import phase_lines
+from gputop_dl.present.verdict_text import provenance_text
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
 from gputop_dl.text.safe import clean
@@ -125,7 +126,8 @@ def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
                      + (f" · throttled {pct(j.cpu_throttled_fraction)}" if j.cpu_throttled_fraction else "")
                      + (f" · {j.cpu_wait_note}" if j.cpu_wait_note else "")))
     if j.slowdown_source:
-        rows.append(("slowdown", f"{num(j.slowdown, '.2f', '×')} {j.slowdown_source}"
+        rows.append(("slowdown", provenance_text(j.slowdown, j.slowdown_source,
+                                                 j.slowdown_method, j.slowdown_reference)
                      + (f" (confidence {pct(j.slowdown_confidence)})" if j.slowdown_confidence is not None else "")
                      + (f" · {j.slowdown_doubt}" if j.slowdown_doubt else "")))
     if j.user or j.elapsed_s is not None:
