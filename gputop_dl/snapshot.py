@@ -438,6 +438,18 @@ class JobSample:
     progress_age_s: float | None = None
 
 
+class JobSearch(NamedTuple):
+    """What the search for training jobs looked at in one tick (collect/discover.py), so that a
+    screen with none found says where it looked."""
+
+    processes: int  # every process listed in /proc
+    # of them, other users' processes whose memory maps this user may not read (not root):
+    # judged from their command line, threads, CPU and children instead (collect/hidden_jobs.py)
+    unreadable: int
+    # of those, Python training scripts not shown as jobs: no forked workers, no busy threads
+    python_not_jobs: int
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything one tick saw: GPUs, host, jobs and (when known) the run's verdict."""
@@ -456,6 +468,7 @@ class Snapshot:
     # `gputop-dl queue`: policy, slots, and per job its state, times and why it waits
     # (engine/queue_plan.py QueuePlan.queue_state); None for every other mode
     queue: dict[str, Any] | None = None
+    search: JobSearch | None = None  # where the search for found jobs looked; None: no search
 
     def to_json(self) -> dict[str, Any]:
         """The `gputop-dl --once --json` shape (contract: docs/contracts.md)."""
@@ -472,6 +485,7 @@ class Snapshot:
             "log": [{"t": t, "message": m} for t, m in self.log],
             "phase": self.phase,
             "session_id": self.session_id,
+            "search": self.search._asdict() if self.search is not None else None,
         }
 
 
