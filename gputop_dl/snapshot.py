@@ -9,16 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
+# re-exported: defined apart for the monitor's first frame (statuses.py)
+from gputop_dl.statuses import GPU_STATUS_STARTING as GPU_STATUS_STARTING
+from gputop_dl.statuses import LIVE_STATUSES as LIVE_STATUSES
+
 T = TypeVar("T")
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
-# `gpu_status` of the monitor's first frame (runner/deferred.py): only the host was read yet;
-# never recorded, served or printed
-GPU_STATUS_STARTING = "starting"
-# a job's statuses while it lives: "ready" is a launched job at the co-run's start barrier
-# (it said ready and waits for the others), "waiting" a queued job not started yet, "stuck" a
-# live job that stopped making progress and sleeps in one place (analyse/stuck.py)
-LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused", "stuck")
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
+from gputop_dl.statuses import GPU_STATUS_STARTING
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import Snapshot
 
 FIRST_FRAME_WAIT_S = 1.0  # the engine is built this long after start at the latest
 
@@ -27,6 +30,7 @@ def host_preview() -> Snapshot:
     memory, load and pressure. Busy shares are averages over an interval, and one reading has
     none: unknown ("–"), not 0 %."""
     from gputop_dl.collect.host import HostSampler
+    from gputop_dl.snapshot import Snapshot
 
     sampler = HostSampler()
     host = dataclasses.replace(sampler.sample(), cpu_busy=None, per_cpu=(),
@@ -132,6 +136,8 @@ class DeferredSource:
                 self._started()
 
     def _start_engine(self) -> None:
+        from gputop_dl.snapshot import Snapshot
+
         if self._preview is not None:
             self._emit(self._preview)
         self._shown.wait(FIRST_FRAME_WAIT_S)

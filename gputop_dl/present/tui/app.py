@@ -37,10 +37,11 @@ from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
 from gputop_dl.present.tui.source import Launcher, Source, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
-from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
+from gputop_dl.statuses import GPU_STATUS_STARTING
 from gputop_dl.text.safe import clean, escape
 
 if TYPE_CHECKING:
+    from gputop_dl.snapshot import Snapshot
     from gputop_dl.workload import SessionSpec
 
 BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
@@ -50,7 +51,7 @@ BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-
 TABLE_HOLD_S = 30.0
 
 
-class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
+class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
     """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
 
     TITLE = "gputop-dl"

@@ -7,12 +7,14 @@ throttling appear only where the kernel provides them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.text.fmt import DASH, num, pct, size
 from gputop_dl.present.tui.base import Line, LinePanel, Run
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
-from gputop_dl.snapshot import HostSample
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import HostSample
 
 LABEL_W = 6
 HISTORY_S = 600.0

@@ -12,6 +12,8 @@ others leave.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -20,10 +22,12 @@ from rich.style import Style
 from gputop_dl.present.job_columns import RANK
 from gputop_dl.text.spark import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
-from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 from gputop_dl.text.fmt import DASH, duration, joules, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 
 __all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Palette", "Row",
            "Trends", "job_row", "process_row", "status_text", "table_rows"]
