@@ -1,13 +1,15 @@
 """The monitor's engine, built after the first frame: a source that stands in for it until then.
 
 `gputop-dl`'s first frame used to wait for the engine: its imports (collectors, recorder, the
-live judge), NVML's start and a first tick that reads every process. `DeferredSource` is what
-the app gets instead. In its own thread it hands the app one reading of the host (a `preview`,
-taken by the caller: real CPU count, memory and load, with `gpu_status` STARTING, so the screen
-says GPUs and jobs are being read rather than that there are none), waits until the app says
-that frame is on screen (`first_frame()`, or FIRST_FRAME_WAIT_S at most, for apps that never
-say), then builds the engine, hands it the app's subscribers and starts it. From then on every
-call goes to the engine. A stop requested before the engine exists means it is never built.
+live judge), NVML's start and a first tick that reads every process; later for a reading of the
+host and the store's check. `DeferredSource` is what the app gets instead, and nothing is read
+before the first frame: the app draws its layout with each panel saying what it waits for. In
+its own thread the source waits until the app says that frame is on screen (`first_frame()`, or
+FIRST_FRAME_WAIT_S at most, for apps that never say), then hands the app one reading of the host
+(a `preview`: real CPU count, memory and load, with `gpu_status` STARTING, so the screen says
+GPUs and jobs are being read rather than that there are none), then builds the engine, hands it
+the app's subscribers and starts it. From then on every call goes to the engine. A stop
+requested before the engine exists means it is never built.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ class DeferredSource:
     """The Engine's thread-facing API (present/tui/source.py), the engine built on first frame."""
 
     def __init__(self, build: Callable[[], Any], *, interval: float,
-                 preview: Snapshot | None = None, started: Callable[[], None] | None = None):
-        """`started()`: called in the source's thread once the engine is running (or could
-        not be built, or was never to be)."""
+                 preview: Callable[[], Snapshot] | None = None,
+                 started: Callable[[], None] | None = None):
+        """`preview()`: the reading shown before the engine's first tick, taken in the source's
+        thread once the first frame is on screen (`host_preview`; None: none). `started()`:
+        called in the source's thread once the engine is running (or could not be built, or
+        was never to be)."""
         self.interval = interval
         self._build = build
         self._started = started
@@ -136,11 +141,15 @@ class DeferredSource:
                 self._started()
 
     def _start_engine(self) -> None:
+        self._shown.wait(FIRST_FRAME_WAIT_S)
         from gputop_dl.snapshot import Snapshot
 
-        if self._preview is not None:
-            self._emit(self._preview)
-        self._shown.wait(FIRST_FRAME_WAIT_S)
+        if self._preview is not None and self._stopped is None:
+            try:
+                self._emit(self._preview())
+            except Exception as exc:  # the engine reads the host again; say why it waits
+                self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
+                                    log=((time.time(), f"could not read the host: {exc}"),)))
         with self._lock:
             if self._stopped is not None:
                 return

@@ -28,7 +28,8 @@ from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
 from gputop_dl.present.tui.history_panel import HistoryPanel
 from gputop_dl.present.tui.host_panel import HostPanel
-from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, job_key, table_rows
+from gputop_dl.present.tui.jobs_table import (SORTS, JobRow, JobsTable, Trends, job_key, nothing_found,
+                                              table_rows)
 from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
@@ -49,6 +50,10 @@ BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-
 # (a test suite's short runs beside the jobs) would resize the table and the charts below it
 # each time, a new layout of the whole screen and six chart builds (docs/benchmarks.md)
 TABLE_HOLD_S = 30.0
+# what a panel says while it waits for its first reading (its `waits_for`): the first frame is
+# drawn before anything is read (runner/deferred.py), and no panel is empty without words
+WAITING = {"host": "reading the host…", "gpus": "GPUs: reading NVML…",
+           "jobs": "looking for training jobs…"}
 
 
 class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
@@ -119,11 +124,16 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         with Vertical(id="head"):
             yield TitleBar(self._title_content(), id="title")
             yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
-            yield Panel(Content(""), id="gpuline")  # without a GPU: its one line, instead of the panel
+            # without a GPU: its one line, instead of the panel; until NVML is read, that it is
+            gpuline = Panel(Content.styled(WAITING["gpus"], "$text-muted"), id="gpuline")
+            gpuline.waits_for = "gpus"
+            yield gpuline
         with Horizontal(id="top"):
             yield GpuPanel(interval=interval, id="gpus", classes="panel")
-            yield HostPanel(interval=interval, id="host", classes="panel")
-        yield JobsTable(id="jobs")
+            yield HostPanel(interval=interval, id="host", classes="panel", waiting=WAITING["host"])
+        table = JobsTable(id="jobs")
+        table.wait_for("jobs", WAITING["jobs"])
+        yield table
         with Vertical(id="foot"):
             with Horizontal(id="bottom"):
                 yield EpochPanel(id="epochs", classes="panel")
@@ -137,7 +147,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         until NVML is read; in the monitor, no launched job): each class change after the
         first styling restyles every widget, three times on the first frame otherwise.
         `-starting` keeps the jobs table and the bottom row out of the first frame (the header
-        and the host panel, from the first snapshot); they follow in the next one."""
+        and the host panel, each saying what it waits for); they follow in the next one."""
         return Screen(id="_default", classes="-starting -no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
 
     def on_load(self) -> None:
@@ -163,6 +173,9 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.ready(self.query_one(TitleBar))
         if self.handle_signals:
             self.install_signal_handlers()
+        # the first frame is the layout, with or without a snapshot: once it is on screen the
+        # sources that wait for it may take the CPU (runner/deferred.py)
+        self.call_after_refresh(self._first_frame_shown)
 
     def _recorded_session(self) -> tuple[str | None, str | None]:
         """The store and session the monitor's source records (None until it opened one)."""
@@ -215,8 +228,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
             main = self.screen_stack[0]
             if main.has_class("-no-gpu") != (not primary.gpus):
                 main.set_class(not primary.gpus, "-no-gpu")
-            if primary.gpu_status == GPU_STATUS_STARTING:  # the first frame: the host alone
-                self.gpuline.set(Content.styled("GPUs: reading NVML…", "$text-muted"))
+            starting = primary.gpu_status == GPU_STATUS_STARTING  # the host alone, GPUs unread
+            self.gpuline.waits_for = "gpus" if starting else None
+            if starting:
+                self.gpuline.set(Content.styled(WAITING["gpus"], "$text-muted"))
             elif not primary.gpus:  # one line says why, instead of a panel a third of the screen high
                 self.gpuline.set(Content.styled(clean(gpu_status_line(primary, detail)), "$text-warning"))
             height = max(gpu_panel.lines_needed() if primary.gpus else 0, host_panel.lines_needed()) + 2
@@ -230,11 +245,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.renders += 1
         if self.first_render_at is None:
             self.first_render_at = time.perf_counter()
-            self.call_after_refresh(self._first_frame_shown)
 
     def _first_frame_shown(self) -> None:
-        """The first frame is on screen: draw the rest of the layout, and tell the sources that
-        wait for it (runner/deferred.py)."""
+        """The first frame (the layout, each panel saying what it waits for) is on screen: draw
+        the rest of the layout, and tell the sources that wait for it (runner/deferred.py)."""
         main = self.screen_stack[0]
         main.remove_class("-starting")
         if self.screen is main and self.focused is None:  # not under a key's modal screen
@@ -256,7 +270,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         if n_jobs:
             sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
         elif self.primary is not None and self.primary.gpu_status == GPU_STATUS_STARTING:
-            sub = "looking for training jobs…"
+            sub = WAITING["jobs"]
         else:
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
@@ -265,7 +279,17 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         limited = limited_summary(r.job for r in rows if r.job is not None)  # privileges.md
         sub = f"{limited} · {sub}" if limited else sub
         table.set_subtitle(f"{note} · {sub}" if note else sub)
-        self._fit_table(len(rows))
+        primary = self.primary
+        table.looked_at = None
+        if rows:
+            table.waits_for = None
+        elif primary is None or primary.gpu_status == GPU_STATUS_STARTING:
+            table.wait_for("jobs", WAITING["jobs"])
+        else:  # nothing found: where the search looked, what it could not read and why
+            table.waits_for = None
+            table.looked_at = primary.search
+            table.set_empty(nothing_found(primary.search))
+        self._fit_table(len(rows) or len(table.empty_wrapped(table.size.width or self.size.width)))
         has_launched = any(r.launched for r in rows)
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:
