@@ -130,6 +130,29 @@ def test_a_stop_before_the_first_frame_reads_and_builds_nothing(monkeypatch):
     assert build.calls == 0 and look.calls == [] and src.engine is None and not src.running
 
 
+def test_a_stop_during_the_build_is_not_waited_for_and_the_engine_never_starts(monkeypatch):
+    """`q` while the engine is being built (its imports, NVML, the store's check: seconds on a
+    loaded box) ends the monitor at once: nothing that records has run yet."""
+    monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 0.0)
+    entered, release = threading.Event(), threading.Event()
+    build = Builds()
+
+    def slow_build():
+        entered.set()
+        assert release.wait(WAIT)
+        return build()
+
+    src = deferred_source(slow_build)
+    src.start()
+    assert entered.wait(WAIT)
+    src.request_stop("interrupted")  # returns while the build goes on
+    assert src.join(0.0)  # nothing to wait for
+    release.set()
+    assert build.done.wait(WAIT)
+    src._thread.join(WAIT)
+    assert not build.engine.started and src.engine is None and not src.running
+
+
 def test_a_preview_that_fails_says_so_and_the_engine_still_starts(monkeypatch):
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 0.0)
     build = Builds()

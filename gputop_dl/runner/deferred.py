@@ -75,14 +75,21 @@ class DeferredSource:
         self._shown.set()
 
     def request_stop(self, reason: str = "interrupted") -> None:
-        with self._lock:
-            self._stopped = reason
-            engine = self.engine
+        """Stop the engine, or never start it: one being built (its imports, NVML, the store's
+        check) is let go when its build returns; the caller does not wait for that."""
+        self._stopped = reason
         self._shown.set()
+        with self._lock:  # held only while the built engine is handed over, never during the build
+            engine = self.engine
         if engine is not None:
             engine.request_stop(reason)
 
     def join(self, timeout: float | None = None) -> bool:
+        """True once everything that ran has ended: at once where the stop came before an
+        engine was started (nothing ran that records; the build still under way is cut short
+        with the process)."""
+        if self._stopped is not None and self.engine is None:
+            return True
         t0 = time.monotonic()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -97,7 +104,7 @@ class DeferredSource:
     def running(self) -> bool:
         if self.engine is not None:
             return bool(self.engine.running)
-        return self._thread is not None and self._thread.is_alive()
+        return self._stopped is None and self._thread is not None and self._thread.is_alive()
 
     def stop_job(self, name: str) -> None:
         if self.engine is not None:
@@ -140,25 +147,31 @@ class DeferredSource:
             if self._started is not None:
                 self._started()
 
+    def _stop_asked(self) -> bool:
+        """Whether a stop was asked for (read again at each step: another thread sets it)."""
+        return self._stopped is not None
+
     def _start_engine(self) -> None:
         self._shown.wait(FIRST_FRAME_WAIT_S)
         from gputop_dl.snapshot import Snapshot
 
-        if self._preview is not None and self._stopped is None:
+        if self._preview is not None and not self._stop_asked():
             try:
                 self._emit(self._preview())
             except Exception as exc:  # the engine reads the host again; say why it waits
                 self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
                                     log=((time.time(), f"could not read the host: {exc}"),)))
+        if self._stop_asked():
+            return
+        try:
+            engine = self._build()
+        except Exception as exc:  # shown on screen, and the monitor exits 1 with it
+            self._error = exc
+            self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
+                                log=((time.time(), f"could not start sampling: {exc}"),)))
+            return
         with self._lock:
-            if self._stopped is not None:
-                return
-            try:
-                engine = self._build()
-            except Exception as exc:  # shown on screen, and the monitor exits 1 with it
-                self._error = exc
-                self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
-                                    log=((time.time(), f"could not start sampling: {exc}"),)))
+            if self._stop_asked():  # stopped during the build: never started
                 return
             for fn in self._subs:
                 engine.subscribe(fn)
