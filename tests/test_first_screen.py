@@ -17,7 +17,7 @@ from tests.fakes.source import T0, FakeSource, FixedClock, monitor_snapshot
 pytest.importorskip("textual")
 
 from gputop_dl.present.tui.app import GputopApp  # noqa: E402
-from gputop_dl.present.tui.jobs_table import JobsTable, nothing_found  # noqa: E402
+from gputop_dl.present.tui.jobs_table import nothing_found  # noqa: E402
 
 SIZE = (160, 50)
 WAIT = 30.0  # bounds a broken app only: every wait below ends on an event
@@ -67,7 +67,7 @@ def test_the_first_frame_comes_before_any_reading_and_every_panel_says_what_it_w
         async with app.run_test(size=SIZE) as pilot:
             await first_frame(pilot, app, src)
             assert app.primary is None and app.renders == 0  # no snapshot came: nothing read
-            host, gpuline, table = app.query_one("#host"), app.query_one("#gpuline"), app.query_one(JobsTable)
+            host, gpuline, table = app.query_one("#host"), app.query_one("#gpuline"), app.table
             assert host.waits_for == "host" and host.plain().strip()
             assert gpuline.waits_for == "gpus" and gpuline.display and str(gpuline.render()).strip()
             assert table.waits_for == "jobs" and table.display and table.row_count == 0
@@ -88,9 +88,9 @@ def test_the_hosts_first_reading_fills_its_panel_while_gpus_and_jobs_still_wait(
             await until(pilot, lambda: app.primary is not None)
             assert app.query_one("#host").waits_for is None
             assert app.query_one("#gpuline").waits_for == "gpus"
-            assert app.query_one(JobsTable).waits_for == "jobs"
+            assert app.table.waits_for == "jobs"
             src.emit(monitor_snapshot(1))  # the engine's first tick: GPUs read, no job
-            await until(pilot, lambda: app.query_one(JobsTable).waits_for is None)
+            await until(pilot, lambda: app.table.waits_for is None)
             assert app.query_one("#gpuline").waits_for is None
 
     run(go())
@@ -106,7 +106,7 @@ def test_nothing_found_says_where_the_search_looked_and_what_it_could_not_read()
             src.emit(monitor_snapshot(1, search=search))
             await until(pilot, lambda: app.primary is not None and first_frame_done(app))
             await pilot.pause()
-            table = app.query_one(JobsTable)
+            table = app.table
             assert table.row_count == 0 and table.waits_for is None
             assert table.looked_at == search
             said = table.empty_wrapped(table.size.width)
@@ -135,9 +135,9 @@ def test_a_job_found_replaces_the_nothing_found_lines():
         app = monitor(src)
         async with app.run_test(size=SIZE) as pilot:
             src.emit(monitor_snapshot(1, search=JobSearch(200, 0, 0)))
-            await until(pilot, lambda: app.query_one(JobsTable).looked_at is not None)
+            await until(pilot, lambda: app.table.looked_at is not None)
             src.emit(found_jobs_snapshot(2))
-            table = app.query_one(JobsTable)
+            table = app.table
             await until(pilot, lambda: table.row_count > 0)
             assert table.looked_at is None and table.waits_for is None
 

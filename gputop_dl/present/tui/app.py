@@ -114,6 +114,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.exported: list[str] = []
         self.trends = Trends()  # each job's recent figures, for the rows' sparklines
         self.table_rows_held, self.table_held_at = 0, -float("inf")  # _fit_table's hold
+        self.rest_mounted = False  # the jobs table and the bottom row (_mount_rest)
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -131,23 +132,27 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         with Horizontal(id="top"):
             yield GpuPanel(interval=interval, id="gpus", classes="panel")
             yield HostPanel(interval=interval, id="host", classes="panel", waiting=WAITING["host"])
-        table = JobsTable(id="jobs")
-        table.wait_for("jobs", WAITING["jobs"])
-        yield table
-        with Vertical(id="foot"):
-            with Horizontal(id="bottom"):
-                yield EpochPanel(id="epochs", classes="panel")
-                yield HistoryPanel(interval=interval, id="history", classes="panel")
-                yield QueuePanel(id="queue", classes="panel")
-                yield LogPanel(id="log", classes="panel")
-            yield KeyBar()
+        self.table = JobsTable(id="jobs")
+        self.table.wait_for("jobs", WAITING["jobs"])
+        yield self.table
+        # the bottom row and the key bar: built here, mounted once the first frame is shown
+        # (`_mount_rest`): styling their 9 widgets took about half of the first frame's CPU
+        self.epoch_panel = EpochPanel(id="epochs", classes="panel")
+        self.history_panel = HistoryPanel(interval=interval, id="history", classes="panel")
+        self.history_panel.session = self._recorded_session
+        self.queue_panel = QueuePanel(id="queue", classes="panel")
+        self.log_panel = LogPanel(id="log", classes="panel")
+        self.bottom = Horizontal(self.epoch_panel, self.history_panel, self.queue_panel,
+                                 self.log_panel, id="bottom")
+        self.foot = Vertical(self.bottom, KeyBar(), id="foot")
 
     def get_default_screen(self) -> Screen[Any]:
         """The main screen, with the classes the first snapshot most likely sets (no GPU rows
         until NVML is read; in the monitor, no launched job): each class change after the
         first styling restyles every widget, three times on the first frame otherwise.
-        `-starting` keeps the jobs table and the bottom row out of the first frame (the header
-        and the host panel, each saying what it waits for); they follow in the next one."""
+        `-starting`: the first frame is the header, the host panel and the jobs table, each
+        saying what it waits for; the bottom row and the key bar are mounted after it
+        (`_mount_rest`)."""
         return Screen(id="_default", classes="-starting -no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
 
     def on_load(self) -> None:
@@ -159,17 +164,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         # widget handles: `query_one` searches the *active* screen, which is a modal at times
         self.gpu_panel = self.query_one(GpuPanel)
         self.host_panel = self.query_one(HostPanel)
-        self.table = self.query_one(JobsTable)
-        self.epoch_panel = self.query_one(EpochPanel)
-        self.history_panel = self.query_one(HistoryPanel)
-        self.history_panel.session = self._recorded_session
+        self.table.focus()
         self.banner = self.query_one(VerdictBanner)
-        self.log_panel = self.query_one(LogPanel)
-        self.queue_panel = self.query_one(QueuePanel)
-        self.bottom = self.query_one("#bottom")
         self.gpuline = self.query_one("#gpuline", Panel)
         self.head, self.top = self.query_one("#head"), self.query_one("#top")
-        self.table.focus()
         self.ready(self.query_one(TitleBar))
         if self.handle_signals:
             self.install_signal_handlers()
@@ -247,12 +245,23 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
             self.first_render_at = time.perf_counter()
 
     def _first_frame_shown(self) -> None:
-        """The first frame (the layout, each panel saying what it waits for) is on screen: draw
-        the rest of the layout, and tell the sources that wait for it (runner/deferred.py)."""
+        """The first frame (the header, the host panel and the jobs table, each saying what it
+        waits for) is on screen: mount the rest of the layout."""
+        self.call_later(self._mount_rest)
+
+    async def _mount_rest(self) -> None:
+        """Mount the bottom row and the key bar, draw them from what came meanwhile, then tell
+        the sources that wait for the first frames (runner/deferred.py)."""
         main = self.screen_stack[0]
+        await main.mount(self.foot)
+        self.rest_mounted = True
         main.remove_class("-starting")
         if self.screen is main and self.focused is None:  # not under a key's modal screen
             self.table.focus()
+        if self.latest:  # what came meanwhile (the panels above took it already)
+            self._render_epochs()
+            self._render_banner_and_log()
+        self.refresh_bindings()
         for src in self.sources:
             shown = source_attr(src, "first_frame")
             if shown is not None:
@@ -298,7 +307,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self._render_epochs()
 
     def _render_epochs(self) -> None:
-        if self.screen_stack[0].has_class("-no-epochs"):
+        if not self.rest_mounted or self.screen_stack[0].has_class("-no-epochs"):
             return  # hidden (no launched job): drawn when it shows again
         table = self.table
         row = table.selected()
@@ -345,6 +354,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         if main.has_class("-queue") != (queue is not None):
             main.set_class(queue is not None, "-queue")
             self.refresh_bindings()
+        if not self.rest_mounted:
+            return
         if queue is not None:
             self.queue_panel.show(queue)
         log: list[tuple[float, str]] = []
@@ -400,6 +411,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.action_details()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.rest_mounted and action in ("zoom", "epochs_all"):
+            return False  # the first frame: no bottom row yet to act on
         if action in ("stop_job", "launcher") and self.readonly:
             return False
         if action == "launcher":

@@ -164,7 +164,10 @@ class HistoryPanel(Vertical):
         self.redraw()
 
     def _visible(self) -> bool:
-        return bool(self.display) and self.screen is self.app.screen and self.region.area > 0
+        """On the screen shown (not before it is mounted: the monitor mounts it after its first
+        frame, and keeps what came meanwhile)."""
+        return (self.is_mounted and bool(self.display) and self.screen is self.app.screen
+                and self.region.area > 0)
 
     def redraw(self) -> None:
         """Build the charts again if a bucket closed since the last build and they are on screen."""
