@@ -114,7 +114,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.exported: list[str] = []
         self.trends = Trends()  # each job's recent figures, for the rows' sparklines
         self.table_rows_held, self.table_held_at = 0, -float("inf")  # _fit_table's hold
-        self.rest_mounted = False  # the jobs table and the bottom row (_mount_rest)
+        self.rest_mounted = False  # the bottom row and the key bar (_mount_rest)
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -136,7 +136,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         self.table.wait_for("jobs", WAITING["jobs"])
         yield self.table
         # the bottom row and the key bar: built here, mounted once the first frame is shown
-        # (`_mount_rest`): styling their 9 widgets took about half of the first frame's CPU
+        # (`_mount_rest`): styling their 9 widgets was a good part of the first frame's CPU
         self.epoch_panel = EpochPanel(id="epochs", classes="panel")
         self.history_panel = HistoryPanel(interval=interval, id="history", classes="panel")
         self.history_panel.session = self._recorded_session
@@ -172,7 +172,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
         if self.handle_signals:
             self.install_signal_handlers()
         # the first frame is the layout, with or without a snapshot: once it is on screen the
-        # sources that wait for it may take the CPU (runner/deferred.py)
+        # rest is mounted, then the sources that wait for it may take the CPU (deferred.py)
         self.call_after_refresh(self._first_frame_shown)
 
     def _recorded_session(self) -> tuple[str | None, str | None]:
