@@ -9,7 +9,9 @@ FIRST_FRAME_WAIT_S at most, for apps that never say), then hands the app one rea
 (a `preview`: real CPU count, memory and load, with `gpu_status` STARTING, so the screen says
 GPUs and jobs are being read rather than that there are none), then builds the engine, hands it
 the app's subscribers and starts it. From then on every call goes to the engine. A stop
-requested before the engine exists means it is never built.
+requested before the engine exists means it is never built; one during its build, that it is
+never started, and nobody waits for that build (`join` returns at once: nothing that records
+has run).
 """
 
 from __future__ import annotations
