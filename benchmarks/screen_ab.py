@@ -11,7 +11,9 @@ plain-PyTorch loops found running, 3 processes each) start, then `gputop-dl --st
 this checkout and of `--before`, each in its own 160×50 tmux pane; after 15 s of start-up, each
 process's CPU seconds over the same `--seconds` window (% of one core) and per thread (the UI,
 gdl-engine). Then the first non-empty screen of both and of a bare Textual app, alternating,
-`--runs` rounds (screen_speed.py's measure). Both checkouts' bytecode is compiled first.
+`--runs` rounds (screen_speed.py's measure, `FIRST`, with the CPU each process used until
+then); `--jobs ""`: the first screen only.
+Both checkouts' bytecode is compiled first.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.screen_speed import (PY, commands, first_screen, start_jobs,  # noqa: E402
+from benchmarks.screen_speed import (FIRST, PY, commands, first_screen, start_jobs,  # noqa: E402
                                      stop_all, wait_jobs_ready)
 from benchmarks.tui import Tmux, find_proc, own_cpu, thread_cpu  # noqa: E402
 
@@ -96,18 +98,25 @@ def main() -> int:
     if args.runs:
         home = tempfile.mkdtemp(prefix="gdl-ab-")
         bare, pattern = commands(home)["bare textual"]
-        cmds = {**{k: (gdl(v, home), r"of \d+ CPUs? ") for k, v in roots.items()},
+        cmds = {**{k: (gdl(v, home), FIRST) for k, v in roots.items()},
                 "bare textual": (bare, pattern)}
         times: dict[str, list[float]] = {k: [] for k in cmds}
-        for _ in range(args.runs):
-            for name, (cmd, pat) in cmds.items():
-                t = first_screen(cmd, pat)
+        cpu: dict[str, list[float]] = {k: [] for k in cmds}
+        for r in range(args.runs):
+            names = list(cmds)[r % len(cmds):] + list(cmds)[:r % len(cmds)]  # rotate the order
+            for name in names:
+                cmd, pat = cmds[name]
+                t = first_screen(cmd, pat, cpu=cpu[name])
                 if isinstance(t, float):
                     times[name].append(t)
-        bare_t = statistics.median(times["bare textual"])
+        bare_t, bare_c = statistics.median(times["bare textual"]), statistics.median(cpu["bare textual"])
         for name, ts in times.items():
+            c = statistics.median(cpu[name])
             print(f"first screen, {name:12s}: {statistics.median(ts):.3f} s ({min(ts):.3f}–{max(ts):.3f}),"
-                  f" {statistics.median(ts) / bare_t:.2f}× bare Textual")
+                  f" {statistics.median(ts) / bare_t:.2f}× bare Textual, "
+                  f"{1000 * (statistics.median(ts) - bare_t):+.0f} ms; CPU until then {1000 * c:.0f} ms "
+                  f"({1000 * min(cpu[name]):.0f}–{1000 * max(cpu[name]):.0f}), {1000 * (c - bare_c):+.0f} ms")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

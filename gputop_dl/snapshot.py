@@ -9,16 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
+# re-exported: defined apart for the monitor's first frame (statuses.py)
+from gputop_dl.statuses import GPU_STATUS_STARTING as GPU_STATUS_STARTING
+from gputop_dl.statuses import LIVE_STATUSES as LIVE_STATUSES
+
 T = TypeVar("T")
 
 SNAPSHOT_SCHEMA = "gputop-dl.snapshot/1"
-# `gpu_status` of the monitor's first frame (runner/deferred.py): only the host was read yet;
-# never recorded, served or printed
-GPU_STATUS_STARTING = "starting"
-# a job's statuses while it lives: "ready" is a launched job at the co-run's start barrier
-# (it said ready and waits for the others), "waiting" a queued job not started yet, "stuck" a
-# live job that stopped making progress and sleeps in one place (analyse/stuck.py)
-LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused", "stuck")
 
 
 @dataclass(frozen=True)
@@ -446,6 +443,18 @@ class JobSample:
     progress_age_s: float | None = None
 
 
+class JobSearch(NamedTuple):
+    """What the search for training jobs looked at in one tick (collect/discover.py), so that a
+    screen with none found says where it looked."""
+
+    processes: int  # every process listed in /proc
+    # of them, other users' processes whose memory maps this user may not read (not root):
+    # judged from their command line, threads, CPU and children instead (collect/hidden_jobs.py)
+    unreadable: int
+    # of those, Python training scripts not shown as jobs: no forked workers, no busy threads
+    python_not_jobs: int
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything one tick saw: GPUs, host, jobs and (when known) the run's verdict."""
@@ -464,6 +473,7 @@ class Snapshot:
     # `gputop-dl queue`: policy, slots, and per job its state, times and why it waits
     # (engine/queue_plan.py QueuePlan.queue_state); None for every other mode
     queue: dict[str, Any] | None = None
+    search: JobSearch | None = None  # where the search for found jobs looked; None: no search
 
     def to_json(self) -> dict[str, Any]:
         """The `gputop-dl --once --json` shape (contract: docs/contracts.md)."""
@@ -480,6 +490,7 @@ class Snapshot:
             "log": [{"t": t, "message": m} for t, m in self.log],
             "phase": self.phase,
             "session_id": self.session_id,
+            "search": self.search._asdict() if self.search is not None else None,
         }
 
 

@@ -1,5 +1,6 @@
-"""The monitor's first frame before its engine (runner/deferred.py): the preview, the engine built
-once the app says its frame is shown, a stop before that, a build that fails; and the app's side."""
+"""The monitor's first frame before its engine (runner/deferred.py): nothing read before the app
+says its frame is shown, then the preview, then the engine; a stop before that, a build that
+fails; and the app's side."""
 
 from __future__ import annotations
 
@@ -17,8 +18,27 @@ from tests.fakes.source import T0, FakeSource, FixedClock, monitor_snapshot
 WAIT = 30.0  # generous: every wait below ends on an event, this only bounds a broken build
 
 
-def preview():
-    return replace(monitor_snapshot(0), gpu_status=GPU_STATUS_STARTING)
+class Preview:
+    """A host preview that records whether the first frame was on screen when it was read."""
+
+    def __init__(self, fail: Exception | None = None):
+        self.calls: list[bool] = []  # per call: the app had said its frame was shown
+        self.src: DeferredSource | None = None
+        self.fail = fail
+
+    def __call__(self):
+        assert self.src is not None
+        self.calls.append(self.src._shown.is_set())
+        if self.fail is not None:
+            raise self.fail
+        return replace(monitor_snapshot(0), gpu_status=GPU_STATUS_STARTING)
+
+
+def deferred_source(build, preview: Preview | None = None, **kw) -> DeferredSource:
+    src = DeferredSource(build, interval=1.0, preview=preview, **kw)
+    if preview is not None:
+        preview.src = src
+    return src
 
 
 class Builds:
@@ -58,20 +78,22 @@ def test_host_preview_reads_the_host_and_says_it_is_starting():
     assert snap.host.cpu_busy is None and snap.host.per_cpu == ()
 
 
-def test_preview_first_then_the_engine_once_the_frame_is_shown(monkeypatch):
+def test_nothing_is_read_before_the_frame_is_shown_then_the_preview_then_the_engine(monkeypatch):
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)  # only first_frame() lets it go on
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview())
+    look = Preview()
+    src = deferred_source(build, look)
     got, first = collect(src)
     src.start()
-    assert first.wait(WAIT)
-    assert got[0].gpu_status == GPU_STATUS_STARTING and build.calls == 0
     assert src.running and src.state == "starting" and src.session_id is None
     assert src.live_jobs() == [] and src.error is None
     with pytest.raises(AttributeError):
         src.env  # noqa: B018 - the engine's attributes exist once it does
     src.first_frame()
+    assert first.wait(WAIT)
+    assert got[0].gpu_status == GPU_STATUS_STARTING  # the preview, before the engine's ticks
     assert build.done.wait(WAIT) and src._thread is not None
+    assert look.calls == [True]  # read once, and only once the first frame was on screen
     src._thread.join(WAIT)
     engine = build.engine
     assert src.engine is engine and engine.started and len(engine.subscribers) == 1
@@ -97,16 +119,48 @@ def test_an_app_that_never_says_gets_its_engine_after_the_wait(monkeypatch):
     assert src.engine is build.engine and build.engine.started
 
 
-def test_a_stop_before_the_first_frame_builds_nothing(monkeypatch):
+def test_a_stop_before_the_first_frame_reads_and_builds_nothing(monkeypatch):
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview())
-    _, first = collect(src)
+    look = Preview()
+    src = deferred_source(build, look)
     src.start()
-    assert first.wait(WAIT)
-    src.request_stop("interrupted")  # wakes the thread, which must not build
+    src.request_stop("interrupted")  # wakes the thread, which must not read or build
     assert src.join(WAIT)
-    assert build.calls == 0 and src.engine is None and not src.running
+    assert build.calls == 0 and look.calls == [] and src.engine is None and not src.running
+
+
+def test_a_stop_during_the_build_is_not_waited_for_and_the_engine_never_starts(monkeypatch):
+    """`q` while the engine is being built (its imports, NVML, the store's check: seconds on a
+    loaded box) ends the monitor at once: nothing that records has run yet."""
+    monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 0.0)
+    entered, release = threading.Event(), threading.Event()
+    build = Builds()
+
+    def slow_build():
+        entered.set()
+        assert release.wait(WAIT)
+        return build()
+
+    src = deferred_source(slow_build)
+    src.start()
+    assert entered.wait(WAIT)
+    src.request_stop("interrupted")  # returns while the build goes on
+    assert src.join(0.0)  # nothing to wait for
+    release.set()
+    assert build.done.wait(WAIT)
+    src._thread.join(WAIT)
+    assert not build.engine.started and src.engine is None and not src.running
+
+
+def test_a_preview_that_fails_says_so_and_the_engine_still_starts(monkeypatch):
+    monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 0.0)
+    build = Builds()
+    src = deferred_source(build, Preview(fail=OSError("no /proc/meminfo")))
+    got, first = collect(src)
+    src.start()
+    assert first.wait(WAIT) and build.done.wait(WAIT) and src.join(WAIT)
+    assert got[0].host is None and got[0].log and build.engine.started
 
 
 def test_a_build_that_fails_is_shown_and_kept(monkeypatch):
@@ -131,13 +185,15 @@ def test_the_app_shows_the_preview_then_lets_the_engine_start(monkeypatch):
 
     monkeypatch.setattr(deferred, "FIRST_FRAME_WAIT_S", 3600.0)
     build = Builds()
-    src = DeferredSource(build, interval=1.0, preview=preview())
+    src = deferred_source(build, Preview())
 
     async def run() -> None:
         app = GputopApp(src, clock=FixedClock(T0), mode="monitor")
         async with app.run_test(size=(160, 50)) as pilot:
-            # the preview is the first frame: the host, and what is still being read
+            # the first frame, then the preview: the host, and what is still being read
             while not build.done.is_set():  # the app calls first_frame() once it is shown
+                await pilot.pause(0.02)
+            while app.primary is None:
                 await pilot.pause(0.02)
             assert "of 2 CPUs" in app.query_one("#host").plain()
             assert "GPUs: reading NVML…" in str(app.query_one("#gpuline").render())
@@ -162,7 +218,7 @@ def test_started_is_called_once_the_engine_runs_or_could_not_be_built(fail):
         assert (build.engine.started if fail is None else src.error is fail)
         started.set()
 
-    src = DeferredSource(build, interval=1.0, preview=preview(), started=on_started)
+    src = deferred_source(build, Preview(), started=on_started)
     src.start()
     src.first_frame()
     assert started.wait(WAIT) and build.calls == 1

@@ -254,6 +254,30 @@ def test_vanished_and_unreadable_processes_are_skipped(tmp_path):
     assert found[100].pids == (100, 101, 103) and found[200].pids == (200, 201, 202)
 
 
+def test_the_search_counts_what_it_listed_and_what_it_could_not_read(tmp_path):
+    """What the monitor says when it finds nothing (Snapshot.search): every process listed,
+    and those whose maps it could not read (other users'), counted again as they come and go."""
+    fp = fake_box(tmp_path)  # 12 processes, all readable
+    fp.add(700, 10, ["python", "secret.py"], TORCH_MAPS)
+    fp.add(710, 10, ["sshd"], BASH_MAPS)
+
+    class OtherUsers(Discoverer):
+        def _read(self, pid, what):
+            if pid in (700, 710) and what == "maps":
+                raise PermissionError(13, "Permission denied")
+            return super()._read(pid, what)
+
+    d = OtherUsers(fp.root, own_pid=400, clock=Clock())
+    d.refresh()
+    d.find()
+    assert d.looked_at() == (14, 2)
+    assert d.unjudged() == [700]  # a Python script not (yet) working like a job; sshd is none
+    fp.remove(710)
+    d.refresh()
+    d.find()
+    assert d.looked_at() == (13, 1)
+
+
 def test_reparented_worker_becomes_visible_with_its_new_parent(tmp_path):
     fp = fake_box(tmp_path)
     d = Discoverer(fp.root, own_pid=400, clock=Clock())

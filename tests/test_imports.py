@@ -158,9 +158,34 @@ def test_the_monitors_first_frame_does_without_the_stores_reads_and_writes(tmp_p
             "             'gputop_dl.record.store_write', 'gputop_dl.workload') if m in sys.modules)\n"
             "print(bad)\n"
             "sys.exit(1 if bad else 0)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "GPUTOP_DL_HOME": str(tmp_path)})
+    r = python_with_home(code, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def python_with_home(code: str, home) -> subprocess.CompletedProcess[str]:
+    """`code` run by a new interpreter, with `home` for its data directory."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "GPUTOP_DL_HOME": str(home)})
+
+
+def test_the_monitors_first_frame_does_without_the_snapshots_dataclasses(tmp_path):
+    """The monitor's path to its first frame (the command line, the runner, the app's modules)
+    does not import `gputop_dl.snapshot` (a dozen dataclasses, ~15 ms): the status words it
+    needs are in `gputop_dl.statuses`; the snapshot comes with the first reading."""
+    code = ("import sys\n"
+            "sys.argv = ['gputop-dl', '--stall-budget', '0']\n"
+            "import gputop_dl.cli as cli, gputop_dl.runner.monitor as mon\n"
+            "from gputop_dl.present.tui import app\n"
+            "mon.require_foreground = lambda why: None\n"
+            "class Ran(Exception): pass\n"
+            "def run(self, *a, **k): raise Ran\n"
+            "app.GputopApp.run = run\n"
+            "try:\n"
+            "    cli.main()\n"
+            "except Ran:\n"
+            "    print('snapshot' if 'gputop_dl.snapshot' in sys.modules else 'without')\n")
+    r = python_with_home(code, tmp_path)
+    assert r.stdout.strip() == "without", r.stdout + r.stderr
 
 
 def test_the_declared_textual_floor_is_the_release_the_suite_runs_on():

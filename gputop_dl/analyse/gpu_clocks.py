@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 from gputop_dl.text.cpulist import format_cpulist, parse_cpulist
 
 if TYPE_CHECKING:
+    from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
     from gputop_dl.analyse.verdict_types import Verdict
 
 THROTTLE_SHOWN = 0.005  # a reason's share shown at all (rounds to 1 %)

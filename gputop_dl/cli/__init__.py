@@ -90,12 +90,12 @@ def stdout_is_closed() -> bool:
 
 def check_stuck_after(args: argparse.Namespace) -> float | None:
     """`--stuck-after` of the mode given (None: not given), checked against its bounds."""
-    from gputop_dl.analyse.stuck import STUCK_AFTER_BOUNDS
-
     prefix = {"launch": "launch_", "serve": "serve_"}.get(args.cmd or "", "")
     got = getattr(args, f"{prefix}stuck_after", None)
     if got is None:
         return None
+    from gputop_dl.analyse.stuck import STUCK_AFTER_BOUNDS  # given only: the monitor's start is lighter
+
     lo, hi = STUCK_AFTER_BOUNDS
     if not lo <= got <= hi:  # also NaN
         raise UsageError(f"--stuck-after {got:g}: expected {lo:g} to {hi:g} seconds")

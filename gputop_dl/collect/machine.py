@@ -28,7 +28,7 @@ from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.host import HostSampler
 from gputop_dl.collect.proc.procs import children_map
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, JobSearch, Snapshot, evolve
 
 if TYPE_CHECKING:
     from gputop_dl.collect.nvml.gpus import Nvml
@@ -50,6 +50,7 @@ class MachineSample:
     notes: tuple[str, ...] = ()  # standing notes about found jobs (namespace, py-spy)
     log: tuple[str, ...] = ()  # one-off messages: a job found, discovery stopped
     cmap: dict[int, list[int]] | None = None
+    search: JobSearch | None = None  # where the search for found jobs looked (None: no search)
 
 
 class MachineSampler:
@@ -77,11 +78,12 @@ class MachineSampler:
         notes: tuple[str, ...] = ()
         log: list[str] = []
         ppids = None
+        search = None
         if self.found is not None:
             try:
                 ppids = self.found.refresh()
                 jobs, more = self.found.sample(use, exclude, taken)
-                found, notes = tuple(jobs), tuple(more)
+                found, notes, search = tuple(jobs), tuple(more), self.found.search
                 log += [f"found {f.name} (pid {f.pid}), not launched by gputop-dl"
                         for f in self.found.new_since_last()]
             except Exception as exc:  # noqa: BLE001 - discovery must never stop the sampling
@@ -92,7 +94,7 @@ class MachineSampler:
             ppids = children_map()
         host = self._with_busiest(host, found)
         return MachineSample(time=now, host=host, gpus=gpus, gpu_processes=gprocs, gpu_use=use,
-                             found=found, notes=notes, log=tuple(log), cmap=ppids)
+                             found=found, notes=notes, log=tuple(log), cmap=ppids, search=search)
 
     def _with_busiest(self, host: HostSample, found: tuple[JobSample, ...]) -> HostSample:
         """The host with its busiest processes, read only while a job waits for a CPU or the
@@ -155,4 +157,4 @@ def snapshot_once(settle_s: float = 0.5, nvml: Nvml | None = None, stall_s: floa
     if perm:
         notes.append(f"data stall unknown: py-spy may not attach ({perm}); {pyspy.PTRACE_HINT}")
     return Snapshot(time=m.time, gpu_status=nvml.status, gpus=m.gpus, host=m.host, jobs=m.found,
-                    gpu_processes=m.gpu_processes, notes=tuple(notes))
+                    gpu_processes=m.gpu_processes, notes=tuple(notes), search=m.search)

@@ -362,7 +362,7 @@ class Engine:
         snap = Snapshot(time=now, gpu_status=self.sampler.nvml.status, gpus=m.gpus, host=m.host,
                         jobs=tuple(jobs), gpu_processes=m.gpu_processes, verdict=plan.shown_verdict(),
                         notes=plan.notes() + m.notes, log=tuple(self.log), phase=self.phase,
-                        session_id=rec.session_id, queue=plan.queue_state())
+                        session_id=rec.session_id, queue=plan.queue_state(), search=m.search)
         self.snapshot = snap
         for fn in self._subs:
             fn(snap)

@@ -10,10 +10,12 @@ notifies and rings the bell with it, `runner/alerts.py` hands it to a command an
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.present.stuck_text import evidence_text, fix_text, stuck_line
-from gputop_dl.snapshot import JobSample, Snapshot
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import JobSample, Snapshot
 
 # an alert event as JSON (what a command reads on stdin and a webhook receives): a document
 # for other programs, its fields listed in docs/stuck.md

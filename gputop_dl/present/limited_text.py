@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Iterable
 
-from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import JobSample
 
 __all__ = ["limited_lines", "limited_summary"]
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputop_dl.snapshot import JobSample, Stuck
 from gputop_dl.text.fmt import DASH, duration
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import JobSample, Stuck
 
 PYSPY_DUMP = "py-spy dump --pid {pid}"  # every thread's stack, without pausing it: --nonblocking
 
@@ -92,6 +94,8 @@ def stuck_lines(jobs: Iterable[JobSample]) -> list[str]:
 
 def stuck_of(d: Mapping[str, Any]) -> Stuck | None:
     """A recorded `stuck` event's (or the JSON's `stuck` object's) `Stuck`; None if it is not one."""
+    from gputop_dl.snapshot import Stuck  # not on the first frame's path (statuses.py)
+
     names = {f.name for f in fields(Stuck)}
     try:
         kept = {k: v for k, v in d.items() if k in names}

@@ -1,13 +1,17 @@
 """The monitor's engine, built after the first frame: a source that stands in for it until then.
 
 `gputop-dl`'s first frame used to wait for the engine: its imports (collectors, recorder, the
-live judge), NVML's start and a first tick that reads every process. `DeferredSource` is what
-the app gets instead. In its own thread it hands the app one reading of the host (a `preview`,
-taken by the caller: real CPU count, memory and load, with `gpu_status` STARTING, so the screen
-says GPUs and jobs are being read rather than that there are none), waits until the app says
-that frame is on screen (`first_frame()`, or FIRST_FRAME_WAIT_S at most, for apps that never
-say), then builds the engine, hands it the app's subscribers and starts it. From then on every
-call goes to the engine. A stop requested before the engine exists means it is never built.
+live judge), NVML's start and a first tick that reads every process; later for a reading of the
+host and the store's check. `DeferredSource` is what the app gets instead, and nothing is read
+before the first frame: the app draws its layout with each panel saying what it waits for. In
+its own thread the source waits until the app says that frame is on screen (`first_frame()`, or
+FIRST_FRAME_WAIT_S at most, for apps that never say), then hands the app one reading of the host
+(a `preview`: real CPU count, memory and load, with `gpu_status` STARTING, so the screen says
+GPUs and jobs are being read rather than that there are none), then builds the engine, hands it
+the app's subscribers and starts it. From then on every call goes to the engine. A stop
+requested before the engine exists means it is never built; one during its build, that it is
+never started, and nobody waits for that build (`join` returns at once: nothing that records
+has run).
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
+from gputop_dl.statuses import GPU_STATUS_STARTING
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import Snapshot
 
 FIRST_FRAME_WAIT_S = 1.0  # the engine is built this long after start at the latest
 
@@ -27,6 +34,7 @@ def host_preview() -> Snapshot:
     memory, load and pressure. Busy shares are averages over an interval, and one reading has
     none: unknown ("–"), not 0 %."""
     from gputop_dl.collect.proc.host import HostSampler
+    from gputop_dl.snapshot import Snapshot
 
     sampler = HostSampler()
     host = dataclasses.replace(sampler.sample(), cpu_busy=None, per_cpu=(),
@@ -38,9 +46,12 @@ class DeferredSource:
     """The Engine's thread-facing API (present/tui/source.py), the engine built on first frame."""
 
     def __init__(self, build: Callable[[], Any], *, interval: float,
-                 preview: Snapshot | None = None, started: Callable[[], None] | None = None):
-        """`started()`: called in the source's thread once the engine is running (or could
-        not be built, or was never to be)."""
+                 preview: Callable[[], Snapshot] | None = None,
+                 started: Callable[[], None] | None = None):
+        """`preview()`: the reading shown before the engine's first tick, taken in the source's
+        thread once the first frame is on screen (`host_preview`; None: none). `started()`:
+        called in the source's thread once the engine is running (or could not be built, or
+        was never to be)."""
         self.interval = interval
         self._build = build
         self._started = started
@@ -66,14 +77,21 @@ class DeferredSource:
         self._shown.set()
 
     def request_stop(self, reason: str = "interrupted") -> None:
-        with self._lock:
-            self._stopped = reason
-            engine = self.engine
+        """Stop the engine, or never start it: one being built (its imports, NVML, the store's
+        check) is let go when its build returns; the caller does not wait for that."""
+        self._stopped = reason
         self._shown.set()
+        with self._lock:  # held only while the built engine is handed over, never during the build
+            engine = self.engine
         if engine is not None:
             engine.request_stop(reason)
 
     def join(self, timeout: float | None = None) -> bool:
+        """True once everything that ran has ended: at once where the stop came before an
+        engine was started (nothing ran that records; the build still under way is cut short
+        with the process)."""
+        if self._stopped is not None and self.engine is None:
+            return True
         t0 = time.monotonic()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -88,7 +106,7 @@ class DeferredSource:
     def running(self) -> bool:
         if self.engine is not None:
             return bool(self.engine.running)
-        return self._thread is not None and self._thread.is_alive()
+        return self._stopped is None and self._thread is not None and self._thread.is_alive()
 
     def stop_job(self, name: str) -> None:
         if self.engine is not None:
@@ -131,19 +149,31 @@ class DeferredSource:
             if self._started is not None:
                 self._started()
 
+    def _stop_asked(self) -> bool:
+        """Whether a stop was asked for (read again at each step: another thread sets it)."""
+        return self._stopped is not None
+
     def _start_engine(self) -> None:
-        if self._preview is not None:
-            self._emit(self._preview)
         self._shown.wait(FIRST_FRAME_WAIT_S)
-        with self._lock:
-            if self._stopped is not None:
-                return
+        from gputop_dl.snapshot import Snapshot
+
+        if self._preview is not None and not self._stop_asked():
             try:
-                engine = self._build()
-            except Exception as exc:  # shown on screen, and the monitor exits 1 with it
-                self._error = exc
+                self._emit(self._preview())
+            except Exception as exc:  # the engine reads the host again; say why it waits
                 self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
-                                    log=((time.time(), f"could not start sampling: {exc}"),)))
+                                    log=((time.time(), f"could not read the host: {exc}"),)))
+        if self._stop_asked():
+            return
+        try:
+            engine = self._build()
+        except Exception as exc:  # shown on screen, and the monitor exits 1 with it
+            self._error = exc
+            self._emit(Snapshot(time=time.time(), gpu_status=GPU_STATUS_STARTING,
+                                log=((time.time(), f"could not start sampling: {exc}"),)))
+            return
+        with self._lock:
+            if self._stop_asked():  # stopped during the build: never started
                 return
             for fn in self._subs:
                 engine.subscribe(fn)

@@ -1,9 +1,12 @@
 """`gputop-dl`, the live monitor: its first frame first, then the engine (runner/deferred.py).
 
-Before the app runs, only what must fail as one line and exit 2 is done here: the terminal is
-ours, the data directory can be written. The collectors, NVML and the engine are imported and
-built by the `DeferredSource` after the first frame is on screen; the launcher (`l`), the
-diagnosis (`d`) and the export (`e`) import theirs when used.
+Before the app runs, only what must fail as one line and exit 2 is done here, and nothing that
+reads the machine or opens the database: the terminal is ours, the data directory can be used
+at all (one under a file cannot). The first frame is the layout, each panel saying what it
+waits for; after it, in the `DeferredSource`'s thread, the host's first reading, the store's
+check (a database that cannot be written only stops recording) and the engine with its
+collectors and NVML. The launcher (`l`), the diagnosis (`d`) and the export (`e`) import theirs
+when used.
 """
 
 from __future__ import annotations
@@ -97,22 +100,23 @@ def run_monitor(*, interval: float = 1.0, stall_budget: float | None = None,
 
 def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | None,
                  readonly: bool, stuck_after: float | None = None, bell: bool = True) -> int:
-    from gputop_dl.record.paths import StoreError, data_dir
-    from gputop_dl.record.store_open import check_store  # not the store's reads and writes
+    from gputop_dl.record.paths import data_dir
 
-    try:  # watching needs no writes: a data directory that takes none only stops recording
-        check_store()
-        no_record = None
-    except StoreError as exc:
-        data_dir(writable=False)  # one that cannot be used at all (under a file): its line, exit 2
-        no_record = f"not recording: {exc}; watching only"
+    data_dir(writable=False)  # one that cannot be used at all (under a file): its line, exit 2
     from gputop_dl.present.tui.app import GputopApp
 
     def build() -> Engine:
         from gputop_dl.collect.nvml.gpus import Nvml
         from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET
+        from gputop_dl.record.paths import StoreError
+        from gputop_dl.record.store_open import check_store  # not the store's reads and writes
         from gputop_dl.runner.engines import monitor_engine
 
+        try:  # watching needs no writes: a data directory that takes none only stops recording
+            check_store()
+            no_record = None
+        except StoreError as exc:
+            no_record = f"not recording: {exc}; watching only"
         engine = monitor_engine(Nvml(), interval=max(0.1, interval), record=no_record is None,
                                 stall_budget=STALL_BUDGET if stall_budget is None else stall_budget,
                                 stuck_after=stuck_after)
@@ -120,14 +124,14 @@ def _run_monitor(*, interval: float, stall_budget: float | None, metrics: str | 
             engine.say(f"warning: {no_record}")
         return engine
 
-    preview = host_preview()  # here, not in the source's thread: Textual's start would slow it
-    source = DeferredSource(build, interval=max(0.1, interval), preview=preview, started=settle_gc)
+    source = DeferredSource(build, interval=max(0.1, interval), preview=host_preview,
+                            started=settle_gc)
     if metrics:  # served until this process exits
         from gputop_dl.runner.remote import start_metrics
 
         engine = build()
         start_metrics(engine, metrics, "monitor")
-        source = DeferredSource(lambda: engine, interval=engine.interval, preview=preview,
+        source = DeferredSource(lambda: engine, interval=engine.interval, preview=host_preview,
                                 started=settle_gc)
     app = GputopApp(source, mode="monitor", launcher=LazyLauncher(), handle_signals=True,
                     exporter=export, readonly=readonly, bell=bell,

@@ -181,6 +181,7 @@ class Discoverer:
         self._files = ProcFiles()
         self._gen = 0  # counts the changes of the PPID map
         self._last_find: _LastFind | None = None  # (inputs, jobs, job_cmap) of the last find()
+        self._looked: tuple[int, tuple[int, int]] = (-1, (0, 0))  # (_gen, looked_at())
         self.outside: dict[int, int | None] = {}  # NVML PIDs not in this namespace -> memory
         self.ok = os.path.isdir(proc_root)
 
@@ -397,6 +398,17 @@ class Discoverer:
             seen.add(p)
             p = self.ppid.get(p)
         return out
+
+    def looked_at(self) -> tuple[int, int]:
+        """(the processes of the last listing, those of them whose maps could not be read:
+        other users', judged from what every user may read); counted again only when the
+        listing changed."""
+        if self._looked[0] != self._gen:
+            start = self.start
+            hidden = sum(1 for (pid, st), info in self._info.items()
+                          if info.hidden and start.get(pid) == st)
+            self._looked = (self._gen, (len(self.ppid), hidden))
+        return self._looked[1]
 
     def unjudged(self) -> list[int]:
         """Other users' Python processes with a training entry point not (yet) judged a job

@@ -44,7 +44,7 @@ from gputop_dl.collect.proc.memory import memory_fields
 from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.pyspy.loop_counter import CounterSampler
 from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET, StallResult, StallSampler
-from gputop_dl.snapshot import JobSample, evolve
+from gputop_dl.snapshot import JobSample, JobSearch, evolve
 from gputop_dl.workload import redact_args
 
 
@@ -85,6 +85,7 @@ class FoundJobs:
         # root -> its last row and the stall result it showed (a quiet tick reuses the row)
         self._rows: dict[tuple[int, int], tuple[JobSample, StallResult | None]] = {}
         self.seen: set[tuple[int, int]] = set()
+        self.search: JobSearch | None = None  # where the last `sample()` looked
 
     def refresh(self) -> dict[int, list[int]] | None:
         """List /proc (new PIDs only); the PPID map, or None where /proc is missing."""
@@ -201,6 +202,9 @@ class FoundJobs:
         notes += self.access_notes(live)
         in_jobs = {p for j in jobs for p in j.pids}
         idle = [p for p in self.disc.unjudged() if p not in in_jobs]
+        processes, unreadable = self.disc.looked_at()
+        self.search = (JobSearch(processes=processes, unreadable=unreadable, python_not_jobs=len(idle))
+                       if self.disc.ok else None)
         if idle:  # never a silent table beside other users' Python processes
             notes.append(f"{len(idle)} Python process{'es' if len(idle) != 1 else ''} of other "
                          "users not shown as jobs: no forked workers and no busy thread pool "

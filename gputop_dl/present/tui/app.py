@@ -28,7 +28,8 @@ from gputop_dl.present.tui.epoch_panel import EpochPanel
 from gputop_dl.present.tui.gpu_panel import GpuPanel, gpu_status_line
 from gputop_dl.present.tui.history_panel import HistoryPanel
 from gputop_dl.present.tui.host_panel import HostPanel
-from gputop_dl.present.tui.jobs_table import SORTS, JobRow, JobsTable, Trends, job_key, table_rows
+from gputop_dl.present.tui.jobs_table import (SORTS, JobRow, JobsTable, Trends, job_key, nothing_found,
+                                              table_rows)
 from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
@@ -37,10 +38,11 @@ from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
 from gputop_dl.present.tui.source import Launcher, Source, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
-from gputop_dl.snapshot import GPU_STATUS_STARTING, Snapshot
+from gputop_dl.statuses import GPU_STATUS_STARTING
 from gputop_dl.text.safe import clean, escape
 
 if TYPE_CHECKING:
+    from gputop_dl.snapshot import Snapshot
     from gputop_dl.workload import SessionSpec
 
 BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-height)
@@ -48,9 +50,13 @@ BOTTOM_MIN = 10  # rows the epoch/history/log row keeps at least (#bottom's min-
 # (a test suite's short runs beside the jobs) would resize the table and the charts below it
 # each time, a new layout of the whole screen and six chart builds (docs/benchmarks.md)
 TABLE_HOLD_S = 30.0
+# what a panel says while it waits for its first reading (its `waits_for`): the first frame is
+# drawn before anything is read (runner/deferred.py), and no panel is empty without words
+WAITING = {"host": "reading the host…", "gpus": "GPUs: reading NVML…",
+           "jobs": "looking for training jobs…"}
 
 
-class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
+class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
     """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
 
     TITLE = "gputop-dl"
@@ -108,6 +114,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.exported: list[str] = []
         self.trends = Trends()  # each job's recent figures, for the rows' sparklines
         self.table_rows_held, self.table_held_at = 0, -float("inf")  # _fit_table's hold
+        self.rest_mounted = False  # the bottom row and the key bar (_mount_rest)
 
     # --- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,25 +125,34 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         with Vertical(id="head"):
             yield TitleBar(self._title_content(), id="title")
             yield VerdictBanner(Content.styled("waiting for the first sample…", "$text-muted"), id="banner")
-            yield Panel(Content(""), id="gpuline")  # without a GPU: its one line, instead of the panel
+            # without a GPU: its one line, instead of the panel; until NVML is read, that it is
+            gpuline = Panel(Content.styled(WAITING["gpus"], "$text-muted"), id="gpuline")
+            gpuline.waits_for = "gpus"
+            yield gpuline
         with Horizontal(id="top"):
             yield GpuPanel(interval=interval, id="gpus", classes="panel")
-            yield HostPanel(interval=interval, id="host", classes="panel")
-        yield JobsTable(id="jobs")
-        with Vertical(id="foot"):
-            with Horizontal(id="bottom"):
-                yield EpochPanel(id="epochs", classes="panel")
-                yield HistoryPanel(interval=interval, id="history", classes="panel")
-                yield QueuePanel(id="queue", classes="panel")
-                yield LogPanel(id="log", classes="panel")
-            yield KeyBar()
+            yield HostPanel(interval=interval, id="host", classes="panel", waiting=WAITING["host"])
+        self.table = JobsTable(id="jobs")
+        self.table.wait_for("jobs", WAITING["jobs"])
+        yield self.table
+        # the bottom row and the key bar: built here, mounted once the first frame is shown
+        # (`_mount_rest`): styling their 9 widgets was a good part of the first frame's CPU
+        self.epoch_panel = EpochPanel(id="epochs", classes="panel")
+        self.history_panel = HistoryPanel(interval=interval, id="history", classes="panel")
+        self.history_panel.session = self._recorded_session
+        self.queue_panel = QueuePanel(id="queue", classes="panel")
+        self.log_panel = LogPanel(id="log", classes="panel")
+        self.bottom = Horizontal(self.epoch_panel, self.history_panel, self.queue_panel,
+                                 self.log_panel, id="bottom")
+        self.foot = Vertical(self.bottom, KeyBar(), id="foot")
 
     def get_default_screen(self) -> Screen[Any]:
         """The main screen, with the classes the first snapshot most likely sets (no GPU rows
         until NVML is read; in the monitor, no launched job): each class change after the
         first styling restyles every widget, three times on the first frame otherwise.
-        `-starting` keeps the jobs table and the bottom row out of the first frame (the header
-        and the host panel, from the first snapshot); they follow in the next one."""
+        `-starting`: the first frame is the header, the host panel and the jobs table, each
+        saying what it waits for; the bottom row and the key bar are mounted after it
+        (`_mount_rest`)."""
         return Screen(id="_default", classes="-starting -no-gpu" + (" -no-epochs" if self.mode == "monitor" else ""))
 
     def on_load(self) -> None:
@@ -148,20 +164,16 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         # widget handles: `query_one` searches the *active* screen, which is a modal at times
         self.gpu_panel = self.query_one(GpuPanel)
         self.host_panel = self.query_one(HostPanel)
-        self.table = self.query_one(JobsTable)
-        self.epoch_panel = self.query_one(EpochPanel)
-        self.history_panel = self.query_one(HistoryPanel)
-        self.history_panel.session = self._recorded_session
+        self.table.focus()
         self.banner = self.query_one(VerdictBanner)
-        self.log_panel = self.query_one(LogPanel)
-        self.queue_panel = self.query_one(QueuePanel)
-        self.bottom = self.query_one("#bottom")
         self.gpuline = self.query_one("#gpuline", Panel)
         self.head, self.top = self.query_one("#head"), self.query_one("#top")
-        self.table.focus()
         self.ready(self.query_one(TitleBar))
         if self.handle_signals:
             self.install_signal_handlers()
+        # the first frame is the layout, with or without a snapshot: once it is on screen the
+        # rest is mounted, then the sources that wait for it may take the CPU (deferred.py)
+        self.call_after_refresh(self._first_frame_shown)
 
     def _recorded_session(self) -> tuple[str | None, str | None]:
         """The store and session the monitor's source records (None until it opened one)."""
@@ -214,8 +226,10 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
             main = self.screen_stack[0]
             if main.has_class("-no-gpu") != (not primary.gpus):
                 main.set_class(not primary.gpus, "-no-gpu")
-            if primary.gpu_status == GPU_STATUS_STARTING:  # the first frame: the host alone
-                self.gpuline.set(Content.styled("GPUs: reading NVML…", "$text-muted"))
+            starting = primary.gpu_status == GPU_STATUS_STARTING  # the host alone, GPUs unread
+            self.gpuline.waits_for = "gpus" if starting else None
+            if starting:
+                self.gpuline.set(Content.styled(WAITING["gpus"], "$text-muted"))
             elif not primary.gpus:  # one line says why, instead of a panel a third of the screen high
                 self.gpuline.set(Content.styled(clean(gpu_status_line(primary, detail)), "$text-warning"))
             height = max(gpu_panel.lines_needed() if primary.gpus else 0, host_panel.lines_needed()) + 2
@@ -229,15 +243,25 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.renders += 1
         if self.first_render_at is None:
             self.first_render_at = time.perf_counter()
-            self.call_after_refresh(self._first_frame_shown)
 
     def _first_frame_shown(self) -> None:
-        """The first frame is on screen: draw the rest of the layout, and tell the sources that
-        wait for it (runner/deferred.py)."""
+        """The first frame (the header, the host panel and the jobs table, each saying what it
+        waits for) is on screen: mount the rest of the layout."""
+        self.call_later(self._mount_rest)
+
+    async def _mount_rest(self) -> None:
+        """Mount the bottom row and the key bar, draw them from what came meanwhile, then tell
+        the sources that wait for the first frames (runner/deferred.py)."""
         main = self.screen_stack[0]
+        await main.mount(self.foot)
+        self.rest_mounted = True
         main.remove_class("-starting")
         if self.screen is main and self.focused is None:  # not under a key's modal screen
             self.table.focus()
+        if self.latest:  # what came meanwhile (the panels above took it already)
+            self._render_epochs()
+            self._render_banner_and_log()
+        self.refresh_bindings()
         for src in self.sources:
             shown = source_attr(src, "first_frame")
             if shown is not None:
@@ -255,7 +279,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         if n_jobs:
             sub = f"{n_jobs} job(s)" + (f" · {n_proc} other GPU process(es)" if n_proc else "")
         elif self.primary is not None and self.primary.gpu_status == GPU_STATUS_STARTING:
-            sub = "looking for training jobs…"
+            sub = WAITING["jobs"]
         else:
             sub = f"{n_proc} GPU process(es)" if n_proc else "no jobs"
         if table.sort_by:
@@ -264,7 +288,17 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         limited = limited_summary(r.job for r in rows if r.job is not None)  # privileges.md
         sub = f"{limited} · {sub}" if limited else sub
         table.set_subtitle(f"{note} · {sub}" if note else sub)
-        self._fit_table(len(rows))
+        primary = self.primary
+        table.looked_at = None
+        if rows:
+            table.waits_for = None
+        elif primary is None or primary.gpu_status == GPU_STATUS_STARTING:
+            table.wait_for("jobs", WAITING["jobs"])
+        else:  # nothing found: where the search looked, what it could not read and why
+            table.waits_for = None
+            table.looked_at = primary.search
+            table.set_empty(nothing_found(primary.search))
+        self._fit_table(len(rows) or len(table.empty_wrapped(table.size.width or self.size.width)))
         has_launched = any(r.launched for r in rows)
         main = self.screen_stack[0]
         if main.has_class("-no-epochs") == has_launched:
@@ -273,7 +307,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self._render_epochs()
 
     def _render_epochs(self) -> None:
-        if self.screen_stack[0].has_class("-no-epochs"):
+        if not self.rest_mounted or self.screen_stack[0].has_class("-no-epochs"):
             return  # hidden (no launched job): drawn when it shows again
         table = self.table
         row = table.selected()
@@ -320,6 +354,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         if main.has_class("-queue") != (queue is not None):
             main.set_class(queue is not None, "-queue")
             self.refresh_bindings()
+        if not self.rest_mounted:
+            return
         if queue is not None:
             self.queue_panel.show(queue)
         log: list[tuple[float, str]] = []
@@ -375,6 +411,8 @@ class GputopApp(SessionActions, Shutdown, LiveApp[Snapshot]):
         self.action_details()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.rest_mounted and action in ("zoom", "epochs_all"):
+            return False  # the first frame: no bottom row yet to act on
         if action in ("stop_job", "launcher") and self.readonly:
             return False
         if action == "launcher":

@@ -43,6 +43,7 @@ class Panel(Static):
     content (a `1fr` panel), so no update needs a new layout."""
 
     SIZED_BY_LAYOUT = False
+    waits_for: str | None = None  # what it waits for before its first reading ("gpus"); None: shown
     _signature: tuple[object, ...] | None = None
     _lines: int = -1
 
@@ -77,6 +78,7 @@ class LinePanel(Widget):
     DEFAULT_CSS = """
     LinePanel { height: auto; }
     """
+    waits_for: str | None = None  # what it waits for before its first reading ("host"); None: shown
 
     def __init__(self, *lines: Line, **kw: Any) -> None:
         super().__init__(**kw)

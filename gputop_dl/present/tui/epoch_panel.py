@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.content import Content
 
 from gputop_dl.text.fmt import secs
 from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.charts import fit
-from gputop_dl.snapshot import LIVE_STATUSES, JobSample
+from gputop_dl.statuses import LIVE_STATUSES
 from gputop_dl.text.safe import clean, escape
 from gputop_dl.present.verdict_text import slowdown_tone
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import JobSample
 
 SOLO_MARK = "┃"
 

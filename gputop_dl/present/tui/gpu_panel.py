@@ -8,14 +8,16 @@ fixed 0-100 % scale; each GPU's history is a `charts.History` (O(1) per sample).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.analyse.gpu_clocks import link_below_max, pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level
-from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import GpuSample, Snapshot
 
 GiB = 1024**3
 HISTORY_S = 600.0  # seconds of utilisation history per GPU

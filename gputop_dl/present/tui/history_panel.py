@@ -31,10 +31,10 @@ from gputop_dl.present.tui.base import Panel, set_border
 from gputop_dl.present.tui.recorded_marks import RecordedChanges
 from gputop_dl.present.tui.timeline import (CLEAR_COLOUR, FINE_S, MARK_COLOUR, Figure, Marks, Timeline,
                                             ago, mark_glyph)
-from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.safe import clean
 
 if TYPE_CHECKING:
+    from gputop_dl.snapshot import GpuSample, Snapshot
     from gputop_dl.present.tui.series_chart import SeriesChart
 
 # mid-tone colours that read on dark and light themes alike; jobs and GPUs have their own
@@ -164,7 +164,10 @@ class HistoryPanel(Vertical):
         self.redraw()
 
     def _visible(self) -> bool:
-        return bool(self.display) and self.screen is self.app.screen and self.region.area > 0
+        """On the screen shown (not before it is mounted: the monitor mounts it after its first
+        frame, and keeps what came meanwhile)."""
+        return (self.is_mounted and bool(self.display) and self.screen is self.app.screen
+                and self.region.area > 0)
 
     def redraw(self) -> None:
         """Build the charts again if a bucket closed since the last build and they are on screen."""

@@ -7,12 +7,14 @@ throttling appear only where the kernel provides them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputop_dl.text.fmt import DASH, num, pct, size
 from gputop_dl.present.tui.base import Line, LinePanel, Run
 from gputop_dl.present.tui.charts import History, bar, block, level, text_level
-from gputop_dl.snapshot import HostSample
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import HostSample
 
 LABEL_W = 6
 HISTORY_S = 600.0
@@ -34,8 +36,11 @@ class HostPanel(LinePanel):
     HostPanel { height: auto; min-height: 3; }
     """
 
-    def __init__(self, *, interval: float = 1.0, **kw: Any) -> None:
-        super().__init__((("waiting for the first sample…", "$text-muted"),), **kw)
+    def __init__(self, *, interval: float = 1.0, waiting: str = "waiting for the first sample…",
+                 **kw: Any) -> None:
+        """`waiting`: what it says until the first reading of the host comes."""
+        super().__init__(((waiting, "$text-muted"),), **kw)
+        self.waits_for = "host"
         self.border_title = "host"
         self.history = History(max(10, int(HISTORY_S / max(interval, 0.05))))
         self._host: HostSample | None = None
@@ -52,6 +57,7 @@ class HostPanel(LinePanel):
         if host is not None:
             self.history.push(host.cpu_busy)
         self._host = host
+        self.waits_for = None
         self.set_lines(self.render_content())
 
     def on_resize(self) -> None:

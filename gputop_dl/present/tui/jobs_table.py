@@ -12,6 +12,8 @@ others leave.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -20,10 +22,12 @@ from rich.style import Style
 from gputop_dl.present.job_columns import RANK
 from gputop_dl.text.spark import spark
 from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
-from gputop_dl.snapshot import GpuProcess, JobSample, Snapshot
 from gputop_dl.text.fmt import DASH, duration, joules, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import GpuProcess, JobSample, JobSearch, Snapshot
 
 __all__ = ["COLUMNS", "COLUMN_KEYS", "SORTS", "Cell", "JobRow", "JobsTable", "Palette", "Row",
            "Trends", "job_row", "process_row", "status_text", "table_rows"]
@@ -234,6 +238,24 @@ def table_rows(latest: dict[int, Snapshot], p: Palette, trends: Trends | None = 
     return rows
 
 
+def nothing_found(search: JobSearch | None) -> tuple[str, ...]:
+    """What the jobs table says when no training job was found: where the search looked, and
+    what it could not read and why (docs/privileges.md)."""
+    if search is None:
+        return ("no training job found",)
+    lines = [f"No training job found among {search.processes} processes: none has torch loaded, "
+             "uses a GPU, or runs a Python training script that works like one (forked "
+             "data-loader workers, busy threads)."]
+    if search.unreadable:
+        hidden = (f"; {search.python_not_jobs} Python script{'s' if search.python_not_jobs != 1 else ''} "
+                  "among them not shown: no forked workers, no busy threads"
+                  if search.python_not_jobs else "")
+        lines.append(f"{search.unreadable} of them are other users' processes whose memory only "
+                     "root may read: judged by their command line, threads and CPU instead"
+                     f"{hidden}. `sudo gputop-dl` reads them whole.")
+    return tuple(lines)
+
+
 class JobsTable(KeyedTable[JobRow]):
     """The monitor's jobs table (rows: `job_row`, `process_row`)."""
 
@@ -245,6 +267,8 @@ class JobsTable(KeyedTable[JobRow]):
     FLEX = "command"
     GROW = "job"  # a found job's name carries what tells it apart ("train.py --lr 0.1")
     GROW_YIELDS = frozenset(RANK[6:])  # what a user needs to act on stays (present/job_columns.py)
+
+    looked_at: JobSearch | None = None  # with no row: where the search looked (nothing_found)
 
     def filled_by_note(self) -> str:
         """What would fill the hidden columns, once (for the subtitle)."""

@@ -17,6 +17,7 @@ theme's CSS variables; a theme change re-renders them.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
     GROW_HOLD_S = 30.0
     GROW_YIELDS: frozenset[str] = frozenset()
     EMPTY_TEXTS = ("", "–")
+    waits_for: str | None = None  # what it waits for before its first rows ("jobs"); None: shown
 
     COMPONENT_CLASSES = {"keyed-table--header", "keyed-table--cursor"}
     DEFAULT_CSS = """
@@ -166,6 +168,8 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         self._grow_needed_at = -float("inf")  # when a row last needed that width
         self.clock = time.monotonic  # for GROW_HOLD_S (tests set their own)
         self._subtitle = ""
+        self.empty_lines: tuple[str, ...] = ()  # said under the header while there is no row
+        self._empty_wrapped: tuple[int, list[str]] = (-1, [])
         self.row_renders = 0  # rows rendered into strips (cache misses), for tests and benchmarks
 
     # --- selection -------------------------------------------------------------------------------
@@ -256,6 +260,27 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
                 if old is None or old.cells != new[key].cells:
                     self._refresh_index(i)
         self._update_subtitle()
+
+    def wait_for(self, kind: str, text: str) -> None:
+        """Until its first rows: what it waits for (`kind`), said in the table (`text`)."""
+        self.waits_for = kind
+        self.set_empty((text,))
+
+    def set_empty(self, lines: tuple[str, ...]) -> None:
+        """What the table says under its header while it has no row: never a blank table."""
+        if lines != self.empty_lines:
+            self.empty_lines = lines
+            self._empty_wrapped = (-1, [])
+            if not self._order:
+                self.refresh()
+
+    def empty_wrapped(self, width: int) -> list[str]:
+        """`empty_lines` wrapped at `width` (the lines the table needs with no row)."""
+        if self._empty_wrapped[0] != width:
+            inner = max(10, width - 2 * PAD)
+            self._empty_wrapped = (width, [w for line in self.empty_lines
+                                           for w in textwrap.wrap(line, inner) or [""]])
+        return self._empty_wrapped[1]
 
     def set_subtitle(self, text: str) -> None:
         """The app's summary for the bottom border; the table adds its scroll position."""
@@ -476,6 +501,10 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
             return self._header(width).apply_style(base)
         i = self.top + y - 1
         if i >= len(self._order):
+            said = self.empty_wrapped(width) if not self._order else []
+            if i < len(said):
+                muted = base + Style(dim=True)
+                return Strip([Segment(" " * PAD + said[i], muted)]).adjust_cell_length(width, base)
             return Strip.blank(width, base)
         key = self._order[i]
         strip = self._row_strip(key, width)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, TypeVar
 
-from gputop_dl.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from gputop_dl.snapshot import Snapshot
     from gputop_dl.workload import SessionSpec
 
 

@@ -11,12 +11,16 @@ newest engine message, or for the plain monitor what it is watching.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 
 from gputop_dl.present.stuck_text import stuck_lines
 from gputop_dl.present.tui.base import Panel
-from gputop_dl.snapshot import Snapshot
 from gputop_dl.text.safe import clean
+
+if TYPE_CHECKING:  # imported after the first frame (statuses.py)
+    from gputop_dl.snapshot import Snapshot
 
 KIND_LABEL = {
     "parallel": "TRULY PARALLEL",
