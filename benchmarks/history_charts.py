@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the history charts cost the monitor's UI thread (issue 35 item 3).
+"""What the history charts cost the monitor's UI thread.
 
     .venv/bin/python benchmarks/history_charts.py            # 3 and 12 found jobs, 2 GPUs
 

@@ -7,7 +7,7 @@ runs get exactly what a `command` workload gets: the hook's folder first on PYTH
 GPUTOP_DL_EVENTS. Prints the medians and their ratio (target: overhead <= 1 %), then the
 start-up cost of the hook for a script that never imports torch (`python -c pass`).
 
-`--phases`: the step-phase timing (issue 22), in-process: a 40-module MLP trained from a
+`--phases`: the step-phase timing, in-process: a 40-module MLP trained from a
 DataLoader, passes alternating plain / hooked (the DataLoader patch and the phase patches on
 Module.__call__, Tensor.to, backward and the optimizer hooks), thread CPU time per step. Twice:
 with the batch sized for a ~10 ms step (the ratio; on a loaded box its noise is several %), and

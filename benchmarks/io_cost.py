@@ -1,4 +1,4 @@
-"""What the disk I/O reading (issue 32, collect/proc/diskio.py) adds to a sampling tick, 12 jobs.
+"""What the disk I/O reading (collect/proc/diskio.py) adds to a sampling tick, 12 jobs.
 
 Twelve job trees (a root and 2 workers each, asleep) are sampled as the monitor samples them:
 the host, NVML, one /proc pass, each job's `TreeSampler.sample` (stat, schedstat every second

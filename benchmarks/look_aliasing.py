@@ -1,4 +1,4 @@
-"""How looks on a fixed grid alias with a job whose steps lock to it (issue 32's memory pair).
+"""How looks on a fixed grid alias with a job whose steps lock to it (memory pair).
 
 The pair of tests/test_memory_verdict_real.py (two copies of tests/external/disk_reader.py
 whose files fit in the page cache one at a time, in one cgroup v1 memory group, reads

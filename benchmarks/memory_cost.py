@@ -1,4 +1,4 @@
-"""What the memory reading (issue 32, collect/proc/memory.py) adds to a sampling tick, 12 jobs.
+"""What the memory reading (collect/proc/memory.py) adds to a sampling tick, 12 jobs.
 
 As benchmarks/io_cost.py: twelve job trees (a root and 2 workers each, asleep) sampled as the
 monitor samples them (the host, NVML, one /proc pass, each job's `TreeSampler.sample` with its

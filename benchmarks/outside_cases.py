@@ -76,7 +76,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 def before(k, cpus: int) -> float:
-    """A tick's outside estimate by the formula before issue 39's second round: the model with
+    """A tick's outside estimate by the earlier formula: the model with
     every wait put down to a CPU over the part the other jobs cause (s_all / s_cpu; the
     calibrated scripts are CPU jobs with no intra-op pool, so s_cpu is `cpu_speedup`)."""
     s_all = cpu_speedup(k.cpu_wait, k.cpu_cores, cpus, 1.0) or 1.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Busy loops in one session or each in its own: what they cost two light jobs (issue 39).
+"""Busy loops in one session or each in its own: what they cost two light jobs.
 
     flock /tmp/gputop-box.lock setsid -w .venv/bin/python benchmarks/outside_sessions.py  # ~2 min
 

@@ -1,4 +1,4 @@
-"""The live slowdown from a job's own pace, against the job's own iteration rate (issue 33).
+"""The live slowdown from a job's own pace, against the job's own iteration rate.
 
     python benchmarks/own_pace.py [--only mnist] [--alone-s 40] [--together-s 45] [--wait-policy passive]
     python benchmarks/own_pace.py --after [--only mnist]   # the last copy alone after the others

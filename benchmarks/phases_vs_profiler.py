@@ -1,11 +1,11 @@
-"""The hook's phase split beside a `torch.profiler` trace of the same steps (issue 33).
+"""The hook's phase split beside a `torch.profiler` trace of the same steps.
 
     python benchmarks/phases_vs_profiler.py [--stack {lightning,hf}] [--runs 3] [--cuda]
 
 Launches a real model's training script (no sleeps) as a `command` workload with no code
 change, and prints, per run, the trace's forward, backward and optimizer (ms per step and share
 of the step) beside the hook's over the same batches: the hook bills batch j's work to its step
-j + 1 (docs/phases.md, "What a step is"). Target (issue 33): each share within 10 points.
+j + 1 (docs/phases.md, "What a step is"). Target: each share within 10 points.
 
 - `--stack lightning` (the default): tests/external/lightning_profiled.py, a convolutional net
   under Lightning's own `PyTorchProfiler`, active over 12 steps. Lightning runs the forward and

@@ -2,7 +2,7 @@
 
     python benchmarks/pool_placement.py [--seconds 24] [--wait-policy passive] [EXAMPLE ...]
 
-Issue 33: two copies of the same multi-threaded script (tests/external/mt_examples.py, 2 intra-op
+Two copies of the same multi-threaded script (tests/external/mt_examples.py, 2 intra-op
 threads and one loader worker each; default `dcgan dcgan`) read the same schedstat figures in
 every run, yet ran 6.6× to 26× slower than alone. Were a pool's two threads queued on one CPU
 (they could never run at once)? Each example runs alone for its rate, then all together; during

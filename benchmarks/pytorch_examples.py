@@ -14,7 +14,7 @@
 3. `dcgan/main.py --dataset fake` (64x64, batch 64, torch's default intra-op threads, one
    loader worker) alone, then twice started by hand and judged by `gputop-dl diagnose
    --no-probe` (the live estimate, nothing paused); then the same with
-   `OMP_WAIT_POLICY=PASSIVE` (`--only dcgan`; issue 33). Its own rate: the arrival times of
+   `OMP_WAIT_POLICY=PASSIVE` (`--only dcgan`). Its own rate: the arrival times of
    the line it prints per iteration (unbuffered).
 4. the same two dcgan copies judged by `diagnose --seconds 120` with its probe
    (`--only dcgan-probe`): each job's slowdown, from py-spy's step times or its loader
@@ -297,7 +297,7 @@ def dcgan_probe(examples: str, work: str, env: dict[str, str], seconds: float) -
     """Two dcgan copies by hand (torch's default, spinning pools) judged by `diagnose` with its
     probe: each job's slowdown (from py-spy's step times or its loader's work rate) beside
     its own rate alone (its probe window: when the other copy was stopped) over together
-    (before the first window), both from the arrival of its per-iteration lines (issue 33)."""
+    (before the first window), both from the arrival of its per-iteration lines."""
     from diagnose_loader import StopWatch, alone_span
 
     script = os.path.join(examples, "dcgan", "main.py")
@@ -350,7 +350,7 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     monitor's engine from the start (found jobs, these two only). The first ran alone, so the
     live judge paces it against itself (analyse/slowdown/pace.py): its live slowdown over the
     together span (median of the ticks once its pace is read) beside its own rate alone over
-    together, from the arrival of its per-iteration lines (issue 33)."""
+    together, from the arrival of its per-iteration lines."""
     from own_pace import watching
 
     script = os.path.join(examples, "dcgan", "main.py")
@@ -798,7 +798,7 @@ def wlm_pace(examples: str, work: str, env: dict[str, str], alone_s: float,
     """word_language_model/main.py, one alone then a second (`_alone_then_pair`). It has no
     loader workers: the live judge paces the first by its py-spy step times alone and beside
     the second (analyse/slowdown/pace.py). Truth: its own `ms/batch` lines (every 5 batches), their
-    median in each span (issue 33)."""
+    median in each span."""
     from step_beats import MS, corpus
 
     wlm = os.path.join(examples, "word_language_model")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The monitor on a crowded box: 64 found jobs and 2,000 threads (issue 35 item 4, "scale").
+"""The monitor on a crowded box: 64 found jobs and 2,000 threads ("scale").
 
     .venv/bin/python benchmarks/scale_tick.py                          # 64 jobs, 2,000 threads
     .venv/bin/python benchmarks/scale_tick.py --jobs 64 --threads 2000 --ticks 30 --ui-seconds 30

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two checkouts of gputop-dl side by side in one window: before and after a change (issue 35).
+"""Two checkouts of gputop-dl side by side in one window: before and after a change.
 
     git worktree add ../gdl-before COMMIT      # the code to compare with, once
     .venv/bin/python benchmarks/screen_ab.py --before ../gdl-before            # about 5 minutes

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The monitor's speed beside its floors, measured side by side in one run (issues 23 and 35).
+"""The monitor's speed beside its floors, measured side by side in one run.
 
     .venv/bin/python benchmarks/screen_speed.py                       # about 4 minutes
     .venv/bin/python benchmarks/screen_speed.py --runs 5 --seconds 30 --only first-screen
@@ -27,7 +27,7 @@
    3 processes per job).
 
 glances (`--glances`, its own venv; skipped when missing) runs beside them in both parts: its
-first screen ("MEM") and its CPU at `-t 1`. Since issue 35 the floor's history panel repaints
+first screen ("MEM") and its CPU at `-t 1`. The floor's history panel repaints
 all its 30 lines as often as gputop-dl's history charts are built (their subtitle's
 "redrawn every N s"); the plotext build itself is gputop-dl's own part.
 
@@ -108,7 +108,7 @@ class Floor(App):
 
     def compose(self):
         n = self.jobs
-        # host, jobs, and the history charts: all their lines once per bucket (issue 35)
+        # host, jobs, and the history charts: all their lines once per bucket
         self.panels = [Lines(6, 3), Lines(n, n), Lines(30, 30)]
         yield Static("floor ready\\nbanner\\nreason\\nnote")
         yield self.panels[0]

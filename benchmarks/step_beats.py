@@ -1,4 +1,4 @@
-"""A found job's py-spy step time where the sampling rate beats with its steps (issue 33).
+"""A found job's py-spy step time where the sampling rate beats with its steps.
 
     python benchmarks/step_beats.py --examples PATH_TO_pytorch/examples [--rounds 3]
 

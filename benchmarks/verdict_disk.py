@@ -1,4 +1,4 @@
-"""The live verdict on a shared slow disk against the scripts' own step times (issue 32).
+"""The live verdict on a shared slow disk against the scripts' own step times.
 
 Two copies of tests/external/disk_reader.py (O_DIRECT reads of random 128 KiB blocks) run in
 one cgroup whose reads are throttled (cgroup v1 blkio, `--rate` MiB/s): first one alone, then

@@ -1,4 +1,4 @@
-"""The live verdict against the box's measured disk peak, on a disk of known speed (issue 34).
+"""The live verdict against the box's measured disk peak, on a disk of known speed.
 
 A cgroup whose reads are throttled (cgroup v1 blkio, `--rate` MiB/s) is the disk of known
 speed. `gputop-dl machine --data DIR` runs inside it, so its O_DIRECT read rates should read the

@@ -1,4 +1,4 @@
-"""The live verdict when the jobs' datasets no longer fit in the page cache together (issue 32).
+"""The live verdict when the jobs' datasets no longer fit in the page cache together.
 
 Two copies of tests/external/disk_reader.py read random 128 KiB blocks of their own file
 (`--size` MiB each) through the page cache (`--buffered`). Both run in one cgroup v1 memory

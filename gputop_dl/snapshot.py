@@ -37,7 +37,7 @@ class GpuSample:
     pcie_tx_kbs: int | None = None  # NVML's 20 ms point sample (nvmlDeviceGetPcieThroughput)
     pcie_rx_kbs: int | None = None
     error: str | None = None  # set when the GPU was lost / errored this tick
-    # GPU clocks and PCIe (issue 32 items 3 and 4, collect/nvml/gpus.py): the highest SM clock; the
+    # GPU clocks and PCIe (collect/nvml/gpus.py): the highest SM clock; the
     # share of the last counter interval (a few seconds) NVML's cumulative violation counters
     # say the clocks were held down, per reason ((reason, share 0..1 or None), ...; () = no
     # counter on this GPU); PCIe bytes/s from NVML's cumulative byte counters (else the point
@@ -325,7 +325,7 @@ class JobSample:
     command: str | None = None  # command line of a job not launched here (a found job)
     distributed: Distributed | None = None  # its ranks on this node (None: not distributed)
     rank_cpu_cores: tuple[tuple[int, float], ...] = ()  # (rank, CPU cores with its workers)
-    # CPU wait (issue 21, collect/proc/schedstat.py): share of the threads' runnable time spent
+    # CPU wait (collect/proc/schedstat.py): share of the threads' runnable time spent
     # waiting for a CPU over the last interval, 0..1 (all, trainer processes, loader workers);
     # the cgroup quota's throttled share of the interval; why it is unknown
     cpu_wait_fraction: float | None = None
@@ -348,7 +348,7 @@ class JobSample:
     # makes a fixed number per batch it hands the trainer, so this is its batch rate times
     # a constant, whatever CPU a batch took (analyse/slowdown/pace.py); None: no workers read
     loader_writes_per_s: float | None = None
-    # Disk I/O (issue 32, collect/proc/diskio.py) over the last interval: bytes/s from storage and
+    # Disk I/O (collect/proc/diskio.py) over the last interval: bytes/s from storage and
     # read in all (page-cache hits too); the share of the looks since the last tick on which it
     # waited on I/O (a process in D, none running); major faults/s; delayacct's blocked share
     # (None: delay accounting off); the filesystem its open files are on (st_dev and "vda (/, ext4)"); why unknown
@@ -360,7 +360,7 @@ class JobSample:
     io_device: int | None = None
     io_device_label: str | None = None
     io_note: str | None = None
-    # Memory (issue 32, collect/proc/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
+    # Memory (collect/proc/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
     # whether that group has a memory limit of its own, the bytes/s of file pages the group read
     # again after the kernel had evicted them (page-cache refaults), the group's limit events
     # this interval ((high | max | oom | oom_kill, count), ...), why unknown
@@ -377,7 +377,7 @@ class JobSample:
     io_wait_fraction: float | None = None
     memory_wait_fraction: float | None = None
     gpu_wait_fraction: float | None = None  # the others' share of a busy GPU it shares
-    # Live verdict (issue 21, analyse/passive.py): where `slowdown` comes from (measured |
+    # Live verdict (analyse/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
     # what read it (step times, loader writes, loader CPU, loop counter, py-spy steps, wait
@@ -390,7 +390,7 @@ class JobSample:
     slowdown_doubt: str | None = None
     # live: how much faster without the load from outside the jobs (analyse/outside_load.py)
     outside_slowdown: float | None = None
-    # identity (issue 23): who, since when, what and where (collect/proc/identity.py)
+    # identity: who, since when, what and where (collect/proc/identity.py)
     user: str | None = None
     elapsed_s: float | None = None  # since the job's root process started
     cmdline: str | None = None  # the whole command line (shown shortened in a row)
@@ -400,11 +400,11 @@ class JobSample:
     launched_by: str | None = None  # a found job that another gputop-dl session launched: its id
     identity_note: str | None = None  # why some of the identity is unknown
     procs: tuple[ProcSample, ...] = ()  # its processes, root first, depth-first (the details' tree)
-    # step phases (issue 22, docs/phases.md): where the step goes, every rank, the late one
+    # step phases (docs/phases.md): where the step goes, every rank, the late one
     phases: StepPhases | None = None
     ranks: tuple[RankPhases, ...] = ()
     straggler: Straggler | None = None
-    # Phase shares of a found job (issue 22 item 5, branch cpuwait): py-spy main-thread samples
+    # Phase shares of a found job: py-spy main-thread samples
     # per step phase ((phase, share 0..1), ...) in the order data, forward, backward, optimizer,
     # other: sampled shares, not seconds; the samples behind them (None: not sampled)
     phase_shares: tuple[tuple[str, float], ...] = ()
@@ -509,16 +509,16 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
     if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
         out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
-    if out.get("procs"):  # a job's process tree (issue 23): objects, not arrays
+    if out.get("procs"):  # a job's process tree: objects, not arrays
         out["procs"] = [p._asdict() for p in d["procs"]]
     if "limited" in out:  # a job's unreadable figures (collect/jobs/privilege.py): objects
         out["limited"] = [{"what": w, "why": y} for w, y in d["limited"]]
     if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
         out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None
-    if "cpu_wait_fraction" in out:  # a job's CPU wait (issue 21): also as one object
+    if "cpu_wait_fraction" in out:  # a job's CPU wait: also as one object
         out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
                            "workers": out.get("cpu_wait_workers")}
-        # what it waits on, each a share 0..1 (issue 32): the I/O wait split into the part
+        # what it waits on, each a share 0..1: the I/O wait split into the part
         # that re-reads evicted pages (memory) and the rest (io)
         io, mem = out.get("io_wait_fraction"), out.get("memory_wait_fraction")
         out["waits"] = {"cpu": out.get("cpu_wait_fraction"),

@@ -197,7 +197,7 @@ class Workload:
     gpu_count: int | None = None  # `gpus = N`: GPUs (slots) as a count, placed by the queue
     # set when the file's cpu_fallback overrides were applied
     cpu_fallback_applied: tuple[str, ...] = ()
-    # memory cap (issue 27): bytes of RSS the job's processes may use together; None: the
+    # memory cap: bytes of RSS the job's processes may use together; None: the
     # default share of the host's memory (launch.memory_cap)
     memory_limit: int | None = None
 

@@ -1,4 +1,4 @@
-"""The fault matrix of issues 16, 27 and 37, run for real: each hostile case through the CLI.
+"""The fault matrix, run for real: each hostile case through the CLI.
 
     python scripts/fault_matrix.py [WORDS...]   # only the cases whose title has a word
 
@@ -344,7 +344,7 @@ def case_full_disk(d: str, home: str) -> tuple[bool | None, str]:
         subprocess.run(["umount", "-l", disk], capture_output=True)
 
 
-# --- issue 27: hostile sizes, every signal honoured -----------------------------------------
+# --- hostile sizes, every signal honoured -----------------------------------------
 
 def many_file(d: str, n: int, command: str, name: str = "many.toml") -> str:
     body = '[session]\nname = "many"\ninterval = 1.0\nbaseline = "none"\n'
@@ -629,7 +629,7 @@ def case_tui_background(d: str, home: str) -> tuple[bool | None, str]:
                 if ok else f"got {text[:120]!r}")
 
 
-# --- issue 37: hostile input, round three ---------------------------------------------------
+# --- hostile input, round three ---------------------------------------------------
 
 def case_dev_zero(d: str, home: str) -> tuple[bool, str]:
     """`launch /dev/zero`: refused by its type before a byte is read; the launch's own peak RSS

@@ -67,7 +67,7 @@ for s in "$@"; do
     step copy_ref_1 60 "$WORK/copy_ref" 256 10
     step machine 240 $G machine --json --out "$OUTDIR/machine.md"
     step copy_ref_2 60 "$WORK/copy_ref" 256 10 ;;
-  frameworks)  # issue 33 on CUDA: the stacks' epochs, steps and phases, the hook's CUDA events
+  frameworks)  # on CUDA: the stacks' epochs, steps and phases, the hook's CUDA events
     step frameworks 300 python3 benchmarks/frameworks.py --cuda ;;
   found)  # 6 and 9: one script alone (found, NVML memory, stall), then two on one GPU
     python3 tests/external/gpu_plain.py --seconds 20 --data-ms 5 >"$OUTDIR/solo.out" 2>&1 &
@@ -120,7 +120,7 @@ for s in "$@"; do
     printf '[session]\nname="gpu command"\nbaseline="measure"\n[[workload]]\nname="plain"\ncommand=["python3","%s/tests/external/gpu_plain.py","--seconds","15","--data-ms","10"]\n[[workload]]\nname="plain2"\ncommand=["python3","%s/tests/external/gpu_plain.py","--seconds","15","--data-ms","10"]\n' "$ROOT" "$ROOT" >"$WORK/cmd.toml"
     step command 120 $G launch "$WORK/cmd.toml" --headless
     $G export "$OUTDIR/command.md" >/dev/null 2>&1 ;;
-  pace)  # issue 33 on a GPU: a found pair's live slowdown from its loader's pace, a twin's
+  pace)  # on a GPU: a found pair's live slowdown from its loader's pace, a twin's
     step own_pace_gpu 200 python3 benchmarks/own_pace.py --cuda --only "gpu pair" --alone-s 30 --together-s 35 ;;
   stored)  # the same pair started at once, paced by the stored run of one copy alone
     step own_pace_gpu_stored 200 python3 benchmarks/own_pace.py --cuda --stored --only "gpu pair" --alone-s 30 --together-s 35 ;;

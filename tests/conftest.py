@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config, items):
 def heavy_lock(request, tmp_path_factory):
     """A lock shared by all xdist workers: a heavy test holds it exclusively, every other
     test shared. So a heavy test runs alone on the box, not beside the other worker's tests
-    (issue 39: a light pair judged beside busy loops read 'parallel' in CI while the other
+    (a light pair judged beside busy loops read 'parallel' in CI while the other
     worker's tests ran beside it, and passed alone)."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -1,4 +1,4 @@
-"""Bounds on what an input file can ask for (issue 37): checked before anything starts, one
+"""Bounds on what an input file can ask for: checked before anything starts, one
 line naming the file, the key and the bound, exit 2."""
 
 import os

@@ -1,4 +1,4 @@
-"""Live rates against the stored machine profile's measured peaks (issue 34 item 2): the dataset
+"""Live rates against the stored machine profile's measured peaks: the dataset
 disk's read rate and each GPU link's copies, analyse/box_peaks.py through PassiveJudge, on
 fixed samples and the fake pynvml; no profile: said once, no peak made up."""
 

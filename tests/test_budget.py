@@ -1,4 +1,4 @@
-"""The pre-launch budget check and `plan`'s per-GPU capacities (issue 34 item 2): cores, memory,
+"""The pre-launch budget check and `plan`'s per-GPU capacities: cores, memory,
 disk and each GPU's own memory and link, sched/budget.py and sched/fit.py on fixed figures, and
 LaunchPlan's check over a stored profile and cached solo profiles."""
 

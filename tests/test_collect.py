@@ -272,7 +272,7 @@ def test_pyspy_charges_a_stdlib_helper_to_its_caller():
 
 
 def test_a_quiet_tree_is_read_in_full_every_few_ticks_and_at_once_when_it_works(monkeypatch):
-    """Issue 35 (speed): a tree whose last full reading found nothing moving and whose
+    """Speed: a tree whose last full reading found nothing moving and whose
     processes stand still (same CPU seconds, state, memory) gets a quiet tick: that reading's
     figures, CPU 0, no per-thread or disk read; every QUIET_EVERY-th tick is read in full all
     the same, and a tree whose CPU time moved, or that is running or blocked on the disk, at

@@ -119,7 +119,7 @@ def test_what_changed_between_the_sessions_is_said_per_setting(tmp_path, monkeyp
 
 def test_cpu_wait_and_disk_are_compared_from_the_recorded_samples(tmp_path, monkeypatch):
     """compare read the CPU wait from the job summaries, which never had it (always "–"); it
-    and the disk figures (issue 32) come from the recorded samples."""
+    and the disk figures come from the recorded samples."""
     monkeypatch.setenv("GPUTOP_DL_HOME", str(tmp_path / "home"))
     from gputop_dl.record.store import default_db_path
 

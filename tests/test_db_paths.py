@@ -1,4 +1,4 @@
-"""What the session database's path can be (issue 37): a directory, a FIFO, an empty file, a
+"""What the session database's path can be: a directory, a FIFO, an empty file, a
 read-only file. Every command says so in one line, exit 2, and `launch` never leaves a 0-byte
 database behind."""
 

@@ -269,7 +269,7 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
     res = eng.plan.result()
     assert paused == [] and not any(j["measured_alone"] for j in res["jobs"])
     assert "--no-probe: no job was measured alone" in res["notes"]
-    # the live estimate is the verdict (issue 21): no slowdown is claimed as measured
+    # the live estimate is the verdict: no slowdown is claimed as measured
     v = eng.verdict
     assert "nothing paused" in v["reason"], v["reason"]
     assert {j["slowdown_source"] for j in v["jobs"]} == {"estimated"}
@@ -279,7 +279,7 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
         assert j["slowdown"] == est[j["name"]] and j["slowdown_source"] == "estimated"
         assert j["cpu_wait_fraction"] is not None and 0 <= j["cpu_wait_fraction"] <= 1
     # two jobs of ~1.8 cores on 2 cores wait for a CPU on their critical path: never "truly
-    # parallel" (issue 39: this read parallel once, beside the xdist neighbour). What they wait
+    # parallel" (this read parallel once, beside the xdist neighbour). What they wait
     # behind is each other (cpu-bound), or, on a box that others' work swamps (the neighbour,
     # other people), mostly that work: then it is named, with its share of their wait
     assert v["kind"] in ("cpu-bound", "outside-load"), v["reason"]

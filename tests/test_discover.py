@@ -642,7 +642,7 @@ def test_stall_budget_zero_turns_py_spy_off_and_says_so(tmp_path):
 
 
 def test_a_monitor_run_that_sees_a_training_job_is_a_recorded_session(tmp_path):
-    """Issue 5: every monitor run that saw training jobs is a session; it exports with the
+    """Every monitor run that saw training jobs is a session; it exports with the
     job's CPU, memory and py-spy stall, and jobs that ended are marked so."""
     from gputop_dl.collect.pyspy.stall_sampler import StallResult
     from gputop_dl.present.report import export_session, list_sessions
@@ -723,7 +723,7 @@ class PooledStall:
 
 @pytest.mark.parametrize("stall", [None, PooledStall()], ids=["py-spy off", "py-spy on"])
 def test_a_quiet_found_job_keeps_its_row_until_it_works_then_is_read_at_once(tmp_path, stall):
-    """Issue 35 (speed): a found job whose processes stand still gets quiet ticks (its last
+    """Speed: a found job whose processes stand still gets quiet ticks (its last
     row, CPU 0: no per-thread, disk, process-tree or rank reading); the tick after its CPU
     time moves reads it in full, with its CPU use: never an idle row shown for a working job.
     With py-spy on, its pooled stall result (equal, not the same object) keeps it quiet."""

@@ -1,4 +1,4 @@
-"""Disk I/O (issue 32): the collector on a fake /proc, the disk-sharing model, and the live
+"""Disk I/O: the collector on a fake /proc, the disk-sharing model, and the live
 verdict's `io-bound` kind on hand-made samples (no process, no clock)."""
 
 import errno
@@ -177,7 +177,7 @@ def run(jobs_at, host, ticks=4, **kw):
 
 
 def test_two_jobs_on_one_slow_disk_are_io_bound_not_parallel():
-    """Issue 32's reproduction: two scripts on one slow disk, 97 % of each step waiting on
+    """The reproduction: two scripts on one slow disk, 97 % of each step waiting on
     data, the CPU idle: each about 2x slower. Before: "truly parallel", 1.00x."""
     v, est = run(lambda t: [reader_job("a", 1, 2.1 * MB, stall_fraction=0.97),
                             reader_job("b", 3, 2.0 * MB, stall_fraction=0.97)], PRESSED)

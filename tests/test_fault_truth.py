@@ -1,4 +1,4 @@
-"""Truth in the fault messages (issue 37): a SIGKILL is blamed on the OOM killer only when
+"""Truth in the fault messages: a SIGKILL is blamed on the OOM killer only when
 the kernel's counters say so."""
 
 import pytest

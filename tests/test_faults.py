@@ -1,4 +1,4 @@
-"""Faults and hostile input (issue 16), with real tiny processes (sleep, python -c) in temporary
+"""Faults and hostile input, with real tiny processes (sleep, python -c) in temporary
 data dirs: no orphans however gputop-dl ends."""
 
 import json
@@ -512,7 +512,7 @@ def test_the_console_summary_shows_the_peak_memory_the_export_shows():
     con.print(summary_table([r]))
     text = con.export_text()
     assert "2.8 GiB" in text
-    # which step the table shows, and which the slowdown is of (they differ: README, issue 21)
+    # which step the table shows, and which the slowdown is of (they differ: README)
     assert "median step" in text and "its median step while all jobs ran / its solo step" in text
 
 

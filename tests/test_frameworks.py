@@ -1,4 +1,4 @@
-"""Training frameworks with no code change (issue 33): small real scripts launched as `command`
+"""Training frameworks with no code change: small real scripts launched as `command`
 jobs, each printing its own figures (epochs, batches, step time, phase times) as the truth
 that gputop-dl's hook figures are checked against. Each framework is a test extra: the tests
 skip, saying why, where it is not installed."""
@@ -80,7 +80,7 @@ def test_real_lightning_fit_with_a_batch_limit_counts_epochs_and_splits_the_clos
 
 def assert_shares_match_trace(run, own) -> None:
     """The hook's phase shares of the traced batches' steps within 10 points of the trace's
-    (issue 33's target); each traced phase a real part of the step."""
+    (target); each traced phase a real part of the step."""
     assert own["steps"] == 12, own
     first = own["first_batch"] + 1  # batch j's work is billed to the hook's step j + 1
     steps = [s for s in run.steps if first <= s["step"] < first + own["steps"]]
@@ -96,7 +96,7 @@ def test_real_lightning_phase_shares_match_its_own_profiler_trace(tmp_path):
     """A real convolutional net (no sleeps) under Lightning's own `PyTorchProfiler`: the trace's
     training_step, backward and optimizer (its step less the closure Lightning hands it) are
     the truth; the hook's shares of the same batches' steps are within 10 points of them
-    (issue 33's target), and the optimizer is not billed the closure's forward and backward."""
+    (target), and the optimizer is not billed the closure's forward and backward."""
     pytest.importorskip("lightning", reason="lightning (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, PROFILED])
     assert_shares_match_trace(run, own)
@@ -107,7 +107,7 @@ def test_real_transformers_phase_shares_match_a_torch_profiler_trace(tmp_path):
     `torch.profiler` active over 12 of its steps: the script's own `record_function` ranges
     around the model's forward and the Trainer's `accelerator.backward`, and torch's
     `Optimizer.step#AdamW.step`, are the truth; the hook's shares of the same batches' steps
-    are within 10 points of them (issue 33's target)."""
+    are within 10 points of them (target)."""
     pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, HF_PROFILED])
     assert_shares_match_trace(run, own)

@@ -1,4 +1,4 @@
-"""The fuzzer (issue 37): property-based tests over every input gputop-dl parses.
+"""The fuzzer: property-based tests over every input gputop-dl parses.
 
 Hypothesis draws the inputs from a fixed seed (`derandomize=True`: the same inputs on every run,
 so CI is reproducible) and a small budget (`max_examples`). The properties:

@@ -1,4 +1,4 @@
-"""GPU clocks, PCIe link and NUMA findings in the live verdict (issue 32 items 3 and 4):
+"""GPU clocks, PCIe link and NUMA findings in the live verdict:
 analyse/gpu_clocks.py on fixed samples, through PassiveJudge, and collect/proc/affinity.py."""
 
 from __future__ import annotations

@@ -204,7 +204,7 @@ def test_the_process_tree_comes_from_what_the_tick_read():
 
 
 def test_jobs_whose_commands_differ_are_all_named_by_the_first_argument_that_differs():
-    """Issue 35 item 2: `--compute-ms 60` and `--compute-ms 50` (whose other values swap places)
+    """`--compute-ms 60` and `--compute-ms 50` (whose other values swap places)
     were `scenario_job.py` and `scenario_job.py (8897)`; each is named by what differs, the first
     one too, and only identical commands fall back to the start time, then the PID."""
     from gputop_dl.collect.jobs.found import FoundJobs

@@ -143,7 +143,7 @@ def test_no_string_imports_of_the_package():
 
 
 def test_the_monitors_first_frame_does_without_the_stores_reads_and_writes(tmp_path):
-    """Issue 35 (speed): before the first frame the monitor checks the store
+    """Speed: before the first frame the monitor checks the store
     (record/store_open.py) without importing its reads and writes or the workload parser's
     redaction (an existing database was scrubbed once already); the engine imports them
     after that frame."""

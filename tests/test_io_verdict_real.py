@@ -1,4 +1,4 @@
-"""Issue 32 end to end: two plain scripts that read their samples from one slow disk, started by
+"""The disk case end to end: two plain scripts that read their samples from one slow disk, started by
 hand, run about twice as slow together; `gputop-dl --once --json` must call them I/O-bound and
 name the filesystem, and the live judge (`diagnose --no-probe`, a few ticks) must estimate each
 one's slowdown within 25 % of the scripts' own ratio (mean step together over alone).

@@ -93,7 +93,7 @@ def test_signal_stops_every_child(tmp_path, sig):
 
 
 def test_sigint_during_a_solo_baseline_stops_the_baseline_job(tmp_path):
-    """Issue 16: the solo baseline's job was dropped from the engine's runs before shutdown saw
+    """The solo baseline's job was dropped from the engine's runs before shutdown saw
     it, so an interrupt during the baseline left it (and its loader workers) running."""
     path = slow_file(tmp_path, ["a"])
     with open(path) as f:

@@ -40,7 +40,7 @@ def test_monitor_banner_shows_the_live_verdict_and_the_estimates():
 
 
 def test_v_opens_the_verdict_the_header_shows_and_follows_it():
-    """Issue 35: the header said CONCURRENT · CPU-BOUND while `v` answered "no verdict yet
+    """The header said CONCURRENT · CPU-BOUND while `v` answered "no verdict yet
     (phase: monitor only)". The dialog now shows the monitor's live verdict and follows it."""
     from gputop_dl.present.tui.screens import VerdictScreen
 
@@ -78,7 +78,7 @@ def test_v_opens_the_verdict_the_header_shows_and_follows_it():
 
 
 def test_monitor_banner_says_one_job_runs_alone():
-    """Issue 40 item 1: one job found, nothing else training: no TRULY PARALLEL."""
+    """One job found, nothing else training: no TRULY PARALLEL."""
     jobs = [found("train_a.py", 501, 0.05)]
     snap = monitor_snapshot()
     judge = PassiveJudge()

@@ -1,5 +1,5 @@
 """A real DataLoader worker hands each batch over in a fixed number of write calls, fast or slow
-(collect/proc/diskio.py, analyse/slowdown/pace.py: the pace by batches; issue 33), and the collector finds
+(collect/proc/diskio.py, analyse/slowdown/pace.py: the pace by batches), and the collector finds
 it by torch's name for it. One tiny torch process; counts, no timing."""
 
 import os

@@ -1,4 +1,4 @@
-"""Memory (issue 32): the collector on fake /proc and cgroup files, the page-cache model, and the
+"""Memory: the collector on fake /proc and cgroup files, the page-cache model, and the
 live verdict's `memory-bound` kind on hand-made samples (no process, no clock)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 32's memory case end to end: two plain scripts whose datasets fit in the page cache one at
+"""The memory case end to end: two plain scripts whose datasets fit in the page cache one at
 a time but not together. Each alone finds its file cached; together they evict each other's
 pages and wait on re-reads. `gputop-dl diagnose --no-probe --json` (the live judge over several
 ticks) must call them memory-bound, and estimate each one's slowdown within 25 % of the

@@ -1,4 +1,4 @@
-"""Issue 40 item 2: at 80 columns the jobs table keeps what a user needs to act (job, slowdown,
+"""At 80 columns the jobs table keeps what a user needs to act (job, slowdown,
 waits on, CPU wait, data-wait, CPU, then the rest) and drops from the end; TUI and console."""
 
 from __future__ import annotations

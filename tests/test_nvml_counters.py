@@ -1,4 +1,4 @@
-"""GPU clocks, PCIe and NUMA from NVML (issue 32 items 3 and 4) against the fake pynvml: the
+"""GPU clocks, PCIe and NUMA from NVML against the fake pynvml: the
 cumulative throttle and PCIe counters as shares and rates, their cadence, the fallbacks, the link
 and the CPUs near each GPU."""
 

@@ -1,4 +1,4 @@
-"""Load from outside the jobs as a cause (issue 39), on hand-made samples: the split of a job's
+"""Load from outside the jobs as a cause, on hand-made samples: the split of a job's
 CPU wait between the other jobs and the processes outside them, the `outside-load` verdict that
 names the busiest of those, and the busiest-process sampler on a fake /proc."""
 
@@ -104,7 +104,7 @@ def test_jobs_at_solo_speed_read_parallel_whatever_runs_beside_them():
 
 
 def test_one_job_beside_outside_load_is_alone_and_names_the_load():
-    # one job is `alone` (issue 40), and what slows it from outside is in its reason and fixes
+    # one job is `alone`, and what slows it from outside is in its reason and fixes
     one = [job("a", 10, f=0.5, cores=0.5)]
     v, _ = run(PassiveJudge(), 4, lambda t: one, host=busy(LOOP, runnable=3))
     assert v.kind == "alone"

@@ -1,6 +1,6 @@
 """The live verdict on real scripts of known cost (tests/external/calibrated.py) beside an
 outside load this test starts itself (busy loops of one core each, each in a session of its
-own), issue 39. Three cases, each asserted strictly: two CPU-hungry jobs contend with each other
+own). Three cases, each asserted strictly: two CPU-hungry jobs contend with each other
 (cpu-bound); two jobs that fit beside each other wait behind the busy loops (outside-load, the
 loops named); two jobs that sleep run at their solo speed (parallel). And `diagnose`'s probe
 beside the loops: each solo window says it was not alone, never parallel.

@@ -62,7 +62,7 @@ def test_waits_caused_by_load_from_outside_the_jobs_are_not_theirs():
     pair = [job("a", 10, f=0.6, cores=0.2), job("b", 20, f=0.6, cores=0.2)]
     busy_box = replace(TWO, load1=10.0)
     v, est = run(PassiveJudge(), 3, lambda t: pair, host=busy_box)
-    # not theirs, and not "truly parallel" either (issue 39): the load outside slows them
+    # not theirs, and not "truly parallel" either: the load outside slows them
     assert v.kind == "outside-load", v.reason
     assert max(e.slowdown for e in est.values()) <= 1.10
     assert all(e.outside > 1.10 for e in est.values())
@@ -365,7 +365,7 @@ def test_evolve_copies_a_snapshot_as_replace_does_and_refuses_unknown_fields():
 
 
 def test_one_job_alone_is_not_called_parallel():
-    """Issue 40 item 1: a single script started by hand read `TRULY PARALLEL — no job waits for a
+    """A single script started by hand read `TRULY PARALLEL — no job waits for a
     CPU or a shared GPU`. With one job the verdict says it runs alone, its own waits, and what a
     second job like it would meet on this box's cores."""
     light = job("a.py", 10, f=0.05, cores=0.6, stall_fraction=0.28)
@@ -402,7 +402,7 @@ def test_one_launched_job_is_alone_in_the_measured_verdict_too():
 
 
 def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
-    """Two CPU jobs of two OpenMP threads each on 2 cores (issue 33's dcgan pair): each thread
+    """Two CPU jobs of two OpenMP threads each on 2 cores (dcgan pair): each thread
     runnable all the time (it spins while its peer waits), waiting half of it. The mean thread
     says 2×; the pool moves only while both threads run, so the estimate is the product of the
     threads' rates (4×, not capped at cpus / cores: spin is CPU time without work), and the
@@ -430,7 +430,7 @@ def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
 
 
 def test_spinning_pools_get_the_wait_policy_fix_and_sleeping_ones_do_not():
-    """Issue 33: how a pool's threads leave their CPU tells a pool that spins at its barrier
+    """How a pool's threads leave their CPU tells a pool that spins at its barrier
     (preempted: 0.8-11 % of its switches voluntary, 2.2-3.8 ms a slice measured) from one that
     sleeps (OMP_WAIT_POLICY=PASSIVE: 25-81 % voluntary, 0.07-1.21 ms a slice), where runnable
     shares cannot (a sleeping pool on a busy box was runnable 87-94 %). Spinning pools beside
@@ -474,7 +474,7 @@ def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():
 
 
 def test_a_job_hovering_about_the_threshold_does_not_flip_the_verdict():
-    """Hysteresis (issue 35's audit: the header and its recorded changes flipped between
+    """Hysteresis (audit: the header and its recorded changes flipped between
     cpu-bound and parallel every few seconds): a job taken for slowed stays so until its
     estimate falls to SLOW_STAY (1.05); one not slowed must pass SLOW (1.10) to become so."""
     from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY

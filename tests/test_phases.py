@@ -1,4 +1,4 @@
-"""Step phases: the phase clock, its torch patches, the analysis, the straggler (issue 22)."""
+"""Step phases: the phase clock, its torch patches, the analysis, the straggler."""
 
 from __future__ import annotations
 

@@ -230,7 +230,7 @@ def test_real_launch_probe_heavy_trio_is_cpu_bound(tmp_path):
     assert v["kind"] == "cpu-bound", v["reason"]
     assert all(eng.plan.solo[n]["method"] == "probe" for n in "abc")
     # against an idle box: a solo window that outside load slowed (a busy loop beside the
-    # suite) counts that too (issue 39; seen as 1.27x with a loop beside it)
+    # suite) counts that too (seen as 1.27x with a loop beside it)
     out = v["evidence"].get("probe_outside") or {}
     idle = {n: s * ((out.get(n) or {}).get("slowdown") or 1.0)
             for n, s in v["evidence"]["slowdowns"].items()}

@@ -1,4 +1,4 @@
-"""Found jobs' step time from py-spy's timed trace (issue 40 item 3): the chrome trace's own
+"""Found jobs' step time from py-spy's timed trace: the chrome trace's own
 sample times, a step that hid a phase counted as two, and the reason where none is read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CPU-aware queue on the machine profile's NUMA layout (issue 34 item 2): sched/numa.py on a
+"""The CPU-aware queue on the machine profile's NUMA layout: sched/numa.py on a
 fake two-node profile, QueuePlan's placement through a fake engine, and one real queue whose
 started children run on the CPUs chosen (os.sched_getaffinity of each child)."""
 

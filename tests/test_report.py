@@ -397,7 +397,7 @@ def test_interrupted_session_still_exports(store):
     text = render_markdown(data)
     assert "**State:** **interrupted**" in text
     rows = rows_by_job(table_with(text, "median epoch"))
-    assert rows["bs64"]["status"] == "interrupted"  # as in the JSON (issue 27)
+    assert rows["bs64"]["status"] == "interrupted"  # as in the JSON
     assert {j["name"]: j["status"] for j in data["jobs"]}["bs64"] == "interrupted"
     assert rows["bs64"]["step"] == "800 ms"  # what was recorded up to then
     assert rows["bs32"]["status"] == "done"
@@ -484,7 +484,7 @@ def home(tmp_path, monkeypatch):
 
 
 def test_cli_export_without_sessions(home, capsys):
-    assert cli.main(["export", str(home / "r.md")]) == 2  # issue 16: nothing to export is bad usage
+    assert cli.main(["export", str(home / "r.md")]) == 2  # nothing to export is bad usage
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "gputop-dl launch" in err
     assert not (home / "r.md").exists()
@@ -589,7 +589,7 @@ def test_end_to_end_launch_then_export(home, capsys):
     assert "vCPUs" in env["CPU"] and env["torch"] not in ("", "–")
     assert rows_by_job(table_with(text, "step CV"))["tiny"]["source"] == "measured"
     assert fences(text, "mermaid")
-    # its verdict over time (issue 35): recorded as the run went, the first from none, the
+    # its verdict over time: recorded as the run went, the first from none, the
     # last the session's verdict, each a change of kind
     changes = data["verdict_changes"]
     assert data["verdict_changes_recorded"] is True and changes and changes[0]["from"] is None
@@ -745,7 +745,7 @@ def test_the_console_summary_step_is_the_median_and_says_so(store):
 
 
 def test_per_job_sparklines_show_each_jobs_course_and_range(store):
-    """Issue 35 item 3: each job's step time, data wait and CPU over the session as a sparkline
+    """Each job's step time, data wait and CPU over the session as a sparkline
     with the range it spans (a blank where nothing was measured), beside the Mermaid charts."""
     sid = fx.make_session(store, ticks=120)
     text = render_markdown(session_json(store, sid))

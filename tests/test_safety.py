@@ -1,4 +1,4 @@
-"""Safe on a shared box (issue 27): many workloads, signals in every phase, linear reads."""
+"""Safe on a shared box: many workloads, signals in every phase, linear reads."""
 
 import os
 import resource
@@ -281,7 +281,7 @@ def test_the_exporter_answers_metrics_and_root_and_404_elsewhere():
 
 
 def test_an_export_is_private_and_elsewhere_follows_the_umask_only_when_shared(tmp_path, gdl_home):
-    """Issue 37: a report holds each job's command line, so it is 0600 wherever it is written;
+    """A report holds each job's command line, so it is 0600 wherever it is written;
     `export --shared` leaves a file outside the data dir to the umask, never one inside it."""
     from gputop_dl.present.report import export_session
 

@@ -23,7 +23,7 @@ def test_cpu_bound_trio_on_two_cores():
         pytest.skip("the trio needs ~3.3 cores: CPU-bound only on a machine with <= 3 cores")
     v = run("cpu_bound_trio.toml").verdict
     assert v["kind"] == "cpu-bound", v
-    # each solo run's reading of what ran beside it (issue 39: one slowdown read <= 1.2 once, in
+    # each solo run's reading of what ran beside it (one slowdown read <= 1.2 once, in
     # a suite run; a solo baseline timed beside outside load is slow, its slowdown too small):
     # a job's slowdown against an idle box is its figure times what the load cost its solo run
     beside = v["evidence"]["baseline_outside"]
@@ -63,7 +63,7 @@ gpus = [1]
 
 
 def test_busy_loops_beside_the_solo_baselines_are_named_and_the_kind_kept(tmp_path):
-    """Outside load while the solo baselines are measured (issue 39): two busy loops of other
+    """Outside load while the solo baselines are measured: two busy loops of other
     sessions run until the co-run starts. Each job's solo run waited behind them: the verdict
     names them per job, with what they cost its solo figure, and says to measure again; a
     cached baseline so slowed is measured again, not reused."""

@@ -325,7 +325,7 @@ def test_busy_threads_of_a_process_are_its_pool(tmp_path):
 
 
 def test_a_quiet_process_is_skipped_while_its_cpu_time_stands_still(tmp_path):
-    """Issue 35 (2,000 threads): a process whose last reading found every thread still, and
+    """2,000 threads: a process whose last reading found every thread still, and
     whose CPU seconds (utime + stime, all threads) did not move, is not read at all, up to
     IDLE_EVERY - 1 ticks in a row; what it did meanwhile lands in its next reading's delta.
     Its CPU time moving, or a thread count change, reads it at once."""

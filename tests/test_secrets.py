@@ -1,4 +1,4 @@
-"""Secrets in arguments (issue 37): a job's secret-looking arguments are redacted by the same
+"""Secrets in arguments: a job's secret-looking arguments are redacted by the same
 rule as its `env` values (`workload.redact_secrets`) in the store, the exports, `/metrics` and
 the screen; an export is private (0600) unless `--shared`; the export's `command` is filled."""
 

@@ -309,7 +309,7 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
     ddp = JobSample(name="ddp", pid=2, launched=True, step_time_s=0.2, rank_cpu_cores=((0, 1.0),),
                     distributed=Distributed(run_id="r", world_size=2, ranks=(
                         RankProc(rank=0, local_rank=0, pid=3),)))
-    cw = JobSample(name="cw", pid=4, launched=False, cpu_wait_fraction=0.4,  # CPU wait (issue 21)
+    cw = JobSample(name="cw", pid=4, launched=False, cpu_wait_fraction=0.4,  # CPU wait
                    cpu_throttled_fraction=0.1)
     energy = JobSample(name="e", pid=5, launched=True, energy_j=900.0, energy_w=300.0,
                        energy_per_step_j=30.0, samples_per_joule=2.0, energy_estimate=False)
@@ -330,7 +330,7 @@ def test_the_grafana_dashboard_and_the_scrape_example_use_only_metrics_that_exis
 
 
 def test_gpu_clocks_and_pcie_metrics():
-    """Issue 32: throttled share per reason, SM clock max, PCIe link now and max, PCIe bytes/s."""
+    """Throttled share per reason, SM clock max, PCIe link now and max, PCIe bytes/s."""
     g = GpuSample(index=0, name="H100", uuid="GPU-x", util=0.9, sm_clock_max_mhz=1980,
                   throttle=(("power", 0.34), ("thermal", 0.0), ("reliability", None)),
                   pcie_tx_bytes_per_s=3_000_000, pcie_rx_bytes_per_s=12_000_000, pcie_link_gen=3,

@@ -195,7 +195,7 @@ async def test_history_charts_build_once_per_bucket_and_only_when_shown():
 
 @aio
 async def test_a_chart_read_from_plotexts_matrix_is_what_its_ansi_parse_gives():
-    """Issue 35 (speed): the charts skip plotext's ANSI string and its parse (`matrix_text`);
+    """Speed: the charts skip plotext's ANSI string and its parse (`matrix_text`);
     the Text is the same, character for character and style for style, in a dark and a light
     theme, with lines, a gap and a verdict mark."""
     from rich.text import Text
@@ -226,7 +226,7 @@ async def test_a_chart_read_from_plotexts_matrix_is_what_its_ansi_parse_gives():
 
 
 def test_a_slowdowns_end_is_marked_dashed_and_its_start_solid():
-    """Issue 35: the verdict's change back to parallel (a slowdown's end) is a dashed grey
+    """The verdict's change back to parallel (a slowdown's end) is a dashed grey
     line, any other change (a slowdown's start, or its cause changing) a solid orange one."""
     from textual_plotext.plot import Plot
 
@@ -1020,7 +1020,7 @@ async def test_d_in_a_launch_points_to_its_own_verdict():
 
 @aio
 async def test_every_key_the_screen_answers_is_in_the_key_bar_and_the_help():
-    """Issue 35 item 5: each binding of the main screen (the app's and the focused table's) is
+    """Each binding of the main screen (the app's and the focused table's) is
     in `?` help, and in the key bar unless it is an alias (`show=False`) or not answered here."""
     from gputop_dl.present.tui.key_bar import KeyBar
     from gputop_dl.present.tui.screens import HELP_KEYS
@@ -1083,7 +1083,7 @@ async def test_key_bar_shows_the_screens_keys_and_a_click_presses_one():
 
 
 def test_tone_text_colours_read_on_the_panels_under_every_light_theme():
-    """Issue 35 item 5: `$text-success/-warning/-error/-accent` at 4.5:1 or better on the
+    """`$text-success/-warning/-error/-accent` at 4.5:1 or better on the
     surface, the panel and the tone's muted background (the banner's) of Textual's own themes
     (textual-light's warning was 3.0:1, atom-one-light's success 2.5:1); one that reads is kept."""
     from textual.color import Color

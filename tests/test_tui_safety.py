@@ -1,4 +1,4 @@
-"""Safe actions on a shared box (issue 23 item 3): `--readonly` turns off stop, launch and the
+"""Safe actions on a shared box: `--readonly` turns off stop, launch and the
 probe; the probe asks before pausing another user's jobs, naming whose; `d` shows its progress
 at once (seconds left, each step as the diagnosis says it). Also the screen's identity columns,
 hidden empty columns, the jobs panel's height and the one-line GPU panel."""

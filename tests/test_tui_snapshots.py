@@ -208,6 +208,6 @@ def test_monitor_history_charts_whole_session_light(tmp_path):
 
 
 def test_help_lists_every_key_light_theme(tmp_path):
-    """`?` help over the monitor, under a light theme (issue 35 item 5)."""
+    """`?` help over the monitor, under a light theme."""
     render("help_light", tmp_path, mode="monitor", session_id=None, snaps=CHARTS[:3], keys=("question_mark",),
            theme="textual-light")

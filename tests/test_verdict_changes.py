@@ -1,4 +1,4 @@
-"""The session's verdict over time (issue 35): each change of the verdict's kind recorded once
+"""The session's verdict over time: each change of the verdict's kind recorded once
 (never per tick), exported in the JSON (`verdict_changes`) and the Markdown report (a "Verdict
 over time" table, marks on the charts' time axis), and an old session that did not record them
 said to be "not recorded", never "no change"."""

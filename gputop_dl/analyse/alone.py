@@ -1,6 +1,6 @@
 """The verdict on one training job seen alone: its own waits, and what would limit a second job.
 
-With one job there is nothing to be parallel with (issue 40): "truly parallel" would be an
+With one job there is nothing to be parallel with: "truly parallel" would be an
 empty claim. The live judge (analyse/passive.py) and the measured one (analyse/verdict.py)
 call these when the set they judge has one job; the verdict's kind is `alone`. What it says:
 

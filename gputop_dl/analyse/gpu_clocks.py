@@ -1,4 +1,4 @@
-"""GPU clocks, PCIe links and NUMA placement in the live verdict (issue 32 items 3 and 4).
+"""GPU clocks, PCIe links and NUMA placement in the live verdict.
 
 Pure functions over one tick's `GpuSample`s (NVML's throttle shares, link state and the CPUs
 near each GPU, collect/nvml/gpus.py), `GpuProcess`es (with each process's allowed CPUs,

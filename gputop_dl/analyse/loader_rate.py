@@ -6,7 +6,7 @@ alone over the same rate together is about the job's step rate alone over togeth
 slowdown, measured without its step times. Where py-spy
 cannot time a job's steps (steps longer than its burst, or no data wait to mark them) and its
 intra-op pool spins (its CPU time says nothing of its progress), this is what `diagnose`'s
-probe measures it by (issue 33; docs/verdict.md, "Slowdown from the loader").
+probe measures it by (docs/verdict.md, "Slowdown from the loader").
 
 The write calls' ratio is the slowdown where both windows hold MIN_WINDOW_WRITES of them (a count
 of batches, the same number each: PyTorch's dcgan 9.00 a batch alone and beside a copy). Where

@@ -125,7 +125,7 @@ class PassiveJudge:
         v = judge_passive(list(est.values()), host, runnable=self.runnable(),
                           runnable_ticks=len(self._runnable), outside=self._outside,
                           slowed_names=self._slowed)
-        # memory lines; GPU clocks, PCIe link, NUMA (issue 32): evidence and fixes, kind unchanged
+        # memory lines; GPU clocks, PCIe link, NUMA: evidence and fixes, kind unchanged
         v = with_memory_lines(v, jobs, host)
         v = with_box_peaks(v, jobs, gprocs, gpus, self.peaks)  # live rates vs measured peaks
         return with_gpu_findings(v, jobs, gprocs, gpus), est

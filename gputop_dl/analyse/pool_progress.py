@@ -1,7 +1,7 @@
 """A spinning intra-op pool's progress from its main thread's native stacks: the spin-share model.
 
 Pure arithmetic over one `SpinSample` (collect/pyspy/gomp_spin.py: the main thread's py-spy
-`--native` samples per kind, and its schedstat over the burst). The idea (issue 33 item 2):
+`--native` samples per kind, and its schedstat over the burst). The idea:
 alone, each pool thread has a CPU, so a step takes about the main thread's useful CPU time;
 together, its CPU time splits into useful work and spin in the OpenMP runtime's barrier. Its
 useful share of the time

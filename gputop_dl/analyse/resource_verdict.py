@@ -108,7 +108,7 @@ def memory_bound(mem_slowed: Sequence[Estimate], others: Sequence[Estimate],
 
 
 def memory_evidence(est: Sequence[Estimate], host: HostSample | None) -> Evidence:
-    """The verdict's evidence figures on memory (issue 32)."""
+    """The verdict's evidence figures on memory."""
     return {"memory_pressure_some10": host.memory_pressure_some10 if host else None,
             "memory_pressure_full10": host.memory_pressure_full10 if host else None,
             "memory_refault_bytes_per_s": host.memory_refault_bytes_per_s if host else None,

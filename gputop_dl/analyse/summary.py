@@ -105,7 +105,7 @@ class JobResult:
             "stderr_tail": list(self.stderr_tail),
             "distributed": self.distributed,
             "energy": list(self.energy) or None,  # per phase; null: none recorded
-            # step phases (issue 22, docs/phases.md)
+            # step phases (docs/phases.md)
             "phases": self.phases,
             "solo_phases": _six((self.solo or {}).get("solo_phases")),
             "phase_class": phase_class(self.phases, self.steps - int(self.config.get(

@@ -80,7 +80,7 @@ class JobRun:
         self.seen_gpus: set[int] = set()
         self.stderr_tail: tuple[str, ...] = ()
         self._tail_t = 0.0  # last live refresh of a command job's log tail
-        # identity (issue 23): who and what, once; the process tree from the tick's PPID map
+        # identity: who and what, once; the process tree from the tick's PPID map
         self._user = _user()
         self._cmdline = shown_command(proc.argv) if getattr(proc, "argv", None) else None
         self._cwd = w.cwd or os.getcwd()
@@ -236,7 +236,7 @@ class JobRun:
             **io_fields(ts, trainer_pids(self.proc.pid, self.distributed)), **memory_fields(ts))
 
     def _identity(self, ts: TreeSample | None, gpu: GpuUse) -> dict[str, Any]:
-        """The identity fields of JobSample (issue 23) for a job launched here."""
+        """The identity fields of JobSample for a job launched here."""
         started = getattr(self.proc, "started", None)
         end = self.ended if self.ended is not None else time.time()
         procs: tuple[ProcSample, ...] = ()

@@ -446,7 +446,7 @@ class LaunchPlan(Plan["Engine"]):
         m = self._machine
         if m is not None:  # the co-run's latest rates against the box's measured peaks
             v = with_box_peaks(v, self._corun_rows, m.gpu_processes, m.gpus, self.passive.peaks)
-        # step phases (issue 22): which phase grew, solo against the overlap window
+        # step phases: which phase grew, solo against the overlap window
         v = add_phase_evidence(v, series, now)
         # GPU energy per sample, together against alone, beside STP (docs/energy.md)
         v = energy_evidence(v, engine.energy.phases(), [r.name for r in runs])

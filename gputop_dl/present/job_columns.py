@@ -3,7 +3,7 @@
 First the job, then what says whether it is slowed and why (slowdown, what it waits on, its
 CPU wait and data wait, its CPU), then the rest. The TUI's jobs table (present/tui/jobs_table.py)
 and the console's (present/headless.py, `--once`) show their columns in this order and, where
-the width is short, leave out the last ones first (issue 40: at 80 columns the two figures the
+the width is short, leave out the last ones first (at 80 columns the two figures the
 verdict rests on were the ones dropped).
 """
 

@@ -127,7 +127,7 @@ _JOB_GAUGES = (
 )
 
 
-# CPU wait (issue 21, branch cpuwait): per job, the share of its threads' runnable time spent
+# CPU wait: per job, the share of its threads' runnable time spent
 # waiting for a CPU, for all its threads and for its trainer and loader-worker processes apart,
 # and the share of the interval its cgroup's CPU quota throttled it
 CPU_WAIT_THREADS = (("all", "cpu_wait_fraction"), ("trainer", "cpu_wait_trainer"),
@@ -386,7 +386,7 @@ class SnapshotCollector(Collector):
         yield from _job_energy(jobs, keys)
         yield from _stuck(jobs, keys)
 
-    # --- step phases (issue 22, docs/phases.md) ----------------------------------------------
+    # --- step phases (docs/phases.md) ----------------------------------------------
     def _phases(self, jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
         ph = _gauge("job_phase_seconds", "Mean seconds per recent step in one phase (data, h2d, "
                     "forward, backward, optimizer, other); a phase not seen has no series",
@@ -434,7 +434,7 @@ class SnapshotCollector(Collector):
         yield conf
         yield out
 
-    # --- live verdict (issue 21): each job's one slowdown, with where it comes from ---------
+    # --- live verdict: each job's one slowdown, with where it comes from ---------
     def _live_slowdown(self, jobs: list[JobSample]) -> Iterator[Metric]:
         fam = _gauge(m.JOB_SLOWDOWN_BY_SOURCE, "The job's slowdown (1 = as fast as alone) with "
                      "its source: measured (solo baseline), probe (measured alone in the "
@@ -493,7 +493,7 @@ class MetricsServer:
             self._httpd = None
 
 
-# identity (issue 23): who runs a job, as labels of gputop_dl_job_info only (one series per
+# identity: who runs a job, as labels of gputop_dl_job_info only (one series per
 # job, so no other series gains a label set per user or Slurm job)
 def _identity_labels(j: JobSample) -> dict[str, str]:
     """`user` and `slurm_job_id` ("" where unknown or not under Slurm)."""

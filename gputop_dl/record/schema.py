@@ -66,41 +66,41 @@ CREATE TABLE IF NOT EXISTS pace_refs (
 """
 # Tables added after schema 2 are in SCHEMA with IF NOT EXISTS: a schema-2 database opened to
 # write gets them; a reader of one written before asks `Store.has_table` first.
-# machine_profiles (issue 34, `gputop-dl machine`): one row per profile, JSON of
+# machine_profiles (`gputop-dl machine`): one row per profile, JSON of
 # gputop-dl.machine/1
-# verdict_changes (issue 35): one row per change of a session's verdict kind (the first verdict
+# verdict_changes: one row per change of a session's verdict kind (the first verdict
 # is a change from NULL), written only when the kind changes, never per tick
-# pace_refs (issue 33, engine/pace_refs.py): a found job's readings alone (its loader's cores
+# pace_refs (engine/pace_refs.py): a found job's readings alone (its loader's cores
 # and write calls a second, its step times, its loop counter's pairs of dumps) by the fingerprint of its command, directory, files,
 # interpreter and machine; one row per fingerprint, replaced as the readings grow
 # Columns added after schema 2, as (table, column, SQL type): a database of schema 2 gets them
 # by ALTER TABLE ADD COLUMN when it is opened to write (old rows read NULL: "not recorded"), so
 # a new figure never costs the user their recorded sessions. Readers ask `has_column` first.
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    # step phases (issue 22, docs/phases.md): seconds in the step, NULL = not seen; the rank in
+    # step phases (docs/phases.md): seconds in the step, NULL = not seen; the rank in
     # a distributed run; ph_cuda 1 when the GPU phases are CUDA-event times
     ("steps", "ph_h2d", "REAL"), ("steps", "ph_forward", "REAL"),
     ("steps", "ph_backward", "REAL"), ("steps", "ph_optimizer", "REAL"),
     ("steps", "rank", "INTEGER"), ("steps", "ph_cuda", "INTEGER"),
-    # 1: this session records its verdict changes (issue 35); NULL: a session recorded
+    # 1: this session records its verdict changes; NULL: a session recorded
     # before, whose changes are not known (never "there were none")
     ("sessions", "verdict_history", "INTEGER"),
 )
 # job_samples columns added after schema 2 that `add_job_sample` writes straight from a
 # `JobSample` attribute: (column, attribute); each feature adds its own block
 JOB_SAMPLE_ADDED: tuple[tuple[str, str], ...] = ()
-# CPU wait (issue 21, branch cpuwait): shares 0..1 of the last interval
+# CPU wait: shares 0..1 of the last interval
 CPU_WAIT_COLUMNS = (("cpu_wait", "cpu_wait_fraction"), ("cpu_wait_trainer", "cpu_wait_trainer"),
                     ("cpu_wait_workers", "cpu_wait_workers"), ("cpu_throttled", "cpu_throttled_fraction"))
 JOB_SAMPLE_ADDED += CPU_WAIT_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in CPU_WAIT_COLUMNS)
-# disk I/O (issue 32, collect/proc/diskio.py): bytes/s from storage, the share of the live verdict's
+# disk I/O (collect/proc/diskio.py): bytes/s from storage, the share of the live verdict's
 # window it waited on I/O, major faults/s
 DISK_COLUMNS = (("io_read", "io_read_bytes_per_s"), ("io_wait", "io_wait_fraction"),
                 ("major_faults", "major_faults_per_s"))
 JOB_SAMPLE_ADDED += DISK_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
-# memory (issue 32, collect/proc/memory.py): bytes/s of page-cache refaults in the job's cgroup, the
+# memory (collect/proc/memory.py): bytes/s of page-cache refaults in the job's cgroup, the
 # share of the live verdict's window it waited on re-reads of evicted pages
 MEMORY_COLUMNS = (("mem_refault", "mem_refault_bytes_per_s"), ("mem_wait", "memory_wait_fraction"))
 JOB_SAMPLE_ADDED += MEMORY_COLUMNS

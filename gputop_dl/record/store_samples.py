@@ -89,7 +89,7 @@ class SampleReads(StoreKeys):
         out.sort(key=lambda r: r[0])
         return out
 
-    # CPU wait (issue 21, branch cpuwait) ------------------------------------------------------
+    # CPU wait ------------------------------------------------------
     def job_cpu_wait(self, sid: str, job: str) -> list[CpuWaitRow]:
         """(t, cpu_wait, trainer, workers, throttled) of a job's samples, in time order; [] for a
         database recorded before CPU wait was (no such columns)."""
@@ -117,7 +117,7 @@ class SampleReads(StoreKeys):
         return None if r is None or not r[5] else tuple(r)
 
     def job_disk(self, sid: str, job: str) -> list[DiskRow]:
-        """(t, io_read, io_wait, major_faults) of a job's samples, in time order (issue 32); []
+        """(t, io_read, io_wait, major_faults) of a job's samples, in time order; []
         for a database recorded before the disk was (no such columns)."""
         if not self.has_column("job_samples", "io_read"):
             return []
@@ -130,7 +130,7 @@ class SampleReads(StoreKeys):
 
     def job_disk_means(self, sid: str, job: str) -> DiskMeans | None:
         """(mean io_read, max io_read, mean io_wait, mean major_faults, samples with a read
-        figure) of a job's samples (issue 32); None for a database without the columns or a
+        figure) of a job's samples; None for a database without the columns or a
         job with no figure."""
         if not self.has_column("job_samples", "io_read"):
             return None
@@ -143,7 +143,7 @@ class SampleReads(StoreKeys):
         return None if r is None or not r[4] else tuple(r)
 
     def job_memory(self, sid: str, job: str) -> list[MemoryRow]:
-        """(t, mem_refault, mem_wait) of a job's samples, in time order (issue 32); [] for a
+        """(t, mem_refault, mem_wait) of a job's samples, in time order; [] for a
         database recorded before memory was (no such columns)."""
         if not self.has_column("job_samples", "mem_refault"):
             return []
@@ -155,7 +155,7 @@ class SampleReads(StoreKeys):
 
     def job_memory_means(self, sid: str, job: str) -> MemoryMeans | None:
         """(mean refaults, max refaults, mean memory wait, samples with a refault figure) of a
-        job's samples (issue 32); None without the columns or with no figure."""
+        job's samples; None without the columns or with no figure."""
         if not self.has_column("job_samples", "mem_refault"):
             return None
         jk = self._jk(sid, job)

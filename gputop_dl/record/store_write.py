@@ -89,7 +89,7 @@ class SessionWrites(StoreKeys):
     def add_events(self, sid: str, job: str, phase: str, events: Sequence[JsonIn]) -> None:
         jk = self._jk(sid, job, create=True)
         steps, rows = [], []
-        phased: list[tuple[Any, ...]] = []  # steps with phases (issue 22)
+        phased: list[tuple[Any, ...]] = []  # steps with phases
         for e in events:
             if e.get("ev") == "rank_step":  # every rank's steps are a live view, not recorded
                 continue

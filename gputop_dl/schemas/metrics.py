@@ -77,7 +77,7 @@ GPU_SM_CLOCK = "gpu_sm_clock_hertz"
 GPU_PCIE_TX = "gpu_pcie_tx_bytes_per_second"
 GPU_PCIE_RX = "gpu_pcie_rx_bytes_per_second"
 GPU_THROTTLE_REASON = "gpu_throttle_reason"
-# GPU clocks and PCIe (issue 32): NVML's cumulative counters as a share of the last interval
+# GPU clocks and PCIe: NVML's cumulative counters as a share of the last interval
 GPU_THROTTLED = "gpu_throttled_ratio"  # with REASON
 GPU_SM_CLOCK_MAX = "gpu_sm_clock_max_hertz"
 GPU_PCIE_LINK_GEN = "gpu_pcie_link_generation"
@@ -146,9 +146,9 @@ FRAME = "frame"
 VERDICT = "verdict"
 VERDICT_CONFIDENCE = "verdict_confidence"
 
-# live verdict (issue 21): each job's one slowdown with its source, an estimate's confidence
+# live verdict: each job's one slowdown with its source, an estimate's confidence
 JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated | own pace
 JOB_SLOWDOWN_CONFIDENCE = "job_slowdown_confidence"
-# load from outside the jobs (issue 39): what it costs each job, and the cores it takes
+# load from outside the jobs: what it costs each job, and the cores it takes
 JOB_OUTSIDE_SLOWDOWN = "job_outside_slowdown"
 OUTSIDE_LOAD_CORES = "outside_load_cores"

@@ -4,7 +4,7 @@
                                       # "N SECONDS" on stdin: consumes N batches, SECONDS apart,
                                       # and prints "done TOTAL" (batches consumed so far)
 
-For tests/test_loader_batches.py: a worker's write calls per batch, fast and slow (issue 33)."""
+For tests/test_loader_batches.py: a worker's write calls per batch, fast and slow."""
 
 import sys
 import time

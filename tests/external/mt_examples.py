@@ -1,7 +1,7 @@
 """PyTorch's examples (dcgan, mnist, word_language_model), shrunk, with intra-op threads; it does
 NOT import gputop_dl.
 
-Ground truth for the estimated slowdown of multi-threaded jobs (issue 33): each model and loop is
+Ground truth for the estimated slowdown of multi-threaded jobs: each model and loop is
 the example's own (dcgan/main.py: G and D of `--ngf`/`--ndf` feature maps, Adam, BCE, two
 optimizers a step; mnist/main.py: its Net, Adadelta, NLL; word_language_model/main.py: its
 2-layer LSTM, clipping, plain SGD), on random data of the example's shape (no download), on the

@@ -135,7 +135,7 @@ class FakeGpu:
     clock_reasons: int = 0  # bitmask, nvmlClocksEventReason*
     pcie_tx_kbs: int = 1000  # KB/s
     pcie_rx_kbs: int = 2000  # KB/s
-    # GPU clocks and PCIe (issue 32): cumulative counters in NVML's units (ns held down per
+    # GPU clocks and PCIe: cumulative counters in NVML's units (ns held down per
     # reason; bytes, 32-bit like driver 580's, so they wrap at 4 GiB), the link, the CPUs near it
     sm_clock_max_mhz: int = 1980
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
@@ -395,7 +395,7 @@ class FakePynvml:
         g = self._gpu(h, "pcie", "nvmlDeviceGetPcieThroughput")
         return g.pcie_tx_kbs if counter == self.NVML_PCIE_UTIL_TX_BYTES else g.pcie_rx_kbs
 
-    # --- GPU clocks, PCIe and NUMA (issue 32) ---
+    # --- GPU clocks, PCIe and NUMA ---
     def nvmlDeviceGetMaxClockInfo(self, h: _Handle, clock_type: int) -> int:
         return self._gpu(h, "sm_clock_max", "nvmlDeviceGetMaxClockInfo").sm_clock_max_mhz
 

@@ -58,7 +58,7 @@ def gpus(n: int = 4, t: int = 0) -> tuple[GpuSample, ...]:
         out.append(GpuSample(index=i, name="NVIDIA H100 80GB HBM3", util=round((u + 0.01 * (t % 7)) % 1.0, 2),
                              mem_used=int(mems[i % 8] * GiB), mem_total=80 * GiB, temp_c=45 + 10 * i,
                              power_w=120.0 + 60 * i, power_limit_w=700.0,
-                             # issue 32: the PCIe link and rates, and GPU 2 power-capped
+                             # the PCIe link and rates, and GPU 2 power-capped
                              pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16,
                              pcie_link_width_max=16, pcie_rx_bytes_per_s=(12_300_000_000, 800_000_000, 2_100_000_000, 0)[i % 4],
                              pcie_tx_bytes_per_s=(450_000_000, 20_000_000, 300_000_000, 0)[i % 4],

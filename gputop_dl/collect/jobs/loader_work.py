@@ -7,7 +7,7 @@
 A loader worker makes one batch after another for the trainer and blocks when the trainer's
 queue is full, so what it does per batch depends little on how fast the trainer consumes
 them: its rates are about the job's step rate times a constant, read from outside without its
-step times (issue 33: an intra-op pool that spins burns CPU in the trainer, not in its
+step times (an intra-op pool that spins burns CPU in the trainer, not in its
 loader). The write calls it hands each batch over in (the pickled batch to the queue's pipe,
 the tensors' file descriptors to the trainer) are the same number every batch (PyTorch's
 dcgan: 9, alone and beside a copy); its CPU time and voluntary switches a batch move with the

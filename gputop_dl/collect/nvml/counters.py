@@ -1,6 +1,6 @@
 """NVML's cumulative counters: clock-event (throttle) time per reason and PCIe bytes, as shares and rates.
 
-GPU clocks and PCIe (issue 32): NVML's cumulative counters (clock-event / violation time per
+GPU clocks and PCIe: NVML's cumulative counters (clock-event / violation time per
 reason, in ns, and PCIe bytes) are read in one `nvmlDeviceGetFieldValues` call per device (about
 1.3-1.6 ms on an H100 with driver 580), on the first tick, again `FIRST_DELTA_S` later (so a
 one-shot snapshot has a first share) and then every `COUNTER_INTERVAL_S`, with the PCIe reads'

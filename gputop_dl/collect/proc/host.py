@@ -193,7 +193,7 @@ class HostSampler:
         return None if pages is None else (time.monotonic(), pages)
 
     def _refault_rate(self) -> float | None:
-        """Bytes/s of file pages the host read again after evicting them (issue 32)."""
+        """Bytes/s of file pages the host read again after evicting them."""
         if self._refaults is None:
             return None
         last, self._refaults = self._refaults, self._read_refaults()

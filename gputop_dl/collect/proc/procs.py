@@ -88,7 +88,7 @@ class Stat(NamedTuple):
     rss: int  # bytes
     threads: int
     start: float  # creation time, seconds since the epoch: another value, another process
-    state: str = ""  # R, S, D, T, ... (the details' process tree, issue 23)
+    state: str = ""  # R, S, D, T, ... (the details' process tree)
     majflt: int | None = None  # major page faults so far (field 12; None: not read)
     # delayacct_blkio_ticks (field 42; None where the line has no such field). The kernel
     # writes 0 there while kernel.task_delayacct is off: collect/proc/diskio.py turns that into
@@ -151,13 +151,13 @@ class TreeSample:
     rss: int
     threads: int
     cpu_by_pid: dict[int, float] | None = None  # cores per process (None on the first tick)
-    # CPU wait (issue 21, collect/proc/schedstat.py): per process (ran ns, waited ns) since the last
+    # CPU wait (collect/proc/schedstat.py): per process (ran ns, waited ns) since the last
     # tick, its threads summed (None: not read); why it is unknown; the cgroup quota's throttling
     waits: dict[int, tuple[int, int]] | None = None
     wait_note: str | None = None
     throttled: float | None = None
     busy: schedstat.Busy | None = None  # per process: SchedReader.busy
-    io: DiskIO | None = None  # disk I/O over the interval (issue 32, collect/proc/diskio.py)
+    io: DiskIO | None = None  # disk I/O over the interval (collect/proc/diskio.py)
     memory: MemoryIO | None = None  # its cgroup's refaults and limit events (collect/proc/memory.py)
     cgroup_io: CgroupIOReading | None = None  # its v2 cgroup's I/O (collect/proc/cgroup_io.py)
     # True: a quiet tick (`TreeSampler.sample`): nothing moved, the reading's other fields are
@@ -333,7 +333,7 @@ class TreeSampler:
         return self._disk is not None and self.cpu_wait and self._disk.reading()
 
     def stats(self) -> dict[int, Stat]:
-        """The last `sample()`'s processes (pid -> Stat), for the process tree (issue 23)."""
+        """The last `sample()`'s processes (pid -> Stat), for the process tree."""
         return self._last
 
     def close(self) -> None:

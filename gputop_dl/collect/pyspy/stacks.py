@@ -133,7 +133,7 @@ def classify(stack: str, pid: int | None = None) -> str | None:
     return "compute"
 
 
-# --- where the main thread's samples fall: the phases of a training step (issue 22 item 5) ----
+# --- where the main thread's samples fall: the phases of a training step ----
 
 PHASES = ("data", "forward", "backward", "optimizer", "other")
 _MODULE = "torch/nn/modules/module.py"

@@ -49,7 +49,7 @@ def _waits(store: Store, sid: str, name: str) -> dict[str, Any]:
 
 
 def _figures(r: JobResult, waits: dict[str, Any]) -> dict[str, Any]:
-    phases = getattr(r, "phases", None)  # recorded by sessions with step phases (issue 22)
+    phases = getattr(r, "phases", None)  # recorded by sessions with step phases
     if phases is not None and hasattr(phases, "to_json"):
         phases = phases.to_json()
     return {"step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,

@@ -165,7 +165,7 @@ def _series(store: Store, sid: str, t_start: float, max_points: int, n_gpus: int
 
 
 def _cpu_wait(store: Store, sid: str, job: str) -> dict[str, Any] | None:
-    """CPU wait (issue 21): the job's mean shares over its samples that have one (`mean`, `max`,
+    """CPU wait: the job's mean shares over its samples that have one (`mean`, `max`,
     `trainer`, `workers`, `throttled`, `samples`); null when none was recorded."""
     m = store.job_cpu_wait_means(sid, job)
     if m is None:
@@ -176,7 +176,7 @@ def _cpu_wait(store: Store, sid: str, job: str) -> dict[str, Any] | None:
 
 
 def _disk(store: Store, sid: str, job: str) -> dict[str, Any] | None:
-    """Disk I/O (issue 32): the job's mean and peak bytes/s from storage, its mean I/O wait
+    """Disk I/O: the job's mean and peak bytes/s from storage, its mean I/O wait
     share and major faults/s over its samples; null when none was recorded."""
     m = store.job_disk_means(sid, job)
     if m is None:
@@ -187,7 +187,7 @@ def _disk(store: Store, sid: str, job: str) -> dict[str, Any] | None:
 
 
 def _memory(store: Store, sid: str, job: str) -> dict[str, Any] | None:
-    """Memory (issue 32): the mean and peak bytes/s of page-cache refaults in the job's cgroup
+    """Memory: the mean and peak bytes/s of page-cache refaults in the job's cgroup
     and its mean wait on re-reads of evicted pages; null when none was recorded."""
     m = store.job_memory_means(sid, job)
     if m is None:

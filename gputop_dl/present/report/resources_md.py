@@ -1,5 +1,5 @@
-"""The report's resource sections: per job its CPU wait (issue 21), disk I/O and memory
-refaults (issue 32), each only when some job has figures. From a `session_json` dict's jobs."""
+"""The report's resource sections: per job its CPU wait, disk I/O and memory
+refaults, each only when some job has figures. From a `session_json` dict's jobs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def cpu_wait_section(jobs: list[JobDoc]) -> str | None:
-    """CPU wait (issue 21): per job, the mean share of its threads' runnable time spent waiting
+    """CPU wait: per job, the mean share of its threads' runnable time spent waiting
     for a CPU, over the samples that have one; None when no job has any."""
     rows = []
     for j in jobs:
@@ -37,7 +37,7 @@ def cpu_wait_section(jobs: list[JobDoc]) -> str | None:
 
 
 def disk_section(jobs: list[JobDoc]) -> str | None:
-    """Disk I/O (issue 32): per job, what it read from storage and how long it waited on it;
+    """Disk I/O: per job, what it read from storage and how long it waited on it;
     None when no job read anything from storage."""
     rows = []
     for j in jobs:
@@ -59,7 +59,7 @@ def disk_section(jobs: list[JobDoc]) -> str | None:
 
 
 def memory_section(jobs: list[JobDoc]) -> str | None:
-    """Memory (issue 32): per job, the page-cache refaults of its cgroup and its wait on
+    """Memory: per job, the page-cache refaults of its cgroup and its wait on
     re-reads of evicted pages; None when no job had any."""
     rows = []
     for j in jobs:

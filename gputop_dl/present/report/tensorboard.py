@@ -16,7 +16,7 @@ and the wall time it was measured at:
 - per tick, where recorded: `job/cpu_wait` (share of the job's threads' runnable time spent
   waiting for a CPU), `job/cpu_wait_trainer`, `job/cpu_wait_workers`, `job/cpu_throttled`;
   `job/io_read_bytes_per_s` (from storage), `job/io_wait` (share of the live verdict's window
-  blocked on I/O) and `job/major_faults_per_s` (issue 32).
+  blocked on I/O) and `job/major_faults_per_s`.
 
 The session's verdict over time is its own run, `DIR/<session id>/_verdict` (a job's folder
 never starts with `_`), where the session recorded its verdict changes (docs/contracts.md),
@@ -245,7 +245,7 @@ def _write_phase(run: _Run, store: Store, sid: str, name: str, phase: str | None
     _write_cpu_wait(run, store, sid, name, samples, step_times)
 
 
-# CPU wait (issue 21, branch cpuwait): per tick, where it was recorded
+# CPU wait: per tick, where it was recorded
 CPU_WAIT_TAGS = ("job/cpu_wait", "job/cpu_wait_trainer", "job/cpu_wait_workers",
                  "job/cpu_throttled")
 

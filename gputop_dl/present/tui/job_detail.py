@@ -117,7 +117,7 @@ FOUND_BY = {"maps": "torch or a GPU in its memory maps",
 
 
 def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
-    """Who, since when, what and where (issue 23), and the CPU wait and the slowdown's source."""
+    """Who, since when, what and where, and the CPU wait and the slowdown's source."""
     rows = []
     if j.cpu_wait_fraction is not None or j.cpu_wait_note:
         rows.append(("CPU wait", pct(j.cpu_wait_fraction)
