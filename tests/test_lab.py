@@ -11,7 +11,7 @@ from gputop_dl.lab import sweep, sweepfit
 from gputop_dl.lab.sweep_worker_protocol import ENV_FAKE_OOM, RESULT_KEY
 from tests.schema_check import check
 
-# Background §2: resnet34, 224×224, Titan Xp: (batch, peak GPU MiB, epoch time s).
+# The lab notebooks' resnet34 table, 224×224, Titan Xp: (batch, peak GPU MiB, epoch time s).
 RESNET34 = [(16, 1259, 29.1), (32, 1539, 16.7), (64, 2047, 12.3), (128, 3233, 11.4),
             (256, 5527, 11.4), (512, 9905, 12.8)]
 N = 50000
@@ -29,7 +29,7 @@ def test_knee_of_the_background_resnet34_table_is_batch_32():
     assert k is not None and (k.batch, k.next_batch) == (32, 64)
     assert k.mem_growth == pytest.approx(0.33, abs=0.005)  # 1539 -> 2047 MiB
     assert k.time_fall == pytest.approx(0.26, abs=0.005)  # 16.7 -> 12.3 s
-    # the growth columns reproduce the background's table
+    # the growth columns reproduce the lab notebooks' table
     assert [round(r.get("mem_growth") or 0, 2) for r in rows] == [0, 0.22, 0.33, 0.58, 0.71, 0.79]
     assert [round(r.get("time_change") or 0, 2) for r in rows] == [0, -0.43, -0.26, -0.07, 0, 0.12]
     assert rows[1]["epoch_s"] == pytest.approx(16.7)

@@ -35,7 +35,7 @@ def test_just_above_boundary_is_not_parallel():
 
 
 def test_background_cpu_bound_case():
-    # background §1(a): slowdowns 2.60, 2.19, 1.99 -> STP 1.34, efficiency 0.45
+    # the lab notebooks' CPU-bound trio: slowdowns 2.60, 2.19, 1.99 -> STP 1.34, efficiency 0.45
     jobs = [job("bs32", 2.60, stall=0.5, solo_stall=0.1, gpus=(0,), solo_cores=5.0),
             job("bs64", 2.19, stall=0.45, solo_stall=0.1, gpus=(1,), solo_cores=5.0),
             job("bs128", 1.99, stall=0.4, solo_stall=0.1, gpus=(2, 3), solo_cores=8.0)]

@@ -289,7 +289,7 @@ def add_lab_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mp = sub.add_parser("models", help="parameters and forward GMac of torchvision models",
                         description="Parameters (M) and forward GMac for one image, counted with "
                         "torch's FlopCounterMode (GMac = FLOPs / 2 / 1e9). Training costs about "
-                        "3 × forward. Default: the background's models.")
+                        "3 × forward. Default: the seven models of the lab notebooks' reference table, resnet34 and mobilenet_v2.")
     mp.add_argument("names", nargs="*", metavar="MODEL")
     mp.add_argument("--input-size", type=int, default=224, metavar="PX")
     mp.add_argument("--json", action="store_true", dest="models_json", help="print JSON")

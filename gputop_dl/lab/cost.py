@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 if TYPE_CHECKING:
     from rich.table import Table
 
-# Background §3 (224×224, one image, forward): model -> (GMac, params in millions).
+# The lab notebooks' reference table (224×224, one image, forward): model -> (GMac, params in millions).
 REFERENCE: dict[str, tuple[float, float]] = {
     "alexnet": (0.71, 61.1), "vgg16": (15.5, 138.36), "densenet121": (2.88, 7.98),
     "resnet50": (4.12, 25.56), "resnet18": (1.82, 11.69), "inception_v3": (2.85, 27.16),

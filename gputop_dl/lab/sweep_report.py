@@ -133,7 +133,7 @@ def markdown(res: SweepResult, command: str,
               "", "## Step-time fit", "",
               fit_line(res)[len("fit: "):] if res.fit else fit_line(res),
               "", "## Knee", "", knee_line(res)[len("knee: "):] + ".", "",
-              "Rule (background §2): a bigger batch pays only while the time per sample falls "
+              "Rule: a bigger batch pays only while the time per sample falls "
               "faster than memory grows; the knee is the first batch where the next one breaks "
               "that.", ""]
     if any(r["status"] in ("oom", "skipped") for r in res.rows):

@@ -1,9 +1,8 @@
 """Sweep analysis with no torch: growth between batch sizes, the fit t_step = α + β·batch, the knee.
 
-The knee (background §2): "a bigger batch pays only while epoch time falls faster than memory
-grows". Epoch time for a fixed data set is proportional to the time per sample (step time /
+The knee: a bigger batch pays only while epoch time falls faster than memory grows. Epoch time for a fixed data set is proportional to the time per sample (step time /
 batch), so the knee is the first batch b whose next batch grows peak memory by a larger fraction
-than it cuts the time per sample. In the background's resnet34 table: 16 → 32 memory +22 %, time
+than it cuts the time per sample. In the lab notebooks' resnet34 table (tests/test_lab.py): 16 → 32 memory +22 %, time
 −43 % (pays); 32 → 64 memory +33 %, time −26 % (does not): the knee is batch 32.
 """
 

@@ -16,7 +16,7 @@ def num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
 
 
 def size(n: int | float | None) -> str:
-    """Bytes as MiB/GiB, the unit the background's tables use."""
+    """Bytes as MiB/GiB, the unit the lab notebooks' tables use."""
     if n is None:
         return DASH
     if n >= 1024**3:

@@ -48,7 +48,7 @@ def build_transform(w: Workload) -> object:
 
     if w.transforms == "light":  # pre-resized images: only conversion and normalisation
         steps = [T.ToTensor(), T.Normalize(MEAN, STD)]
-    elif w.transforms == "heavy":  # the background's CPU-heavy ImageNet-style augmentation
+    elif w.transforms == "heavy":  # a CPU-heavy ImageNet-style augmentation
         steps = [
             T.Resize(int(w.input_size * 1.15)),
             T.RandomResizedCrop(w.input_size),
