@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gputop_dl.analyse.energy import EnergyLedger  # noqa: E402
+from gputop_dl.analyse.live.energy import EnergyLedger  # noqa: E402
 from gputop_dl.collect.machine import MachineSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.collect.nvml.base import F_ENERGY  # noqa: E402

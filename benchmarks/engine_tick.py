@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 os.environ["GPUTOP_DL_HOME"] = tempfile.mkdtemp(prefix="gdl-bench-")
 
 from gputop_dl.engine import core as engine_core  # noqa: E402
-from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
+from gputop_dl.analyse.live.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.proc.busiest import BusiestSampler  # noqa: E402
 from gputop_dl.collect.jobs.found import FoundJobs  # noqa: E402
 from gputop_dl.collect.proc.host import HostSampler  # noqa: E402

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gputop_dl.analyse.summary import summarize  # noqa: E402
+from gputop_dl.analyse.recorded.summary import summarize  # noqa: E402
 from gputop_dl.present.report import export_session, render_markdown, session_json  # noqa: E402
 from gputop_dl.record.store import Store  # noqa: E402
 from gputop_dl.snapshot import GpuSample, HostSample, JobSample  # noqa: E402
@@ -179,7 +179,7 @@ def main() -> int:
                                               if v > 1e5))
     # where the time goes
     med, _, cpu = _time(lambda: summarize(st, sid), 1)
-    print(f"  analyse.summary.summarize(): {med:.2f} s (CPU {cpu:.2f} s)")
+    print(f"  analyse.recorded.summary.summarize(): {med:.2f} s (CPU {cpu:.2f} s)")
     med, _, cpu = _time(lambda: session_json(st, sid), 1)
     print(f"  session_json():    {med:.2f} s (CPU {cpu:.2f} s)")
     data = session_json(st, sid)

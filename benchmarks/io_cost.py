@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gputop_dl.analyse.passive import PassiveJudge  # noqa: E402
+from gputop_dl.analyse.live.passive import PassiveJudge  # noqa: E402
 from gputop_dl.collect.proc.diskio import io_fields  # noqa: E402
 from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402

@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from gputop_dl.analyse.passive import WINDOW, PassiveJudge  # noqa: E402
+from gputop_dl.analyse.live.passive import WINDOW, PassiveJudge  # noqa: E402
 from gputop_dl.collect.machine import MachineSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from tests.fakes.by_hand import only_found  # noqa: E402

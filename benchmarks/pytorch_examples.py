@@ -386,7 +386,7 @@ def dcgan_pace(examples: str, work: str, env: dict[str, str], seconds: float) ->
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| dcgan 1 (alone first) | {_n(alone)} | {_n(tog)} | {_n(truth)} | {_n(live)} | "
           f"{len(paced)} of {len(got)} | {_n(live / truth if live and truth else None)} |")
-    # the second copy (another --outf: a twin, analyse/twins.py) never ran alone: it borrows the
+    # the second copy (another --outf: a twin, analyse/slowdown/twins.py) never ran alone: it borrows the
     # first's pace alone once it has its own readings beside it; its truth is the first's rate
     # alone over its own together
     tog2 = _rate(s2[0], t_tog, t_end)

@@ -15,7 +15,7 @@ against the truth, its slowdowns against the truth, and the time to verdict: fro
 start to the first verdict of the final kind with confidence >= 0.8 (measure: the solo
 baselines ran before; they are counted separately as "baseline s").
 
-`estimate` is the live verdict (analyse/passive.py): the scripts started by hand, the monitor's
+`estimate` is the live verdict (analyse/live/passive.py): the scripts started by hand, the monitor's
 engine watching them for ESTIMATE_S seconds, nothing paused; its slowdown is the median of the
 jobs' estimated slowdowns over the judged ticks, its time to verdict counted from the first tick
 that saw every script. benchmarks/verdict_live.py sets each script's own slowdown beside it.

@@ -22,7 +22,7 @@ mean-thread model's estimate from the same ticks (the model before intra-op pool
 estimate, estimate / truth, within 25 %) and the load average. `--raw`: also write
 each tick's per-thread schedstat deltas of the jobs (model work, not needed for the table).
 
-`--native`: also the spin-share model (analyse/pool_progress.py, not used live): one py-spy
+`--native`: also the spin-share model (analyse/live/pool_progress.py, not used live): one py-spy
 `--native` burst per job, `NATIVE["at"]` s after every copy is past its warm-up (alone: the
 script alone), all at once; its columns are the main thread's share of samples inside the
 OpenMP runtime, the model's `1 / u` and model / truth, and a second table has each script
@@ -44,8 +44,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from gputop_dl.analyse.cpu_wait_model import cpu_speedup  # noqa: E402
-from gputop_dl.analyse.pool_progress import progress_slowdown, spin_share  # noqa: E402
+from gputop_dl.analyse.live.cpu_wait_model import cpu_speedup  # noqa: E402
+from gputop_dl.analyse.live.pool_progress import progress_slowdown, spin_share  # noqa: E402
 from gputop_dl.collect.pyspy.gomp_spin import record_spin  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.runner import monitor_engine  # noqa: E402

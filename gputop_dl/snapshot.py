@@ -83,7 +83,7 @@ class GpuProcess:
 
 
 # a process using fewer cores than this is not named as a consumer of the host's CPU
-# (collect/proc/busiest.py leaves it out; analyse/outside_load.py says so)
+# (collect/proc/busiest.py leaves it out; analyse/live/outside_load.py says so)
 NAMED_MIN_CORES = 0.05
 
 
@@ -181,7 +181,7 @@ class SlurmJob:
 
 @dataclass(frozen=True)
 class StepPhases:
-    """Mean seconds per step by phase (analyse/phases.py; None: the phase was not seen), over
+    """Mean seconds per step by phase (analyse/stats/phases.py; None: the phase was not seen), over
     the job's steps after warm-up (co-run: its window); `cls` input-bound | compute-bound, or
     None below the minimum number of steps; `solo`: the same from its solo baseline."""
 
@@ -244,7 +244,7 @@ class ThreadStack(NamedTuple):
 
 @dataclass(frozen=True)
 class Stuck:
-    """Why a live job is called stuck (analyse/stuck.py): no progress for `for_s` seconds (past
+    """Why a live job is called stuck (analyse/live/stuck.py): no progress for `for_s` seconds (past
     `threshold_s`) while its threads slept and its main thread stayed in one place."""
 
     since: float  # wall time of its last progress (or of its first look, if none was seen)
@@ -372,12 +372,12 @@ class JobSample:
     # what the live verdict finds its critical path waits on ("cpu" | "gpu" | "disk" |
     # "memory"; None: not slowed, or unknown), the share of its time it waited on I/O over the
     # verdict's window, and the part of that wait spent reading again what the page cache had
-    # evicted (analyse/memory_share.py)
+    # evicted (analyse/live/memory_share.py)
     waits_on: str | None = None
     io_wait_fraction: float | None = None
     memory_wait_fraction: float | None = None
     gpu_wait_fraction: float | None = None  # the others' share of a busy GPU it shares
-    # Live verdict (analyse/passive.py): where `slowdown` comes from (measured |
+    # Live verdict (analyse/live/passive.py): where `slowdown` comes from (measured |
     # probe | estimated from the CPU and GPU waits) and, for an estimate, how sure it is, 0..1
     slowdown_source: str | None = None
     # what read it (step times, loader writes, loader CPU, loop counter, py-spy steps, wait
@@ -388,7 +388,7 @@ class JobSample:
     slowdown_confidence: float | None = None
     # why an estimated slowdown can be far from the truth (its intra-op pool spins); None: none
     slowdown_doubt: str | None = None
-    # live: how much faster without the load from outside the jobs (analyse/outside_load.py)
+    # live: how much faster without the load from outside the jobs (analyse/live/outside_load.py)
     outside_slowdown: float | None = None
     # identity: who, since when, what and where (collect/proc/identity.py)
     user: str | None = None
@@ -409,7 +409,7 @@ class JobSample:
     # other: sampled shares, not seconds; the samples behind them (None: not sampled)
     phase_shares: tuple[tuple[str, float], ...] = ()
     phase_shares_samples: int | None = None
-    # energy (analyse/energy.py, docs/energy.md): joules over its run on its GPUs, its power
+    # energy (analyse/live/energy.py, docs/energy.md): joules over its run on its GPUs, its power
     # over the last seconds, joules per step and per epoch, samples per joule; `energy_estimate`
     # True where a GPU it shares was split by time share; the GPUs' source (counter |
     # power-integral | mixed); why unknown (None figures: unknown, never 0 J)
@@ -524,7 +524,7 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
         out["waits"] = {"cpu": out.get("cpu_wait_fraction"),
                         "io": io if io is None or mem is None else round(max(0.0, io - mem), 4),
                         "memory": mem, "gpu": out.get("gpu_wait_fraction")}
-    if out.get("stuck"):  # a stuck job (analyse/stuck.py): its tuples as arrays
+    if out.get("stuck"):  # a stuck job (analyse/live/stuck.py): its tuples as arrays
         out["stuck"] = _stuck_json(d["stuck"])
     if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
         out["mem_events"] = dict(d["mem_events"]) or None

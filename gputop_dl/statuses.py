@@ -12,5 +12,5 @@ from __future__ import annotations
 GPU_STATUS_STARTING = "starting"
 # a job's statuses while it lives: "ready" is a launched job at the co-run's start barrier
 # (it said ready and waits for the others), "waiting" a queued job not started yet, "stuck" a
-# live job that stopped making progress and sleeps in one place (analyse/stuck.py)
+# live job that stopped making progress and sleeps in one place (analyse/live/stuck.py)
 LIVE_STATUSES = ("running", "starting", "ready", "waiting", "paused", "stuck")

@@ -1,5 +1,5 @@
 """Live rates against the stored machine profile's measured peaks: the dataset
-disk's read rate and each GPU link's copies, analyse/box_peaks.py through PassiveJudge, on
+disk's read rate and each GPU link's copies, analyse/live/box_peaks.py through PassiveJudge, on
 fixed samples and the fake pynvml; no profile: said once, no peak made up."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import calendar
 import json
 
-from gputop_dl.analyse.box_peaks import NO_PROFILE, Peaks, peaks_from_profile
-from gputop_dl.analyse.passive import PassiveJudge, once
+from gputop_dl.analyse.live.box_peaks import NO_PROFILE, Peaks, peaks_from_profile
+from gputop_dl.analyse.live.passive import PassiveJudge, once
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.nvml.counters import FIRST_DELTA_S
 from gputop_dl.snapshot import GpuProcess, HostSample, JobSample, Snapshot

@@ -18,7 +18,7 @@ from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.jobs.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy.run import StallEstimate
 from gputop_dl.engine import diagnose_plan
-from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT
+from gputop_dl.analyse.live.cpu_wait_model import DIAGNOSE_HINT
 from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
 from gputop_dl.present.diagnosis import diagnosis_table
 from gputop_dl.present.verdict_text import job_line

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gputop_dl.analyse.io_share import IO_BUSY, io_ratios, io_slowdown
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.io_share import IO_BUSY, io_ratios, io_slowdown
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.diskio import (NOT_READABLE, DiskReader, io_fields, look_times,
                                       parse_io, parse_mountinfo)
 from gputop_dl.collect.proc.procs import Stat

@@ -1,4 +1,4 @@
-"""A job's energy (analyse/energy.py): its GPUs' joules tick by tick, a shared GPU split by time
+"""A job's energy (analyse/live/energy.py): its GPUs' joules tick by tick, a shared GPU split by time
 share and marked an estimate, per step, per epoch, samples per joule, and unknown (never 0 J)
 where there is no GPU energy."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gputop_dl.analyse.energy import EnergyLedger, once, split_shares
-from gputop_dl.analyse.energy_phases import corun_energy_ratio
+from gputop_dl.analyse.live.energy import EnergyLedger, once, split_shares
+from gputop_dl.analyse.recorded.energy_phases import corun_energy_ratio
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
 
@@ -189,7 +189,7 @@ def test_the_monitor_gives_a_found_job_its_gpus_joules(tmp_path):
 
 
 def test_phase_means_make_the_verdict_s_energy_evidence():
-    from gputop_dl.analyse.energy_phases import energy_evidence
+    from gputop_dl.analyse.recorded.energy_phases import energy_evidence
     from gputop_dl.analyse.verdict_types import Verdict
 
     led = EnergyLedger()
@@ -319,8 +319,8 @@ def test_joules_per_step_are_the_gpu_s_joules_over_the_steps_slow_ones_included(
     """Ground truth: a job alone on a 300 W GPU takes 53 steps, every fifth one ten times
     longer (a loader refill); the GPU's joules over those steps / the steps after warm-up is
     its J/step. Its median step would make it about a third of that."""
-    from gputop_dl.analyse.energy import with_energy
-    from gputop_dl.analyse.jobstats import step_stats
+    from gputop_dl.analyse.live.energy import with_energy
+    from gputop_dl.analyse.stats.jobstats import step_stats
 
     steps = [{"t_step": 0.4 if k % 5 == 4 else 0.04, "t_data": 0.0, "samples": 32}
              for k in range(53)]

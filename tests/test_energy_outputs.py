@@ -112,7 +112,7 @@ def _launch_store(tmp_path):
 
 
 def test_the_export_and_report_carry_each_job_s_energy_and_the_corun_against_alone(tmp_path):
-    from gputop_dl.analyse.energy_phases import corun_energy
+    from gputop_dl.analyse.recorded.energy_phases import corun_energy
     from gputop_dl.present.report.document import session_json
     from gputop_dl.present.report.markdown import render_markdown
 
@@ -136,8 +136,8 @@ def test_the_export_and_report_carry_each_job_s_energy_and_the_corun_against_alo
 def test_the_launch_summary_has_the_energy_column_and_the_corun_line(tmp_path):
     from rich.console import Console
 
-    from gputop_dl.analyse.energy_phases import corun_energy
-    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.analyse.recorded.energy_phases import corun_energy
+    from gputop_dl.analyse.recorded.summary import summarize
     from gputop_dl.present.energy_text import corun_text
     from gputop_dl.present.headless import summary_table
 

@@ -502,7 +502,7 @@ def test_py_spy_is_taken_from_the_interpreters_environment_before_path(tmp_path,
 def test_the_console_summary_shows_the_peak_memory_the_export_shows():
     from rich.console import Console
 
-    from gputop_dl.analyse.summary import JobResult
+    from gputop_dl.analyse.recorded.summary import JobResult
     from gputop_dl.present.headless import summary_table
 
     r = JobResult(name="cpu-job", status="failed", failure="host-oom: MemoryError", device="cpu",

@@ -5,7 +5,7 @@ and jobs, the verdict JSON's `fixes`."""
 
 from dataclasses import replace
 
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import FIX_KINDS
 from gputop_dl.schemas import load as load_schema

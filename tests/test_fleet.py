@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gputop_dl.analyse.distributed import group_distributed
+from gputop_dl.analyse.live.distributed import group_distributed
 from gputop_dl.collect.fleet.nodes import (Node, load_node_file, nodes_from_prometheus, parse_node,
                                      parse_nodes, read_fleet, read_node, resolve_nodes,
                                      text_samples)

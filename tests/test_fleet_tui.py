@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gputop_dl.analyse.distributed import group_distributed  # noqa: E402
+from gputop_dl.analyse.live.distributed import group_distributed  # noqa: E402
 from gputop_dl.collect.fleet.nodes import Node  # noqa: E402
 from gputop_dl.collect.fleet.poll import FleetSnapshot  # noqa: E402
 from gputop_dl.present.tui.fleet_app import FleetApp  # noqa: E402

@@ -123,7 +123,7 @@ def test_real_lightning_manual_optimization_counts_epochs_and_phases(tmp_path):
 def test_real_step_based_training_says_no_epochs_never_0(tmp_path):
     """A loop over an endless IterableDataset (no length) that stops after 12 steps: 12 steps,
     no epoch ended; the console summary and the report say "no epochs", not "0"."""
-    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.analyse.recorded.summary import summarize
     from gputop_dl.present.headless import summary_table
     from gputop_dl.present.report.document import session_json
     from gputop_dl.present.report.markdown import render_markdown

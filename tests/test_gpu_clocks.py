@@ -1,10 +1,10 @@
 """GPU clocks, PCIe link and NUMA findings in the live verdict:
-analyse/gpu_clocks.py on fixed samples, through PassiveJudge, and collect/proc/affinity.py."""
+analyse/live/gpu_clocks.py on fixed samples, through PassiveJudge, and collect/proc/affinity.py."""
 
 from __future__ import annotations
 
-from gputop_dl.analyse import gpu_clocks as C
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live import gpu_clocks as C
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.affinity import CpuAffinity, read_affinity
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 from gputop_dl.text.cpulist import mask_words_to_cpus

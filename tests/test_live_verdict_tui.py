@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from gputop_dl.analyse.passive import PassiveJudge, annotate  # noqa: E402
+from gputop_dl.analyse.live.passive import PassiveJudge, annotate  # noqa: E402
 from gputop_dl.snapshot import JobSample  # noqa: E402
 
 from tests.fakes.source import monitor_app, monitor_snapshot  # noqa: E402

@@ -1,4 +1,4 @@
-"""A job's slowdown from its loader workers' work (collect/jobs/loader_work.py, analyse/loader_rate.py)."""
+"""A job's slowdown from its loader workers' work (collect/jobs/loader_work.py, analyse/slowdown/loader_rate.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from gputop_dl.analyse.loader_rate import CHECK, loader_slowdown
+from gputop_dl.analyse.slowdown.loader_rate import CHECK, loader_slowdown
 from gputop_dl.collect.jobs.loader_work import (LoaderWork, WorkWatch, chain_rate, read_work,
                                            work_rate, workers_of)
 

@@ -3,9 +3,9 @@ live verdict's `memory-bound` kind on hand-made samples (no process, no clock)."
 
 import pytest
 
-from gputop_dl.analyse.memory_share import (MIN_REFAULT_BPS, UNKNOWN, domains, memory_lines,
+from gputop_dl.analyse.live.memory_share import (MIN_REFAULT_BPS, UNKNOWN, domains, memory_lines,
                                             memory_shares, memory_slowdown)
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.host import parse_vmstat_refaults, read_psi_some10
 from gputop_dl.collect.proc.memory import (NO_CGROUP, PAGE, MemoryReader, memory_fields,
                                       parse_cgroup, parse_flat, refault_pages)
@@ -165,7 +165,7 @@ def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound():
     assert any("cgroup v1:/box hit its limit: max 900" in x for x in v.evidence_lines)
     assert v.evidence["refault_share"]["a"] == pytest.approx(q, abs=0.001)
     snap = Snapshot(time=0.0, gpu_status="ok",
-                    jobs=tuple(__import__("gputop_dl.analyse.passive", fromlist=["x"])
+                    jobs=tuple(__import__("gputop_dl.analyse.live.passive", fromlist=["x"])
                                .annotate(jobs, est)))
     js = snap.to_json()["jobs"][0]
     assert js["waits_on"] == "memory"

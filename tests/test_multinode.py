@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.injob.channel import rank_info, reports_here
-from gputop_dl.analyse.distributed import group_distributed
+from gputop_dl.analyse.live.distributed import group_distributed
 from gputop_dl.collect.fleet.nodes import read_fleet
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu

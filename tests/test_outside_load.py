@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from gputop_dl.analyse.cpu_wait_model import set_share
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.cpu_wait_model import set_share
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.busiest import BusiestSampler
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import HostSample, ProcLoad, Snapshot
@@ -242,7 +242,7 @@ def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes(
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gputop_dl.analyse import passive as P
+    from gputop_dl.analyse.live import passive as P
     from gputop_dl.present.prometheus import SnapshotCollector
 
     pair = (job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4))
@@ -266,7 +266,7 @@ def test_serve_says_what_the_outside_load_costs_each_job_and_the_cores_it_takes(
 
 
 def test_once_json_names_the_outside_load_from_its_one_reading():
-    from gputop_dl.analyse import passive as P
+    from gputop_dl.analyse.live import passive as P
 
     pair = (job("a", 10, f=0.33, cores=0.4), job("b", 20, f=0.33, cores=0.4))
     snap = Snapshot(time=1.0, gpu_status="no-driver", gpus=(), host=busy(LOOP, runnable=3),
@@ -288,7 +288,7 @@ def test_every_verdict_kind_has_a_header_label_and_tone():
 
 
 def test_a_solo_window_beside_outside_load_is_slowed_by_its_wait_its_own_demand_is_not():
-    from gputop_dl.analyse.outside_load import solo_outside
+    from gputop_dl.analyse.live.outside_load import solo_outside
 
     # one thread of half a core, waiting half its runnable time, beside a busy loop: 2x
     assert solo_outside(0.5, 0.5, 1.0, 2) == pytest.approx(2.0)
@@ -308,7 +308,7 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
     from gputop_dl.collect.pyspy.run import StallEstimate
     from gputop_dl.collect.jobs.solo_window import SoloReading
-    from gputop_dl.analyse.outside_load import not_alone
+    from gputop_dl.analyse.live.outside_load import not_alone
     from gputop_dl.engine.diagnose_plan import DiagnosePlan
 
     plan = DiagnosePlan(seconds=6)
@@ -394,7 +394,7 @@ def test_a_solo_baseline_beside_outside_load_is_said_and_the_kind_kept():
     """baseline = "measure": a job's solo run beside a busy loop makes its solo figure slow and
     its slowdown too small; the verdict says so per job, keeps its kind (the loop may have gone
     before the co-run, which the live judge reads) and says to measure again."""
-    from gputop_dl.analyse.outside_load import not_alone
+    from gputop_dl.analyse.live.outside_load import not_alone
     from gputop_dl.analyse.verdict_types import JobVerdict, Verdict
     from gputop_dl.engine.solo_beside import slowed_by_outside, windows
 
@@ -430,7 +430,7 @@ def test_a_solo_baseline_beside_outside_load_is_said_and_the_kind_kept():
 def test_many_small_outside_processes_get_no_fix_with_a_pid_to_fill_in():
     """A pass that found no process worth naming (each under 0.05 cores) gives no `renice -p
     PID` with "PID" left in it: how to find them instead. Named ones keep their PID."""
-    from gputop_dl.analyse import outside_load
+    from gputop_dl.analyse.live import outside_load
     from gputop_dl.collect.proc import busiest
 
     assert outside_load.NAMED_CORES == busiest.MIN_CORES  # the one threshold, said the same

@@ -22,8 +22,8 @@ import time
 import psutil
 import pytest
 
-from gputop_dl.analyse.passive import WINDOW
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import WINDOW
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import diagnose_engine

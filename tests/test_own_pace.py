@@ -1,5 +1,5 @@
 """The live slowdown from a job's own pace: its loader workers' cores beside other jobs against
-while it ran alone (analyse/slowdown/pace.py), and where the live judge uses it (analyse/passive.py);
+while it ran alone (analyse/slowdown/pace.py), and where the live judge uses it (analyse/live/passive.py);
 hand-made samples, no process, no clock."""
 
 from collections import deque
@@ -9,7 +9,7 @@ import pytest
 
 from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_tracks as T
-from gputop_dl.analyse.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields
 from gputop_dl.present.verdict_text import job_line, slowdown_text
@@ -360,7 +360,7 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     estimate, which reads 0.08-1.40 of such jobs' truth. It is shown "est?" with the reason, in
     the verdict's row, the snapshot's row, the details' line; a's, its own pace, and a job whose
     pool sleeps, carry no doubt."""
-    from gputop_dl.analyse.passive import annotate
+    from gputop_dl.analyse.live.passive import annotate
     from gputop_dl.present.verdict_text import passive_line
 
     sleeping = ((0.5, 1.0), (0.5, 1.0))

@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import pytest
 
-from gputop_dl.analyse import job_estimate as E
-from gputop_dl.analyse import passive as P
-from gputop_dl.analyse.cpu_wait_model import cpu_speedup
-from gputop_dl.analyse.gpu_share import gpu_estimates
-from gputop_dl.analyse.passive import PassiveJudge, judge_passive
+from gputop_dl.analyse.live import job_estimate as E
+from gputop_dl.analyse.live import passive as P
+from gputop_dl.analyse.live.cpu_wait_model import cpu_speedup
+from gputop_dl.analyse.live.gpu_share import gpu_estimates
+from gputop_dl.analyse.live.passive import PassiveJudge, judge_passive
 from gputop_dl.present.verdict_text import job_line
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
 
@@ -337,7 +337,7 @@ def test_float_pstdev_agrees_with_the_exact_one():
     import random
     import statistics
 
-    from gputop_dl.analyse.job_estimate import _pstdev
+    from gputop_dl.analyse.live.job_estimate import _pstdev
 
     rng = random.Random(7)
     for n in (2, 3, 10, 60):
@@ -407,7 +407,7 @@ def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
     says 2×; the pool moves only while both threads run, so the estimate is the product of the
     threads' rates (4×, not capped at cpus / cores: spin is CPU time without work), and the
     evidence says the threads spin."""
-    from gputop_dl.analyse.cpu_wait_model import pool_speedup, spins
+    from gputop_dl.analyse.live.cpu_wait_model import pool_speedup, spins
 
     pool = ((0.5, 1.0), (0.5, 0.98))
     assert pool_speedup(pool) == pytest.approx(1 / (0.5 * 0.51))
@@ -436,7 +436,7 @@ def test_spinning_pools_get_the_wait_policy_fix_and_sleeping_ones_do_not():
     shares cannot (a sleeping pool on a busy box was runnable 87-94 %). Spinning pools beside
     each other get the fix first, named; the evidence says their true cost can be several
     times the estimate."""
-    from gputop_dl.analyse.cpu_wait_model import spins
+    from gputop_dl.analyse.live.cpu_wait_model import spins
 
     pool = ((0.5, 1.0), (0.5, 0.98))
     assert spins(pool, 1.2, 0.05) and not spins(pool, 3.8, 0.45)  # the switches decide

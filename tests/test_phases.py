@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gputop_dl.analyse import phases as ap
+from gputop_dl.analyse.stats import phases as ap
 from gputop_dl.injob.hook import stepclock
 from gputop_dl.injob.hook.stepclock import CudaResolver, StepClock
 from tests.schema_check import check

@@ -1,5 +1,5 @@
 """The spin-share model of a spinning intra-op pool: native stacks read into kinds, and its
-arithmetic (collect/pyspy/gomp_spin.py, analyse/pool_progress.py).
+arithmetic (collect/pyspy/gomp_spin.py, analyse/live/pool_progress.py).
 
 The fixtures are real `py-spy record --native --threads --idle --format raw` output (excerpts:
 the most frequent stacks of each kind, counts as recorded) of tests/external/mt_examples.py
@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from gputop_dl.analyse.pool_progress import (MAX_SLOWDOWN, MIN_SAMPLES, progress_slowdown,
+from gputop_dl.analyse.live.pool_progress import (MAX_SLOWDOWN, MIN_SAMPLES, progress_slowdown,
                                              spin_share, useful_share)
 from gputop_dl.collect.pyspy.gomp_spin import SpinSample, main_thread_kinds, native_kind, record_spin
 from gputop_dl.collect.pyspy.trace import parse_raw

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import time
 
-from gputop_dl.analyse.queue import queue_summary
+from gputop_dl.analyse.recorded.queue import queue_summary
 from gputop_dl.collect.environment import environment
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import load_session, usable_cpus

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gputop_dl.analyse.queue import queue_figures
+from gputop_dl.analyse.recorded.queue import queue_figures
 from gputop_dl.present.report.document import session_json
 from gputop_dl.present.report.markdown import render_markdown
 from gputop_dl.record.store import Store

@@ -605,7 +605,7 @@ def _reference_summary(store, sid) -> list[dict]:
     """Per-job figures computed the obvious way, from every raw step event and sample."""
     import statistics
 
-    from gputop_dl.analyse.jobstats import step_stats
+    from gputop_dl.analyse.stats.jobstats import step_stats
 
     out = []
     for job in store.jobs(sid):
@@ -624,7 +624,7 @@ def _reference_summary(store, sid) -> list[dict]:
 
 
 def _assert_summary_matches_raw(store, sid):
-    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.analyse.recorded.summary import summarize
 
     got = summarize(store, sid)
     assert got.sampled == {}
@@ -642,7 +642,7 @@ def test_summary_matches_raw_records(store):
 
 def test_long_run_step_stats_are_sampled_and_say_so(store, monkeypatch):
     sid = fx.make_session(store)
-    from gputop_dl.analyse import summary
+    from gputop_dl.analyse.recorded import summary
 
     monkeypatch.setattr(summary, "STEP_SAMPLE_CAP", 10)
     data = session_json(store, sid)
@@ -691,10 +691,10 @@ def test_a_command_job_shows_what_its_hook_saw_not_the_file_defaults(store):
     assert res["epochs"] == "2" and res["samples/s"] == "640.0"
 
 
-# --- analyse/window.py: the report's co-run window and host means ---------------------------
+# --- analyse/recorded/window.py: the report's co-run window and host means ---------------------------
 
 def test_corun_window_ends_with_the_last_job_or_the_session():
-    from gputop_dl.analyse.window import corun_window
+    from gputop_dl.analyse.recorded.window import corun_window
 
     assert corun_window([], [], 2, 50.0) == (None, None)
     assert corun_window([12.0, 10.0], [40.0, 30.0], 2, 50.0) == (10.0, (10.0, 40.0))
@@ -702,7 +702,7 @@ def test_corun_window_ends_with_the_last_job_or_the_session():
 
 
 def test_corun_host_means_weight_buckets_by_samples_and_take_edge_buckets():
-    from gputop_dl.analyse.window import corun_host_means
+    from gputop_dl.analyse.recorded.window import corun_host_means
 
     series = {"bucket_s": 10.0, "t": [5.0, 15.0, 25.0, 35.0],
               "host": {"cpu_busy": [0.1, 0.5, 1.0, 0.2], "load1": [1.0, None, 3.0, 9.0],
@@ -724,7 +724,7 @@ def test_the_console_summary_step_is_the_median_and_says_so(store):
     its header and caption say so (an earlier header called it the mean)."""
     from rich.console import Console
 
-    from gputop_dl.analyse.summary import summarize
+    from gputop_dl.analyse.recorded.summary import summarize
     from gputop_dl.present.headless import summary_table
 
     sid = fx.make_session(store)

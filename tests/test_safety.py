@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from gputop_dl.analyse.summary import _job_result, corun_events, summarize
+from gputop_dl.analyse.recorded.summary import _job_result, corun_events, summarize
 from gputop_dl.config import MAX_WORKLOADS, ConfigError, load_session
 from gputop_dl.record.store import Store
 from gputop_dl.runner.engines import stop_on_signals

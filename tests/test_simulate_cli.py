@@ -160,7 +160,7 @@ def test_simulate_from_the_command_line_exits_2_without_traceback(tmp_path):
 
 
 def test_interference_alpha_from_a_recorded_co_run():
-    from gputop_dl.analyse.interference import cpu_alpha
+    from gputop_dl.analyse.recorded.interference import cpu_alpha
 
     v = {"evidence": {"solo_cpu_need_cores": 3.2, "cpus": 2, "slowdowns": {"a": 2.4, "b": 2.2,
                                                                              "c": 2.1}}}

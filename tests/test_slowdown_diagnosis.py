@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from gputop_dl.analyse.evidence import HostPoint
-from gputop_dl.analyse.loader_rate import LoaderSlowdown
+from gputop_dl.analyse.recorded.evidence import HostPoint
+from gputop_dl.analyse.slowdown.loader_rate import LoaderSlowdown
 from gputop_dl.analyse.slowdown import diagnosis as D
 from gputop_dl.present.verdict_text import job_line
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gputop_dl.analyse import passive
-from gputop_dl.analyse.passive import PassiveJudge, annotate
+from gputop_dl.analyse.live import passive
+from gputop_dl.analyse.live.passive import PassiveJudge, annotate
 from gputop_dl.collect.jobs.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy.run import StallEstimate
 from gputop_dl.engine import diagnose_plan

@@ -130,7 +130,7 @@ def test_who_gets_the_hook_and_so_can_wait():
 def test_a_job_at_the_barrier_reads_ready_and_live_everywhere():
     from dataclasses import replace
 
-    from gputop_dl.analyse.summary import status_after
+    from gputop_dl.analyse.recorded.summary import status_after
     from gputop_dl.present.tui.epoch_panel import current_epoch
     from gputop_dl.present.tui.jobs_table import status_text
     from gputop_dl.snapshot import JobSample

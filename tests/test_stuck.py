@@ -1,8 +1,8 @@
-"""The stuck judgement (analyse/stuck.py): a table of jobs that are stuck, busy, slow or moving."""
+"""The stuck judgement (analyse/live/stuck.py): a table of jobs that are stuck, busy, slow or moving."""
 
 import pytest
 
-from gputop_dl.analyse.stuck import (
+from gputop_dl.analyse.live.stuck import (
     Dump, Look, StuckJudge, judge_window, kind_of, place_of, threshold)
 from gputop_dl.snapshot import StackFrame, ThreadStack
 

@@ -1,9 +1,9 @@
 """Twins: command lines equal but for where a run writes, its name or seed, its optimizer's
-figures or its length (analyse/twins.py)."""
+figures or its length (analyse/slowdown/twins.py)."""
 
 import pytest
 
-from gputop_dl.analyse import twins
+from gputop_dl.analyse.slowdown import twins
 
 
 @pytest.mark.parametrize("a, b", [

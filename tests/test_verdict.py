@@ -207,7 +207,7 @@ def test_a_single_slowed_job_is_not_blamed_on_other_jobs():
 
 
 def test_step_stats_keep_an_unknown_batch_unknown():
-    from gputop_dl.analyse.jobstats import step_stats
+    from gputop_dl.analyse.stats.jobstats import step_stats
 
     known = [{"t_step": 0.5, "t_data": 0.1, "samples": 8}] * 4
     assert step_stats(known, warmup=0).samples_per_s == 16.0
@@ -288,7 +288,7 @@ def test_no_signal_still_shows_how_busy_the_host_was():
 def test_a_mean_step_ratio_apart_from_the_medians_is_shown_beside_it():
     import dataclasses
 
-    from gputop_dl.analyse.jobstats import step_stats
+    from gputop_dl.analyse.stats.jobstats import step_stats
 
     # bimodal co-run: most steps 2x the solo step, every third one 5x (the loader fell behind)
     solo = step_stats([{"t_step": 0.1, "t_data": 0.0, "samples": 8}] * 30, warmup=0, window=0)
@@ -322,7 +322,7 @@ class _Run:
 def test_command_jobs_seen_on_one_gpu_share_it():
     """Seen on an H100: two `command` jobs (no `gpus` in the file) on GPU 0, each 1.42x
     slower, were judged "slowed on separate devices". NVML saw both on GPU 0."""
-    from gputop_dl.analyse.evidence import gather
+    from gputop_dl.analyse.recorded.evidence import gather
 
     cmd = {"command": ["python3", "train.py"], "warmup_steps": 2}
     runs = [_Run("plain", 0.092, 0.065, cmd, {0}), _Run("plain2", 0.093, 0.065, cmd, {0})]

@@ -35,7 +35,7 @@ from typing import Literal
 
 from gputop_dl.analyse.slowdown.figure import Method, measured
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.analyse.alone import alone_verdict
+from gputop_dl.analyse.live.alone import alone_verdict
 from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
                                           VerdictKind)
 
@@ -81,7 +81,7 @@ class JobEvidence:
     mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
     solo_mean_step_time_s: float | None = None
     # a slowdown measured by another rate than step times, where those are unknown (diagnose's
-    # probe: the loader workers' work rate alone over together, analyse/loader_rate.py)
+    # probe: the loader workers' work rate alone over together, analyse/slowdown/loader_rate.py)
     rate_slowdown: float | None = None
     seen_steps: int | None = None  # its steps in the whole session (None: not counted)
 

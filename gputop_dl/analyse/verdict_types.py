@@ -1,6 +1,6 @@
 """The verdict as a typed value: its kind, reason, evidence and each job's figures (`to_json`).
 
-`analyse.verdict.judge` and `analyse.passive.judge_passive` build a `Verdict`; the plans
+`analyse.verdict.judge` and `analyse.live.passive.judge_passive` build a `Verdict`; the plans
 publish `Verdict.to_json()` (the JSON contract: docs/design.md `verdict`, the session export,
 the snapshot's `verdict`). The words a person reads about each job are the presenters' business
 (`present/verdict_text.py`); here are only the figures they come from.
@@ -33,7 +33,7 @@ TITLES: dict[VerdictKind, str] = {
     "other": "concurrent: other",
     "insufficient-data": "not enough data yet",
     "no-baseline": "no baseline",
-    "alone": "one job, alone",  # one training job seen: nothing to be parallel with (analyse/alone.py)
+    "alone": "one job, alone",  # one training job seen: nothing to be parallel with (analyse/live/alone.py)
 }
 
 
@@ -53,7 +53,7 @@ class JobVerdict:
     mean_slowdown: float | None = None
     step_time_s: float | None = None
     solo_step_time_s: float | None = None
-    # the passive judgement (analyse/passive.py)
+    # the passive judgement (analyse/live/passive.py)
     source: SlowdownSource | None = None
     method: Method | None = None  # what read the live slowdown, and what it is divided by
     reference: Reference | None = None  # (analyse/slowdown/figure.py)
@@ -63,7 +63,7 @@ class JobVerdict:
     critical_wait: float | None = None  # the share of its critical path spent waiting for CPU
     gpu_wait: float | None = None  # 0..1 of its GPU time another job held the GPU
     why: str | None = None  # why the slowdown is unknown ("–" on screen)
-    # how much faster without the load from outside the jobs (analyse/outside_load.py)
+    # how much faster without the load from outside the jobs (analyse/live/outside_load.py)
     outside_slowdown: float | None = None
 
     def replace(self, **changes: Any) -> JobVerdict:

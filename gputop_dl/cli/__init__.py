@@ -94,7 +94,7 @@ def check_stuck_after(args: argparse.Namespace) -> float | None:
     got = getattr(args, f"{prefix}stuck_after", None)
     if got is None:
         return None
-    from gputop_dl.analyse.stuck import STUCK_AFTER_BOUNDS  # given only: the monitor's start is lighter
+    from gputop_dl.analyse.live.stuck import STUCK_AFTER_BOUNDS  # given only: the monitor's start is lighter
 
     lo, hi = STUCK_AFTER_BOUNDS
     if not lo <= got <= hi:  # also NaN

@@ -3,7 +3,7 @@
 `gputop-dl machine` stores its profiles in the session database (record/store.py,
 `machine_profiles`); this reads the newest one of this host, read-only, and never measures
 (`runner/machine.py` measures a quick one for `plan` where none is stored). `load_peaks` is what
-the live verdict compares live rates with (analyse/box_peaks.py): `Peaks(None)` where there is
+the live verdict compares live rates with (analyse/live/box_peaks.py): `Peaks(None)` where there is
 no profile, so the verdict says so instead of inventing a peak.
 """
 
@@ -13,7 +13,7 @@ import os
 import socket
 from typing import Any
 
-from gputop_dl.analyse.box_peaks import Peaks, peaks_from_profile
+from gputop_dl.analyse.live.box_peaks import Peaks, peaks_from_profile
 from gputop_dl.sched.fit import capacities, gpu_pools
 
 __all__ = ["box_capacity", "dev_of", "load_peaks", "load_profile"]

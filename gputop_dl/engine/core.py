@@ -21,7 +21,7 @@ from typing import Any
 from gputop_dl.collect.jobs import discover
 from gputop_dl.collect.proc.diskio import look_times
 from gputop_dl.collect.environment import environment
-from gputop_dl.analyse.energy import EnergyLedger, job_keys, with_energy
+from gputop_dl.analyse.live.energy import EnergyLedger, job_keys, with_energy
 from gputop_dl.collect.machine import MachineSample, MachineSampler
 from gputop_dl.collect.proc.procs import tree_rss
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
@@ -53,7 +53,7 @@ class Engine:
         """`peeks`: looks a tick at the states of found jobs that read from storage (`loop`);
         `stuck`: the watch for stuck jobs (engine/stuck_watch.py; default thresholds)."""
         self.plan = plan
-        self.energy = EnergyLedger()  # each job's joules (analyse/energy.py)
+        self.energy = EnergyLedger()  # each job's joules (analyse/live/energy.py)
         self.stuck = stuck or StuckWatch()
         self.peeks = peeks
         self.sampler = sampler
@@ -307,7 +307,7 @@ class Engine:
 
     def _energy_rows(self, now: float, m: MachineSample, launched: list[JobSample]
                      ) -> tuple[MachineSample, list[JobSample]]:
-        """This tick's GPU joules to the jobs (analyse/energy.py): the sample with its found
+        """This tick's GPU joules to the jobs (analyse/live/energy.py): the sample with its found
         jobs' figures (the plan judges and records those), the launched rows with theirs."""
         self.energy.update(now, self.sampler.nvml.status, m.gpus, m.gpu_processes,
                            job_keys(launched + list(m.found)))

@@ -21,7 +21,7 @@ time both together and alone; otherwise it rests on the signals and says that it
 plan measures; what it makes of the readings (the verdict, the jobs' JSON) is pure and lives
 in analyse/slowdown/diagnosis.py.
 
-Beside it, the live estimate (analyse/passive.py) over the observe phase, each job's stall from
+Beside it, the live estimate (analyse/live/passive.py) over the observe phase, each job's stall from
 the burst: with `probe=False` it is the verdict (observe about 6 s, burst 3 s: an answer in about
 10 s, nothing paused); with the probe it stands beside the probe's figures, and is the verdict
 where the probe could claim no slowdown.
@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import psutil
 
-from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.box_peaks import Peaks
-from gputop_dl.analyse.evidence import HostPoint, host_point
-from gputop_dl.analyse.loader_rate import LoaderSlowdown, loader_slowdown
-from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.live import outside_load
+from gputop_dl.analyse.live.box_peaks import Peaks
+from gputop_dl.analyse.recorded.evidence import HostPoint, host_point
+from gputop_dl.analyse.slowdown.loader_rate import LoaderSlowdown, loader_slowdown
+from gputop_dl.analyse.live.passive import Estimate, PassiveJudge, annotate
 from gputop_dl.analyse.slowdown import diagnosis
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.collect.pyspy import run as pyspy
@@ -113,7 +113,7 @@ class DiagnosePlan(Plan["Engine"]):
         self._gpu: dict[int, list[float]] = {}
         self._pauser = Pauser(sigstop_fallback=False)  # jobs we did not start: guarded or not at all
         self._t0 = time.monotonic()
-        # the live estimate (analyse/passive.py), over the observe phase only: once the probe
+        # the live estimate (analyse/live/passive.py), over the observe phase only: once the probe
         # pauses jobs, their neighbours' waits no longer say how they run together
         self.passive = PassiveJudge()
         self.peaks: Peaks | None = None  # the stored machine profile's (read when it runs)
@@ -263,7 +263,7 @@ class DiagnosePlan(Plan["Engine"]):
 
     def _estimate(self, together: dict[int, pyspy.StallEstimate]) -> tuple[Verdict | None, dict[str, Estimate]]:
         """The live estimate over the observe phase, each job's data stall from the py-spy
-        burst together (its critical path: analyse/passive.py)."""
+        burst together (its critical path: analyse/live/passive.py)."""
         stall = {pid: est.fraction for pid, est in together.items() if est and est.samples}
         judge = PassiveJudge(peaks=self.peaks)
         v: Verdict | None = None

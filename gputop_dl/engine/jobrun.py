@@ -2,7 +2,7 @@
 
 `JobRun.poll()` reads the job's new events, notices its exit and samples its process tree;
 `JobRun.sample()` turns that into the tick's `JobSample` row. A `JobRun` is also what the
-verdict's evidence reads (it has the fields of `analyse.evidence.JobSeries`).
+verdict's evidence reads (it has the fields of `analyse.recorded.evidence.JobSeries`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import statistics
 import time
 from typing import Any
 
-from gputop_dl.analyse.jobstats import eta_s, step_stats
-from gputop_dl.analyse.phases import live_phases, live_ranks
+from gputop_dl.analyse.stats.jobstats import eta_s, step_stats
+from gputop_dl.analyse.stats.phases import live_phases, live_ranks
 from gputop_dl.injob.channel import EventReader
 from gputop_dl.collect.nvml.gpu_use import GpuUse
 from gputop_dl.collect.proc.oomkill import oom_killed, read_counts
@@ -72,7 +72,7 @@ class JobRun:
         # ns its threads ran and waited runnable after warm-up, summed over the ticks of a solo
         # baseline only: its CPU wait alone (what ran beside it, engine/solo_beside.py)
         self._solo_ran = self._solo_waited = 0
-        # what the verdict's evidence reads (analyse.evidence.JobSeries) besides the above
+        # what the verdict's evidence reads (analyse.recorded.evidence.JobSeries) besides the above
         self.name = w.name
         self.device: str | None = None  # its "started" event's
         self.cpu = self.cpu_series  # the same list

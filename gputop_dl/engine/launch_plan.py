@@ -25,16 +25,16 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gputop_dl.analyse.evidence import (
+from gputop_dl.analyse.recorded.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
-from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.energy_phases import energy_evidence
-from gputop_dl.analyse.box_peaks import measured_when, with_box_peaks
-from gputop_dl.analyse.passive import PassiveJudge, annotate
-from gputop_dl.analyse.phases import add_phase_evidence
+from gputop_dl.analyse.live import outside_load
+from gputop_dl.analyse.recorded.energy_phases import energy_evidence
+from gputop_dl.analyse.live.box_peaks import measured_when, with_box_peaks
+from gputop_dl.analyse.live.passive import PassiveJudge, annotate
+from gputop_dl.analyse.stats.phases import add_phase_evidence
 from gputop_dl.analyse.slowdown.figure import measured
 from gputop_dl.analyse.slowdown.solo import solo_baseline
-from gputop_dl.analyse.summary import verdict_slowdowns
+from gputop_dl.analyse.recorded.summary import verdict_slowdowns
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
@@ -171,7 +171,7 @@ class LaunchPlan(Plan["Engine"]):
         return jobs
 
     def _estimate(self, jobs: list[JobSample]) -> list[JobSample]:
-        """The live estimate (analyse/passive.py) for co-run rows whose slowdown is not
+        """The live estimate (analyse/live/passive.py) for co-run rows whose slowdown is not
         measured yet: from the first co-run tick, until the verdict's slowdown replaces it.
         Not while the probe has a job paused: its neighbours' waits would read low."""
         m = self._machine

@@ -1,6 +1,6 @@
 """The monitor's plan: watch this machine; from the first training job found, record a session.
 
-Every tick the found jobs are judged live (analyse/passive.py): each job's slowdown estimated
+Every tick the found jobs are judged live (analyse/live/passive.py): each job's slowdown estimated
 from its CPU and GPU waits, or its own pace against its pace alone, and the set's verdict, with
 no baseline and no job paused. A recording monitor keeps the paces alone it reads and lends
 them to later copies of a job (engine/pace_refs.py).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from gputop_dl.analyse.passive import Estimate, PassiveJudge, annotate
+from gputop_dl.analyse.live.passive import Estimate, PassiveJudge, annotate
 from gputop_dl.engine.box_profile import load_peaks
 from gputop_dl.engine.pace_refs import PaceRefs, machine_ident
 from gputop_dl.engine.plan import Plan, VerdictJson

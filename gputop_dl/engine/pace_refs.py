@@ -26,7 +26,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.analyse import twins
+from gputop_dl.analyse.slowdown import twins
 from gputop_dl.analyse.slowdown.pace_tracks import STORED_MAX_AGE_S, OwnPace, Reference
 from gputop_dl.collect.jobs.fingerprint import found_fingerprint
 from gputop_dl.snapshot import JobSample

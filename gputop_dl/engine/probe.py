@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gputop_dl.analyse.jobstats import step_stats
-from gputop_dl.analyse.outside_load import SoloWindow
+from gputop_dl.analyse.stats.jobstats import step_stats
+from gputop_dl.analyse.live.outside_load import SoloWindow
 from gputop_dl.collect.jobs.solo_window import SoloReading, SoloWatch
 from gputop_dl.engine.jobrun import Event, JobRun, SoloBaseline
 from gputop_dl.control.pause import Pauser

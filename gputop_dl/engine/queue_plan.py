@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from gputop_dl.analyse.evidence import GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point
+from gputop_dl.analyse.recorded.evidence import GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.engine.jobrun import SoloBaseline

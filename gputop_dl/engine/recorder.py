@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.analyse.phases import ranks_json
-from gputop_dl.analyse.summary import verdict_slowdowns
+from gputop_dl.analyse.stats.phases import ranks_json
+from gputop_dl.analyse.recorded.summary import verdict_slowdowns
 from gputop_dl.analyse.verdict_types import VerdictJson
 from gputop_dl.record.paths import StoreError, session_work_dir
 from gputop_dl.record.store import Store

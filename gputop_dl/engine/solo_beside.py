@@ -6,7 +6,7 @@ then the solo step time is slow and every slowdown measured against it too small
 reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
 run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
 processes that are not the job's (collect/proc/busiest.py: one pass at each end). The reading is
-kept with the baseline (`beside`, cached with it); analyse/outside_load.py's `not_alone` judges
+kept with the baseline (`beside`, cached with it); analyse/live/outside_load.py's `not_alone` judges
 it as it does the probe's solo windows.
 """
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypedDict
 
-from gputop_dl.analyse.outside_load import SoloWindow, solo_outside
+from gputop_dl.analyse.live.outside_load import SoloWindow, solo_outside
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.collect.proc.busiest import BusiestSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline

@@ -1,6 +1,6 @@
 """The engine's watch for stuck jobs: each tick's rows to the judge, py-spy dumps when due.
 
-`StuckWatch.annotate` feeds `analyse/stuck.py`'s `StuckJudge` one look a live job a tick;
+`StuckWatch.annotate` feeds `analyse/live/stuck.py`'s `StuckJudge` one look a live job a tick;
 once a job has made no progress for half its threshold it dumps the job's stacks (its trainers'
 and its loader workers', `collect/pyspy/dump.py`, non-blocking) in a thread of its own, one job
 at a time, every `dump_every` seconds; a job the judge calls stuck leaves with status "stuck"
@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
-from gputop_dl.analyse.stuck import Dump, StuckJudge, look_of
+from gputop_dl.analyse.live.stuck import Dump, StuckJudge, look_of
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.pyspy.dump import dump_stacks
 from gputop_dl.snapshot import JobSample, Stuck, ThreadStack, evolve

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gputop_dl.analyse.energy_phases import CorunEnergy, PhaseEnergy, corun_energy
+from gputop_dl.analyse.recorded.energy_phases import CorunEnergy, PhaseEnergy, corun_energy
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH, joules, num
 

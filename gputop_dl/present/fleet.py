@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from rich.table import Table
 
-from gputop_dl.analyse.distributed import JobLike, NodeLike
+from gputop_dl.analyse.live.distributed import JobLike, NodeLike
 from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
@@ -69,7 +69,7 @@ class FleetSnap(Protocol):
     @property
     def nodes(self) -> Sequence[FleetNode]: ...
     @property
-    def distributed(self) -> Sequence[Mapping[str, Any]]: ...  # analyse.distributed's groups
+    def distributed(self) -> Sequence[Mapping[str, Any]]: ...  # analyse.live.distributed's groups
     @property
     def poll_s(self) -> float | None: ...
     @property

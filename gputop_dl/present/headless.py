@@ -22,8 +22,8 @@ from gputop_dl.present.stuck_text import stuck_details, stuck_line, stuck_lines
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 
 if TYPE_CHECKING:
-    from gputop_dl.analyse.energy_phases import PhaseEnergy
-    from gputop_dl.analyse.summary import JobResult
+    from gputop_dl.analyse.recorded.energy_phases import PhaseEnergy
+    from gputop_dl.analyse.recorded.summary import JobResult
     from gputop_dl.workload import SessionSpec
 
 JOB_WIDTH = 28  # the job column's width (`--once`: at least; a longer name takes what is left)
@@ -193,7 +193,7 @@ class Headless:
 
 def _run_energy(phases: "tuple[PhaseEnergy, ...]") -> str:
     """A job's GPU joules in its co-run (or the one run it had); "–": none recorded."""
-    from gputop_dl.analyse.energy_phases import main_phase
+    from gputop_dl.analyse.recorded.energy_phases import main_phase
 
     p = main_phase(phases)
     return joules(p["joules"], p["estimate"]) if p else DASH

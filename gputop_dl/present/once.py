@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from gputop_dl.analyse.gpu_clocks import pcie_text, throttle_text
+from gputop_dl.analyse.live.gpu_clocks import pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH, joules, num, pct, rate, size
 from gputop_dl.snapshot import GpuSample, Snapshot
 from gputop_dl.text.console import console as text_console

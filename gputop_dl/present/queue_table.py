@@ -15,7 +15,7 @@ def _s(x: float | None) -> str:
 
 
 def queue_table(q: Mapping[str, Any]) -> Table:
-    """The per-job rows of `analyse.queue.queue_figures`, by arrival."""
+    """The per-job rows of `analyse.recorded.queue.queue_figures`, by arrival."""
     t = Table(title=f"Queue ({q.get('policy')}, {q.get('slots')} {q.get('unit') or 'slot'}s)",
               header_style="bold", title_justify="left")
     for col in ("job", "status", "arrival s", "start s", "end s", "wait s", "run s", "JCT s",

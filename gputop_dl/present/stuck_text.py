@@ -1,6 +1,6 @@
 """A stuck job in a person's words: where it hangs, the evidence, the fix, and the alert's line.
 
-`analyse/stuck.py` gives figures and frames (`snapshot.Stuck`); every presenter (console,
+`analyse/live/stuck.py` gives figures and frames (`snapshot.Stuck`); every presenter (console,
 `--once`, the TUI's header and details, the alerts) words them through these functions.
 """
 

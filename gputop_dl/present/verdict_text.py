@@ -81,7 +81,7 @@ def passive_line(j: Mapping[str, Any]) -> str:
                + (f" (confidence {conf:.0%})" if conf is not None else "")
                + (f"; {j['slowdown_doubt']}" if j.get("slowdown_doubt") else ""))
         out = j.get("outside_slowdown")
-        if out is not None and out > SLOW:  # analyse/outside_load.py
+        if out is not None and out > SLOW:  # analyse/live/outside_load.py
             est += f", {out:.2f}× from load outside the jobs"
     return f"{name}: {est}; " + ", ".join(bits)
 

@@ -105,7 +105,7 @@ ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in DISK_COLUMNS)
 MEMORY_COLUMNS = (("mem_refault", "mem_refault_bytes_per_s"), ("mem_wait", "memory_wait_fraction"))
 JOB_SAMPLE_ADDED += MEMORY_COLUMNS
 ADDED_COLUMNS += tuple(("job_samples", col, "REAL") for col, _ in MEMORY_COLUMNS)
-# energy (analyse/energy.py): the job's GPU joules since its run began, its power, joules per
+# energy (analyse/live/energy.py): the job's GPU joules since its run began, its power, joules per
 # step and per epoch, samples per joule, 1 where a shared GPU was split by time share (estimate)
 ENERGY_COLUMNS = (("energy", "energy_j"), ("energy_w", "energy_w"),
                   ("energy_step", "energy_per_step_j"), ("energy_epoch", "energy_per_epoch_j"),

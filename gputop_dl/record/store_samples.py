@@ -30,7 +30,7 @@ MemoryRow = tuple[float, float | None, float | None]  # t, mem_refault, mem_wait
 # mean and max refaults, mean memory wait, samples with a refault figure (> 0)
 MemoryMeans = tuple[float, float, float | None, int]
 # phase, joules of its run (the last), mean power W, J/step, J/epoch, samples/J, 1 if an
-# estimate, samples with a figure (analyse/energy.py)
+# estimate, samples with a figure (analyse/live/energy.py)
 EnergyRow = tuple[str | None, float, float | None, float | None, float | None, float | None,
                   float | None, int]
 # k, mean t, cpu_busy, load1, psi_some10, throttled, mem_used, n

@@ -19,7 +19,7 @@ from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET
-from gputop_dl.analyse.stuck import StuckJudge
+from gputop_dl.analyse.live.stuck import StuckJudge
 from gputop_dl.engine import Engine, MonitorPlan, Recorder
 from gputop_dl.engine.stuck_watch import StuckWatch
 from gputop_dl.quick_exit import exit_now
@@ -75,7 +75,7 @@ def monitor_engine(nvml: Nvml, *, interval: float = 1.0, stall_budget: float = S
                    found: FoundJobs | None = None, command: str = "gputop-dl",
                    stuck_after: float | None = None) -> Engine:
     """`gputop-dl`: watch this machine; py-spy may use `stall_budget` of one core;
-    `stuck_after`: the stuck threshold's floor, seconds (analyse/stuck.py; None: its default)."""
+    `stuck_after`: the stuck threshold's floor, seconds (analyse/live/stuck.py; None: its default)."""
     plan = MonitorPlan(command)
     found = found or FoundJobs(stall=plan.stall_found, stall_budget=stall_budget)
     return Engine(plan, sampler=MachineSampler(nvml, found=found),

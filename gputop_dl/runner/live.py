@@ -13,7 +13,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.analyse import energy, passive
+from gputop_dl.analyse.live import energy
+
+from gputop_dl.analyse.live import passive
 from gputop_dl.collect.machine import snapshot_once
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import Engine
@@ -46,8 +48,8 @@ def print_summary(engine: Engine, out: Console | None = None) -> None:
     """After a launch: the per-job results from the store, the verdict and the session line."""
     if not engine.session_id:
         return
-    from gputop_dl.analyse.summary import summarize
-    from gputop_dl.analyse.energy_phases import corun_energy
+    from gputop_dl.analyse.recorded.summary import summarize
+    from gputop_dl.analyse.recorded.energy_phases import corun_energy
     from gputop_dl.present.energy_text import corun_text
     from gputop_dl.present.headless import summary_table, verdict_lines
 
@@ -176,7 +178,7 @@ def print_queue(engine: Engine, out: Console | None = None) -> None:
     """After a queue: its per-job times and means, from the store."""
     if not engine.session_id:
         return
-    from gputop_dl.analyse.queue import queue_summary
+    from gputop_dl.analyse.recorded.queue import queue_summary
     from gputop_dl.present.queue_table import queue_line, queue_table
     from gputop_dl.record.store import Store
 

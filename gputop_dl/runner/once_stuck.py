@@ -3,7 +3,7 @@
 A job whose readings over `--once`'s sampling second show it asleep (no CPU to speak of, no
 process running or in D, no reads, no loader batches) has its stacks dumped twice, `DUMP_GAP_S`
 apart (collect/pyspy/dump.py, non-blocking); the same main stack at both ends makes it stuck
-over that window (analyse/stuck.py `judge_window`), with `window_s` saying how many seconds it
+over that window (analyse/live/stuck.py `judge_window`), with `window_s` saying how many seconds it
 was watched. A job that moves, computes or reads is never dumped, so a busy box costs nothing.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from gputop_dl.analyse.stuck import Dump, judge_window, look_of
+from gputop_dl.analyse.live.stuck import Dump, judge_window, look_of
 from gputop_dl.collect.pyspy.dump import dump_stacks
 from gputop_dl.engine.stuck_watch import dump_job, targets
 from gputop_dl.snapshot import JobSample, Snapshot, evolve

@@ -90,7 +90,7 @@ def fleet_poller(nodes: str | None, prometheus: str | None, interval: float = 2.
                  timeout: float = 2.0) -> FleetPoller:
     """The fleet's source: `nodes` (HOST:PORT,... or a TOML node list) read directly, or a
     Prometheus server's API at `prometheus`. Raises UsageError for a bad list or URL."""
-    from gputop_dl.analyse.distributed import group_distributed
+    from gputop_dl.analyse.live.distributed import group_distributed
     from gputop_dl.collect.fleet.nodes import (check_prometheus_url, read_fleet, read_prometheus,
                                          resolve_nodes)
     from gputop_dl.collect.fleet.poll import FleetPoller

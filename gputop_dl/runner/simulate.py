@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def calibrated_alpha(session: str | None) -> tuple[float, str]:
     """`simulate --calibrate [SESSION]`: the CPU interference alpha of a recorded co-run (the
     newest launch whose verdict has slowdowns and a CPU need above the cores, or `session`)."""
-    from gputop_dl.analyse.interference import cpu_alpha
+    from gputop_dl.analyse.recorded.interference import cpu_alpha
     from gputop_dl.record.paths import default_db_path
 
     path = default_db_path(writable=False)
@@ -64,7 +64,7 @@ def calibration(trace: Trace, explicit: str | bool | None) -> tuple[Trace, dict[
     it came from. `explicit` True or SESSION (`--calibrate`): the CPU coefficient must come from
     a recording (UsageError otherwise); False (`--no-calibrate`): the trace's figures; None:
     recorded ones where there are, else the trace's."""
-    from gputop_dl.analyse.interference import gpu_share, newest
+    from gputop_dl.analyse.recorded.interference import gpu_share, newest
     from gputop_dl.config.trace import with_overrides
 
     why = "--no-calibrate" if explicit is False else "no recorded co-run on this machine gave one"
@@ -78,7 +78,7 @@ def calibration(trace: Trace, explicit: str | bool | None) -> tuple[Trace, dict[
         where["cpu_interference"] = f"{alpha:g}, from {how}"
         verdicts = _recorded_verdicts(explicit if isinstance(explicit, str) else None)
     else:
-        from gputop_dl.analyse.interference import cpu_alpha
+        from gputop_dl.analyse.recorded.interference import cpu_alpha
 
         verdicts = _recorded_verdicts()
         got = newest(verdicts, cpu_alpha)

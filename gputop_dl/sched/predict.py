@@ -1,6 +1,6 @@
 """The simulator's prediction for a recorded queue: the same jobs, arrivals and policy, beside what happened.
 
-    p = predict_queue(settings, jobs, ticks=[0.0, 0.5, ...])   # settings, jobs as analyse/queue.py reads them
+    p = predict_queue(settings, jobs, ticks=[0.0, 0.5, ...])   # settings, jobs as analyse/recorded/queue.py reads them
 
 The live queue acts only at its ticks: a job that arrives between two ticks is queued at the
 next one, and a job's end is seen at the first tick after it, so a slot stays held until

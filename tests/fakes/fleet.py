@@ -7,7 +7,7 @@ distributed job (torchrun, world size 4) with a rank on the unreachable node mis
 
 from __future__ import annotations
 
-from gputop_dl.analyse.distributed import group_distributed
+from gputop_dl.analyse.live.distributed import group_distributed
 from gputop_dl.collect.fleet.nodes import Node, NodeJob
 from gputop_dl.collect.fleet.poll import FleetSnapshot
 

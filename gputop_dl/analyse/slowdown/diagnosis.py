@@ -7,7 +7,7 @@ jobs as `diagnose --json` has them (`jobs_json`).
 
 A slowdown needs py-spy's step time of every job, together and alone (a verdict on some jobs'
 slowdowns would say nothing of the others); where py-spy could not time a job, the probe's
-loader work rate alone against together may measure it instead (analyse/loader_rate.py); where
+loader work rate alone against together may measure it instead (analyse/slowdown/loader_rate.py); where
 neither does, the verdict rests on the signals and says so. The live estimate stands beside
 the probe's figures, and is the verdict where the probe could claim nothing or there was none.
 """
@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.cpu_wait_model import DIAGNOSE_HINT, spin_fix
-from gputop_dl.analyse.evidence import HostPoint
-from gputop_dl.analyse.loader_rate import CONTRADICT, LoaderSlowdown
-from gputop_dl.analyse.passive import WAITS_ON, Estimate, slowdown_figure
+from gputop_dl.analyse.live import outside_load
+from gputop_dl.analyse.live.box_peaks import Peaks, with_box_peaks
+from gputop_dl.analyse.live.cpu_wait_model import DIAGNOSE_HINT, spin_fix
+from gputop_dl.analyse.recorded.evidence import HostPoint
+from gputop_dl.analyse.slowdown.loader_rate import CONTRADICT, LoaderSlowdown
+from gputop_dl.analyse.live.passive import WAITS_ON, Estimate, slowdown_figure
 from gputop_dl.analyse.slowdown.figure import FROM, SlowdownFigure, choose
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
 from gputop_dl.analyse.verdict_types import Fix, JobVerdict, Verdict
@@ -71,7 +71,7 @@ class Measured:
 
 @dataclass(frozen=True)
 class Estimated:
-    """The live estimate over the observe phase (analyse/passive.py): the set's verdict, each
+    """The live estimate over the observe phase (analyse/live/passive.py): the set's verdict, each
     job's estimate, and the last observed tick's jobs, GPU processes and GPUs."""
 
     verdict: Verdict | None = None
@@ -189,7 +189,7 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
               cpus: int) -> list[dict[str, Any]]:
     """The jobs as `diagnose --json` has them (schemas/diagnosis.json): one slowdown each, as
     in `--once --json`: the probe's where it timed the job both together and alone (or its
-    loader measured it), else the live estimate's (analyse/passive.py)."""
+    loader measured it), else the live estimate's (analyse/live/passive.py)."""
     out: list[dict[str, Any]] = []
     for j in jobs:
         tog, alone = j.together, j.alone

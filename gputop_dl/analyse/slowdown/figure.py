@@ -8,7 +8,7 @@ job without waits), its confidence, a bound ("at least N×") where there is no v
 it is unknown or doubtful.
 
 `ROUTES` is the precedence table, highest first; `choose` the one chooser the live judge
-(analyse/passive.py, analyse/slowdown/pace.py), `diagnose` (analyse/slowdown/diagnosis.py) and
+(analyse/live/passive.py, analyse/slowdown/pace.py), `diagnose` (analyse/slowdown/diagnosis.py) and
 `launch` (engine/launch_plan.py) call. The figure ranked first of those known is chosen, unless
 its route names a `check`: then, where a figure of the checked route is known, carries no
 doubt and is within CONTRADICT of it, the checked figure stands instead (a pace by the
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from gputop_dl.analyse.loader_rate import CONTRADICT
+from gputop_dl.analyse.slowdown.loader_rate import CONTRADICT
 
 Kind = Literal["measured", "probe", "pace", "estimate"]
 Method = Literal["step times", "loader writes", "loader CPU", "loop counter", "py-spy steps",
@@ -76,9 +76,9 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("measured", "step times", ("solo baseline",), "analyse/verdict.py (launch)"),
     Route("probe", "step times", ("probe window",), "analyse/verdict.py (launch, baseline = probe)"),
-    Route("probe", "loader writes", ("probe window",), "analyse/loader_rate.py (diagnose)",
+    Route("probe", "loader writes", ("probe window",), "analyse/slowdown/loader_rate.py (diagnose)",
           check=("probe", "py-spy steps")),
-    Route("probe", "loader CPU", ("probe window",), "analyse/loader_rate.py (diagnose)",
+    Route("probe", "loader CPU", ("probe window",), "analyse/slowdown/loader_rate.py (diagnose)",
           check=("probe", "py-spy steps")),
     Route("probe", "py-spy steps", ("probe window",), "analyse/slowdown/diagnosis.py (diagnose)"),
     Route("pace", "loader writes", ("own readings", "twin", "stored run"),
@@ -89,7 +89,7 @@ ROUTES: tuple[Route, ...] = (
           "analyse/slowdown/pace.py (live)"),
     Route("pace", "py-spy steps", ("own readings", "twin", "stored run"),
           "analyse/slowdown/pace.py (live)", check=("estimate", "wait model")),
-    Route("estimate", "wait model", ("no waits",), "analyse/job_estimate.py (live)"),
+    Route("estimate", "wait model", ("no waits",), "analyse/live/job_estimate.py (live)"),
 )
 RANK: dict[tuple[Kind, Method], int] = {(r.kind, r.method): i for i, r in enumerate(ROUTES)}
 BY_ROUTE: dict[tuple[Kind, Method], Route] = {(r.kind, r.method): r for r in ROUTES}

@@ -126,7 +126,7 @@ class Pace:
     # its steps beside the others are longer than a py-spy burst could count 4 of: at least
     # this many times its step alone (a bound where there is no step to divide: None otherwise)
     at_least: float | None = None
-    twin_pid: int | None = None  # its reference alone is this twin's (analyse/twins.py)
+    twin_pid: int | None = None  # its reference alone is this twin's (analyse/slowdown/twins.py)
     twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
     alone_writes: float | None = None  # its workers' mean write calls a second alone
     now_writes: float | None = None  # ... over its last ticks beside other jobs

@@ -1,6 +1,6 @@
 """Each job's readings alone and beside the other jobs, tick by tick, and whose it may borrow.
 
-The live judge (analyse/passive.py) feeds `OwnPace.update` each tick; it keeps every job's
+The live judge (analyse/live/passive.py) feeds `OwnPace.update` each tick; it keeps every job's
 track (analyse/slowdown/pace.py: its loader's rates, step times and loop counter alone and
 beside the others), lends a job's readings alone to its twins and takes those stored from an
 earlier run (engine/pace_refs.py), and asks the meters for each job's `Pace`.
@@ -20,7 +20,7 @@ burst counts fewer than 4 steps shows none until its longer bursts read one (col
 
 A job that never ran alone here (started beside others) borrows the reference of its twin: a
 job of the same user, in the same directory and container, with the same command line but for
-where it writes, its name, seed, optimizer figures or length (analyse/twins.py) that ran alone
+where it writes, its name, seed, optimizer figures or length (analyse/slowdown/twins.py) that ran alone
 REF_MIN readings or more (one still running, or one that ended within TWIN_MAX_AGE_S): a copy
 started by hand beside the first makes the same batches, so its loader's pace alone is the
 first's (`twin_pid` names it, `twin_args` what differs). Without a running twin, a stored run
@@ -41,7 +41,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gputop_dl.analyse import twins
+from gputop_dl.analyse.slowdown import twins
 from gputop_dl.analyse.slowdown.pace import (LOOP_WARM_PAIRS, NOW_MIN, Lent, Pace, Track,
                                              enough, has_ref, loop_seconds, pace, ref_until)
 from gputop_dl.snapshot import JobSample
@@ -54,7 +54,7 @@ TWIN_MAX_AGE_S = 3600.0  # a twin's reference alone is lent this long after its 
 STORED_MAX_AGE_S = 7 * 86400.0  # a stored reference (engine/pace_refs.py) is lent this long
 TWINS_KEPT = 64  # references kept by command line (the oldest dropped)
 
-# what twins share: the command line's key (analyse/twins.py), directory, user and container
+# what twins share: the command line's key (analyse/slowdown/twins.py), directory, user and container
 # (two users' `python train.py` in /workspace of two containers read different data)
 TwinKey = tuple[tuple[str, ...], str | None, str | None, str | None]
 
@@ -195,7 +195,7 @@ class OwnPace:
             del self._twins[min(self._twins, key=lambda k: ref_until(self._twins[k].track) or 0.0)]
 
     def _twin(self, j: JobSample, t: float) -> Lent | None:
-        """The reference alone lent by a twin of `j` (analyse/twins.py) in its directory, else
+        """The reference alone lent by a twin of `j` (analyse/slowdown/twins.py) in its directory, else
         a stored one lent to it (`lend_stored`)."""
         ref = self._twins.get(_twin_key(j, j.command)) if j.command else None
         until = None if ref is None else ref_until(ref.track)

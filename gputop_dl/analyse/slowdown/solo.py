@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gputop_dl.analyse.jobstats import StepEvent, step_stats
-from gputop_dl.analyse.phases import solo_phases
+from gputop_dl.analyse.stats.jobstats import StepEvent, step_stats
+from gputop_dl.analyse.stats.phases import solo_phases
 
 
 def solo_baseline(steps: Sequence[StepEvent], warmup: int, cpu_cores: float | None,

@@ -23,7 +23,7 @@ class FleetSnapshot:
 
     time: float
     nodes: list[Node]
-    # analyse.distributed's groups (a sibling floor: read as maps here)
+    # analyse.live.distributed's groups (a sibling floor: read as maps here)
     distributed: Sequence[Mapping[str, Any]] = field(default_factory=list)
     poll_s: float | None = None  # how long the poll took
     source: str = ""  # "nodes" or the Prometheus URL
@@ -38,7 +38,7 @@ class FleetPoller:
 
     `read()` returns the nodes (read_fleet or read_prometheus); a PrometheusError becomes the
     snapshot's `error`. `group` gathers the ranks of distributed jobs across the nodes
-    (`analyse.distributed.group_distributed`; without it the snapshot has none). `last_ok`
+    (`analyse.live.distributed.group_distributed`; without it the snapshot has none). `last_ok`
     remembers when each node last answered, `last_seen` where each rank of a distributed job
     was last seen (so a rank on a node that went down is named as missing and where)."""
 
@@ -48,7 +48,7 @@ class FleetPoller:
                  source: str = "nodes", clock: Callable[[], float] = time.time,
                  group: Callable[[list[Node], LastSeen], Sequence[Mapping[str, Any]]] | None = None):
         self.read, self.interval, self.source, self.clock = read, interval, source, clock
-        self.group = group  # analyse.distributed.group_distributed (handed in: a sibling floor)
+        self.group = group  # analyse.live.distributed.group_distributed (handed in: a sibling floor)
         self._subs: list[Callable[[FleetSnapshot], None]] = []
         self._stop = threading.Event()
         self._wake = threading.Event()

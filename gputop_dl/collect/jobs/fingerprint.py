@@ -44,7 +44,7 @@ def fingerprint(w: Workload, cuda: bool, env: Mapping[str, object]) -> str:
 def found_fingerprint(pid: int, key: Sequence[str], argv: Sequence[str],
                       ident: Mapping[str, object]) -> str | None:
     """What a found job's pace alone depends on (engine/pace_refs.py): `key`, its command line
-    but for the options that do not change its work (analyse/twins.py); `ident`, its user and
+    but for the options that do not change its work (analyse/slowdown/twins.py); `ident`, its user and
     container and the machine; the interpreter it runs, its directory, and the size and mtime
     of every argument that names a file, seen from the job's own directory and root (a job in
     a container sees its own files). None: its directory or interpreter cannot be read (gone,

@@ -12,7 +12,7 @@ loader). The write calls it hands each batch over in (the pickled batch to the q
 the tensors' file descriptors to the trainer) are the same number every batch (PyTorch's
 dcgan: 9, alone and beside a copy); its CPU time and voluntary switches a batch move with the
 load beside it (dcgan: 0.109 s of CPU a batch alone, 0.154 s beside a copy).
-`analyse/loader_rate.py` turns two rates into a slowdown.
+`analyse/slowdown/loader_rate.py` turns two rates into a slowdown.
 
 Each worker process is read over all its threads: `/proc/PID/task/TID/schedstat` (ns on a
 CPU), `/proc/PID/task/TID/status` (voluntary switches), and `/proc/PID/io` (`syscw`, the

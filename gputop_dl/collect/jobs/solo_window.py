@@ -5,7 +5,7 @@ compile, a notebook, another user's busy loop. `SoloWatch.start(pids)` before th
 and `stop()` after it read, over the window, the job's threads' run and run-queue wait
 (`/proc/PID/task/TID/schedstat`, summed over the threads seen both times) and the busiest
 processes that are not the job's (collect/proc/busiest.py: one pass at each end). What the wait
-costs the solo figure is analyse/outside_load.py's `solo_outside`.
+costs the solo figure is analyse/live/outside_load.py's `solo_outside`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 (cpulist "0-31") from `os.sched_getaffinity(pid)`, or `/proc/PID/status` `Cpus_allowed_list`
 where the call is refused; None where neither can be read. Each PID is re-read at most every
 `REFRESH_S` (a `taskset -cp` shows within that), and forgotten once NVML no longer lists it.
-The CPUs near each GPU come from NVML (collect/nvml/gpus.py); analyse/gpu_clocks.py compares them.
+The CPUs near each GPU come from NVML (collect/nvml/gpus.py); analyse/live/gpu_clocks.py compares them.
 """
 
 from __future__ import annotations

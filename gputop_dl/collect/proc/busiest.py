@@ -11,7 +11,7 @@ nobody waits. The first pass after a quiet spell gives no rates (nothing to comp
 tick after does. Only the few busiest get their user (the owner of /proc/PID) and command line
 (redacted as found jobs' are), read once per process (PID and start time) and again after
 `NAME_AGE_S` (an `exec` keeps both): the same few are the busiest tick after tick. The live verdict
-(analyse/passive.py) leaves out the jobs' own processes and names the rest as load from
+(analyse/live/passive.py) leaves out the jobs' own processes and names the rest as load from
 outside the jobs.
 """
 

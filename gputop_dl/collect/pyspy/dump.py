@@ -1,6 +1,6 @@
 """One `py-spy dump --nonblocking --json` of a process: its threads' Python stacks, as values.
 
-What a stuck job's main thread waits in (analyse/stuck.py) is read from these: the frames of
+What a stuck job's main thread waits in (analyse/live/stuck.py) is read from these: the frames of
 each thread, innermost first, with the source line of each frame where its file can be read
 (`lock.acquire()` is a C call, so the frame that waits on a lock shows only in its line).
 Non-blocking: the job is never paused (a dump costs py-spy 10-20 ms of CPU). Errors (no

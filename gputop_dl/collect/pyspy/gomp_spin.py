@@ -16,7 +16,7 @@ share of each operator) for one burst and reads its schedstat around it; `SpinSa
 counts and what the kernel said. py-spy cannot read native stacks without pausing the process
 (`--native` refuses `--nonblocking`): each sample stops it for the unwinding, which the
 kernel's figures leave out (a stopped thread is neither running nor waiting for a CPU).
-analyse/pool_progress.py turns a sample into the job's progress and its slowdown.
+analyse/live/pool_progress.py turns a sample into the job's progress and its slowdown.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TYPE_CHECKING
 
-from gputop_dl.analyse.energy_phases import main_phase
-from gputop_dl.analyse.phases import PARTS
-from gputop_dl.analyse.summary import JobResult, summarize
+from gputop_dl.analyse.recorded.energy_phases import main_phase
+from gputop_dl.analyse.stats.phases import PARTS
+from gputop_dl.analyse.recorded.summary import JobResult, summarize
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.export import open_store, resolve_session
 from gputop_dl.record.store import Store

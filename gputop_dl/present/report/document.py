@@ -4,7 +4,7 @@
 
 Time series are reduced in SQL to at most `MAX_POINTS` bucket means, so a 24-hour session
 exports in about as long as a 2-minute one. The co-run window and its host means come from
-`analyse.window`.
+`analyse.recorded.window`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gputop_dl import __version__
-from gputop_dl.analyse.queue import queue_summary
-from gputop_dl.analyse.summary import summarize
-from gputop_dl.analyse.window import corun_host_means, corun_window
+from gputop_dl.analyse.recorded.queue import queue_summary
+from gputop_dl.analyse.recorded.summary import summarize
+from gputop_dl.analyse.recorded.window import corun_host_means, corun_window
 from gputop_dl.present.stuck_text import event_text as stuck_event_text
 from gputop_dl.present.report.errors import ExportUsageError
 from gputop_dl.present.report.mermaid import MAX_POINTS
@@ -58,7 +58,7 @@ def _prediction(store: Store, sid: str, q: Mapping[str, Any]) -> dict[str, Any] 
     at the live queue's recorded ticks (its host samples), with the interference figures of
     this machine's newest co-runs recorded up to the queue's start (as `simulate` calibrates),
     rounded for the export; None when it cannot be made."""
-    from gputop_dl.analyse.interference import cpu_alpha, gpu_share, newest
+    from gputop_dl.analyse.recorded.interference import cpu_alpha, gpu_share, newest
     from gputop_dl.sched.predict import predict_queue
 
     row = store.session(sid)
@@ -96,7 +96,7 @@ def _event_text(e: Mapping[str, Any]) -> str:
                  f"data stall {pct(e.get('stall_fraction'))}",
                  f"{num(e.get('cpu_cores'), '.2f')} CPU cores"]
         return ", ".join(parts)
-    if ev == "stuck":  # analyse/stuck.py, recorded by the engine
+    if ev == "stuck":  # analyse/live/stuck.py, recorded by the engine
         return stuck_event_text(e)
     if ev == "unstuck":
         return "moves again"

@@ -175,7 +175,7 @@ def _distributed_section(jobs: list[JobDoc]) -> str:
 
 
 def _status(j: JobDoc, state: str | None) -> str:
-    """The job's status as the JSON has it (analyse.summary.status_after mapped it)."""
+    """The job's status as the JSON has it (analyse.recorded.summary.status_after mapped it)."""
     return md_cell(j.get("status"))
 
 

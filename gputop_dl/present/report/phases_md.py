@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gputop_dl.analyse.phases import PARTS
+from gputop_dl.analyse.stats.phases import PARTS
 from gputop_dl.present.report import mermaid
 from gputop_dl.text.fmt import DASH
 from gputop_dl.text.markdown import md_cell, table

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gputop_dl.analyse.gpu_clocks import link_below_max, pcie_text, throttle_text
+from gputop_dl.analyse.live.gpu_clocks import link_below_max, pcie_text, throttle_text
 from gputop_dl.text.fmt import DASH
 from gputop_dl.present.tui.base import Line, LinePanel, set_border
 from gputop_dl.present.tui.charts import History, bar, fit, level, text_level

@@ -1,6 +1,6 @@
 """Verdict banner: the run's verdict (title and one-line reason), or else the phase and latest news.
 
-The monitor's verdict is the live one (analyse/passive.py: estimated every tick from the found
+The monitor's verdict is the live one (analyse/live/passive.py: estimated every tick from the found
 jobs' CPU and GPU waits, no job paused); the banner says so beside its confidence.
 
 `snapshot.verdict` is None or a dict with "kind", "title", "reason", "evidence_lines",
@@ -104,7 +104,7 @@ class VerdictBanner(Panel):
             conf_s = f" · confidence {conf}" if isinstance(conf, str) else (
                 f" · confidence {conf:.0%}" if isinstance(conf, (int, float)) else "")
             if str((v.get("evidence") or {}).get("method") or "").startswith("passive"):
-                conf_s += " · live estimate, nothing paused"  # analyse/passive.py
+                conf_s += " · live estimate, nothing paused"  # analyse/live/passive.py
             title = clean(v.get("title"))
             runs = [(label, style)] if _same(title, label) or not title else [(f"{label}  ", style), (title, "bold")]
             return Content.assemble(

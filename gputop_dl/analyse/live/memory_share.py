@@ -10,7 +10,7 @@ or more while its jobs read `R` bytes/s from storage re-reads a share
 
 of what its jobs read: data that was in memory and was pushed out. With two or more jobs reading
 in the domain, the page cache no longer holds their data together. Alone, a job whose data fits
-would find those pages cached: its I/O wait `w_i` (analyse/io_share.py) shrinks to what is left,
+would find those pages cached: its I/O wait `w_i` (analyse/live/io_share.py) shrinks to what is left,
 `(1 - q)` of it, and that with the device to itself (`/ f_i`, the io model's fetch speed-up;
 1 where it has none):
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import clip_wait
-from gputop_dl.analyse.io_share import MIN_READ_BPS
+from gputop_dl.analyse.live.cpu_wait_model import clip_wait
+from gputop_dl.analyse.live.io_share import MIN_READ_BPS
 from gputop_dl.snapshot import HostSample, JobSample
 
 MIN_REFAULT_BPS = 256 * 1024  # a domain refaulting less than this is not thrashing

@@ -1,8 +1,8 @@
 """The verdicts that name a resource other than the CPU and the GPU: `io-bound` and
 `memory-bound` (and, beside them, the reason's words for such jobs in a CPU-bound set).
 
-Built by analyse/passive.py's `judge_passive` from the jobs' smoothed estimates
-(analyse/job_estimate.py); the models: analyse/io_share.py, analyse/memory_share.py and
+Built by analyse/live/passive.py's `judge_passive` from the jobs' smoothed estimates
+(analyse/live/job_estimate.py); the models: analyse/live/io_share.py, analyse/live/memory_share.py and
 docs/verdict.md.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from gputop_dl.analyse.job_estimate import Estimate
-from gputop_dl.analyse.memory_share import HOST, memory_lines, pressure_text
+from gputop_dl.analyse.live.job_estimate import Estimate
+from gputop_dl.analyse.live.memory_share import HOST, memory_lines, pressure_text
 from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import HostSample, JobSample
 from gputop_dl.text.fmt import num
@@ -117,6 +117,6 @@ def memory_evidence(est: Sequence[Estimate], host: HostSample | None) -> Evidenc
 
 
 def with_memory_lines(v: Verdict, jobs: Sequence[JobSample], host: HostSample | None) -> Verdict:
-    """The verdict with memory's evidence lines (analyse/memory_share.py `memory_lines`)."""
+    """The verdict with memory's evidence lines (analyse/live/memory_share.py `memory_lines`)."""
     extra = memory_lines(jobs, host)
     return v.replace(evidence_lines=v.evidence_lines + tuple(extra)) if extra else v

@@ -3,7 +3,7 @@
 `PhaseEnergy` is a job's GPU energy in one phase (a run: baseline, co-run, monitor) as recorded
 (record/store_samples.py `job_energy`); `corun_energy` compares the co-run's energy per sample
 with the jobs' alone, for the same number of samples from each job; `energy_evidence` puts that
-in a launch's verdict beside STP. The per-tick figures are analyse/energy.py's. Pure.
+in a launch's verdict beside STP. The per-tick figures are analyse/live/energy.py's. Pure.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import MAX_WAIT
+from gputop_dl.analyse.live.cpu_wait_model import MAX_WAIT
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 
 GPU_BUSY = 0.8  # summed SM share of a shared GPU above which its jobs queue for it

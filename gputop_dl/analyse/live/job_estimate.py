@@ -2,8 +2,8 @@
 
 `tick_estimates` turns one tick's samples into each job's `Tick` (its CPU estimate on its
 critical path, its shared-GPU estimate, its disk and memory readings); `smooth` takes the median
-of a job's last ticks, with a confidence, and names its cause. The models: analyse/passive.py's
-docstring and docs/verdict.md; analyse/passive.py combines the jobs into the set's verdict.
+of a job's last ticks, with a confidence, and names its cause. The models: analyse/live/passive.py's
+docstring and docs/verdict.md; analyse/live/passive.py combines the jobs into the set's verdict.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_speedup,
+from gputop_dl.analyse.live.cpu_wait_model import (clip_wait, cpu_speedup, demand, pool_speedup,
                                               set_share)
-from gputop_dl.analyse.gpu_share import gpu_estimates, gpu_shares
-from gputop_dl.analyse.io_share import io_ratios, io_slowdown
-from gputop_dl.analyse.memory_share import THRASH, domains, memory_shares, memory_slowdown
+from gputop_dl.analyse.live.gpu_share import gpu_estimates, gpu_shares
+from gputop_dl.analyse.live.io_share import io_ratios, io_slowdown
+from gputop_dl.analyse.live.memory_share import THRASH, domains, memory_shares, memory_slowdown
 from gputop_dl.analyse.slowdown.pace import Pace
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict import student_t_cdf
@@ -44,13 +44,13 @@ class Tick:
     set_share: float = 1.0  # the share of its CPU competitors that are the other jobs
     note: str | None = None  # why the CPU wait is unknown (None with cpu_wait None: a first reading)
     stall: float | None = None  # its data stall, where known
-    # disk (analyse/io_share.py): the share of looks this tick blocked on I/O (D, none running); the
+    # disk (analyse/live/io_share.py): the share of looks this tick blocked on I/O (D, none running); the
     # fetch speed-up alone R / r_i (None: not on a busy device another job reads from too)
     io_blocked: float | None = None
     io_ratio: float | None = None
     io_read_bps: int | None = None
     io_device: str | None = None
-    # memory (analyse/memory_share.py): the share of its domain's storage reads that re-read
+    # memory (analyse/live/memory_share.py): the share of its domain's storage reads that re-read
     # evicted pages (None: refaults unknown), whether another job reads in that domain, its name
     mem_q: float | None = None
     mem_shared: bool = False
@@ -226,7 +226,7 @@ def smooth(ticks: Sequence[Tick], name: str, min_ticks: int = MIN_TICKS) -> Esti
 def memory_window(ticks: Sequence[Tick], w: float | None) -> tuple[float | None, float | None]:
     """(s_mem, q): the median re-read share of its reads over the window (None: unknown) and,
     where another job read in its memory domain in at least half of the ticks, the slowdown
-    the lost page cache costs it (analyse/memory_share.py)."""
+    the lost page cache costs it (analyse/live/memory_share.py)."""
     qs = [k.mem_q for k in ticks if k.mem_q is not None]
     if not qs or w is None:
         return None, None if not qs else round(statistics.median(qs), 3)
@@ -256,7 +256,7 @@ def window_ratio(ticks: Sequence[Tick]) -> float | None:
 def io_window(ticks: Sequence[Tick]) -> tuple[float | None, float | None]:
     """(s_io, w): the job's I/O wait share over the window (ticks blocked on I/O; on a GPU at
     most its data stall, where known) and, where it read from a busy device another job reads from in at
-    least half of them, the slowdown that sharing costs it (analyse/io_share.py)."""
+    least half of them, the slowdown that sharing costs it (analyse/live/io_share.py)."""
     seen = [k for k in ticks if k.io_blocked is not None]
     if not seen:
         return None, None

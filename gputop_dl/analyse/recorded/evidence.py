@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from gputop_dl.analyse.jobstats import StepEvent, step_stats
+from gputop_dl.analyse.stats.jobstats import StepEvent, step_stats
 from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
 from gputop_dl.snapshot import GpuSample, HostSample
 

@@ -11,12 +11,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gputop_dl.analyse.jobstats import StepEvent
+from gputop_dl.analyse.stats.jobstats import StepEvent
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import RankPhases, StepPhases, Straggler
 
 if TYPE_CHECKING:
-    from gputop_dl.analyse.evidence import JobSeries
+    from gputop_dl.analyse.recorded.evidence import JobSeries
 
 PARTS = ("data", "h2d", "forward", "backward", "optimizer", "other")
 MEASURED = ("h2d", "forward", "backward", "optimizer")  # what the phase clock times
@@ -209,8 +209,8 @@ def live_ranks(by_rank: Mapping[int, Sequence[StepEvent]], warmup: int
 def add_phase_evidence(verdict: Verdict, jobs: list[JobSeries], now: float) -> Verdict:
     """The verdict with the step phases' evidence (its own block, beside the verdict rules): per
     job its co-run phases over the overlap window (`evidence["phases"]`) and a line naming
-    the phase that grew most against its solo baseline. `jobs`: analyse.evidence.JobSeries."""
-    from gputop_dl.analyse.evidence import overlap_window
+    the phase that grew most against its solo baseline. `jobs`: analyse.recorded.evidence.JobSeries."""
+    from gputop_dl.analyse.recorded.evidence import overlap_window
 
     win = overlap_window(jobs, now)
     if win is None:

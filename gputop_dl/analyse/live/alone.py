@@ -1,20 +1,20 @@
 """The verdict on one training job seen alone: its own waits, and what would limit a second job.
 
 With one job there is nothing to be parallel with: "truly parallel" would be an
-empty claim. The live judge (analyse/passive.py) and the measured one (analyse/verdict.py)
+empty claim. The live judge (analyse/live/passive.py) and the measured one (analyse/verdict.py)
 call these when the set they judge has one job; the verdict's kind is `alone`. What it says:
 
 - the job's own waits, as measured: its CPU wait (behind load from outside the training jobs,
   as none other runs), its data wait (the training loop waiting for a batch) and its disk
   wait, each "–" where unknown;
 - what a second job like it would meet: its threads want `d = c / (1 - f)` cores (CPU time
-  plus run-queue wait, analyse/cpu_wait_model.py); two such jobs want `2 d`, and on `cpus`
+  plus run-queue wait, analyse/live/cpu_wait_model.py); two such jobs want `2 d`, and on `cpus`
   cores they fit side by side when `2 d` does not exceed them.
 """
 
 from __future__ import annotations
 
-from gputop_dl.analyse.cpu_wait_model import demand
+from gputop_dl.analyse.live.cpu_wait_model import demand
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.text.fmt import num
 

@@ -27,9 +27,9 @@ SLOW_STAY (hysteresis: one that hovers about SLOW does not flip the verdict ever
 A job whose CPU wait is unknown (a kernel without
 schedstat, another user's hidden process) gets no estimate ("–", with the reason); when no job
 has one, the verdict falls back to the host's CPU signals (`no-baseline`). The CPU model lives
-in analyse/cpu_wait_model.py, the GPU one in analyse/gpu_share.py, the disk one in
-analyse/io_share.py, load from outside the jobs in analyse/outside_load.py;
-analyse/job_estimate.py makes each job's estimate, this module the set's verdict.
+in analyse/live/cpu_wait_model.py, the GPU one in analyse/live/gpu_share.py, the disk one in
+analyse/live/io_share.py, load from outside the jobs in analyse/live/outside_load.py;
+analyse/live/job_estimate.py makes each job's estimate, this module the set's verdict.
 The model and its blind spots: docs/verdict.md.
 """
 
@@ -40,19 +40,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
-from gputop_dl.analyse import outside_load
-from gputop_dl.analyse.alone import alone_verdict
-from gputop_dl.analyse.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.cpu_wait_model import demand, pool_line, set_share, spin_fix, spins
-from gputop_dl.analyse.gpu_clocks import with_gpu_findings
-from gputop_dl.analyse.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
+from gputop_dl.analyse.live import outside_load
+from gputop_dl.analyse.live.alone import alone_verdict
+from gputop_dl.analyse.live.box_peaks import Peaks, with_box_peaks
+from gputop_dl.analyse.live.cpu_wait_model import demand, pool_line, set_share, spin_fix, spins
+from gputop_dl.analyse.live.gpu_clocks import with_gpu_findings
+from gputop_dl.analyse.live.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
-from gputop_dl.analyse.outside_load import OutsideWindow
+from gputop_dl.analyse.live.outside_load import OutsideWindow
 from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
 from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
 from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
-from gputop_dl.analyse.resource_verdict import (io_bound, io_reason, memory_bound,
+from gputop_dl.analyse.live.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.slowdown.figure import SlowdownFigure, choose
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
@@ -84,7 +84,7 @@ class PassiveJudge:
     _hist: dict[tuple[str, int | None], deque[Tick]] = field(default_factory=dict)
     _runnable: deque[int] = field(default_factory=lambda: deque(maxlen=RUNNABLE_WINDOW))
     _outside: OutsideWindow = field(default_factory=OutsideWindow)
-    # the stored machine profile's peaks (analyse/box_peaks.py); None: not looked up
+    # the stored machine profile's peaks (analyse/live/box_peaks.py); None: not looked up
     peaks: Peaks | None = None
     _slowed: frozenset[str] = frozenset()  # the jobs the last verdict took for slowed
     own_pace: OwnPace = field(default_factory=OwnPace)  # each job's own pace alone and now

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any
 
-from gputop_dl.analyse.energy_phases import PhaseEnergy, phase_energy
-from gputop_dl.analyse.jobstats import step_stats
-from gputop_dl.analyse.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
+from gputop_dl.analyse.recorded.energy_phases import PhaseEnergy, phase_energy
+from gputop_dl.analyse.stats.jobstats import step_stats
+from gputop_dl.analyse.stats.phases import (PARTS, PhaseMeans, RankJson, StragglerJson, mean_phases,
                                       phase_class)
 from gputop_dl.workload import command_line
 from gputop_dl.snapshot import LIVE_STATUSES
@@ -45,10 +45,10 @@ class JobResult:
     launched: bool = True  # False: a job a monitor session found running (not started by us)
     command: str | None = None  # such a job's command line
     distributed: dict[str, Any] | None = None  # its run and ranks on this node (Distributed.to_json)
-    phases: PhaseMeans | None = None  # mean seconds per co-run step by phase (analyse/phases.py)
+    phases: PhaseMeans | None = None  # mean seconds per co-run step by phase (analyse/stats/phases.py)
     ranks: list[RankJson] | None = None  # a distributed job's ranks with their phases, at its end
     straggler: StragglerJson | None = None  # its late rank: {rank, cause, excess_s}
-    energy: tuple[PhaseEnergy, ...] = ()  # its GPU energy per phase (analyse/energy.py)
+    energy: tuple[PhaseEnergy, ...] = ()  # its GPU energy per phase (analyse/live/energy.py)
 
     def peak_mem(self) -> tuple[int | None, str | None]:
         """The one memory figure the summary and the reports show, and what it measures:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypedDict
 
-from gputop_dl.analyse.io_share import MIN_READ_BPS
+from gputop_dl.analyse.live.io_share import MIN_READ_BPS
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 

@@ -1,10 +1,10 @@
 """Load from outside the jobs as a cause: who takes the cores the jobs wait for, and its cost.
 
-The live judge (analyse/passive.py) splits each job's CPU wait between the other jobs and
-everything else (`set_share`, analyse/cpu_wait_model.py). The part behind everything else is
+The live judge (analyse/live/passive.py) splits each job's CPU wait between the other jobs and
+everything else (`set_share`, analyse/live/cpu_wait_model.py). The part behind everything else is
 what processes that are not judged jobs cost it: without them, the other jobs still beside it,
 its critical path would run `outside` times faster, the CPU-wait model on that part of its wait
-only (analyse/job_estimate.py). Here: the busiest of those processes over the judge's
+only (analyse/live/job_estimate.py). Here: the busiest of those processes over the judge's
 window (collect/proc/busiest.py, read only while a job waits), the `outside-load` verdict when they
 and not the jobs slow the jobs, and the clause and fixes a jobs' own verdict gets when both do.
 How the split is made: docs/verdict.md. And the probe's side (engine/diagnose_plan.py): a job
@@ -22,13 +22,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from gputop_dl.analyse.cpu_wait_model import clip_wait, cpu_speedup, demand
+from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import NAMED_MIN_CORES as NAMED_CORES, ProcLoad
 
 if TYPE_CHECKING:
-    from gputop_dl.analyse.job_estimate import Estimate
+    from gputop_dl.analyse.live.job_estimate import Estimate
 
 TOP = 3  # consumers named
 COMMAND_CHARS = 60  # a consumer's command line as shown

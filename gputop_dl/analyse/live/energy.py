@@ -12,7 +12,7 @@ joules over its run, its power over its last `WINDOW_S` seconds on its GPUs, and
 joules per step (x its step time), per epoch (x its epoch time, else x steps per epoch) and
 samples per joule (its samples/s over the power). A job on no GPU, or on a box whose GPUs give no energy,
 has None and the reason, never 0 J. A launch's phases' means are kept for its verdict
-(`note_phase`; the comparison itself is analyse/energy_phases.py). Pure: no reading, no clock.
+(`note_phase`; the comparison itself is analyse/recorded/energy_phases.py). Pure: no reading, no clock.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from gputop_dl.analyse.energy_phases import PhaseEnergy
+from gputop_dl.analyse.recorded.energy_phases import PhaseEnergy
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample, Snapshot, evolve
 
 __all__ = ["EnergyLedger", "JobEnergy", "WINDOW_S", "job_keys", "once", "split_shares",

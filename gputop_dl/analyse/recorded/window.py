@@ -1,6 +1,6 @@
 """The co-run window of a recorded session and the host's means over it (for the session report).
 
-The report's window is wider than the verdict's overlap window (analyse/evidence.py): it runs
+The report's window is wider than the verdict's overlap window (analyse/recorded/evidence.py): it runs
 from the first co-run "started" event to the last job's end, so the host figures cover all of
 the co-run, tail included.
 """

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from gputop_dl.analyse.cpu_wait_model import clip_wait
+from gputop_dl.analyse.live.cpu_wait_model import clip_wait
 from gputop_dl.snapshot import HostSample, JobSample
 
 IO_BUSY = 0.10  # host PSI io "some avg10" at or above which a shared device is the bottleneck

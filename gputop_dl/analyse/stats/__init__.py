@@ -1,0 +1,1 @@
+"""Step statistics: step time, samples/s, data stall, and the step's phases."""
