@@ -10,7 +10,7 @@ from gputop_dl.collect.proc.cgroup_io import CgroupIO, parse_io_stat, parse_pres
 from gputop_dl.collect.proc.host import cgroup_cpu_limit, read_cgroup_throttled_usec
 from gputop_dl.collect.proc.memory import MemoryReader, PAGE
 from gputop_dl.collect.proc.procfs import read_proc
-from gputop_dl.collect.proc.schedstat import CgroupThrottle, quota_cgroup
+from gputop_dl.collect.proc.cgroup_cpu import CgroupThrottle, quota_cgroup
 
 DOCKER = "/system.slice/docker-3f0a9c1e2b7d4e55aa.scope"
 SESSION = "/user.slice/user-1001.slice/session-3.scope"

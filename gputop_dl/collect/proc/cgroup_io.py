@@ -19,11 +19,10 @@ import os
 from dataclasses import dataclass
 
 from gputop_dl.collect.proc.memory import parse_cgroup
-from gputop_dl.collect.proc.procfs import ProcFiles
+from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles
 
 __all__ = ["CgroupIO", "CgroupIOReading", "parse_io_stat", "parse_pressure"]
 
-CGROUP_ROOT = "/sys/fs/cgroup"
 STACKED_MAJORS = frozenset((9, 253))  # md, device-mapper: their I/O is counted on the disks below
 
 

@@ -13,14 +13,13 @@ import os
 import time
 from typing import Callable
 
-from gputop_dl.collect.proc.procfs import _TICK, PROC, ProcFiles, read_proc
+from gputop_dl.collect.proc.procfs import CGROUP_ROOT, PROC, ProcFiles, _TICK, read_proc
 from gputop_dl.collect.proc.rapl import POWERCAP, RaplReader
 from gputop_dl.snapshot import HostSample
 
 PSI_CPU = "/proc/pressure/cpu"
 PSI_IO = "/proc/pressure/io"
 PSI_MEMORY = "/proc/pressure/memory"
-CGROUP_ROOT = "/sys/fs/cgroup"
 VMSTAT = "/proc/vmstat"
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 

@@ -25,9 +25,8 @@ import os
 from dataclasses import dataclass
 from typing import Callable, TypedDict
 
-from gputop_dl.collect.proc.procfs import ProcFiles
+from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles
 
-CGROUP_ROOT = "/sys/fs/cgroup"
 V1_MEMORY = "/sys/fs/cgroup/memory"
 READ_EVERY = 2  # ticks between two readings (the last reading's rates in between)
 CGROUP_RECHECK = 30  # readings between two looks at which cgroup the job is in

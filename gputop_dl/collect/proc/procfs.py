@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+CGROUP_ROOT = "/sys/fs/cgroup"  # where cgroup v1 and v2 hierarchies are mounted
 PROC = os.path.exists("/proc/self/stat")  # Linux: read /proc directly (procs.py, host.py)
 _TICK = os.sysconf("SC_CLK_TCK") if PROC else 100  # clock ticks per second of /proc's CPU times
 

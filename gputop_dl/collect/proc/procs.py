@@ -22,6 +22,7 @@ import psutil
 
 from gputop_dl.collect.proc import schedstat
 from gputop_dl.collect.proc.diskio import DiskIO, DiskReader
+from gputop_dl.collect.proc.cgroup_cpu import CgroupThrottle
 from gputop_dl.collect.proc.cgroup_io import CgroupIO, CgroupIOReading
 from gputop_dl.collect.proc.memory import MemoryIO, MemoryReader
 from gputop_dl.collect.proc.procfs import _TICK, PROC, ProcFiles, read_proc
@@ -184,7 +185,7 @@ class TreeSampler:
         if sched is None:
             sched = PROC and read is None
         self._sched = schedstat.SchedReader() if sched else None
-        self._throttle = schedstat.CgroupThrottle(root_pid) if sched else None
+        self._throttle = CgroupThrottle(root_pid) if sched else None
         self._disk = DiskReader(root_pid) if sched else None
         self._mem = MemoryReader(root_pid) if sched else None
         self._cgio = CgroupIO(root_pid) if sched else None

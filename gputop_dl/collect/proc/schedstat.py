@@ -1,4 +1,4 @@
-"""CPU wait of a job: its threads' run-queue delay (/proc/PID/task/TID/schedstat) and its cgroup's CPU throttling.
+"""CPU wait of a job: its threads' run-queue delay (/proc/PID/task/TID/schedstat).
 
 Each Linux thread's `schedstat` holds three numbers: nanoseconds it ran on a CPU, nanoseconds it
 was runnable but waited in a run queue for one, and its time slices. A job's *CPU wait* over an
@@ -18,9 +18,8 @@ is the start of its deltas), as does a new process or a reused PID. Faults never
 without schedstat, another user's process that /proc hides (`hidepid`), or a process in another
 PID namespace become the reader's `note` ("CPU wait: not available (...)").
 
-`CgroupThrottle` reads the cgroup v2 `cpu.stat` (throttled_usec) of the cgroup that holds the
-job's quota: the job's own cgroup or the nearest parent with a `cpu.max` other than "max"
-(from /proc/PID/cgroup, read once). No quota, or cgroup v1: None (nothing to throttle).
+Its cgroup's CPU throttling, the other half of a job's CPU wait, is read by
+collect/proc/cgroup_cpu.py.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Callable, Protocol, TypedDict
 
-from gputop_dl.collect.proc.procfs import ProcFiles, read_proc
+from gputop_dl.collect.proc.procfs import read_proc
 
 if TYPE_CHECKING:
     from gputop_dl.snapshot import Distributed
@@ -45,7 +44,6 @@ ProcTimes = tuple[float, int] | tuple[float, int, float]
 # share of its context switches that were voluntary)
 Busy = dict[int, tuple[tuple[float, float, float | None, float | None], ...]]
 
-CGROUP_ROOT = "/sys/fs/cgroup"
 # the tree sampler reads the threads every this many ticks and shows the last reading between:
 # at ~2.5 µs a thread, every tick cost 10-15 % of a loaded 2-core box's tick (docs/benchmarks.md)
 READ_EVERY = 2
@@ -426,63 +424,6 @@ def job_wait(waits: dict[int, tuple[int, int]] | None, trainers: set[int] | froz
     return CpuWait(fraction=share(list(waits.values())), trainer=share(tr), workers=share(wk),
                    throttled=throttled, note=note, pool=pool, pool_slice_ms=slice_ms,
                    pool_yields=yields)
-
-
-def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
-                 read: Callable[[str], bytes] = read_proc) -> str | None:
-    """The cgroup v2 folder whose `cpu.max` limits `pid`: its own cgroup or the nearest parent
-    with a quota; None without cgroup v2, without a quota, or when it cannot be read."""
-    try:
-        lines = read(f"{proc}/{pid}/cgroup").decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    path = next((ln[3:] for ln in lines if ln.startswith("0::")), None)
-    if path is None:
-        return None
-    parts = [p for p in path.strip().split("/") if p]
-    while True:
-        folder = os.path.join(root, *parts)
-        try:
-            quota = read(os.path.join(folder, "cpu.max")).split()[0]
-            if quota != b"max":
-                return folder
-        except (OSError, IndexError):
-            pass
-        if not parts:
-            return None
-        parts.pop()
-
-
-class CgroupThrottle:
-    """Share of the interval a job's cgroup spent throttled by its CPU quota (cpu.stat's
-    throttled_usec over wall time, capped at 1); None without a quota."""
-
-    def __init__(self, pid: int, proc: str = "/proc", root: str = CGROUP_ROOT) -> None:
-        self._files = ProcFiles()
-        self.folder = quota_cgroup(pid, proc, root)
-        self._last: tuple[float, int] | None = None
-
-    def read(self, now: float) -> float | None:
-        if self.folder is None:
-            return None
-        try:
-            usec = None
-            for line in self._files.read(os.path.join(self.folder, "cpu.stat")).split(b"\n"):
-                if line.startswith(b"throttled_usec"):
-                    usec = int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            usec = None
-        if usec is None:
-            self.folder = None
-            self._files.close()
-            return None
-        last, self._last = self._last, (now, usec)
-        if last is None or now <= last[0]:
-            return None
-        return round(max(0.0, min(1.0, (usec - last[1]) / 1e6 / (now - last[0]))), 4)
-
-    def close(self) -> None:
-        self._files.close()
 
 
 def trainer_pids(root: int | None, dist: Distributed | None = None) -> set[int]:
