@@ -4,7 +4,7 @@ the kernel's counters say so."""
 import pytest
 
 from gputop_dl.collect.proc.oomkill import OomCounts, cgroup_file, oom_killed, read_counts
-from gputop_dl.control.launch import describe_exit
+from gputop_dl.control.stop import describe_exit
 from tests.conftest import write
 
 

@@ -520,7 +520,7 @@ def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monk
     """A NotStarted has no PID: its run is ended from the first (a "stop" asked before its
     first poll reaches nothing), and stop_jobs/reap_orphans leave it out (waitid(P_PGID, None)
     raised TypeError; killpg(0) would be our own group)."""
-    from gputop_dl.control import launch
+    from gputop_dl.control import launch, stop
     from gputop_dl.engine.jobrun import JobRun
     from gputop_dl.workload import Workload
 
@@ -531,8 +531,8 @@ def test_a_job_that_never_started_is_never_signalled_or_waited_on(tmp_path, monk
     calls = []
     for fn in ("killpg", "kill", "waitid", "waitpid"):
         monkeypatch.setattr(os, fn, lambda *a, _fn=fn: calls.append((_fn, a)))
-    launch.stop_jobs([ns], grace_s=0.1)
-    launch.reap_orphans([ns])
+    stop.stop_jobs([ns], grace_s=0.1)
+    stop.reap_orphans([ns])
     assert calls == []
     run = JobRun(Workload(name="bad", command=("./bad.sh",)), ns, "co-run")
     assert not run.alive and run.status == "failed" and run.exit_code == 127

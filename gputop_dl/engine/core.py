@@ -28,7 +28,8 @@ from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.recorder import Recorder
 from gputop_dl.engine.stuck_watch import StuckWatch
-from gputop_dl.control.launch import Job, JobProcess, StartError, reap_orphans, start_job, stop_jobs
+from gputop_dl.control.launch import Job, JobProcess, StartError, start_job
+from gputop_dl.control.stop import reap_orphans, stop_jobs
 from gputop_dl.record.paths import session_work_dir
 from gputop_dl.snapshot import JobSample, Snapshot, Stuck, evolve
 from gputop_dl.text.fmt import size

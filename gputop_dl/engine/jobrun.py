@@ -25,7 +25,8 @@ from gputop_dl.collect.proc.diskio import io_fields
 from gputop_dl.collect.proc.memory import memory_fields
 from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.proc.procs import TreeSample
-from gputop_dl.control.launch import Job, describe_exit
+from gputop_dl.control.launch import Job
+from gputop_dl.control.stop import describe_exit
 from gputop_dl.snapshot import Distributed, JobSample, ProcSample
 from gputop_dl.workload import Workload, shown_command
 
