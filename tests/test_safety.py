@@ -261,7 +261,8 @@ def test_the_memory_cap_holds_between_ticks_at_a_long_interval(tmp_path):
 def test_the_exporter_answers_metrics_and_root_and_404_elsewhere():
     import http.client
 
-    from gputop_dl.present.prometheus import MetricsServer, SnapshotCollector
+    from gputop_dl.present.metrics_http import MetricsServer
+    from gputop_dl.present.prometheus import SnapshotCollector
 
     srv = MetricsServer(SnapshotCollector(hostname="h"), "127.0.0.1:0").start()
     try:

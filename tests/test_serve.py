@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gputop_dl.cli import main
 from gputop_dl.collect.nvml.gpus import REASON_LABELS, Nvml
 from gputop_dl.errors import UsageError
-from gputop_dl.present.prometheus import DEFAULT_PORT, SnapshotCollector, parse_listen
+from gputop_dl.present.metrics_http import DEFAULT_PORT, parse_listen
+from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.snapshot import (Distributed, GpuSample, HostSample, JobSample, RankProc, Snapshot,
                                 evolve)
 
@@ -356,7 +357,7 @@ def test_idle_connections_hold_a_bounded_number_of_threads_and_time_out():
     import threading
 
     from gputop_dl.present import metrics_http
-    from gputop_dl.present.prometheus import MetricsServer
+    from gputop_dl.present.metrics_http import MetricsServer
 
     server = MetricsServer(SnapshotCollector(reasons=REASON_LABELS, mode="serve"),
                            "127.0.0.1:0").start()

@@ -127,7 +127,7 @@ def _main(argv: list[str] | None) -> int:
         for addr in (args.metrics, getattr(args, "launch_metrics", None),
                      getattr(args, "listen", None)):
             if addr is not None:
-                from gputop_dl.present.prometheus import parse_listen
+                from gputop_dl.present.metrics_http import parse_listen
 
                 parse_listen(addr)
         if (args.nodes is not None or args.prometheus is not None) and args.cmd:

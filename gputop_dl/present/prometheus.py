@@ -1,10 +1,11 @@
-"""The Prometheus exporter: the latest `Snapshot` rendered as metrics at scrape time, over HTTP.
+"""The Prometheus exporter: the latest `Snapshot` rendered as metrics at scrape time.
 
 `gputop-dl serve` (and `launch`/the monitor with `--metrics ADDR`) subscribe a
 `SnapshotCollector` to their engine: each tick hands it the new snapshot (one reference
 assignment, no work), and a scrape renders whatever snapshot is the latest. A job that ended
 is not in it, so its label sets are simply gone at the next scrape; nothing is unregistered.
-The exposition format is `prometheus_client`'s, never written here.
+The exposition format is `prometheus_client`'s, never written here; present/metrics_http.py
+serves it.
 
 Names: every metric starts with `gputop_dl_`, in base units (bytes, seconds, watts, hertz,
 ratios 0..1). Labels: dcgm-exporter's `Hostname`, `gpu`, `UUID`, `modelName` on GPU series, so
@@ -18,25 +19,17 @@ value (None in the snapshot) is no sample at all, never 0. The metric list is in
 
 from __future__ import annotations
 
-import ipaddress
 import socket
-import threading
 from typing import Iterable, Iterator
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gputop_dl import __version__
 from gputop_dl.schemas import metrics as m
 from gputop_dl.analyse.verdict import TITLES
-from gputop_dl.errors import UsageError
-from gputop_dl.present.metrics_http import start_server
 from gputop_dl.snapshot import LIVE_STATUSES, GpuSample, JobSample, Snapshot
 
-DEFAULT_PORT = m.DEFAULT_PORT
-DEFAULT_HOST = "127.0.0.1"
 ENDED = ("done", "failed", "stopped")  # job statuses whose series are dropped
 
 GPU_LABELS = m.GPU_LABELS
@@ -202,37 +195,6 @@ def _stuck(jobs: list[JobSample], keys: list[list[str]]) -> Iterator[Metric]:
     yield stuck
     yield where
     yield age
-
-
-def parse_listen(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT`, `PORT`, `HOST` or `[IPv6]:PORT` -> (host, port); raises UsageError.
-    HOST is an IP address or `localhost`; an empty host means 127.0.0.1; port 0 = any free."""
-    t = text.strip()
-    host, port_s = t, ""
-    if t.startswith("["):
-        end = t.find("]")
-        host, rest = (t[1:end], t[end + 1:]) if end > 0 else (t, "?")
-        if rest and not rest.startswith(":"):
-            raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:{default_port}")
-        port_s = rest[1:]
-    elif t.count(":") == 1:
-        host, port_s = t.split(":")
-    elif t.isascii() and t.isdigit():
-        host, port_s = "", t
-    host = host or DEFAULT_HOST
-    if port_s:
-        if not (port_s.isascii() and port_s.isdigit()) or not 0 <= int(port_s) <= 65535:
-            raise UsageError(f"--listen {text!r}: port {port_s!r} is not a number from 0 to 65535")
-        port = int(port_s)
-    else:
-        port = default_port
-    if host != "localhost":
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            raise UsageError(f"--listen {text!r}: {host!r} is not an IP address (e.g. 127.0.0.1, "
-                             f"0.0.0.0, ::1); expected HOST:PORT") from None
-    return host, port
 
 
 def _text(v: object) -> str:
@@ -457,40 +419,6 @@ class SnapshotCollector(Collector):
         yield fam
         yield conf
         yield out
-
-
-class MetricsServer:
-    """`/metrics` over HTTP for one collector, in a daemon thread (prometheus_client's WSGI
-    server). `start` raises UsageError for an address that cannot be bound."""
-
-    def __init__(self, collector: SnapshotCollector, listen: str):
-        self.collector = collector
-        self.host, self.port = parse_listen(listen)
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(collector)
-        self.registry.register(ProcessCollector(registry=None))  # the exporter's own CPU, RSS
-        self._httpd: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> "MetricsServer":
-        try:
-            self._httpd, self._thread = start_server(self.port, self.host, self.registry)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            raise UsageError(f"cannot serve metrics on {self.host}:{self.port}: {why}") from None
-        self.port = self._httpd.server_address[1]  # the real one when port 0 was asked for
-        return self
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
 
 
 # identity: who runs a job, as labels of gputop_dl_job_info only (one series per

@@ -15,14 +15,15 @@ from gputop_dl.text.console import console
 
 if TYPE_CHECKING:
     from gputop_dl.collect.fleet.poll import FleetPoller, FleetSnapshot
-    from gputop_dl.present.prometheus import MetricsServer
+    from gputop_dl.present.metrics_http import MetricsServer
 
 
 def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
     """Serve `engine`'s latest snapshot as Prometheus metrics on `listen` (HOST:PORT) until
     the returned server is stopped; raises UsageError when the address cannot be bound."""
     from gputop_dl.collect.nvml.gpus import REASON_LABELS
-    from gputop_dl.present.prometheus import MetricsServer, SnapshotCollector
+    from gputop_dl.present.metrics_http import MetricsServer
+    from gputop_dl.present.prometheus import SnapshotCollector
 
     collector = SnapshotCollector(reasons=REASON_LABELS, mode=mode)
     server = MetricsServer(collector, listen).start()
@@ -52,7 +53,7 @@ def run_serve(listen: str | None = None, *, interval: float = 1.0,
     """`gputop-dl serve`: the monitor's engine without a UI, its snapshots on /metrics; a job
     that becomes stuck (after `stuck_after` s at least) or fails is told to `alert_command`
     and `alert_webhook` (runner/alerts.py)."""
-    from gputop_dl.present.prometheus import DEFAULT_HOST, DEFAULT_PORT
+    from gputop_dl.present.metrics_http import DEFAULT_HOST, DEFAULT_PORT
     from gputop_dl.runner.alerts import attach_alerts
 
     if record:
