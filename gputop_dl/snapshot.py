@@ -453,6 +453,9 @@ class JobSearch(NamedTuple):
     unreadable: int
     # of those, Python training scripts not shown as jobs: no forked workers, no busy threads
     python_not_jobs: int
+    # processes whose maps this user may not read though it is root or their owner: not
+    # dumpable, or held by a security module (a VM's or container's init); left out
+    protected: int = 0
 
 
 @dataclass(frozen=True)

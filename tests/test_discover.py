@@ -268,14 +268,40 @@ def test_the_search_counts_what_it_listed_and_what_it_could_not_read(tmp_path):
             return super()._read(pid, what)
 
     d = OtherUsers(fp.root, own_pid=400, clock=Clock())
+    d.euid = os.stat(fp.root).st_uid + 1  # not root, and the fake processes are not ours
     d.refresh()
     d.find()
-    assert d.looked_at() == (14, 2)
+    assert d.looked_at() == (14, 2, 0)
     assert d.unjudged() == [700]  # a Python script not (yet) working like a job; sshd is none
     fp.remove(710)
     d.refresh()
     d.find()
-    assert d.looked_at() == (13, 1)
+    assert d.looked_at() == (13, 1, 0)
+
+
+def test_a_process_even_root_may_not_read_is_protected_not_another_users(tmp_path):
+    """Root (or the process's owner) refused its maps: a VM's or container's init, a process
+    that is not dumpable. Counted apart, so the screen never tells root to use sudo."""
+    fp = fake_box(tmp_path)  # 12 processes, all readable
+    fp.add(1, 0, ["/sbin/init"], BASH_MAPS)
+
+    class Protected(Discoverer):
+        def _read(self, pid, what):
+            if pid == 1 and what == "maps":
+                raise PermissionError(13, "Permission denied")
+            return super()._read(pid, what)
+
+    d = Protected(fp.root, own_pid=400, clock=Clock())
+    d.euid = 0
+    d.refresh()
+    d.find()
+    processes, others, protected = d.looked_at()
+    assert (others, protected) == (0, 1)
+    d2 = Protected(fp.root, own_pid=400, clock=Clock())
+    d2.euid = os.stat(fp.root).st_uid  # the owner of the fake processes, not root
+    d2.refresh()
+    d2.find()
+    assert d2.looked_at()[1:] == (0, 1)
 
 
 def test_reparented_worker_becomes_visible_with_its_new_parent(tmp_path):

@@ -124,6 +124,9 @@ def test_nothing_found_as_root_or_without_a_search_claims_nothing_it_did_not_see
     assert len(root) == 1 and "300" in root[0]
     assert len(others) == 2 and "12" in others[1]  # what it could not read, on a line of its own
     assert len(nothing_found(None)) == 1 and nothing_found(None)[0].strip()
+    # root, beside a process no one may read: said apart, with no advice to use sudo
+    init = nothing_found(JobSearch(processes=300, unreadable=0, python_not_jobs=0, protected=1))
+    assert len(init) == 2 and "1" in init[1] and "sudo" not in " ".join(init)
 
 
 def test_a_job_found_replaces_the_nothing_found_lines():

@@ -181,7 +181,8 @@ class Discoverer:
         self._files = ProcFiles()
         self._gen = 0  # counts the changes of the PPID map
         self._last_find: _LastFind | None = None  # (inputs, jobs, job_cmap) of the last find()
-        self._looked: tuple[int, tuple[int, int]] = (-1, (0, 0))  # (_gen, looked_at())
+        self._looked: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))  # (_gen, looked_at())
+        self.euid = os.geteuid()  # whose processes are "ours" (0: root reads every one it may)
         self.outside: dict[int, int | None] = {}  # NVML PIDs not in this namespace -> memory
         self.ok = os.path.isdir(proc_root)
 
@@ -399,16 +400,28 @@ class Discoverer:
             p = self.ppid.get(p)
         return out
 
-    def looked_at(self) -> tuple[int, int]:
-        """(the processes of the last listing, those of them whose maps could not be read:
-        other users', judged from what every user may read); counted again only when the
-        listing changed."""
+    def looked_at(self) -> tuple[int, int, int]:
+        """(the processes of the last listing, those of them whose maps could not be read
+        because they are other users' (judged from what every user may read), those whose
+        maps could not be read though this process is root or their owner: not dumpable, or
+        a security module's); counted again only when the listing changed."""
         if self._looked[0] != self._gen:
-            start = self.start
-            hidden = sum(1 for (pid, st), info in self._info.items()
-                          if info.hidden and start.get(pid) == st)
-            self._looked = (self._gen, (len(self.ppid), hidden))
+            start, me = self.start, self.euid
+            others = protected = 0
+            for (pid, st), info in self._info.items():
+                if info.hidden and start.get(pid) == st:
+                    if me == 0 or self._owner(pid) == me:
+                        protected += 1
+                    else:
+                        others += 1
+            self._looked = (self._gen, (len(self.ppid), others, protected))
         return self._looked[1]
+
+    def _owner(self, pid: int) -> int | None:
+        try:
+            return os.stat(f"{self.proc}/{pid}").st_uid
+        except OSError:
+            return None
 
     def unjudged(self) -> list[int]:
         """Other users' Python processes with a training entry point not (yet) judged a job

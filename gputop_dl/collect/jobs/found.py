@@ -202,8 +202,9 @@ class FoundJobs:
         notes += self.access_notes(live)
         in_jobs = {p for j in jobs for p in j.pids}
         idle = [p for p in self.disc.unjudged() if p not in in_jobs]
-        processes, unreadable = self.disc.looked_at()
-        self.search = (JobSearch(processes=processes, unreadable=unreadable, python_not_jobs=len(idle))
+        processes, unreadable, protected = self.disc.looked_at()
+        self.search = (JobSearch(processes=processes, unreadable=unreadable,
+                                 python_not_jobs=len(idle), protected=protected)
                        if self.disc.ok else None)
         if idle:  # never a silent table beside other users' Python processes
             notes.append(f"{len(idle)} Python process{'es' if len(idle) != 1 else ''} of other "

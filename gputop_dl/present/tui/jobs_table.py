@@ -253,6 +253,11 @@ def nothing_found(search: JobSearch | None) -> tuple[str, ...]:
         lines.append(f"{search.unreadable} of them are other users' processes whose memory only "
                      "root may read: judged by their command line, threads and CPU instead"
                      f"{hidden}. `sudo gputop-dl` reads them whole.")
+    if search.protected:
+        n = search.protected
+        lines.append(f"{n} process{'es' if n != 1 else ''} whose memory could not be read even "
+                     "so (not dumpable, or held by a security module: a VM's or container's "
+                     "init) left out.")
     return tuple(lines)
 
 
