@@ -203,8 +203,19 @@ _running: list[_Watch] = []
 _execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
 
+def _finding_a_library() -> bool:
+    """Whether ctypes.util is the caller: `find_library` runs ldconfig (or gcc, ld), as the
+    first import of torch in a process does; a library lookup, not a process the test runs."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "ctypes.util":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _counting_execute_child(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> Any:
-    if _running:
+    if _running and not _finding_a_library():
         _running[-1].spawned.append(f"process {args!r:.120}")
     return _execute_child(self, args, *rest, **kw)
 

@@ -12,6 +12,7 @@ def start_job():
 '''
 
 TESTS = '''
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -55,6 +56,10 @@ def test_a_package_function_the_rule_does_not_see():
     start_job()
 
 
+def test_finds_a_library():  # ldconfig, as a first `import torch` runs: not the test's process
+    assert ctypes.util.find_library("m")
+
+
 def test_waits_on_wall_time():
     time.sleep(0.5)
 '''
@@ -73,12 +78,12 @@ def test_the_rule_marks_processes_by_what_the_code_reaches(pytester):
     quick = _run(pytester, "-m", "quick", "--collect-only", "-q")
     names = {line.split("::")[-1] for line in quick.outlines if "::" in line}
     assert names == {"test_pure", "test_a_package_function_the_rule_does_not_see",
-                     "test_waits_on_wall_time"}
+                     "test_finds_a_library", "test_waits_on_wall_time"}
 
 
 def test_the_guard_fails_a_quick_test_that_starts_a_process_or_waits(pytester):
     result = _run(pytester, "-rf")
-    result.assert_outcomes(passed=5, failed=2)
+    result.assert_outcomes(passed=6, failed=2)
     failed = {line.split("::")[-1].split(" ")[0] for line in result.outlines
               if line.startswith("FAILED")}
     assert failed == {"test_a_package_function_the_rule_does_not_see", "test_waits_on_wall_time"}
