@@ -10,6 +10,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+pytest.register_assert_rewrite("tests.quick_rule")  # a plugin too (below), imported first here
+from tests.quick_rule import starts_processes  # noqa: E402 (needs ROOT on the path)
+
+# the quick loop's rule and its guard (`pytest -m quick`); pytester tests that rule
+pytest_plugins = ["pytester", "tests.quick_rule"]
+
 
 @pytest.fixture(autouse=True)
 def gdl_home(tmp_path, monkeypatch):
@@ -30,25 +36,36 @@ HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_ver
 
 
 def is_heavy(item) -> bool:
+    """A real launch or end-to-end test by name, one marked `heavy`, or, in a module that is
+    heavy as a whole (`HEAVY_MODULES`, a module-wide `heavy` mark), one whose code starts a
+    process (tests/quick_rule.py): that module's pure tests need not hold the box."""
+    if ("real_launch" in item.name or "end_to_end" in item.name
+            or any(m.name == "heavy" for m in item.own_markers)):
+        return True
     mod = item.module.__name__.rsplit(".", 1)[-1]
-    return (mod in HEAVY_MODULES or "real_launch" in item.name or "end_to_end" in item.name
-            or item.get_closest_marker("heavy") is not None)
+    marks = getattr(item.module, "pytestmark", [])
+    whole = mod in HEAVY_MODULES or any(
+        m.name == "heavy" for m in (marks if isinstance(marks, list) else [marks]))
+    return whole and starts_processes(item) is not None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
+def holds_the_box(item) -> bool:
+    return any("heavy" in m.args for m in item.iter_markers("xdist_group"))
+
+
+def pytest_itemcollected(item):
     """Real-process tests run one at a time: they measure CPU contention and slowdowns, which
     a second heavy test beside them would skew.
 
     Two layers: the `xdist_group("heavy")` marker sends them to one worker under
-    `--dist loadgroup` (tryfirst: xdist reads it in its own collection hook), and the
+    `--dist loadgroup` (marked as each item is collected: xdist reads it in its own
+    collection hook, and tests/quick_rule.py in its, which both run later), and the
     `heavy_lock` fixture serialises them across workers with a file lock. The lock is what
     guarantees it: with pytest 9.2 and pytest-xdist 3.8 the group marker is silently ignored
     (xdist sets `item._nodeid`, which pytest 9.2 no longer reads), and CI failed on exactly
     that: two calibrated scenarios ran side by side on 2 cores."""
-    for item in items:
-        if is_heavy(item):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
+    if is_heavy(item):
+        item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +78,7 @@ def heavy_lock(request, tmp_path_factory):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # pytest-N/popen-gwK -> pytest-N, shared by the workers of this run
     with open(root / "heavy-tests.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if is_heavy(request.node) else fcntl.LOCK_SH)
+        fcntl.flock(f, fcntl.LOCK_EX if holds_the_box(request.node) else fcntl.LOCK_SH)
         try:
             yield
         finally:

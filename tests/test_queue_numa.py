@@ -102,6 +102,7 @@ def _sleeper(name: str) -> Workload:
     return Workload(name=name, command=(shutil.which("sleep"), "60"), env={"GPUTOP_DL_HOOK": "0"})
 
 
+@pytest.mark.slow("an Engine given real commands (sleep) starts them")
 def test_real_queue_children_run_on_the_cpus_chosen(tmp_path):
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:

@@ -33,6 +33,7 @@ def test_every_published_shape_has_a_schema_and_each_is_whole():
             assert ref == name or schemas.URN + ref in embedded, (name, ref)
 
 
+@pytest.mark.slow("--once in-process reads the box's jobs with py-spy")
 def test_schema_command_prints_one_that_a_real_once_json_validates_against(capsys):
     assert cli.main(["schema", "snapshot"]) == 0
     schema = json.loads(capsys.readouterr().out)

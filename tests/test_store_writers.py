@@ -98,6 +98,7 @@ def _soak():
     return mod
 
 
+@pytest.mark.slow("scripts/store_soak.py, loaded at run time, starts a monitor, launches, readers")
 def test_the_monitor_two_launches_and_readers_in_one_home_leave_every_session_whole(tmp_path):
     """scripts/store_soak.py's run, twice (the 50-run figure is in docs/validation.md)."""
     soak = _soak()
