@@ -184,9 +184,13 @@ def test_a_real_found_jobs_secret_arguments_reach_neither_once_nor_metrics(tmp_p
     """A process found on the real /proc (its maps show a torch library: a file mapped from a
     `torch/_C` folder, so no torch import is needed) started with secret arguments: the
     `--once --json` snapshot and a scrape of `serve` list the job and hold no secret."""
+    import shlex
+    import signal
     import subprocess
     import time
     import urllib.request
+
+    from tests.fakes.orphan import orphan_shell
 
     lib = tmp_path / "torch" / "_C" / "lib.so"
     lib.parent.mkdir(parents=True)
@@ -196,15 +200,21 @@ def test_a_real_found_jobs_secret_arguments_reach_neither_once_nor_metrics(tmp_p
                    "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
                    "print('ready', flush=True)\n"
                    "time.sleep(120)\n")
-    job = subprocess.Popen([sys.executable, script, str(lib), "--token", SECRET,
-                            f"--auth_header=Bearer {SECRET}", f"https://{SECRET}@github.com/x"],
-                           stdout=subprocess.PIPE, text=True)
+    # started as from a terminal: a child of this process (an xdist worker that imported
+    # torch) would be counted as that worker's loader worker, not as a job of its own
+    ready = tmp_path / "ready"
+    argv = [sys.executable, script, str(lib), "--token", SECRET, f"--auth_header=Bearer {SECRET}",
+            f"https://{SECRET}@github.com/x"]
+    _, pid = orphan_shell(f'{shlex.join(argv)} > {ready} 2>&1 & echo "pid $!"')
     serve = None
     try:
-        assert job.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 60
+        while "ready" not in ready.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "ready" in ready.read_text()
         once = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                               capture_output=True, text=True, timeout=120, check=True).stdout
-        mine = [j for j in json.loads(once)["jobs"] if j["pid"] == job.pid]
+        mine = [j for j in json.loads(once)["jobs"] if j["pid"] == pid]
         assert len(mine) == 1 and REDACTED in mine[0]["command"]
         assert SECRET not in once
 
@@ -213,15 +223,14 @@ def test_a_real_found_jobs_secret_arguments_reach_neither_once_nor_metrics(tmp_p
                                  stderr=subprocess.PIPE, text=True)
         url = serve.stderr.readline().split()[-1]
         deadline, text = time.monotonic() + 60, ""
-        while f'pid="{job.pid}"' not in text and time.monotonic() < deadline:
+        while f'pid="{pid}"' not in text and time.monotonic() < deadline:
             time.sleep(0.25)
             with urllib.request.urlopen(url, timeout=5) as r:
                 text = r.read().decode()
-        assert f'pid="{job.pid}"' in text  # the job is served
+        assert f'pid="{pid}"' in text  # the job is served
         assert SECRET not in text
     finally:
-        job.kill()
-        job.wait()
+        os.kill(pid, signal.SIGKILL)
         if serve is not None:
             serve.terminate()
             serve.wait(30)

@@ -1,8 +1,6 @@
 """Stuck, not slow, with real jobs: a hung loader is called stuck and named; a busy pause and a
 slow loop are not; the alerts reach a loopback webhook and a command once."""
 
-import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -21,6 +19,7 @@ from gputop_dl.record.store import Store
 from gputop_dl.runner.alerts import Alerter
 from gputop_dl.runner.engines import launch_engine, open_spec
 from tests.conftest import write
+from tests.fakes.orphan import orphan_shell
 from tests.schema_check import check
 
 pytestmark = [pytest.mark.heavy,
@@ -216,22 +215,6 @@ class Detached:
             return 0
 
 
-@contextlib.contextmanager
-def not_a_subreaper():
-    """This process stops being a child subreaper while the block runs. A test that launched
-    jobs in this process made it one (gputop_dl.control.launch.become_subreaper), and an xdist worker
-    has imported torch: a job orphaned here would be re-parented to it and found as a worker
-    of the xdist worker's own job, not as a job of its own."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    was = ctypes.c_int(0)
-    prctl(37, ctypes.byref(was), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
-    prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    try:
-        yield
-    finally:
-        prctl(36, was.value, 0, 0, 0)
-
-
 def once_json():
     out = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                          capture_output=True, text=True, timeout=120, check=True)
@@ -248,10 +231,8 @@ def test_once_judges_over_its_own_window(args, stuck, tmp_path):
     # its own session (a loader worker asleep in __getitem__ outlives its parent)
     err = tmp_path / "job.err"
     line = " ".join(map(str, [sys.executable, JOBS, *args]))
-    with not_a_subreaper():  # re-parented to init when the shell ends, as from a login shell
-        pid = int(subprocess.run(["sh", "-c", f"setsid {line} >/dev/null 2>{err} & echo $!"],
-                                 capture_output=True, text=True, check=True).stdout)
-    assert Detached(pid).ppid() != os.getpid()
+    _, pid = orphan_shell(f'setsid {line} >/dev/null 2>{err} & echo "pid $!"')
+    assert Detached(pid).ppid() != os.getpid()  # re-parented to init, as from a login shell
     p = Detached(pid)
     try:
         deadline, got, seen = time.monotonic() + 60, None, []
