@@ -203,10 +203,11 @@ def run_headless(engine: Engine, after: Callable[[Engine, Console], None] | None
     engine.start()
     while engine.session_id is None and engine.running:
         engine.join(0.05)
-    for line in (header_lines(engine.spec, engine.session_id, engine.env.get("gpu_status_detail"))
-                 if engine.spec is not None else []):
-        view.console.print(line)
-    try:
+    try:  # the reader may go after the header's first line (`| head -1`), as well as later
+        for line in (header_lines(engine.spec, engine.session_id,
+                                  engine.env.get("gpu_status_detail"))
+                     if engine.spec is not None else []):
+            view.console.print(line)
         view.run(engine)
     except BrokenPipeError:  # the reader went away: stop the jobs, keep the session, exit 141
         engine.request_stop("interrupted")
