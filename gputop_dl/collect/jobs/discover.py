@@ -94,13 +94,14 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 class _Info:
     __slots__ = ("kind", "nvidia", "next_check", "backoff", "marked", "cmdline", "hidden",
-                 "ticks", "tick_t")
+                 "protected", "ticks", "tick_t")
 
     def __init__(self) -> None:
         # torch | python | other | gone | young; with maps unreadable: hidden (a Python
         # interpreter with a training entry point, not yet working like a job) | trains
         self.kind = "?"
         self.hidden = False  # its maps are not readable (another user's process)
+        self.protected = False  # ... though this process is root or its owner (looked_at)
         self.ticks: int | None = None  # CPU ticks and clock at the last look (hidden only)
         self.tick_t = 0.0
         self.nvidia = False
@@ -303,6 +304,7 @@ class Discoverer:
                 return None
             except OSError:  # no rights to read it (another user's process): judged otherwise
                 info.hidden = True
+                info.protected = self.euid == 0 or self._owner(pid) == self.euid
                 return self._judge_hidden(pid, info, now)
             if any(m in maps for m in TORCH_MARKS):
                 info.kind = "torch"
@@ -404,13 +406,14 @@ class Discoverer:
         """(the processes of the last listing, those of them whose maps could not be read
         because they are other users' (judged from what every user may read), those whose
         maps could not be read though this process is root or their owner: not dumpable, or
-        a security module's); counted again only when the listing changed."""
+        a security module's); counted again only when the listing changed; who owns each was read once, when its
+        maps were refused."""
         if self._looked[0] != self._gen:
-            start, me = self.start, self.euid
+            start = self.start
             others = protected = 0
             for (pid, st), info in self._info.items():
                 if info.hidden and start.get(pid) == st:
-                    if me == 0 or self._owner(pid) == me:
+                    if info.protected:
                         protected += 1
                     else:
                         others += 1
