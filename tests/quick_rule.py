@@ -76,20 +76,24 @@ def _qualified(obj: Any) -> str:
 
 class _Reach:
     """Whether code reaches a way of starting a process; remembered per function. It follows
-    the functions and classes defined under `roots` (tests/ and the test files' folders)."""
+    the functions and classes defined under `roots` (tests/ and the test files' folders).
+
+    Remembered by `id`, with the object kept beside its answer: a function of an earlier
+    in-process run (a pytester test's) freed and its id given to a new one would otherwise
+    hand the new one its answer (seen: a test that starts a process called quick)."""
 
     def __init__(self, roots: set[str]) -> None:
-        self._seen: dict[int, str | None] = {}
+        self._seen: dict[int, tuple[Any, str | None]] = {}
         self.roots = roots
 
     def why(self, obj: Any) -> str | None:
         """The first spawning name `obj` (a function or a class under tests/) reaches, or None."""
         key = id(obj)
         if key in self._seen:
-            return self._seen[key]
-        self._seen[key] = None  # a cycle reaches nothing new
+            return self._seen[key][1]
+        self._seen[key] = (obj, None)  # a cycle reaches nothing new
         found = self._why(obj)
-        self._seen[key] = found
+        self._seen[key] = (obj, found)
         return found
 
     def _module(self, module: types.ModuleType, names: set[str]) -> str | None:

@@ -208,10 +208,13 @@ def test_a_real_found_jobs_secret_arguments_reach_neither_once_nor_metrics(tmp_p
     _, pid = orphan_shell(f'{shlex.join(argv)} > {ready} 2>&1 & echo "pid $!"')
     serve = None
     try:
+        def is_ready():  # the shell creates the file as it starts the job: maybe after its echo
+            return ready.exists() and "ready" in ready.read_text()
+
         deadline = time.monotonic() + 60
-        while "ready" not in ready.read_text() and time.monotonic() < deadline:
+        while not is_ready() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert "ready" in ready.read_text()
+        assert is_ready()
         once = subprocess.run([sys.executable, "-m", "gputop_dl", "--once", "--json"],
                               capture_output=True, text=True, timeout=120, check=True).stdout
         mine = [j for j in json.loads(once)["jobs"] if j["pid"] == pid]
