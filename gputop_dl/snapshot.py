@@ -37,7 +37,7 @@ class GpuSample:
     pcie_tx_kbs: int | None = None  # NVML's 20 ms point sample (nvmlDeviceGetPcieThroughput)
     pcie_rx_kbs: int | None = None
     error: str | None = None  # set when the GPU was lost / errored this tick
-    # GPU clocks and PCIe (collect/nvml/gpus.py): the highest SM clock; the
+    # GPU clocks and PCIe (collect/nvml/gpu_sample.py): the highest SM clock; the
     # share of the last counter interval (a few seconds) NVML's cumulative violation counters
     # say the clocks were held down, per reason ((reason, share 0..1 or None), ...; () = no
     # counter on this GPU); PCIe bytes/s from NVML's cumulative byte counters (else the point
