@@ -349,12 +349,12 @@ class JobSample:
 
 
 class JobSearch(NamedTuple):
-    """What the search for training jobs looked at in one tick (collect/discover.py), so that a
+    """What the search for training jobs looked at in one tick (collect/jobs/discover.py), so that a
     screen with none found says where it looked."""
 
     processes: int  # every process listed in /proc
     # of them, other users' processes whose memory maps this user may not read (not root):
-    # judged from their command line, threads, CPU and children instead (collect/hidden_jobs.py)
+    # judged from their command line, threads, CPU and children instead (collect/jobs/hidden.py)
     unreadable: int
     # of those, Python training scripts not shown as jobs: no forked workers, no busy threads
     python_not_jobs: int
