@@ -161,7 +161,7 @@ def measure(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
 def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> None:
     """Plain ticks, alternately with and without the CPU-wait reading; both medians."""
     from gputop_dl.collect.jobs import found as found_mod
-    from gputop_dl.collect.proc import procs
+    from gputop_dl.collect.proc import cpu_wait, procs
     from gputop_dl.collect.proc import schedstat
 
     eng = monitor_engine(Nvml(), found=FoundJobs(stall=False))
@@ -180,7 +180,7 @@ def measure_cpu_wait(n_jobs: int, ticks: int, warmup: int, interval: float) -> N
     # the reading itself: every tree's schedstat and cpu.stat reads, and the per-job shares
     orig = procs.TreeSampler._read_waits, found_mod.tree_wait
     procs.TreeSampler._read_waits = timed(orig[0])
-    found_mod.tree_wait = timed(schedstat.tree_wait)
+    found_mod.tree_wait = timed(cpu_wait.tree_wait)
     try:
         every = schedstat.READ_EVERY  # ticks per reading: compare blocks of that many ticks
         for i in range(warmup + 2 * ticks // every):

@@ -23,7 +23,7 @@ from gputop_dl.collect.proc.diskio import io_fields  # noqa: E402
 from gputop_dl.collect.proc.host import HostSampler  # noqa: E402
 from gputop_dl.collect.nvml.gpus import Nvml  # noqa: E402
 from gputop_dl.collect.proc.procs import TreeSampler, children_map  # noqa: E402
-from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields  # noqa: E402
+from gputop_dl.collect.proc.cpu_wait import tree_wait, wait_fields  # noqa: E402
 from gputop_dl.snapshot import JobSample  # noqa: E402
 
 TREE = ("import subprocess, sys, time\n"

@@ -107,7 +107,7 @@ def render_cost(n: int) -> list[float]:
 
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gputop_dl.collect.nvml.gpus import REASON_LABELS
+    from gputop_dl.collect.nvml.gpu_sample import REASON_LABELS
     from gputop_dl.present.prometheus import SnapshotCollector
     from tests.fakes.source import jobs, make_snapshot
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, TypeVar
 
+from gputop_dl import snapshot_json as shape
 # re-exported: defined apart for the monitor's first frame (statuses.py)
 from gputop_dl.statuses import GPU_STATUS_STARTING as GPU_STATUS_STARTING
 from gputop_dl.statuses import LIVE_STATUSES as LIVE_STATUSES
+from gputop_dl.step_phases import RankPhases, StepPhases, Straggler
+from gputop_dl.stuck import Stuck
 
 T = TypeVar("T")
 
@@ -37,7 +40,7 @@ class GpuSample:
     pcie_tx_kbs: int | None = None  # NVML's 20 ms point sample (nvmlDeviceGetPcieThroughput)
     pcie_rx_kbs: int | None = None
     error: str | None = None  # set when the GPU was lost / errored this tick
-    # GPU clocks and PCIe (collect/nvml/gpus.py): the highest SM clock; the
+    # GPU clocks and PCIe (collect/nvml/gpu_sample.py): the highest SM clock; the
     # share of the last counter interval (a few seconds) NVML's cumulative violation counters
     # say the clocks were held down, per reason ((reason, share 0..1 or None), ...; () = no
     # counter on this GPU); PCIe bytes/s from NVML's cumulative byte counters (else the point
@@ -177,104 +180,6 @@ class SlurmJob:
     user: str | None = None
     partition: str | None = None
     account: str | None = None
-
-
-@dataclass(frozen=True)
-class StepPhases:
-    """Mean seconds per step by phase (analyse/stats/phases.py; None: the phase was not seen), over
-    the job's steps after warm-up (co-run: its window); `cls` input-bound | compute-bound, or
-    None below the minimum number of steps; `solo`: the same from its solo baseline."""
-
-    data_s: float | None
-    h2d_s: float | None
-    forward_s: float | None
-    backward_s: float | None
-    optimizer_s: float | None
-    other_s: float | None
-    steps: int = 0
-    cls: str | None = None
-    solo: StepPhases | None = None
-
-    def parts(self) -> dict[str, float | None]:
-        return {"data": self.data_s, "h2d": self.h2d_s, "forward": self.forward_s,
-                "backward": self.backward_s, "optimizer": self.optimizer_s, "other": self.other_s}
-
-
-@dataclass(frozen=True)
-class RankPhases:
-    """One rank of a distributed job: its median step and its phases."""
-
-    rank: int
-    step_time_s: float | None
-    phases: StepPhases | None
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """The late rank of a distributed job and the phase that makes it late."""
-
-    rank: int
-    cause: str  # data | h2d | forward | backward
-    excess_s: float  # its own work (data + h2d + forward) over the other ranks' median
-
-
-class StackFrame(NamedTuple):
-    """One frame of a Python thread's stack as py-spy dumped it (collect/pyspy/dump.py)."""
-
-    func: str
-    file: str  # the file's path as the job named it
-    line: int
-    code: str | None = None  # the source line, where its file could be read
-
-    def short(self) -> str:
-        """"train.py:42 step"."""
-        return f"{self.file.rsplit('/', 1)[-1]}:{self.line} {self.func}"
-
-
-class ThreadStack(NamedTuple):
-    """One thread of a process at one dump: its frames, innermost first."""
-
-    pid: int
-    tid: int  # the OS thread id
-    name: str | None
-    main: bool  # the process's main thread
-    active: bool | None  # py-spy's guess that it was running, not waiting (None: unknown)
-    frames: tuple[StackFrame, ...]
-
-
-@dataclass(frozen=True)
-class Stuck:
-    """Why a live job is called stuck (analyse/live/stuck.py): no progress for `for_s` seconds (past
-    `threshold_s`) while its threads slept and its main thread stayed in one place."""
-
-    since: float  # wall time of its last progress (or of its first look, if none was seen)
-    for_s: float  # seconds without progress
-    threshold_s: float
-    where: str  # dataloader | collective | lock | cuda-sync | sleep | io | unknown
-    frame: str | None  # the main thread's frame that matters, "train.py:42 step"
-    stack: tuple[str, ...] = ()  # the main thread's frames, innermost first
-    pid: int | None = None  # the process whose main thread was read
-    # who it waits on: a loader worker's (pid, its frame), or a DDP run's ranks not in the
-    # collective ((rank, its frame), ...)
-    worker_pid: int | None = None
-    worker_frame: str | None = None
-    missing_ranks: tuple[tuple[int, str | None], ...] = ()
-    # the evidence: the most CPU cores its processes used, the most bytes/s they read, the most
-    # loader write calls/s, over `quiet_s` seconds; its processes' states; dumps read with the
-    # main stack unchanged, and over how many seconds
-    quiet_s: float = 0.0
-    cpu_cores_max: float | None = None
-    read_bytes_per_s_max: float | None = None
-    loader_writes_per_s_max: float | None = None
-    states: str = ""  # "S S S": its processes' states at the last look
-    dumps: int = 0
-    stack_same_s: float = 0.0
-    progress: str = "none"  # what it counted its progress by: steps | loop | loader | none
-    window_s: float | None = None  # `--once`: the sampling window it was judged over
-
-    def to_json(self) -> dict[str, Any]:
-        """The job's `stuck` object in the JSON (schemas/snapshot.json)."""
-        return _stuck_json(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -444,12 +349,12 @@ class JobSample:
 
 
 class JobSearch(NamedTuple):
-    """What the search for training jobs looked at in one tick (collect/discover.py), so that a
+    """What the search for training jobs looked at in one tick (collect/jobs/discover.py), so that a
     screen with none found says where it looked."""
 
     processes: int  # every process listed in /proc
     # of them, other users' processes whose memory maps this user may not read (not root):
-    # judged from their command line, threads, CPU and children instead (collect/hidden_jobs.py)
+    # judged from their command line, threads, CPU and children instead (collect/jobs/hidden.py)
     unreadable: int
     # of those, Python training scripts not shown as jobs: no forked workers, no busy threads
     python_not_jobs: int
@@ -484,9 +389,9 @@ class Snapshot:
             "schema": SNAPSHOT_SCHEMA,
             "time": self.time,
             "gpu_status": self.gpu_status,
-            "gpus": [_gpu_json(g) for g in self.gpus],
-            "host": _clean(asdict(self.host)) if self.host else None,
-            "jobs": [_clean(asdict(j)) for j in self.jobs],
+            "gpus": [shape.gpu_json(asdict(g)) for g in self.gpus],
+            "host": shape.sample_json(asdict(self.host)) if self.host else None,
+            "jobs": [shape.sample_json(asdict(j)) for j in self.jobs],
             "gpu_processes": [asdict(p) for p in self.gpu_processes],
             "verdict": self.verdict,
             "notes": list(self.notes),
@@ -495,49 +400,6 @@ class Snapshot:
             "session_id": self.session_id,
             "search": self.search._asdict() if self.search is not None else None,
         }
-
-
-def _gpu_json(g: GpuSample) -> dict[str, Any]:
-    """A GPU's object: every field, with `throttle` an object (null: no counter) and `pcie` one."""
-    out = _clean(asdict(g))
-    out["throttle"] = dict(g.throttle) or None
-    out["pcie"] = {"rx_bytes_per_s": g.pcie_rx_bytes_per_s, "tx_bytes_per_s": g.pcie_tx_bytes_per_s,
-                   "link_gen": g.pcie_link_gen, "link_gen_max": g.pcie_link_gen_max,
-                   "link_width": g.pcie_link_width, "link_width_max": g.pcie_link_width_max}
-    return out
-
-
-def _clean(d: dict[str, Any]) -> dict[str, Any]:
-    """Tuples become lists so the JSON is plain."""
-    out: dict[str, Any] = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-    if isinstance(out.get("distributed"), dict):  # a job's, asdict'ed: its ranks as a list
-        out["distributed"] = dict(out["distributed"], ranks=list(out["distributed"]["ranks"]))
-    if out.get("procs"):  # a job's process tree: objects, not arrays
-        out["procs"] = [p._asdict() for p in d["procs"]]
-    if "limited" in out:  # a job's unreadable figures (collect/jobs/privilege.py): objects
-        out["limited"] = [{"what": w, "why": y} for w, y in d["limited"]]
-    if "phase_shares" in out:  # sampled phase shares of a found job: an object, null when none
-        out["phase_shares"] = {p: v for p, v in d["phase_shares"]} or None
-    if "cpu_wait_fraction" in out:  # a job's CPU wait: also as one object
-        out["cpu_wait"] = {"trainer": out.get("cpu_wait_trainer"),
-                           "workers": out.get("cpu_wait_workers")}
-        # what it waits on, each a share 0..1: the I/O wait split into the part
-        # that re-reads evicted pages (memory) and the rest (io)
-        io, mem = out.get("io_wait_fraction"), out.get("memory_wait_fraction")
-        out["waits"] = {"cpu": out.get("cpu_wait_fraction"),
-                        "io": io if io is None or mem is None else round(max(0.0, io - mem), 4),
-                        "memory": mem, "gpu": out.get("gpu_wait_fraction")}
-    if out.get("stuck"):  # a stuck job (analyse/live/stuck.py): its tuples as arrays
-        out["stuck"] = _stuck_json(d["stuck"])
-    if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
-        out["mem_events"] = dict(d["mem_events"]) or None
-    return out
-
-
-def _stuck_json(st: dict[str, Any]) -> dict[str, Any]:
-    """An asdict'ed `Stuck` with arrays and objects for its tuples."""
-    return dict(st, stack=list(st["stack"]),
-                missing_ranks=[{"rank": r, "frame": f} for r, f in st["missing_ranks"]])
 
 
 _FIELD_NAMES: dict[type, frozenset[str]] = {}

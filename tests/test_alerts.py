@@ -15,7 +15,8 @@ from gputop_dl.errors import UsageError
 from gputop_dl.present.alert_events import AlertEvents
 from gputop_dl.runner.alerts import (
     Alerter, check_webhook, parse_command, post_webhook, run_command)
-from gputop_dl.snapshot import JobSample, Snapshot, Stuck
+from gputop_dl.snapshot import JobSample, Snapshot
+from gputop_dl.stuck import Stuck
 from tests.schema_check import check
 
 ST = Stuck(since=100.0, for_s=70.0, threshold_s=60.0, where="lock", frame="t.py:3 work",

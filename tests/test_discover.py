@@ -17,7 +17,8 @@ import pytest
 
 from gputop_dl.collect.jobs import discover
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.collect.jobs.discover import Discoverer, job_name, outside_note
+from gputop_dl.collect.jobs.discover import Discoverer, outside_note
+from gputop_dl.collect.jobs.job_name import job_name
 from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.proc.procs import read_stat
 from gputop_dl.collect.nvml.gpus import Nvml

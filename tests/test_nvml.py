@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from gputop_dl.collect.nvml.gpus import PCIE_INTERVAL_S, Nvml
+from gputop_dl.collect.nvml.gpu_sample import PCIE_INTERVAL_S
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.nvml.counters import THROTTLE_LABELS
 from gputop_dl.snapshot import GpuProcess, GpuSample
 

@@ -11,7 +11,7 @@ from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_tracks as T
 from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.proc.procs import TreeSample
-from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields
+from gputop_dl.collect.proc.cpu_wait import tree_wait, wait_fields
 from gputop_dl.present.verdict_text import job_line, slowdown_text
 from gputop_dl.snapshot import HostSample, JobSample
 from tests.schema_check import check

@@ -397,7 +397,8 @@ def test_real_launch_nproc_2_runs_both_ranks_and_names_the_slow_data_rank(tmp_pa
 
 # --- where the phases show -----------------------------------------------------------------
 def _job_with_phases():
-    from gputop_dl.snapshot import JobSample, RankPhases, StepPhases, Straggler
+    from gputop_dl.snapshot import JobSample
+    from gputop_dl.step_phases import RankPhases, StepPhases, Straggler
 
     solo = StepPhases(0.01, 0.001, 0.05, 0.04, 0.01, 0.002, steps=40)
     now = StepPhases(0.42, 0.001, 0.052, 0.04, 0.01, 0.002, steps=40, cls="input-bound",

@@ -10,8 +10,8 @@ from gputop_dl.collect.proc import schedstat
 from gputop_dl.collect.proc.procfs import PROC, read_proc
 from gputop_dl.collect.proc.procs import TreeSampler, children_map
 from gputop_dl.collect.proc.cgroup_cpu import CgroupThrottle, quota_cgroup
-from gputop_dl.collect.proc.schedstat import (KERNEL_NOTE, SchedReader, job_wait, parse_schedstat,
-                                              tree_wait)
+from gputop_dl.collect.proc.cpu_wait import job_wait, tree_wait
+from gputop_dl.collect.proc.schedstat import KERNEL_NOTE, SchedReader, parse_schedstat
 from gputop_dl.snapshot import Distributed, JobSample, RankProc, Snapshot
 
 

@@ -106,10 +106,10 @@ def test_a_wrong_type_or_a_missing_field_fails(path, value):
 def test_a_snapshot_made_with_an_unknown_field_fails_where_it_is_made(monkeypatch):
     """The conftest wrapper checks what `Snapshot.to_json` returns, in every test: a field the
     code adds without its schema fails the first test that makes one."""
-    from gputop_dl import snapshot as snapshot_module
+    from gputop_dl import snapshot_json
 
-    real = snapshot_module._gpu_json
-    monkeypatch.setattr(snapshot_module, "_gpu_json", lambda g: dict(real(g), memory_clock=1))
+    real = snapshot_json.gpu_json
+    monkeypatch.setattr(snapshot_json, "gpu_json", lambda g: dict(real(g), memory_clock=1))
     with pytest.raises(AssertionError, match="'memory_clock' was unexpected"):
         Snapshot(time=1.0, gpu_status="ok", gpus=(GpuSample(index=0),)).to_json()
 

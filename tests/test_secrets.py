@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from gputop_dl import cli
-from gputop_dl.collect.jobs.discover import Found, _shell_line
+from gputop_dl.collect.jobs.discover import Found
+from gputop_dl.collect.jobs.job_name import shown_line
 from gputop_dl.collect.jobs.found import tell_apart
 from gputop_dl.collect.proc.identity import Identity
 from gputop_dl.workload import REDACTED, redact_args, redact_line, redact_secrets
@@ -82,8 +83,8 @@ def test_a_found_jobs_command_line_and_name_hold_no_secret():
                 f"https://{secret}@github.com/x", f"--accesstoken={secret}")
     a = found(10, "python", "train.py", *args(SECRET))
     b = found(11, "python", "train.py", *args("other" + SECRET))
-    assert SECRET not in _shell_line(a.cmdline) and REDACTED in _shell_line(a.cmdline)
-    assert "Bearer" not in _shell_line(a.cmdline)  # the argument's whole value, not a word of it
+    assert SECRET not in shown_line(a.cmdline) and REDACTED in shown_line(a.cmdline)
+    assert "Bearer" not in shown_line(a.cmdline)  # the argument's whole value, not a word of it
     name = tell_apart(a, Identity(user="ada"), [(b, Identity(user="bob"))], {"train.py"})
     assert SECRET not in name and name == "train.py @ada"
 

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop_dl.cli import main
-from gputop_dl.collect.nvml.gpus import REASON_LABELS, Nvml
+from gputop_dl.collect.nvml.gpu_sample import REASON_LABELS
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.errors import UsageError
 from gputop_dl.present.metrics_http import DEFAULT_PORT, parse_listen
 from gputop_dl.present.prometheus import SnapshotCollector

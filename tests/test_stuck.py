@@ -4,7 +4,7 @@ import pytest
 
 from gputop_dl.analyse.live.stuck import (
     Dump, Look, StuckJudge, judge_window, kind_of, place_of, threshold)
-from gputop_dl.snapshot import StackFrame, ThreadStack
+from gputop_dl.stuck import StackFrame, ThreadStack
 
 SITE = "/usr/lib/python3/site-packages/torch"
 LOADER = (StackFrame("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py", 113),
@@ -180,7 +180,8 @@ def test_once_judges_its_own_window(same, moved, idle, stuck):
 
 
 def test_a_stuck_job_in_the_snapshot_json():
-    from gputop_dl.snapshot import JobSample, Snapshot, Stuck
+    from gputop_dl.snapshot import JobSample, Snapshot
+    from gputop_dl.stuck import Stuck
     from tests.schema_check import check
 
     st = Stuck(since=1.0, for_s=70.0, threshold_s=60.0, where="collective", frame="t.py:30 step",

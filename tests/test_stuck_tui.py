@@ -12,7 +12,7 @@ pytest.importorskip("textual")
 
 from gputop_dl.present.tui.jobs_table import JobsTable  # noqa: E402
 from gputop_dl.present.tui.screens import JobDetailScreen  # noqa: E402
-from gputop_dl.snapshot import Stuck  # noqa: E402
+from gputop_dl.stuck import Stuck  # noqa: E402
 from tests.fakes.source import make_snapshot  # noqa: E402
 from tests.test_tui import aio, body_text, cell, feed, messages, new_app, wait_for  # noqa: E402
 

@@ -31,7 +31,8 @@ from gputop_dl.engine.stuck_watch import StuckWatch
 from gputop_dl.control.launch import Job, JobProcess, StartError, start_job
 from gputop_dl.control.stop import reap_orphans, stop_jobs
 from gputop_dl.record.paths import session_work_dir
-from gputop_dl.snapshot import JobSample, Snapshot, Stuck, evolve
+from gputop_dl.snapshot import JobSample, Snapshot, evolve
+from gputop_dl.stuck import Stuck
 from gputop_dl.text.fmt import size
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload

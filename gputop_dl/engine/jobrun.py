@@ -23,7 +23,7 @@ from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
 from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.collect.proc.diskio import io_fields
 from gputop_dl.collect.proc.memory import memory_fields
-from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
+from gputop_dl.collect.proc.cpu_wait import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.control.launch import Job
 from gputop_dl.control.stop import describe_exit

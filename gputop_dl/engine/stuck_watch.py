@@ -18,7 +18,8 @@ from collections.abc import Callable, Hashable
 from gputop_dl.analyse.live.stuck import Dump, StuckJudge, look_of
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.pyspy.dump import dump_stacks
-from gputop_dl.snapshot import JobSample, Stuck, ThreadStack, evolve
+from gputop_dl.snapshot import JobSample, evolve
+from gputop_dl.stuck import Stuck, ThreadStack
 
 MAX_WORKERS = 8  # loader workers dumped a job
 DumpFn = Callable[[int], tuple[tuple[ThreadStack, ...] | None, str | None]]

@@ -1,6 +1,6 @@
 """A stuck job in a person's words: where it hangs, the evidence, the fix, and the alert's line.
 
-`analyse/live/stuck.py` gives figures and frames (`snapshot.Stuck`); every presenter (console,
+`analyse/live/stuck.py` gives figures and frames (`stuck.Stuck`); every presenter (console,
 `--once`, the TUI's header and details, the alerts) words them through these functions.
 """
 
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from gputop_dl.text.fmt import DASH, duration
 
 if TYPE_CHECKING:  # imported after the first frame (statuses.py)
-    from gputop_dl.snapshot import JobSample, Stuck
+    from gputop_dl.snapshot import JobSample
+    from gputop_dl.stuck import Stuck
 
 PYSPY_DUMP = "py-spy dump --pid {pid}"  # every thread's stack, without pausing it: --nonblocking
 
@@ -94,7 +95,7 @@ def stuck_lines(jobs: Iterable[JobSample]) -> list[str]:
 
 def stuck_of(d: Mapping[str, Any]) -> Stuck | None:
     """A recorded `stuck` event's (or the JSON's `stuck` object's) `Stuck`; None if it is not one."""
-    from gputop_dl.snapshot import Stuck  # not on the first frame's path (statuses.py)
+    from gputop_dl.stuck import Stuck  # not on the first frame's path (statuses.py)
 
     names = {f.name for f in fields(Stuck)}
     try:

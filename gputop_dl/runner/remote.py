@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def start_metrics(engine: Engine, listen: str, mode: str) -> MetricsServer:
     """Serve `engine`'s latest snapshot as Prometheus metrics on `listen` (HOST:PORT) until
     the returned server is stopped; raises UsageError when the address cannot be bound."""
-    from gputop_dl.collect.nvml.gpus import REASON_LABELS
+    from gputop_dl.collect.nvml.gpu_sample import REASON_LABELS
     from gputop_dl.present.metrics_http import MetricsServer
     from gputop_dl.present.prometheus import SnapshotCollector
 

@@ -23,7 +23,8 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-from gputop_dl.snapshot import JobSample, StackFrame, Stuck, ThreadStack
+from gputop_dl.snapshot import JobSample
+from gputop_dl.stuck import StackFrame, Stuck, ThreadStack
 
 MIN_S = 60.0  # the threshold's floor, seconds without progress
 FACTOR = 10.0  # ... and its multiple of the job's recent step time

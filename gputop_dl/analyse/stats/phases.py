@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from gputop_dl.analyse.stats.jobstats import StepEvent
 from gputop_dl.analyse.verdict_types import Verdict
-from gputop_dl.snapshot import RankPhases, StepPhases, Straggler
+from gputop_dl.step_phases import RankPhases, StepPhases, Straggler
 
 if TYPE_CHECKING:
     from gputop_dl.analyse.recorded.evidence import JobSeries
@@ -169,13 +169,13 @@ def find_straggler(rows: Sequence[RankRow]) -> StragglerJson | None:
     return {"rank": late["rank"], "cause": cause, "excess_s": round(excess, 6)}
 
 
-# --- the live values a JobSample carries (snapshot.StepPhases, RankPhases, Straggler) ---------
+# --- the live values a JobSample carries (step_phases.StepPhases, RankPhases, Straggler) ----
 LIVE_STEPS = 200  # the live view: the latest steps after warm-up
 
 
 def as_step_phases(phases: Mapping[str, Any] | None, steps: int,
                    solo: Mapping[str, Any] | None = None) -> StepPhases | None:
-    """A `phases` dict as snapshot.StepPhases, with its class and the solo baseline's."""
+    """A `phases` dict as step_phases.StepPhases, with its class and the solo baseline's."""
     if not phases:
         return None
     return StepPhases(**{f"{p}_s": phases.get(f"{p}_s") for p in PARTS}, steps=steps, cls=phase_class(phases, steps),

@@ -1,12 +1,8 @@
 """Discovery of training jobs gputop-dl did not launch: GPU processes and Python processes with torch loaded.
 
-One `Discoverer` lives across ticks. Each tick, `refresh()` lists /proc and reads
-`/proc/PID/stat` only for PIDs it has not seen before (PPID and start time); it also re-reads
-the children of a PID that vanished, since only a parent's exit re-parents a process. The
-PPID map it keeps is handed to the job samplers, so a tick still makes one /proc pass. The
-listing itself is skipped while `/proc/loadavg` shows the same last PID and task count (no
-process or thread created or reaped since), and a listing equal to the last one (only threads
-came or went) is not compared PID by PID again.
+One `Discoverer` lives across ticks. Each tick, `refresh()` brings its process table up to
+date (collect/proc/pid_table.py: each PID's parent and start time, read once per new PID), whose
+PPID map is handed to the job samplers, so a tick still makes one /proc pass.
 
 `find()` classifies each new process ONCE per (pid, start time) by reading `/proc/PID/maps`
 (steady-state work is proportional to the new and the Python processes, not to all of them):
@@ -23,10 +19,10 @@ interpreter running a training entry point with forked twins, a launcher's Pytho
 a busy thread pool is one too (`found_by` "cmdline"), re-judged with back-off until it is;
 everything else stays out. A job whose maps were read is `found_by` "maps".
 
-Grouping: a candidate (torch or GPU process) whose parent is also a candidate is a worker of
-it (data-loader workers, torchrun ranks under the torchrun agent); the others are roots, and
-a job is a root plus its descendants, down to where another job's (or a launched job's)
-tree begins. Left out: gputop-dl's own process, processes
+Grouping (collect/jobs/job_trees.py): a candidate (torch or GPU process) whose parent is also
+a candidate is a worker of it; the others are roots, and a job is a root plus its descendants,
+down to where another job's (or a launched job's) tree begins; each is named by
+collect/jobs/job_name.py. Left out: gputop-dl's own process, processes
 claimed by an engine of this process (`claim`), and descendants of this process that carry
 the launch marker (`GPUTOP_DL_EVENTS` in their environment): those are launched jobs.
 A PID that vanishes or denies access between listing and reading is skipped silently. While
@@ -36,7 +32,6 @@ the PPID map, the candidates (and their kinds), the exclusions and NVML's PIDs s
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -44,12 +39,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gputop_dl.collect.jobs import hidden as hidden_jobs
-from gputop_dl.collect.proc.procfs import ProcFiles
-from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
+from gputop_dl.collect.jobs.job_name import job_name, shown_line
+from gputop_dl.collect.jobs.job_trees import excluded, job_cmap, job_roots, profile_target, tree
+from gputop_dl.collect.proc.pid_table import PidTable
 from gputop_dl.text.fmt import gib
-from gputop_dl.workload import shown_command
 
-__all__ = ["Discoverer", "Found", "claim", "unclaim", "job_name", "outside_note"]
+__all__ = ["Discoverer", "Found", "claim", "unclaim", "outside_note"]
 
 LAUNCH_MARKER = b"GPUTOP_DL_EVENTS="  # = gputop_dl.injob.channel.ENV_EVENTS, set on launched jobs
 TORCH_MARKS = (b"libtorch", b"torch/_C")
@@ -57,7 +52,6 @@ NVIDIA_MARK = b"/dev/nvidia"
 PY_RECHECK_MIN_S, PY_RECHECK_MAX_S = 1.0, 30.0
 GPU_RECHECK_S = 5.0
 YOUNG_RECHECK_S = 2.0
-TORCHRUN_MARKS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
 
 _claimed: set[int] = set()  # root PIDs launched by an Engine of this process
 _claim_lock = threading.Lock()
@@ -111,40 +105,6 @@ class _Info:
         self.cmdline: tuple[str, ...] | None = None
 
 
-def job_name(cmdline: tuple[str, ...] | list[str], pid: int) -> str:
-    """A short name from a command line: `train.py`, `python -m pkg.mod`, `torchrun train.py`."""
-    args = list(cmdline)
-    if not args:
-        return f"pid {pid}"
-    exe = os.path.basename(args[0])
-    if exe.startswith("python") or exe in ("pypy", "pypy3"):
-        rest = args[1:]
-        i = 0
-        while i < len(rest):
-            a = rest[i]
-            if a == "-m" and i + 1 < len(rest):
-                return f"python -m {rest[i + 1]}"
-            if a.startswith("-m") and len(a) > 2:
-                return f"python -m {a[2:]}"
-            if a == "-c":
-                return "python -c"
-            if a in ("-W", "-X", "--check-hash-based-pycs"):
-                i += 2
-                continue
-            if a.startswith("-"):
-                i += 1
-                continue
-            if any(m in os.path.basename(a) for m in ("torchrun", "accelerate", "deepspeed")):
-                return job_name(rest[i:], pid)  # python .../bin/torchrun train.py
-            return os.path.basename(a)
-        return exe
-    if any(m in exe for m in ("torchrun", "accelerate", "deepspeed")):
-        script = next((os.path.basename(a) for a in args[1:] if a.endswith(".py")), None)
-        return f"{exe} {script}" if script else exe
-    script = next((os.path.basename(a) for a in args[1:] if a.endswith(".py")), None)
-    return script or exe
-
-
 def outside_note(n: int, mem: int | None) -> str:
     used = gib(mem) if mem is not None else "unknown"
     return (f"GPU memory used by {n} process{'es' if n != 1 else ''} outside this container's PID "
@@ -165,24 +125,16 @@ class Discoverer:
         self.proc = proc_root
         self.own = os.getpid() if own_pid is None else own_pid
         self.clock = clock
-        self.ppid: dict[int, int] = {}
-        self.start: dict[int, int] = {}
-        self.cmap: dict[int, list[int]] = {}
+        self.table = PidTable(proc_root, self._read)
         self.job_cmap: dict[int, list[int]] = {}  # cmap without edges into other jobs' trees
         self._info: dict[tuple[int, int], _Info] = {}
         self._names: dict[tuple[int, int], str] = {}
-        self._zombies: set[int] = set()  # not re-read until they are reaped (leave the listing)
-        self._last_zombie = False
         self._watch: set[int] = set()  # PIDs to classify: new ones, Python ones to re-check
         self._due: dict[int, float] = {}  # watched hidden PIDs -> when to judge them again
         self._torch: set[int] = set()  # PIDs with torch loaded (or judged training: "trains")
         self._primed = False  # after the first find(): every new PID is a young process
-        self._mark: bytes | None = None  # /proc/loadavg's "tasks last-PID" at the last listing
-        self._listing: list[str] | None = None  # the last one (None: a PID was left unread)
-        self._files = ProcFiles()
-        self._gen = 0  # counts the changes of the PPID map
         self._last_find: _LastFind | None = None  # (inputs, jobs, job_cmap) of the last find()
-        self._looked: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))  # (_gen, looked_at())
+        self._looked: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))  # (table.gen, looked_at())
         self.euid = os.geteuid()  # whose processes are "ours" (0: root reads every one it may)
         self.outside: dict[int, int | None] = {}  # NVML PIDs not in this namespace -> memory
         self.ok = os.path.isdir(proc_root)
@@ -192,97 +144,51 @@ class Discoverer:
         with open(f"{self.proc}/{pid}/{what}", "rb") as f:
             return f.read()
 
-    def _stat(self, pid: int) -> tuple[int, int] | None:
-        """(ppid, start time) or None when the PID is gone, a zombie, or unreadable."""
-        self._last_zombie = False
-        try:
-            data = self._read(pid, "stat")
-        except OSError:
-            return None
-        fields = stat_fields(data, 20)
-        self._last_zombie = bool(fields) and fields[0] in GONE_STATES
-        if len(fields) < 20 or self._last_zombie:
-            return None
-        try:
-            return int(fields[1]), int(fields[19])
-        except ValueError:
-            return None
+    @property
+    def ppid(self) -> dict[int, int]:
+        """PID -> its parent's PID, of the last listing (the process table's)."""
+        return self.table.ppid
 
-    def _listing_mark(self) -> bytes | None:
-        """The task count and last PID of `/proc/loadavg` ("... 2/175 7500" -> b"175 7500"):
-        unchanged, no process was created (a new PID) or reaped (one task fewer) in between.
+    @property
+    def start(self) -> dict[int, int]:
+        """PID -> its start time (clock ticks after boot), of the last listing."""
+        return self.table.start
 
-        The count is the machine's, the PID this namespace's: a process reaped here while
-        another namespace creates one is seen at the next change (its reads fail till then)."""
-        try:
-            data = self._files.read(f"{self.proc}/loadavg")
-        except OSError:
-            return None
-        return data[data.find(b"/") + 1:]
+    @property
+    def cmap(self) -> dict[int, list[int]]:
+        """PPID -> its children, of the last listing."""
+        return self.table.cmap
 
     # --- per tick ------------------------------------------------------------------------------
     def refresh(self) -> dict[int, list[int]]:
         """List /proc; stat new PIDs; returns the PPID -> children map (for TreeSampler)."""
         if not self.ok:
             return {}
-        mark = self._listing_mark()  # read before the listing: a later change shows next tick
-        if mark is not None and mark == self._mark:
-            return self.cmap
-        try:
-            names = os.listdir(self.proc)
-        except OSError:
-            return self.cmap
-        if names == self._listing:  # threads came or went, processes did not
-            self._mark = mark
-            return self.cmap
-        pids = {int(n) for n in names if n.isdigit()}
-        ppid, start = self.ppid, self.start
-        gone = ppid.keys() - pids
-        orphans: set[int] = set()
+        changes = self.table.refresh()
+        if changes is None:
+            return self.table.cmap
+        gone = changes.gone
         if gone:
-            for p in gone:
-                del ppid[p]
-                start.pop(p, None)
-            orphans = {p for p, pp in ppid.items() if pp in gone}
             self._torch -= gone
             self._watch -= gone
             for p in gone & self._due.keys():
                 del self._due[p]
-        zombies = self._zombies
-        if zombies:
-            zombies &= pids
-        todo = (pids - ppid.keys() - zombies) | orphans
-        self._mark, self._listing = mark, names
-        for p in todo:
-            st = self._stat(p)
-            if st is None:
-                ppid.pop(p, None)
-                start.pop(p, None)
-                if self._last_zombie:
-                    zombies.add(p)
-                else:  # unread: list again next tick
-                    self._mark = self._listing = None
-                continue
-            if p not in orphans and p != self.own:  # never a job: not worth a look
+        ppid, start = self.table.ppid, self.table.start
+        for p in changes.read:
+            if p not in changes.orphans and p != self.own:  # never a job: not worth a look
                 self._watch.add(p)  # new: classify it at the next find()
-            ppid[p], start[p] = st
-            if st[0] in self._due:  # a hidden process forked (a loader's worker?): judge it now
-                self._due[st[0]] = 0.0
-                parent = self._info.get((st[0], start.get(st[0], -1)))
+            pp = ppid[p]
+            if pp in self._due:  # a hidden process forked (a loader's worker?): judge it now
+                self._due[pp] = 0.0
+                parent = self._info.get((pp, start.get(pp, -1)))
                 if parent is not None:
                     parent.next_check = 0.0
-        if todo or gone:
-            cmap: dict[int, list[int]] = {}
-            for p, pp in ppid.items():
-                cmap.setdefault(pp, []).append(p)
-            self.cmap = cmap
-            self._gen += 1
         if gone:
             alive = set(start.items())
             for key in [k for k in self._info if k not in alive]:
                 del self._info[key]
                 self._names.pop(key, None)
-        return self.cmap
+        return self.table.cmap
 
     def _classify(self, pid: int, now: float, gpu: bool) -> _Info | None:
         key = (pid, self.start.get(pid, -1))
@@ -393,22 +299,13 @@ class Discoverer:
             info.marked = (b"\0" + LAUNCH_MARKER) in (b"\0" + env)
         return info.marked
 
-    def _ancestors(self, pid: int) -> list[int]:
-        out, seen = [], {pid}
-        p = self.ppid.get(pid)
-        while p is not None and p not in seen and p > 0:
-            out.append(p)
-            seen.add(p)
-            p = self.ppid.get(p)
-        return out
-
     def looked_at(self) -> tuple[int, int, int]:
         """(the processes of the last listing, those of them whose maps could not be read
         because they are other users' (judged from what every user may read), those whose
         maps could not be read though this process is root or their owner: not dumpable, or
         a security module's); counted again only when the listing changed; who owns each was read once, when its
         maps were refused."""
-        if self._looked[0] != self._gen:
+        if self._looked[0] != self.table.gen:
             start = self.start
             others = protected = 0
             for (pid, st), info in self._info.items():
@@ -417,7 +314,7 @@ class Discoverer:
                         protected += 1
                     else:
                         others += 1
-            self._looked = (self._gen, (len(self.ppid), others, protected))
+            self._looked = (self.table.gen, (len(self.ppid), others, protected))
         return self._looked[1]
 
     def _owner(self, pid: int) -> int | None:
@@ -476,63 +373,26 @@ class Discoverer:
         self._primed = True
         with _claim_lock:
             claimed = set(_claimed)
-        skip = set(exclude) | claimed
-        if skip:
-            todo = [p for p in skip if p in start]
-            while todo:  # whole subtrees of launched jobs
-                c = todo.pop()
-                for k in self.cmap.get(c, ()):
-                    if k not in skip:
-                        skip.add(k)
-                        todo.append(k)
+        skip = excluded(set(exclude) | claimed, start, self.cmap)  # launched jobs' whole subtrees
         skip.add(self.own)  # only the process itself: a job started from it is not launched
         # the same processes, candidates (and kinds), exclusions and GPU PIDs: the same jobs
-        inputs = (self._gen, frozenset((p, i.kind) for p, i in cand.items()), frozenset(skip),
+        inputs = (self.table.gen, frozenset((p, i.kind) for p, i in cand.items()), frozenset(skip),
                   frozenset(gpu_mem))
         if self._last_find is not None and self._last_find[0] == inputs:
             self.job_cmap = self._last_find[2]
             return list(self._last_find[1])
-        roots: list[int] = []
-        for pid in sorted(cand):
-            if pid in skip:
-                continue
-            parent = self.ppid.get(pid)
-            if parent in cand and parent not in skip:
-                # a worker (or rank) of its parent's job, unless a gputop-dl launched it from
-                # a torch process (a test runner, a notebook): then it is a job of its own
-                if not self._marked(pid, cand[pid]) or self._marked(parent, cand[parent]):
-                    continue
-            if self.own in self._ancestors(pid) and self._marked(pid, cand[pid]):
-                continue  # launched by an engine of this process, not claimed yet
-            roots.append(pid)
-        # a job's tree stops where another job (or a launched one) begins
-        jcmap = self.cmap
-        cut = (set(roots) | skip) - {self.own}
-        parents = {pp for p in cut if (pp := self.ppid.get(p)) is not None} & jcmap.keys()
-        if parents:
-            jcmap = dict(jcmap)
-            for pp in parents:
-                jcmap[pp] = [c for c in jcmap[pp] if c not in cut]
-        self.job_cmap = jcmap
+        roots = job_roots(cand, self.ppid, skip, self.own, lambda p: self._marked(p, cand[p]))
+        jcmap = self.job_cmap = job_cmap(self.cmap, self.ppid, roots, skip, self.own)
         out = []
         for root in roots:
-            pids = [root]
-            todo = list(jcmap.get(root, ()))
-            while todo:
-                c = todo.pop()
-                pids.append(c)
-                todo.extend(jcmap.get(c, ()))
+            pids = tree(root, jcmap)
             info = cand[root]
             cmd = self._cmdline(root, info)
             key = (root, start.get(root, -1))
             name = self._names.get(key)
             if name is None:
                 name = self._names[key] = job_name(cmd, root)
-            target = root
-            if any(m in " ".join(cmd[:3]) for m in TORCHRUN_MARKS):
-                ranks = sorted(k for k in self.cmap.get(root, ()) if k in cand)
-                if ranks:
-                    target = ranks[0]
+            target = profile_target(root, cmd, self.cmap, cand)
             gpu = any(p in gpu_mem for p in pids)
             by = "maps" if not info.hidden else "nvml" if root in gpu_mem else "cmdline"
             out.append(Found(name=name, pid=root, start=start.get(root, -1),
@@ -542,10 +402,4 @@ class Discoverer:
         return list(out)
 
     def describe(self, found: Found) -> str:
-        return _shell_line(found.cmdline) if found.cmdline else found.name
-
-
-@functools.lru_cache(maxsize=256)  # a job's command line is asked for every tick
-def _shell_line(cmdline: tuple[str, ...]) -> str:
-    """The command line as shown, stored and served: secret-looking arguments redacted."""
-    return shown_command(cmdline)
+        return shown_line(found.cmdline) if found.cmdline else found.name

@@ -41,7 +41,7 @@ from gputop_dl.collect.proc.proctree import proc_tree, ranks_of
 from gputop_dl.collect.jobs.ranks import RankReader, rank_cpu
 from gputop_dl.collect.proc.diskio import io_fields
 from gputop_dl.collect.proc.memory import memory_fields
-from gputop_dl.collect.proc.schedstat import trainer_pids, tree_wait, wait_fields
+from gputop_dl.collect.proc.cpu_wait import trainer_pids, tree_wait, wait_fields
 from gputop_dl.collect.pyspy.loop_counter import CounterSampler
 from gputop_dl.collect.pyspy.stall_sampler import STALL_BUDGET, StallResult, StallSampler
 from gputop_dl.snapshot import JobSample, JobSearch, evolve

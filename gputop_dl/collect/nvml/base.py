@@ -1,7 +1,8 @@
 """The state `Nvml` keeps per GPU and its one NVML read that turns a failure into a value.
 
-Shared by `collect/nvml/gpus.py` (opening NVML, the per-tick sample), `collect/nvml/counters.py`
-(the cumulative clock-event and PCIe counters) and `collect/nvml/gpu_procs.py` (the GPU processes):
+Shared by `collect/nvml/gpus.py` (opening NVML), `collect/nvml/gpu_sample.py` (the per-tick
+sample), `collect/nvml/counters.py` (the cumulative clock-event and PCIe counters) and
+`collect/nvml/gpu_procs.py` (the GPU processes):
 `NvmlDevice`, the per-device field flags, `GpuGone` and `NvmlBase._read`.
 """
 

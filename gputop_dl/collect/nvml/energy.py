@@ -12,8 +12,8 @@ Where NVML refuses the counter (NOT_SUPPORTED: older GPUs, some virtual GPUs) th
 power integral from the start. `source` says which: "counter" or "power-integral".
 
 On a Grace superchip (GH200, GB200) NVML's power is the module's, CPU and memory included:
-`scope` says "module" and `note` says so. Pure state and arithmetic: `collect/nvml/gpus.py` reads
-NVML and hands the readings in.
+`scope` says "module" and `note` says so. Pure state and arithmetic: `collect/nvml/gpu_sample.py`
+reads NVML and hands the readings in.
 """
 
 from __future__ import annotations

@@ -345,7 +345,7 @@ class IoFields(TypedDict):
 
 def io_fields(ts: object | None, trainers: Collection[int] = ()) -> IoFields:
     """The `JobSample` fields of a tree sample's (`procs.TreeSample`) `DiskIO` (ts None: the job is gone);
-    `trainers`: its trainer PIDs (schedstat.trainer_pids), whose writes are not its loader's."""
+    `trainers`: its trainer PIDs (cpu_wait.trainer_pids), whose writes are not its loader's."""
     d: DiskIO = getattr(ts, "io", None) or DiskIO()
     workers = [w for pid, w in d.writes_ps if pid not in trainers]
     cg = getattr(ts, "cgroup_io", None)  # its v2 cgroup's (collect/proc/cgroup_io.py)

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from gputop_dl.collect.pyspy import run as pyspy
-from gputop_dl.snapshot import StackFrame, ThreadStack
+from gputop_dl.stuck import StackFrame, ThreadStack
 
 DUMP_TIMEOUT_S = 10.0  # a dump that takes longer is killed
 MAX_FRAMES = 60  # frames kept a thread, innermost first (a deep recursion is cut)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from gputop_dl.snapshot import JobSample, StepPhases
+from gputop_dl.snapshot import JobSample
+from gputop_dl.step_phases import StepPhases
 from gputop_dl.text.fmt import DASH
 
 WIDTH = 48
