@@ -47,7 +47,8 @@ from gputop_dl.record.paths import create_private, session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands
 from gputop_dl.snapshot import JobSample, evolve
-from gputop_dl.analyse.verdict import HostEvidence, judge
+from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict_evidence import HostEvidence
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec, Workload
