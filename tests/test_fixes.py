@@ -6,7 +6,8 @@ and jobs, the verdict JSON's `fixes`."""
 from dataclasses import replace
 
 from gputop_dl.analyse.live.passive import PassiveJudge
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.analyse.verdict_types import FIX_KINDS
 from gputop_dl.schemas import load as load_schema
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcSample

@@ -391,7 +391,8 @@ def test_one_job_alone_is_not_called_parallel():
 
 
 def test_one_launched_job_is_alone_in_the_measured_verdict_too():
-    from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+    from gputop_dl.analyse.verdict import judge
+    from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 
     j = JobEvidence(name="bs32", device="cpu", gpus=(), steps=40, step_time_s=0.1, stall=0.1,
                     cpu_cores=0.8, solo_step_time_s=0.1, solo_stall=0.1)

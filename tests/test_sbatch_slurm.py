@@ -170,7 +170,7 @@ def test_sbatch_scripts_run_on_a_real_slurm_and_the_monitor_shows_their_job_ids(
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
-    from gputop_dl.engine.launch_plan import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
 
     go = tmp_path / "go"  # the jobs wait for it: they end when the test has seen them
     code = f"import os, time, torch\nwhile not os.path.exists({str(go)!r}): time.sleep(0.1)"

@@ -66,7 +66,7 @@ def test_a_built_in_job_takes_its_duration_and_cpu_need_from_its_cached_solo_pro
     from gputop_dl.collect.environment import environment
     from gputop_dl.collect.nvml.gpus import Nvml
     from gputop_dl.config import load_session
-    from gputop_dl.engine.launch_plan import fingerprint
+    from gputop_dl.collect.jobs.fingerprint import fingerprint
 
     path = tmp_path / "q.toml"
     path.write_text('[session]\nslots = 1\n\n[[workload]]\nname = "syn"\nmodel = "synthetic"\n'

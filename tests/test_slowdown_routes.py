@@ -102,7 +102,8 @@ def test_a_rows_details_say_where_its_slowdown_comes_from():
 ])
 def test_a_measured_verdicts_jobs_say_where_their_slowdown_comes_from(mode, source, route,
                                                                       reference):
-    from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+    from gputop_dl.analyse.verdict import judge
+    from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 
     jobs = [JobEvidence(name=n, device="cpu", gpus=(), steps=40, step_time_s=0.3, stall=0.1,
                         cpu_cores=1.0, solo_step_time_s=0.2, solo_stall=0.05,

@@ -10,8 +10,8 @@ import sys
 import types
 
 from gputop_dl.collect.nvml.gpus import Nvml
-from gputop_dl.engine import launch_plan
-from gputop_dl.engine.launch_plan import GO_WAIT_S, go_now
+from gputop_dl.engine import start_barrier
+from gputop_dl.engine.start_barrier import GO_WAIT_S, barrier_jobs, go_now
 from gputop_dl.record.store import Store
 from gputop_dl.runner import run_file
 from tests.conftest import write
@@ -33,7 +33,7 @@ def run(name, command=True, alive=True, ready=False, info=None):
 
 def test_go_once_every_job_is_ready_or_ended(tmp_path, monkeypatch):
     go = str(tmp_path / "co-run.go")
-    monkeypatch.setattr(launch_plan.time, "time", lambda: 100.0)
+    monkeypatch.setattr(start_barrier.time, "time", lambda: 100.0)
     eng = fake_engine(run("a", ready=True), run("b"), run("c", alive=False),
                       run("d", command=False, info={"ev": "started"}))
     waits = {"a", "b", "c", "d"}
@@ -55,10 +55,10 @@ def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_lim
         tmp_path, monkeypatch):
     go = str(tmp_path / "co-run.go")
     eng = fake_engine(run("a", ready=True), run("b"), run("c"))
-    monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S - 0.1)
+    monkeypatch.setattr(start_barrier.time, "time", lambda: GO_WAIT_S - 0.1)
     go_now(eng, go, 0.0, {"a", "b", "c"})
     assert not os.path.exists(go)
-    monkeypatch.setattr(launch_plan.time, "time", lambda: GO_WAIT_S)
+    monkeypatch.setattr(start_barrier.time, "time", lambda: GO_WAIT_S)
     go_now(eng, go, 0.0, {"a", "b", "c"})
     assert os.path.exists(go)
     assert eng.log == ["co-run: a is ready; it waits for b, c before its first step",
@@ -70,17 +70,28 @@ def test_a_script_that_never_reaches_a_dataloader_is_not_waited_for_past_the_lim
 def test_a_builtin_trainer_still_building_is_waited_for_past_the_limit(tmp_path, monkeypatch):
     go = str(tmp_path / "co-run.go")
     eng = fake_engine(run("a", ready=True), run("t", command=False))
-    monkeypatch.setattr(launch_plan.time, "time", lambda: 10 * GO_WAIT_S)
+    monkeypatch.setattr(start_barrier.time, "time", lambda: 10 * GO_WAIT_S)
     go_now(eng, go, 0.0, {"a", "t"})
     assert not os.path.exists(go)  # it always says "started" or ends
 
 
 def test_a_command_without_the_hook_is_not_waited_for(tmp_path, monkeypatch):
     go = str(tmp_path / "co-run.go")
-    monkeypatch.setattr(launch_plan.time, "time", lambda: 1.0)
+    monkeypatch.setattr(start_barrier.time, "time", lambda: 1.0)
     eng = fake_engine(run("a", ready=True), run("b", ready=True), run("noise"))
     go_now(eng, go, 0.0, {"a", "b"})  # "noise": GPUTOP_DL_HOOK = "0", never waited for
     assert os.path.exists(go) and eng.log == ["co-run: all jobs ready after 1.0 s: go"]
+
+
+def test_the_jobs_that_wait_are_trainers_and_hooked_scripts_two_at_least(monkeypatch):
+    from gputop_dl.workload import Workload
+
+    monkeypatch.delenv("GPUTOP_DL_HOOK", raising=False)
+    trainer, script = Workload(name="t"), Workload(name="s", command=("python", "train.py"))
+    off = Workload(name="n", command=("dd", "if=/dev/zero"), env={"GPUTOP_DL_HOOK": "0"})
+    assert barrier_jobs([trainer, script, off]) == {"t", "s"}  # "n" cannot wait: no hook
+    assert barrier_jobs([trainer, off]) == set()  # one job alone waits for nobody
+    assert barrier_jobs([]) == set()
 
 
 def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):

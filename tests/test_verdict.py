@@ -1,7 +1,8 @@
 """Unit tests of the verdict rules, at their boundaries, with hand-made evidence."""
 
 from gputop_dl.analyse import verdict as V
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
+from gputop_dl.analyse import verdict_confidence as C
+from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.analyse.verdict import judge as judge_verdict
 from gputop_dl.present.verdict_text import job_line
 
@@ -226,9 +227,9 @@ def measured(name, slow, steps, cv, solo_steps=8, solo_cv=0.05, gpus=(0,), **kw)
 def test_student_t_cdf_matches_tables():
     # two-sided 95 % points: df 1 -> 12.706, df 4 -> 2.776, df 30 -> 2.042
     for t, df in ((12.706, 1), (2.776, 4), (2.042, 30)):
-        assert abs(V.student_t_cdf(t, df) - 0.975) < 5e-4
-    assert V.student_t_cdf(0.0, 3) == 0.5
-    assert abs(V.student_t_cdf(-2.776, 4) - 0.025) < 5e-4
+        assert abs(C.student_t_cdf(t, df) - 0.975) < 5e-4
+    assert C.student_t_cdf(0.0, 3) == 0.5
+    assert abs(C.student_t_cdf(-2.776, 4) - 0.025) < 5e-4
 
 
 def test_few_steps_of_an_unmistakable_slowdown_are_confident():
@@ -236,7 +237,7 @@ def test_few_steps_of_an_unmistakable_slowdown_are_confident():
     v = judge([measured("a", 1.8, 4, 0.1, gpus=(0,)), measured("b", 1.9, 12, 0.1, gpus=(1,))],
               BUSY)
     assert v["kind"] != "parallel" and v["confidence"] >= 0.95
-    old = min(4, 12) / V.FULL_CONFIDENCE_STEPS
+    old = min(4, 12) / C.FULL_CONFIDENCE_STEPS
     assert old < 0.2  # what the step-count rule said
 
 
@@ -251,7 +252,7 @@ def test_parallel_counts_the_least_sure_job():
     unsure = measured("b", 1.08, 5, 0.3, gpus=(1,))
     v = judge([sure, unsure], CALM)
     assert v["kind"] == "parallel"
-    assert v["confidence"] == round(V.side_probability(unsure), 2) < 0.7
+    assert v["confidence"] == round(C.side_probability(unsure), 2) < 0.7
     assert judge([sure, measured("b", 1.0, 30, 0.05, gpus=(1,))], CALM)["confidence"] == 1.0
 
 
@@ -260,7 +261,7 @@ def test_a_noisy_baseline_whose_spread_is_counted_is_not_halved_again():
                    measured("b", 1.5, 10, 0.1, solo_cv=0.3, gpus=(1,), stall=0.3,
                             solo_stall=0.05)], BUSY)
     assert "noisy_baselines" in noisy["evidence"]
-    p = max(V.side_probability(measured(n, s, 10, 0.1, solo_cv=0.3)) for n, s in
+    p = max(C.side_probability(measured(n, s, 10, 0.1, solo_cv=0.3)) for n, s in
             (("a", 1.6), ("b", 1.5)))
     assert noisy["confidence"] == round(p, 2)
 

@@ -1,8 +1,8 @@
 """Verdict: did the jobs run truly in parallel, or only concurrently, and why (with the fix).
 
-Pure functions over measured evidence (no I/O). Metrics (docs/contracts.md): per job slowdown
-s_i = t_step(co-run) / t_step(solo), system throughput STP = sum(1/s_i), parallel efficiency
-E = STP / n, ANTT = mean(s_i). Co-run figures are taken over the *overlap window*: the time
+Pure functions over measured evidence (no I/O; what they read: verdict_evidence.py). Metrics
+(docs/contracts.md): per job slowdown s_i = t_step(co-run) / t_step(solo), system throughput
+STP = sum(1/s_i), parallel efficiency E = STP / n, ANTT = mean(s_i). Co-run figures are taken over the *overlap window*: the time
 when every job was past its warm-up and none had finished yet, so a job that ran alone at the
 end does not dilute its slowdown.
 
@@ -22,128 +22,35 @@ Rules, first match wins (thresholds are module constants and tested at their bou
 
 Confidence: how sure the measured slowdowns put the jobs on their side of SLOW, from the
 step-time spread and step counts of the co-run window and the solo baselines (Student's t;
-`slowdown_confidence`). Without baselines, co-run steps / FULL_CONFIDENCE_STEPS.
+`slowdown_confidence` in verdict_confidence.py). Without baselines, co-run steps /
+FULL_CONFIDENCE_STEPS.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
-from gputop_dl.analyse.slowdown.figure import Method, measured
+from gputop_dl.analyse.slowdown.figure import measured
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.live.alone import alone_verdict
+from gputop_dl.analyse.verdict_confidence import (FULL_CONFIDENCE_STEPS, side_probability,
+                                                  slowdown_confidence)
+from gputop_dl.analyse.verdict_evidence import (BUSY, STEP_METHOD, HostEvidence, JobEvidence,
+                                                shared_gpus)
 from gputop_dl.analyse.verdict_types import (TITLES, Evidence, Fix, JobVerdict, Verdict,
                                           VerdictKind)
 
-__all__ = ["TITLES", "HostEvidence", "JobEvidence", "Verdict", "judge"]
+__all__ = ["TITLES", "Verdict", "judge"]
 
 STALL_RISE = 0.05  # stall fraction rise (absolute) that counts
-BUSY = 0.90  # host busy fraction of allowed cores
-PSI = 0.10  # /proc/pressure/cpu some avg10
-LOAD_PER_CORE = 1.0
-THROTTLED = 0.05
 MIN_STEPS = 3
-FULL_CONFIDENCE_STEPS = 30
 NOISY_CV = 0.15  # a solo baseline whose step-time CV is above this was measured on a busy box
 FASTER = 0.90  # a job this much faster beside the others than alone: its solo figure was slow
-# where a job's steps come from: the built-in trainer's events, the start-up hook in a user's
-# script, or py-spy's sample order of its main thread (`diagnose`); the model's method for each
-StepSource = Literal["trainer", "hook", "py-spy"]
-STEP_METHOD: dict[StepSource, Method] = {"trainer": "step times", "hook": "step times",
-                                         "py-spy": "py-spy steps"}
-
-@dataclass(frozen=True)
-class JobEvidence:
-    """What was measured for one job: solo baseline (may be None) and co-run figures."""
-
-    name: str
-    device: str | None  # "cpu", "cuda:0", ...
-    gpus: tuple[int, ...]  # physical GPUs (or emulated ones, see `emulated_device`)
-    steps: int  # co-run steps in the overlap window
-    step_time_s: float | None
-    stall: float | None
-    cpu_cores: float | None  # mean in the overlap window
-    solo_step_time_s: float | None = None
-    solo_stall: float | None = None
-    solo_cpu_cores: float | None = None
-    num_workers: int = 0
-    transforms: str | None = None
-    batch_size: int | None = None
-    emulated_device: bool = False  # synthetic job whose device work is emulated per GPU index
-    solo_cv: float | None = None  # step-time coefficient of variation of the solo baseline
-    cv: float | None = None  # step-time coefficient of variation in the overlap window
-    solo_steps: int | None = None  # steps the solo baseline's figures come from
-    source: StepSource = "trainer"  # where its steps come from
-    mean_step_time_s: float | None = None  # co-run mean step (long steps weigh in)
-    solo_mean_step_time_s: float | None = None
-    # a slowdown measured by another rate than step times, where those are unknown (diagnose's
-    # probe: the loader workers' work rate alone over together, analyse/slowdown/loader_rate.py)
-    rate_slowdown: float | None = None
-    seen_steps: int | None = None  # its steps in the whole session (None: not counted)
-
-    @property
-    def mean_slowdown(self) -> float | None:
-        """The ratio of mean step times: the throughput lost, which the median ratio
-        understates when step times are bimodal (a loader that falls behind every few steps)."""
-        if self.mean_step_time_s and self.solo_mean_step_time_s:
-            return self.mean_step_time_s / self.solo_mean_step_time_s
-        return None
-
-    @property
-    def slowdown(self) -> float | None:
-        if self.step_time_s and self.solo_step_time_s:
-            return self.step_time_s / self.solo_step_time_s
-        return self.rate_slowdown
-
-    @property
-    def on_cpu(self) -> bool:
-        return (self.device or "cpu").startswith("cpu") and not self.emulated_device
-
-
-@dataclass(frozen=True)
-class HostEvidence:
-    """Host CPU signals averaged over the overlap window (None = not available)."""
-
-    cpus: int
-    busy: float | None = None
-    psi_some10: float | None = None
-    load1: float | None = None
-    throttled: float | None = None
-    gpu_util: dict[int, float] = field(default_factory=dict)
-    gpu_throttle: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    hot_frames: dict[str, list[tuple[str, float]]] = field(default_factory=dict)  # job -> frames
-
-    def cpu_signals(self) -> list[str]:
-        """The CPU-saturation signals that fire, as evidence strings."""
-        out = []
-        if self.busy is not None and self.busy >= BUSY:
-            out.append(f"host CPU busy {self.busy:.0%} of {self.cpus} cores (≥ {BUSY:.0%})")
-        if self.psi_some10 is not None and self.psi_some10 >= PSI:
-            out.append(f"CPU pressure (PSI some) {self.psi_some10:.0%} (≥ {PSI:.0%})")
-        if self.load1 is not None and self.cpus and self.load1 / self.cpus > LOAD_PER_CORE:
-            out.append(f"load {self.load1:.1f} on {self.cpus} cores ({self.load1 / self.cpus:.2f} per core)")
-        if self.throttled is not None and self.throttled >= THROTTLED:
-            out.append(f"cgroup CPU throttling {self.throttled:.0%} of the time")
-        return out
 
 
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
-
-
-def shared_gpus(jobs: list[JobEvidence]) -> dict[int, list[str]]:
-    """GPU index -> the jobs placed on it, for GPUs with more than one job (real or emulated)."""
-    users: dict[int, list[str]] = {}
-    for j in jobs:
-        if j.on_cpu:
-            continue
-        for g in j.gpus:
-            users.setdefault(g, []).append(j.name)
-    return {g: names for g, names in users.items() if len(names) > 1}
 
 
 def judge(jobs: list[JobEvidence], host: HostEvidence, baseline_mode: str = "measure",
@@ -339,69 +246,6 @@ def _judge(jobs: list[JobEvidence], host: HostEvidence, need_steps: int = MIN_ST
     recs = ["look at PCIe/memory bandwidth and clocks: NVML throttle reasons above; "
             "try the jobs pairwise to find which pair interferes"]
     return _verdict("other", reason, evidence, lines, recs, confidence, jobs)
-
-
-def side_probability(j: JobEvidence) -> float | None:
-    """How sure the measurement puts job `j` on its side of SLOW (slowed or not): P(T <= z) for
-    z = |ln s - ln SLOW| / SE(ln s), with SE from the step-time spreads and step counts of the
-    co-run window and the solo baseline (x 1.25: the figures are medians), and Student's t
-    with min(n) - 1 degrees of freedom. None when a spread or a count is unknown."""
-    s, cv, solo_cv, solo_steps = j.slowdown, j.cv, j.solo_cv, j.solo_steps
-    if s is None or cv is None or solo_cv is None or solo_steps is None \
-            or j.steps < 2 or solo_steps < 2:
-        return None
-    se = 1.25 * math.sqrt(cv ** 2 / j.steps + solo_cv ** 2 / solo_steps)
-    z = abs(math.log(s) - math.log(SLOW))
-    if se <= 0:
-        return 1.0
-    return student_t_cdf(z / se, min(j.steps, solo_steps) - 1)
-
-
-def slowdown_confidence(jobs: list[JobEvidence], any_of: bool, fallback: float) -> float:
-    """The verdict's confidence from how precisely the slowdowns were measured.
-
-    "Parallel" needs every job unslowed: the least sure job counts. A concurrent verdict
-    needs one slowed job: the surest slowed job counts. Where a spread is unknown the old
-    step-count rule (`fallback`: co-run steps / FULL_CONFIDENCE_STEPS) stands in for that job.
-    """
-    ps = [p if (p := side_probability(j)) is not None else fallback for j in jobs]
-    if not ps:
-        return fallback
-    return round(max(ps) if any_of else min(ps), 2)
-
-
-def student_t_cdf(t: float, df: int) -> float:
-    """P(T <= t) for Student's t with `df` >= 1 degrees of freedom."""
-    x = df / (df + t * t)
-    tail = 0.5 * _betainc(df / 2, 0.5, x)
-    return 1 - tail if t >= 0 else tail
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b) by Lentz's continued fraction."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
-    if x > (a + 1) / (a + b + 2):  # converges faster on the other side
-        return 1.0 - _betainc(b, a, 1 - x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 200):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return front * h / a
 
 
 def _cpu_bound(jobs: list[JobEvidence], host: HostEvidence, need: float, have_need: bool,

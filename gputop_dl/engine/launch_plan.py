@@ -3,16 +3,13 @@
 Phases, in the engine thread:
 
 1. pre-launch check: cached solo baselines that need more cores than there are -> a warning;
-2. solo baselines (`baseline = "measure"` or `"cache"`): each job alone, warm-up plus
-   `baseline_steps` steps (a built-in trainer stops by itself; a command is stopped once its
-   start-up hook has seen them); its step time, stall and CPU need are kept (and cached by a
-   fingerprint of what they depend on). With `baseline = "probe"` there is no such phase: the
-   in-situ probe (probe.py) measures each job alone inside the co-run;
+2. solo baselines (`baseline = "measure"` or `"cache"`; solo_runs.py): each job alone, warm-up
+   plus `baseline_steps` steps. With `baseline = "probe"` there is no such phase: the in-situ
+   probe (probe.py) measures each job alone inside the co-run;
 3. the co-run: every job starts; the built-in trainers (once their model and data are built)
    and the scripts under the start-up hook (at their main loader's first pass) wait for a go
    file that is created once all of them have said so ("started", "ready"), so the first
-   co-run steps really run together. A script that has not reached a DataLoader pass after
-   GO_WAIT_S is not waited for any longer, nor is a command without the hook;
+   co-run steps really run together (start_barrier.py);
 4. the verdict, re-judged each co-run tick over the overlap window and frozen 2 s after the
    window closed (the first job ended), so the same run gives the same verdict.
 """
@@ -33,7 +30,6 @@ from gputop_dl.analyse.live.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.live.passive import PassiveJudge, annotate
 from gputop_dl.analyse.stats.phases import add_phase_evidence
 from gputop_dl.analyse.slowdown.figure import measured
-from gputop_dl.analyse.slowdown.solo import solo_baseline
 from gputop_dl.analyse.recorded.summary import verdict_slowdowns
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.jobs.fingerprint import fingerprint
@@ -41,58 +37,22 @@ from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
-from gputop_dl.engine.solo_beside import SoloRunWatch, slowed_by_outside, windows
-from gputop_dl.control.launch import hooked
-from gputop_dl.record.paths import create_private, session_work_dir
+from gputop_dl.engine.solo_beside import windows
+from gputop_dl.engine.solo_runs import SoloRuns
+from gputop_dl.engine.start_barrier import barrier_jobs, go_now
+from gputop_dl.record.paths import session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands
 from gputop_dl.snapshot import JobSample, evolve
-from gputop_dl.analyse.verdict import HostEvidence, judge
+from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict_evidence import HostEvidence
 from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
-from gputop_dl.workload import SessionSpec, Workload
+from gputop_dl.workload import SessionSpec
 
 if TYPE_CHECKING:
     from gputop_dl.collect.machine import MachineSample
     from gputop_dl.engine.core import Engine
-
-
-GO_WAIT_S = 30.0  # the start barrier waits this long for a script to reach a DataLoader pass
-
-
-def go_now(engine: Engine, go: str, t0: float, waits: set[str]) -> None:
-    """Create the go file once every co-run job of `waits` (those that wait for it: built-in
-    trainers and scripts under the start-up hook) is ready or ended, or once the only ones
-    not ready are scripts that have not reached a DataLoader pass in GO_WAIT_S (one that does
-    not iterate a DataLoader never will); say which."""
-    waiting = [r for r in engine.runs.values()
-               if r.name in waits and r.alive and not (r.info or r.ready)]
-    took = time.time() - t0
-    if waiting and (took < GO_WAIT_S or not all(r.w.is_command for r in waiting)):
-        at_barrier(engine, waits, waiting)
-        return
-    create_private(go)
-    for r in engine.runs.values():
-        if r.status == "ready":
-            r.status = "running"
-    if not waiting:
-        engine.say(f"co-run: all jobs ready after {took:.1f} s: go")
-        return
-    names = ", ".join(r.name for r in waiting)
-    one = len(waiting) == 1
-    engine.say(f"co-run: {names} {'has' if one else 'have'} not reached a DataLoader pass "
-               f"after {took:.0f} s: go without waiting for {'it' if one else 'them'}")
-
-
-def at_barrier(engine: Engine, waits: set[str], waiting: list[JobRun]) -> None:
-    """Each job of `waits` that is ready (a trainer that said "started", a script that said
-    "ready") and still held at the barrier gets status "ready", said once in the log with the
-    jobs it waits for (`waiting`)."""
-    names = ", ".join(w.name for w in waiting)
-    for r in engine.runs.values():
-        if r.name in waits and r.alive and r.status == "running" and (r.info or r.ready):
-            r.status = "ready"
-            engine.say(f"co-run: {r.name} is ready; it waits for {names} before its first step")
 
 
 class LaunchPlan(Plan["Engine"]):
@@ -104,11 +64,8 @@ class LaunchPlan(Plan["Engine"]):
     def __init__(self, spec: SessionSpec, command: str = ""):
         self.spec = spec
         self.command = command
-        self.solo: dict[str, SoloBaseline] = {}  # job name -> baseline stats
-        self.no_solo: dict[str, str] = {}  # job name -> why it has no baseline
-        self.failed_solo: dict[str, str] = {}  # job name -> how it failed alone: not restarted
+        self.baselines = SoloRuns(spec)  # the solo baselines, and why a job has none
         self._probe_off = False  # baseline = probe beside a job across nodes: no probe at all
-        self.across: dict[str, str] = {}  # job -> why a job across nodes leaves it unmeasured
         self.verdict: VerdictJson | None = None
         self._frozen = False
         self._host_series: list[HostPoint] = []  # co-run, one per tick
@@ -121,6 +78,26 @@ class LaunchPlan(Plan["Engine"]):
         self._machine: MachineSample | None = None  # the co-run's latest machine sample
         self._corun_rows: list[JobSample] = []  # the co-run's rows at the latest tick
 
+    @property
+    def solo(self) -> dict[str, SoloBaseline]:
+        """Job name -> its solo baseline (measured, cached or probed)."""
+        return self.baselines.solo
+
+    @property
+    def no_solo(self) -> dict[str, str]:
+        """Job name -> why it has no solo baseline."""
+        return self.baselines.no_solo
+
+    @property
+    def failed_solo(self) -> dict[str, str]:
+        """Job name -> how it failed alone (not started again for the co-run)."""
+        return self.baselines.failed_solo
+
+    @property
+    def across(self) -> dict[str, str]:
+        """Job name -> why a job across nodes leaves it unmeasured."""
+        return self.baselines.across
+
     def run(self, engine: Engine) -> str:
         engine.recorder.open_launch(self.spec, self.command, engine.env)
         self.passive.peaks = load_peaks(engine.recorder.store_path)  # the box's measured peaks
@@ -128,12 +105,12 @@ class LaunchPlan(Plan["Engine"]):
             engine.say(self.spec.cpu_fallback_reason)
         self._prelaunch_check(engine)
         for w in self.spec.workloads:
-            self._spans_nodes(engine, w)
+            self.baselines.spans_nodes(engine, w)
         if self.spec.baseline == "probe":
             engine.say(f"baseline = probe: each job is measured alone inside the co-run, the "
                        f"others paused for up to {self.spec.probe_s:g} s each")
         else:
-            self._baselines(engine)
+            self.baselines.measure(engine)
         if not engine.stopping:
             self._corun(engine)
         return "interrupted" if engine.stopping else "finished"
@@ -231,101 +208,6 @@ class LaunchPlan(Plan["Engine"]):
         for line in budget_lines(jobs, capacity, pools, disk_when=when):
             engine.say(f"warning: {line}")
 
-    def _baselines(self, engine: Engine) -> None:
-        spec, rec = self.spec, engine.recorder
-        if spec.baseline == "none":
-            engine.say("baseline = none: no solo runs; slowdowns are unknown")
-            return
-        todo = [w for w in spec.workloads if not self._spans_nodes(engine, w)]
-        for i, w in enumerate(todo, 1):
-            if engine.stopping:
-                return
-            fp = fingerprint(w, spec.cuda, engine.env)
-            if spec.baseline == "cache":
-                cached = rec.cached_baseline(fp)
-                slowed = slowed_by_outside(w.name, cached, engine.env.get("cpus") or 1) if cached else None
-                if slowed:
-                    engine.say(f"{w.name}: the cached solo baseline was not alone (about "
-                               f"{slowed:.2f}× slower than on an idle box): measuring it again")
-                elif cached:
-                    self.solo[w.name] = dict(cached, cached=True)
-                    engine.say(f"{w.name}: cached solo baseline, step {cached['step_time_s']:.3f} s")
-                    continue
-            engine.phase = "baseline"
-            engine.say(f"baseline {i}/{len(todo)}: {w.name} alone for "
-                       f"{w.warmup_steps}+{spec.baseline_steps} steps")
-            base = self._solo_command(engine, w) if w.is_command else self._solo_builtin(engine, w)
-            if base is not None:
-                self.solo[w.name] = base
-                rec.baseline(fp, w.name, base)
-                engine.say(f"{w.name} solo: step {base['step_time_s']:.3f} s, "
-                           f"stall {base['stall_fraction']:.0%}"
-                           + (f" ({base['note']})" if base.get("note") else ""))
-            run = engine.runs.get(w.name)
-            if run is not None and run.status == "failed" and not engine.stopping:
-                self.failed_solo[w.name] = run.failure or "failed"  # kept: its row says so
-            else:
-                engine.forget_run(w.name)
-
-    def _spans_nodes(self, engine: Engine, w: Workload) -> bool:
-        """A job across nodes gets no solo baseline, measured or probed: alone would need every
-        node's share of it at once, and pausing one rank stalls them all at the next
-        collective (its slowdown stays unknown, with this reason)."""
-        if w.multinode and w.name not in self.across:
-            self.no_solo[w.name] = self.across[w.name] = f"spans {w.nnodes} nodes: no solo baseline"
-            engine.say(f"{w.name}: {self.no_solo[w.name]} (alone it would need every node at "
-                       "once; a paused rank stalls the others)")
-        return w.multinode
-
-    def _solo_builtin(self, engine: Engine, w: Workload) -> SoloBaseline | None:
-        """The built-in trainer alone for warm-up + baseline_steps steps (it stops by itself)."""
-        short = w.with_(epochs=1, steps_per_epoch=w.warmup_steps + self.spec.baseline_steps)
-        run = engine.start_run(short, "baseline", self.spec.cuda, tag=".solo")
-        watch = SoloRunWatch(run)
-        engine.loop(watch.until(lambda: not run.alive))
-        if run.status == "done":
-            return _with_beside(_solo_stats(run, w.warmup_steps), watch)
-        if run.status != "stopped":
-            self.no_solo[w.name] = f"no solo baseline ({run.failure or run.status})"
-            engine.say(f"{w.name}: {self.no_solo[w.name]}")
-        return None
-
-    def _solo_command(self, engine: Engine, w: Workload) -> SoloBaseline | None:
-        """A command alone until the start-up hook saw warm-up + baseline_steps steps, then
-        stopped (TERM to its process group, KILL after the grace period). A script that ends
-        earlier gives what was seen, and says so; one whose DataLoader the hook never saw in
-        `baseline_timeout_s` gets no baseline, with that reason."""
-        want = w.warmup_steps + self.spec.baseline_steps
-        run = engine.start_run(w, "baseline", self.spec.cuda, tag=".solo")
-        watch = SoloRunWatch(run)
-        t0 = time.monotonic()
-        timeout = self.spec.baseline_timeout_s
-        engine.loop(watch.until(lambda: not run.alive or len(run.steps) >= want
-                                or time.monotonic() - t0 > timeout))
-        if engine.stopping:
-            return None
-        if run.alive:
-            engine.stop_run(run)
-            engine.loop(lambda: not run.alive)
-        seen = len(run.steps)
-        if seen == 0:
-            why = (run.failure or "it could not start") if run.proc.pid is None else (
-                "the start-up hook saw no DataLoader steps"
-                + (f" in {timeout:.0f} s" if run.status == "stopped" else
-                   f" before it ended ({run.status}" + (f": {run.failure})" if run.failure
-                                                         else ")")))
-            self.no_solo[w.name] = why
-            engine.say(f"{w.name}: no solo baseline: {why}")
-            return None
-        warm = w.warmup_steps if seen > w.warmup_steps else max(0, seen - 1)
-        base = _with_beside(_solo_stats(run, warm), watch)
-        if base is None:
-            return None
-        if seen < want:
-            base["note"] = (f"{'ended' if run.status != 'stopped' else 'stopped'} after "
-                            f"{seen} of {want} solo steps: baseline from {base['steps']}")
-        return base
-
     def _corun(self, engine: Engine) -> None:
         engine.phase = "co-run"
         for name, why in self.failed_solo.items():
@@ -336,19 +218,9 @@ class LaunchPlan(Plan["Engine"]):
             self._none_ran(engine)
             return
         engine.say(f"co-run: starting {names}")
-        # Start barrier: the built-in trainers build their model and data, say "started", and
-        # wait for this file; a script under the start-up hook says "ready" at its main
-        # loader's first pass and waits too. So the co-run's first steps really run together
-        # (a job whose imports took 5 s longer would otherwise run its first steps alone; seen
-        # in CI: one of three scripts ended before the others were past their warm-up).
-        # A command without the hook (GPUTOP_DL_HOOK = "0", a program that is not Python
-        # runs the same way) cannot wait and is not waited for; one job alone waits for nobody
-        # (a script's own clock of its first epoch would count the wait: seen as a stall
-        # 0.05 below the hook's).
+        # the start barrier (start_barrier.py): the jobs of `waits` wait for this file
         go = os.path.join(engine.recorder.work_dir or session_work_dir("unrecorded"), "co-run.go")
-        waits = {w.name for w in workloads if not w.is_command or hooked(w)}
-        if len(waits) < 2:
-            waits = set()
+        waits = barrier_jobs(workloads)
         t0 = time.time()
         for w in workloads:
             if engine.stopping:  # a signal while starting many jobs: start no more
@@ -403,7 +275,7 @@ class LaunchPlan(Plan["Engine"]):
         if self.probe is None:
             if self._probe_off or overlap_window(list(runs.values()), now) is None:
                 return
-            spans = [w for w in self.spec.workloads if self._spans_nodes(engine, w)]
+            spans = [w for w in self.spec.workloads if self.baselines.spans_nodes(engine, w)]
             if spans:  # the probe pauses every other job: that would stall the whole run
                 self._probe_off = True
                 why = (f"probe off: {spans[0].name} spans {spans[0].nnodes} nodes, and pausing "
@@ -509,14 +381,3 @@ def not_judged(verdict: Verdict, died: dict[str, str]) -> Verdict:
     return verdict.with_evidence(died_at_start=dict(died)).with_lines(
         "; ".join(f"{n} failed at start-up ({why})" for n, why in died.items())
         + ": not judged, the verdict is of the jobs that ran")
-
-
-def _with_beside(base: SoloBaseline | None, watch: SoloRunWatch) -> SoloBaseline | None:
-    """The baseline with what ran beside its solo run (`beside`; engine/solo_beside.py)."""
-    beside = watch.reading() if base is not None else None
-    return base if base is None or beside is None else dict(base, beside=beside)
-
-
-def _solo_stats(run: JobRun, warmup: int) -> SoloBaseline | None:
-    """A finished solo run's baseline (analyse/slowdown/solo.py)."""
-    return solo_baseline(run.steps, warmup, run.measured_cpu_cores(), run.info.get("device"))

@@ -20,7 +20,7 @@ from gputop_dl.analyse.live.io_share import io_ratios, io_slowdown
 from gputop_dl.analyse.live.memory_share import THRASH, domains, memory_shares, memory_slowdown
 from gputop_dl.analyse.slowdown.pace import Pace
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.analyse.verdict import student_t_cdf
+from gputop_dl.analyse.verdict_confidence import student_t_cdf
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcLoad
 
 MIN_TICKS = 2  # ticks with a known CPU wait before a job is judged

@@ -56,7 +56,8 @@ from gputop_dl.analyse.live.resource_verdict import (io_bound, io_reason, memory
                                                 memory_evidence, memory_reason, with_memory_lines)
 from gputop_dl.analyse.slowdown.figure import SlowdownFigure, choose
 from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, at_most, fit_at_once, judge
+from gputop_dl.analyse.verdict import at_most, fit_at_once, judge
+from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
 from gputop_dl.text.fmt import num

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from gputop_dl.analyse.stats.jobstats import StepEvent, step_stats
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence
+from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.snapshot import GpuSample, HostSample
 
 

@@ -26,7 +26,8 @@ from gputop_dl.analyse.recorded.evidence import HostPoint
 from gputop_dl.analyse.slowdown.loader_rate import CONTRADICT, LoaderSlowdown
 from gputop_dl.analyse.live.passive import WAITS_ON, Estimate, slowdown_figure
 from gputop_dl.analyse.slowdown.figure import FROM, SlowdownFigure, choose
-from gputop_dl.analyse.verdict import HostEvidence, JobEvidence, judge
+from gputop_dl.analyse.verdict import judge
+from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.analyse.verdict_types import Fix, JobVerdict, Verdict
 from gputop_dl.snapshot import GpuProcess, GpuSample, JobSample
 

@@ -1,11 +1,12 @@
-"""The Textual app: assembles the panels, feeds them snapshots from sources, and handles keys.
+"""The Textual app: assembles the panels and feeds them the snapshots of its sources.
 
     GputopApp(source, mode="monitor", launcher=..., exporter=...)   (built by gputop_dl.runner;
                                                                     tests feed it a fake source)
 
 Sources tick in their own threads; the intake (newest snapshot per source, one wake-up) and the
-staleness check are the base app's (live_app.py), quitting and signals are shutdown.py's, the
-layout's CSS is app.tcss. Nothing here samples the machine or imports torch.
+staleness check are the base app's (live_app.py), the keys on a row are row_actions.py's, on
+sessions session_actions.py's, quitting and signals are shutdown.py's, the layout's CSS is
+app.tcss. Nothing here samples the machine or imports torch.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from gputop_dl.present.tui.key_bar import KeyBar
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, LiveApp, TitleBar
 from gputop_dl.present.tui.log_panel import LogPanel
 from gputop_dl.present.tui.queue_panel import QueuePanel
+from gputop_dl.present.tui.row_actions import RowActions
 from gputop_dl.present.tui.session_actions import SessionActions
 from gputop_dl.present.tui.shutdown import Shutdown
 from gputop_dl.present.tui.source import Launcher, Source, source_attr
 from gputop_dl.present.tui.verdict_banner import VerdictBanner
 from gputop_dl.statuses import GPU_STATUS_STARTING
-from gputop_dl.text.safe import clean, escape
+from gputop_dl.text.safe import clean
 
 if TYPE_CHECKING:
     from gputop_dl.snapshot import Snapshot
@@ -56,7 +58,7 @@ WAITING = {"host": "reading the host…", "gpus": "GPUs: reading NVML…",
            "jobs": "looking for training jobs…"}
 
 
-class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
+class GputopApp(RowActions, SessionActions, Shutdown, LiveApp["Snapshot"]):
     """gputop-dl's live screen. `source` is an Engine or anything with its thread-facing API."""
 
     TITLE = "gputop-dl"
@@ -425,58 +427,7 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
             return charts if action == "zoom" else not main.has_class("-no-epochs")
         return True
 
-    # --- actions -------------------------------------------------------------------------------
-    def action_cursor(self, delta: int) -> None:
-        self.table.move_cursor(delta)
-
-    def action_sort(self, which: str) -> None:
-        table = self.table
-        table.set_sort(which or None)
-        self._render_jobs()
-
-    def action_epochs_all(self) -> None:
-        self.epochs_all = not self.epochs_all
-        self._render_epochs()
-
-    def action_zoom(self) -> None:
-        """The history charts: the last 5 minutes, or the whole session."""
-        panel = self.history_panel
-        if not panel.display:
-            self.notify("the history charts show in the monitor, with no launched job", timeout=3)
-            return
-        panel.toggle_zoom()
-
-    def action_help(self) -> None:
-        from gputop_dl.present.tui.screens import HelpScreen  # on demand: not on start-up
-
-        self.push_screen(HelpScreen())
-
-    def _config_for(self, row: JobRow) -> dict[str, Any] | None:
-        spec = self.specs.get(row.source)
-        if spec is None:
-            return None
-        for w in getattr(spec, "workloads", ()):
-            if w.name == row.name:
-                config: dict[str, Any] = w.to_dict(redact=True)  # the workload's keys, as TOML has them
-                return config
-        return None
-
-    def action_details(self) -> None:
-        from gputop_dl.present.tui.screens import JobDetailScreen  # on demand: not on start-up
-
-        row = self.table.selected()
-        if row is None:
-            self.notify("no row selected", timeout=2)
-            return
-        if row.job is not None:
-            self.push_screen(JobDetailScreen(f"job {row.name}", row.job, self._config_for(row)))
-        else:
-            procs = [p for p in (self.primary.gpu_processes if self.primary else ()) if f"pid {p.pid}" == row.name]
-            extra = {f"gpu {p.gpu_index}": f"memory {row.cell('gpumem').text} · SM "
-                     f"{'–' if p.sm_util is None else f'{p.sm_util:.0%}'}" for p in procs}
-            self.push_screen(JobDetailScreen(f"GPU process {row.name}", None, None,
-                                             {"kind": "not launched by gputop-dl", **extra}))
-
+    # --- sources -------------------------------------------------------------------------------
     def live_jobs(self) -> list[tuple[int, str]]:
         out = []
         for i, src in enumerate(self.sources):
@@ -485,22 +436,3 @@ class GputopApp(SessionActions, Shutdown, LiveApp["Snapshot"]):
             except Exception:
                 pass
         return out
-
-    def action_stop_job(self) -> None:
-        from gputop_dl.present.tui.screens import ConfirmScreen  # on demand: not on start-up
-
-        row = self.table.selected()
-        if row is None or row.job is None or not row.launched:
-            self.notify("only jobs launched by gputop-dl can be stopped", severity="warning", timeout=3)
-            return
-        if (row.source, row.name) not in self.live_jobs():
-            self.notify(f"{escape(row.name)} is not running", timeout=3)
-            return
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.sources[row.source].stop_job(row.name)
-                self.notify(f"stopping {escape(row.name)}…", timeout=3)
-
-        self.push_screen(ConfirmScreen(f"Stop job {row.name}? Its processes get SIGTERM, then SIGKILL "
-                                       "after a grace period.", title="stop job", yes="Stop"), answer)

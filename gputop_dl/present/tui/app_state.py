@@ -1,5 +1,5 @@
-"""What the monitor app's mixins (session_actions.py, shutdown.py) read of the app, for the type
-checker: the state `GputopApp` (app.py) keeps and the methods it defines.
+"""What the monitor app's mixins (row_actions.py, session_actions.py, shutdown.py) read of the
+app, for the type checker: the state `GputopApp` (app.py) keeps and the methods it defines.
 
 `MonitorHost` is the mixins' base only while type checking; at run time they are plain mixins
 of `GputopApp`, which defines all of this.
@@ -14,6 +14,8 @@ from gputop_dl.present.tui.source import Launcher, Source
 from gputop_dl.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from gputop_dl.present.tui.history_panel import HistoryPanel
+    from gputop_dl.present.tui.jobs_table import JobsTable
     from gputop_dl.workload import SessionSpec
 
 
@@ -35,6 +37,9 @@ class MonitorHost(LiveApp[Snapshot]):
     workloads_dir: str
     export_dir: str | None
     exported: list[str]
+    table: JobsTable
+    history_panel: HistoryPanel
+    epochs_all: bool
 
     @property
     def primary(self) -> Snapshot | None:
@@ -47,6 +52,12 @@ class MonitorHost(LiveApp[Snapshot]):
         raise NotImplementedError
 
     def _render_banner_and_log(self) -> None:
+        raise NotImplementedError
+
+    def _render_jobs(self) -> None:
+        raise NotImplementedError
+
+    def _render_epochs(self) -> None:
         raise NotImplementedError
 
     def _attach_source(self, index: int, src: Source) -> None:

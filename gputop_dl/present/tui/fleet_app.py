@@ -26,7 +26,8 @@ from gputop_dl.present.fleet import (FleetJob, FleetNode, FleetSnap, dist_cells,
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
 from gputop_dl.present.tui.key_bar import KeyBar
-from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Row
+from gputop_dl.present.tui.keyed_table import KeyedTable
+from gputop_dl.present.tui.table_cells import Cell, Row
 from gputop_dl.present.tui.live_app import QUIT_BINDINGS, ROW_BINDINGS, SORT, LiveApp, TitleBar
 from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
 from gputop_dl.present.tui.source import source_attr

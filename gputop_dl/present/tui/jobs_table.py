@@ -21,7 +21,8 @@ from rich.style import Style
 
 from gputop_dl.present.job_columns import RANK
 from gputop_dl.text.spark import spark
-from gputop_dl.present.tui.keyed_table import Cell, KeyedTable, Palette, Row
+from gputop_dl.present.tui.keyed_table import KeyedTable
+from gputop_dl.present.tui.table_cells import Cell, Palette, Row
 from gputop_dl.text.fmt import DASH, duration, joules, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
 from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone

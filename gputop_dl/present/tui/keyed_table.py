@@ -7,12 +7,13 @@ only the lines whose cells changed, and repaints the whole table only when the r
 cursor's scroll window, the width or the theme changes. Rows are never cleared: they are kept by
 key, and the cursor is a row key, so it stays on its row through adds, removes and re-sorts.
 
-Columns that do not fit the width are left out, least useful first (`DROP_ORDER`); a column of
+Columns that do not fit the width are left out, least useful first (`DROP_ORDER`;
+column_fit.py lays them out); a column of
 `HIDE_EMPTY` with no value ("–") in any row is left out too (`hidden_empty()` says which; once
 a row filled it, it stays while rows are shown: a job's step time that a later py-spy burst
 could not read shows "–" in its place rather than taking the column away), and
-the `FLEX` column takes the width the others leave. Cells carry Rich styles resolved from the
-theme's CSS variables; a theme change re-renders them.
+the `FLEX` column takes the width the others leave. Cells (table_cells.py) carry Rich styles
+resolved from the theme's CSS variables; a theme change re-renders them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -35,52 +35,8 @@ from textual.widget import Widget
 
 from gputop_dl.present.tui.base import set_border
 from gputop_dl.present.tui.charts import fit
-
-PAD = 1  # blank cells on each side of a cell, as DataTable draws them
-
-
-class Palette:
-    """Rich styles resolved from the app's theme variables ($text-success, ...)."""
-
-    def __init__(self, variables: dict[str, str] | None = None):
-        v = variables or {}
-
-        def style(name: str, **kw: Any) -> Style:
-            color = v.get(name)
-            if color and not color.startswith("auto") and color[:1] == "#":
-                return Style(color=color[:7], **kw)
-            return Style(**kw)
-
-        self.ok = style("text-success")
-        self.warn = style("text-warning")
-        self.err = style("text-error", bold=True)
-        self.accent = style("text-accent", bold=True)
-        self.muted = Style(dim=True)
-        self.plain = Style()
-        self.bold = Style(bold=True)
-
-    def tone(self, tone: str | None) -> Style:
-        """The style of a tone (present.verdict_text.slowdown_tone); plain when unknown."""
-        return {"good": self.ok, "warn": self.warn, "bad": self.err}.get(tone or "", self.plain)
-
-
-class Cell(NamedTuple):
-    """One cell: its text and Rich style (compared by value to find the lines that changed)."""
-
-    text: str
-    style: Style = Style()
-
-
-@dataclass
-class Row:
-    """One row: its key (the cursor follows it), cells in the table's `COLUMNS` order, raw sort
-    values by column key (None = unknown) and a display name."""
-
-    key: str
-    cells: tuple[Cell, ...]
-    sort: dict[str, Any]  # column key -> raw value for sorting (None = unknown)
-    name: str = ""
-
+from gputop_dl.present.tui.column_fit import Column, fit_columns
+from gputop_dl.present.tui.table_cells import PAD, Cell, Row, line
 
 RowT = TypeVar("RowT", bound=Row)
 
@@ -92,7 +48,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
     out first on a narrow terminal), `SORTS` (sort key -> label, column, descending first) and
     `TABLE_TITLE`; `Row.cells` are in `COLUMNS` order."""
 
-    COLUMNS: tuple[tuple[str, str, int, bool], ...] = ()
+    COLUMNS: tuple[Column, ...] = ()
     DROP_ORDER: tuple[str, ...] = ()
     SORTS: dict[str, tuple[str, str, bool]] = {}
     TABLE_TITLE = ""
@@ -159,7 +115,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         self._strips: dict[str, tuple[tuple[Cell, ...], Strip]] = {}  # row key -> (cells, rendered)
         self._layout_sig: tuple[object, ...] | None = None  # (width, styles) the cached lines were rendered for
         self._style_cache: tuple[Style, Style, Style] | None = None
-        self._columns: tuple[tuple[str, str, int, bool], ...] = self.COLUMNS  # those that fit
+        self._columns: tuple[Column, ...] = self.COLUMNS  # those that fit
         self._shown = tuple(range(len(self.COLUMNS)))  # their indices in COLUMNS (and in Row.cells)
         self._widths = tuple(c[2] for c in self.COLUMNS)  # the shown columns' widths
         self._empty: frozenset[str] = frozenset()  # HIDE_EMPTY columns left out now
@@ -439,45 +395,13 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
             return
         self._layout_sig = sig
         self._strips.clear()
-        cols = [c for c in self.COLUMNS if c[0] not in self._empty]
-        drop = list(self.DROP_ORDER)
-        while sum(w + 2 * PAD for _k, _l, w, _r in cols) > width and drop:
-            gone = drop.pop(0)
-            cols = [c for c in cols if c[0] != gone]
-        spare = max(0, width - sum(w + 2 * PAD for _k, _l, w, _r in cols))
-        want = max([0] + [self._grow_want - w for k, _l, w, _r in cols if k == self.GROW])
-        yields = [k for k in [self.FLEX, *drop] if k in self.GROW_YIELDS]
-        while want > spare and yields:  # the name before the columns that yield to it
-            gone = yields.pop(0)
-            spare += sum(w + 2 * PAD for k, _l, w, _r in cols if k == gone)
-            cols = [c for c in cols if c[0] != gone]
-        grow = {k: min(spare, want) for k, _l, _w, _r in cols if k == self.GROW}
-        spare -= sum(grow.values())
-        self._columns = tuple(cols)
-        self._shown = tuple(self.COLUMNS.index(c) for c in cols)
-        self._widths = tuple(w + spare if k == self.FLEX else w + grow.get(k, 0) for k, _l, w, _r in cols)
-
-    def _line(self, cells: list[tuple[str, Style]], width: int) -> Strip:
-        """Cells padded into one line of `width` cells, in their own styles (no background yet)."""
-        # neighbours in one style share a segment: fewer segments for every later step (base style,
-        # border, colour filters, cropping, the terminal write) to walk
-        segments: list[Segment] = []
-        pad = " " * PAD
-        run: list[str] = []
-        run_style = None
-        for text, style in cells:
-            if run and style != run_style:
-                segments.append(Segment("".join(run), run_style))
-                run = []
-            run_style = style
-            run.append(f"{pad}{text}{pad}")
-        if run:
-            segments.append(Segment("".join(run), run_style))
-        return Strip(segments).adjust_cell_length(width)
+        self._columns, self._shown, self._widths = fit_columns(
+            self.COLUMNS, width, empty=self._empty, drop_order=self.DROP_ORDER, grow=self.GROW,
+            grow_want=self._grow_want, grow_yields=self.GROW_YIELDS, flex=self.FLEX)
 
     def _header(self, width: int) -> Strip:
         style = self._styles()[1]
-        return self._line([(fit(self.header_label(k), w, right), style)
+        return line([(fit(self.header_label(k), w, right), style)
                            for (k, _l, _w, right), w in zip(self._columns, self._widths)], width)
 
     def _row_strip(self, key: str, width: int) -> Strip:
@@ -488,7 +412,7 @@ class KeyedTable(Widget, Generic[RowT], can_focus=True):
         columns = self.COLUMNS
         cells = [(fit(row.cells[i].text, w, columns[i][3]), row.cells[i].style)
                  for i, w in zip(self._shown, self._widths)]
-        strip = self._line(cells, width)
+        strip = line(cells, width)
         self._strips[key] = (row.cells, strip)
         self.row_renders += 1
         return strip

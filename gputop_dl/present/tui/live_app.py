@@ -24,7 +24,7 @@ from textual.theme import Theme
 
 from gputop_dl.present.tui.contrast import readable
 from gputop_dl.present.tui.base import Panel
-from gputop_dl.present.tui.keyed_table import Palette
+from gputop_dl.present.tui.table_cells import Palette
 from gputop_dl.present.tui.source import Inbox, S
 
 QUIT_BINDINGS = [
