@@ -50,7 +50,7 @@ from gputop_dl.analyse.live.job_estimate import (MIN_TICKS, Estimate, Tick, outs
 from gputop_dl.analyse.live.outside_load import OutsideWindow
 from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
 from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
-from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
+from gputop_dl.analyse.slowdown.pace_words import at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.live.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
