@@ -98,3 +98,35 @@ def test_monitor_banner_says_one_job_runs_alone():
     assert "ONE JOB · ALONE" in text and "TRULY PARALLEL" not in text and not good
     assert "train_a.py runs alone" in text
     assert "a second job like it fits beside it" in text
+
+
+def test_a_bound_without_a_slowdown_shows_in_the_table_and_the_details():
+    """A found job with no slowdown but its pace's bound: its row's cell and its details say
+    "≥36× pace" and what read it, not "–"."""
+    from gputop_dl.present.tui.jobs_table import JobsTable
+    from gputop_dl.present.tui.screens import JobDetailScreen
+    from tests.test_own_pace import bound_without_an_estimate
+
+    (v, est), jobs = bound_without_an_estimate()
+    snap = monitor_snapshot(jobs=tuple(annotate(jobs, est)), verdict=v.to_json())
+
+    async def go():
+        app, src = monitor_app()
+        async with app.run_test(size=(160, 50)) as pilot:
+            src.emit(snap)
+            await pilot.pause()
+            table = app.query_one(JobsTable)
+            cell = table.cell("job:0:found:100", "slowdown").text
+            table.focus()
+            for _ in range(len(jobs)):
+                if table.selected_key() == "job:0:found:100":
+                    break
+                await pilot.press("j")
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, JobDetailScreen)
+            return cell, str(app.screen.query_one("#body").render())
+
+    cell, details = asyncio.run(go())
+    assert cell == "≥36× pace"
+    assert "≥36× pace · py-spy steps · own" in details

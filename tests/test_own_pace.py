@@ -6,14 +6,16 @@ from collections import deque
 from dataclasses import replace
 
 import pytest
+from rich.console import Console
 
 from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_tracks as T
-from gputop_dl.analyse.live.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import WINDOW, PassiveJudge, annotate
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.proc.schedstat import tree_wait, wait_fields
-from gputop_dl.present.verdict_text import job_line, slowdown_text
-from gputop_dl.snapshot import HostSample, JobSample
+from gputop_dl.present.headless import jobs_table
+from gputop_dl.present.verdict_text import job_line, provenance_text, slowdown_text, slowdown_tone
+from gputop_dl.snapshot import HostSample, JobSample, Snapshot
 from tests.schema_check import check
 
 TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
@@ -256,6 +258,56 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
     assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)
 
 
+def bound_without_an_estimate():
+    """The regime above, but a's CPU wait unread on its last ticks (a hidden process): the
+    live judge has no estimate of it, only its pace's bound."""
+    def a(step, over=None, f=0.05):
+        return job("a", 100, None, f=f, step_time_s=step, step_time_over_s=over, cpu_pool=POOL)
+
+    b = job("b", 200, None, cpu_pool=POOL)
+    phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.045)]), (3, [a(0.3), b]),
+              (WINDOW, [a(None, 1.6, f=None), b])]
+    return feed(PassiveJudge(), phases), phases[-1][1]
+
+
+def test_a_bound_without_a_slowdown_is_the_rows_figure():
+    """No estimate and no pace value, but a bound: the row carries it (`slowdown_at_least`,
+    with what read it) where its slowdown stays null, and the table shows "≥36× pace"."""
+    (v, est), jobs = bound_without_an_estimate()
+    assert est["a"].slowdown is None and est["a"].pace.at_least == pytest.approx(35.6)
+    rows = {j.name: j for j in annotate(jobs, est)}
+    a = rows["a"]
+    assert a.slowdown is None and a.slowdown_at_least == pytest.approx(35.6)
+    assert (a.slowdown_source, a.slowdown_method, a.slowdown_reference) == (
+        "own pace", "py-spy steps", "own readings")
+    assert rows["b"].slowdown_at_least is None  # b has an estimate, no bound
+    data = check(Snapshot(time=1.0, gpu_status="no-driver", host=TWO, jobs=tuple(rows.values()),
+                          verdict=v.to_json()).to_json(), "snapshot")
+    got = {j["name"]: j for j in data["jobs"]}["a"]
+    assert (got["slowdown"], got["slowdown_at_least"], got["slowdown_method"]) == (
+        None, 35.6, "py-spy steps")
+    assert slowdown_text(a.slowdown, a.slowdown_source, a.slowdown_doubt,
+                         a.slowdown_at_least) == "≥36× pace"
+    assert slowdown_tone(a.slowdown, a.slowdown_at_least) == "bad"
+    con = Console(width=160, record=True)  # --once's table
+    con.print(jobs_table(Snapshot(time=1.0, gpu_status="no-driver", jobs=(a,))))
+    assert "≥36× pace" in con.export_text()
+    # a row with a slowdown of its own (launch's) keeps it, and gets no bound
+    launched = replace(jobs[0], slowdown=1.5, slowdown_source="measured")
+    assert annotate([launched, jobs[1]], est)[0].slowdown_at_least is None
+
+
+def test_the_bounds_words_and_tone():
+    assert slowdown_text(None, "own pace", None, 1200.0) == "≥1200× pace"
+    assert slowdown_text(None, "own pace", None, 1.64) == "≥1.6× pace"
+    assert slowdown_text(None, None, None, None) == "–"
+    assert slowdown_text(2.0, "own pace", None, 35.6) == "2.00× pace"  # a value comes first
+    assert provenance_text(None, "own pace", "loop counter", "twin", 1200.0) == (
+        "≥1200× pace · counter · twin")
+    assert slowdown_tone(None, 1.05) is None  # at least 1.05×: not known to be good or bad
+    assert slowdown_tone(None, 1.3) == "warn"
+
+
 def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
     """Beside the other job, later bursts may read no step (too short, rates that disagree):
     the newest reading stands, its age in the evidence, and past STEP_STALE_S it paces the job
@@ -360,7 +412,6 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     estimate, which reads 0.08-1.40 of such jobs' truth. It is shown "est?" with the reason, in
     the verdict's row, the snapshot's row, the details' line; a's, its own pace, and a job whose
     pool sleeps, carry no doubt."""
-    from gputop_dl.analyse.live.passive import annotate
     from gputop_dl.present.verdict_text import passive_line
 
     sleeping = ((0.5, 1.0), (0.5, 1.0))

@@ -374,18 +374,32 @@ def _job_verdict(e: Estimate) -> JobVerdict:
                       critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
 
 
+def bound_figure(e: Estimate | None) -> SlowdownFigure | None:
+    """A job's live bound where it has no slowdown: its own pace has no value but says it is
+    at least N× slower (analyse/slowdown/pace.py); None: a slowdown, or no bound."""
+    if e is None or e.slowdown is not None or e.pace is None or e.pace.at_least is None:
+        return None
+    return pace_figure(e.pace)
+
+
 def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSample]:
     """The rows with their live slowdown (`slowdown_figure`: its value, source, method,
     reference and confidence), for each job that has none yet: a row's own is launch's
-    measured or probe figure, which ranks above every live one (analyse/slowdown/figure.py)."""
+    measured or probe figure, which ranks above every live one (analyse/slowdown/figure.py).
+    A job with neither a row's own nor a live slowdown gets its pace's bound, where it has one
+    (`bound_figure`: `slowdown_at_least`, with its source, method and reference)."""
     out = []
     for j in jobs:
         e = est.get(j.name)
         fig = slowdown_figure(e)
+        bound = bound_figure(e) if j.slowdown is None else None
         if j.slowdown is None and e is not None and fig is not None:
             j = evolve(j, slowdown=e.slowdown, slowdown_source=fig.source,
                        slowdown_method=fig.method, slowdown_reference=fig.reference,
                        slowdown_confidence=e.confidence, slowdown_doubt=e.doubt)
+        elif bound is not None:
+            j = evolve(j, slowdown_at_least=bound.at_least, slowdown_source=bound.source,
+                       slowdown_method=bound.method, slowdown_reference=bound.reference)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
                        memory_wait_fraction=e.mem_wait,
