@@ -292,6 +292,14 @@ def test_a_bound_without_a_slowdown_is_the_rows_figure():
     con = Console(width=160, record=True)  # --once's table
     con.print(jobs_table(Snapshot(time=1.0, gpu_status="no-driver", jobs=(a,))))
     assert "≥36× pace" in con.export_text()
+    # the verdict's row carries it too, and its line and evidence say it
+    vrow = {j["name"]: j for j in data["verdict"]["jobs"]}["a"]
+    assert (vrow["slowdown"], vrow["slowdown_at_least"], vrow["slowdown_method"]) == (
+        None, 35.6, "py-spy steps")
+    assert "slowdown_at_least" not in {j["name"]: j for j in data["verdict"]["jobs"]}["b"]
+    assert job_line(vrow).startswith("a: slowdown ≥36×, a bound by its own pace (its py-spy "
+                                     "step times alone and now)")
+    assert sum("at least 36× slower by its own steps" in line for line in v.evidence_lines) == 1
     # a row with a slowdown of its own (launch's) keeps it, and gets no bound
     launched = replace(jobs[0], slowdown=1.5, slowdown_source="measured")
     assert annotate([launched, jobs[1]], est)[0].slowdown_at_least is None

@@ -73,9 +73,10 @@ def passive_line(j: Mapping[str, Any]) -> str:
         bits.append(f"GPU shared {_pct(j['gpu_wait'])}")
     if j.get("cpu_cores") is not None:
         bits.append(f"CPU {_fmt(j['cpu_cores'])} cores")
-    s = j.get("slowdown")
+    s, bound = j.get("slowdown"), j.get("slowdown_at_least")
     if s is None:
-        est = f"slowdown {DASH}" + (f" ({j['why']})" if j.get("why") else "")
+        est = (f"slowdown {bound_text(bound)}, a bound by its own pace ({pace_words(j)})"
+               if bound is not None else f"slowdown {DASH}") + (f" ({j['why']})" if j.get("why") else "")
     else:
         conf = j.get("slowdown_confidence")
         src = j.get("slowdown_source") or "estimated"

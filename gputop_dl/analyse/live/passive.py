@@ -254,7 +254,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
               for e in judged if (s := e.last.pool_speedup) is not None]
     lines += [pace_line(e.name, e.pace, e.pace_used) for e in judged
               if e.pace is not None and e.pace.slowdown is not None]
-    lines += [at_least_line(e.name, e.pace) for e in judged
+    lines += [at_least_line(e.name, e.pace) for e in est  # (a job without an estimate too)
               if e.pace is not None and e.pace.at_least is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
@@ -365,13 +365,14 @@ def _c(e: Estimate) -> float:
 
 def _job_verdict(e: Estimate) -> JobVerdict:
     k = e.last
-    fig = slowdown_figure(e)
+    fig = slowdown_figure(e) or bound_figure(e)
     return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
                       source=fig.source if fig else None,
                       method=fig.method if fig else None,
                       reference=fig.reference if fig else None, slowdown_doubt=e.doubt,
                       slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
-                      critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
+                      critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why,
+                      slowdown_at_least=fig.at_least if fig and fig.value is None else None)
 
 
 def bound_figure(e: Estimate | None) -> SlowdownFigure | None:
