@@ -293,6 +293,10 @@ class JobSample:
     slowdown_confidence: float | None = None
     # why an estimated slowdown can be far from the truth (its intra-op pool spins); None: none
     slowdown_doubt: str | None = None
+    # no slowdown, but a bound: its own pace is at least this many times slower than alone
+    # (its steps too long for py-spy to count, its loop counter still); `slowdown_method` and
+    # `slowdown_reference` say what read it (analyse/slowdown/figure.py `at_least`)
+    slowdown_at_least: float | None = None
     # live: how much faster without the load from outside the jobs (analyse/live/outside_load.py)
     outside_slowdown: float | None = None
     # identity: who, since when, what and where (collect/proc/identity.py)

@@ -19,6 +19,18 @@ def found(name, pid, f):
                      cpu_wait_fraction=f)
 
 
+def on_screen(snap, then):
+    """The monitor app (fake source) showing `snap`: what `then(app, pilot)` returns."""
+    async def go():
+        app, src = monitor_app()
+        async with app.run_test(size=(160, 50)) as pilot:
+            src.emit(snap)
+            await pilot.pause()
+            return await then(app, pilot)
+
+    return asyncio.run(go())
+
+
 def test_monitor_banner_shows_the_live_verdict_and_the_estimates():
     jobs = [found("train_a.py", 501, 0.66), found("train_b.py", 502, 0.66)]
     snap = monitor_snapshot()
@@ -27,14 +39,10 @@ def test_monitor_banner_shows_the_live_verdict_and_the_estimates():
         v, est = judge.verdict(jobs, snap.host, t=float(t))
     snap = monitor_snapshot(jobs=tuple(annotate(jobs, est)), verdict=v.to_json())
 
-    async def go():
-        app, src = monitor_app()
-        async with app.run_test(size=(160, 50)) as pilot:
-            src.emit(snap)
-            await pilot.pause()
-            return str(app.query_one("#banner").render())
+    async def banner_text(app, pilot):
+        return str(app.query_one("#banner").render())
 
-    banner = asyncio.run(go())
+    banner = on_screen(snap, banner_text)
     assert "CPU-BOUND" in banner and "live estimate, nothing paused" in banner
     assert "waits for a CPU" in banner
 
@@ -86,15 +94,39 @@ def test_monitor_banner_says_one_job_runs_alone():
         v, est = judge.verdict(jobs, snap.host, t=float(t))
     snap = monitor_snapshot(jobs=tuple(annotate(jobs, est)), verdict=v.to_json())
 
-    async def go():
-        app, src = monitor_app()
-        async with app.run_test(size=(160, 50)) as pilot:
-            src.emit(snap)
-            await pilot.pause()
-            banner = app.query_one("#banner")
-            return str(banner.render()), banner.has_class("-good")
+    async def banner_text(app, pilot):
+        banner = app.query_one("#banner")
+        return str(banner.render()), banner.has_class("-good")
 
-    text, good = asyncio.run(go())
+    text, good = on_screen(snap, banner_text)
     assert "ONE JOB · ALONE" in text and "TRULY PARALLEL" not in text and not good
     assert "train_a.py runs alone" in text
     assert "a second job like it fits beside it" in text
+
+
+def test_a_bound_without_a_slowdown_shows_in_the_table_and_the_details():
+    """A found job with no slowdown but its pace's bound: its row's cell and its details say
+    "≥36× pace" and what read it, not "–"."""
+    from gputop_dl.present.tui.jobs_table import JobsTable
+    from gputop_dl.present.tui.screens import JobDetailScreen
+    from tests.test_own_pace import bound_without_an_estimate
+
+    (v, est), jobs = bound_without_an_estimate()
+    snap = monitor_snapshot(jobs=tuple(annotate(jobs, est)), verdict=v.to_json())
+
+    async def row_and_details(app, pilot):
+        table = app.query_one(JobsTable)
+        cell = table.cell("job:0:found:100", "slowdown").text
+        table.focus()
+        for _ in range(len(jobs)):
+            if table.selected_key() == "job:0:found:100":
+                break
+            await pilot.press("j")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, JobDetailScreen)
+        return cell, str(app.screen.query_one("#body").render())
+
+    cell, details = on_screen(snap, row_and_details)
+    assert cell == "≥36× pace"
+    assert "≥36× pace · py-spy steps · own" in details

@@ -6,14 +6,16 @@ from collections import deque
 from dataclasses import replace
 
 import pytest
+from rich.console import Console
 
 from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_tracks as T
-from gputop_dl.analyse.live.passive import PassiveJudge
+from gputop_dl.analyse.live.passive import WINDOW, PassiveJudge, annotate
 from gputop_dl.collect.proc.procs import TreeSample
 from gputop_dl.collect.proc.cpu_wait import tree_wait, wait_fields
-from gputop_dl.present.verdict_text import job_line, slowdown_text
-from gputop_dl.snapshot import HostSample, JobSample
+from gputop_dl.present.headless import jobs_table
+from gputop_dl.present.verdict_text import job_line, provenance_text, slowdown_text, slowdown_tone
+from gputop_dl.snapshot import HostSample, JobSample, Snapshot
 from tests.schema_check import check
 
 TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)
@@ -46,10 +48,10 @@ def test_the_pace_is_the_loader_rate_alone_over_now_after_it_settled():
     for t in range(T.SETTLE, T.SETTLE + O.REF_MIN):
         got = pace.update([a(0.40)], float(t))
     assert got["a"].slowdown is None and got["a"].why == "it runs alone"
-    assert got["a"].alone_cores == pytest.approx(0.40)  # the start-up's 5 cores are not in it
+    assert got["a"].loader.cores_alone == pytest.approx(0.40)  # the start-up's 5 cores are not in it
     for t in range(T.SETTLE):  # b's start-up: a's ticks count neither as alone nor as beside
         got = pace.update([a(0.40), b], 80.0 + t)
-    assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
+    assert got["a"].loader.now_ticks == 0 and got["a"].loader.alone_ticks == O.REF_MIN
     for t in range(O.NOW_MIN - 1):
         got = pace.update([a(0.10), b], 100.0 + t)
     assert got["a"].slowdown is None and "readings beside the others" in got["a"].why
@@ -83,7 +85,7 @@ def test_a_loader_idle_beside_the_others_gives_no_pace_and_alone_again_clears_no
     pace.update([job("a", 100, 0.3)], 80.0)  # b ended: alone again, the window starts over
     for t in range(T.SETTLE + 1):  # b2's start-up, then one tick beside it
         got = pace.update([job("a", 100, 0.1), job("b2", 300, 0.1)], 81.0 + t)
-    assert got["a"].now_ticks == 1 and got["a"].slowdown is None
+    assert got["a"].loader.now_ticks == 1 and got["a"].slowdown is None
 
 
 def test_a_job_renamed_when_its_twin_starts_keeps_its_pace_alone():
@@ -102,7 +104,7 @@ def test_a_job_gone_is_forgotten():
         pace.update([job("a", 100, 0.3)], float(t))
     pace.update([job("b", 200, 0.3)], 99.0)  # a ended; a new a (another pid) starts from nothing
     got = pace.update([job("a", 101, 0.3), job("b", 200, 0.3)], 100.0)
-    assert got["a"].alone_ticks == 0
+    assert got["a"].loader.alone_ticks == 0
 
 
 def test_spinning_pools_take_their_slowdown_from_their_own_pace():
@@ -256,6 +258,64 @@ def test_steps_too_long_for_py_spy_to_count_give_a_bound_not_a_slowdown():
     assert est["a"].pace.at_least is None and est["a"].pace.slowdown == pytest.approx(20.0)
 
 
+def bound_without_an_estimate():
+    """The regime above, but a's CPU wait unread on its last ticks (a hidden process): the
+    live judge has no estimate of it, only its pace's bound."""
+    def a(step, over=None, f=0.05):
+        return job("a", 100, None, f=f, step_time_s=step, step_time_over_s=over, cpu_pool=POOL)
+
+    b = job("b", 200, None, cpu_pool=POOL)
+    phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.045)]), (3, [a(0.3), b]),
+              (WINDOW, [a(None, 1.6, f=None), b])]
+    return feed(PassiveJudge(), phases), phases[-1][1]
+
+
+def test_a_bound_without_a_slowdown_is_the_rows_figure():
+    """No estimate and no pace value, but a bound: the row carries it (`slowdown_at_least`,
+    with what read it) where its slowdown stays null, and the table shows "≥36× pace"."""
+    (v, est), jobs = bound_without_an_estimate()
+    assert est["a"].slowdown is None and est["a"].pace.at_least == pytest.approx(35.6)
+    rows = {j.name: j for j in annotate(jobs, est)}
+    a = rows["a"]
+    assert a.slowdown is None and a.slowdown_at_least == pytest.approx(35.6)
+    assert (a.slowdown_source, a.slowdown_method, a.slowdown_reference) == (
+        "own pace", "py-spy steps", "own readings")
+    assert rows["b"].slowdown_at_least is None  # b has an estimate, no bound
+    data = check(Snapshot(time=1.0, gpu_status="no-driver", host=TWO, jobs=tuple(rows.values()),
+                          verdict=v.to_json()).to_json(), "snapshot")
+    got = {j["name"]: j for j in data["jobs"]}["a"]
+    assert (got["slowdown"], got["slowdown_at_least"], got["slowdown_method"]) == (
+        None, 35.6, "py-spy steps")
+    assert slowdown_text(a.slowdown, a.slowdown_source, a.slowdown_doubt,
+                         a.slowdown_at_least) == "≥36× pace"
+    assert slowdown_tone(a.slowdown, a.slowdown_at_least) == "bad"
+    con = Console(width=160, record=True)  # --once's table
+    con.print(jobs_table(Snapshot(time=1.0, gpu_status="no-driver", jobs=(a,))))
+    assert "≥36× pace" in con.export_text()
+    # the verdict's row carries it too, and its line and evidence say it
+    vrow = {j["name"]: j for j in data["verdict"]["jobs"]}["a"]
+    assert (vrow["slowdown"], vrow["slowdown_at_least"], vrow["slowdown_method"]) == (
+        None, 35.6, "py-spy steps")
+    assert "slowdown_at_least" not in {j["name"]: j for j in data["verdict"]["jobs"]}["b"]
+    assert job_line(vrow).startswith("a: slowdown ≥36×, a bound by its own pace (its py-spy "
+                                     "step times alone and now)")
+    assert sum("at least 36× slower by its own steps" in line for line in v.evidence_lines) == 1
+    # a row with a slowdown of its own (launch's) keeps it, and gets no bound
+    launched = replace(jobs[0], slowdown=1.5, slowdown_source="measured")
+    assert annotate([launched, jobs[1]], est)[0].slowdown_at_least is None
+
+
+def test_the_bounds_words_and_tone():
+    assert slowdown_text(None, "own pace", None, 1200.0) == "≥1200× pace"
+    assert slowdown_text(None, "own pace", None, 1.64) == "≥1.6× pace"
+    assert slowdown_text(None, None, None, None) == "–"
+    assert slowdown_text(2.0, "own pace", None, 35.6) == "2.00× pace"  # a value comes first
+    assert provenance_text(None, "own pace", "loop counter", "twin", 1200.0) == (
+        "≥1200× pace · counter · twin")
+    assert slowdown_tone(None, 1.05) is None  # at least 1.05×: not known to be good or bad
+    assert slowdown_tone(None, 1.3) == "warn"
+
+
 def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
     """Beside the other job, later bursts may read no step (too short, rates that disagree):
     the newest reading stands, its age in the evidence, and past STEP_STALE_S it paces the job
@@ -267,11 +327,11 @@ def test_a_step_reading_beside_the_others_ages_and_stops_pacing_when_stale():
     phases = [(T.SETTLE + 2, [a(None)]), (5, [a(0.05)]), (int(T.STRADDLE_S) + 1, [a(0.05), b]),
               (1, [a(0.5), b])]
     v, est = feed(PassiveJudge(), phases)
-    assert est["a"].pace_used and est["a"].pace.step_now_age_s == 0.0
+    assert est["a"].pace_used and est["a"].pace.steps.now_age_s == 0.0
     # 100 s more: the same reading (no burst read another), 100 s old, still its pace
     v, est = feed(PassiveJudge(), [*phases, (100, [a(0.5), b])])
     assert est["a"].pace_used and est["a"].slowdown == pytest.approx(10.0)
-    assert est["a"].pace.step_now_age_s == pytest.approx(100.0)
+    assert est["a"].pace.steps.now_age_s == pytest.approx(100.0)
     data = v.to_json()
     check(data, "verdict")
     assert data["evidence"]["own_pace"]["a"]["step_now_age_s"] == pytest.approx(100.0)
@@ -306,9 +366,9 @@ def test_a_copy_started_beside_its_twin_borrows_the_twins_pace_alone():
                           (O.NOW_MIN, [a(0.08), b(0.10), other(0.1), there(0.1), theirs(0.1)])],
                   t0=t0)
     pb = est["main.py (200)"].pace
-    assert pb.twin_pid == 100 and pb.slowdown == pytest.approx(4.0)  # 0.40 / 0.10: no 5 cores
+    assert pb.lender.pid == 100 and pb.slowdown == pytest.approx(4.0)  # 0.40 / 0.10: no 5 cores
     assert est["main.py (200)"].pace_used  # its pool spins: the pace is its slowdown
-    assert est["main.py"].pace.twin_pid is None and est["main.py"].pace.slowdown == pytest.approx(5.0)
+    assert est["main.py"].pace.lender is None and est["main.py"].pace.slowdown == pytest.approx(5.0)
     for name in ("other.py", "main.py (400)", "main.py (500)"):  # another user's: no twin
         assert est[name].pace.slowdown is None and "has not run alone" in est[name].pace.why
     data = check(v.to_json(), "verdict")
@@ -338,7 +398,7 @@ def test_a_twins_reference_outlives_it_for_an_hour_and_an_own_one_wins():
                            job("train.py (300)", 300, 0.1, **cmd)], t + i)
     assert got["train.py (200)"].slowdown == pytest.approx(2.0)
     assert got["train.py (300)"].slowdown == pytest.approx(4.0)
-    assert got["train.py (300)"].twin_pid == 100
+    assert got["train.py (300)"].lender.pid == 100
     # an hour after the first copy's last tick alone, its reference is no longer lent
     late = T.SETTLE + O.REF_MIN - 1 + T.TWIN_MAX_AGE_S + 1
     got = pace.update([job("train.py (200)", 200, 0.2, **cmd), job("train.py (300)", 300, 0.1, **cmd)],
@@ -352,7 +412,7 @@ def test_a_twins_reference_outlives_it_for_an_hour_and_an_own_one_wins():
         own.update([job("b", 200, 0.2, **cmd)], 100.0 + t)  # a ended; b alone at 0.2
     for t in range(T.SETTLE + O.NOW_MIN):
         got = own.update([job("b", 200, 0.1, **cmd), job("c", 300, 0.1)], 200.0 + t)
-    assert got["b"].twin_pid is None and got["b"].slowdown == pytest.approx(2.0)
+    assert got["b"].lender is None and got["b"].slowdown == pytest.approx(2.0)
 
 
 def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
@@ -360,7 +420,6 @@ def test_a_spinning_pools_estimate_without_a_pace_is_marked_as_doubtful():
     estimate, which reads 0.08-1.40 of such jobs' truth. It is shown "est?" with the reason, in
     the verdict's row, the snapshot's row, the details' line; a's, its own pace, and a job whose
     pool sleeps, carry no doubt."""
-    from gputop_dl.analyse.live.passive import annotate
     from gputop_dl.present.verdict_text import passive_line
 
     sleeping = ((0.5, 1.0), (0.5, 1.0))
@@ -399,7 +458,7 @@ def test_a_slow_loaders_window_holds_eight_of_its_batches():
     for i in range(O.NOW_MAX):
         got = pace.update([job("a", 100, 0.1 if i % 6 == 0 else 0.0), job("b", 200, 0.1)],
                           100.0 + i)
-    assert got["a"].now_ticks == 48 and got["a"].slowdown == pytest.approx(3.0)
+    assert got["a"].loader.now_ticks == 48 and got["a"].slowdown == pytest.approx(3.0)
 
 
 def test_batches_pace_a_job_whose_loader_takes_more_cpu_a_batch_beside_the_others():
@@ -416,7 +475,7 @@ def test_batches_pace_a_job_whose_loader_takes_more_cpu_a_batch_beside_the_other
     v, est = feed(judge, [(T.SETTLE + O.NOW_MIN, [a(0.0205, 1.20), b])], t0=100)
     p = est["a"].pace
     assert p.source == "batches" and p.slowdown == pytest.approx(3.44 / 1.20, rel=1e-3)
-    assert p.alone_cores == pytest.approx(0.0417)  # the cores' pace, 2.03x, is not used
+    assert p.loader.cores_alone == pytest.approx(0.0417)  # the cores' pace, 2.03x, is not used
     assert est["a"].pace_used and est["a"].slowdown == pytest.approx(2.867, rel=1e-3)
     data = check(v.to_json(), "verdict")["evidence"]["own_pace"]["a"]
     assert data["source"] == "batches" and data["loader_writes_alone"] == pytest.approx(3.44)
@@ -472,7 +531,7 @@ def test_a_twin_borrows_the_write_calls_alone_too():
                            job("main.py (200)", 200, 0.02, loader_writes_per_s=1.1, **cmd)],
                           50.0 + t)
     twin = got["main.py (200)"]
-    assert twin.twin_pid == 100 and twin.source == "batches"
+    assert twin.lender.pid == 100 and twin.source == "batches"
     assert twin.slowdown == pytest.approx(3.4 / 1.1, rel=1e-3)
 
 
@@ -489,7 +548,7 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
         pace.update([a(25.0)], float(t))
     for t in range(15):  # b's start-up: no worker yet
         got = pace.update([a(25.0), b(None)], 100.0 + t)
-    assert got["a"].now_ticks == 0 and got["a"].alone_ticks == O.REF_MIN
+    assert got["a"].loader.now_ticks == 0 and got["a"].loader.alone_ticks == O.REF_MIN
     assert got["a"].why == O.STARTING
     for t in range(O.NOW_MIN):
         got = pace.update([a(11.7), b(11.7)], 200.0 + t)
@@ -502,7 +561,7 @@ def test_a_newcomers_start_up_counts_neither_as_alone_nor_as_beside():
             pace.update([a(25.0)], float(t))
         for t in range(settle + 1):
             got = pace.update([a(12.5), job("c", 300, c)], 100.0 + t)
-        assert got["a"].now_ticks == 1
+        assert got["a"].loader.now_ticks == 1
 
 
 def test_a_job_older_than_the_monitor_is_under_way_at_once():
@@ -511,11 +570,11 @@ def test_a_job_older_than_the_monitor_is_under_way_at_once():
     pace = T.OwnPace()
     for t in range(O.REF_MIN):
         got = pace.update([job("a", 100, 0.4, elapsed_s=3600.0 + t)], float(t))
-    assert got["a"].alone_ticks == O.REF_MIN
+    assert got["a"].loader.alone_ticks == O.REF_MIN
     young = T.OwnPace()
     for t in range(O.REF_MIN):
         got = young.update([job("a", 100, 0.4, elapsed_s=1.0 + t)], float(t))
-    assert got["a"].alone_ticks == 0  # its first SETTLE seconds are its start-up
+    assert got["a"].loader.alone_ticks == 0  # its first SETTLE seconds are its start-up
 
 
 def test_a_job_without_loader_workers_is_paced_by_its_own_loop_counter():

@@ -18,7 +18,8 @@ import pytest
 
 from gputop_dl.analyse.slowdown import pace as O
 from gputop_dl.analyse.slowdown import pace_tracks as T
-from gputop_dl.analyse.slowdown import pace_evidence as E
+from gputop_dl.analyse.slowdown import pace_evidence as PE
+from gputop_dl.analyse.slowdown import pace_words as E
 from gputop_dl.engine.monitor_plan import MonitorPlan
 from gputop_dl.engine.pace_refs import PaceRefs, from_data, machine_ident, to_data
 from gputop_dl.engine.recorder import Recorder
@@ -77,21 +78,21 @@ def test_a_stored_reference_paces_a_job_that_never_ran_alone():
     for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([b, c], 1000.0 + t)
     assert got["b"].slowdown == pytest.approx(4.0) and got["b"].source == "batches"
-    assert got["b"].stored_age_s == 1000 + T.SETTLE + O.NOW_MIN - 1 - 100
-    assert got["b"].twin_pid is None and got["c"].slowdown is None
+    assert got["b"].lender.stored_age_s == 1000 + T.SETTLE + O.NOW_MIN - 1 - 100
+    assert got["b"].lender.pid is None and got["c"].slowdown is None
     fig = O.pace_figure(got["b"])
     assert (fig.kind, fig.method, fig.reference) == ("pace", "loader writes", "stored run")
     line = E.pace_line("b", got["b"], True)
     assert "a stored run's (the same command in the same directory, files unchanged, 15 min ago)" \
         in line and "4.00× slower" in line
-    ev = E.evidence(got["b"], True)
-    assert ev["stored_age_s"] == got["b"].stored_age_s
+    ev = PE.evidence(got["b"], True)
+    assert ev["stored_age_s"] == got["b"].lender.stored_age_s
 
     old = T.OwnPace()
     old.lend_stored(200, ref(until=1000.0 - T.STORED_MAX_AGE_S - 1))
     for t in range(T.SETTLE + O.NOW_MIN):
         got = old.update([b, c], 1000.0 + t)
-    assert got["b"].slowdown is None and got["b"].stored_age_s is None
+    assert got["b"].slowdown is None and got["b"].lender is None
 
 
 def test_a_running_twins_reference_comes_before_a_stored_one():
@@ -105,8 +106,8 @@ def test_a_running_twins_reference_comes_before_a_stored_one():
                   loader_writes_per_s=5.0)
     for t in range(T.SETTLE + O.NOW_MIN):
         got = pace.update([replace_writes(a, 5.0), b], 100.0 + t)
-    assert got["b"].twin_pid == 100 and got["b"].slowdown == pytest.approx(2.0)
-    assert got["b"].stored_age_s is None
+    assert got["b"].lender.pid == 100 and got["b"].slowdown == pytest.approx(2.0)
+    assert got["b"].lender.stored_age_s is None
     [mine] = [r for r in pace.references() if r.pid == 100]  # what the monitor stores
     assert mine.writes == (10.0,) * O.REF_MIN and mine.until == T.SETTLE + O.REF_MIN - 1
     assert mine.command == "python train.py" and mine.usable()
@@ -163,8 +164,8 @@ def test_a_loop_counter_alone_is_stored_and_paces_a_copy_started_beside_another(
         b = got["main.py (200)"]
         assert b.slowdown == (pytest.approx(want) if want else None), (counter, b)
         if want:
-            assert b.source == "counter" and b.stored_age_s == 1030 - 40 and b.counter_now == 2.5
-            assert b.counter_now_s == 20.0  # its first pair beside c was its warm-up
+            assert b.source == "counter" and b.lender.stored_age_s == 1030 - 40 and b.counter.now == 2.5
+            assert b.counter.now_s == 20.0  # its first pair beside c was its warm-up
             assert "a stored run's (the same command in the same directory, files unchanged, " \
                 "16 min ago) own loop counter" in E.pace_line("b", b, True)
 
@@ -252,13 +253,13 @@ def test_a_later_monitor_paces_copies_started_together_by_a_stored_run(procs, tm
     for name in ("b", "c"):
         p = plan.estimates[name].pace
         assert p is not None and p.slowdown == pytest.approx(4.0)
-        assert p.stored_age_s is not None and 5400 - 60 < p.stored_age_s < 5400 + 600
-        assert p.twin_args == ("--seed",)
+        assert p.lender.stored_age_s is not None and 5400 - 60 < p.lender.stored_age_s < 5400 + 600
+        assert p.lender.args == ("--seed",)
     other = plan.estimates["other.py"].pace
     assert other is not None and other.slowdown is None
     v = check(plan.verdict, "verdict")
     paced = v["evidence"]["own_pace"]
-    assert paced["b"]["stored_age_s"] == plan.estimates["b"].pace.stored_age_s
+    assert paced["b"]["stored_age_s"] == plan.estimates["b"].pace.lender.stored_age_s
     assert any("a stored run's (the same command but for --seed" in e for e in v["evidence_lines"])
 
     (tmp_path / "train.py").write_text(SCRIPT + "# edited\n")
@@ -268,7 +269,7 @@ def test_a_later_monitor_paces_copies_started_together_by_a_stored_run(procs, tm
         sample(e, tmp_path, "--seed", "4", writes=5.0, name="e"),
         together[2]])], time.time())
     p = plan.estimates["e"].pace
-    assert p is not None and p.slowdown is None and p.stored_age_s is None
+    assert p is not None and p.slowdown is None and p.lender is None
 
 
 def test_a_monitor_that_does_not_record_neither_reads_nor_stores(tmp_path):

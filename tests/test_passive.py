@@ -256,7 +256,8 @@ def test_serve_exports_each_jobs_slowdown_with_its_source():
     jobs = (replace(job("a", 10), slowdown=2.5, slowdown_source="estimated",
                     slowdown_confidence=0.8),
             replace(job("b", 20), launched=True, slowdown=1.4, slowdown_source="measured"),
-            job("c", 30))
+            job("c", 30), replace(job("d", 40), slowdown_at_least=35.6, slowdown_source="own pace",
+                                  slowdown_method="py-spy steps"))
     c = SnapshotCollector(hostname="n")
     c.feed(Snapshot(time=1.0, gpu_status="ok", host=TWO, jobs=jobs,
                     verdict={"kind": "cpu-bound", "confidence": 0.8}))
@@ -269,6 +270,8 @@ def test_serve_exports_each_jobs_slowdown_with_its_source():
     by = {(lab["job_name"], lab["source"]): v for lab, v in got["gputop_dl_job_slowdown_by_source"]}
     assert by == {("a", "estimated"): 2.5, ("b", "measured"): 1.4}
     assert [(lab["job_name"], v) for lab, v in got["gputop_dl_job_slowdown_confidence"]] == [("a", 0.8)]
+    assert [(lab["job_name"], lab["source"], v) for lab, v in got["gputop_dl_job_slowdown_at_least"]
+            ] == [("d", "own pace", 35.6)]  # a bound, not a slowdown: not in the one above
     kinds = {lab["kind"]: v for lab, v in got["gputop_dl_verdict"]}
     assert kinds["cpu-bound"] == 1.0
 

@@ -63,6 +63,8 @@ class JobVerdict:
     critical_wait: float | None = None  # the share of its critical path spent waiting for CPU
     gpu_wait: float | None = None  # 0..1 of its GPU time another job held the GPU
     why: str | None = None  # why the slowdown is unknown ("–" on screen)
+    # where it is unknown: its own pace's bound, at least this slow (analyse/slowdown/pace.py)
+    slowdown_at_least: float | None = None
     # how much faster without the load from outside the jobs (analyse/live/outside_load.py)
     outside_slowdown: float | None = None
 
@@ -76,7 +78,7 @@ class JobVerdict:
                "mean_slowdown": self.mean_slowdown, "step_time_s": self.step_time_s,
                "solo_step_time_s": self.solo_step_time_s}
         for k in ("source", "method", "reference", "slowdown_confidence", "slowdown_doubt", "cpu_wait", "critical_wait",
-                  "gpu_wait", "why", "outside_slowdown"):
+                  "gpu_wait", "why", "outside_slowdown", "slowdown_at_least"):
             if getattr(self, k) is not None:
                 out[f"slowdown_{k}" if k in ("source", "method", "reference") else k] = getattr(self, k)
         return out

@@ -84,7 +84,8 @@ def jobs_table(snap: Snapshot, width: int | None = None, *, fit_names: bool = Fa
                      "cpu": num(j.cpu_cores, ".2f"), "disk": rate(j.io_read_bytes_per_s),
                      "waitson": j.waits_on or DASH, "rss": size(j.rss), "gpumem": size(j.gpu_mem),
                      "energy": joules(j.energy_j, j.energy_estimate),
-                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt),
+                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt,
+                                               j.slowdown_at_least),
                      "eta": secs(j.eta_s), "user": j.user or DASH,
                      "elapsed": duration(j.elapsed_s),
                      "command": f"session {j.launched_by}" if j.launched_by else DASH})

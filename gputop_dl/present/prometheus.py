@@ -405,6 +405,10 @@ class SnapshotCollector(Collector):
                      JOB_LABELS + [m.SOURCE])
         conf = _gauge(m.JOB_SLOWDOWN_CONFIDENCE, "Confidence of an estimated slowdown, 0..1",
                       JOB_LABELS)
+        bound = _gauge(m.JOB_SLOWDOWN_AT_LEAST, "Where the job has no slowdown: its own pace "
+                       "is at least this many times slower than alone (its steps too long for "
+                       "py-spy to count, or its loop counter still), with its source",
+                       JOB_LABELS + [m.SOURCE])
         out = _gauge(m.JOB_OUTSIDE_SLOWDOWN, "How much faster the job would run without the "
                      "load from processes outside the judged jobs (live estimate, 1 = not "
                      "slowed by it)", JOB_LABELS)
@@ -412,12 +416,15 @@ class SnapshotCollector(Collector):
             k = [self.hostname, j.name, _text(j.pid)]
             if j.slowdown is not None:
                 fam.add_metric(k + [j.slowdown_source or "measured"], float(j.slowdown))
+            elif j.slowdown_at_least is not None:
+                bound.add_metric(k + [j.slowdown_source or "own pace"], float(j.slowdown_at_least))
             if j.slowdown_confidence is not None:
                 conf.add_metric(k, float(j.slowdown_confidence))
             if j.outside_slowdown is not None:
                 out.add_metric(k, float(j.outside_slowdown))
         yield fam
         yield conf
+        yield bound
         yield out
 
 

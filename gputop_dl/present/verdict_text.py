@@ -19,8 +19,11 @@ SEVERE = 1.5  # a slowdown above this is shown as bad (between SLOW and this: a 
 Tone = Literal["good", "warn", "bad"]
 
 
-def slowdown_tone(s: float | None) -> Tone | None:
-    """good up to SLOW (1.10: parallel), warn up to SEVERE (1.5), bad above; None if unknown."""
+def slowdown_tone(s: float | None, at_least: float | None = None) -> Tone | None:
+    """good up to SLOW (1.10: parallel), warn up to SEVERE (1.5), bad above; None if unknown.
+    Where there is no value, its bound's tone (at least that slow), but never good."""
+    if s is None and at_least is not None and at_least > SLOW:
+        s = at_least
     if s is None:
         return None
     return "good" if s <= SLOW else "warn" if s <= SEVERE else "bad"
@@ -70,9 +73,10 @@ def passive_line(j: Mapping[str, Any]) -> str:
         bits.append(f"GPU shared {_pct(j['gpu_wait'])}")
     if j.get("cpu_cores") is not None:
         bits.append(f"CPU {_fmt(j['cpu_cores'])} cores")
-    s = j.get("slowdown")
+    s, bound = j.get("slowdown"), j.get("slowdown_at_least")
     if s is None:
-        est = f"slowdown {DASH}" + (f" ({j['why']})" if j.get("why") else "")
+        est = (f"slowdown {bound_text(bound)}, a bound by its own pace ({pace_words(j)})"
+               if bound is not None else f"slowdown {DASH}") + (f" ({j['why']})" if j.get("why") else "")
     else:
         conf = j.get("slowdown_confidence")
         src = j.get("slowdown_source") or "estimated"
@@ -114,22 +118,35 @@ def pace_words(j: Mapping[str, Any]) -> str:
     return f"{method} {ref}" if method and ref else "alone and now"
 
 
+def bound_text(at_least: float) -> str:
+    """A bound on a slowdown, "≥36×" (one decimal below 10: "≥1.6×")."""
+    return f"≥{at_least:.0f}×" if at_least >= 10 else f"≥{at_least:.1f}×"
+
+
+def figure_text(s: float | None, at_least: float | None = None) -> str:
+    """A slowdown's figure: its value ("2.10×"), else its bound ("≥36×"), else "–"."""
+    return f"{s:.2f}×" if s is not None else bound_text(at_least) if at_least is not None else DASH
+
+
 def provenance_text(s: float | None, source: str | None, method: str | None,
-                    reference: str | None) -> str:
+                    reference: str | None, at_least: float | None = None) -> str:
     """A slowdown with where it comes from, for a row's details: "2.10× pace · batches ·
-    twin", "1.64× meas · steps · solo"; what is not known is left out."""
-    if s is None:
+    twin", "1.64× meas · steps · solo", a bound where there is no value: "≥36× pace ·
+    py-spy steps · own"; what is not known is left out."""
+    if s is None and at_least is None:
         return DASH
-    bits = [f"{s:.2f}×" + (f" {SOURCE_MARK.get(source or '', source)}" if source else "")]
+    bits = [figure_text(s, at_least) + (f" {SOURCE_MARK.get(source or '', source)}" if source else "")]
     bits += [METHOD_MARK.get(method, method)] if method else []
     bits += [REFERENCE_MARK.get(reference, reference)] if reference else []
     return " · ".join(bits)
 
 
-def slowdown_text(s: float | None, source: str | None = None, doubt: str | None = None) -> str:
+def slowdown_text(s: float | None, source: str | None = None, doubt: str | None = None,
+                  at_least: float | None = None) -> str:
     """A job's one slowdown with where it comes from: "1.64× meas", "2.94× est", "1.50× probe";
-    "2.94× est?" where the estimate carries a doubt (`slowdown_doubt`)."""
-    if s is None:
+    "2.94× est?" where the estimate carries a doubt (`slowdown_doubt`); "≥36× pace" where there
+    is no value but a bound (`slowdown_at_least`)."""
+    if s is None and at_least is None:
         return DASH
     mark = SOURCE_MARK.get(source or "")
-    return f"{s:.2f}×" + (f" {mark}" if mark else "") + ("?" if doubt and mark else "")
+    return figure_text(s, at_least) + (f" {mark}" if mark else "") + ("?" if doubt and mark else "")

@@ -149,6 +149,8 @@ VERDICT_CONFIDENCE = "verdict_confidence"
 # live verdict: each job's one slowdown with its source, an estimate's confidence
 JOB_SLOWDOWN_BY_SOURCE = "job_slowdown_by_source"  # with SOURCE: measured | probe | estimated | own pace
 JOB_SLOWDOWN_CONFIDENCE = "job_slowdown_confidence"
+# ... and where it has none, its own pace's bound: at least this slow (with SOURCE)
+JOB_SLOWDOWN_AT_LEAST = "job_slowdown_at_least"
 # load from outside the jobs: what it costs each job, and the cores it takes
 JOB_OUTSIDE_SLOWDOWN = "job_outside_slowdown"
 OUTSIDE_LOAD_CORES = "outside_load_cores"

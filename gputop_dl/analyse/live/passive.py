@@ -50,7 +50,7 @@ from gputop_dl.analyse.live.job_estimate import (MIN_TICKS, Estimate, Tick, outs
 from gputop_dl.analyse.live.outside_load import OutsideWindow
 from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
 from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
-from gputop_dl.analyse.slowdown.pace_evidence import at_least_line, earlier_line, pace_line
+from gputop_dl.analyse.slowdown.pace_words import at_least_line, earlier_line, pace_line
 from gputop_dl.analyse.slowdown.pace_evidence import evidence as pace_evidence
 from gputop_dl.analyse.live.resource_verdict import (io_bound, io_reason, memory_bound,
                                                 memory_evidence, memory_reason, with_memory_lines)
@@ -255,7 +255,7 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
               for e in judged if (s := e.last.pool_speedup) is not None]
     lines += [pace_line(e.name, e.pace, e.pace_used) for e in judged
               if e.pace is not None and e.pace.slowdown is not None]
-    lines += [at_least_line(e.name, e.pace) for e in judged
+    lines += [at_least_line(e.name, e.pace) for e in est  # (a job without an estimate too)
               if e.pace is not None and e.pace.at_least is not None]
     consumers = win.consumers()
     out_slowed = outside_load.slowed(judged)
@@ -366,27 +366,42 @@ def _c(e: Estimate) -> float:
 
 def _job_verdict(e: Estimate) -> JobVerdict:
     k = e.last
-    fig = slowdown_figure(e)
+    fig = slowdown_figure(e) or bound_figure(e)
     return JobVerdict(name=e.name, slowdown=e.slowdown, cpu_cores=k.cpu_cores,
                       source=fig.source if fig else None,
                       method=fig.method if fig else None,
                       reference=fig.reference if fig else None, slowdown_doubt=e.doubt,
                       slowdown_confidence=e.confidence, cpu_wait=k.cpu_wait,
-                      critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why)
+                      critical_wait=k.critical_wait, gpu_wait=k.gpu_wait, why=e.why,
+                      slowdown_at_least=fig.at_least if fig and fig.value is None else None)
+
+
+def bound_figure(e: Estimate | None) -> SlowdownFigure | None:
+    """A job's live bound where it has no slowdown: its own pace has no value but says it is
+    at least N× slower (analyse/slowdown/pace.py); None: a slowdown, or no bound."""
+    if e is None or e.slowdown is not None or e.pace is None or e.pace.at_least is None:
+        return None
+    return pace_figure(e.pace)
 
 
 def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSample]:
     """The rows with their live slowdown (`slowdown_figure`: its value, source, method,
     reference and confidence), for each job that has none yet: a row's own is launch's
-    measured or probe figure, which ranks above every live one (analyse/slowdown/figure.py)."""
+    measured or probe figure, which ranks above every live one (analyse/slowdown/figure.py).
+    A job with neither a row's own nor a live slowdown gets its pace's bound, where it has one
+    (`bound_figure`: `slowdown_at_least`, with its source, method and reference)."""
     out = []
     for j in jobs:
         e = est.get(j.name)
         fig = slowdown_figure(e)
+        bound = bound_figure(e) if j.slowdown is None else None
         if j.slowdown is None and e is not None and fig is not None:
             j = evolve(j, slowdown=e.slowdown, slowdown_source=fig.source,
                        slowdown_method=fig.method, slowdown_reference=fig.reference,
                        slowdown_confidence=e.confidence, slowdown_doubt=e.doubt)
+        elif bound is not None:
+            j = evolve(j, slowdown_at_least=bound.at_least, slowdown_source=bound.source,
+                       slowdown_method=bound.method, slowdown_reference=bound.reference)
         if e is not None:
             j = evolve(j, waits_on=WAITS_ON.get(e.cause or ""), io_wait_fraction=e.io_wait,
                        memory_wait_fraction=e.mem_wait,

@@ -64,8 +64,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gputop_dl.analyse.slowdown import figure, twins
 from gputop_dl.analyse.slowdown.figure import Method, SlowdownFigure, choose
-from gputop_dl.analyse.slowdown import figure
 
 REF_TICKS = 60  # ticks alone kept (the latest)
 REF_MIN = 10  # ticks alone a reference needs
@@ -103,50 +103,93 @@ METHOD: dict[PaceSource, Method] = {"batches": "loader writes", "loader": "loade
 
 
 @dataclass(frozen=True)
-class Pace:
-    """One job's pace now against alone (`slowdown` None: unknown, `why` says why)."""
+class LoaderReadings:
+    """What its loader's meter read: its workers' mean cores and write calls a second alone and
+    over its last ticks beside the others, and the readings behind the measure that paced it
+    (its write calls' where `Pace.source` is "batches", else its cores')."""
 
-    slowdown: float | None
-    alone_cores: float | None = None  # its workers' mean cores over its ticks alone
-    now_cores: float | None = None  # ... over its last ticks beside other jobs
+    cores_alone: float | None = None
+    cores_now: float | None = None
+    writes_alone: float | None = None
+    writes_now: float | None = None
     alone_ticks: int = 0
     now_ticks: int = 0
-    alone_until: float | None = None  # the time of its last tick alone
+
+
+@dataclass(frozen=True)
+class StepReadings:
+    """What py-spy's step times read: its mean step alone, its newest since others run beside
+    it and how long ago that was read (None: no reading now), and the readings alone."""
+
+    alone_s: float
+    now_s: float | None
+    now_age_s: float | None
+    alone_readings: int
+
+
+@dataclass(frozen=True)
+class CounterReadings:
+    """What its own loop counter read (file:function:local): its steps a second alone and over
+    its newest dumps beside the others, and the seconds of paired dumps behind each."""
+
+    name: str | None
+    alone: float | None
+    now: float | None
+    alone_s: float
+    now_s: float
+
+
+@dataclass(frozen=True)
+class Lender:
+    """Whose readings alone paced a job that has none of its own: a twin's (its PID;
+    analyse/slowdown/twins.py), or a stored run's of its command (or a twin's) that ended its
+    last reading alone `stored_age_s` ago (engine/pace_refs.py); `args`: the options in which
+    that command differs from the job's own."""
+
+    pid: int | None
+    args: tuple[str, ...] = ()
+    stored_age_s: float | None = None
+
+    @property
+    def reference(self) -> figure.Reference:
+        return "stored run" if self.stored_age_s is not None else "twin"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """One job's pace now against alone (`slowdown` None: unknown, `why` says why): the
+    outcome, whose readings alone it is divided by (`lender`; None: its own), and the readings
+    of the one meter that paced it (`source`), the others None."""
+
+    slowdown: float | None
+    source: PaceSource = "loader"  # what paced it (METHOD: the model's word for it)
     why: str | None = None
+    # no value, but a bound: its steps beside the others are longer than a py-spy burst
+    # could count 4 of, or its loop counter did not move: at least this many times slower
+    at_least: float | None = None
     # alone again after others ran beside it: its pace alone over its pace in its last
     # window beside them (how much slower it ran then), once REF_MIN readings alone since;
     # and how long ago that was, seconds
     earlier: float | None = None
     earlier_ago: float | None = None
-    source: PaceSource = "loader"  # what paced it (METHOD: the model's word for it)
-    step_alone_s: float | None = None  # its mean py-spy step time alone (None: none read)
-    step_now_s: float | None = None  # ... its newest since others run beside it
-    step_now_age_s: float | None = None  # ... read this long ago (None: no reading now)
-    step_alone_readings: int = 0
-    # its steps beside the others are longer than a py-spy burst could count 4 of: at least
-    # this many times its step alone (a bound where there is no step to divide: None otherwise)
-    at_least: float | None = None
-    twin_pid: int | None = None  # its reference alone is this twin's (analyse/slowdown/twins.py)
-    twin_args: tuple[str, ...] = ()  # ... whose command differs from its own in these options
-    alone_writes: float | None = None  # its workers' mean write calls a second alone
-    now_writes: float | None = None  # ... over its last ticks beside other jobs
-    # its reference alone is a stored one: a run of its command (or a twin's) that ended its
-    # last reading alone this long ago, seconds (engine/pace_refs.py)
-    stored_age_s: float | None = None
-    counter: str | None = None  # its own loop counter (file:function:local) where it paced it
-    counter_alone: float | None = None  # its steps a second by that counter alone
-    counter_now: float | None = None  # ... over its newest dumps beside the others
-    counter_alone_s: float = 0.0  # the seconds of paired dumps behind each
-    counter_now_s: float = 0.0
+    alone_until: float | None = None  # the time of its last tick alone
+    lender: Lender | None = None
+    loader: LoaderReadings | None = None
+    steps: StepReadings | None = None
+    counter: CounterReadings | None = None
+
+    @property
+    def reference(self) -> figure.Reference:
+        """What its readings now are divided by: its own readings alone, a twin's, a stored
+        run's."""
+        return "own readings" if self.lender is None else self.lender.reference
 
 
 def pace_figure(p: Pace) -> SlowdownFigure:
     """A pace as a slowdown figure: its method, and its reference alone (a stored run's, a
     twin's, or its own readings)."""
-    ref: figure.Reference = ("stored run" if p.stored_age_s is not None
-                      else "twin" if p.twin_pid is not None else "own readings")
-    return SlowdownFigure(p.slowdown, "pace", METHOD[p.source], ref, at_least=p.at_least,
-                          why=p.why)
+    return SlowdownFigure(p.slowdown, "pace", METHOD[p.source], p.reference,
+                          at_least=p.at_least, why=p.why)
 
 
 @dataclass
@@ -245,9 +288,11 @@ def loop_seconds(pairs: Sequence[tuple[int, float]]) -> float:
     return sum(s for _, s in pairs)
 
 
-def pace(tr: Track, alone: bool, t: float, twin: Lent | None = None) -> Pace:
+def pace(tr: Track, alone: bool, t: float, twin: Lent | None = None,
+         command: str | None = None) -> Pace:
     """The `Pace` of one track at time `t` (see the module docstring); `twin`: a reference
-    alone lent by a twin, for a track without its own."""
+    alone lent by a twin or a stored run, for a track without its own, and `command` the job's
+    own (the options in which the lender's differs are named)."""
     if twin is not None:  # its track with the twin's readings alone (read, never changed)
         lent = dataclasses.replace(
             tr, cores=dataclasses.replace(tr.cores, alone=twin.track.cores.alone),
@@ -255,7 +300,11 @@ def pace(tr: Track, alone: bool, t: float, twin: Lent | None = None) -> Pace:
             steps_alone=twin.track.steps_alone, alone_until=ref_until(twin.track),
             loop_alone=twin.track.loop_alone if twin.track.loop_name == tr.loop_name
             else deque())
-        return dataclasses.replace(pace(lent, alone, t), twin_pid=twin.pid)
+        lender = Lender(twin.pid, twins.differ(twin.command, command) if command else (),
+                        # (a clock set back: 0)
+                        max(0.0, round(t - (ref_until(twin.track) or t))) if twin.stored
+                        else None)
+        return dataclasses.replace(pace(lent, alone, t), lender=lender)
     ref, wref = tr.cores.ref(), tr.writes.ref()
     recent, wrecent = tr.cores.recent(), tr.writes.recent()
     now = statistics.fmean(recent) if recent else None
@@ -263,10 +312,9 @@ def pace(tr: Track, alone: bool, t: float, twin: Lent | None = None) -> Pace:
 
     def out(slowdown: float | None, why: str | None = None, source: PaceSource = "loader") -> Pace:
         batches = source == "batches"
-        return Pace(slowdown, alone_cores=ref, now_cores=now,
-                    alone_ticks=len((tr.writes if batches else tr.cores).alone),
-                    now_ticks=len(wrecent if batches else recent), alone_until=tr.alone_until,
-                    why=why, source=source, alone_writes=wref, now_writes=wnow)
+        return Pace(slowdown, source, why, alone_until=tr.alone_until, loader=LoaderReadings(
+            ref, now, wref, wnow, alone_ticks=len((tr.writes if batches else tr.cores).alone),
+            now_ticks=len(wrecent if batches else recent)))
 
     if alone:
         p = out(None, "it runs alone")
@@ -307,9 +355,8 @@ def _by_counter(tr: Track) -> Pace:
     now = steps / span if span > 0 else None
 
     def out(slowdown: float | None, why: str | None = None, at_least: float | None = None) -> Pace:
-        return Pace(slowdown, alone_until=tr.alone_until, why=why, source="counter",
-                    counter=tr.loop_name, counter_alone=ref, counter_now=now,
-                    counter_alone_s=alone_s, counter_now_s=span, at_least=at_least)
+        return Pace(slowdown, "counter", why, at_least, alone_until=tr.alone_until,
+                    counter=CounterReadings(tr.loop_name, ref, now, alone_s, span))
 
     if ref is None or alone_s < LOOP_MIN_S:
         return out(None, f"{alone_s:.0f} of {LOOP_MIN_S:.0f} s of its loop counter alone")
@@ -330,9 +377,8 @@ def _by_steps(tr: Track, t: float) -> Pace:
     age = None if tr.step_now is None else round(max(0.0, t - tr.step_now_t), 1)
 
     def out(slowdown: float | None, why: str | None = None, at_least: float | None = None) -> Pace:
-        return Pace(slowdown, alone_until=tr.alone_until, why=why, source="steps",
-                    step_alone_s=round(ref, 4), step_now_s=tr.step_now, step_now_age_s=age,
-                    step_alone_readings=len(tr.steps_alone), at_least=at_least)
+        return Pace(slowdown, "steps", why, at_least, alone_until=tr.alone_until,
+                    steps=StepReadings(round(ref, 4), tr.step_now, age, len(tr.steps_alone)))
 
     if len(tr.steps_alone) < STEP_REF_MIN:
         return out(None, f"{len(tr.steps_alone)} of {STEP_REF_MIN} step times of it alone")

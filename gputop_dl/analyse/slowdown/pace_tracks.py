@@ -37,7 +37,6 @@ numbers, no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -172,14 +171,7 @@ class OwnPace:
                     if x is not None and tr.under_way:
                         r.now.append(x)
             twin = None if alone or has_ref(tr) else self._twin(j, t)
-            out[j.name] = pace(tr, alone, t, twin)
-            if twin is not None and j.command:
-                out[j.name] = dataclasses.replace(out[j.name],
-                                                  twin_args=twins.differ(twin.command, j.command))
-            if twin is not None and twin.stored:
-                until = ref_until(twin.track) or t
-                out[j.name] = dataclasses.replace(out[j.name],  # (a clock set back: 0)
-                                                  stored_age_s=max(0.0, round(t - until)))
+            out[j.name] = pace(tr, alone, t, twin, j.command)
         return out
 
     def _lend(self, j: JobSample, tr: Track) -> None:

@@ -13,7 +13,7 @@ from gputop_dl.present.energy_text import energy_line
 from gputop_dl.present.limited_text import limited_lines
 from gputop_dl.present.stuck_text import stuck_details
 from gputop_dl.present.tui.phase_bar import phase_lines
-from gputop_dl.present.verdict_text import provenance_text
+from gputop_dl.present.verdict_text import figure_text, provenance_text
 from gputop_dl.snapshot import JobSample
 from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
 from gputop_dl.text.safe import clean
@@ -62,7 +62,7 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
             ("progress", progress(j.epoch, j.epochs, j.step, j.steps_per_epoch) + f"  ETA {secs(j.eta_s)}"),
             ("step", (f"over {secs(j.step_time_over_s)}" if j.step_time_s is None
                       and j.step_time_over_s is not None else secs(j.step_time_s))
-             + f"  solo {secs(j.solo_step_time_s)}  slowdown {num(j.slowdown, '.2f', '×')}"
+             + f"  solo {secs(j.solo_step_time_s)}  slowdown {figure_text(j.slowdown, j.slowdown_at_least)}"
              + (f"  (step time {DASH}: {j.step_time_note})" if j.step_time_note else "")),
             ("throughput", f"{num(j.samples_per_s, '.1f')} samples/s"),
             ("data-wait", f"{pct(j.stall_fraction)}" + (f" (from {j.stall_source})" if j.stall_source else "")
@@ -75,7 +75,8 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
         if not j.launched:  # a found job: what only a launch knows is left out, not shown as "–"
             known = {"device": j.device, "model": j.model, "batch": j.batch_size, "progress": j.epoch,
                      "step": j.step_time_s if j.step_time_s is not None else (
-                         j.slowdown if j.slowdown is not None else j.step_time_note),
+                         j.slowdown if j.slowdown is not None else
+                         j.slowdown_at_least if j.slowdown_at_least is not None else j.step_time_note),
                      "throughput": j.samples_per_s}
             rows = [(k, v) for k, v in rows if k not in known or known[k] is not None]
         out += [Content.assemble((f"{k:<11}", "bold"), clean(v)) for k, v in rows]
@@ -127,7 +128,8 @@ def _identity_rows(j: JobSample) -> list[tuple[str, str]]:
                      + (f" · {j.cpu_wait_note}" if j.cpu_wait_note else "")))
     if j.slowdown_source:
         rows.append(("slowdown", provenance_text(j.slowdown, j.slowdown_source,
-                                                 j.slowdown_method, j.slowdown_reference)
+                                                 j.slowdown_method, j.slowdown_reference,
+                                                 j.slowdown_at_least)
                      + (f" (confidence {pct(j.slowdown_confidence)})" if j.slowdown_confidence is not None else "")
                      + (f" · {j.slowdown_doubt}" if j.slowdown_doubt else "")))
     if j.user or j.elapsed_s is not None:
