@@ -38,7 +38,16 @@ HEAVY_MODULES = {"test_launch", "test_scenarios", "test_tmux", "test_command_ver
 def is_heavy(item) -> bool:
     """A real launch or end-to-end test by name, one marked `heavy`, or, in a module that is
     heavy as a whole (`HEAVY_MODULES`, a module-wide `heavy` mark), one whose code starts a
-    process (tests/quick_rule.py): that module's pure tests need not hold the box."""
+    process (tests/quick_rule.py): that module's pure tests need not hold the box.
+
+    But not one marked `shares_box("why")`: a real-process test whose assertions do not
+    depend on the box's CPU being its own (exit codes, signals, files, hangs, contracts; no
+    slowdown, contention or fine timing). It still never runs beside a heavy test (it holds
+    the lock shared), but runs beside the other worker's tests: a heavy test used about one
+    of the two cores it held (docs/benchmarks.md), so a test that waits on its jobs'
+    sleeps and hangs holding the whole box idles the other core."""
+    if item.get_closest_marker("shares_box") is not None:
+        return False
     if ("real_launch" in item.name or "end_to_end" in item.name
             or any(m.name == "heavy" for m in item.own_markers)):
         return True

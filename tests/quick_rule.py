@@ -2,7 +2,8 @@
 
 `pytest -m quick` runs the rest. Two parts keep the line true:
 
-- **The rule** (at collection): a test is `slow` when it is heavy (tests/conftest.py), or
+- **The rule** (at collection): a test is `slow` when it is heavy or `shares_box`
+  (tests/conftest.py: real-process tests either way), or
   when its code reaches a way of starting a process: `subprocess`, `multiprocessing`, `pty`,
   `os.fork`/`os.system`/`os.exec*`/`os.posix_spawn`, `sys.executable`, or one of the
   package's entry points in `STARTS_PROCESSES`. "Reaches" follows the names the test's
@@ -173,6 +174,8 @@ def slow_reason(item: pytest.Item, reach: _Reach = _REACH) -> str | None:
     group = item.get_closest_marker("xdist_group")
     if item.get_closest_marker("heavy") or (group and "heavy" in group.args):
         return "heavy"  # marked so by tests/conftest.py as each item is collected
+    if (mark := item.get_closest_marker("shares_box")) is not None:  # a real-process test
+        return f"real processes, sharing the box: {mark.args[0] if mark.args else ''}"
     return starts_processes(item, reach)
 
 

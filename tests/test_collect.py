@@ -37,6 +37,7 @@ def test_channel_roundtrip_and_torn_line(tmp_path):
     w.close()
 
 
+@pytest.mark.shares_box("a process tree counted")
 @pytest.mark.heavy  # two spinning processes measured: another test's load would skew it
 def test_tree_sampler_counts_children_and_survives_a_vanishing_one():
     code = ("import subprocess,sys,time;"

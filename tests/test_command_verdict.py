@@ -10,9 +10,10 @@ import sys
 import time
 
 import psutil
+import pytest
 
-from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.collect.jobs.fingerprint import fingerprint
+from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import run_file
 from gputop_dl.workload import Workload
 from tests.conftest import write
@@ -91,6 +92,7 @@ def test_fingerprint_of_a_command_follows_argv_env_and_cwd():
     assert fingerprint(w, True, env) != fp
 
 
+@pytest.mark.shares_box("what a baseline cut short saw: counts, no timing")
 def test_real_launch_a_script_that_ends_during_its_baseline_gives_what_was_seen(tmp_path):
     eng = run_file(session(tmp_path, {"a": script("--steps", "7", "--compute-ms", "30"),
                                       "b": script("--steps", "7", "--compute-ms", "30")},
@@ -115,6 +117,7 @@ STUBBORN = ("import runpy, signal, sys; signal.signal(signal.SIGTERM, signal.SIG
             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
+@pytest.mark.shares_box("a signal and its escalation")
 def test_real_launch_a_script_that_ignores_sigterm_in_its_baseline_is_killed(tmp_path):
     argv = [sys.executable, "-c", STUBBORN, CALIBRATED, "--steps", "12", "--compute-ms", "30"]
     eng = run_file(session(tmp_path, {"a": argv}, steps=4), nvml=Nvml())
@@ -149,6 +152,7 @@ def test_real_launch_then_queue_jobs_running_together_in_a_queue_get_a_verdict(t
     assert all(r.solo and r.solo.get("cached") for r in eng.runs.values())
 
 
+@pytest.mark.shares_box("a queue that never overlaps: no verdict at all")
 def test_real_launch_a_queue_that_never_runs_two_jobs_at_once_has_no_verdict(tmp_path):
     from gputop_dl.runner import open_spec, queue_engine
 

@@ -173,6 +173,7 @@ def test_a_session_without_energy_has_null_and_no_line(tmp_path):
     assert doc["jobs"][0]["energy"] is None
 
 
+@pytest.mark.shares_box("a fake GPU's counters over time, not CPU")
 def test_a_launched_job_on_a_fake_gpu_records_its_energy_real_launch(tmp_path):
     """A launch engine over fake NVML (its counter grows by power x the real clock): the built-in
     trainer (on the CPU) is put on fake GPU 0 once it runs; its co-run rows carry the GPU's

@@ -9,9 +9,10 @@ import sys
 import time
 
 import psutil
+import pytest
 
-from gputop_dl.control import watchdog
 from gputop_dl.collect.nvml.gpus import Nvml
+from gputop_dl.control import watchdog
 from gputop_dl.runner import launch_engine, open_spec, run_file
 from tests.conftest import write
 from tests.schema_check import check
@@ -358,8 +359,8 @@ def test_a_hostile_failure_message_and_session_name_print_literally(tmp_path):
 
 
 def test_the_tui_shows_hostile_job_text_as_text():
-    from gputop_dl.present.tui.jobs_table import Palette, job_row
     from gputop_dl.present.tui.job_detail import job_detail_lines
+    from gputop_dl.present.tui.jobs_table import Palette, job_row
     from gputop_dl.snapshot import JobSample
 
     j = JobSample(name="python \x1b]0;x\x07 train.py", pid=1, launched=False, status="failed",
@@ -391,6 +392,7 @@ def test_what_can_be_known_before_starting_is_one_line_and_exit_2(tmp_path):
 
 # --- secrets: a private data dir, env values redacted ---------------------------------------------
 
+@pytest.mark.shares_box("file modes and stored text")
 def test_real_launch_keeps_the_data_private_and_env_values_out_of_the_store_and_exports(tmp_path):
     import json as _json
     import stat as _stat
@@ -451,6 +453,7 @@ def test_an_existing_wide_open_data_dir_and_database_are_tightened(tmp_path):
     assert _stat.S_IMODE(os.stat(db).st_mode) == 0o600
 
 
+@pytest.mark.shares_box("a failure and its statuses")
 def test_real_launch_a_job_that_cannot_exec_fails_alone_and_the_others_go_on(tmp_path, capsys):
     from gputop_dl.cli import main as cli_main
 

@@ -76,6 +76,7 @@ def serve(port: int) -> subprocess.Popen:
     return p
 
 
+@pytest.mark.shares_box("servers on loopback and a kill")
 def test_end_to_end_fleet_of_three_serves_one_killed():
     procs = [serve(0) for _ in range(3)]
     try:
@@ -305,6 +306,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.shares_box("servers on loopback")
 def test_end_to_end_prometheus_api_built_from_real_serves():
     procs = [serve(0) for _ in range(2)]
     try:
@@ -393,6 +395,7 @@ def wait_for(cond, timeout: float = 20.0, step: float = 0.05):
     return False
 
 
+@pytest.mark.shares_box("servers on loopback and a kill")
 def test_end_to_end_live_view_keeps_two_nodes_when_one_is_killed():
     """The fleet view on a real poller over three real serves: the killed node's row turns
     unreachable and the other two keep answering, poll after poll."""

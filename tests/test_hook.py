@@ -429,12 +429,14 @@ def test_real_launch_plain_script_gets_steps_epochs_and_its_true_stall(tmp_path)
     assert store.events(eng.session_id, job="job", ev="finished")
 
 
+@pytest.mark.shares_box("it runs")
 def test_real_launch_a_command_that_is_not_python_still_runs(tmp_path):
     eng, run = launch(tmp_path, ["sh", "-c", "sleep 1"])
     assert run.status == "done" and run.exit_code == 0 and not run.steps
     assert run.sample(GpuUse()).stall_source is None
 
 
+@pytest.mark.shares_box("an import chain")
 def test_real_launch_chains_the_users_sitecustomize(tmp_path):
     user = tmp_path / "user"
     user.mkdir()
@@ -452,6 +454,7 @@ def test_real_launch_chains_the_users_sitecustomize(tmp_path):
     assert site_file == str(user / "sitecustomize.py")
 
 
+@pytest.mark.shares_box("a failure and its message")
 def test_real_launch_a_failing_script_is_failed_with_its_message(tmp_path):
     script = write(tmp_path, "fail.py", textwrap.dedent("""
         import torch
@@ -468,6 +471,7 @@ def test_real_launch_a_failing_script_is_failed_with_its_message(tmp_path):
     assert eng.exit_code() == 1
 
 
+@pytest.mark.shares_box("which modules a process loaded")
 def test_real_launch_a_script_without_torch_does_not_get_torch(tmp_path):
     script = write(tmp_path, "notorch.py",
                    "import json, sys\nprint(json.dumps(['torch' in sys.modules, "

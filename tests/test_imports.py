@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PKG = os.path.join(os.path.dirname(__file__), "..", "gputop_dl")
 
 MONITOR_MODULES = ["gputop_dl.cli", "gputop_dl.engine", "gputop_dl.control.launch", "gputop_dl.config", "gputop_dl.control.pause", "gputop_dl.engine.probe", "gputop_dl.engine.diagnose_plan", "gputop_dl.present.diagnosis", "gputop_dl.collect.fleet.nodes", "gputop_dl.collect.fleet.poll", "gputop_dl.present.fleet",
@@ -35,6 +37,7 @@ def test_monitor_process_never_imports_torch():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.shares_box("which modules a process loaded")
 def test_real_launch_parent_never_imports_torch(tmp_path):
     """A whole `gputop-dl launch --headless` and `export`: torch loads only in the trainer child."""
     wl = tmp_path / "tiny.toml"

@@ -142,6 +142,7 @@ def test_models_json(capsys):
     assert row["train_gmac"] == pytest.approx(3 * row["gmac"])
 
 
+@pytest.mark.shares_box("a sweep point that fails, and the others")
 def test_real_launch_sweep_on_cpu_with_an_injected_oom(tmp_path, monkeypatch, capsys):
     from gputop_dl.cli import main
     from gputop_dl.record.store import Store
@@ -183,6 +184,7 @@ def test_real_launch_sweep_on_cpu_with_an_injected_oom(tmp_path, monkeypatch, ca
         ["ok", "ok", "oom", "skipped"]
 
 
+@pytest.mark.shares_box("a profile run completes")
 def test_real_launch_profile_on_cpu(tmp_path, capsys):
     from gputop_dl.cli import main
 

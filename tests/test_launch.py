@@ -15,6 +15,8 @@ from gputop_dl.runner import run_file
 from gputop_dl.record.store import Store, StoreError
 from tests.conftest import write
 
+pytestmark = pytest.mark.shares_box("signals, orphans, failures and the start barrier's order")
+
 SLOW_JOB = """
 [[workload]]
 name = "{name}"

@@ -316,6 +316,7 @@ def node_session(tmp_path, n: int, name: str):
         st.close()
 
 
+@pytest.mark.shares_box("two nodes meet and report")
 def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_end(tmp_path):
     """Two `gputop-dl launch` processes, each its own GPUTOP_DL_HOME, the same file with
     nnodes = 2: both exit 0, the rendezvous formed (world size 2), node 0 records rank 0 and
@@ -390,6 +391,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.shares_box("two nodes meet and report")
 def test_a_command_job_across_two_nodes_reports_from_each_node_end_to_end(tmp_path):
     """A user's own script (a gloo all_reduce loop over a DataLoader) under gputop-dl's
     torchrun with --no-python: each node's start-up hook reports its leader's steps."""

@@ -9,11 +9,13 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from gputop_dl.analyse.recorded.queue import queue_summary
 from gputop_dl.collect.environment import environment
+from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.config import load_session, usable_cpus
-from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.record.store import Store
 
 
@@ -39,6 +41,7 @@ def test_queue_cli_bad_file_exits_2_with_one_line(tmp_path):
     assert len(lines) == 1 and "key 'gpus' (line 7): the job asks for 2 slots but the queue has 1 slot" in lines[0]
 
 
+@pytest.mark.shares_box("sleeping jobs in order")
 def test_end_to_end_queue_cli_waits_for_cores_and_records_the_times(tmp_path):
     """Two slots, but each job's cached solo CPU need is 3/4 of the cores: CPU-aware admission
     (on, since profiles exist) keeps b waiting for cores while a slot is free, says so, and
@@ -77,6 +80,7 @@ def test_end_to_end_queue_cli_waits_for_cores_and_records_the_times(tmp_path):
     assert {j["name"]: j["status"] for j in st.jobs(row.id)} == {"a": "done", "b": "done"}
 
 
+@pytest.mark.shares_box("a signal and statuses")
 def test_end_to_end_queue_cli_ctrl_c_stops_running_and_waiting_jobs(tmp_path):
     text = "[session]\ninterval = 0.2\nslots = 1\n" + "".join(sleeper(f"j{i}", 60) for i in range(3))
     p = queue_cli(tmp_path, text)

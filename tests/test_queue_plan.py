@@ -6,6 +6,8 @@ import shutil
 import threading
 import time
 
+import pytest
+
 from gputop_dl.collect.jobs.found import FoundJobs
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
@@ -34,6 +36,7 @@ def queue_engine(jobs: list[Job], policy: str, slots: int, tmp_path, cpus: float
     return engine, plan, machine
 
 
+@pytest.mark.shares_box("sleeping jobs, compared at the ticks the queue recorded")
 def test_end_to_end_queue_starts_jobs_as_slots_free_and_matches_the_simulator(tmp_path):
     """Two slots, five sleeping jobs (one long first): SJF runs the short ones around it; every
     job runs once, no more than two at a time, and the simulator's per-job JCT for the same
@@ -68,6 +71,7 @@ def test_end_to_end_queue_starts_jobs_as_slots_free_and_matches_the_simulator(tm
     assert {j["name"]: j["status"] for j in st.jobs(engine.session_id)} == {n: "done" for n in sim}
 
 
+@pytest.mark.shares_box("a stop and statuses")
 def test_end_to_end_queue_stop_stops_running_and_waiting_jobs_and_keeps_the_session(tmp_path):
     jobs = [Job(f"j{i}", arrival_s=0.0, duration_s=30.0) for i in range(3)]
     engine, plan, _ = queue_engine(jobs, "fifo", 1, tmp_path)
@@ -85,6 +89,7 @@ def test_end_to_end_queue_stop_stops_running_and_waiting_jobs_and_keeps_the_sess
     assert st.session(engine.session_id).state == "interrupted"
 
 
+@pytest.mark.shares_box("the queue state file")
 def test_end_to_end_queue_state_lists_waiting_jobs_in_policy_order_with_reasons(tmp_path):
     """What the TUI's queue panel gets: with one slot and SJF, the shorter waiting job first,
     each with its wait and reason, while the first job runs."""

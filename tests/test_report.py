@@ -553,6 +553,7 @@ E2E_TOML = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.shares_box("the export holds what the store holds")
 def test_end_to_end_launch_then_export(home, capsys):
     wl = home / "w.toml"
     wl.write_text(E2E_TOML)

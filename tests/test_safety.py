@@ -101,6 +101,7 @@ def _sleepers(mark: str) -> list[int]:
             if (p.info["cmdline"] or [None])[-1:] == [mark]]
 
 
+@pytest.mark.shares_box("a signal and what it leaves")
 @pytest.mark.heavy
 def test_term_while_starting_many_jobs_stops_them_all_and_exits_130(tmp_path):
     """A TERM once some of 600 jobs run (waiting on the processes, not on a clock): no more are
@@ -205,6 +206,7 @@ def test_a_memory_error_under_an_rlimit_is_not_called_host_oom():
     assert out.stdout.split() == ["host-oom", "memory-limit"], out.stderr
 
 
+@pytest.mark.shares_box("a memory cap, not CPU")
 @pytest.mark.heavy
 def test_a_runaway_job_fails_alone_on_its_memory_cap(tmp_path):
     """A job that allocates 20 MiB every 50 ms under memory_limit = 200MiB is killed with
@@ -234,6 +236,7 @@ def test_a_runaway_job_fails_alone_on_its_memory_cap(tmp_path):
     assert jobs["good"]["status"] == "done"
 
 
+@pytest.mark.shares_box("a memory cap, not CPU")
 @pytest.mark.heavy
 def test_the_memory_cap_holds_between_ticks_at_a_long_interval(tmp_path):
     """At `interval = 5` a job once reached 2.7x its cap before the next tick read it: the cap

@@ -204,6 +204,7 @@ def scrape(url: str) -> dict[str, list]:
         return samples(r.read().decode())
 
 
+@pytest.mark.shares_box("the metrics served, not their values")
 def test_launch_with_metrics_serves_gpus_jobs_and_verdict_and_drops_ended_jobs_real_launch(
         tmp_path):
     """A launch engine over fake NVML with 4 GPUs, one built-in job launched, one job found on
@@ -273,6 +274,7 @@ def test_launch_with_metrics_serves_gpus_jobs_and_verdict_and_drops_ended_jobs_r
             sleeper.kill()
 
 
+@pytest.mark.shares_box("a server on loopback")
 def test_serve_command_end_to_end(tmp_path):
     """The console script on a loopback port: it says where it serves, answers scrapes with
     the host's series, and exits 0 on SIGTERM."""

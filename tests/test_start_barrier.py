@@ -9,6 +9,8 @@ import shlex
 import sys
 import types
 
+import pytest
+
 from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.engine import start_barrier
 from gputop_dl.engine.start_barrier import GO_WAIT_S, barrier_jobs, go_now
@@ -94,6 +96,7 @@ def test_the_jobs_that_wait_are_trainers_and_hooked_scripts_two_at_least(monkeyp
     assert barrier_jobs([]) == set()
 
 
+@pytest.mark.shares_box("the order of the start barrier, not its speed")
 def test_real_launch_a_script_that_starts_late_is_waited_for(tmp_path):
     """Two calibrated scripts, the second started 8 s late (a shell sleeps first): the first
     says "ready" and waits, so both scripts' first steps begin after the go, and the

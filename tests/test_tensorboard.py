@@ -118,6 +118,7 @@ def test_export_tensorboard_never_imports_torch(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.shares_box("files written")
 def test_real_launch_with_tensorboard_writes_the_session_at_the_end(tmp_path, capsys):
     import json
 

@@ -22,7 +22,8 @@ import uuid
 import psutil
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.shares_box("a terminal's screen and keys"),
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
