@@ -7,7 +7,7 @@ in a `Snapshot`; presenters never call samplers themselves. Unknown values are `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from gputop_dl import snapshot_json as shape
 # re-exported: defined apart for the monitor's first frame (statuses.py)
@@ -182,6 +182,10 @@ class SlurmJob:
     account: str | None = None
 
 
+# what a job's critical path waits on, as its row's column and `waits_on` in the JSON say it
+WaitsOn = Literal["cpu", "gpu", "disk", "memory"]
+
+
 @dataclass(frozen=True)
 class JobSample:
     """One training job (trainer + its data-loader workers) at one instant."""
@@ -278,7 +282,7 @@ class JobSample:
     # "memory"; None: not slowed, or unknown), the share of its time it waited on I/O over the
     # verdict's window, and the part of that wait spent reading again what the page cache had
     # evicted (analyse/live/memory_share.py)
-    waits_on: str | None = None
+    waits_on: WaitsOn | None = None
     io_wait_fraction: float | None = None
     memory_wait_fraction: float | None = None
     gpu_wait_fraction: float | None = None  # the others' share of a busy GPU it shares

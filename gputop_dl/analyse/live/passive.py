@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Sequence
 
 from gputop_dl.analyse.live import outside_load
 from gputop_dl.analyse.live.alone import alone_verdict
@@ -59,15 +59,14 @@ from gputop_dl.analyse.thresholds import SLOW, SLOW_STAY
 from gputop_dl.analyse.verdict import at_most, fit_at_once, judge
 from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
 from gputop_dl.analyse.verdict_types import Evidence, Fix, JobVerdict, Verdict
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, Snapshot, evolve
+from gputop_dl.snapshot import (GpuProcess, GpuSample, HostSample, JobSample, Snapshot, WaitsOn,
+                                evolve)
 from gputop_dl.text.fmt import num
 
 __all__ = ["Estimate", "PassiveJudge", "Tick", "annotate", "judge_passive", "once", "set_share",
            "smooth", "tick_estimates"]
 
 WINDOW = 5  # ticks per job whose median is its estimate
-# what a job waits on, as its row's column and `waits_on` in the JSON say it
-WaitsOn = Literal["cpu", "gpu", "disk", "memory"]
 WAITS_ON: dict[str, WaitsOn] = {"cpu": "cpu", "gpu": "gpu", "io": "disk", "memory": "memory"}  # by an estimate's cause
 # the host's runnable threads (HostSample.runnable) are averaged over this many ticks, and used
 # in place of the load average (a minute's moving average, which lags a load that starts or
