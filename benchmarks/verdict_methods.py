@@ -95,7 +95,7 @@ def run_launch(path: str) -> dict:
                 if k == final.get("kind") and c >= 0.8), None)
     own = {n: own_steps(r.proc.log_path) for n, r in eng.runs.items()}
     return {"verdict": final, "ttv": ttv, "solo": {n: (s or {}).get("step_time_s")
-                                                  for n, s in eng.plan.solo.items()},
+                                                  for n, s in eng.plan.baselines.solo.items()},
             "own": own, "baseline_s": (marks["corun"] - t0) if marks["corun"] else None}
 
 

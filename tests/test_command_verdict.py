@@ -46,7 +46,7 @@ def test_real_launch_light_command_pair_is_parallel_with_measured_baselines(tmp_
     assert v is not None and v["kind"] == "parallel", v
     assert v["confidence"] >= 0.6
     for name in ("a", "b"):
-        solo = eng.plan.solo[name]
+        solo = eng.plan.baselines.solo[name]
         assert solo["steps"] >= 8 and solo["cpu_cores"] is not None
         # the solo step agrees with the script's own clock in its co-run (both ~0.1 s)
         assert abs(solo["step_time_s"] / own_step_time(eng.runs[name]) - 1) < 0.15
@@ -71,10 +71,10 @@ def test_real_launch_cache_reuses_a_commands_baseline_until_its_script_changes(t
     argv = [sys.executable, str(mine), *LIGHT[:1], "16", *LIGHT[2:]]
     path = session(tmp_path, {"a": argv}, baseline="cache", steps=4)
     first = run_file(path, nvml=Nvml())
-    assert "a" in first.plan.solo and not first.plan.solo["a"].get("cached")
+    assert "a" in first.plan.baselines.solo and not first.plan.baselines.solo["a"].get("cached")
     second = run_file(path, nvml=Nvml())
-    assert second.plan.solo["a"].get("cached") is True
-    assert second.plan.solo["a"]["step_time_s"] == first.plan.solo["a"]["step_time_s"]
+    assert second.plan.baselines.solo["a"].get("cached") is True
+    assert second.plan.baselines.solo["a"]["step_time_s"] == first.plan.baselines.solo["a"]["step_time_s"]
     w = second.spec.workloads[0]
     before = fingerprint(w, False, second.env)
     os.utime(mine, ns=(time.time_ns(), time.time_ns() + 10**9))
@@ -97,7 +97,7 @@ def test_real_launch_a_script_that_ends_during_its_baseline_gives_what_was_seen(
     eng = run_file(session(tmp_path, {"a": script("--steps", "7", "--compute-ms", "30"),
                                       "b": script("--steps", "7", "--compute-ms", "30")},
                            steps=8), nvml=Nvml())
-    solo = eng.plan.solo["a"]
+    solo = eng.plan.baselines.solo["a"]
     assert solo["steps"] == 4 and "ended after 7 of 11 solo steps" in solo["note"]
     assert any("ended after 7 of 11" in text for _, text in eng.log)
 
@@ -107,7 +107,7 @@ def test_real_launch_a_command_without_a_dataloader_gets_insufficient_data_with_
     quiet = [sys.executable, "-c", "import time; time.sleep(2.5)"]
     eng = run_file(session(tmp_path, {"a": quiet, "b": script(*LIGHT)}, steps=4,
                            extra="baseline_timeout_s = 1.5"), nvml=Nvml())
-    assert "a" not in eng.plan.solo and "no DataLoader steps in 2 s" in eng.plan.no_solo["a"]
+    assert "a" not in eng.plan.baselines.solo and "no DataLoader steps in 2 s" in eng.plan.baselines.no_solo["a"]
     v = eng.verdict
     assert v["kind"] == "insufficient-data"
     assert "start-up hook has seen no DataLoader steps of a" in v["reason"]
@@ -121,7 +121,7 @@ STUBBORN = ("import runpy, signal, sys; signal.signal(signal.SIGTERM, signal.SIG
 def test_real_launch_a_script_that_ignores_sigterm_in_its_baseline_is_killed(tmp_path):
     argv = [sys.executable, "-c", STUBBORN, CALIBRATED, "--steps", "12", "--compute-ms", "30"]
     eng = run_file(session(tmp_path, {"a": argv}, steps=4), nvml=Nvml())
-    solo = eng.plan.solo["a"]
+    solo = eng.plan.baselines.solo["a"]
     assert solo["steps"] >= 4 and "note" not in solo  # stopped once it had its steps
     killed = [text for _, text in eng.log if text.startswith("a (baseline)")]
     assert killed == ["a (baseline) stopped"]

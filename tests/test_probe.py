@@ -211,7 +211,7 @@ def test_real_launch_probe_light_pair_is_parallel_and_the_probe_matches_the_scri
     v = eng.verdict
     assert v["kind"] == "parallel" and v["confidence"] >= 0.6, v
     for name in ("a", "b"):
-        solo = eng.plan.solo[name]
+        solo = eng.plan.baselines.solo[name]
         assert solo["method"] == "probe" and solo["steps"] >= 8
         with open(eng.runs[name].proc.log_path) as f:
             own = json.loads(f.read().splitlines()[-1])["median_step_s"]  # pauses skew a mean
@@ -228,7 +228,7 @@ def test_real_launch_probe_heavy_trio_is_cpu_bound(tmp_path):
     eng = run_file(probe_file(tmp_path, argv, n=3), nvml=Nvml())
     v = eng.verdict
     assert v["kind"] == "cpu-bound", v["reason"]
-    assert all(eng.plan.solo[n]["method"] == "probe" for n in "abc")
+    assert all(eng.plan.baselines.solo[n]["method"] == "probe" for n in "abc")
     # against an idle box: a solo window that outside load slowed (a busy loop beside the
     # suite) counts that too (seen as 1.27x with a loop beside it)
     out = v["evidence"].get("probe_outside") or {}

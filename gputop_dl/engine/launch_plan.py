@@ -34,7 +34,7 @@ from gputop_dl.analyse.recorded.summary import verdict_slowdowns
 from gputop_dl.collect.pyspy import run as pyspy
 from gputop_dl.collect.jobs.fingerprint import fingerprint
 from gputop_dl.engine.box_profile import box_capacity, load_peaks, load_profile
-from gputop_dl.engine.jobrun import JobRun, SoloBaseline
+from gputop_dl.engine.jobrun import JobRun
 from gputop_dl.engine.plan import Plan, VerdictJson
 from gputop_dl.engine.probe import Probe
 from gputop_dl.engine.solo_beside import windows
@@ -77,26 +77,6 @@ class LaunchPlan(Plan["Engine"]):
         self.live_verdict: VerdictJson | None = None  # its verdict, shown until the measured one is
         self._machine: MachineSample | None = None  # the co-run's latest machine sample
         self._corun_rows: list[JobSample] = []  # the co-run's rows at the latest tick
-
-    @property
-    def solo(self) -> dict[str, SoloBaseline]:
-        """Job name -> its solo baseline (measured, cached or probed)."""
-        return self.baselines.solo
-
-    @property
-    def no_solo(self) -> dict[str, str]:
-        """Job name -> why it has no solo baseline."""
-        return self.baselines.no_solo
-
-    @property
-    def failed_solo(self) -> dict[str, str]:
-        """Job name -> how it failed alone (not started again for the co-run)."""
-        return self.baselines.failed_solo
-
-    @property
-    def across(self) -> dict[str, str]:
-        """Job name -> why a job across nodes leaves it unmeasured."""
-        return self.baselines.across
 
     def run(self, engine: Engine) -> str:
         engine.recorder.open_launch(self.spec, self.command, engine.env)
@@ -141,7 +121,7 @@ class LaunchPlan(Plan["Engine"]):
             if w.name not in engine.runs:
                 jobs.append(JobSample(name=w.name, pid=None, launched=True, status="waiting",
                                       batch_size=w.batch_size, model=w.model,
-                                      solo_step_time_s=(self.solo.get(w.name) or {}).get(
+                                      solo_step_time_s=(self.baselines.solo.get(w.name) or {}).get(
                                           "step_time_s")))
         order = {w.name: i for i, w in enumerate(self.spec.workloads)}
         jobs.sort(key=lambda j: order.get(j.name, 1 << 30))
@@ -210,9 +190,9 @@ class LaunchPlan(Plan["Engine"]):
 
     def _corun(self, engine: Engine) -> None:
         engine.phase = "co-run"
-        for name, why in self.failed_solo.items():
+        for name, why in self.baselines.failed_solo.items():
             engine.say(f"{name}: failed alone ({why}): not started again for the co-run")
-        workloads = [w for w in self.spec.workloads if w.name not in self.failed_solo]
+        workloads = [w for w in self.spec.workloads if w.name not in self.baselines.failed_solo]
         names = ", ".join(w.name for w in workloads)
         if not workloads:
             self._none_ran(engine)
@@ -226,7 +206,7 @@ class LaunchPlan(Plan["Engine"]):
             if engine.stopping:  # a signal while starting many jobs: start no more
                 break
             engine.start_run(w, "co-run", self.spec.cuda,
-                             go_file=go if w.name in waits else None, solo=self.solo.get(w.name))
+                             go_file=go if w.name in waits else None, solo=self.baselines.solo.get(w.name))
 
         def done() -> bool:
             if waits and not os.path.exists(go):
@@ -238,11 +218,12 @@ class LaunchPlan(Plan["Engine"]):
 
     def _none_ran(self, engine: Engine) -> None:
         """Every job failed its solo baseline: no co-run, and the verdict says why."""
-        fails = "; ".join(f"{n}: {why}" for n, why in self.failed_solo.items())
+        failed = self.baselines.failed_solo
+        fails = "; ".join(f"{n}: {why}" for n, why in failed.items())
         engine.say(f"co-run: none started, every job failed alone ({fails})")
         v = judge([], HostEvidence(cpus=engine.env.get("cpus") or 1), self.spec.baseline, final=True)
         v = v.replace(reason="every job failed its solo baseline, so none was started for the "
-                      "co-run").with_evidence(failed_baseline=dict(self.failed_solo)).with_lines(fails)
+                      "co-run").with_evidence(failed_baseline=dict(failed)).with_lines(fails)
         self.verdict, self._frozen = v.to_json(), True
         engine.recorder.verdict(self.verdict)
 
@@ -281,7 +262,7 @@ class LaunchPlan(Plan["Engine"]):
                 why = (f"probe off: {spans[0].name} spans {spans[0].nnodes} nodes, and pausing "
                        "its rank would stall its other nodes")
                 for w in self.spec.workloads:
-                    self.no_solo.setdefault(w.name, self.across.setdefault(w.name, why))
+                    self.baselines.no_solo.setdefault(w.name, self.baselines.across.setdefault(w.name, why))
                 engine.say(why)
                 return
             self.probe = Probe([w.name for w in self.spec.workloads if w.name in runs],
@@ -293,13 +274,13 @@ class LaunchPlan(Plan["Engine"]):
         """One tick of the running probe: adopt each solo it measured, note what it missed."""
         probe.tick(engine, runs, now)
         for name, base in probe.solo.items():
-            if name not in self.solo:
-                self.solo[name] = base
+            if name not in self.baselines.solo:
+                self.baselines.solo[name] = base
                 runs[name].solo = base
                 w = runs[name].w
                 engine.recorder.baseline(fingerprint(w, self.spec.cuda, engine.env), name, base)
         for name, why in probe.missing.items():
-            self.no_solo.setdefault(name, f"probe: {why}")
+            self.baselines.no_solo.setdefault(name, f"probe: {why}")
         if probe.done:
             engine.say(f"probe done: {probe.paused_job_s:.1f} job-seconds paused in all")
 
@@ -324,26 +305,26 @@ class LaunchPlan(Plan["Engine"]):
         v = energy_evidence(v, engine.energy.phases(), [r.name for r in runs])
         if died:
             v = not_judged(v, died)
-        if self.failed_solo:
-            v = v.with_evidence(failed_baseline=dict(self.failed_solo)).with_lines(
-                "; ".join(f"{n} failed its solo baseline ({why})" for n, why in self.failed_solo.items())
+        if failed := self.baselines.failed_solo:
+            v = v.with_evidence(failed_baseline=dict(failed)).with_lines(
+                "; ".join(f"{n} failed its solo baseline ({why})" for n, why in failed.items())
                 + ": not started again for the co-run")
         if final and v.kind == "insufficient-data":  # what happened to each job, not "so far"
             v = v.with_lines("how each job ended: " + "; ".join(
                 f"{r.name} {r.status}" + (f" ({r.failure})" if r.failure else "")
                 + f" after {len(r.steps)} co-run step{'s' if len(r.steps) != 1 else ''}"
                 for r in runs))
-        if self.across:
-            v = v.with_evidence(no_solo=dict(self.across)).with_lines(
-                "; ".join(f"{n}: {why}" for n, why in self.across.items())
+        if self.baselines.across:
+            v = v.with_evidence(no_solo=dict(self.baselines.across)).with_lines(
+                "; ".join(f"{n}: {why}" for n, why in self.baselines.across.items())
                 + " (slowdown unknown)")
-            if all(r.name in self.across for r in runs):  # measuring alone would not help
+            if all(r.name in self.baselines.across for r in runs):  # measuring alone would not help
                 v = v.replace(recommendations=tuple(
                     r for r in v.recommendations if "measure each job alone" not in r) + (
                     "a job across nodes has no solo baseline here: compare its step time with a "
                     "run that has its nodes to itself",))
         if probe is None:  # a busy loop or a compile beside a solo baseline: it is slow too
-            v = outside_load.not_alone(v, windows(self.solo, [r.name for r in runs]),
+            v = outside_load.not_alone(v, windows(self.baselines.solo, [r.name for r in runs]),
                                        engine.env.get("cpus") or 1, by="baseline")
         else:
             v = v.with_evidence(probe={

@@ -393,12 +393,11 @@ def annotate(jobs: Sequence[JobSample], est: dict[str, Estimate]) -> list[JobSam
     for j in jobs:
         e = est.get(j.name)
         fig = slowdown_figure(e)
-        bound = bound_figure(e) if j.slowdown is None else None
         if j.slowdown is None and e is not None and fig is not None:
             j = evolve(j, slowdown=e.slowdown, slowdown_source=fig.source,
                        slowdown_method=fig.method, slowdown_reference=fig.reference,
                        slowdown_confidence=e.confidence, slowdown_doubt=e.doubt)
-        elif bound is not None:
+        elif j.slowdown is None and (bound := bound_figure(e)) is not None:
             j = evolve(j, slowdown_at_least=bound.at_least, slowdown_source=bound.source,
                        slowdown_method=bound.method, slowdown_reference=bound.reference)
         if e is not None:

@@ -101,7 +101,6 @@ METHOD: dict[PaceSource, Method] = {"batches": "loader writes", "loader": "loade
                                     "counter": "loop counter", "steps": "py-spy steps"}
 
 
-
 @dataclass(frozen=True)
 class LoaderReadings:
     """What its loader's meter read: its workers' mean cores and write calls a second alone and
