@@ -5,7 +5,7 @@ among the jobs: a compile, a notebook or another user's tests may share the box 
 then the solo step time is slow and every slowdown measured against it too small. `SoloRunWatch`
 reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
 run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
-processes that are not the job's (collect/proc/busiest.py: one pass at each end). The reading is
+processes that are not the job's (collect/proc/busiest.py: a pass each tick, their mean cores). The reading is
 kept with the baseline (`beside`, cached with it); analyse/live/outside_load.py's `not_alone` judges
 it as it does the probe's solo windows.
 """
@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypedDict
 
-from gputop_dl.analyse.live.outside_load import SoloWindow, solo_outside
+from gputop_dl.analyse.live.outside_load import OutsideWindow, SoloWindow, solo_outside
 from gputop_dl.analyse.thresholds import SLOW
-from gputop_dl.collect.proc.busiest import BusiestSampler
+from gputop_dl.collect.proc.busiest import KEEP, BusiestSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.snapshot import ProcLoad
 
@@ -45,21 +45,25 @@ class SoloBeside(TypedDict):
 
 class SoloRunWatch:
     """`tick()` after each engine tick of a solo run (`until(done)` wraps an engine loop's
-    condition), `reading()` once it has ended."""
+    condition), `reading()` once it has ended.
+
+    The busiest processes are read at every tick of the run, each pass kept with its time; the
+    reading takes those after the warm-up by the steps' own clock (`JobRun.warm_at`). Not from
+    the tick that first reads a step past the warm-up: the steps' events come in batches, and a
+    job that ends within a flush of its warm-up would leave no tick after that one."""
 
     def __init__(self, run: JobRun, proc: str = "/proc") -> None:
         self.run = run
         self._busiest = BusiestSampler(proc, every=1)
-        self._t0: float | None = None
+        self._passes: list[tuple[float, tuple[ProcLoad, ...] | None]] = []  # (time, busiest)
         self._pids: set[int] = set()  # every process of the job seen (its workers come and go)
 
     def tick(self) -> None:
         ts = self.run.tree_sample
         if ts is not None:
             self._pids.update(ts.pids)
-        if self._t0 is None and len(self.run.steps) > self.run.w.warmup_steps:
-            self._busiest.sample()  # the first pass: the rates are over the measured steps
-            self._t0 = time.monotonic()
+        if self.run.alive:
+            self._passes.append((time.time(), self._busiest.sample()))
 
     def until(self, done: Callable[[], bool]) -> Callable[[], bool]:
         """`done`, with a tick of the watch before each look."""
@@ -71,16 +75,23 @@ class SoloRunWatch:
     def reading(self) -> SoloBeside | None:
         """The baseline's `beside`: {seconds, wait, cores, consumers (None: not read)}; None
         where the run never got past its warm-up."""
-        if self._t0 is None:
+        t0 = self.run.warm_at()
+        if t0 is None:
             return None
-        busy = self._busiest.sample()
         mine = self._pids | {os.getpid()}  # the job's own, and gputop-dl's
-        return {"seconds": round(time.monotonic() - self._t0, 2),
+        after = [(t, busy) for t, busy in self._passes if t > t0]
+        read = [tuple(p for p in busy if p.pid not in mine) for _, busy in after
+                if busy is not None]
+        window = OutsideWindow(window=max(1, len(read)))
+        for procs in read:
+            window.add(procs)
+        consumers = window.consumers(top=KEEP)
+        return {"seconds": round(max(0.0, after[-1][0] - t0), 2) if after else 0.0,
                 "wait": self.run.measured_wait(),
                 "cores": self.run.measured_cpu_cores(),
-                "consumers": None if busy is None else [
+                "consumers": None if consumers is None else [
                     {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
-                    for p in busy if p.pid not in mine]}
+                    for p in consumers]}
 
 
 def window_of(name: str, base: SoloBaseline) -> SoloWindow | None:
