@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -189,26 +189,32 @@ class Trainer:
         """Tear down the DDP process group and the loader's workers after a finished run.
         Left to interpreter exit, gloo's threads are destroyed still running and the rank
         aborts ("terminate called without an active exception", SIGABRT) after its last step:
-        a finished job then fails (a rank then leaves without that teardown: `leave_rank`).
+        a finished job then fails (a rank then leaves without that teardown: `leave_finished`).
         Not after a failure: a collective left pending on another rank could hang it."""
         if self.world_size > 1:
             import torch.distributed as dist
 
             if dist.is_initialized():
                 dist.destroy_process_group()
-        # persistent loader workers end now, not when they notice their parent gone (leave_rank)
+        # persistent loader workers end now, not when they notice their parent gone (leave_finished)
         shutdown = getattr(getattr(self.loader, "_iterator", None), "_shutdown_workers", None)
         if callable(shutdown):
             shutdown()
 
 
-def leave_rank() -> None:
-    """End a DDP rank that finished cleanly (its process group destroyed, its events closed)
-    without the interpreter's teardown. Even after `destroy_process_group`, a gloo thread was
-    sometimes still joinable when C++ destroyed it at exit ("terminate called without an active
-    exception", SIGABRT, or a SIGSEGV; faulthandler showed no Python frame left): 4 of 25 runs
-    of the two-rank test beside two busy loops. torchrun then SIGTERMs the other rank, and a
-    finished job counts as failed. Nothing of ours is left to tear down: output is flushed."""
+def leave_finished() -> NoReturn:
+    """End a trainer that finished cleanly (its loader's workers and DDP process group torn
+    down, its events closed) without the interpreter's teardown: nothing of ours is left to
+    tear down, and output is flushed.
+
+    Two reasons. The teardown of torch's modules takes about a second on a 2-core box (0.5 s
+    for `import torch` alone, 0.95 s once an optimizer has imported `torch._dynamo`), a second
+    in which the job is done but its process is not: a solo baseline, the co-run and the
+    session wait on it (docs/benchmarks.md). And in a DDP rank, even after
+    `destroy_process_group`, a gloo thread was sometimes still joinable when C++ destroyed it
+    at exit ("terminate called without an active exception", SIGABRT, or a SIGSEGV;
+    faulthandler showed no Python frame left): 4 of 25 runs of the two-rank test beside two
+    busy loops; torchrun then SIGTERMs the other rank, and a finished job counts as failed."""
     exit_now(0)
 
 
@@ -231,10 +237,8 @@ def main(argv: list[str]) -> int:
         trainer = Trainer(w, events)
         trainer.run()
         trainer.close()
-        if trainer.world_size > 1:
-            events.close()
-            leave_rank()
-        return 0
+        events.close()
+        leave_finished()
     except KeyboardInterrupt:
         events.emit("note", flush=True, message="interrupted")
         return 130
