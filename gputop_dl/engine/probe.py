@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,8 +46,10 @@ class Probe:
     """One probe pass over `order` (job names); driven by `tick()` from the plan each tick."""
 
     def __init__(self, order: list[str], seconds: float = 5.0, steps: int = 8,
-                 settle_s: float = 1.0, min_s: float = 1.0):
+                 settle_s: float = 1.0, min_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.todo = list(order)
+        self.clock = clock  # times the pause: the window opens after it (a test's is fake)
         self.seconds, self.steps, self.settle_s = seconds, steps, settle_s
         self.min_s = min(min_s, seconds)  # a window at least this long: one tick is too noisy
         self.windows: list[Window] = []
@@ -90,11 +93,16 @@ class Probe:
                 self.missing[name] = "ended before its probe"
                 continue
             others = [r for n, r in runs.items() if n != name and r.alive]
+            t = self.clock()
             self.pauser.pause([r.proc.pid for r in others if r.proc.pid is not None])  # alive: started
-            win = Window(name, now, paused=[r.name for r in others])
             # what else runs beside it meanwhile (a busy loop, a compile): the window's reading
-            win.watch, win.exclude = SoloWatch(), [p for r in others for p in _tree(r)]
-            win.watch.start(_tree(run))
+            watch, exclude = SoloWatch(), [p for r in others for p in _tree(r)]
+            watch.start(_tree(run))
+            # the window opens once the others are stopped, not at the tick: the pause starts
+            # its guard (a Python process) and attaches to every thread, which took about a
+            # second on 2 cores under three CPU-bound jobs; its steps meanwhile ran beside them
+            win = Window(name, now + (self.clock() - t), paused=[r.name for r in others],
+                         watch=watch, exclude=exclude)
             self.windows.append(win)
             engine.say(f"probe: {name} alone for up to {self.seconds:g} s / {self.steps} "
                        f"steps; paused {', '.join(r.name for r in others) or 'nothing'}")
