@@ -65,6 +65,7 @@ def test_real_launch_heavy_command_pair_is_cpu_bound(tmp_path):
     assert any("6 data-loader workers" in r for r in v["recommendations"])
 
 
+@pytest.mark.shares_box("a cached baseline reused: its flag and its stored figure; no timing")
 def test_real_launch_cache_reuses_a_commands_baseline_until_its_script_changes(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(open(CALIBRATED).read())
@@ -102,6 +103,7 @@ def test_real_launch_a_script_that_ends_during_its_baseline_gives_what_was_seen(
     assert any("ended after 7 of 11" in text for _, text in eng.log)
 
 
+@pytest.mark.shares_box("no DataLoader seen: the verdict's kind and reason; no timing")
 def test_real_launch_a_command_without_a_dataloader_gets_insufficient_data_with_the_reason(
         tmp_path):
     quiet = [sys.executable, "-c", "import time; time.sleep(2.5)"]
@@ -134,14 +136,24 @@ def test_real_launch_a_script_that_ignores_sigterm_in_its_baseline_is_killed(tmp
 def test_real_launch_then_queue_jobs_running_together_in_a_queue_get_a_verdict(tmp_path):
     """Three heavy scripts: a launch measures and caches their solo baselines; queued on 3
     slots (not CPU-aware) they run together, and the queue judges them as a launch would."""
-    from gputop_dl.runner import open_spec, queue_engine
+    from gputop_dl.runner import launch_engine, open_spec, queue_engine
 
     jobs = {"a": script(*HEAVY), "b": script(*HEAVY), "c": script(*HEAVY)}
-    run_file(session(tmp_path, jobs, steps=8), nvml=Nvml())  # caches a and b alone
+    nvml = Nvml()
+    # the launch caches each one's solo baseline as it is measured; its co-run would add
+    # nothing here, so the launch is stopped as that starts
+    first = launch_engine(open_spec(session(tmp_path, jobs, steps=8), nvml), nvml)
+    first.start()
+    try:
+        deadline = time.monotonic() + 120
+        while first.phase != "co-run" and first.running and time.monotonic() < deadline:
+            time.sleep(0.05)  # wait for the event: the baselines are measured
+    finally:
+        first.request_stop()
+        assert first.join(60)
     qfile = tmp_path / "q.toml"
     qfile.write_text(open(session(tmp_path, jobs, steps=8)).read().replace(
         '[session]\n', '[session]\npolicy = "fifo"\nslots = 3\ncpu_aware = false\n', 1))
-    nvml = Nvml()
     eng = queue_engine(open_spec(str(qfile), nvml), nvml)
     eng.start()
     eng.join()
