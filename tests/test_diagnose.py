@@ -291,6 +291,7 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
         assert max(j["outside_slowdown"] for j in v["jobs"]) > 1.1, v["jobs"]
 
 
+@pytest.mark.shares_box("which jobs were paused, not how fast they ran")
 def test_real_diagnose_jobs_we_may_not_signal_are_measured_passively(by_hand, monkeypatch):
     pids = by_hand(LIGHT, 2)
     theirs = min(pids)
@@ -303,6 +304,7 @@ def test_real_diagnose_jobs_we_may_not_signal_are_measured_passively(by_hand, mo
     assert any("measured passively" in line for line in eng.verdict["evidence_lines"])
 
 
+@pytest.mark.shares_box("the JSON's fields and where progress goes")
 def test_real_diagnose_cli_json_contract(by_hand):
     pids = by_hand(LIGHT, 2)
     out = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--seconds", "6",

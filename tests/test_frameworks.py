@@ -120,6 +120,7 @@ def test_real_lightning_manual_optimization_counts_epochs_and_phases(tmp_path):
     assert_counts_and_times(run, own, steps_per_epoch=6)
 
 
+@pytest.mark.shares_box("counts and what the summary and report say; no timing")
 def test_real_step_based_training_says_no_epochs_never_0(tmp_path):
     """A loop over an endless IterableDataset (no length) that stops after 12 steps: 12 steps,
     no epoch ended; the console summary and the report say "no epochs", not "0"."""
@@ -187,6 +188,7 @@ def test_real_hf_trainer_with_accumulation_counts_epochs_steps_and_phases(tmp_pa
         assert 0.9 * slept <= got and abs(got - span) <= max(0.1 * span, 0.002), (k, got, span)
 
 
+@pytest.mark.shares_box("counts of steps and epochs; no timing")
 def test_real_hf_trainer_stopped_by_max_steps_says_no_epochs(tmp_path):
     """`max_steps = 8` of a 12-batch epoch: the Trainer's callback says one epoch ended (it
     calls `on_epoch_end` when it stops), but no epoch was completed: 8 steps, not the 9 batches
@@ -210,6 +212,7 @@ def test_real_accelerate_loop_counts_the_batches_it_hands_over_not_those_it_fetc
     assert_counts_and_times(run, own, steps_per_epoch=10, planned=None)
 
 
+@pytest.mark.shares_box("counts of steps, epochs and optimizer steps; no timing")
 def test_real_accelerate_loop_stopped_mid_epoch_with_accumulation(tmp_path):
     """The loop breaks after 7 batches of a 10-batch pass, gradients accumulated over 2 (an
     optimizer step every second batch): 7 steps, no epoch (accelerate had fetched 8)."""

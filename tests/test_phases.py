@@ -494,6 +494,7 @@ def test_nproc_with_a_command_that_starts_torchrun_itself_is_one_line(tmp_path):
         "torchrun itself" in msg, msg
 
 
+@pytest.mark.shares_box("the phases' keys and lower bounds, which a busy box only raises")
 def test_real_launch_the_builtin_trainer_reports_its_phases(tmp_path):
     from gputop_dl.collect.nvml.gpu_use import GpuUse
     from gputop_dl.collect.nvml.gpus import Nvml

@@ -51,6 +51,7 @@ def tree():
     p.wait()
 
 
+@pytest.mark.shares_box("process states")
 def test_pauser_stops_and_resumes_the_whole_tree(tree):
     child = psutil.Process(tree.pid).children()[0].pid
     pz = Pauser()
@@ -61,6 +62,7 @@ def test_pauser_stops_and_resumes_the_whole_tree(tree):
     pz.close()
 
 
+@pytest.mark.shares_box("process states after a kill")
 def test_paused_jobs_run_again_within_2_s_after_kill_9_of_the_pauser(tree):
     child = psutil.Process(tree.pid).children()[0].pid
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
@@ -80,6 +82,7 @@ def test_paused_jobs_run_again_within_2_s_after_kill_9_of_the_pauser(tree):
     print(f"resumed {time.monotonic() - t0:.2f} s after kill -9")
 
 
+@pytest.mark.shares_box("process states after a kill")
 def test_kill_9_of_every_gputop_dl_process_at_once_leaves_nothing_paused(tree):
     """The holder, its pause guard and its watchdog all killed together (as the OOM killer or
     a logout that ends the session's scope would): the tree runs again, by the kernel."""
@@ -106,6 +109,7 @@ def test_kill_9_of_every_gputop_dl_process_at_once_leaves_nothing_paused(tree):
                       timeout=2.0)
 
 
+@pytest.mark.shares_box("process states after a timeout")
 def test_a_hung_gputop_dl_lets_them_run_after_max_s(tree):
     pz = Pauser()
     t0 = time.monotonic()
@@ -116,6 +120,7 @@ def test_a_hung_gputop_dl_lets_them_run_after_max_s(tree):
     pz.resume()
 
 
+@pytest.mark.shares_box("process states")
 def test_where_ptrace_is_refused_sigstop_and_the_watchdog_hold_them(tree):
     """A process already traced refuses a second tracer (the same error as another user's
     process or Yama's rule): that PID falls back to SIGSTOP, registered with the watchdog."""
@@ -129,6 +134,7 @@ def test_where_ptrace_is_refused_sigstop_and_the_watchdog_hold_them(tree):
     assert wait_until(lambda: status(tree.pid) not in STOPPED)
 
 
+@pytest.mark.shares_box("process states")
 def test_without_the_fallback_what_ptrace_refuses_is_not_paused_at_all(tree):
     """diagnose's pauser: a job gputop-dl did not start is held by the guard or not stopped."""
     first, second = Pauser(), Pauser(sigstop_fallback=False)
@@ -157,6 +163,7 @@ class FakeEngine:
         self.log.append(text)
 
 
+@pytest.mark.shares_box("a window of recorded steps")
 def test_probe_windows_take_only_whole_steps_inside_and_exclude_their_span(tree):
     a, b = FakeRun("a", tree.pid), FakeRun("b", tree.pid)
     a.steps = [{"t": 99.9, "t_step": 0.5, "t_data": 0.0, "samples": 4}]  # straddles t0 = 100
@@ -183,6 +190,7 @@ def test_probe_windows_take_only_whole_steps_inside_and_exclude_their_span(tree)
     pr.close()
 
 
+@pytest.mark.shares_box("the window's times on a fake clock")
 def test_a_window_opens_when_the_pause_has_taken_hold_not_at_the_tick(tree):
     """The pause took 0.8 s (its guard's start-up on a busy box): the steps the job made
     meanwhile ran beside the others, and the window's time starts after it."""
@@ -204,6 +212,7 @@ def test_a_window_opens_when_the_pause_has_taken_hold_not_at_the_tick(tree):
     pr.close()
 
 
+@pytest.mark.shares_box("process states")
 def test_a_job_that_ends_during_its_probe_resumes_the_others(tree):
     a, b = FakeRun("a", os.getpid()), FakeRun("b", tree.pid)
     eng, pr = FakeEngine(), Probe(["a"], seconds=5, steps=3)
@@ -289,6 +298,7 @@ def test_real_launch_probe_beside_busy_loops_says_the_solo_windows_were_not_alon
     assert any("was not alone in its solo window" in line for line in v["evidence_lines"])
 
 
+@pytest.mark.shares_box("process states after a kill")
 def test_real_launch_kill_9_during_a_probe_leaves_no_job_stopped(tmp_path):
     argv = [sys.executable, CALIBRATED, "--steps", "0", "--sample-io-ms", "10",
             "--compute-ms", "60"]

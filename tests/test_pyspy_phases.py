@@ -128,7 +128,8 @@ def _spy_until(pid: int, want, deadline_s: float = 60.0):
     return est
 
 
-@pytest.mark.heavy
+@pytest.mark.shares_box("py-spy's step time and shares against the script's own clock, in the "
+                        "same run; its phases sleep, which a busy box does not stretch")
 @pytest.mark.skipif(pyspy.pyspy_path() is None, reason="py-spy is not installed")
 @pytest.mark.parametrize("extra", [
     [],  # never waits on data
