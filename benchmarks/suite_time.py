@@ -10,10 +10,11 @@ worker's own CPU (`RUSAGE_SELF`), its reaped children's (`RUSAGE_CHILDREN`: the 
 starts and waits for; not those a shell started for it) and the whole box's (/proc/stat: while a
 heavy test holds the box, that is the test's own, jobs started by hand included, plus whatever
 else runs there). A line per phase goes to `suite-time.jsonl` (or `GPUTOP_DL_SUITE_TIME`),
-appended under a lock by every worker. The report sums them per file and per kind (heavy: holds
-the box alone; slow: starts a process; quick) and lists the tests that hold the box longest with
-their CPU over wall: a heavy test that uses a small part of the 2 cores it holds waits on time,
-not on the CPU.
+appended under a lock by every worker, with its start time. The report sums them per file and
+per kind (heavy: holds the box alone; slow: starts a process; quick), says when the other tests
+ended and when the heavy ones ran (they run last: tests/conftest.py), and lists the tests that
+hold the box longest with their CPU over wall: a heavy test that uses a small part of the 2
+cores it holds waits on time, not on the CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import os
 import resource
 import sys
-from time import monotonic  # bound now: a test may monkeypatch time.monotonic
+from time import monotonic, time  # bound now: a test may monkeypatch them
 from collections import defaultdict
 from typing import Any
 
@@ -56,11 +57,12 @@ def _write(row: dict[str, Any]) -> None:
 
 
 def _timed(item: Any, phase: str) -> Any:
+    at = time()
     t0, (s0, c0), b0 = monotonic(), _cpu(), _box_busy()
     yield
     s1, c1 = _cpu()
     _write({"test": item.nodeid, "phase": phase, "kind": _kind(item),
-            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "at": round(at, 3),
             "wall": round(monotonic() - t0, 3), "cpu": round(s1 - s0, 3),
             "children_cpu": round(c1 - c0, 3), "box_cpu": round(_box_busy() - b0, 3)})
 
@@ -97,6 +99,14 @@ def report(path: str) -> None:
         print(f"{kind:7} {n:6d} {wall:12.1f} {cpu:12.1f}")
     setup = sum(r["wall"] for r in rows if r["phase"] == "setup")
     print(f"set-up wall (lock waits included): {setup:.1f} s")
+    timed = [r for r in rows if "at" in r]  # the start of each phase (older files: none)
+    if timed:
+        t0 = min(r["at"] for r in timed)
+        ends = {k: max((r["at"] + r["wall"] - t0 for r in timed if (r["kind"] == "heavy") == k),
+                       default=0.0) for k in (False, True)}
+        first_heavy = min((r["at"] - t0 for r in timed if r["kind"] == "heavy"), default=0.0)
+        print(f"from the first test's start: the others end at {ends[False]:.1f} s, the heavy "
+              f"ones run from {first_heavy:.1f} s to {ends[True]:.1f} s")
     files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in calls:
         if r["kind"] == "heavy":

@@ -77,6 +77,19 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests that hold the box run last, in their order among themselves.
+
+    Under xdist a test waiting for the lock idles its worker, and one that holds it idles the
+    others: met early, every heavy test stalls the workers around it while they could run the
+    rest. Last, the others run on every worker first (their share of the wall is theirs
+    divided by the workers), then the heavy ones one after another on a box that nothing else
+    of the suite runs on (docs/benchmarks.md: the suite's time). Tried and not kept: the
+    process tests first, the quick ones after them, ended the others later, not sooner."""
+    items[:] = sorted(items, key=holds_the_box)
+
+
 @pytest.fixture(autouse=True)
 def heavy_lock(request, tmp_path_factory):
     """A lock shared by all xdist workers: a heavy test holds it exclusively, every other
