@@ -192,23 +192,23 @@ def test_probe_windows_take_only_whole_steps_inside_and_exclude_their_span(tree)
 
 @pytest.mark.shares_box("the window's times on a fake clock")
 def test_a_window_opens_when_the_pause_has_taken_hold_not_at_the_tick(tree):
-    """The pause took 0.8 s (its guard's start-up on a busy box): the steps the job made
+    """The pause took 0.7 s (its guard's start-up on a busy box): the steps the job made
     meanwhile ran beside the others, and the window's time starts after it."""
     a, b = FakeRun("a", tree.pid), FakeRun("b", tree.pid)
-    times = iter([0.0, 0.8])
+    times = iter([0.0, 0.7])
     eng, pr = FakeEngine(), Probe(["a", "b"], seconds=5, steps=3, settle_s=1.0, min_s=1.0,
                                   clock=lambda: next(times))
     pr.tick(eng, {"a": a, "b": b}, 100.0)
-    assert pr.current.t0 == pytest.approx(100.8)
+    assert pr.current.t0 == pytest.approx(100.7)
     a.steps = [{"t": 100.0 + 0.2 * k, "t_step": 0.2, "t_data": 0.0, "samples": 4}
                for k in range(1, 11)]  # steps of 0.2 s from 100.0 on; the first 4 began before
     a.cpu_series = [(101.5, 1.0)]
-    pr.tick(eng, {"a": a, "b": b}, 101.5)  # 1.5 s after the tick, 0.7 s alone: keeps going
+    pr.tick(eng, {"a": a, "b": b}, 101.5)  # 1.5 s after the tick, 0.8 s alone: keeps going
     assert pr.current is not None
     pr.tick(eng, {"a": a, "b": b}, 102.0)
     assert pr.current is None
-    assert pr.solo["a"]["steps"] == 6 and pr.solo["a"]["window_s"] == pytest.approx(1.2)
-    assert pr.excluded()[0] == pytest.approx((100.8, 103.0))
+    assert pr.solo["a"]["steps"] == 6 and pr.solo["a"]["window_s"] == pytest.approx(1.3)
+    assert pr.excluded()[0] == pytest.approx((100.7, 103.0))
     pr.close()
 
 
