@@ -5,9 +5,9 @@ among the jobs: a compile, a notebook or another user's tests may share the box 
 then the solo step time is slow and every slowdown measured against it too small. `SoloRunWatch`
 reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
 run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
-processes that are not the job's (collect/proc/busiest.py: a pass each tick, their mean cores). The reading is
-kept with the baseline (`beside`, cached with it); analyse/live/outside_load.py's `not_alone` judges
-it as it does the probe's solo windows.
+processes that are not the job's (collect/proc/busiest.py: a pass each tick, their mean
+cores). The reading is kept with the baseline (`beside`, cached with it);
+analyse/live/outside_load.py's `not_alone` judges it as it does the probe's solo windows.
 """
 
 from __future__ import annotations
