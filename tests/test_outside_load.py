@@ -443,3 +443,33 @@ def test_many_small_outside_processes_get_no_fix_with_a_pid_to_fill_in():
     assert f"renice -n 19 -p {LOOP.pid}`" in named[0] and f"0-0 {LOOP.pid}`" in named[1]
     # not read yet: the PID comes with the second reading, the placeholder says where it goes
     assert "renice -n 19 -p PID`" in outside_load.fixes(None, 2)[0]
+
+
+def test_a_solo_runs_readings_are_its_ticks_after_warm_up_by_the_steps_clock(tmp_path, monkeypatch):
+    """The solo run's warm-up ended at 11.5 by its steps' own times, though the engine read
+    those steps only later: its wait and the busiest processes are over the ticks after 11.5,
+    its own processes and gputop-dl's never among them."""
+    from types import SimpleNamespace
+
+    from gputop_dl.collect.proc.procs import TreeSample
+    from gputop_dl.engine.solo_beside import SoloRunWatch
+
+    tick = os.sysconf("SC_CLK_TCK")
+    monkeypatch.setattr("gputop_dl.collect.proc.busiest.time.monotonic", iter([0, 1, 2, 3]).__next__)
+    monkeypatch.setattr("gputop_dl.engine.solo_beside.time.time", iter([10, 11, 12, 13]).__next__)
+    run = SimpleNamespace(alive=True, tree_sample=None, warm_at=lambda: None,
+                          measured_cpu_cores=lambda: 0.9)
+    watch = SoloRunWatch(run, proc=str(tmp_path))
+    for k, (waited, busy) in enumerate([(0, 0), (0, tick), (100, 2 * tick), (100, 3 * tick)]):
+        _proc(tmp_path, 5, busy)  # a busy loop beside it: 1 core from the second tick on
+        _proc(tmp_path, 7, k * tick, cmd=b"train.py\0")  # the job itself
+        run.tree_sample = TreeSample(pids=(7,), cpu_cores=None, rss=0, threads=1,
+                                     waits={7: (100, waited)})
+        watch.tick()
+    assert watch.reading() is None  # not past its warm-up (yet): no reading
+    run.warm_at = lambda: 11.5
+    run.alive, run.tree_sample = False, None
+    watch.tick()  # the tick that read it ended: nothing of it is read
+    got = watch.reading()
+    assert got["seconds"] == 1.5 and got["wait"] == 0.5 and got["cores"] == 0.9
+    assert [(c["pid"], c["cores"]) for c in got["consumers"]] == [(5, 1.0)]

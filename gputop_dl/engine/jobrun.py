@@ -70,10 +70,6 @@ class JobRun:
         self.distributed: Distributed | None = None  # its ranks on this node (kept after the job ended)
         self.rank_cpu: tuple[tuple[int, float], ...] = ()
         self.cpu_series: list[tuple[float, float]] = []  # (time, cores)
-        # (tick time, ns its threads ran, ns they waited runnable) since the tick before, each
-        # tick of a solo baseline only: its CPU wait alone (what ran beside it,
-        # engine/solo_beside.py), after warm-up by the steps' own clock (`measured_wait`)
-        self._solo_waits: list[tuple[float, int, int]] = []
         # what the verdict's evidence reads (analyse.recorded.evidence.JobSeries) besides the above
         self.name = w.name
         self.device: str | None = None  # its "started" event's
@@ -157,9 +153,6 @@ class JobRun:
                 self.rank_cpu = rank_cpu(self.distributed, ts, cmap)
                 if ts is not None and ts.cpu_cores is not None:
                     self.cpu_series.append((now, ts.cpu_cores))
-                if ts is not None and ts.waits and self.phase == "baseline":
-                    self._solo_waits.append((now, sum(v[0] for v in ts.waits.values()),
-                                             sum(v[1] for v in ts.waits.values())))
         return evs
 
     def _oom_killed(self, code: int) -> bool | None:
@@ -192,19 +185,6 @@ class JobRun:
     def warm_at(self) -> float | None:
         """When its warm-up steps were done (the step event's own time; None: not yet)."""
         return self.steps[self.w.warmup_steps]["t"] if len(self.steps) > self.w.warmup_steps else None
-
-    def measured_wait(self) -> float | None:
-        """A solo baseline's run-queue wait over its threads' runnable time after warm-up, 0..1
-        (None: no reading, or not a baseline). After warm-up: the ticks after the step that
-        ended it, by the steps' own times, not by when their events were read (they come in
-        batches, up to a flush late; a job that ends soon after would have none). A reading
-        handed on between two reads counts twice: the share stays."""
-        t0 = self.warm_at()
-        if t0 is None:
-            return None
-        ran = sum(r for t, r, _ in self._solo_waits if t > t0)
-        waited = sum(w for t, _, w in self._solo_waits if t > t0)
-        return round(waited / (ran + waited), 4) if ran + waited > 0 else None
 
     def sample(self, gpu: GpuUse) -> JobSample:
         """This tick's row for the job (after `poll`)."""

@@ -4,7 +4,7 @@ A launch with `baseline = "measure"` runs each job alone before the co-run, but 
 among the jobs: a compile, a notebook or another user's tests may share the box meanwhile, and
 then the solo step time is slow and every slowdown measured against it too small. `SoloRunWatch`
 reads, from the end of the job's warm-up to the end of its solo run, the job's threads'
-run-queue wait (JobRun.measured_wait, from the ticks' schedstat readings) and the busiest
+run-queue wait (from the ticks' schedstat readings of its tree) and the busiest
 processes that are not the job's (collect/proc/busiest.py: a pass each tick, their mean
 cores). The reading is kept with the baseline (`beside`, cached with it);
 analyse/live/outside_load.py's `not_alone` judges it as it does the probe's solo windows.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from gputop_dl.analyse.live.outside_load import OutsideWindow, SoloWindow, solo_outside
 from gputop_dl.analyse.thresholds import SLOW
@@ -43,19 +43,29 @@ class SoloBeside(TypedDict):
     consumers: list[Consumer] | None
 
 
+class _Tick(NamedTuple):
+    """One tick of a solo run: when, the ns its threads ran and waited runnable since the tick
+    before (its tree's schedstat), and the busiest processes since the pass before."""
+
+    t: float
+    ran: int
+    waited: int
+    busiest: tuple[ProcLoad, ...] | None
+
+
 class SoloRunWatch:
     """`tick()` after each engine tick of a solo run (`until(done)` wraps an engine loop's
     condition), `reading()` once it has ended.
 
-    The busiest processes are read at every tick of the run, each pass kept with its time; the
-    reading takes those after the warm-up by the steps' own clock (`JobRun.warm_at`). Not from
-    the tick that first reads a step past the warm-up: the steps' events come in batches, and a
-    job that ends within a flush of its warm-up would leave no tick after that one."""
+    Each tick of the run is kept with its time; the reading takes those after the warm-up by
+    the steps' own clock (`JobRun.warm_at`). Not from the tick that first reads a step past the
+    warm-up: the steps' events come in batches, and a job that ends within a flush of its
+    warm-up would leave no tick after that one."""
 
     def __init__(self, run: JobRun, proc: str = "/proc") -> None:
         self.run = run
         self._busiest = BusiestSampler(proc, every=1)
-        self._passes: list[tuple[float, tuple[ProcLoad, ...] | None]] = []  # (time, busiest)
+        self._ticks: list[_Tick] = []
         self._pids: set[int] = set()  # every process of the job seen (its workers come and go)
 
     def tick(self) -> None:
@@ -63,7 +73,9 @@ class SoloRunWatch:
         if ts is not None:
             self._pids.update(ts.pids)
         if self.run.alive:
-            self._passes.append((time.time(), self._busiest.sample()))
+            waits = ts.waits.values() if ts is not None and ts.waits else ()
+            self._ticks.append(_Tick(time.time(), sum(v[0] for v in waits),
+                                     sum(v[1] for v in waits), self._busiest.sample()))
 
     def until(self, done: Callable[[], bool]) -> Callable[[], bool]:
         """`done`, with a tick of the watch before each look."""
@@ -79,15 +91,18 @@ class SoloRunWatch:
         if t0 is None:
             return None
         mine = self._pids | {os.getpid()}  # the job's own, and gputop-dl's
-        after = [(t, busy) for t, busy in self._passes if t > t0]
-        read = [tuple(p for p in busy if p.pid not in mine) for _, busy in after
-                if busy is not None]
+        after = [k for k in self._ticks if k.t > t0]
+        read = [tuple(p for p in k.busiest if p.pid not in mine) for k in after
+                if k.busiest is not None]
         window = OutsideWindow(window=max(1, len(read)))
         for procs in read:
             window.add(procs)
         consumers = window.consumers(top=KEEP)
-        return {"seconds": round(max(0.0, after[-1][0] - t0), 2) if after else 0.0,
-                "wait": self.run.measured_wait(),
+        # its threads' run-queue wait over their runnable time; a reading handed on between two
+        # reads counts twice: the share stays
+        ran, waited = sum(k.ran for k in after), sum(k.waited for k in after)
+        return {"seconds": round(max(0.0, after[-1].t - t0), 2) if after else 0.0,
+                "wait": round(waited / (ran + waited), 4) if ran + waited > 0 else None,
                 "cores": self.run.measured_cpu_cores(),
                 "consumers": None if consumers is None else [
                     {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}

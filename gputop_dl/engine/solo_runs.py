@@ -111,7 +111,7 @@ class SoloRuns:
             return None
         if run.alive:
             engine.stop_run(run)
-            engine.loop(lambda: not run.alive)
+            engine.loop(watch.until(lambda: not run.alive))  # its last ticks read too
         seen = len(run.steps)
         if seen == 0:
             why = (run.failure or "it could not start") if run.proc.pid is None else (
