@@ -45,6 +45,7 @@ from gputop_dl.workload import SessionSpec, Workload
 PEEKS = 10
 
 CAP_CHECK_S = 0.25  # how often a capped job's RSS is read between ticks
+DUMP_JOIN_S = 15.0  # the longest wait, at the end, for a stuck job's stack dump in flight
 
 class Engine:
     """Runs one session: a `Plan` over a `MachineSampler`, recorded by a `Recorder`."""
@@ -284,6 +285,8 @@ class Engine:
             self.tick()
         except Exception as exc:
             self.say(f"final sample failed: {exc}")
+        # a stack dump still running starts py-spy processes: none outlives the engine
+        self.stuck.join(DUMP_JOIN_S)
         self.recorder.close(self.state, self.plan.verdict)
 
     def _apply_commands(self) -> None:
