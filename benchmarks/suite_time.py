@@ -2,7 +2,7 @@
 
 A pytest plugin and its report. Run the suite with it loaded, then read the report:
 
-    .venv/bin/python -m pytest -q -n 2 --dist loadgroup -p benchmarks.suite_time
+    .venv/bin/python -m pytest -q -n 3 -p benchmarks.suite_time
     .venv/bin/python benchmarks/suite_time.py [suite-time.jsonl]
 
 Each test's set-up, call and tear-down is timed in the worker that runs it: wall time, the

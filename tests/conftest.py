@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import shutil
 import sys
 
 import pytest
@@ -11,7 +12,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 pytest.register_assert_rewrite("tests.quick_rule")  # a plugin too (below), imported first here
-from tests.quick_rule import starts_processes  # noqa: E402 (needs ROOT on the path)
+from tests import box_schedule  # noqa: E402 (needs ROOT on the path)
+from tests.quick_rule import starts_processes  # noqa: E402
 
 # the quick loop's rule and its guard (`pytest -m quick`); pytester tests that rule
 pytest_plugins = ["pytester", "tests.quick_rule"]
@@ -66,28 +68,52 @@ def pytest_itemcollected(item):
     """Real-process tests run one at a time: they measure CPU contention and slowdowns, which
     a second heavy test beside them would skew.
 
-    Two layers: the `xdist_group("heavy")` marker sends them to one worker under
-    `--dist loadgroup` (marked as each item is collected: xdist reads it in its own
-    collection hook, and tests/quick_rule.py in its, which both run later), and the
-    `heavy_lock` fixture serialises them across workers with a file lock. The lock is what
-    guarantees it: with pytest 9.2 and pytest-xdist 3.8 the group marker is silently ignored
-    (xdist sets `item._nodeid`, which pytest 9.2 no longer reads), and CI failed on exactly
-    that: two calibrated scenarios ran side by side on 2 cores."""
+    Two layers: the suite's scheduler (tests/box_schedule.py) sends them all to one worker,
+    after every other test, and the `heavy_lock` fixture keeps the other workers' last tests
+    from running beside them. The `xdist_group("heavy")` marker names them (xdist's own
+    `loadgroup` ignores it with pytest 9.2: it renames `item._nodeid`, which pytest no longer
+    reads; CI once failed on that, two calibrated scenarios side by side on 2 cores)."""
     if is_heavy(item):
         item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
-    """The tests that hold the box run last, in their order among themselves.
+def pytest_collection_modifyitems(config, items):
+    """The tests that hold the box run last, in their order among themselves; under xdist each
+    worker tells the scheduler which they are (tests/box_schedule.py).
 
-    Under xdist a test waiting for the lock idles its worker, and one that holds it idles the
-    others: met early, every heavy test stalls the workers around it while they could run the
-    rest. Last, the others run on every worker first (their share of the wall is theirs
-    divided by the workers), then the heavy ones one after another on a box that nothing else
-    of the suite runs on (docs/benchmarks.md: the suite's time). Tried and not kept: the
-    process tests first, the quick ones after them, ended the others later, not sooner."""
+    Last, the others run on every worker first (their share of the wall is theirs divided by
+    the workers), then the heavy ones one after another on a box that nothing else of the
+    suite runs on (docs/benchmarks.md: the suite's time). Tried and not kept: the process
+    tests first, the quick ones after them, ended the others later, not sooner."""
     items[:] = sorted(items, key=holds_the_box)
+    path = getattr(config, "workerinput", {}).get(box_schedule.INPUT_KEY)
+    if path:
+        box_schedule.write_heavy_ids(path, [i.nodeid for i in items if holds_the_box(i)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (xdist's `load` or `loadgroup`): the suite's scheduler, heavy tests on one worker."""
+    if config.getvalue("dist") in ("load", "loadgroup"):
+        return box_schedule.BoxScheduling(config, log, _heavy_ids_path(config))
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[box_schedule.INPUT_KEY] = _heavy_ids_path(node.config)
+
+
+def _heavy_ids_path(config) -> str:
+    """Where the workers write the heavy tests' IDs: a file of this run's controller."""
+    if not hasattr(config, "_gputop_dl_heavy_ids"):
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="gputop-dl-suite-")
+        config._gputop_dl_heavy_ids = os.path.join(d, "heavy-ids.json")
+        config.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+    return config._gputop_dl_heavy_ids
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,76 @@
+"""The suite's scheduler (tests/box_schedule.py) in a real `pytest -n 3` run of a tiny suite:
+every heavy test on one worker, in its order, none before the last other test was handed out,
+and a module-scoped fixture of the heavy tests made once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CONFTEST = '''
+import os, pytest
+from tests import box_schedule
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = sorted(items, key=lambda i: i.get_closest_marker("heavy") is not None)
+    path = getattr(config, "workerinput", {}).get(box_schedule.INPUT_KEY)
+    if path:
+        box_schedule.write_heavy_ids(
+            path, [i.nodeid for i in items if i.get_closest_marker("heavy") is not None])
+
+def pytest_xdist_make_scheduler(config, log):
+    return box_schedule.BoxScheduling(config, log, str(config.rootpath / "ids.json"))
+
+def pytest_configure_node(node):
+    node.workerinput[box_schedule.INPUT_KEY] = str(node.config.rootpath / "ids.json")
+'''
+
+TESTS = '''
+import json, os, time, pytest
+LOG = os.environ["RUN_LOG"]
+
+def note(kind):
+    with open(LOG, "a") as f:
+        f.write(json.dumps([kind, os.environ.get("PYTEST_XDIST_WORKER"), time.time()]) + "\\n")
+
+@pytest.fixture(scope="module")
+def made_once():
+    note("fixture")
+
+@pytest.mark.parametrize("i", range(12))
+def test_other(i):
+    time.sleep(0.05)
+    note("other")
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("i", range(4))
+def test_heavy(i, made_once):
+    note(f"heavy{i}")
+'''
+
+
+@pytest.mark.shares_box("which worker ran what, and in which order; no timing")
+def test_heavy_tests_run_on_one_worker_after_the_others(pytester, tmp_path):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_mix=TESTS)
+    pytester.makeini("[pytest]\nmarkers =\n    heavy: holds the box\n")
+    log = tmp_path / "run.log"
+    os.environ["RUN_LOG"] = str(log)  # the workers' environment comes from this process
+    try:
+        result = pytester.runpytest_subprocess("-n", "3", "-p", "xdist", "-p", "no:cacheprovider",
+                                               "--rootdir", str(pytester.path),
+                                               "-o", f"pythonpath={ROOT}")
+    finally:
+        del os.environ["RUN_LOG"]
+    result.assert_outcomes(passed=16)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    heavy = [r for r in rows if r[0].startswith("heavy")]
+    others = [r for r in rows if r[0] == "other"]
+    assert len({r[1] for r in heavy}) == 1, heavy  # one worker
+    assert [r[0] for r in heavy] == [f"heavy{i}" for i in range(4)]  # in their order
+    assert len({r[1] for r in others}) > 1, others  # the others shared out
+    assert [r[0] for r in rows].count("fixture") == 1
