@@ -54,15 +54,35 @@ def test_real_launch_light_command_pair_is_parallel_with_measured_baselines(tmp_
     assert {j["name"]: j["slowdown"] for j in v["jobs"]}.keys() == {"a", "b"}
 
 
-def test_real_launch_heavy_command_pair_is_cpu_bound(tmp_path):
-    eng = run_file(session(tmp_path, {"a": script(*HEAVY), "b": script(*HEAVY),
-                                      "c": script(*HEAVY)}), nvml=Nvml())
+@pytest.fixture(scope="module")
+def heavy_trio(tmp_path_factory):
+    """Three heavy scripts launched with measured baselines, once for the module: the launch
+    (its verdict), and its store, which caches their solo baselines for the queue. Called from
+    the test, so the launch runs while the test holds the box (conftest.heavy_lock)."""
+    made: list = []
+
+    def launched():
+        if not made:
+            d = tmp_path_factory.mktemp("heavy-trio")
+            store = str(d / "sessions.db")
+            jobs = {"a": script(*HEAVY), "b": script(*HEAVY), "c": script(*HEAVY)}
+            made.append((run_file(session(d, jobs), nvml=Nvml(), store_path=store), d, jobs,
+                         store))
+        return made[0]
+
+    return launched
+
+
+def test_real_launch_heavy_command_pair_is_cpu_bound(heavy_trio):
+    eng = heavy_trio()[0]
     v = eng.verdict
     assert v["kind"] == "cpu-bound", v["reason"]
     assert max(v["evidence"]["slowdowns"].values()) > 1.3
     assert v["evidence"]["solo_cpu_need_cores"] > 2.0
     # the hook reported each script's loader workers: the workers advice uses them
     assert any("6 data-loader workers" in r for r in v["recommendations"])
+    # its solo baselines are cached, each measured now
+    assert all(not eng.plan.baselines.solo[n].get("cached") for n in "abc")
 
 
 @pytest.mark.shares_box("a cached baseline reused: its flag and its stored figure; no timing")
@@ -133,28 +153,18 @@ def test_real_launch_a_script_that_ignores_sigterm_in_its_baseline_is_killed(tmp
     assert not leftovers
 
 
-def test_real_launch_then_queue_jobs_running_together_in_a_queue_get_a_verdict(tmp_path):
-    """Three heavy scripts: a launch measures and caches their solo baselines; queued on 3
-    slots (not CPU-aware) they run together, and the queue judges them as a launch would."""
-    from gputop_dl.runner import launch_engine, open_spec, queue_engine
+def test_real_launch_then_queue_jobs_running_together_in_a_queue_get_a_verdict(heavy_trio):
+    """Three heavy scripts: a launch measured and cached their solo baselines (the module's
+    launch, the test above); queued on 3 slots (not CPU-aware) they run together, and the
+    queue judges them as a launch would."""
+    from gputop_dl.runner import open_spec, queue_engine
 
-    jobs = {"a": script(*HEAVY), "b": script(*HEAVY), "c": script(*HEAVY)}
+    _, d, jobs, store = heavy_trio()
     nvml = Nvml()
-    # the launch caches each one's solo baseline as it is measured; its co-run would add
-    # nothing here, so the launch is stopped as that starts
-    first = launch_engine(open_spec(session(tmp_path, jobs, steps=8), nvml), nvml)
-    first.start()
-    try:
-        deadline = time.monotonic() + 120
-        while first.phase != "co-run" and first.running and time.monotonic() < deadline:
-            time.sleep(0.05)  # wait for the event: the baselines are measured
-    finally:
-        first.request_stop()
-        assert first.join(60)
-    qfile = tmp_path / "q.toml"
-    qfile.write_text(open(session(tmp_path, jobs, steps=8)).read().replace(
+    qfile = d / "q.toml"
+    qfile.write_text(open(session(d, jobs)).read().replace(
         '[session]\n', '[session]\npolicy = "fifo"\nslots = 3\ncpu_aware = false\n', 1))
-    eng = queue_engine(open_spec(str(qfile), nvml), nvml)
+    eng = queue_engine(open_spec(str(qfile), nvml), nvml, store_path=store)
     eng.start()
     eng.join()
     v = eng.verdict

@@ -26,13 +26,21 @@ from gputop_dl.snapshot import HostSample, JobSample, ProcSample
 from gputop_dl.record.store import Store
 from gputop_dl.runner import diagnose_engine
 
-from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped
+from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, Reused, never_left_stopped
 from tests.schema_check import check
 
 
 @pytest.fixture
 def by_hand():
     scripts = ByHand()
+    yield scripts.start
+    scripts.stop()
+
+
+@pytest.fixture(scope="module")
+def reused():
+    """The heavy tests' scripts: the trio's go on for the test without the probe (two of them)."""
+    scripts = Reused()
     yield scripts.start
     scripts.stop()
 
@@ -214,8 +222,8 @@ def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
     assert plan._with_estimate(probe).recommendations == ("run fewer",)
 
 
-def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
-    pids = by_hand(HEAVY, 3)
+def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(reused):
+    pids = reused(HEAVY, 3)
     eng = diagnose(pids, seconds=12)
     v, res = eng.verdict, eng.plan.result()
     assert v["kind"] == "cpu-bound", v["reason"]
@@ -244,25 +252,8 @@ def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(by_hand):
     assert row.kind == "diagnose" and row.verdict["kind"] == "cpu-bound"
 
 
-def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(by_hand):
-    # the kind is not asserted: on a box loaded by other work, whether two sleeping jobs were
-    # slowed is not known here; what is known is each script's step time (0.1 s)
-    pids = by_hand(LIGHT, 2)
-    eng = diagnose(pids, seconds=10)
-    v, res = eng.verdict, eng.plan.result()
-    assert v is not None and {j["pid"] for j in res["jobs"]} == pids
-    for j in res["jobs"]:
-        if j["slowdown_source"] == "probe":  # py-spy read both step times (~0.1 s), within its
-            # precision on a busy box; the slowdown is their ratio
-            assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4
-            assert 0.1 * 0.7 < j["step_time_s"] < 0.1 * 1.4
-        else:
-            assert "no slowdown is claimed" in v["reason"]
-    assert never_left_stopped(pids)
-
-
-def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeypatch):
-    pids = by_hand(HEAVY, 2)  # past their warm-up steps: the observe phase sees them train
+def test_real_diagnose_without_probe_pauses_nothing_and_says_so(reused, monkeypatch):
+    pids = reused(HEAVY, 2)  # past their warm-up steps: the observe phase sees them train
     paused = []
     monkeypatch.setattr(diagnose_plan.Pauser, "pause", lambda self, roots: paused.append(roots))
     eng = diagnose(pids, seconds=6, probe=False)
@@ -289,6 +280,23 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(by_hand, monkeyp
         out = v["evidence"]["outside_load"]
         assert out["consumers"] and all(s > 0.5 for s in out["share"].values()), out
         assert max(j["outside_slowdown"] for j in v["jobs"]) > 1.1, v["jobs"]
+
+
+def test_real_diagnose_light_pair_claims_no_slowdown_it_did_not_see(reused):
+    # the kind is not asserted: on a box loaded by other work, whether two sleeping jobs were
+    # slowed is not known here; what is known is each script's step time (0.1 s)
+    pids = reused(LIGHT, 2)
+    eng = diagnose(pids, seconds=10)
+    v, res = eng.verdict, eng.plan.result()
+    assert v is not None and {j["pid"] for j in res["jobs"]} == pids
+    for j in res["jobs"]:
+        if j["slowdown_source"] == "probe":  # py-spy read both step times (~0.1 s), within its
+            # precision on a busy box; the slowdown is their ratio
+            assert 0.1 * 0.7 < j["solo_step_time_s"] < 0.1 * 1.4
+            assert 0.1 * 0.7 < j["step_time_s"] < 0.1 * 1.4
+        else:
+            assert "no slowdown is claimed" in v["reason"]
+    assert never_left_stopped(pids)
 
 
 @pytest.mark.shares_box("which jobs were paused, not how fast they ran")

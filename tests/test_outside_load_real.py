@@ -29,7 +29,7 @@ from gputop_dl.collect.nvml.gpus import Nvml
 from gputop_dl.runner import diagnose_engine
 
 from tests.fakes import busy
-from tests.fakes.by_hand import HEAVY, LIGHT, ByHand, never_left_stopped, only_found
+from tests.fakes.by_hand import HEAVY, LIGHT, Reused, never_left_stopped, only_found
 
 pytestmark = pytest.mark.heavy
 INTERVAL = 0.5  # the monitor's tick at its fastest
@@ -39,9 +39,11 @@ FITS = ["--workers", "0", "--sample-cpu-ms", "5", "--compute-ms", "60"]
 LOOPS = 3  # outside busy loops: 3 cores wanted on the box's 2 (with the jobs, 3.5)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def by_hand():
-    scripts = ByHand()
+    """The scripts, kept from one test to the next that runs the same (tests/fakes/by_hand.py:
+    `Reused`): the tests below are in that order, and start any busy loops after them."""
+    scripts = Reused()
     yield scripts.start
     scripts.stop()
 
@@ -82,15 +84,6 @@ def judged(pids: set[int], *, outside: bool = False, on_tick=lambda: None):
     raise AssertionError(f"not judged within {DEADLINE_S:.0f} s: {v and v.to_json()}")
 
 
-def test_real_jobs_that_contend_with_each_other_read_cpu_bound(by_hand):
-    pids = by_hand(HEAVY, 2)  # ~1.8 cores each alone, on 2 cores
-    v, est = judged(pids)
-    assert v["kind"] == "cpu-bound", v["reason"]
-    assert max(e.slowdown for e in est.values()) > 1.10
-    assert v["reason"].index("waits for a CPU") < v["reason"].find("load from outside") \
-        or "load from outside" not in v["reason"]  # the jobs' own contention first
-
-
 class LoopCpu:
     """The busy loops' own CPU seconds at each tick (psutil): ground truth for the busiest."""
 
@@ -116,9 +109,32 @@ class LoopCpu:
         return loop
 
 
+def test_real_jobs_that_contend_with_each_other_read_cpu_bound(by_hand):
+    pids = by_hand(HEAVY, 2)  # ~1.8 cores each alone, on 2 cores
+    v, est = judged(pids)
+    assert v["kind"] == "cpu-bound", v["reason"]
+    assert max(e.slowdown for e in est.values()) > 1.10
+    assert v["reason"].index("waits for a CPU") < v["reason"].find("load from outside") \
+        or "load from outside" not in v["reason"]  # the jobs' own contention first
+
+
+def test_real_heavy_jobs_beside_a_busy_loop_say_both_their_own_contention_first(by_hand,
+                                                                                busy_loops):
+    # the newcomer's case: two heavy scripts beside a busy loop of their own
+    pids = by_hand(HEAVY, 2)
+    cpu = LoopCpu(busy_loops(1))
+    v, est = judged(pids, outside=True, on_tick=cpu)
+    assert v["kind"] == "cpu-bound", v["reason"]
+    reason = v["reason"]
+    assert reason.index("waits for a CPU") < reason.index("load from outside the jobs"), reason
+    assert max(e.outside for e in est.values()) > 1.10
+    loop = cpu.named(v["evidence"]["outside_load"])
+    assert loop is None or f"PID {loop['pid']}" in reason
+
+
 def test_real_jobs_beside_busy_loops_read_outside_load_with_the_loops_named(by_hand, busy_loops):
-    cpu = LoopCpu(busy_loops(LOOPS))
     pids = by_hand(FITS, 2)
+    cpu = LoopCpu(busy_loops(LOOPS))
     v, est = judged(pids, outside=True, on_tick=cpu)
     assert v["kind"] == "outside-load", v["reason"]
     assert v["title"] == "concurrent: CPU taken by other processes"
@@ -133,35 +149,14 @@ def test_real_jobs_beside_busy_loops_read_outside_load_with_the_loops_named(by_h
     assert loop is None or f"PID {loop['pid']}" in v["reason"]
 
 
-def test_real_heavy_jobs_beside_a_busy_loop_say_both_their_own_contention_first(by_hand,
-                                                                                busy_loops):
-    # the newcomer's case: two heavy scripts beside a busy loop of their own
-    cpu = LoopCpu(busy_loops(1))
-    pids = by_hand(HEAVY, 2)
-    v, est = judged(pids, outside=True, on_tick=cpu)
-    assert v["kind"] == "cpu-bound", v["reason"]
-    reason = v["reason"]
-    assert reason.index("waits for a CPU") < reason.index("load from outside the jobs"), reason
-    assert max(e.outside for e in est.values()) > 1.10
-    loop = cpu.named(v["evidence"]["outside_load"])
-    assert loop is None or f"PID {loop['pid']}" in reason
-
-
-def test_real_jobs_at_solo_speed_read_parallel(by_hand):
-    pids = by_hand(LIGHT, 2)  # they sleep: no CPU to speak of
-    v, est = judged(pids)
-    assert v["kind"] == "parallel", v["reason"]
-    assert all(e.slowdown <= 1.10 and (e.outside or 1.0) <= 1.10 for e in est.values())
-
-
 def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_alone(by_hand,
                                                                                    busy_loops):
     # the probe pauses the other job, not the loops: each solo window is slowed by them, and
     # says so with its figure. Never "parallel": outside-load, or, where pausing the other job
     # sped one up by more than 10 % (each job is a session, as each loop is), cpu-bound with
     # the outside load said after it
-    loops = busy_loops(LOOPS)
     pids = by_hand(FITS, 2)
+    loops = busy_loops(LOOPS)
     eng = diagnose_engine(Nvml(), pids=pids, interval=INTERVAL, seconds=12, record=False)
     eng.start()
     eng.join()
@@ -179,3 +174,10 @@ def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_al
         assert loops & named or min(c["cores"] for c in out["consumers"]) > 0.5, out
         assert f"probe: {j['name']} was not alone in its solo window" in "\n".join(
             v["evidence_lines"])
+
+
+def test_real_jobs_at_solo_speed_read_parallel(by_hand):
+    pids = by_hand(LIGHT, 2)  # they sleep: no CPU to speak of
+    v, est = judged(pids)
+    assert v["kind"] == "parallel", v["reason"]
+    assert all(e.slowdown <= 1.10 and (e.outside or 1.0) <= 1.10 for e in est.values())

@@ -77,15 +77,64 @@ class ByHand:
             time.sleep(0.2)
         return set(scripts)
 
-    def stop(self) -> None:
-        for p in self.procs:
+    def stop(self, pids: set[int] | None = None) -> None:
+        """kill -9 to the process group of each script (of those with these PIDs: `pids`)."""
+        for p in list(self.procs):
+            if pids is not None and not pids & {c.pid for c in _children(p.pid)}:
+                continue
             try:
                 os.killpg(p.pid, 9)
             except OSError:
                 pass
             p.wait()
-        self.procs.clear()
-        shutil.rmtree(self.dir, ignore_errors=True)
+            self.procs.remove(p)
+        if pids is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+
+
+class Reused:
+    """Scripts kept running from one test of a module to the next that asks for the same (a
+    module-scoped fixture; the module's heavy tests run one after another on one worker,
+    tests/box_schedule.py): `start(args, n)` gives `n` running copies of `args`, those of the
+    test before where it asked for as many or more of the same (the rest stopped), else new
+    ones, after stopping any others: only the scripts of the test that runs are on the box.
+    Their start (torch's import) is what a test of a running job need not wait for again."""
+
+    def __init__(self) -> None:
+        self.hand: ByHand | None = None
+        self.args: tuple[str, ...] = ()
+        self.pids: set[int] = set()
+
+    def start(self, args: list[str], n: int) -> set[int]:
+        if (self.hand is not None and self.args == tuple(args) and len(self.pids) >= n
+                and all(_running(pid) for pid in self.pids)):
+            extra = set(sorted(self.pids)[n:])
+            self.hand.stop(extra)
+            self.pids -= extra
+            return set(self.pids)
+        self.stop()
+        self.hand, self.args = ByHand(), tuple(args)
+        self.pids = self.hand.start(args, n)
+        return set(self.pids)
+
+    def stop(self) -> None:
+        if self.hand is not None:
+            self.hand.stop()
+        self.hand, self.pids = None, set()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def never_left_stopped(pids) -> bool:
