@@ -34,6 +34,16 @@ RATE = 4 << 20  # bytes/s the two share: one 1 MiB step takes ~0.25 s alone, ~0.
 JUDGED_S = 3 + NO_PROBE_OBSERVE_S
 
 
+def make_data(path: str, mib: int) -> None:
+    """The scripts' data file: `mib` MiB of random bytes (what `disk_reader.py --make` writes,
+    without a process that imports torch to write it)."""
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(1 << 20))
+        f.flush()
+        os.fsync(f.fileno())  # its write-back done before anything is timed
+
+
 def _disk_of(path: str) -> str | None:
     """'MAJ:MIN' of the whole disk a file is on (throttling takes disks, not partitions)."""
     dev = os.stat(path).st_dev
@@ -125,7 +135,7 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     if why:
         pytest.skip(why)
     data = str(tmp_path / "shard.bin")
-    subprocess.run([sys.executable, SCRIPT, "--file", data, "--make", "64"], check=True)
+    make_data(data, 64)
     cg = os.path.join(BLKIO, f"gputop-dl-test-{os.getpid()}")
     os.makedirs(cg, exist_ok=True)
     procs: list[Reader] = []
