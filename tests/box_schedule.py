@@ -3,11 +3,10 @@
 pytest-xdist's `loadgroup` would send an `xdist_group("heavy")` to one worker, but with pytest
 9.2 the group is silently ignored (xdist renames `item._nodeid`, which pytest no longer reads),
 so the heavy tests were spread over every worker and only the file lock (conftest.heavy_lock)
-kept them apart. This scheduler is xdist's `load` for every other test; the heavy ones are
-held back until no other test is left to hand out, then the first worker that asks gets all of
+kept them apart. This scheduler is xdist's `worksteal` for every other test; the heavy ones are
+held back until nothing else is left to share out, then the first idle worker gets all of
 them, in their order. On one worker, one after another, the heavy tests of a module can share
-what they start (a module-scoped fixture: its scripts run only while that module's tests do),
-and the worker holds the box from its first heavy test to its last (conftest.the_box).
+what they start (a module-scoped fixture: its scripts run only while that module's tests do).
 
 Which tests are heavy is decided where the items are, in the workers (conftest.holds_the_box):
 each worker writes their IDs to a file the controller names in its `workerinput`, before it
@@ -20,7 +19,8 @@ import json
 import os
 from typing import Any
 
-from xdist.scheduler import LoadScheduling
+from xdist.scheduler import WorkStealingScheduling
+from xdist.scheduler.worksteal import MIN_PENDING
 
 INPUT_KEY = "gputop_dl_heavy_ids"  # the file's path, in each worker's workerinput
 
@@ -33,13 +33,22 @@ def write_heavy_ids(path: str, ids: list[str]) -> None:
     os.replace(tmp, path)
 
 
-class BoxScheduling(LoadScheduling):
-    """`--dist load` for the tests that share the box; the heavy ones to one worker, last."""
+class BoxScheduling(WorkStealingScheduling):
+    """xdist's `worksteal` for the tests that share the box; the heavy ones to one worker, last.
+
+    `worksteal` gives each worker a contiguous share of the collection (each starts at another
+    place: the process tests of one module run beside another module's quick ones, and a
+    module's tests stay on one worker), and a worker that runs out takes half of the longest
+    queue left. xdist's `load` did the first and not the second: a module of long tests was
+    once the tail of one worker's queue while the others waited (40 s). Handing out a few
+    tests at a time did the second and not the first: three workers on the same module's
+    process tests at once ran them 10 % slower, and the others ended later."""
 
     def __init__(self, config: Any, log: Any, ids_path: str) -> None:
         super().__init__(config, log)
         self.ids_path = ids_path
         self.held: list[int] = []  # the heavy tests' indices, not yet handed out
+        self.heavy_node: Any = None  # the worker that runs them
 
     def _heavy_ids(self) -> set[str]:
         try:
@@ -59,8 +68,7 @@ class BoxScheduling(LoadScheduling):
     def schedule(self) -> None:
         assert self.collection_is_completed
         if self.collection is not None:  # a worker added later: hand it work as to the others
-            for node in self.nodes:
-                self.check_schedule(node)
+            self.check_schedule()
             return
         if not self._check_nodes_have_same_collection():
             self.log("**Different tests collected, aborting run**")
@@ -69,25 +77,36 @@ class BoxScheduling(LoadScheduling):
         heavy = self._heavy_ids()
         self.pending[:] = [i for i, t in enumerate(self.collection) if t not in heavy]
         self.held = [i for i, t in enumerate(self.collection) if t in heavy]
-        if self.maxschedchunk is None:
-            self.maxschedchunk = len(self.collection)
-        # a first chunk each, as `load` does: a quarter of a worker's share, at least 2
-        chunk = max(2, min(len(self.pending) // len(self.nodes) // 4, self.maxschedchunk))
-        for node in self.nodes:
-            self._send_tests(node, chunk)
-        for node in self.nodes:
-            if not self.node2pending[node]:
-                self.check_schedule(node)  # nothing to share out: the held ones, or shutdown
+        self.check_schedule()
 
-    def check_schedule(self, node: Any, duration: float = 0) -> None:
-        if node.shutting_down:
+    def check_schedule(self) -> None:
+        """`worksteal`'s, but where it would shut an idle worker down with nothing left to
+        steal, the first such worker gets every heavy test; no one steals from it."""
+        up = [(n, p) for n, p in self.node2pending.items() if not n.shutting_down]
+        idle = [n for n, p in up if len(p) < MIN_PENDING]
+        if not idle:
             return
         if self.pending:
-            super().check_schedule(node, duration)
+            for i, node in enumerate(idle):
+                self._send_tests(node, len(self.pending) // (len(idle) - i))
+            idle = [n for n, p in up if len(p) < MIN_PENDING]
+            if not idle:
+                return
+        if self.steal_requested_from_node is not None:  # one steal at a time
             return
-        if self.held:  # nothing else left to hand out: this worker runs every heavy test
-            held, self.held = self.held, []
-            self.node2pending[node].extend(held)
-            node.send_runtest_some(held)
+        sharing = [(n, p) for n, p in up if n is not self.heavy_node]
+        steal_from = max(sharing, key=lambda np: len(np[1]), default=None)
+        n_steal = 0 if steal_from is None else min(len(steal_from[1]) // 2,
+                                                    max(0, len(steal_from[1]) - MIN_PENDING))
+        if n_steal:
+            steal_from[0].send_steal(steal_from[1][-n_steal:])
+            self.steal_requested_from_node = steal_from[0]
             return
-        node.shutdown()
+        for node in idle:  # nothing left to share out
+            if self.held:
+                held, self.held = self.held, []
+                self.heavy_node = node
+                self.node2pending[node].extend(held)
+                node.send_runtest_some(held)
+            else:
+                node.shutdown()
