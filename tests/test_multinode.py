@@ -330,8 +330,10 @@ def test_two_nodes_on_one_machine_meet_at_c10d_and_each_records_its_rank_end_to_
         while n == 1 and not stop.is_set() and not fleet:  # the fleet view's reading of both
             addrs = [s.get("address") for s in seen]
             runs = group_distributed(read_fleet(addrs)) if all(addrs) else []
-            if runs and runs[0]["complete"]:
-                fleet.append(runs[0])
+            # this test's run: the launches' job "ddp" (another test's torchrun may run too)
+            mine = [r for r in runs if any(nd["job"] == "ddp" for nd in r["nodes"])]
+            if mine and mine[0]["complete"]:
+                fleet.append(mine[0])
             time.sleep(0.1)
 
     took = run_two_nodes(tmp_path, wl, "--metrics", "127.0.0.1:0", watch=watch)
