@@ -236,7 +236,7 @@ def probe_file(tmp_path, argv, n=2, extra=""):
 
 def test_real_launch_probe_light_pair_is_parallel_and_the_probe_matches_the_scripts_clock(
         tmp_path):
-    argv = [sys.executable, CALIBRATED, "--steps", "90", "--sample-io-ms", "10",
+    argv = [sys.executable, CALIBRATED, "--steps", "60", "--sample-io-ms", "10",
             "--compute-ms", "60"]
     eng = run_file(probe_file(tmp_path, argv), nvml=Nvml())
     v = eng.verdict
