@@ -207,6 +207,8 @@ def test_phase_means_make_the_verdict_s_energy_evidence():
     assert energy_evidence(v, led.phases(), ["a", "b", "c"]) is v  # c has none: no figure
 
 
+@pytest.mark.shares_box("the energy ratio against the same run's own steps; 3 of 3 passed "
+                        "beside two busy loops")
 def test_a_launch_with_baselines_has_the_energy_evidence_real_launch(tmp_path):
     """Two tiny trainers, each measured alone then together, put on fake GPU 0 (its counter
     grows by 300 W x the real clock) once they run: the verdict's evidence has the co-run's

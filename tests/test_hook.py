@@ -410,6 +410,8 @@ def last_json(run):
     return json.loads(lines[-1])
 
 
+@pytest.mark.shares_box("counts, and its stall against the script's own in the same run; 3 of 3 "
+                        "passed beside two busy loops")
 def test_real_launch_plain_script_gets_steps_epochs_and_its_true_stall(tmp_path):
     eng, run = launch(tmp_path, [sys.executable, TRAIN_PLAIN])
     assert run.status == "done", run.stderr_tail
