@@ -40,7 +40,7 @@ class BoxScheduling(WorkStealingScheduling):
     place: the process tests of one module run beside another module's quick ones, and a
     module's tests stay on one worker), and a worker that runs out takes half of the longest
     queue left. xdist's `load` did the first and not the second: a module of long tests was
-    once the tail of one worker's queue while the others waited (40 s). Handing out a few
+    once the tail of one worker's queue while the others waited (47 s). Handing out a few
     tests at a time did the second and not the first: three workers on the same module's
     process tests at once ran them 10 % slower, and the others ended later."""
 

@@ -571,7 +571,9 @@ def test_monitor_engine_lists_found_jobs_and_the_namespace_note(tmp_path):
 
 # --- a real job started outside gputop-dl ----------------------------------------------------
 
-@pytest.mark.shares_box("py-spy's stall against the script's own over the same windows")
+# It holds the box: beside the other workers' tests py-spy read 0.477 where the script's own
+# stall over the same windows was 0.407 (CI, 2026-12-06), past its 3.5-SE bound; load moves
+# the two apart, not together
 def test_found_job_stall_real_launch():
     """A plain PyTorch loop (tests/external/stall_script.py, num_workers=0) with ~40 % stall:
     the monitor finds it by its pid and py-spy's main-thread stall is within 5 points."""
