@@ -43,7 +43,6 @@ def made_once():
 
 @pytest.mark.parametrize("i", range(12))
 def test_other(i):
-    time.sleep(0.05)
     note("other")
 
 @pytest.mark.heavy

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from gputop_dl.engine.diagnose_plan import NO_PROBE_OBSERVE_S
+from tests.external.data_file import make
 from tests.fakes.orphan import orphan_shell
 from tests.schema_check import check
 
@@ -32,16 +33,6 @@ RATE = 4 << 20  # bytes/s the two share: one 1 MiB step takes ~0.25 s alone, ~0.
 # the disk drifts: in one run a job read 41 % of the pair's bytes while the judge looked
 # (estimate 2.36x) and ran 1.74x slower over the whole 19 s of diagnose
 JUDGED_S = 3 + NO_PROBE_OBSERVE_S
-
-
-def make_data(path: str, mib: int) -> None:
-    """The scripts' data file: `mib` MiB of random bytes (what `disk_reader.py --make` writes,
-    without a process that imports torch to write it)."""
-    with open(path, "wb") as f:
-        for _ in range(mib):
-            f.write(os.urandom(1 << 20))
-        f.flush()
-        os.fsync(f.fileno())  # its write-back done before anything is timed
 
 
 def _disk_of(path: str) -> str | None:
@@ -135,7 +126,7 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     if why:
         pytest.skip(why)
     data = str(tmp_path / "shard.bin")
-    make_data(data, 64)
+    make(data, 64)
     cg = os.path.join(BLKIO, f"gputop-dl-test-{os.getpid()}")
     os.makedirs(cg, exist_ok=True)
     procs: list[Reader] = []

@@ -23,7 +23,8 @@ import pytest
 
 from tests.fakes.orphan import orphan_shell
 
-from tests.test_io_verdict_real import BLKIO, JUDGED_S, ROOT, SCRIPT, _disk_of, make_data
+from tests.external.data_file import make
+from tests.test_io_verdict_real import BLKIO, JUDGED_S, ROOT, SCRIPT, _disk_of
 
 SIZE, BUDGET, RATE = 64, 80, 16  # MiB each file, MiB of cache for both, MiB/s of reads
 
@@ -141,7 +142,7 @@ def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
         pytest.skip(why)
     files = [str(tmp_path / f"{n}.bin") for n in "ab"]
     for f in files:
-        make_data(f, SIZE)
+        make(f, SIZE)
     cgs = [os.path.join(MEMORY, f"gputop-dl-test-{os.getpid()}"),
            os.path.join(BLKIO, f"gputop-dl-mtest-{os.getpid()}")]
     for cg in cgs:

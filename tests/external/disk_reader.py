@@ -20,6 +20,7 @@ import sys
 import time
 
 import torch
+from data_file import make  # beside this script
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -58,9 +59,7 @@ def main():
     ap.add_argument("--report-every", type=int, default=5)
     args = ap.parse_args()
     if args.make:
-        with open(args.file, "wb") as f:
-            for _ in range(args.make):
-                f.write(os.urandom(1 << 20))
+        make(args.file, args.make)
         return 0
     torch.set_num_threads(1)
     data = DiskBlocks(args.file, args.block_kib << 10, args.buffered)
