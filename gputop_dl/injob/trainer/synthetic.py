@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterable
 from typing import IO
 
 import torch
@@ -166,3 +167,37 @@ class SyntheticModel(nn.Module):
         self.device_work.work(self.step_device_ms)
         out: torch.Tensor = self.fc(x.flatten(1))  # nn.Module's __call__ returns Any
         return out
+
+
+class SyntheticSGD:
+    """SGD with momentum written out (the update of `torch.optim.SGD(momentum=m)`, dampening
+    0, no weight decay) for the synthetic model's one layer.
+
+    Not torch.optim: an optimizer's first parameter group imports torch._dynamo (torch's
+    `_disable_dynamo` wrapper), about 1.2 s of CPU at each synthetic job's start, a third of
+    the start of a job that emulates its device in a few ms. A real model's job pays it
+    anyway: torchvision imports torch._dynamo."""
+
+    def __init__(self, params: Iterable[nn.Parameter], lr: float, momentum: float):
+        self.params = list(params)
+        self.lr, self.momentum = lr, momentum
+        self._buf: list[torch.Tensor | None] = [None] * len(self.params)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            buf = self._buf[i]
+            if buf is None:
+                buf = self._buf[i] = p.grad.detach().clone()
+            else:
+                buf.mul_(self.momentum).add_(p.grad)
+            p.add_(buf, alpha=-self.lr)
