@@ -121,6 +121,8 @@ def test_light_pair_is_parallel():
     assert all(j["slowdown"] <= 1.10 for j in v["jobs"])
 
 
+@pytest.mark.shares_box("two jobs queued on one emulated GPU, a lock of their own; 6 of 6 passed "
+                        "beside two busy loops, 3 of them with a training script too")
 def test_shared_gpu_pair_is_gpu_contended():
     v = run("shared_gpu_pair.toml").verdict
     assert v["kind"] == "gpu-contended", v
@@ -128,6 +130,8 @@ def test_shared_gpu_pair_is_gpu_contended():
         (j["name"], j["slowdown"]) for j in v["jobs"]]
 
 
+@pytest.mark.shares_box("a stall of sleeps against its own step; 6 of 6 passed beside two busy "
+                        "loops, 3 of them with a training script too")
 def test_injected_stall_within_3_points():
     eng = run("injected_stall.toml")
     (job,) = eng.verdict["jobs"]
@@ -135,6 +139,8 @@ def test_injected_stall_within_3_points():
     assert eng.verdict["kind"] == "no-baseline"
 
 
+@pytest.mark.shares_box("no loader wait at all; 6 of 6 passed beside two busy loops, 3 of them "
+                        "with a training script too")
 def test_compute_only_has_no_stall():
     eng = run("compute_only.toml")
     (job,) = eng.verdict["jobs"]
