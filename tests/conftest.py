@@ -11,6 +11,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE): the suite's
+# interpreters (its workers, and the CLIs, jobs and scripts its tests start, several hundred)
+# import the package's modules, and without caches each compiles them again, about 0.15 s of
+# CPU per CLI started (docs/benchmarks.md); the workers' rewritten test modules are cached too
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 pytest.register_assert_rewrite("tests.quick_rule")  # a plugin too (below), imported first here
 from tests import box_schedule  # noqa: E402 (needs ROOT on the path)
 from tests.quick_rule import starts_processes  # noqa: E402
