@@ -120,7 +120,9 @@ def _reports(p: Reader) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-@pytest.mark.heavy
+@pytest.mark.shares_box("its jobs' reads in a cgroup of their own, judged by pid; 3 of 3 passed "
+                        "beside two busy loops and a training script")
+@pytest.mark.one_at_a_time("page-cache")
 def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_path):
     why = _why_not(str(tmp_path))
     if why:
@@ -160,8 +162,10 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
         # third of --seconds, at most 6 s: 18 gives its judge 6 ticks (10 gave it 3, whose
         # share of the disk drifted from the pair's over the seconds their truth spans)
         t0 = time.time()
+        # the pair alone (--pid): other tests' jobs may train beside it (it shares the box)
         diag = subprocess.run([sys.executable, "-m", "gputop_dl", "diagnose", "--no-probe",
-                               "--json", "--seconds", "18"],
+                               "--json", "--seconds", "18",
+                               "--pid", ",".join(str(p.pid) for p in procs)],
                               capture_output=True, text=True, timeout=120, env=env)
         assert diag.returncode == 0, diag.stderr
         found = check(json.loads(diag.stdout))
@@ -178,7 +182,7 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
         remove_cgroup(cg)
     # --once: the readings (one second of them: its verdict may waver on a busy box, so the
     # verdict is checked on the live judge below)
-    readers = [j for j in snap["jobs"] if j["name"].startswith("disk_reader.py")]
+    readers = [j for j in snap["jobs"] if j["pid"] in own]  # not another test's readers
     assert len(readers) == 2
     for j in readers:
         assert j["io_device_label"] and j["io_read_bytes_per_s"] > 0, j
@@ -202,7 +206,9 @@ def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_pa
     print(f"\nIO-PAIR solo {solo_mean:.3f}s truth {truths} medians {medians} whole run {whole} "
           f"est {ests} kind {v['kind']} PSI {psi} brief {brief}")
     # the setup itself: the pair about 2x (each job's part of that is its share of the disk)
-    assert 1.5 <= statistics.mean(whole.values()) <= 2.3, whole
+    # (beside two busy loops on the 2 cores: 2.54, the step times' spread wider; the means
+    # while the judge looked, the truth below, 2.00 and 1.98)
+    assert 1.5 <= statistics.mean(whole.values()) <= 3.0, whole
     assert v["kind"] == "io-bound", f"{v['kind']}: PSI io {psi}; {brief}; {v['reason'][:200]}"
     assert "wait on reads from" in v["reason"]
     assert sorted(ests) == sorted(truths)
