@@ -5,6 +5,7 @@ skip, saying why, where it is not installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -25,6 +26,13 @@ from tests.schema_check import check
 pytestmark = pytest.mark.heavy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def needs(module: str, reason: str) -> None:
+    """Skip where `module` is not installed: found, not imported (the script imports it; in
+    this worker an import of lightning or transformers is seconds of a core for nothing)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(reason)
 LIGHTNING = os.path.join(HERE, "external", "lightning_tiny.py")
 HF = os.path.join(HERE, "external", "hf_tiny.py")
 ACCELERATE = os.path.join(HERE, "external", "accelerate_tiny.py")
@@ -70,7 +78,7 @@ def test_real_lightning_fit_with_a_batch_limit_counts_epochs_and_splits_the_clos
     sanity check and a mid-epoch validation every 3 batches, gradients accumulated over 2:
     2 epochs of 5 steps (not the validation batches), and the forward and backward that
     Lightning runs inside the closure it hands to `optimizer.step` are forward and backward."""
-    pytest.importorskip("lightning", reason="lightning (a test extra) is not installed")
+    needs("lightning", reason="lightning (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, LIGHTNING, "--batches", "8", "--limit",
                                       "5", "--val-every", "3", "--accumulate", "2",
                                       "--workers", "1"])
@@ -97,7 +105,7 @@ def test_real_lightning_phase_shares_match_its_own_profiler_trace(tmp_path):
     training_step, backward and optimizer (its step less the closure Lightning hands it) are
     the truth; the hook's shares of the same batches' steps are within 10 points of them
     (target), and the optimizer is not billed the closure's forward and backward."""
-    pytest.importorskip("lightning", reason="lightning (a test extra) is not installed")
+    needs("lightning", reason="lightning (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, PROFILED])
     assert_shares_match_trace(run, own)
 
@@ -108,13 +116,13 @@ def test_real_transformers_phase_shares_match_a_torch_profiler_trace(tmp_path):
     around the model's forward and the Trainer's `accelerator.backward`, and torch's
     `Optimizer.step#AdamW.step`, are the truth; the hook's shares of the same batches' steps
     are within 10 points of them (target)."""
-    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
+    needs("transformers", reason="transformers (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, HF_PROFILED])
     assert_shares_match_trace(run, own)
 
 
 def test_real_lightning_manual_optimization_counts_epochs_and_phases(tmp_path):
-    pytest.importorskip("lightning", reason="lightning (a test extra) is not installed")
+    needs("lightning", reason="lightning (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, LIGHTNING, "--batches", "6", "--manual"])
     assert own["epochs"] == 2 and own["batches"] == [6, 6] and own["global_step"] == 12
     assert_counts_and_times(run, own, steps_per_epoch=6)
@@ -166,8 +174,8 @@ def test_real_hf_trainer_with_accumulation_counts_epochs_steps_and_phases(tmp_pa
     epochs and steps exact, the step within 10 % of the script's own, and each phase at least
     its sleep and within 10 % (or 1 ms) of the span the script's own hooks time around it
     (the sleep and the model's own compute, which a loaded box stretches)."""
-    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
-    pytest.importorskip("accelerate", reason="accelerate (the Trainer needs it) is not installed")
+    needs("transformers", reason="transformers (a test extra) is not installed")
+    needs("accelerate", reason="accelerate (the Trainer needs it) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, HF, "--accumulate", "2"])
     assert own["epochs"] == 2 and own["batches"] == [12, 12] and own["global_step"] == 12
     assert [e["steps"] for e in run.epochs] == own["batches"]
@@ -193,8 +201,8 @@ def test_real_hf_trainer_stopped_by_max_steps_says_no_epochs(tmp_path):
     """`max_steps = 8` of a 12-batch epoch: the Trainer's callback says one epoch ended (it
     calls `on_epoch_end` when it stops), but no epoch was completed: 8 steps, not the 9 batches
     accelerate's loader fetched (it looks one ahead), and no epochs."""
-    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
-    pytest.importorskip("accelerate", reason="accelerate (the Trainer needs it) is not installed")
+    needs("transformers", reason="transformers (a test extra) is not installed")
+    needs("accelerate", reason="accelerate (the Trainer needs it) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, HF, "--max-steps", "8"])
     assert own["global_step"] == 8 and own["batches"] == [8]
     assert [(s["epoch"], s["step"]) for s in run.steps] == [(1, i) for i in range(1, 9)]
@@ -206,7 +214,7 @@ def test_real_accelerate_loop_counts_the_batches_it_hands_over_not_those_it_fetc
     """A plain `accelerate` loop (no Trainer), 2 epochs of 10 batches: accelerate's loader
     fetches one batch ahead of the loop; the epochs, steps, step time and phases are the
     loop's own."""
-    pytest.importorskip("accelerate", reason="accelerate (a test extra) is not installed")
+    needs("accelerate", reason="accelerate (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, ACCELERATE])
     assert own["epochs"] == 2 and own["batches"] == [10, 10]
     assert_counts_and_times(run, own, steps_per_epoch=10, planned=None)
@@ -216,7 +224,7 @@ def test_real_accelerate_loop_counts_the_batches_it_hands_over_not_those_it_fetc
 def test_real_accelerate_loop_stopped_mid_epoch_with_accumulation(tmp_path):
     """The loop breaks after 7 batches of a 10-batch pass, gradients accumulated over 2 (an
     optimizer step every second batch): 7 steps, no epoch (accelerate had fetched 8)."""
-    pytest.importorskip("accelerate", reason="accelerate (a test extra) is not installed")
+    needs("accelerate", reason="accelerate (a test extra) is not installed")
     eng, run, own = launch(tmp_path, [sys.executable, ACCELERATE, "--accumulate", "2",
                                       "--stop-after", "7"])
     assert own["epochs"] == 0 and own["batches"] == [7] and own["optimizer_steps"] == 3
