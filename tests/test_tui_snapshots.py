@@ -111,6 +111,19 @@ def check(name: str, text: str, svg: str, tmp_path) -> None:
     assert svg == want_svg, f"{name}: same text, different styling; actual SVG: {got_svg}"
 
 
+async def charts_drawn(app, pilot, within_s: float = 10.0) -> None:
+    """Wait for the event: the bottom row mounted and, where the history charts are on screen,
+    drawn. The monitor mounts them after its first frame; a key's modal opened before they
+    drew leaves them empty behind it (on a loaded box the help screen once showed an empty
+    axis where the charts had their samples)."""
+    hp = app.history_panel
+    for _ in range(int(within_s / 0.05)):
+        if app.rest_mounted and (not hp._visible() or hp.drawn_at is not None):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the history charts were not drawn in time")
+
+
 def render(name: str, tmp_path, *, mode: str = "launch", snaps=(), keys=(), theme: str | None = None,
            env: dict | None = None, session_id: str | None = "20251121-183320-abc123") -> None:
     async def go():
@@ -124,6 +137,7 @@ def render(name: str, tmp_path, *, mode: str = "launch", snaps=(), keys=(), them
             for s in snaps:
                 src.emit(s)
                 await pilot.pause()
+            await charts_drawn(app, pilot)
             for k in keys:
                 await pilot.press(k)
             await pilot.pause()
