@@ -8,6 +8,10 @@ held back until nothing else is left to share out, then the first idle worker ge
 them, in their order. On one worker, one after another, the heavy tests of a module can share
 what they start (a module-scoped fixture: its scripts run only while that module's tests do).
 
+Heavy tests that may run two at a time (conftest: the `pairs` marker, each using about one
+core and timed against itself) go last, half to the heavy worker and half to another, once
+every other test, the heavy ones included, has ended: they then run beside each other only.
+
 Which tests are heavy is decided where the items are, in the workers (conftest.holds_the_box):
 each worker writes their IDs to a file the controller names in its `workerinput`, before it
 reports its collection; the scheduler reads the file once every collection is in.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from xdist.scheduler import WorkStealingScheduling
@@ -25,12 +30,27 @@ from xdist.scheduler.worksteal import MIN_PENDING
 INPUT_KEY = "gputop_dl_heavy_ids"  # the file's path, in each worker's workerinput
 
 
-def write_heavy_ids(path: str, ids: list[str]) -> None:
-    """Every worker writes the same list; each replaces the file whole (rename)."""
+def write_heavy_ids(path: str, ids: list[str], pairs: list[str] = ()) -> None:  # type: ignore[assignment]
+    """Every worker writes the same lists (`pairs`: those of `ids` that may run two at a
+    time); each replaces the file whole (rename)."""
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(ids, f)
+        json.dump({"heavy": ids, "pairs": list(pairs)}, f)
     os.replace(tmp, path)
+
+
+def pairs_flag(ids_path: str) -> str:
+    """The file whose existence lets the pairs run (the scheduler writes it)."""
+    return f"{ids_path}.pairs"
+
+
+def wait_for_pairs(ids_path: str, within_s: float = 3600.0) -> None:
+    """A pair test's wait for the flag: the heavy tests that run alone are done."""
+    deadline = time.monotonic() + within_s
+    while not os.path.exists(pairs_flag(ids_path)):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the tests that run alone did not end in time")
+        time.sleep(0.05)
 
 
 class BoxScheduling(WorkStealingScheduling):
@@ -48,22 +68,27 @@ class BoxScheduling(WorkStealingScheduling):
         super().__init__(config, log)
         self.ids_path = ids_path
         self.held: list[int] = []  # the heavy tests' indices, not yet handed out
+        self.held_pairs: list[int] = []  # those that run two at a time, not yet handed out
         self.heavy_node: Any = None  # the worker that runs them
+        self.pair_nodes: list[Any] = []  # the workers that run the pairs
+        self.exclusive: set[int] = set()  # the heavy tests that run alone
+        self.flagged = False  # pairs_flag written
 
-    def _heavy_ids(self) -> set[str]:
+    def _heavy_ids(self) -> tuple[set[str], set[str]]:
         try:
             with open(self.ids_path, encoding="utf-8") as f:
-                return set(json.load(f))
-        except (OSError, ValueError):  # no worker wrote it: nothing is held back
-            return set()
+                doc = json.load(f)
+            return set(doc["heavy"]), set(doc["pairs"])
+        except (OSError, ValueError, KeyError, TypeError):  # none written: nothing held back
+            return set(), set()
 
     @property
     def tests_finished(self) -> bool:
-        return not self.held and super().tests_finished
+        return not self.held and not self.held_pairs and super().tests_finished
 
     @property
     def has_pending(self) -> bool:
-        return bool(self.held) or super().has_pending
+        return bool(self.held or self.held_pairs) or super().has_pending
 
     def schedule(self) -> None:
         assert self.collection_is_completed
@@ -74,14 +99,17 @@ class BoxScheduling(WorkStealingScheduling):
             self.log("**Different tests collected, aborting run**")
             return
         self.collection = list(next(iter(self.node2collection.values())))
-        heavy = self._heavy_ids()
+        heavy, pairs = self._heavy_ids()
         self.pending[:] = [i for i, t in enumerate(self.collection) if t not in heavy]
-        self.held = [i for i, t in enumerate(self.collection) if t in heavy]
+        self.held = [i for i, t in enumerate(self.collection) if t in heavy and t not in pairs]
+        self.held_pairs = [i for i, t in enumerate(self.collection) if t in pairs]
         self.check_schedule()
 
     def check_schedule(self) -> None:
         """`worksteal`'s, but where it would shut an idle worker down with nothing left to
-        steal, the first such worker gets every heavy test; no one steals from it."""
+        steal, the first such worker gets every heavy test, then the pairs go to two workers;
+        no one steals from them."""
+        self._open_pairs()
         up = [(n, p) for n, p in self.node2pending.items() if not n.shutting_down]
         idle = [n for n, p in up if len(p) < MIN_PENDING]
         if not idle:
@@ -94,7 +122,7 @@ class BoxScheduling(WorkStealingScheduling):
                 return
         if self.steal_requested_from_node is not None:  # one steal at a time
             return
-        sharing = [(n, p) for n, p in up if n is not self.heavy_node]
+        sharing = [(n, p) for n, p in up if n is not self.heavy_node and n not in self.pair_nodes]
         steal_from = max(sharing, key=lambda np: len(np[1]), default=None)
         n_steal = 0 if steal_from is None else min(len(steal_from[1]) // 2,
                                                     max(0, len(steal_from[1]) - MIN_PENDING))
@@ -103,10 +131,39 @@ class BoxScheduling(WorkStealingScheduling):
             self.steal_requested_from_node = steal_from[0]
             return
         for node in idle:  # nothing left to share out
-            if self.held:
-                held, self.held = self.held, []
-                self.heavy_node = node
-                self.node2pending[node].extend(held)
-                node.send_runtest_some(held)
-            else:
-                node.shutdown()
+            if self.held or self.held_pairs:  # the pairs' second worker: the least busy other
+                rest = sorted((n for n, _ in up if n is not node),
+                              key=lambda n: len(self.node2pending[n]))
+                self._hand_out_heavy(node, rest)
+                return
+            node.shutdown()
+
+    def _hand_out_heavy(self, node: Any, others: list[Any]) -> None:
+        """The heavy tests to `node`, then half of the pairs; the other half to a second
+        worker, whose pairs wait for the flag (`_open_pairs`); every other worker ends once
+        its queue is done."""
+        held, self.held = self.held, []
+        pairs, self.held_pairs = self.held_pairs, []
+        self.heavy_node = node
+        self.exclusive = set(held)
+        halves = [pairs[::2], pairs[1::2]] if others else [pairs]
+        for n, part in zip([node, *others], [held + halves[0], *halves[1:]]):
+            if part:
+                if n is not node:
+                    self.pair_nodes.append(n)
+                self.node2pending[n].extend(part)
+                n.send_runtest_some(part)
+        for n in others[1:] if len(halves) > 1 else others:
+            n.shutdown()
+        self._open_pairs()
+
+    def _open_pairs(self) -> None:
+        """The flag the pairs wait for (pairs_flag): written once the heavy worker has no
+        test left that must run alone (every other test had ended before each of those)."""
+        if self.heavy_node is None or self.flagged:
+            return
+        if self.exclusive & set(self.node2pending[self.heavy_node]):
+            return
+        self.flagged = True
+        with open(pairs_flag(self.ids_path), "w", encoding="utf-8"):
+            pass

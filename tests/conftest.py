@@ -71,6 +71,13 @@ def holds_the_box(item) -> bool:
     return any("heavy" in m.args for m in item.iter_markers("xdist_group"))
 
 
+def runs_in_pairs(item) -> bool:
+    """A heavy test marked `pairs("why")`: one that uses about one core and is timed against
+    itself may run beside one other such test, never beside anything else (the scheduler
+    hands them out last, to two workers, once every other test has ended)."""
+    return holds_the_box(item) and item.get_closest_marker("pairs") is not None
+
+
 def pytest_itemcollected(item):
     """Real-process tests run one at a time: they measure CPU contention and slowdowns, which
     a second heavy test beside them would skew.
@@ -94,23 +101,29 @@ def pytest_collection_modifyitems(config, items):
     suite runs on (docs/benchmarks.md: the suite's time). Tried and not kept, twice: the
     process tests first, the quick ones after them. The quick ones fill the cores that the
     process tests' waits leave idle; apart, they ended the others 50 s later."""
-    items[:] = sorted(items, key=holds_the_box)
+    items[:] = sorted(items, key=lambda i: (holds_the_box(i), runs_in_pairs(i)))
     path = getattr(config, "workerinput", {}).get(box_schedule.INPUT_KEY)
     if path:
-        box_schedule.write_heavy_ids(path, [i.nodeid for i in items if holds_the_box(i)])
+        box_schedule.write_heavy_ids(path, [i.nodeid for i in items if holds_the_box(i)],
+                                     [i.nodeid for i in items if runs_in_pairs(i)])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`-n N`: the suite's scheduler (tests/box_schedule.py), heavy tests on one worker, last."""
-    if config.getvalue("dist") in ("load", "loadgroup", "worksteal"):
+    if _ours(config):
         return box_schedule.BoxScheduling(config, log, _heavy_ids_path(config))
     return None
 
 
+def _ours(config) -> bool:
+    return config.getvalue("dist") in ("load", "loadgroup", "worksteal")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    node.workerinput[box_schedule.INPUT_KEY] = _heavy_ids_path(node.config)
+    if _ours(node.config):  # the workers of another scheduler run pairs alone too (heavy_lock)
+        node.workerinput[box_schedule.INPUT_KEY] = _heavy_ids_path(node.config)
 
 
 def _heavy_ids_path(config) -> str:
@@ -133,8 +146,13 @@ def heavy_lock(request, tmp_path_factory):
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # pytest-N/popen-gwK -> pytest-N, shared by the workers of this run
-    with open(root / "heavy-tests.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if holds_the_box(request.node) else fcntl.LOCK_SH)
+    paired = (runs_in_pairs(request.node)  # only where the suite's scheduler keeps them apart
+              and box_schedule.INPUT_KEY in getattr(request.config, "workerinput", {}))
+    alone = holds_the_box(request.node) and not paired
+    if paired:  # after every test that runs alone (the scheduler's flag)
+        box_schedule.wait_for_pairs(request.config.workerinput[box_schedule.INPUT_KEY])
+    with open(root / "heavy-tests.lock", "a") as f:  # pairs: after the rest (box_schedule.py)
+        fcntl.flock(f, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         try:
             yield
         finally:
