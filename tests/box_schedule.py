@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from xdist.scheduler import WorkStealingScheduling
@@ -30,12 +31,12 @@ from xdist.scheduler.worksteal import MIN_PENDING
 INPUT_KEY = "gputop_dl_heavy_ids"  # the file's path, in each worker's workerinput
 
 
-def write_heavy_ids(path: str, ids: list[str], pairs: list[str] = ()) -> None:  # type: ignore[assignment]
+def write_heavy_ids(path: str, ids: Sequence[str], pairs: Sequence[str] = ()) -> None:
     """Every worker writes the same lists (`pairs`: those of `ids` that may run two at a
     time); each replaces the file whole (rename)."""
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"heavy": ids, "pairs": list(pairs)}, f)
+        json.dump({"heavy": list(ids), "pairs": list(pairs)}, f)
     os.replace(tmp, path)
 
 
