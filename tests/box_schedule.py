@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -70,10 +71,11 @@ class BoxScheduling(WorkStealingScheduling):
         self.ids_path = ids_path
         self.held: list[int] = []  # the heavy tests' indices, not yet handed out
         self.held_pairs: list[int] = []  # those that run two at a time, not yet handed out
-        self.heavy_node: Any = None  # the worker that runs them
-        self.pair_nodes: list[Any] = []  # the workers that run the pairs
-        self.exclusive: set[int] = set()  # the heavy tests that run alone
-        self.flagged = False  # pairs_flag written
+        # the workers that run them (the first: the heavy ones, then half of the pairs; the
+        # second: the other half); no one steals from them
+        self.box_nodes: list[Any] = []
+        self.alone: set[int] | None = None  # the heavy tests that run alone, once handed out;
+        # None before that and once the flag is written
 
     def _heavy_ids(self) -> tuple[set[str], set[str]]:
         try:
@@ -123,7 +125,7 @@ class BoxScheduling(WorkStealingScheduling):
                 return
         if self.steal_requested_from_node is not None:  # one steal at a time
             return
-        sharing = [(n, p) for n, p in up if n is not self.heavy_node and n not in self.pair_nodes]
+        sharing = [(n, p) for n, p in up if n not in self.box_nodes]
         steal_from = max(sharing, key=lambda np: len(np[1]), default=None)
         n_steal = 0 if steal_from is None else min(len(steal_from[1]) // 2,
                                                     max(0, len(steal_from[1]) - MIN_PENDING))
@@ -145,26 +147,21 @@ class BoxScheduling(WorkStealingScheduling):
         its queue is done."""
         held, self.held = self.held, []
         pairs, self.held_pairs = self.held_pairs, []
-        self.heavy_node = node
-        self.exclusive = set(held)
-        halves = [pairs[::2], pairs[1::2]] if others else [pairs]
-        for n, part in zip([node, *others], [held + halves[0], *halves[1:]]):
+        self.alone = set(held)
+        self.box_nodes = [node, *others[:1]]
+        parts = [held + pairs[::2], pairs[1::2]] if others else [held + pairs]
+        for n, part in zip(self.box_nodes, parts):
             if part:
-                if n is not node:
-                    self.pair_nodes.append(n)
                 self.node2pending[n].extend(part)
                 n.send_runtest_some(part)
-        for n in others[1:] if len(halves) > 1 else others:
+        for n in others[1:]:
             n.shutdown()
         self._open_pairs()
 
     def _open_pairs(self) -> None:
         """The flag the pairs wait for (pairs_flag): written once the heavy worker has no
         test left that must run alone (every other test had ended before each of those)."""
-        if self.heavy_node is None or self.flagged:
+        if self.alone is None or self.alone.intersection(self.node2pending[self.box_nodes[0]]):
             return
-        if self.exclusive & set(self.node2pending[self.heavy_node]):
-            return
-        self.flagged = True
-        with open(pairs_flag(self.ids_path), "w", encoding="utf-8"):
-            pass
+        self.alone = None
+        pathlib.Path(pairs_flag(self.ids_path)).touch()

@@ -1,5 +1,6 @@
 """Shared fixtures: every test gets its own session store (GPUTOP_DL_HOME in a tmp dir)."""
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -137,26 +138,33 @@ def _heavy_ids_path(config) -> str:
     return config._gputop_dl_heavy_ids
 
 
+@contextlib.contextmanager
+def run_lock(tmp_path_factory, name: str, exclusive: bool):
+    """A file lock shared by every xdist worker of this run, held for the block."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/popen-gwK -> pytest-N, shared by the workers of this run
+    with open(root / name, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(autouse=True)
 def heavy_lock(request, tmp_path_factory):
     """A lock shared by all xdist workers: a heavy test holds it exclusively, every other
     test shared. So a heavy test runs alone on the box, not beside the other worker's tests
     (a light pair judged beside busy loops read 'parallel' in CI while the other
     worker's tests ran beside it, and passed alone)."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # pytest-N/popen-gwK -> pytest-N, shared by the workers of this run
     paired = (runs_in_pairs(request.node)  # only where the suite's scheduler keeps them apart
               and box_schedule.INPUT_KEY in getattr(request.config, "workerinput", {}))
     alone = holds_the_box(request.node) and not paired
     if paired:  # after every test that runs alone (the scheduler's flag)
         box_schedule.wait_for_pairs(request.config.workerinput[box_schedule.INPUT_KEY])
-    with open(root / "heavy-tests.lock", "a") as f:  # pairs: after the rest (box_schedule.py)
-        fcntl.flock(f, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with run_lock(tmp_path_factory, "heavy-tests.lock", exclusive=alone):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -169,15 +177,8 @@ def one_at_a_time(request, tmp_path_factory):
     if mark is None:
         yield
         return
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    with open(root / f"one-at-a-time-{mark.args[0]}.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with run_lock(tmp_path_factory, f"one-at-a-time-{mark.args[0]}.lock", exclusive=True):
+        yield
 
 
 def _check_wherever_imported(module: str, name: str, document=lambda out: out) -> None:
