@@ -82,6 +82,21 @@ def refault_pages(stat: bytes, v1: bool) -> int | None:
     return None
 
 
+def has_limit(folder: str, v1: bool, read: Callable[[str], bytes]) -> bool | None:
+    """Whether the cgroup in `folder` has a memory limit of its own (v2 `memory.max` or
+    `memory.high`, v1 `memory.limit_in_bytes`); None: none of those files could be read."""
+    known = False
+    for name in ("memory.limit_in_bytes",) if v1 else ("memory.max", "memory.high"):
+        try:
+            val = read(os.path.join(folder, name)).strip()
+        except OSError:
+            continue
+        known = True
+        if val != b"max" and val.isdigit() and int(val) < UNLIMITED:
+            return True
+    return False if known else None
+
+
 @dataclass(frozen=True)
 class Group:
     """Where a job's memory is accounted."""
@@ -184,19 +199,7 @@ class MemoryReader:
             return f.read(65536)
 
     def _limit(self, g: Group | None) -> bool | None:
-        if g is None:
-            return None
-        names = ("memory.limit_in_bytes",) if g.v1 else ("memory.max", "memory.high")
-        known = False
-        for name in names:
-            try:
-                val = self._read_once(os.path.join(g.folder, name)).strip()
-            except OSError:
-                continue
-            known = True
-            if val != b"max" and val.isdigit() and int(val) < UNLIMITED:
-                return True
-        return False if known else None
+        return None if g is None else has_limit(g.folder, g.v1, self._read_once)
 
     def _events(self, g: Group) -> dict[str, int]:
         """The group's limit events so far (the counts a v1 group has: `max`, `oom_kill`)."""
