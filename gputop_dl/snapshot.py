@@ -119,6 +119,9 @@ class HostSample:
     memory_pressure_full10: float | None = None  # 0..1, /proc/pressure/memory "full avg10"
     # bytes/s of file pages read again after eviction (/proc/vmstat workingset_refault_file)
     memory_refault_bytes_per_s: int | None = None
+    # the part of those inside each top-most cgroup with a memory limit of its own: (group as a
+    # job's `mem_cgroup` names it, bytes/s) (collect/proc/memory_groups.py); None: not read
+    memory_limited_refaults: tuple[tuple[str, int], ...] | None = None
     cgroup_throttled_frac: float | None = None  # 0..1 of the interval spent throttled
     mem_used: int | None = None
     mem_total: int | None = None

@@ -47,6 +47,8 @@ def sample_json(d: dict[str, Any]) -> dict[str, Any]:
                         "memory": mem, "gpu": out.get("gpu_wait_fraction")}
     if out.get("stuck"):  # a stuck job (analyse/live/stuck.py): its tuples as arrays
         out["stuck"] = stuck_json(d["stuck"])
+    if out.get("memory_limited_refaults") is not None:  # a host's: group -> bytes/s, an object
+        out["memory_limited_refaults"] = dict(d["memory_limited_refaults"])
     if "mem_events" in out:  # the cgroup's limit events this interval: an object, null: not read
         out["mem_events"] = dict(d["mem_events"]) or None
     return out

@@ -167,20 +167,6 @@ def heavy_lock(request, tmp_path_factory):
         yield
 
 
-@pytest.fixture(autouse=True)
-def one_at_a_time(request, tmp_path_factory):
-    """Tests marked `one_at_a_time(NAME)` never run beside each other, though each may share
-    the box with the rest: each holds NAME's lock, shared by the workers. The disk pair and
-    the memory pair both read the host's page-cache refaults: beside the memory pair's
-    re-reads, the disk pair (O_DIRECT, no cache) was judged memory-bound."""
-    mark = request.node.get_closest_marker("one_at_a_time")
-    if mark is None:
-        yield
-        return
-    with run_lock(tmp_path_factory, f"one-at-a-time-{mark.args[0]}.lock", exclusive=True):
-        yield
-
-
 def _check_wherever_imported(module: str, name: str, document=lambda out: out) -> None:
     """Replace function `name` of `module`, and every binding of it in gputop_dl's modules
     imported so far, by one that checks its output against its schema. Done here, before the

@@ -122,7 +122,6 @@ def _reports(p: Reader) -> list[dict]:
 
 @pytest.mark.shares_box("its jobs' reads in a cgroup of their own, judged by pid; 3 of 3 passed "
                         "beside two busy loops and a training script")
-@pytest.mark.one_at_a_time("page-cache")
 def test_two_jobs_on_one_throttled_disk_are_io_bound_with_their_slowdowns(tmp_path):
     why = _why_not(str(tmp_path))
     if why:

@@ -137,7 +137,6 @@ def mean_step(reports: list[dict], lo: float, hi: float = float("inf")) -> float
 
 @pytest.mark.shares_box("its jobs' reads in cgroups of their own, judged by pid; 6 of 6 passed "
                         "beside two busy loops, 3 of them with a training script too")
-@pytest.mark.one_at_a_time("page-cache")  # the disk pair reads the same refaults
 def test_two_jobs_whose_data_no_longer_fits_together_are_memory_bound(tmp_path):
     why = why_not(str(tmp_path))
     if why:

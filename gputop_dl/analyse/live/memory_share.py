@@ -3,7 +3,8 @@
 Pure functions over one tick's `JobSample` and `HostSample` (collect/proc/memory.py, collect/proc/host.py).
 When the kernel has evicted a page of a file and a job reads it again, it counts a *refault*
 (`workingset_refault_file`). Jobs read from storage in one *memory domain*: the cgroup with a
-memory limit of its own they are in, else the host. A domain whose refaults are MIN_REFAULT_BPS
+memory limit of its own they are in, else the host, whose refaults are /proc/vmstat's less
+those inside the limited groups (`host_refaults`). A domain whose refaults are MIN_REFAULT_BPS
 or more while its jobs read `R` bytes/s from storage re-reads a share
 
     q = min(1, refaults / R)
@@ -50,24 +51,40 @@ class Domain:
     read_bps: float  # what they read together
 
 
+def _within(group: str, path: str) -> bool:
+    return path == group or path.startswith(group.rstrip("/") + "/")
+
+
+def host_refaults(jobs: Sequence[JobSample], host: HostSample | None) -> float | None:
+    """The host domain's refaults: the host's (/proc/vmstat) less those inside the cgroups with a
+    memory limit of their own (the host sample's reading of every such group; a judged job's
+    limited group it has no rate for yet: the job's). A limited group that holds a host-domain
+    job is not taken off: its re-reads may be that job's. None: the host's count unknown."""
+    if host is None or host.memory_refault_bytes_per_s is None:
+        return None
+    inside = [j.mem_cgroup for j in jobs if j.mem_cgroup and not j.mem_limited]
+    read = host.memory_limited_refaults or ()
+    off = sum(r for g, r in read if not any(_within(g, c) for c in inside))
+    seen = [g for g, _ in read]
+    mine = {j.mem_cgroup: j.mem_refault_bytes_per_s or 0 for j in jobs
+            if j.mem_limited and j.mem_cgroup}
+    off += sum(r for g, r in mine.items() if not any(_within(s, g) for s in seen))
+    return max(0.0, host.memory_refault_bytes_per_s - off)
+
+
 def domains(jobs: Sequence[JobSample], host: HostSample | None) -> dict[str, Domain]:
     """job -> its memory domain (every job, readers or not)."""
     key: dict[str, str] = {}
-    refault: dict[str, float | None] = {}
+    refault: dict[str, float | None] = {HOST: host_refaults(jobs, host)}
     for j in jobs:
         if j.mem_limited and j.mem_cgroup:
             k = j.mem_cgroup
             refault[k] = j.mem_refault_bytes_per_s
         else:
             k = HOST
-            r = host.memory_refault_bytes_per_s if host is not None else None
-            refault[k] = r if r is not None else refault.get(k)
             if refault[k] is None and j.mem_cgroup and j.mem_refault_bytes_per_s is not None:
                 refault[k] = j.mem_refault_bytes_per_s  # the host's counter missing: its group's
         key[j.name] = k
-    if refault.get(HOST) is not None:  # the host's count holds the limited groups' re-reads
-        own = sum(r or 0.0 for k, r in refault.items() if k != HOST)
-        refault[HOST] = max(0.0, (refault[HOST] or 0.0) - own)
     readers: dict[str, list[JobSample]] = {}
     for j in jobs:
         if (j.io_read_bytes_per_s or 0) >= MIN_READ_BPS:

@@ -13,6 +13,7 @@ import os
 import time
 from typing import Callable
 
+from gputop_dl.collect.proc.memory_groups import LimitedGroups
 from gputop_dl.collect.proc.procfs import CGROUP_ROOT, PROC, ProcFiles, _TICK, read_proc
 from gputop_dl.collect.proc.rapl import POWERCAP, RaplReader
 from gputop_dl.snapshot import HostSample
@@ -165,6 +166,9 @@ class HostSampler:
         self._cgroup = self._thr is not None  # no cgroup v2 cpu.stat: not looked for again
         self._psi = read_psi_some10(read=self._files.read) is not None  # no PSI: the same
         self._refaults = self._read_refaults()  # (monotonic time, pages) of the last reading
+        self._limited = LimitedGroups() if PROC else None  # the refaults vmstat counts inside them
+        if self._limited is not None:
+            self._limited.read(time.monotonic())  # the start of the first tick's rates
         self._t = time.monotonic()
         self._rapl = RaplReader(rapl_root)
         self._rapl.read(self._t)  # the start of the first tick's energy
@@ -249,5 +253,7 @@ class HostSampler:
             memory_pressure_full10=(read_psi_some10(PSI_MEMORY, read=mem_psi, kind=b"full")
                                     if mem_psi else None),
             memory_refault_bytes_per_s=None if (r := self._refault_rate()) is None else round(r),
+            memory_limited_refaults=(self._limited.read(time.monotonic())
+                                     if self._limited is not None else None),
             cgroup_throttled_frac=throttled, mem_used=used, mem_total=total,
             cpu_energy_j=rapl.joules, cpu_power_w=rapl.power_w, cpu_energy_note=rapl.note)
