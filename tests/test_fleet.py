@@ -5,6 +5,7 @@ loopback, one of them killed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from gputop_dl.collect.fleet.nodes import (Node, load_node_file, nodes_from_prom
 from gputop_dl.collect.fleet.poll import FleetPoller
 from gputop_dl.collect.proc.host import HostSample
 from gputop_dl.errors import UsageError
+from gputop_dl.present.fleet import JOB_COLUMNS, job_cells
 from gputop_dl.present.prometheus import SnapshotCollector
 from gputop_dl.snapshot import Snapshot
 from tests.fakes.samples import FOUND, LAUNCHED, VERDICT, four_gpus
@@ -56,6 +58,27 @@ def test_a_nodes_exposition_reads_back_as_the_snapshot_it_came_from():
     assert jobs["bs32"].pid == 4242 and jobs["bs32"].slowdown == 1.4
     assert jobs["bs32"].stall_fraction == 0.31 and jobs["train.py"].cpu_cores == 0.9
     assert (n.verdict, n.confidence) == ("cpu-bound", 0.8)
+
+
+def test_a_slowdowns_source_and_a_bound_where_there_is_none_reach_the_fleets_row():
+    """A job whose own pace is only bounded ("at least 36× slower") shows the bound, not "–";
+    a measured one its source."""
+    slow = dataclasses.replace(FOUND, slowdown_at_least=36.0, slowdown_source="own pace")
+    c = SnapshotCollector(hostname="node7")
+    c.feed(Snapshot(time=time.time(), gpu_status="ok", gpus=four_gpus(),
+                    host=HostSample(cpus=8), jobs=(LAUNCHED, slow), verdict=VERDICT))
+    reg = CollectorRegistry()
+    reg.register(c)
+    n = parse_node("node7:9402", generate_latest(reg).decode())
+    jobs = {j.name: j for j in n.jobs}
+    bounded, measured = jobs["train.py"], jobs["bs32"]
+    assert (bounded.slowdown, bounded.slowdown_at_least, bounded.slowdown_source) == (
+        None, 36.0, "own pace")
+    assert (measured.slowdown, measured.slowdown_at_least, measured.slowdown_source) == (
+        1.4, None, "measured")
+    col = [h for h, _ in JOB_COLUMNS].index("slowdown")
+    assert job_cells(n, bounded)[col].startswith("≥36×")
+    assert job_cells(n, measured)[col].startswith("1.40×")
 
 
 def test_garbage_and_other_exporters_are_nodes_that_say_so():

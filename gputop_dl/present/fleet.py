@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from rich.table import Table
 
 from gputop_dl.analyse.live.distributed import JobLike, NodeLike
+from gputop_dl.present.verdict_text import slowdown_text
 from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
@@ -28,6 +29,10 @@ class FleetJob(JobLike, Protocol):
     def stall_fraction(self) -> float | None: ...
     @property
     def slowdown(self) -> float | None: ...
+    @property
+    def slowdown_at_least(self) -> float | None: ...
+    @property
+    def slowdown_source(self) -> str | None: ...
     @property
     def gpu_mem(self) -> float | None: ...
     @property
@@ -129,7 +134,7 @@ def ranks_text(j: FleetJob) -> str:
 def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
     return [n.label, j.name or DASH, DASH if j.pid is None else str(j.pid), j.status or DASH,
             num(j.cpu_cores, ".2f"), pct(j.stall_fraction), secs(j.step_time_s),
-            num(j.slowdown, ".2f", "×"), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
+            slowdown_text(j.slowdown, j.slowdown_source, None, j.slowdown_at_least), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
             ranks_text(j)]
 
 

@@ -62,6 +62,9 @@ class NodeJob:
     stall_fraction: float | None = None
     step_time_s: float | None = None
     slowdown: float | None = None
+    # where there is no slowdown: its own pace is at least this many times slower than alone
+    slowdown_at_least: float | None = None
+    slowdown_source: str | None = None  # the exporter's `source` label of either: measured, ...
     gpu_mem: float | None = None
     run_id: str | None = None  # torchrun's rendezvous id; None: not distributed (or not exported)
     world_size: int | None = None
@@ -242,9 +245,15 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
                       (m.full(m.JOB_DATA_STALL), "stall_fraction"),
                       (m.full(m.JOB_STEP), "step_time_s"),
                       (m.full(m.JOB_SLOWDOWN), "slowdown"),
+                      (m.full(m.JOB_SLOWDOWN_AT_LEAST), "slowdown_at_least"),
                       (m.full(m.JOB_GPU_MEMORY), "gpu_mem")):
         for _n, lab, v in by.get(name, ()):
             job(lab)[key] = v
+            if key == "slowdown_at_least" and lab.get(m.SOURCE):
+                job(lab)["slowdown_source"] = lab[m.SOURCE]
+    for _n, lab, _v in by.get(m.full(m.JOB_SLOWDOWN_BY_SOURCE), ()):
+        if lab.get(m.SOURCE):
+            job(lab)["slowdown_source"] = lab[m.SOURCE]
     for _n, lab, _v in by.get(m.info(m.JOB_RANK), ()):
         j = job(lab)
         if lab.get(m.RUN_ID):
