@@ -98,6 +98,8 @@ class ProcLoad:
     cores: float
     user: str | None = None
     command: str | None = None  # its command line, secret-looking arguments redacted
+    nice: int | None = None  # its main thread's nice value, -20..19 (/proc/PID/stat)
+    policy: str | None = None  # its main thread's scheduling class: other, batch, idle, fifo, rr
 
 
 @dataclass(frozen=True)

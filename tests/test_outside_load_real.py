@@ -144,7 +144,7 @@ def test_real_jobs_beside_busy_loops_read_outside_load_with_the_loops_named(by_h
     assert all(s > 0.5 for s in out["share"].values()), out
     assert {j["name"]: j["outside_slowdown"] for j in v["jobs"]} == {
         n: e.outside for n, e in est.items()}
-    assert any("renice" in r for r in v["recommendations"])
+    assert any("chrt -a --idle" in r for r in v["recommendations"])
     loop = cpu.named(out)
     assert loop is None or f"PID {loop['pid']}" in v["reason"]
 
@@ -163,7 +163,7 @@ def test_real_diagnose_probe_beside_busy_loops_says_the_solo_windows_were_not_al
     v, res = eng.verdict, eng.plan.result()
     assert never_left_stopped(pids)
     assert v["kind"] in ("outside-load", "cpu-bound"), v["reason"]
-    assert "behind processes" in v["reason"] and any("renice" in r for r in v["recommendations"])
+    assert "behind processes" in v["reason"] and any("chrt -a --idle" in r for r in v["recommendations"])
     assert {j["pid"] for j in res["jobs"]} == pids
     for j in res["jobs"]:
         out = j["solo_outside"]

@@ -17,20 +17,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, TypedDict
 
-from gputop_dl.analyse.live.outside_load import OutsideWindow, SoloWindow, solo_outside
+from gputop_dl.analyse.live.outside_load import (Consumer, OutsideWindow, SoloWindow,
+                                                 consumer_json, solo_outside)
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.collect.proc.busiest import KEEP, BusiestSampler
 from gputop_dl.engine.jobrun import JobRun, SoloBaseline
 from gputop_dl.snapshot import ProcLoad
-
-
-class Consumer(TypedDict):
-    """A process beside the solo run, as `ProcLoad`'s fields (stored as JSON)."""
-
-    pid: int
-    user: str | None
-    command: str | None
-    cores: float
 
 
 class SoloBeside(TypedDict):
@@ -104,9 +96,7 @@ class SoloRunWatch:
         return {"seconds": round(max(0.0, after[-1].t - t0), 2) if after else 0.0,
                 "wait": round(waited / (ran + waited), 4) if ran + waited > 0 else None,
                 "cores": self.run.measured_cpu_cores(),
-                "consumers": None if consumers is None else [
-                    {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
-                    for p in consumers]}
+                "consumers": None if consumers is None else [consumer_json(p) for p in consumers]}
 
 
 def window_of(name: str, base: SoloBaseline) -> SoloWindow | None:

@@ -19,8 +19,8 @@ too small.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NotRequired, Sequence, TypedDict
 
 from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
@@ -69,8 +69,7 @@ class OutsideWindow:
                 last[p.pid] = p
         n = len(self._seen)
         best = sorted(cores, key=lambda pid: -cores[pid])[:top]
-        return tuple(ProcLoad(pid=pid, cores=round(cores[pid] / n, 2), user=last[pid].user,
-                              command=last[pid].command) for pid in best)
+        return tuple(replace(last[pid], cores=round(cores[pid] / n, 2)) for pid in best)
 
     def cores(self) -> float | None:
         """The mean cores all of them used together (None: not read)."""
@@ -89,14 +88,40 @@ def _command(p: ProcLoad) -> str:
     return cmd if len(cmd) <= COMMAND_CHARS else cmd[:COMMAND_CHARS - 1] + "…"
 
 
+def _priority(p: ProcLoad) -> str:
+    """", nice 19", ", idle class" (SCHED_IDLE), "" for the usual class at nice 0 or unknown."""
+    if p.policy == "idle":
+        return ", idle class"
+    out = f", nice {p.nice}" if p.nice else ""
+    return out + (f", {p.policy} class" if p.policy not in (None, "other") else "")
+
+
 def named(consumers: Sequence[ProcLoad] | None) -> str:
-    """The consumers in words: `python3 -c '…' (PID 4242, user ana, 1.00 cores)`."""
+    """The consumers in words: `python3 -c '…' (PID 4242, user ana, nice 19, 1.00 cores)`."""
     if consumers is None:
         return "processes not named yet (read from the second tick a job waits)"
     if not consumers:
         return f"no single process of {NAMED_CORES:g} cores or more (many small ones)"
-    return ", ".join(f"{_command(p)} (PID {p.pid}, user {p.user or '?'}, {p.cores:.2f} cores)"
-                     for p in consumers)
+    return ", ".join(f"{_command(p)} (PID {p.pid}, user {p.user or '?'}{_priority(p)}, "
+                     f"{p.cores:.2f} cores)" for p in consumers)
+
+
+class Consumer(TypedDict):
+    """A process beside the jobs, as `ProcLoad`'s fields, in a verdict's or a window's JSON
+    (stored with a solo baseline: one stored before a field was added lacks it)."""
+
+    pid: int
+    user: str | None
+    command: str | None
+    cores: float
+    nice: NotRequired[int | None]
+    policy: NotRequired[str | None]
+
+
+def consumer_json(p: ProcLoad) -> Consumer:
+    """A consumer in a verdict's or a window's JSON."""
+    return {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores,
+            "nice": p.nice, "policy": p.policy}
 
 
 def costs(out: Sequence[Estimate]) -> str:
@@ -118,26 +143,33 @@ def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
     if consumers is not None and not consumers:
         return ("find what takes the cores, spread over many small processes (none used "
                 f"{NAMED_CORES:g} cores or more): `ps -eo pid,user,pcpu,args --sort=-pcpu | head`; "
-                "lower their priority with `renice -n 19 -p PID`, or give the jobs cores of "
-                "their own (a cpuset per job: `systemd-run --scope -p AllowedCPUs=...`)", move)
+                "put them in the idle class with `chrt -a --idle -p 0 PID`, or give the jobs "
+                "cores of their own (a cpuset per job: `systemd-run --scope -p AllowedCPUs=...`)",
+                move)
     top = consumers[0] if consumers else None
     pid = str(top.pid) if top else "PID"
     who = f" (user {top.user})" if top and top.user else ""
     half = max(1, cpus // 2)
-    return (f"lower the outside process's priority: `renice -n 19 -p {pid}`{who}, or ask its "
-            "owner to (only root raises it back)",
-            f"keep the jobs and the outside work on separate cores: `taskset -a -cp 0-{half - 1} "
-            f"{pid}` for it and the other cores for the jobs, or a cpuset per job "
-            "(`systemd-run --scope -p AllowedCPUs=...`, a container's `--cpuset-cpus`)",
-            move)
+    cores = (f"keep the jobs and the outside work on separate cores: `taskset -a -cp 0-{half - 1} "
+             f"{pid}` for it and the other cores for the jobs, or a cpuset per job "
+             "(`systemd-run --scope -p AllowedCPUs=...`, a container's `--cpuset-cpus`)")
+    if top is not None and top.policy == "idle":  # its priority is as low as it goes
+        return (f"the outside process {pid}{who} already runs in the idle class and still takes "
+                "the jobs' time: where it sits in another cgroup, that cgroup's CPU weight "
+                "counts before a process's class; give the jobs' cgroup more weight "
+                "(`systemd-run -p CPUWeight=...`, `cpu.weight`) or the other's less", cores, move)
+    milder = "" if top is not None and top.nice == 19 else (
+        f" (`renice -n 19 -p {pid}` takes off less: a nice-19 process still takes the cores "
+        "a job's threads wake up to)")
+    return (f"put the outside process in the idle class, where it runs only on cores nothing "
+            f"else wants: `chrt -a --idle -p 0 {pid}`{who}{milder}, or ask its owner to (only "
+            "root raises it back)", cores, move)
 
 
 def evidence(est: Sequence[Estimate], win: OutsideWindow) -> Evidence:
     """The verdict's `outside_load` evidence (contract: docs/contracts.md)."""
     consumers = win.consumers()
-    return {"consumers": None if consumers is None else [
-                {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
-                for p in consumers],
+    return {"consumers": None if consumers is None else [consumer_json(p) for p in consumers],
             "cores": win.cores(), "readings": win.readings,
             "share": {e.name: round(1.0 - e.last.set_share, 3) for e in est},
             "slowdowns": {e.name: e.outside for e in est}}
@@ -245,9 +277,7 @@ def window_json(w: SoloWindow, cpus: int) -> dict[str, Any]:
     much faster it would have run on an idle box (`slowdown`, null: its wait unknown)."""
     cores = None if w.outside is None else round(sum(p.cores for p in w.outside), 2)
     return {"seconds": w.seconds, "wait": w.wait, "cores": w.cores, "outside_cores": cores,
-            "consumers": None if w.outside is None else [
-                {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores}
-                for p in w.outside[:TOP]],
+            "consumers": None if w.outside is None else [consumer_json(p) for p in w.outside[:TOP]],
             "slowdown": solo_outside(w.wait, w.cores, cores, cpus, w.stall)}
 
 

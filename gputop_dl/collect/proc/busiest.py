@@ -21,6 +21,7 @@ import os
 import resource
 import time
 from collections.abc import Collection
+from typing import Any
 
 from gputop_dl.collect.proc.identity import user_name
 from gputop_dl.collect.proc.procfs import _TICK, ProcFiles, read_proc
@@ -29,6 +30,8 @@ from gputop_dl.snapshot import NAMED_MIN_CORES as MIN_CORES, ProcLoad  # under i
 from gputop_dl.workload import shown_command
 
 KEEP = 12  # the busiest processes kept per tick (the judge leaves the jobs' own out of them)
+# sched(7)'s scheduling classes by number (SCHED_OTHER ... SCHED_DEADLINE; 4 is unused)
+POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
 NAME_AGE_S = 30.0  # a process's user and command line are read again after this
 # a pass every this many calls (ticks); the calls between give the last pass's figures, as the
 # CPU wait's reading does (collect/proc/schedstat.py): a pass over /proc is ~2 ms on a busy box
@@ -40,6 +43,22 @@ def keep_files() -> int:
     that is lower (256 at the usual 1,024: the other readers keep up to 256, procfs.KEEP_MAX)."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return 512 if soft == resource.RLIM_INFINITY else max(0, min(512, soft // 4))
+
+
+def priority(fields: list[bytes]) -> dict[str, Any]:
+    """A process's nice value and scheduling class from its `stat_fields(data, 20)` (the main
+    thread's: `chrt -p`/`renice -p` set one thread); None where the line is short."""
+    try:
+        nice = int(fields[16])
+    except (IndexError, ValueError):
+        nice = None
+    rest = fields[20].split() if len(fields) > 20 else []  # field 23 onwards
+    try:
+        n = int(rest[41 - 23])
+        policy = POLICIES.get(n, str(n))
+    except (IndexError, ValueError):
+        policy = None
+    return {"nice": nice, "policy": policy}
 
 
 class BusiestSampler:
@@ -80,6 +99,7 @@ class BusiestSampler:
                 return None
         now = time.monotonic()
         cur: dict[tuple[int, int], float] = {}
+        raw: dict[tuple[int, int], list[bytes]] = {}  # their fields, for the busiest's priority
         read, paths = self._files.read, set()
         for pid in pids:
             path = f"{self.proc}/{pid}/stat"
@@ -87,7 +107,8 @@ class BusiestSampler:
                 f = stat_fields(read(path), 20)
                 paths.add(path)
                 if f[0] not in GONE_STATES:
-                    cur[(pid, int(f[19]))] = (int(f[11]) + int(f[12])) / _TICK
+                    k = (pid, int(f[19]))
+                    cur[k], raw[k] = (int(f[11]) + int(f[12])) / _TICK, f
             except (OSError, IndexError, ValueError):
                 continue
         self._files.keep_only(paths)  # the processes gone: their files closed
@@ -105,7 +126,8 @@ class BusiestSampler:
                 got = (now, self._user(k[0]), self._command(k[0]))
             named[k] = got
         self._names = named  # only the busiest are kept
-        return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k][1], command=named[k][2])
+        return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k][1], command=named[k][2],
+                              **priority(raw[k]))
                      for c, k in top)
 
     def _user(self, pid: int) -> str | None:
