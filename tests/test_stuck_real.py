@@ -121,6 +121,27 @@ def test_a_loader_whose_worker_sleeps_is_stuck_and_named(tmp_path):
     assert "DataLoader" in told[0]["text"]
 
 
+def test_a_stack_dump_in_flight_when_the_session_ends_does_not_outlive_it(tmp_path, monkeypatch):
+    """py-spy stood in for by a script that writes its PID, then waits 2 s before it runs the
+    real one: the session is stopped while it waits, and when the engine has ended neither it
+    nor a py-spy it started is left."""
+    started = tmp_path / "dumps"
+    slow = tmp_path / "slow-py-spy"
+    slow.write_text(f'#!/bin/sh\necho $$ >> "{started}"\nsleep 2\nexec "{pyspy.pyspy_path()}" "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setattr(pyspy, "pyspy_path", lambda: str(slow))
+    with Watch(tmp_path, "lock", 10) as w:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and w.engine.running:
+            time.sleep(0.05)  # until the first dump has begun
+        assert started.exists(), "no dump began"
+        w.engine.request_stop()
+        assert w.engine.join(30)
+        for pid in map(int, started.read_text().split()):
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)  # gone, and reaped
+
+
 def test_a_ddp_rank_that_stops_leaves_the_other_in_the_collective(tmp_path):
     """Two ranks on gloo; after 10 steps rank 1 sleeps in its own code: rank 0 waits in the
     all-reduce, and rank 1 is named as the one not in it."""
