@@ -275,11 +275,14 @@ class JobSample:
     io_device_label: str | None = None
     io_note: str | None = None
     # Memory (collect/proc/memory.py): the job's cgroup ("v1:/path" on a v1 hierarchy),
-    # whether that group has a memory limit of its own, the bytes/s of file pages the group read
-    # again after the kernel had evicted them (page-cache refaults), the group's limit events
-    # this interval ((high | max | oom | oom_kill, count), ...), why unknown
+    # whether that group has a memory limit of its own, the nearest group at or above it that
+    # has one (its page cache's domain; None: the host's), the bytes/s of file pages read again
+    # in that domain (else in its group) after the kernel had evicted them (page-cache
+    # refaults), the domain's limit events this interval ((high | max | oom | oom_kill,
+    # count), ...), why unknown
     mem_cgroup: str | None = None
     mem_limited: bool | None = None
+    mem_domain: str | None = None
     mem_refault_bytes_per_s: int | None = None
     mem_events: tuple[tuple[str, int], ...] = ()
     mem_note: str | None = None

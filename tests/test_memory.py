@@ -1,6 +1,8 @@
 """Memory: the collector on fake /proc and cgroup files, the page-cache model, and the
 live verdict's `memory-bound` kind on hand-made samples (no process, no clock)."""
 
+from dataclasses import replace
+
 import pytest
 
 from gputop_dl.analyse.live.memory_share import (MIN_REFAULT_BPS, UNKNOWN, domains, memory_lines,
@@ -249,3 +251,62 @@ def test_store_export_markdown_tensorboard_and_serve_carry_memory(tmp_path):
     assert got["gputop_dl_job_memory_refault_bytes_per_second"] == 2 * MB
     assert got["gputop_dl_host_memory_refault_bytes_per_second"] == 3 * MB
     assert got["gputop_dl_host_memory_pressure_full_ratio"] == 0.01
+
+
+@pytest.mark.parametrize("v1", [False, True])
+def test_a_limit_on_a_parent_group_makes_it_the_jobs_domain(tmp_path, v1):
+    """Slurm's shape: the limit on the job's group, the process in an unlimited task group
+    below it. The domain is the job's group; its refaults and limit events are read there."""
+    root = (tmp_path / "cg1") if v1 else (tmp_path / "cg")
+    proc = tmp_path / "proc"
+    (proc / "7").mkdir(parents=True)
+    (proc / "7" / "cgroup").write_text(
+        "4:memory:/slurm/job_9/step_0/task_0\n0::/\n" if v1
+        else "0::/slurm/job_9/step_0/task_0\n")
+    job, task = root / "slurm" / "job_9", root / "slurm" / "job_9" / "step_0" / "task_0"
+    task.mkdir(parents=True)
+    for d in (root / "slurm", job, job / "step_0", task):
+        if v1:
+            (d / "memory.limit_in_bytes").write_text(
+                "1073741824\n" if d == job else "9223372036854771712\n")
+        else:
+            (d / "memory.max").write_text("1073741824\n" if d == job else "max\n")
+            (d / "memory.high").write_text("max\n")
+
+    def counts(refaults, hits):
+        stat = (f"total_workingset_refault_file {refaults}\n" if v1
+                else f"workingset_refault_file {refaults}\n")
+        (job / "memory.stat").write_text(stat)
+        (task / "memory.stat").write_text(stat.replace(str(refaults), "0"))
+        if v1:
+            (job / "memory.failcnt").write_text(f"{hits}\n")
+            (job / "memory.oom_control").write_text("oom_kill 0\n")
+        else:
+            (job / "memory.events").write_text(f"high 0\nmax {hits}\noom 0\noom_kill 0\n")
+
+    counts(0, 0)
+    r = MemoryReader(7, proc=str(proc), cgroup_root=str(tmp_path / "cg"),
+                     v1_root=str(tmp_path / "cg1"), read=lambda p, *a: open(p, "rb").read())
+    first = r.read(now=1.0)
+    pre = "v1:" if v1 else ""
+    assert (first.cgroup, first.limited, first.domain) == (
+        pre + "/slurm/job_9/step_0/task_0", False, pre + "/slurm/job_9")
+    counts(300, 5)
+    m = r.read(now=3.0)
+    assert m.refault_bps == pytest.approx(300 * PAGE / 2.0) and dict(m.events)["max"] == 5
+
+
+def test_two_jobs_each_in_its_own_limited_parent_are_two_domains():
+    """Two Slurm jobs, each re-reading in its own limit: not one host domain shared, so not
+    memory-bound together; each does not fit alone (a line, no estimate)."""
+    a = job("a", 1, 4 * MB, cg="v1:/slurm/job_1/step_0", limited=False, mem_domain="v1:/slurm/job_1",
+            refault=4 * MB)
+    b = job("b", 2, 4 * MB, cg="v1:/slurm/job_2/step_0", limited=False, mem_domain="v1:/slurm/job_2",
+            refault=4 * MB)
+    h = replace(host(refault=8 * MB), memory_limited_refaults=(
+        ("v1:/slurm/job_1", 4 * MB), ("v1:/slurm/job_2", 4 * MB)))
+    d = domains([a, b], h)
+    assert d["a"].name == "v1:/slurm/job_1" and d["a"].readers == ("a",)
+    assert d["b"].name == "v1:/slurm/job_2" and d["b"].refault_bps == 4 * MB
+    assert memory_shares([a, b], h) == {"a": (1.0, False), "b": (1.0, False)}
+    assert len(memory_lines([a, b], h)) == 2  # each: its data does not fit alone either

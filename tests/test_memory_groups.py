@@ -13,8 +13,8 @@ import pytest
 from gputop_dl.analyse.live.memory_share import (MIN_REFAULT_BPS, domains, host_refaults,
                                                  memory_shares)
 from gputop_dl.collect.proc.host import HostSampler
+from gputop_dl.collect.proc.memory import PAGE, MemoryReader
 from gputop_dl.collect.proc import memory_groups
-from gputop_dl.collect.proc.memory import PAGE
 from gputop_dl.collect.proc.memory_groups import LimitedGroups, hierarchy, top_limited
 from tests.test_memory import MB, host, job
 
@@ -148,27 +148,34 @@ def _v1_memory_group(name: str) -> str | None:
 
 @pytest.mark.shares_box("reads counters only; another test's refaults only add groups")
 def test_a_limited_group_that_thrashes_is_read_and_taken_off_the_host_domain(tmp_path):
+    """Slurm's shape: the limit on a group, the process in an unlimited group below it."""
     cg = _v1_memory_group(f"gputop-dl-thrash-{os.getpid()}")
     if cg is None:
         pytest.skip("needs root and the cgroup v1 memory controller to make a limited group")
+    task = os.path.join(cg, "task")
     p = None
     try:
         with open(os.path.join(cg, "memory.limit_in_bytes"), "w") as f:
             f.write(str(24 << 20))
+        os.mkdir(task)
         script = tmp_path / "thrash.py"
         script.write_text(THRASHER)
         p = subprocess.Popen(
-            ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "{sys.executable}" "{script}" '
+            ["sh", "-c", f'echo $$ > {task}/cgroup.procs && exec "{sys.executable}" "{script}" '
                          f'"{tmp_path / "data.bin"}" 48 30'])
         sampler = HostSampler()
         label = "v1:/" + os.path.basename(cg)
+        while f"{task[len('/sys/fs/cgroup/memory'):]}\n" not in open(f"/proc/{p.pid}/cgroup").read():
+            time.sleep(0.01)  # until the shell has moved itself in
+        reader = MemoryReader(p.pid)
+        assert reader.read(time.monotonic()).domain == label  # the job's domain: the limit's
         deadline = time.monotonic() + 25
-        while True:  # until a tick reads the group re-reading (each tick waits on the reads)
+        while True:  # until a tick reads the group re-reading
+            time.sleep(0.2)  # a tick's interval: refaults come in bursts of a read's pages
             s = sampler.sample()
             ours = dict(s.memory_limited_refaults or ()).get(label, 0)
             if ours >= MIN_REFAULT_BPS or time.monotonic() > deadline:
                 break
-            time.sleep(0.2)
         assert ours >= MIN_REFAULT_BPS, f"no refaults read in {label}: {s.memory_limited_refaults}"
         total = s.memory_refault_bytes_per_s or 0
         # the part is read after the whole, a few hundred microseconds later: within 10 %
@@ -180,8 +187,10 @@ def test_a_limited_group_that_thrashes_is_read_and_taken_off_the_host_domain(tmp
             p.kill()
             p.wait()
         deadline = time.monotonic() + 10
-        while os.path.exists(cg):  # the group empties once its process is reaped
+        while os.path.exists(cg):  # the groups empty once their process is reaped
             try:
+                if os.path.exists(task):
+                    os.rmdir(task)
                 os.rmdir(cg)
             except OSError:
                 if time.monotonic() > deadline:

@@ -2,9 +2,9 @@
 
 Pure functions over one tick's `JobSample` and `HostSample` (collect/proc/memory.py, collect/proc/host.py).
 When the kernel has evicted a page of a file and a job reads it again, it counts a *refault*
-(`workingset_refault_file`). Jobs read from storage in one *memory domain*: the cgroup with a
-memory limit of its own they are in, else the host, whose refaults are /proc/vmstat's less
-those inside the limited groups (`host_refaults`). A domain whose refaults are MIN_REFAULT_BPS
+(`workingset_refault_file`). Jobs read from storage in one *memory domain*: the nearest cgroup
+at or above theirs with a memory limit (a container's, a Slurm job's), else the host, whose
+refaults are /proc/vmstat's less those inside the limited groups (`host_refaults`). A domain whose refaults are MIN_REFAULT_BPS
 or more while its jobs read `R` bytes/s from storage re-reads a share
 
     q = min(1, refaults / R)
@@ -55,6 +55,12 @@ def _within(group: str, path: str) -> bool:
     return path == group or path.startswith(group.rstrip("/") + "/")
 
 
+def domain_of(j: JobSample) -> str | None:
+    """The limited group whose page cache the job's reads compete in; None: the host's. (A
+    sample from before `mem_domain` was read: its own group where that has a limit.)"""
+    return j.mem_domain or (j.mem_cgroup if j.mem_limited else None)
+
+
 def host_refaults(jobs: Sequence[JobSample], host: HostSample | None) -> float | None:
     """The host domain's refaults: the host's (/proc/vmstat) less those inside the cgroups with a
     memory limit of their own (the host sample's reading of every such group; a judged job's
@@ -62,12 +68,11 @@ def host_refaults(jobs: Sequence[JobSample], host: HostSample | None) -> float |
     job is not taken off: its re-reads may be that job's. None: the host's count unknown."""
     if host is None or host.memory_refault_bytes_per_s is None:
         return None
-    inside = [j.mem_cgroup for j in jobs if j.mem_cgroup and not j.mem_limited]
+    inside = [j.mem_cgroup for j in jobs if j.mem_cgroup and domain_of(j) is None]
     read = host.memory_limited_refaults or ()
     off = sum(r for g, r in read if not any(_within(g, c) for c in inside))
     seen = [g for g, _ in read]
-    mine = {j.mem_cgroup: j.mem_refault_bytes_per_s or 0 for j in jobs
-            if j.mem_limited and j.mem_cgroup}
+    mine = {d: j.mem_refault_bytes_per_s or 0 for j in jobs if (d := domain_of(j)) is not None}
     off += sum(r for g, r in mine.items() if not any(_within(s, g) for s in seen))
     return max(0.0, host.memory_refault_bytes_per_s - off)
 
@@ -77,8 +82,8 @@ def domains(jobs: Sequence[JobSample], host: HostSample | None) -> dict[str, Dom
     key: dict[str, str] = {}
     refault: dict[str, float | None] = {HOST: host_refaults(jobs, host)}
     for j in jobs:
-        if j.mem_limited and j.mem_cgroup:
-            k = j.mem_cgroup
+        if (d := domain_of(j)) is not None:
+            k = d
             refault[k] = j.mem_refault_bytes_per_s
         else:
             k = HOST
@@ -146,9 +151,10 @@ def memory_lines(jobs: Sequence[JobSample], host: HostSample | None) -> list[str
     seen = set()
     for j in jobs:
         ev = {k: v for k, v in j.mem_events if v}
-        if ev and j.mem_cgroup not in seen:
-            seen.add(j.mem_cgroup)
-            out.append(f"memory: cgroup {j.mem_cgroup} hit its limit: "
+        group = domain_of(j) or j.mem_cgroup  # the limit's events are its domain's
+        if ev and group not in seen:
+            seen.add(group)
+            out.append(f"memory: cgroup {group} hit its limit: "
                        + ", ".join(f"{k} {v}" for k, v in ev.items()) + " in the last interval")
     return out
 

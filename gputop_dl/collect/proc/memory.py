@@ -106,14 +106,23 @@ class Group:
     v1: bool
 
 
+def _label(g: Group) -> str:
+    return ("v1:" if g.v1 else "") + g.path
+
+
 @dataclass(frozen=True)
 class MemoryIO:
     """A job's memory readings over one interval (None: unknown; `note` says why)."""
 
     cgroup: str | None = None  # "/user.slice/job.scope" (v1: "v1:/path")
     limited: bool | None = None  # the group has a memory limit of its own
-    refault_bps: float | None = None  # bytes/s of file pages read again after eviction
-    events: tuple[tuple[str, int], ...] = ()  # (high|max|oom|oom_kill, count this interval)
+    # the nearest group at or above it with a memory limit (a Slurm job's above its step's and
+    # task's), where its page cache competes; None: none (the host's)
+    domain: str | None = None
+    # bytes/s of file pages read again after eviction, in `domain` (else in `cgroup`)
+    refault_bps: float | None = None
+    # the limit's events (high|max|oom|oom_kill, count this interval), `domain`'s
+    events: tuple[tuple[str, int], ...] = ()
     note: str | None = None
 
 
@@ -127,6 +136,7 @@ class MemoryReader:
         self._files = ProcFiles()
         self._read: Callable[..., bytes] = read or self._files.read
         self._group: Group | None = None
+        self._domain: Group | None = None  # the nearest limited group at or above `_group`
         self._looked = 0  # readings since the last look at the job's cgroup
         self._ticks = 0
         self._last: tuple[float, int | None, dict[str, int]] | None = None
@@ -139,35 +149,52 @@ class MemoryReader:
             return self._mem
         if self._group is None or self._looked >= CGROUP_RECHECK:
             group = self._find_group()
-            if group != self._group:
+            domain = self._nearest_limited(group)
+            if group != self._group or domain != self._domain:
                 self._files.close()
-                self._last, self._limited = None, self._limit(group)
-            self._group, self._looked = group, 0
+                self._last = None
+                # its own limit: the domain's being itself, else False or None (unreadable)
+                self._limited = domain == group if domain is not None else self._limit(group)
+            self._group, self._domain, self._looked = group, domain, 0
         self._looked += 1
-        g = self._group
+        g, d = self._group, self._domain
         if g is None:
             self._mem = MemoryIO(note=NO_CGROUP)
             return self._mem
         try:
-            stat = self._stat(g, now)
+            # the domain's counters hold the job's group's (v1 total_*, v2 is hierarchical)
+            stat = self._stat(d or g, now)
             # an unlimited group never reaches a limit: its events are not read (cost)
-            events = self._events(g) if self._limited else {}
+            events = self._events(d) if d is not None else {}
         except OSError:
             self._mem = MemoryIO(note=NO_CGROUP)
             self._group = None
             return self._mem
         pages = refault_pages(stat, g.v1)
         last, self._last = self._last, (now, pages, events)
-        label = ("v1:" if g.v1 else "") + g.path
+        label, dom = _label(g), None if d is None else _label(d)
         if last is None or now <= last[0]:
-            self._mem = MemoryIO(cgroup=label, limited=self._limited)
+            self._mem = MemoryIO(cgroup=label, limited=self._limited, domain=dom)
             return self._mem
         dt = now - last[0]
         rate = None if pages is None or last[1] is None else max(0, pages - last[1]) * PAGE / dt
-        self._mem = MemoryIO(cgroup=label, limited=self._limited, refault_bps=rate,
+        self._mem = MemoryIO(cgroup=label, limited=self._limited, domain=dom, refault_bps=rate,
                              events=tuple((k, max(0, v - last[2][k])) for k, v in events.items()
                                           if k in last[2]))
         return self._mem
+
+    def _nearest_limited(self, g: Group | None) -> Group | None:
+        """The group itself where it has a memory limit, else its nearest parent that has one
+        (below the hierarchy's root); None: none has."""
+        if g is None:
+            return None
+        base = g.folder[:len(g.folder) - len(g.path.rstrip("/"))]
+        parts = [p for p in g.path.split("/") if p]
+        for n in range(len(parts), 0, -1):
+            path = "/" + "/".join(parts[:n])
+            if has_limit(base + path, g.v1, self._read_once):
+                return Group(path, base + path, g.v1)
+        return None
 
     def _find_group(self) -> Group | None:
         try:
@@ -225,6 +252,7 @@ class MemoryFields(TypedDict):
 
     mem_cgroup: str | None
     mem_limited: bool | None
+    mem_domain: str | None
     mem_refault_bytes_per_s: int | None
     mem_events: tuple[tuple[str, int], ...]
     mem_note: str | None
@@ -234,6 +262,6 @@ def memory_fields(ts: object | None) -> MemoryFields:
     """The `JobSample` fields of a tree sample's (`procs.TreeSample`) `MemoryIO` (ts None: the
     job is gone)."""
     m: MemoryIO = getattr(ts, "memory", None) or MemoryIO()
-    return {"mem_cgroup": m.cgroup, "mem_limited": m.limited,
+    return {"mem_cgroup": m.cgroup, "mem_limited": m.limited, "mem_domain": m.domain,
             "mem_refault_bytes_per_s": None if m.refault_bps is None else round(m.refault_bps),
             "mem_events": m.events, "mem_note": m.note}
