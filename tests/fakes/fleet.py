@@ -27,16 +27,18 @@ def ranks(*pairs):
 def fleet_nodes(step: float = 0.41) -> list[Node]:
     a = Node("gpu-a:9402", True, hostname="gpu-a", mode="serve", age_s=0.4, cpus=32,
              cpu_busy=0.62, load1=18.2, gpus=gpus((0.93, 0.88), (61.0, 58.5)),
-             jobs=[NodeJob("torchrun train.py", 5100, "running", None, 3.1, 0.08, step, None,
-                           119.0 * GiB, run_id="rdzv-7f3a", world_size=4,
+             jobs=[NodeJob("torchrun train.py", 5100, "running", None, 3.1, 0.08, step,
+                           slowdown=1.64, slowdown_source="measured", gpu_mem=119.0 * GiB,
+                           run_id="rdzv-7f3a", world_size=4,
                            ranks=ranks((0, 0, 5101), (1, 1, 5102))),
-                   NodeJob("eval.py", 6100, "running", None, 0.9, 0.45, 0.120, None, 2.0 * GiB)],
+                   NodeJob("eval.py", 6100, "running", None, 0.9, 0.45, 0.120,
+                           slowdown_at_least=2.4, slowdown_source="own pace", gpu_mem=2.0 * GiB)],
              verdict="cpu-bound", confidence=0.8, name="rack1-a")
     b = Node("gpu-b:9402", False, "unreachable (Connection refused)")
     c = Node("gpu-c:9402", True, hostname="gpu-c", mode="serve", age_s=14.0, cpus=32,
              cpu_busy=0.21, load1=4.0, gpus=gpus((0.71, 0.02), (60.2, 0.4)),
-             jobs=[NodeJob("torchrun train.py", 7100, "running", None, 1.4, 0.05, 0.52, None,
-                           60.0 * GiB, run_id="rdzv-7f3a", world_size=4,
+             jobs=[NodeJob("torchrun train.py", 7100, "running", None, 1.4, 0.05, 0.52,
+                           gpu_mem=60.0 * GiB, run_id="rdzv-7f3a", world_size=4,
                            ranks=ranks((2, 0, 7101)))])
     return [a, b, c]
 

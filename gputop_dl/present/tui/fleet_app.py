@@ -66,7 +66,7 @@ class FleetJobsTable(KeyedTable[Row]):
     COLUMNS = (("node", "node", 18, False), ("job", "job", 24, False), ("pid", "pid", 8, True),
                ("status", "status", 12, False), ("cpu", "CPU", 6, True),
                ("stall", "data-wait", 9, True), ("step", "step", 8, True),
-               ("slowdown", "slowdown", 8, True), ("gpumem", "GPU mem", 9, True),
+               ("slowdown", "slowdown", 11, True), ("gpumem", "GPU mem", 9, True),
                ("ranks", "ranks", 14, False))
     DROP_ORDER = ("ranks", "pid", "slowdown", "gpumem")
     SORTS = JOB_SORTS
