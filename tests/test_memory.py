@@ -310,3 +310,22 @@ def test_two_jobs_each_in_its_own_limited_parent_are_two_domains():
     assert d["b"].name == "v1:/slurm/job_2" and d["b"].refault_bps == 4 * MB
     assert memory_shares([a, b], h) == {"a": (1.0, False), "b": (1.0, False)}
     assert len(memory_lines([a, b], h)) == 2  # each: its data does not fit alone either
+
+
+def test_the_details_screen_shows_the_disk_and_the_page_caches_domain():
+    from gputop_dl.present.tui.job_detail import job_detail_lines
+    from gputop_dl.text.fmt import rate
+
+    def rows(j):
+        return {line.split()[0]: line for line in job_detail_lines(j, None).plain.splitlines()
+                if line[:1].isalpha()}
+
+    slurm = job("a", 1, 4 * MB, cg="v1:/slurm/job_1/step_0", limited=False,
+                mem_domain="v1:/slurm/job_1", refault=3 * MB, io_wait_fraction=0.4)
+    got = rows(slurm)
+    assert rate(4 * MB) in got["disk"] and "vda" in got["disk"] and "40%" in got["disk"]
+    assert "v1:/slurm/job_1 " in got["memory"] and rate(3 * MB) in got["memory"]
+    host_job = job("c", 3, 1 * MB, cg="/user.slice", limited=False, refault=0)
+    assert "/user.slice" in rows(host_job)["memory"] and "v1:" not in rows(host_job)["memory"]
+    bare = JobSample(name="d", pid=4, launched=False)  # nothing read: no rows
+    assert not {"disk", "memory"} & set(rows(bare))

@@ -15,7 +15,8 @@ from gputop_dl.present.stuck_text import stuck_details
 from gputop_dl.present.tui.phase_bar import phase_lines
 from gputop_dl.present.verdict_text import figure_text, provenance_text
 from gputop_dl.snapshot import JobSample
-from gputop_dl.text.fmt import DASH, dash, duration, num, pct, progress, rank_list, secs, size
+from gputop_dl.text.fmt import (DASH, dash, duration, num, pct, progress, rank_list, rate, secs,
+                                 size)
 from gputop_dl.text.safe import clean
 
 
@@ -69,6 +70,7 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
              + (f" ({j.stall_note})" if j.stall_fraction is None and j.stall_note else "")),
             ("CPU", f"{num(j.cpu_cores, '.2f')} cores · {j.threads or DASH} threads · RSS {size(j.rss)}"),
             ("GPU", f"memory {size(j.gpu_mem)} · SM {pct(j.gpu_sm)}"),
+            *_storage_rows(j),
             *[("energy", e) for e in (energy_line(j),) if e],
             *_identity_rows(j),
         ]
@@ -110,6 +112,28 @@ def job_detail_lines(j: JobSample | None, config: Mapping[str, Any] | None, extr
         else:
             out.append(Content.styled("  (none yet: shown when the job ends)", "$text-muted"))
     return Content("\n").join(out)
+
+
+def _storage_rows(j: JobSample) -> list[tuple[str, str]]:
+    """Its reads from storage and the wait on them, and its page cache's domain with that
+    domain's re-reads; rows only where read (a job on another box's figures has neither)."""
+    rows = []
+    if j.io_read_bytes_per_s is not None:
+        rows.append(("disk", f"{rate(j.io_read_bytes_per_s)} from storage"
+                     + (f" ({j.io_device_label})" if j.io_device_label else "")
+                     + (f" · waits on I/O {pct(j.io_wait_fraction)}"
+                        if j.io_wait_fraction is not None else "")))
+    if j.mem_cgroup is None:
+        if j.mem_note:
+            rows.append(("memory", j.mem_note))
+        return rows
+    where = (f"page cache of cgroup {j.mem_domain} (its memory limit) · re-reads there "
+             if j.mem_domain else f"page cache of the host (no memory limit above its cgroup "
+             f"{j.mem_cgroup}) · re-reads in its cgroup ")
+    rows.append(("memory", where + rate(j.mem_refault_bytes_per_s)
+                 + (f" · waits on them {pct(j.memory_wait_fraction)}"
+                    if j.memory_wait_fraction else "")))
+    return rows
 
 
 FOUND_BY = {"maps": "torch or a GPU in its memory maps",
