@@ -120,7 +120,7 @@ def _storage_rows(j: JobSample) -> list[tuple[str, str]]:
     rows = []
     if j.io_read_bytes_per_s is not None:
         rows.append(("disk", f"{rate(j.io_read_bytes_per_s)} from storage"
-                     + (f" ({j.io_device_label})" if j.io_device_label else "")
+                     + (f" on {j.io_device_label}" if j.io_device_label else "")
                      + (f" · waits on I/O {pct(j.io_wait_fraction)}"
                         if j.io_wait_fraction is not None else "")))
     if j.mem_cgroup is None:
