@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from gputop_dl.analyse.recorded.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
-from gputop_dl.analyse.live import outside_load
 from gputop_dl.analyse.recorded.energy_phases import energy_evidence
 from gputop_dl.analyse.live.box_peaks import measured_when, with_box_peaks
 from gputop_dl.analyse.live.passive import PassiveJudge, annotate
@@ -44,9 +43,9 @@ from gputop_dl.record.paths import session_work_dir
 from gputop_dl.sched.budget import budget_lines
 from gputop_dl.sched.fit import job_demands
 from gputop_dl.snapshot import JobSample, evolve
+from gputop_dl.analyse.launch_verdict import JobEnd, ProbeRun, finish
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.analyse.verdict_evidence import HostEvidence
-from gputop_dl.analyse.verdict_types import Verdict
 from gputop_dl.threadname import name_native_thread
 from gputop_dl.workload import SessionSpec
 
@@ -303,39 +302,15 @@ class LaunchPlan(Plan["Engine"]):
         v = add_phase_evidence(v, series, now)
         # GPU energy per sample, together against alone, beside STP (docs/energy.md)
         v = energy_evidence(v, engine.energy.phases(), [r.name for r in runs])
-        if died:
-            v = not_judged(v, died)
-        if failed := self.baselines.failed_solo:
-            v = v.with_evidence(failed_baseline=dict(failed)).with_lines(
-                "; ".join(f"{n} failed its solo baseline ({why})" for n, why in failed.items())
-                + ": not started again for the co-run")
-        if final and v.kind == "insufficient-data":  # what happened to each job, not "so far"
-            v = v.with_lines("how each job ended: " + "; ".join(
-                f"{r.name} {r.status}" + (f" ({r.failure})" if r.failure else "")
-                + f" after {len(r.steps)} co-run step{'s' if len(r.steps) != 1 else ''}"
-                for r in runs))
-        if self.baselines.across:
-            v = v.with_evidence(no_solo=dict(self.baselines.across)).with_lines(
-                "; ".join(f"{n}: {why}" for n, why in self.baselines.across.items())
-                + " (slowdown unknown)")
-            if all(r.name in self.baselines.across for r in runs):  # measuring alone would not help
-                v = v.replace(recommendations=tuple(
-                    r for r in v.recommendations if "measure each job alone" not in r) + (
-                    "a job across nodes has no solo baseline here: compare its step time with a "
-                    "run that has its nodes to itself",))
-        if probe is None:  # a busy loop or a compile beside a solo baseline: it is slow too
-            v = outside_load.not_alone(v, windows(self.baselines.solo, [r.name for r in runs]),
-                                       engine.env.get("cpus") or 1, by="baseline")
-        else:
-            v = v.with_evidence(probe={
-                "paused_job_s": round(probe.paused_job_s, 2),
-                "windows": [{"job": w.job, "seconds": round((w.t1 or now) - w.t0, 2),
-                             "paused": w.paused} for w in probe.windows],
-                "missing": dict(probe.missing)}).with_lines(
-                f"solo step times from the in-situ probe: each job alone, the others paused "
-                f"({probe.paused_job_s:.1f} job-seconds paused in all)")
-            # a busy loop or a compile beside a solo window slows the "solo" figure too
-            v = outside_load.not_alone(v, probe.beside(), engine.env.get("cpus") or 1)
+        v = finish(v, [JobEnd(r.name, r.status, r.failure, len(r.steps)) for r in runs],
+                   engine.env.get("cpus") or 1, final=final, died=died,
+                   failed_solo=self.baselines.failed_solo, across=self.baselines.across,
+                   solo=windows(self.baselines.solo, [r.name for r in runs]),
+                   probe=None if probe is None else ProbeRun(
+                       probe.paused_job_s,
+                       tuple((w.job, (w.t1 or now) - w.t0, tuple(w.paused))
+                             for w in probe.windows),
+                       dict(probe.missing), probe.beside()))
         self.verdict = v.to_json()
         # once a job has ended the overlap window is closed: the verdict cannot change
         win = overlap_window(series, now)
@@ -355,10 +330,3 @@ def died_at_start(given: Iterable[JobRun]) -> tuple[list[JobRun], dict[str, str]
             and len(r.steps) <= r.w.warmup_steps}
     ran = [r for r in runs if r.name not in died]
     return (ran, died) if ran else (runs, {})
-
-
-def not_judged(verdict: Verdict, died: dict[str, str]) -> Verdict:
-    """The verdict naming the jobs left out because they died at start-up, and why."""
-    return verdict.with_evidence(died_at_start=dict(died)).with_lines(
-        "; ".join(f"{n} failed at start-up ({why})" for n, why in died.items())
-        + ": not judged, the verdict is of the jobs that ran")
