@@ -100,6 +100,10 @@ class ProcLoad:
     command: str | None = None  # its command line, secret-looking arguments redacted
     nice: int | None = None  # its main thread's nice value, -20..19 (/proc/PID/stat)
     policy: str | None = None  # its main thread's scheduling class: other, batch, idle, fifo, rr
+    # its session's autogroup and that group's nice value, where autogroups apply to it
+    # (collect/proc/autogroup.py): its own nice and class then count only inside the group
+    autogroup: str | None = None
+    autogroup_nice: int | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,9 @@ class JobSample:
     mem_cgroup: str | None = None
     mem_limited: bool | None = None
     mem_domain: str | None = None
+    # the autogroup of its root process's session where autogroups apply to it (the kernel's
+    # CPU group per session, collect/proc/autogroup.py); None: they do not, or unknown
+    autogroup: str | None = None
     mem_refault_bytes_per_s: int | None = None
     mem_events: tuple[tuple[str, int], ...] = ()
     mem_note: str | None = None

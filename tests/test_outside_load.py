@@ -53,7 +53,8 @@ def test_jobs_slowed_by_a_busy_loop_outside_them_read_outside_load_never_paralle
     out = data["evidence"]["outside_load"]
     assert out["consumers"][0] == {"pid": 4242, "user": "ana",
                                    "command": "python3 -c 'while True: pass'", "cores": 1.0,
-                                   "nice": None, "policy": None}
+                                   "nice": None, "policy": None, "autogroup": None,
+                                   "autogroup_nice": None}
     assert out["cores"] == pytest.approx(1.1)
     assert out["share"]["a"] == pytest.approx(1 - data["evidence"]["set_share"]["a"], abs=1e-3)
     assert out["share"]["a"] > 0.5
@@ -137,7 +138,7 @@ def test_snapshot_json_carries_the_busiest():
     host = snap.to_json()["host"]
     assert host["busiest"] == [{"pid": 4242, "cores": 1.0, "user": "ana",
                                 "command": "python3 -c 'while True: pass'", "nice": None,
-                                "policy": None}]
+                                "policy": None, "autogroup": None, "autogroup_nice": None}]
     assert Snapshot(time=0.0, gpu_status="ok", gpus=(),
                     host=HostSample(cpus=2)).to_json()["host"]["busiest"] is None
 

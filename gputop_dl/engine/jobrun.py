@@ -223,7 +223,8 @@ class JobRun:
             phases=live_phases(self.steps, w.warmup_steps, (solo or {}).get("solo_phases")),
             ranks=ranks, straggler=straggler,
             **wait_fields(tree_wait(ts, self.proc.pid, self.distributed)),
-            **io_fields(ts, trainer_pids(self.proc.pid, self.distributed)), **memory_fields(ts))
+            **io_fields(ts, trainer_pids(self.proc.pid, self.distributed)), **memory_fields(ts),
+            autogroup=ts.autogroup if ts is not None else None)
 
     def _identity(self, ts: TreeSample | None, gpu: GpuUse) -> dict[str, Any]:
         """The identity fields of JobSample for a job launched here."""

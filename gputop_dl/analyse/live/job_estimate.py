@@ -65,6 +65,7 @@ class Tick:
     # whether it has data-loader workers (processes beside its trainers, read this tick): the
     # loader's fixes are for such jobs only
     workers: bool = False
+    autogroup: str | None = None  # its session's autogroup, where autogroups apply (JobSample)
 
     @property
     def slowdown(self) -> float | None:
@@ -148,7 +149,7 @@ def tick_estimates(jobs: Sequence[JobSample], host: HostSample | None,
                            mem_q=mem[j.name][0], mem_shared=mem[j.name][1],
                            mem_domain=doms[j.name].name, pool=j.cpu_pool, pool_speedup=s_pool,
                            pool_slice_ms=j.cpu_pool_slice_ms, pool_yields=j.cpu_pool_yields,
-                           outside=s_out, workers=has_workers(j))
+                           outside=s_out, workers=has_workers(j), autogroup=j.autogroup)
     return out
 
 

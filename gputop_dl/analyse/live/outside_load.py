@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NotRequired, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, Collection, NotRequired, Sequence, TypedDict
 
 from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
@@ -90,10 +90,11 @@ def _command(p: ProcLoad) -> str:
 
 def _priority(p: ProcLoad) -> str:
     """", nice 19", ", idle class" (SCHED_IDLE), "" for the usual class at nice 0 or unknown."""
+    session = f", session nice {p.autogroup_nice}" if p.autogroup_nice else ""
     if p.policy == "idle":
-        return ", idle class"
+        return ", idle class" + session
     out = f", nice {p.nice}" if p.nice else ""
-    return out + (f", {p.policy} class" if p.policy not in (None, "other") else "")
+    return out + (f", {p.policy} class" if p.policy not in (None, "other") else "") + session
 
 
 def named(consumers: Sequence[ProcLoad] | None) -> str:
@@ -116,12 +117,15 @@ class Consumer(TypedDict):
     cores: float
     nice: NotRequired[int | None]
     policy: NotRequired[str | None]
+    autogroup: NotRequired[str | None]
+    autogroup_nice: NotRequired[int | None]
 
 
 def consumer_json(p: ProcLoad) -> Consumer:
     """A consumer in a verdict's or a window's JSON."""
     return {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores,
-            "nice": p.nice, "policy": p.policy}
+            "nice": p.nice, "policy": p.policy, "autogroup": p.autogroup,
+            "autogroup_nice": p.autogroup_nice}
 
 
 def costs(out: Sequence[Estimate]) -> str:
@@ -135,10 +139,17 @@ def clause(out: Sequence[Estimate], consumers: Sequence[ProcLoad] | None) -> str
             f"{costs(out)} faster")
 
 
-def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
+def job_groups(judged: Sequence[Estimate]) -> frozenset[str]:
+    """The autogroups the judged jobs are scheduled in (collect/proc/autogroup.py)."""
+    return frozenset(g for e in judged if (g := e.last.autogroup) is not None)
+
+
+def fixes(consumers: Sequence[ProcLoad] | None, cpus: int,
+          groups: Collection[str] = ()) -> tuple[str, ...]:
     """What to do about it, naming the busiest consumer where known. Where the pass found no
     single process worth naming (many small ones), no command with a PID to fill in: how to
-    find them instead."""
+    find them instead. `groups`: the jobs' autogroups, where read: a consumer in another one
+    competes as its whole session, so its session's nice value is the lever, not its own."""
     move = "move the job to a machine (or GPU node) with idle cores"
     if consumers is not None and not consumers:
         return ("find what takes the cores, spread over many small processes (none used "
@@ -153,6 +164,14 @@ def fixes(consumers: Sequence[ProcLoad] | None, cpus: int) -> tuple[str, ...]:
     cores = (f"keep the jobs and the outside work on separate cores: `taskset -a -cp 0-{half - 1} "
              f"{pid}` for it and the other cores for the jobs, or a cpuset per job "
              "(`systemd-run --scope -p AllowedCPUs=...`, a container's `--cpuset-cpus`)")
+    if top is not None and top.autogroup is not None and top.autogroup not in groups:
+        session = (f"lower the outside process's session: `echo 19 > /proc/{pid}/autogroup`{who}, "
+                   "or ask its owner to (only root raises it back): with autogroups on, a "
+                   "process in another session than the job's competes as its whole session, "
+                   "and its own nice value and class count only inside it")
+        if not groups:  # the jobs' sessions unknown: the fix for one in the job's own too
+            session += f"; in the job's own session, `chrt -a --idle -p 0 {pid}` instead"
+        return session, cores, move
     if top is not None and top.policy == "idle":  # its priority is as low as it goes
         return (f"the outside process {pid}{who} already runs in the idle class and still takes "
                 "the jobs' time: where it sits in another cgroup, that cgroup's CPU weight "
@@ -188,7 +207,7 @@ def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
     who = named(consumers)
     return Verdict(kind="outside-load", confidence=conf, evidence=evidence,
                    evidence_lines=tuple(lines), jobs=rows,
-                   recommendations=fixes(consumers, cpus),
+                   recommendations=fixes(consumers, cpus, job_groups(judged)),
                    reason=f"the jobs wait for a CPU mostly behind processes that are not training "
                           f"jobs: {who}; without them {costs(out)} faster (each other: at most "
                           f"{max(e.slowdown or 1.0 for e in judged):.2f}×; estimated live, "

@@ -278,7 +278,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
                           gpu=None if e.last.on_cpu else "its GPU")
         if out_slowed:  # alone among the jobs, but not on the box: say what slows it
             v = v.replace(reason=f"{v.reason}; {outside_load.clause(out_slowed, consumers)}",
-                          recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
+                          recommendations=v.recommendations + outside_load.fixes(
+                              consumers, cpus, outside_load.job_groups(est)))
         return v
     if not slow and out_slowed and len(judged) > 1:
         return outside_load.outside_verdict(judged, out_slowed, consumers, cpus, evidence,
@@ -300,7 +301,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
         at = v.reason.rfind(" (")  # before "(estimated live, nothing paused)"
         v = v.replace(reason=f"{v.reason[:at]}; {outside_load.clause(out_slowed, consumers)}"
                              + v.reason[at:],
-                      recommendations=v.recommendations + outside_load.fixes(consumers, cpus))
+                      recommendations=v.recommendations + outside_load.fixes(
+                          consumers, cpus, outside_load.job_groups(judged)))
     return v
 
 

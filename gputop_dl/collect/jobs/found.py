@@ -163,6 +163,7 @@ class FoundJobs:
                 procs=proc_tree(f.pid, cmap, tree.stats(), ts.cpu_by_pid, ranks_of(dist), gpu),
                 **wait_fields(tree_wait(ts, f.pid, dist)),
                 **io_fields(ts, trainer_pids(f.pid, dist)), **memory_fields(ts),
+                autogroup=ts.autogroup,
                 phase_shares=pyspy.phase_shares(dict(res.phases)) if res else (),
                 phase_shares_samples=res.phase_samples if res else None,
                 loop_counter=counted.name if counted else None,

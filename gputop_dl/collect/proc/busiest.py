@@ -23,6 +23,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
+from gputop_dl.collect.proc.autogroup import autogroup_of
 from gputop_dl.collect.proc.identity import user_name
 from gputop_dl.collect.proc.procfs import _TICK, ProcFiles, read_proc
 from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
@@ -127,8 +128,14 @@ class BusiestSampler:
             named[k] = got
         self._names = named  # only the busiest are kept
         return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k][1], command=named[k][2],
-                              **priority(raw[k]))
+                              **priority(raw[k]), **self._autogroup(k[0]))
                      for c, k in top)
+
+    def _autogroup(self, pid: int) -> dict[str, Any]:
+        """Its autogroup and that group's nice value, read each pass (the nice may be changed)."""
+        got = autogroup_of(pid, self.proc)
+        return {"autogroup": None if got is None else got[0],
+                "autogroup_nice": None if got is None else got[1]}
 
     def _user(self, pid: int) -> str | None:
         try:

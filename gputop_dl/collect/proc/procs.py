@@ -24,6 +24,7 @@ from gputop_dl.collect.proc import schedstat
 from gputop_dl.collect.proc.diskio import DiskIO, DiskReader
 from gputop_dl.collect.proc.cgroup_cpu import CgroupThrottle
 from gputop_dl.collect.proc.cgroup_io import CgroupIO, CgroupIOReading
+from gputop_dl.collect.proc.autogroup import autogroup_of
 from gputop_dl.collect.proc.memory import MemoryIO, MemoryReader
 from gputop_dl.collect.proc.procfs import _TICK, PROC, ProcFiles, read_proc
 
@@ -168,6 +169,8 @@ class TreeSample:
     # not 10 ms clock ticks: a loader worker busy 5 ms a second reads 0.005, not 0 or 0.01);
     # None where not read (the first tick, not Linux)
     main_cores_by_pid: dict[int, float] | None = None
+    # its root's session autogroup where autogroups apply (collect/proc/autogroup.py), read once
+    autogroup: str | None = None
 
 
 class TreeSampler:
@@ -189,6 +192,8 @@ class TreeSampler:
         self._disk = DiskReader(root_pid) if sched else None
         self._mem = MemoryReader(root_pid) if sched else None
         self._cgio = CgroupIO(root_pid) if sched else None
+        got = autogroup_of(root_pid) if sched else None  # a session's group does not change
+        self.autogroup = None if got is None else got[0]
         self.cpu_wait = True  # False: skip the CPU-wait reading (benchmarks price it this way)
         self._waits_skip = 0  # ticks to hand on the last reading before the next one
         self._waits_last: WaitReading = (None, None, None, None)
@@ -244,7 +249,8 @@ class TreeSampler:
                          rss=sum(st.rss for st in stats.values()),
                          threads=sum(st.threads for st in stats.values()), cpu_by_pid=by_pid,
                          waits=waits, wait_note=note, throttled=throttled, busy=busy, io=io,
-                         memory=mem, main_cores_by_pid=main, cgroup_io=cgio)
+                         memory=mem, main_cores_by_pid=main, cgroup_io=cgio,
+                         autogroup=self.autogroup)
         # a full reading that found nothing moving: no CPU second since the last tick, no
         # thread that ran or waited for a CPU, no read from storage, no process blocked on it
         self._full = out if (still and not any(r or w for r, w in (waits or {}).values())
