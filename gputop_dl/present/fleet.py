@@ -134,7 +134,8 @@ def ranks_text(j: FleetJob) -> str:
 def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
     return [n.label, j.name or DASH, DASH if j.pid is None else str(j.pid), j.status or DASH,
             num(j.cpu_cores, ".2f"), pct(j.stall_fraction), secs(j.step_time_s),
-            slowdown_text(j.slowdown, j.slowdown_source, None, j.slowdown_at_least), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
+            slowdown_text(j.slowdown, j.slowdown_source, None, j.slowdown_at_least),
+            size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
             ranks_text(j)]
 
 

@@ -4,8 +4,9 @@ Pure functions over one tick's `JobSample` and `HostSample` (collect/proc/memory
 When the kernel has evicted a page of a file and a job reads it again, it counts a *refault*
 (`workingset_refault_file`). Jobs read from storage in one *memory domain*: the nearest cgroup
 at or above theirs with a memory limit (a container's, a Slurm job's), else the host, whose
-refaults are /proc/vmstat's less those inside the limited groups (`host_refaults`). A domain whose refaults are MIN_REFAULT_BPS
-or more while its jobs read `R` bytes/s from storage re-reads a share
+refaults are /proc/vmstat's less those inside the limited groups (`host_refaults`). A domain
+whose refaults are MIN_REFAULT_BPS or more while its jobs read `R` bytes/s from storage
+re-reads a share
 
     q = min(1, refaults / R)
 

@@ -89,7 +89,8 @@ def _command(p: ProcLoad) -> str:
 
 
 def _priority(p: ProcLoad) -> str:
-    """", nice 19", ", idle class" (SCHED_IDLE), "" for the usual class at nice 0 or unknown."""
+    """", nice 19", ", idle class" (SCHED_IDLE), then ", session nice 19" where its session's
+    autogroup is niced; "" for the usual class at nice 0 or unknown."""
     session = f", session nice {p.autogroup_nice}" if p.autogroup_nice else ""
     if p.policy == "idle":
         return ", idle class" + session
@@ -154,9 +155,10 @@ def fixes(consumers: Sequence[ProcLoad] | None, cpus: int,
     if consumers is not None and not consumers:
         return ("find what takes the cores, spread over many small processes (none used "
                 f"{NAMED_CORES:g} cores or more): `ps -eo pid,user,pcpu,args --sort=-pcpu | head`; "
-                "put them in the idle class with `chrt -a --idle -p 0 PID`, or give the jobs "
-                "cores of their own (a cpuset per job: `systemd-run --scope -p AllowedCPUs=...`)",
-                move)
+                "put them in the idle class with `chrt -a --idle -p 0 PID` (those in another "
+                "session than the jobs, where autogroups are on: `echo 19 > /proc/PID/autogroup`), "
+                "or give the jobs cores of their own (a cpuset per job: `systemd-run --scope -p "
+                "AllowedCPUs=...`)", move)
     top = consumers[0] if consumers else None
     pid = str(top.pid) if top else "PID"
     who = f" (user {top.user})" if top and top.user else ""
