@@ -5,13 +5,16 @@ Read per job (the tree sampler calls `MemoryReader.read`, every `READ_EVERY` tic
 - the job's cgroup, from `/proc/ROOT/cgroup` (once, and again every `CGROUP_RECHECK` readings):
   the v2 one (`0::/path`, under /sys/fs/cgroup) where it has a `memory.stat`, else the v1
   `memory` controller's (under /sys/fs/cgroup/memory);
-- its `memory.stat`: `workingset_refault_file` (v1: `total_workingset_refault_file`, the
-  group and its children) — pages of files read again after the kernel had evicted them from
-  the page cache: data that no longer fits in the memory the group has;
 - whether the group has a memory limit (v2 `memory.max` or `memory.high`; v1
-  `memory.limit_in_bytes`), and its events: v2 `memory.events` `high`, `max`, `oom`,
-  `oom_kill`; v1 `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`; read
-  only where the group has a limit: an unlimited one reaches none.
+  `memory.limit_in_bytes`), and the nearest group at or above it that has one: its *domain*
+  (Slurm limits the job's group, above the step and task groups its processes are in);
+- the domain's `memory.stat` (the job's own group's where it has none):
+  `workingset_refault_file` (v1: `total_workingset_refault_file`; both count the groups
+  below) — pages of files read again after the kernel had evicted them from the page cache:
+  data that no longer fits in the memory the group has;
+- the domain's limit events: v2 `memory.events` `high`, `max`, `oom`, `oom_kill`; v1
+  `memory.failcnt` (as `max`) and `memory.oom_control`'s `oom_kill`; none read without a
+  domain: an unlimited group reaches no limit.
 
 The job's major faults (stat field 12) come with its disk I/O (collect/proc/diskio.py), the host's
 refaults (`/proc/vmstat`) and PSI memory with the host's sample (collect/proc/host.py). A group that
