@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles, read_proc
+from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles, nearest_up, read_proc
 
 
 def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
@@ -25,18 +25,15 @@ def quota_cgroup(pid: int, proc: str = "/proc", root: str = CGROUP_ROOT,
     path = next((ln[3:] for ln in lines if ln.startswith("0::")), None)
     if path is None:
         return None
-    parts = [p for p in path.strip().split("/") if p]
-    while True:
-        folder = os.path.join(root, *parts)
+
+    def quota(here: str) -> bool:
         try:
-            quota = read(os.path.join(folder, "cpu.max")).split()[0]
-            if quota != b"max":
-                return folder
+            return read(os.path.join(root + here.rstrip("/"), "cpu.max")).split()[0] != b"max"
         except (OSError, IndexError):
-            pass
-        if not parts:
-            return None
-        parts.pop()
+            return False
+
+    found = nearest_up(path.strip(), quota)
+    return None if found is None else root + found.rstrip("/")
 
 
 class CgroupThrottle:

@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, TypedDict
 
-from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles
+from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles, nearest_up
 
 V1_MEMORY = "/sys/fs/cgroup/memory"
 READ_EVERY = 2  # ticks between two readings (the last reading's rates in between)
@@ -109,8 +109,24 @@ class Group:
     v1: bool
 
 
-def _label(g: Group) -> str:
+def group_label(g: Group) -> str:
+    """The group as the readings name it: "/path", on a v1 hierarchy "v1:/path"."""
     return ("v1:" if g.v1 else "") + g.path
+
+
+def shared_stat(g: Group, now: float, read: Callable[..., bytes]) -> bytes:
+    """The group's memory.stat, read once a tick for all its readers (`now`, monotonic, within
+    `SHARED_S`): the jobs in one group (often all of them: a user's session, a container), and
+    the host's reading of the limited groups (memory_groups.py) where a job's domain is one."""
+    path = g.folder + "/memory.stat"
+    hit = _SHARED.get(path)
+    if hit is not None and abs(now - hit[0]) < SHARED_S:
+        return hit[1]
+    data = read(path, 16384)
+    if len(_SHARED) > 256:
+        _SHARED.clear()
+    _SHARED[path] = (now, data)
+    return data
 
 
 @dataclass(frozen=True)
@@ -175,7 +191,7 @@ class MemoryReader:
             return self._mem
         pages = refault_pages(stat, g.v1)
         last, self._last = self._last, (now, pages, events)
-        label, dom = _label(g), None if d is None else _label(d)
+        label, dom = group_label(g), None if d is None else group_label(d)
         if last is None or now <= last[0]:
             self._mem = MemoryIO(cgroup=label, limited=self._limited, domain=dom)
             return self._mem
@@ -192,12 +208,9 @@ class MemoryReader:
         if g is None:
             return None
         base = g.folder[:len(g.folder) - len(g.path.rstrip("/"))]
-        parts = [p for p in g.path.split("/") if p]
-        for n in range(len(parts), 0, -1):
-            path = "/" + "/".join(parts[:n])
-            if has_limit(base + path, g.v1, self._read_once):
-                return Group(path, base + path, g.v1)
-        return None
+        found = nearest_up(g.path, lambda here: here != "/" and bool(
+            has_limit(base + here, g.v1, self._read_once)))
+        return None if found is None else Group(found, base + found, g.v1)
 
     def _find_group(self) -> Group | None:
         try:
@@ -212,17 +225,7 @@ class MemoryReader:
         return None
 
     def _stat(self, g: Group, now: float) -> bytes:
-        """The group's memory.stat; jobs in one group (often all of them: a user's session,
-        a container) share one reading per tick (their readings' `now` within `SHARED_S`)."""
-        path = g.folder + "/memory.stat"
-        hit = _SHARED.get(path)
-        if hit is not None and abs(now - hit[0]) < SHARED_S:
-            return hit[1]
-        data = self._read(path, 16384)
-        if len(_SHARED) > 256:
-            _SHARED.clear()
-        _SHARED[path] = (now, data)
-        return data
+        return shared_stat(g, now, self._read)
 
     def _read_once(self, path: str) -> bytes:
         with open(path, "rb") as f:

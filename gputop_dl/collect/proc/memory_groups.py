@@ -19,7 +19,8 @@ import os
 import time
 from typing import Callable
 
-from gputop_dl.collect.proc.memory import PAGE, V1_MEMORY, has_limit, refault_pages
+from gputop_dl.collect.proc.memory import (PAGE, V1_MEMORY, Group, group_label, has_limit,
+                                           refault_pages, shared_stat)
 from gputop_dl.collect.proc.procfs import CGROUP_ROOT, ProcFiles, read_proc
 
 RESCAN_S = 5.0  # seconds between two looks for limited groups (at least)
@@ -72,47 +73,42 @@ class LimitedGroups:
         self._where = hierarchy(cgroup_root, v1_root)
         self._clock = clock
         self._files = ProcFiles(own_max=MAX_GROUPS)
-        self._groups: list[str] = []  # folders
+        self._groups: list[Group] = []
         self._next_look = 0.0
         self._last: dict[str, tuple[float, int]] = {}  # folder -> (now, refault pages)
-        self.complete = True  # the last look saw the whole hierarchy
-
-    def label(self, folder: str) -> str:
-        """The group as a job's memory reading names it ("/path", v1: "v1:/path")."""
-        root, v1 = self._where or ("", False)
-        return ("v1:" if v1 else "") + ("/" + os.path.relpath(folder, root)).rstrip("/")
 
     def read(self, now: float) -> tuple[tuple[str, int], ...] | None:
         """(group, refault bytes/s since the last call) for each group read twice so far; None:
-        no memory hierarchy is readable here."""
+        no memory hierarchy is readable here. `now`: monotonic, as the jobs' readers' (a job
+        whose domain is one of these groups shares its reading, memory.shared_stat)."""
         if self._where is None:
             return None
         if self._clock() >= self._next_look:
             self._look()
         out = []
         last, self._last = self._last, {}
-        for folder in self._groups[:MAX_GROUPS]:
+        for g in self._groups[:MAX_GROUPS]:
             try:
-                pages = refault_pages(self._files.read(folder + "/memory.stat", 16384),
-                                      self._where[1])
+                pages = refault_pages(shared_stat(g, now, self._files.read), g.v1)
             except OSError:
                 continue  # gone since the look
             if pages is None:
                 continue
-            self._last[folder] = now, pages
-            before = last.get(folder)
+            self._last[g.folder] = now, pages
+            before = last.get(g.folder)
             if before is not None and now > before[0]:
-                out.append((self.label(folder),
+                out.append((group_label(g),
                             round(max(0, pages - before[1]) * PAGE / (now - before[0]))))
         return tuple(out)
 
     def _look(self) -> None:
         assert self._where is not None
+        root, v1 = self._where
         t0 = self._clock()
-        groups, self.complete = top_limited(*self._where)
+        folders, _whole = top_limited(root, v1)  # past MAX_DIRS: the groups found so far
         cost = self._clock() - t0
-        self._files.keep_only({g + "/memory.stat" for g in groups})  # close those of groups gone
-        self._groups = groups
+        self._files.keep_only({f + "/memory.stat" for f in folders})  # close those of groups gone
+        self._groups = [Group(f[len(root):], f, v1) for f in folders]
         self._next_look = t0 + max(RESCAN_S, cost / COST_SHARE)
 
     def close(self) -> None:

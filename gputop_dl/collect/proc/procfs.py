@@ -7,10 +7,25 @@ nor the process sampler: the monitor's first frame reads the host before anythin
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 CGROUP_ROOT = "/sys/fs/cgroup"  # where cgroup v1 and v2 hierarchies are mounted
 PROC = os.path.exists("/proc/self/stat")  # Linux: read /proc directly (procs.py, host.py)
 _TICK = os.sysconf("SC_CLK_TCK") if PROC else 100  # clock ticks per second of /proc's CPU times
+
+
+def nearest_up(path: str, accepts: Callable[[str], bool]) -> str | None:
+    """`path` (a cgroup's, "/a/b", below its hierarchy's root) or the nearest of its parents up
+    to the root "/" that `accepts`; None: none does. The limits a cgroup is under (a CPU quota,
+    a memory limit) may be set on any group above it."""
+    parts = [p for p in path.split("/") if p]
+    while True:
+        here = "/" + "/".join(parts)
+        if accepts(here):
+            return here
+        if not parts:
+            return None
+        parts.pop()
 
 
 def read_proc(path: str, size: int = 4096) -> bytes:
