@@ -51,15 +51,27 @@ def in_root_cpu_group(cgroup: bytes, cgroup_root: str = CGROUP_ROOT) -> bool:
     return b"cpu" not in controllers.split()
 
 
+def applies(pid: int, proc: str = "/proc", enabled: str = ENABLED,
+            cgroup_root: str = CGROUP_ROOT) -> bool:
+    """Whether autogroups apply to `pid`: they are on and it is in the root CPU group (False
+    where that cannot be read). Fixed for a process's life but for a move to another cgroup."""
+    try:
+        return (read_proc(enabled).strip() == b"1"
+                and in_root_cpu_group(read_proc(f"{proc}/{pid}/cgroup", 65536), cgroup_root))
+    except OSError:
+        return False
+
+
+def read_autogroup(pid: int, proc: str = "/proc") -> tuple[str, int] | None:
+    """(autogroup, its nice value) from /proc/PID/autogroup, whether or not it applies."""
+    try:
+        return parse_autogroup(read_proc(f"{proc}/{pid}/autogroup"))
+    except OSError:
+        return None
+
+
 def autogroup_of(pid: int, proc: str = "/proc", enabled: str = ENABLED,
                  cgroup_root: str = CGROUP_ROOT) -> tuple[str, int] | None:
     """(autogroup, its nice value) of `pid` where autogroups apply to it; None where they are
     off, it is in a CPU cgroup of its own, or its files cannot be read."""
-    try:
-        if read_proc(enabled).strip() != b"1":
-            return None
-        if not in_root_cpu_group(read_proc(f"{proc}/{pid}/cgroup", 65536), cgroup_root):
-            return None
-        return parse_autogroup(read_proc(f"{proc}/{pid}/autogroup"))
-    except OSError:
-        return None
+    return read_autogroup(pid, proc) if applies(pid, proc, enabled, cgroup_root) else None

@@ -21,9 +21,9 @@ import os
 import resource
 import time
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
-from gputop_dl.collect.proc.autogroup import autogroup_of
+from gputop_dl.collect.proc.autogroup import applies, read_autogroup
 from gputop_dl.collect.proc.identity import user_name
 from gputop_dl.collect.proc.procfs import _TICK, ProcFiles, read_proc
 from gputop_dl.collect.proc.procs import GONE_STATES, stat_fields
@@ -62,6 +62,15 @@ def priority(fields: list[bytes]) -> dict[str, Any]:
     return {"nice": nice, "policy": policy}
 
 
+class _Named(NamedTuple):
+    """What is read of one of the busiest once, and again after NAME_AGE_S."""
+
+    t: float  # when read
+    user: str | None
+    command: str | None
+    autogroups: bool  # autogroups apply to it (collect/proc/autogroup.py)
+
+
 class BusiestSampler:
     """CPU per process between two passes; `sample()` once a tick while someone waits."""
 
@@ -71,8 +80,8 @@ class BusiestSampler:
         self._since = 0  # calls since that pass
         self._last: dict[tuple[int, int], float] = {}  # (pid, start ticks) -> CPU seconds
         self._t: float | None = None
-        # (pid, start ticks) -> (when read, user, command): the busiest's names
-        self._names: dict[tuple[int, int], tuple[float, str | None, str | None]] = {}
+        # (pid, start ticks) -> the busiest's names: read once, and again after NAME_AGE_S
+        self._names: dict[tuple[int, int], _Named] = {}
         self._files = ProcFiles(own_max=keep_files())
 
     def forget(self) -> None:
@@ -123,17 +132,20 @@ class BusiestSampler:
         named = {}
         for _c, k in top:
             got = self._names.get(k)
-            if got is None or now - got[0] >= NAME_AGE_S:
-                got = (now, self._user(k[0]), self._command(k[0]))
+            if got is None or now - got.t >= NAME_AGE_S:
+                got = _Named(now, self._user(k[0]), self._command(k[0]),
+                             applies(k[0], self.proc))
             named[k] = got
         self._names = named  # only the busiest are kept
-        return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k][1], command=named[k][2],
-                              **priority(raw[k]), **self._autogroup(k[0]))
+        return tuple(ProcLoad(pid=k[0], cores=round(c, 3), user=named[k].user,
+                              command=named[k].command, **priority(raw[k]),
+                              **self._autogroup(k[0], named[k].autogroups))
                      for c, k in top)
 
-    def _autogroup(self, pid: int) -> dict[str, Any]:
-        """Its autogroup and that group's nice value, read each pass (the nice may be changed)."""
-        got = autogroup_of(pid, self.proc)
+    def _autogroup(self, pid: int, on: bool) -> dict[str, Any]:
+        """Its autogroup and that group's nice value where autogroups apply to it, read each
+        pass (the group's nice may be changed: the fix for it)."""
+        got = read_autogroup(pid, self.proc) if on else None
         return {"autogroup": None if got is None else got[0],
                 "autogroup_nice": None if got is None else got[1]}
 
