@@ -249,11 +249,11 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
                       (m.full(m.JOB_GPU_MEMORY), "gpu_mem")):
         for _n, lab, v in by.get(name, ()):
             job(lab)[key] = v
-            if key == "slowdown_at_least" and lab.get(m.SOURCE):
+    # where the slowdown (or its bound) came from: the label of the series that carry it
+    for name in (m.full(m.JOB_SLOWDOWN_BY_SOURCE), m.full(m.JOB_SLOWDOWN_AT_LEAST)):
+        for _n, lab, _v in by.get(name, ()):
+            if lab.get(m.SOURCE):
                 job(lab)["slowdown_source"] = lab[m.SOURCE]
-    for _n, lab, _v in by.get(m.full(m.JOB_SLOWDOWN_BY_SOURCE), ()):
-        if lab.get(m.SOURCE):
-            job(lab)["slowdown_source"] = lab[m.SOURCE]
     for _n, lab, _v in by.get(m.info(m.JOB_RANK), ()):
         j = job(lab)
         if lab.get(m.RUN_ID):
