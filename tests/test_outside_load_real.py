@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import psutil
 import pytest
 
 from gputop_dl.analyse.live.passive import WINDOW
+from gputop_dl.analyse.live.job_estimate import Estimate
 from gputop_dl.analyse.live.passive import PassiveJudge
 from gputop_dl.collect.machine import MachineSampler
 from gputop_dl.collect.nvml.gpus import Nvml
@@ -149,7 +151,7 @@ def test_real_jobs_beside_busy_loops_read_outside_load_with_the_loops_named(by_h
     assert loop is None or f"PID {loop['pid']}" in v["reason"]
 
 
-def outside_fix(out: dict, est: dict) -> str:
+def outside_fix(out: dict[str, Any], est: dict[str, Estimate]) -> str:
     """The command the busiest consumer calls for: its session's nice value where it is in
     another autogroup than the jobs (the loops run in sessions of their own), else the idle
     class (collect/proc/autogroup.py)."""

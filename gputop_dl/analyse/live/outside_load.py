@@ -19,8 +19,8 @@ too small.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Collection, NotRequired, Sequence, TypedDict
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Collection, NotRequired, Sequence, TypedDict, cast
 
 from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand
 from gputop_dl.analyse.thresholds import SLOW
@@ -123,10 +123,8 @@ class Consumer(TypedDict):
 
 
 def consumer_json(p: ProcLoad) -> Consumer:
-    """A consumer in a verdict's or a window's JSON."""
-    return {"pid": p.pid, "user": p.user, "command": p.command, "cores": p.cores,
-            "nice": p.nice, "policy": p.policy, "autogroup": p.autogroup,
-            "autogroup_nice": p.autogroup_nice}
+    """A consumer in a verdict's or a window's JSON: every field of its `ProcLoad`."""
+    return cast(Consumer, asdict(p))
 
 
 def costs(out: Sequence[Estimate]) -> str:
