@@ -74,8 +74,8 @@ class BoxScheduling(WorkStealingScheduling):
         # the workers that run them (the first: the heavy ones, then half of the pairs; the
         # second: the other half); no one steals from them
         self.box_nodes: list[Any] = []
-        self.alone: set[int] | None = None  # the heavy tests that run alone, once handed out;
-        # None before that and once the flag is written
+        self.pairs: set[int] | None = None  # the pairs' indices, once the heavy tests are
+        # handed out; None before that and once the flag is written
 
     def _heavy_ids(self) -> tuple[set[str], set[str]]:
         try:
@@ -147,7 +147,7 @@ class BoxScheduling(WorkStealingScheduling):
         its queue is done."""
         held, self.held = self.held, []
         pairs, self.held_pairs = self.held_pairs, []
-        self.alone = set(held)
+        self.pairs = set(pairs)
         self.box_nodes = [node, *others[:1]]
         parts = [held + pairs[::2], pairs[1::2]] if others else [held + pairs]
         for n, part in zip(self.box_nodes, parts):
@@ -159,9 +159,11 @@ class BoxScheduling(WorkStealingScheduling):
         self._open_pairs()
 
     def _open_pairs(self) -> None:
-        """The flag the pairs wait for (pairs_flag): written once the heavy worker has no
-        test left that must run alone (every other test had ended before each of those)."""
-        if self.alone is None or self.alone.intersection(self.node2pending[self.box_nodes[0]]):
+        """The flag the pairs wait for (pairs_flag): written once no worker has a test left
+        but pairs. The heavy worker's tests that run alone are not enough: another worker's
+        last few tests (fewer than worksteal steals) may still run after them (a pair once
+        started 3 ms before another worker's last test ended)."""
+        if self.pairs is None or any(set(p) - self.pairs for p in self.node2pending.values()):
             return
-        self.alone = None
+        self.pairs = None
         pathlib.Path(pairs_flag(self.ids_path)).touch()

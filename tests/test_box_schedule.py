@@ -51,6 +51,7 @@ def made_once():
 
 @pytest.mark.parametrize("i", range(12))
 def test_other(i):
+    time.sleep(0.5 if i == 11 else 0.01)  # the last one still runs while the heavy ones end
     note("other")
 
 @pytest.mark.heavy
