@@ -361,10 +361,9 @@ def test_diagnose_says_a_solo_window_was_not_alone_and_a_parallel_probe_is_outsi
     assert any("chrt -a --idle -p 0 4242" in r for r in v.recommendations)
 
 
-def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path, monkeypatch):
-    from gputop_dl.collect.jobs.solo_window import SoloWatch
-
-    tick = os.sysconf("SC_CLK_TCK")
+@pytest.fixture
+def fake_sched(tmp_path, monkeypatch):
+    """A fake clock for the solo watch (`now[0]`) and a writer of a thread's schedstat."""
     now = [0.0]
     for mod in ("proc.busiest", "jobs.solo_window"):
         monkeypatch.setattr(f"gputop_dl.collect.{mod}.time.monotonic", lambda: now[0])
@@ -373,6 +372,15 @@ def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path,
         d = tmp_path / str(pid) / "task" / str(tid)
         d.mkdir(parents=True, exist_ok=True)
         (d / "schedstat").write_text(f"{int(ran_s * 1e9)} {int(waited_s * 1e9)} 7\n")
+
+    return now, sched
+
+
+def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path, fake_sched):
+    from gputop_dl.collect.jobs.solo_window import SoloWatch
+
+    tick = os.sysconf("SC_CLK_TCK")
+    now, sched = fake_sched
 
     _proc(tmp_path, 10, 0, cmd=b"python\0train.py\0")  # the job
     _proc(tmp_path, 4242, 0)  # a busy loop outside it
@@ -391,6 +399,36 @@ def test_solo_watch_reads_the_jobs_wait_and_the_others_over_the_window(tmp_path,
     r = w.stop(exclude=[20])
     assert r.seconds == 2.0 and r.wait == pytest.approx(0.5) and r.cores == pytest.approx(0.5)
     assert [(p.pid, p.cores) for p in r.outside] == [(4242, 1.0)]
+
+
+def test_solo_watch_keeps_a_thread_that_ended_and_stops_at_a_jobs_end(tmp_path, fake_sched):
+    """A loader worker that exits inside the window keeps what it ran; a job that ended inside
+    the window is read up to its last mark, not over the time after its end."""
+    import shutil
+
+    from gputop_dl.collect.jobs.solo_window import SoloWatch
+
+    now, sched = fake_sched
+
+    _proc(tmp_path, 10, 0, cmd=b"python\0train.py\0")  # the trainer
+    _proc(tmp_path, 11, 0, cmd=b"python\0train.py\0")  # its loader worker
+    sched(10, 10, 0.0, 0.0)
+    sched(11, 11, 0.0, 0.0)
+    w = SoloWatch(proc=str(tmp_path))
+    w.start([10, 11])
+    sched(10, 10, 0.2, 0.1)
+    sched(11, 11, 0.6, 0.3)
+    now[0] = 1.0
+    w.mark()
+    shutil.rmtree(tmp_path / "11")  # the worker ends: its 0.6 s stay counted
+    sched(10, 10, 0.4, 0.2)
+    now[0] = 1.5
+    w.mark()
+    shutil.rmtree(tmp_path / "10")  # the job ends; the window closes a tick later
+    now[0] = 3.0
+    r = w.stop(ended=True)
+    assert r.seconds == 1.5 and r.cores == pytest.approx(1.0 / 1.5, abs=1e-3)
+    assert r.wait == pytest.approx(0.5 / 1.5, abs=1e-3)
 
 
 def test_a_solo_baseline_beside_outside_load_is_said_and_the_kind_kept():

@@ -85,6 +85,8 @@ class Probe:
             enough = len(inside) >= self.steps and took >= self.min_s
             if run is None or not run.alive or enough or took >= self.seconds:
                 self._close(engine, cur, run, now)
+            elif cur.watch is not None:
+                cur.watch.mark()
             return
         while self.todo:
             name = self.todo.pop(0)
@@ -109,8 +111,9 @@ class Probe:
             return
 
     def _close(self, engine: Engine, win: Window, run: JobRun | None, now: float) -> None:
-        if win.watch is not None:  # read before the others run again
-            win.reading, win.watch = win.watch.stop(exclude=win.exclude), None
+        if win.watch is not None:  # read before the others run again; an ended job's up to its end
+            ended = run is None or not run.alive
+            win.reading, win.watch = win.watch.stop(exclude=win.exclude, ended=ended), None
         self.pauser.resume()
         win.t1 = now
         inside = _inside(run.steps, win.t0) if run is not None else []
