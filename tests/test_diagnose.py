@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from gputop_dl.collect.nvml.gpus import Nvml
+from gputop_dl.collect.proc.autogroup import autogroup_of
 from gputop_dl.collect.jobs.loader_work import LoaderWork, work_rate
 from gputop_dl.collect.pyspy.run import StallEstimate
 from gputop_dl.engine import diagnose_plan
@@ -64,7 +65,8 @@ def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
         for t, f in enumerate(waits):
             jobs = [JobSample(name=n, pid=pid, launched=False, pids=(pid, pid + 1),
                               cpu_cores=0.66, cpu_wait_fraction=f,
-                              cpu_pool=pool if n == "a" else (), cpu_pool_yields=0.05 if pool else None)
+                              cpu_pool=pool if n == "a" else (), cpu_pool_yields=0.05 if pool else None,
+                              autogroup="/autogroup-7" if n == "a" else None)
                     for n, pid in (("a", 10), ("b", 20))]
             machine = types.SimpleNamespace(host=host, gpus=(), found=jobs, gpu_processes=())
             plan.after_tick(engine, float(t), machine)
@@ -81,6 +83,7 @@ def test_diagnosis_jobs_carry_one_slowdown_its_source_and_cpu_wait_like_once():
         assert j["slowdown"] is not None and j["slowdown"] > 1.5, j
         assert j["slowdown"] == j["estimated_slowdown"] and j["slowdown_source"] == "estimated"
         assert j["cpu_wait_fraction"] == pytest.approx(0.65)
+    assert (jobs["a"]["autogroup"], jobs["b"]["autogroup"]) == ("/autogroup-7", None)
     shown = Console(width=200, record=True, file=io.StringIO())
     shown.print(diagnosis_table(plan.result()))
     table = shown.export_text()
@@ -269,6 +272,8 @@ def test_real_diagnose_without_probe_pauses_nothing_and_says_so(reused, monkeypa
     for j in res["jobs"]:
         assert j["slowdown"] == est[j["name"]] and j["slowdown_source"] == "estimated"
         assert j["cpu_wait_fraction"] is not None and 0 <= j["cpu_wait_fraction"] <= 1
+        group = autogroup_of(j["pid"])  # the session's CPU group, as the kernel has it
+        assert j["autogroup"] == (None if group is None else group[0]), j
     # two jobs of ~1.8 cores on 2 cores wait for a CPU on their critical path: never "truly
     # parallel" (this read parallel once, beside the xdist neighbour). What they wait
     # behind is each other (cpu-bound), or, on a box that others' work swamps (the neighbour,

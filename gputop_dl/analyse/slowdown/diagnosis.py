@@ -221,6 +221,7 @@ def jobs_json(jobs: Sequence[Measured], estimates: Mapping[str, Estimate], probe
             "loader_slowdown": None if loader is None else round(loader, 3),
             "loader_why": loader_why,
             "cpu_wait_fraction": round(statistics.fmean(waits), 3) if waits else None,
+            "autogroup": (estimates[j.name].last.autogroup if j.name in estimates else None),
             "measured_alone": alone is not None, "why_not_alone": j.no_solo,
             "solo_outside": (outside_load.window_json(j.window, cpus)
                              if j.window is not None else None),
