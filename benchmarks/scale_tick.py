@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/scale_tick.py                          # 64 jobs, 2,000 threads
     .venv/bin/python benchmarks/scale_tick.py --jobs 64 --threads 2000 --ticks 30 --ui-seconds 30
+    .venv/bin/python benchmarks/scale_tick.py --jobs 3 --threads 30 --sleepers 3000  # a login node
 
 A cheap fake population: `--jobs` Python processes (no torch: each maps a file at a path
 containing "torch/_C", which is what discovery looks for in /proc/PID/maps), each starting its
@@ -230,13 +231,27 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--ui-seconds", type=float, default=30.0, help="0: skip the real monitor")
+    ap.add_argument("--sleepers", type=int, default=0,
+                    help="this many sleeping processes beside them (not jobs: a login node's)")
     ap.add_argument("--compare-threads", type=int, default=256,
                     help="first the same jobs with this many threads (growth in threads; 0: skip)")
     args = ap.parse_args()
+    sleepers = [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
+                for _ in range(args.sleepers)]
+    try:
+        run(args)
+    finally:
+        for p in sleepers:
+            p.kill()
+        for p in sleepers:
+            p.wait()
+
+
+def run(args: argparse.Namespace) -> None:
     for threads in ([args.compare_threads] if args.compare_threads else []) + [args.threads]:
         t = time.monotonic()
         with Population(args.jobs, threads, args.busy) as pop:
-            print(f"\n{args.jobs} jobs, {pop.threads()} threads started in {time.monotonic() - t:.1f} s; "
+            print(f"\n{args.jobs} jobs, {pop.threads()} threads, {args.sleepers} sleepers started in {time.monotonic() - t:.1f} s; "
                   f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
             res = engine_ticks(args.ticks, args.warmup, args.interval)
             print(f"engine: found {res['found']} jobs, {res['processes']} processes, "
