@@ -225,6 +225,24 @@ def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
     assert plan._with_estimate(probe).recommendations == ("run fewer",)
 
 
+def test_the_probe_verdict_keeps_the_estimates_pool_width_fix_whatever_its_kind():
+    """A pool wider than its cores is read live; the probe's verdict, of any kind (here the
+    jobs did not slow each other: outside load did), keeps its fix first."""
+    from gputop_dl.analyse.verdict_types import Fix
+
+    plan = diagnose_plan.DiagnosePlan(seconds=6, probe=True)
+    fix = Fix("pool-width", ("a",), "a: its intra-op pool has 2 threads on ≈ 1.0 cores ...")
+    plan.estimate = Verdict.fixed([fix], kind="alone", reason="r", confidence=0.9,
+                                  evidence={"wide_pools": {"a": 1}})
+    probe = Verdict(kind="outside-load", reason="measured", confidence=0.8,
+                    recommendations=("lower it",))
+    v = plan._with_estimate(probe)
+    assert [f.kind for f in v.fixes] == ["pool-width"] and v.recommendations == (fix.text, "lower it")
+    assert v.evidence["wide_pools"] == {"a": 1}
+    plan.estimate = Verdict(kind="alone", reason="r", confidence=0.9)  # no wide pool: no fix
+    assert plan._with_estimate(probe).recommendations == ("lower it",)
+
+
 def test_real_diagnose_heavy_trio_started_by_hand_is_cpu_bound(reused):
     pids = reused(HEAVY, 3)
     eng = diagnose(pids, seconds=12)

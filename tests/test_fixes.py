@@ -24,7 +24,7 @@ def found(name, pid, workers=False, **kw):
                  procs=(ProcSample(pid, 1, 0, "main", 0.5, None, "R"),
                         ProcSample(pid + 1, pid, 1, "worker", 0.3, None, "R"))) if workers else {}
     return JobSample(name=name, pid=pid, launched=False, pids=(pid, pid + 1) if workers else (pid,),
-                     cpu_cores=0.6, cpu_wait_fraction=0.6, **{**extra, **kw})
+                     **{"cpu_cores": 0.6, "cpu_wait_fraction": 0.6, **extra, **kw})
 
 
 def live(jobs, host=TWO, **kw):
@@ -62,14 +62,23 @@ def test_every_fix_text_is_a_recommendation_and_the_json_carries_them():
 
 
 def test_spinning_pool_fix_only_for_the_jobs_whose_pools_spin():
-    spin = dict(cpu_pool=POOL, cpu_pool_slice_ms=3.1, cpu_pool_yields=0.03)
+    fits = ((0.35, 1.0), (0.0, 1.0))  # waits little: not wider than its cores
+    spin = dict(cpu_pool=fits, cpu_pool_slice_ms=3.1, cpu_pool_yields=0.03, cpu_wait_fraction=0.3)
+    sleeps = dict(cpu_pool_slice_ms=0.9, cpu_pool_yields=0.5)
     v = live([found("a", 10, **spin), found("b", 20, **spin)])
-    assert kinds(v)["spinning-pools"] == ("a", "b")
-    v = live([found("a", 10, **spin), found("b", 20, **{**spin, "cpu_pool_yields": 0.5})])
+    assert kinds(v)["spinning-pools"] == ("a", "b") and "pool-width" not in kinds(v)
+    v = live([found("a", 10, **spin), found("b", 20, **{**spin, **sleeps})])
     assert kinds(v)["spinning-pools"] == ("a",)
-    v = live([found("a", 10, **{**spin, "cpu_pool_yields": 0.5}),
-              found("b", 20, **{**spin, "cpu_pool_yields": 0.5})])
+    v = live([found("a", 10, **{**spin, **sleeps}), found("b", 20, **{**spin, **sleeps})])
     assert v.kind == "cpu-bound" and "spinning-pools" not in kinds(v)
+
+
+def test_pool_width_fix_only_for_the_jobs_whose_pools_are_wider_than_their_cores():
+    wide = dict(cpu_pool=POOL, cpu_pool_slice_ms=1.6, cpu_pool_yields=0.36)
+    v = live([found("a", 10, **wide), found("b", 20)])
+    assert kinds(v)["pool-width"] == ("a",) and "spinning-pools" not in kinds(v)
+    v = live([found("a", 10), found("b", 20)])
+    assert v.kind == "cpu-bound" and "pool-width" not in kinds(v)
 
 
 def test_no_gpu_placement_on_a_box_without_gpus_and_named_where_they_share_one():

@@ -11,7 +11,7 @@ from gputop_dl.analyse.live.cpu_wait_model import cpu_speedup
 from gputop_dl.analyse.live.gpu_share import gpu_estimates
 from gputop_dl.analyse.live.passive import PassiveJudge, judge_passive
 from gputop_dl.present.verdict_text import job_line
-from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample
+from gputop_dl.snapshot import GpuProcess, GpuSample, HostSample, JobSample, ProcLoad
 
 TWO = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.9)  # load unknown: all to the jobs
 CALM = HostSample(cpus=2, cpu_busy=0.2, cpu_pressure_some10=0.0, load1=0.3)
@@ -434,39 +434,76 @@ def test_an_intra_op_pool_waits_on_its_slowest_thread_and_its_spin_is_said():
 
 
 def test_spinning_pools_get_the_wait_policy_fix_and_sleeping_ones_do_not():
-    """How a pool's threads leave their CPU tells a pool that spins at its barrier
-    (preempted: 0.8-11 % of its switches voluntary, 2.2-3.8 ms a slice measured) from one that
-    sleeps (OMP_WAIT_POLICY=PASSIVE: 25-81 % voluntary, 0.07-1.21 ms a slice), where runnable
-    shares cannot (a sleeping pool on a busy box was runnable 87-94 %). Spinning pools beside
-    each other get the fix first, named; the evidence says their true cost can be several
-    times the estimate."""
+    """How a pool's threads leave their CPU tells a pool that spins at its barrier (2.2-3.8 ms
+    a slice, 0.8-11 % of its switches voluntary; 1.6 ms with 36 % voluntary, libgomp's
+    default beside a busy loop) from one that sleeps (OMP_WAIT_POLICY=PASSIVE: 0.07-1.21 ms a
+    slice, 25-98 % voluntary), where runnable shares cannot (a sleeping pool on a busy box was runnable
+    87-94 %). Spinning pools beside each other get the fix first, named; the evidence says
+    their true cost can be several times the estimate. A pool wider than the cores it gets
+    gets fewer threads instead (the next test)."""
     from gputop_dl.analyse.live.cpu_wait_model import spins
 
     pool = ((0.5, 1.0), (0.5, 0.98))
-    assert spins(pool, 1.2, 0.05) and not spins(pool, 3.8, 0.45)  # the switches decide
-    assert spins(pool, 3.0) and not spins(pool, 1.2)  # else the time per slice
+    assert spins(pool, 1.6, 0.36) and not spins(pool, 0.09, 0.35)  # a long slice: it spins
+    assert spins(pool, 0.9, 0.05) and spins(pool, None, 0.05)  # few of its switches its own
+    assert not spins(pool, None, 0.5) and not spins(pool, 1.1, 0.42)  # neither sign
     assert spins(pool) and not spins(((0.5, 1.0), (0.5, 0.5)))  # else runnable shares
     assert not spins(((0.5, 1.0),), 3.0, 0.0)  # one thread is no pool
-    jobs = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=pool, cpu_pool_slice_ms=3.1,
+    fits = ((0.35, 1.0), (0.0, 1.0))  # its threads wait 17 % (mean): not wider than its cores
+    jobs = [job(n, 100 * i, f=0.3, cores=1.0, cpu_pool=fits, cpu_pool_slice_ms=3.1,
                 cpu_pool_yields=0.03) for i, n in enumerate("ab", 1)]
     v, _ = run(PassiveJudge(), 3, lambda t: jobs)
     assert v.kind == "cpu-bound"
-    fix = v.recommendations[0]
-    assert fix.startswith("a, b: their intra-op pools spin") and "OMP_WAIT_POLICY=PASSIVE" in fix
+    assert v.fixes[0].kind == "spinning-pools" and v.fixes[0].jobs == ("a", "b")
+    assert "OMP_WAIT_POLICY=PASSIVE" in v.fixes[0].text
     line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
     assert ("on a CPU 3.10 ms per time slice, 3% of their switches their own: they spin"
             in line and "several times" in line)
-    # the same waits, yielding threads: a sleeping pool (still cpu-bound), no spin, no such fix
-    v, _ = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool_slice_ms=1.1,
+    # the same waits, short slices: a sleeping pool (still cpu-bound), no spin, no such fix
+    v, _ = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool_slice_ms=0.9,
                                                      cpu_pool_yields=0.5) for j in jobs])
     assert v.kind == "cpu-bound"
     assert not any("OMP_WAIT_POLICY" in r for r in v.recommendations)
     line = next(ln for ln in v.evidence_lines if ln.startswith("a: 2 busy threads"))
-    assert "1.10 ms per time slice, 50% of their switches their own" in line
+    assert "0.90 ms per time slice, 50% of their switches their own" in line
     assert "spin" not in line
     # one job's pool spins, the other's sleeps: only it is named
-    v, _ = run(PassiveJudge(), 3, lambda t: [jobs[0], replace(jobs[1], cpu_pool_yields=0.5)])
-    assert v.recommendations[0].startswith("a: its intra-op pool spins")
+    v, _ = run(PassiveJudge(), 3, lambda t: [jobs[0], replace(jobs[1], cpu_pool_slice_ms=0.9,
+                                                              cpu_pool_yields=0.5)])
+    assert v.fixes[0].kind == "spinning-pools" and v.fixes[0].jobs == ("a",)
+
+
+def test_a_pool_wider_than_its_cores_gets_fewer_threads_first_whatever_slows_it():
+    """A 2-thread trainer whose threads each wait half their runnable time gets ≈ 1 core: every
+    operator waits for the thread off a CPU (15 steps/s beside one busy loop, 201 with one
+    thread; a pair 11 each, 200 and 207 with one thread each). Its owner's fix comes first,
+    with the threads it fits in, beside copies of it (cpu-bound) and beside load from outside
+    the jobs alone; not for a pool that fits, nor for a job with no pool."""
+    from gputop_dl.analyse.live.cpu_wait_model import pool_width, width_fix
+
+    wide = ((0.5, 0.99), (0.49, 0.98))
+    assert pool_width(wide) == 1
+    assert pool_width(((0.3, 1.0),) * 4) == 3  # 2.8 cores of 4 threads
+    assert pool_width(((0.05, 1.0), (0.05, 1.0))) is None  # hardly waits
+    assert pool_width(((0.5, 1.0),)) is None  # one thread is no pool
+    assert "OMP_NUM_THREADS=3" in width_fix([("j", ((0.3, 1.0),) * 4)])
+    pair = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=wide, cpu_pool_slice_ms=1.6,
+                cpu_pool_yields=0.36) for i, n in enumerate("ab", 1)]
+    v, _ = run(PassiveJudge(), 3, lambda t: pair)
+    assert v.kind == "cpu-bound"
+    assert [f.kind for f in v.fixes][:2] == ["pool-width", "cores"]  # no second, spin fix
+    assert v.fixes[0].jobs == ("a", "b") and "OMP_NUM_THREADS=1" in v.fixes[0].text
+    assert v.evidence["wide_pools"] == {"a": 1, "b": 1}
+    # one such job beside a busy loop that is not a job: alone among the jobs, slowed from outside
+    loop = ProcLoad(pid=4242, cores=0.99, user="bob", command="python3 -c 'while True: pass'")
+    host = HostSample(cpus=2, cpu_busy=1.0, cpu_pressure_some10=0.3, busiest=(loop,))
+    v, est = run(PassiveJudge(), 3, lambda t: pair[:1], host=host)
+    assert v.kind == "alone" and est["a"].outside is not None and est["a"].outside > 1.1
+    assert v.fixes[0].kind == "pool-width" and "OMP_NUM_THREADS=1" in v.recommendations[0]
+    assert "several times" in v.reason  # its pool spins: the outside figure may be far off
+    # a pool that fits, and no pool: no such fix
+    v, _ = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool=()) for j in pair])
+    assert "pool-width" not in [f.kind for f in v.fixes] and "wide_pools" not in v.evidence
 
 
 def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():

@@ -66,11 +66,14 @@ def cpu_speedup(f: float | None, cores: float | None, cpus: int,
 
 SPIN_RUNNABLE = 0.9  # every thread of a pool runnable this share of the time: they spin
 # how a pool's threads leave their CPU, medians over the pool (measured on the 2-core box,
-# docs/validation.md, "Multi-threaded jobs"): a thread that spins at a barrier is preempted
-# (0.8-11 % of its switches voluntary; 2.2-3.8 ms on a CPU per slice); one that sleeps gives
-# its CPU up itself (OMP_WAIT_POLICY=PASSIVE: 25-81 %; 0.07-1.21 ms a slice)
-SPIN_YIELDS = 0.2  # the pool spins below this voluntary share
-SPIN_SLICE_MS = 2.0  # where the switches are unknown: it spins at this time per slice or more
+# docs/validation.md, "Multi-threaded jobs" and "An intra-op pool wider than its cores"): a
+# thread that spins at a barrier runs 1.59-3.8 ms on a CPU per slice (0-11 % of its switches
+# voluntary with OMP_WAIT_POLICY=ACTIVE or beside copies of itself, but 22-36 % with the
+# default policy beside a busy loop: libgomp spins less once threads outnumber the CPUs);
+# one that sleeps (OMP_WAIT_POLICY=PASSIVE) 0.07-1.21 ms (25-98 % voluntary). Either sign
+# of a spin is enough: every pool measured is then told right.
+SPIN_SLICE_MS = 1.4  # it spins at this time per slice or more
+SPIN_YIELDS = 0.2  # or below this share of voluntary switches
 
 
 def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
@@ -98,16 +101,16 @@ def pool_speedup(pool: Pool, share: float = 1.0) -> float | None:
 
 def spins(pool: Pool, slice_ms: float | None = None, yields: float | None = None) -> bool:
     """Whether a pool's threads spin while they wait for each other (OpenMP's busy-wait: a
-    waiting thread stays on its CPU until it is preempted). From the share of their context
-    switches that were voluntary (`yields`) where known; else their time on a CPU per time
-    slice (`slice_ms`); else every thread runnable nearly all the time (the crudest sign: a
+    waiting thread stays on its CPU until it is preempted). From their time on a CPU per time
+    slice (`slice_ms`) and the share of their context switches that were voluntary
+    (`yields`), where known: either sign is enough; else every thread runnable nearly all the time (the crudest sign: a
     sleeping pool on a busy box can be too)."""
     if len(pool) < 2:
         return False
-    if yields is not None:
-        return yields < SPIN_YIELDS
-    if slice_ms is not None:
-        return slice_ms >= SPIN_SLICE_MS
+    signs = ([] if slice_ms is None else [slice_ms >= SPIN_SLICE_MS]) + (
+        [] if yields is None else [yields < SPIN_YIELDS])
+    if signs:
+        return any(signs)
     return all(b >= SPIN_RUNNABLE for _, b in pool)
 
 
@@ -143,3 +146,34 @@ def spin_fix(names: Sequence[str]) -> str:
             "(OpenMP's busy-wait), burning the cores the other jobs need: start "
             f"{'it' if len(names) == 1 else 'them'} with OMP_WAIT_POLICY=PASSIVE, or with fewer "
             "intra-op threads (OMP_NUM_THREADS=1, torch.set_num_threads(1))")
+
+
+POOL_WAITS = 0.2  # a pool whose threads wait this share of their runnable time or more (mean)
+
+
+def pool_width(pool: Pool) -> int | None:
+    """The intra-op threads a trainer's pool fits in now: as many as the cores its busy threads
+    got together (each `runnable * (1 - wait)`; at least 1), where the pool is wider than
+    that and its threads wait for a CPU; None: it fits, or no pool.
+
+    An operator is split across every thread of the pool and done only when its last part
+    is: a pool wider than the cores it gets waits, operator after operator, for a thread that
+    is off a CPU, spinning or not. A 2-thread PyTorch trainer on the 2-core box ran 15 steps/s
+    beside one busy loop and 201 with one thread (363 alone); two such trainers 11 each, and
+    200 and 207 with one thread each (docs/validation.md, "An intra-op pool wider than its
+    cores")."""
+    if len(pool) < 2 or sum(f for f, _ in pool) / len(pool) < POOL_WAITS:
+        return None
+    k = max(1, int(sum(b * (1.0 - f) for f, b in pool) + 0.25))
+    return k if k < len(pool) else None
+
+
+def width_fix(jobs: Sequence[tuple[str, Pool]]) -> str:
+    """The fix for jobs whose intra-op pools are wider than the cores they get (`jobs`: name
+    and pool, each with a `pool_width`)."""
+    return "; ".join(
+        f"{name}: its intra-op pool has {len(pool)} threads on ≈ "
+        f"{sum(b * (1.0 - f) for f, b in pool):.1f} cores, and every operator waits for the "
+        f"thread that is off a CPU: start it with OMP_NUM_THREADS={pool_width(pool)} "
+        f"(torch.set_num_threads({pool_width(pool)})) while the box is this busy"
+        for name, pool in jobs)

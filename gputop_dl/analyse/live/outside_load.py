@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Collection, NotRequired, Sequence, TypedDict, cast
 
-from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand
+from gputop_dl.analyse.live.cpu_wait_model import clip_wait, cpu_speedup, demand, spins
 from gputop_dl.analyse.thresholds import SLOW
 from gputop_dl.analyse.verdict_types import Evidence, JobVerdict, Verdict
 from gputop_dl.snapshot import NAMED_MIN_CORES as NAMED_CORES, ProcLoad
@@ -128,8 +128,11 @@ def consumer_json(p: ProcLoad) -> Consumer:
 
 
 def costs(out: Sequence[Estimate]) -> str:
-    """Each slowed job's estimated slowdown from the outside load."""
-    return ", ".join(f"{e.name} {e.outside or 1:.2f}×" for e in out)
+    """Each slowed job's estimated slowdown from the outside load; where its intra-op pool
+    spins, that it can be several times that (24.7-27.5× read 3.6-3.8×: docs/validation.md)."""
+    return ", ".join(f"{e.name} {e.outside or 1:.2f}×" + (
+        " (its intra-op pool spins: it can be several times this)"
+        if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields) else "") for e in out)
 
 
 def clause(out: Sequence[Estimate], consumers: Sequence[ProcLoad] | None) -> str:

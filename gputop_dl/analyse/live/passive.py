@@ -43,7 +43,8 @@ from typing import Iterable, Sequence
 from gputop_dl.analyse.live import outside_load
 from gputop_dl.analyse.live.alone import alone_verdict
 from gputop_dl.analyse.live.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.live.cpu_wait_model import demand, pool_line, set_share, spin_fix, spins
+from gputop_dl.analyse.live.cpu_wait_model import (demand, pool_line, pool_width, set_share,
+                                                   spin_fix, spins, width_fix)
 from gputop_dl.analyse.live.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.live.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
@@ -193,7 +194,21 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     host's mean runnable threads over `runnable_ticks` ticks, when the judge had them;
     `outside`: the processes outside the jobs over the judge's window; `slowed_names`: the
     jobs taken for slowed (`slowed`, with the last verdict's hysteresis; None: those above
-    SLOW)."""
+    SLOW). Whatever the kind, a judged job whose intra-op pool is wider than the cores it gets
+    (cpu_wait_model.pool_width), behind the other jobs or behind load from outside them, gets
+    the fix its owner can make first: fewer intra-op threads."""
+    v = _judge(est, host, runnable, runnable_ticks, outside, slowed_names)
+    wide = [(e.name, e.last.pool) for e in est
+            if e.slowdown is not None and pool_width(e.last.pool) is not None]
+    if not wide:
+        return v
+    return v.with_fix_first(Fix("pool-width", tuple(n for n, _ in wide), width_fix(wide))).replace(
+        evidence={**v.evidence, "wide_pools": {n: pool_width(p) for n, p in wide}})
+
+
+def _judge(est: Sequence[Estimate], host: HostSample | None, runnable: float | None,
+           runnable_ticks: int, outside: OutsideWindow | None,
+           slowed_names: frozenset[str] | None) -> Verdict:
     cpus = host.cpus if host is not None else 1
     hev = HostEvidence(cpus=cpus, busy=host.cpu_busy if host else None,
                        psi_some10=host.cpu_pressure_some10 if host else None,
@@ -333,8 +348,9 @@ def _jobs_own(cpu_slowed: Sequence[Estimate], gpu_slowed: Sequence[Estimate],
         if loaders:  # a job without DataLoader workers has no transforms to lighten
             fixes.append(Fix("loader", loaders, f"{', '.join(loaders)}: fewer or lighter "
                              "data-loader transforms (pre-computed), or more cores"))
-        spun = [e.name for e in cpu_slowed
-                if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
+        spun = [e.name for e in cpu_slowed  # (a pool wider than its cores: judge_passive)
+                if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)
+                and pool_width(e.last.pool) is None]
         if spun:  # the cheapest fix first: 2-14x a pair's throughput, measured (validation.md)
             fixes.insert(0, Fix("spinning-pools", tuple(spun), spin_fix(spun)))
             evidence["spinning_pools"] = spun

@@ -180,6 +180,9 @@ def with_estimate(v: Verdict, est: Estimated, probe: bool) -> Verdict:
             Fix("spinning-pools", tuple(spun), spin_fix(spun))).with_lines(
             *(ln.replace(DIAGNOSE_HINT, "") for ln in pv.evidence_lines
               if "they spin while they wait" in ln))
+    wide = next((f for f in pv.fixes if f.kind == "pool-width"), None)
+    if wide is not None:  # a pool wider than its cores, read live, whatever the probe's kind
+        v = v.with_evidence(wide_pools=pv.evidence.get("wide_pools")).with_fix_first(wide)
     if est.last is not None:  # the probe's verdict against the box's measured peaks too
         jobs, gprocs, gpus = est.last
         v = with_box_peaks(v, jobs, gprocs, gpus, est.peaks)
