@@ -572,3 +572,20 @@ def test_the_windows_consumers_keep_their_priority():
     w.add((replace(LOOP, cores=0.5, nice=19, policy="idle"),))
     (top,) = w.consumers()
     assert (top.pid, top.cores, top.nice, top.policy) == (4242, 0.75, 19, "idle")
+
+
+def test_a_process_busy_in_one_tick_of_the_window_is_not_named():
+    """gputop-dl's own start, a shell's `ls`: busy one tick of five, 0.01 cores on the mean, is
+    no consumer to name; the loop beside it is."""
+    from gputop_dl.analyse.live.outside_load import OutsideWindow
+
+    w = OutsideWindow(window=5)
+    w.add((LOOP, replace(LOOP, pid=7, cores=0.06)))
+    for _ in range(4):
+        w.add((LOOP,))
+    assert [(p.pid, p.cores) for p in w.consumers()] == [(4242, 1.0)]
+    quiet = OutsideWindow(window=5)
+    quiet.add((replace(LOOP, pid=7, cores=0.06),))
+    for _ in range(4):
+        quiet.add(())
+    assert quiet.consumers() == ()  # read, none worth naming: "many small ones"

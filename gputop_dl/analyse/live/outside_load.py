@@ -58,7 +58,9 @@ class OutsideWindow:
 
     def consumers(self, top: int = TOP) -> tuple[ProcLoad, ...] | None:
         """The busiest, by mean cores over the ticks that read them (a process absent from a
-        reading counts 0 there); None when no tick of the window read them."""
+        reading counts 0 there), each NAMED_CORES or more on that mean (a process busy in one
+        tick of the window, gputop-dl's own start, is not named); None when no tick of the
+        window read them."""
         if not self._seen:
             return None
         cores: dict[int, float] = {}
@@ -68,7 +70,8 @@ class OutsideWindow:
                 cores[p.pid] = cores.get(p.pid, 0.0) + p.cores
                 last[p.pid] = p
         n = len(self._seen)
-        best = sorted(cores, key=lambda pid: -cores[pid])[:top]
+        best = [pid for pid in sorted(cores, key=lambda pid: -cores[pid])[:top]
+                if cores[pid] / n >= NAMED_CORES]
         return tuple(replace(last[pid], cores=round(cores[pid] / n, 2)) for pid in best)
 
     def cores(self) -> float | None:
@@ -128,17 +131,24 @@ def consumer_json(p: ProcLoad) -> Consumer:
 
 
 def costs(out: Sequence[Estimate]) -> str:
-    """Each slowed job's estimated slowdown from the outside load; where its intra-op pool
-    spins, that it can be several times that (24.7-27.5× read 3.6-3.8×: docs/validation.md)."""
-    return ", ".join(f"{e.name} {e.outside or 1:.2f}×" + (
-        " (its intra-op pool spins: it can be several times this)"
-        if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields) else "") for e in out)
+    """Each slowed job's estimated slowdown from the outside load."""
+    return ", ".join(f"{e.name} {e.outside or 1:.2f}×" for e in out)
+
+
+def doubts(out: Sequence[Estimate]) -> str:
+    """"; ..." for the slowed jobs whose intra-op pools spin: their figures can be several times
+    too low (18-28× read 3.6-3.8×: docs/validation.md); "" for none."""
+    spun = [e.name for e in out if spins(e.last.pool, e.last.pool_slice_ms, e.last.pool_yields)]
+    if not spun:
+        return ""
+    pools = "its intra-op pool spins" if len(spun) == 1 else "their intra-op pools spin"
+    return f"; {', '.join(spun)}: {pools}, so the true figure can be several times this"
 
 
 def clause(out: Sequence[Estimate], consumers: Sequence[ProcLoad] | None) -> str:
     """The line a jobs' own verdict adds when outside load slows them too."""
     return (f"load from outside the jobs takes cores too: {named(consumers)}; without it "
-            f"{costs(out)} faster")
+            f"{costs(out)} faster{doubts(out)}")
 
 
 def job_groups(judged: Sequence[Estimate]) -> frozenset[str]:
@@ -212,7 +222,7 @@ def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
                    evidence_lines=tuple(lines), jobs=rows,
                    recommendations=fixes(consumers, cpus, job_groups(judged)),
                    reason=f"the jobs wait for a CPU mostly behind processes that are not training "
-                          f"jobs: {who}; without them {costs(out)} faster (each other: at most "
+                          f"jobs: {who}; without them {costs(out)} faster{doubts(out)} (each other: at most "
                           f"{max(e.slowdown or 1.0 for e in judged):.2f}×; estimated live, "
                           "nothing paused)")
 
