@@ -16,6 +16,8 @@
    --no-probe` (the live estimate, nothing paused); then the same with
    `OMP_WAIT_POLICY=PASSIVE` (`--only dcgan`). Its own rate: the arrival times of
    the line it prints per iteration (unbuffered).
+   One copy beside a busy loop that is not a job, with torch's default intra-op threads and
+   with OMP_NUM_THREADS=1 (`--only dcgan-loop`): its rate and the first fix.
 4. the same two dcgan copies judged by `diagnose --seconds 120` with its probe
    (`--only dcgan-probe`): each job's slowdown, from py-spy's step times or its loader
    workers' work rate, beside its own rate alone (its probe window) over together.
@@ -290,6 +292,39 @@ def dcgan(examples: str, work: str, env: dict[str, str], seconds: float) -> None
                   f"{'–' if truth is None else f'{truth:.2f}'} | {j.get('slowdown', '–')} | "
                   f"{j['pool']} | {'yes' if fix else 'no'} | "
                   f"{v.get('kind', (doc or {}).get('error', '–'))} |")
+    print()
+
+
+def dcgan_loop(examples: str, work: str, env: dict[str, str], seconds: float) -> None:
+    """One dcgan copy alone, then beside one busy loop in another session (not a job),
+    judged by `diagnose --no-probe`: with torch's default intra-op threads and with
+    OMP_NUM_THREADS=1 (the `pool-width` fix). Its own rate from its per-iteration lines."""
+    script = os.path.join(examples, "dcgan", "main.py")
+    print("## dcgan/main.py --dataset fake beside one busy loop, judged by diagnose --no-probe\n")
+    print("| intra-op threads | alone it/s | beside the loop it/s | true slowdown | estimate "
+          "(outside) | first fix | verdict |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for threads in ("default", "1"):
+        tenv = env if threads == "default" else dict(env, OMP_NUM_THREADS=threads)
+        (alone,), _ = _dcgan_run(script, work, tenv, 1, seconds, judge=False)
+        loop = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                start_new_session=True)
+        try:
+            (beside,), doc = _dcgan_run(script, work, tenv, 1, seconds, judge=True)
+        finally:
+            loop.kill()
+            loop.wait()
+        v = (doc or {}).get("verdict") or {}
+        row = (v.get("jobs") or [{}])[0]
+        est = row.get("outside_slowdown") or row.get("slowdown")
+        first = (v.get("fixes") or [{}])[0]
+        named = re.search(r"OMP_NUM_THREADS=(\d+)", first.get("text", ""))
+        fix = f"{first.get('kind', '–')}" + (f" ({named.group(1)} thread)" if named else "")
+        truth = alone / beside if alone and beside else None
+        print(f"| {threads} | {alone or 0:.2f} | {beside or 0:.2f} | "
+              f"{'–' if truth is None else f'{truth:.2f}'} | "
+              f"{'–' if est is None else f'{est:.2f}'} | {fix} | "
+              f"{v.get('kind', (doc or {}).get('error', '–'))} |")
     print()
 
 
@@ -904,7 +939,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", required=True, help="a checkout of pytorch/examples")
     ap.add_argument("--seconds", type=float, default=40.0, help="diagnose --seconds")
-    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-probe", "dcgan-pace",
+    ap.add_argument("--only", choices=("mnist", "imagenet", "dcgan", "dcgan-loop", "dcgan-probe",
+                                        "dcgan-pace",
                                         "wlm-pace", "mnist-pace", "imagenet-pace",
                                         "dcgan-stored", "wlm-stored"))
     ap.add_argument("--dcgan-seconds", type=float, default=40.0,
@@ -922,6 +958,8 @@ def main() -> None:
             imagenet(os.path.abspath(a.examples), work, env, a.seconds)
         if a.only in (None, "dcgan"):
             dcgan(os.path.abspath(a.examples), work, env, a.dcgan_seconds)
+        if a.only in (None, "dcgan-loop"):
+            dcgan_loop(os.path.abspath(a.examples), work, env, a.dcgan_seconds)
         if a.only in (None, "dcgan-probe"):
             dcgan_probe(os.path.abspath(a.examples), work, env, a.probe_seconds)
         if a.only in (None, "dcgan-pace"):
