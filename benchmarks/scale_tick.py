@@ -251,8 +251,9 @@ def run(args: argparse.Namespace) -> None:
     for threads in ([args.compare_threads] if args.compare_threads else []) + [args.threads]:
         t = time.monotonic()
         with Population(args.jobs, threads, args.busy) as pop:
-            print(f"\n{args.jobs} jobs, {pop.threads()} threads, {args.sleepers} sleepers started in {time.monotonic() - t:.1f} s; "
-                  f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
+            print(f"\n{args.jobs} jobs, {pop.threads()} threads, {args.sleepers} sleepers "
+                  f"started in {time.monotonic() - t:.1f} s; {os.cpu_count()} CPUs, "
+                  f"load {os.getloadavg()[0]:.2f}", flush=True)
             res = engine_ticks(args.ticks, args.warmup, args.interval)
             print(f"engine: found {res['found']} jobs, {res['processes']} processes, "
                   f"{res['threads']} threads (CPU wait known for {res['cpu_wait_known']})")

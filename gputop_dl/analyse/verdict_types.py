@@ -84,9 +84,9 @@ class JobVerdict:
         return out
 
 
-FixKind = Literal["pool-width", "spinning-pools", "cores", "queue", "loader", "augmentation", "num-workers",
-                  "use-gpus", "gpu-placement", "watch-loaders", "dataset-location", "shards",
-                  "stagger-reads", "memory", "memory-high"]
+FixKind = Literal["pool-width", "spinning-pools", "cores", "queue", "loader", "augmentation",
+                  "num-workers", "use-gpus", "gpu-placement", "watch-loaders", "dataset-location",
+                  "shards", "stagger-reads", "memory", "memory-high"]
 FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
 
 

@@ -111,7 +111,7 @@ class Probe:
             return
 
     def _close(self, engine: Engine, win: Window, run: JobRun | None, now: float) -> None:
-        if win.watch is not None:  # read before the others run again; an ended job's up to its end
+        if win.watch is not None:  # read before the others run again (an ended job: to its end)
             ended = run is None or not run.alive
             win.reading, win.watch = win.watch.stop(exclude=win.exclude, ended=ended), None
         self.pauser.resume()

@@ -103,8 +103,8 @@ def spins(pool: Pool, slice_ms: float | None = None, yields: float | None = None
     """Whether a pool's threads spin while they wait for each other (OpenMP's busy-wait: a
     waiting thread stays on its CPU until it is preempted). From their time on a CPU per time
     slice (`slice_ms`) and the share of their context switches that were voluntary
-    (`yields`), where known: either sign is enough; else every thread runnable nearly all the time (the crudest sign: a
-    sleeping pool on a busy box can be too)."""
+    (`yields`), where known: either sign is enough; else every thread runnable nearly all the
+    time (the crudest sign: a sleeping pool on a busy box can be too)."""
     if len(pool) < 2:
         return False
     signs = ([] if slice_ms is None else [slice_ms >= SPIN_SLICE_MS]) + (

@@ -222,9 +222,9 @@ def outside_verdict(judged: Sequence[Estimate], out: Sequence[Estimate],
                    evidence_lines=tuple(lines), jobs=rows,
                    recommendations=fixes(consumers, cpus, job_groups(judged)),
                    reason=f"the jobs wait for a CPU mostly behind processes that are not training "
-                          f"jobs: {who}; without them {costs(out)} faster{doubts(out)} (each other: at most "
-                          f"{max(e.slowdown or 1.0 for e in judged):.2f}×; estimated live, "
-                          "nothing paused)")
+                          f"jobs: {who}; without them {costs(out)} faster{doubts(out)} (each "
+                          f"other: at most {max(e.slowdown or 1.0 for e in judged):.2f}×; "
+                          "estimated live, nothing paused)")
 
 
 

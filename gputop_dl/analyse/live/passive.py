@@ -202,8 +202,8 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
             if e.slowdown is not None and pool_width(e.last.pool) is not None]
     if not wide:
         return v
-    return v.with_fix_first(Fix("pool-width", tuple(n for n, _ in wide), width_fix(wide))).replace(
-        evidence={**v.evidence, "wide_pools": {n: pool_width(p) for n, p in wide}})
+    fix = Fix("pool-width", tuple(n for n, _ in wide), width_fix(wide))
+    return v.with_fix_first(fix).with_evidence(wide_pools={n: pool_width(p) for n, p in wide})
 
 
 def _judge(est: Sequence[Estimate], host: HostSample | None, runnable: float | None,

@@ -5,8 +5,7 @@ compile, a notebook, another user's busy loop. `SoloWatch.start(pids)` before th
 and `stop()` after it read, over the window, the job's threads' run and run-queue wait
 (`/proc/PID/task/TID/schedstat`, summed over the threads seen at its start, each as last read)
 and the busiest processes that are not the job's (collect/proc/busiest.py: one pass at each
-end). What the wait
-costs the solo figure is analyse/live/outside_load.py's `solo_outside`.
+end). What the wait costs the solo figure is analyse/live/outside_load.py's `solo_outside`.
 """
 
 from __future__ import annotations
