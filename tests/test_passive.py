@@ -487,6 +487,8 @@ def test_a_pool_wider_than_its_cores_gets_fewer_threads_first_whatever_slows_it(
     assert pool_width(((0.05, 1.0), (0.05, 1.0))) is None  # hardly waits
     assert pool_width(((0.5, 1.0),)) is None  # one thread is no pool
     assert "OMP_NUM_THREADS=3" in width_fix([("j", ((0.3, 1.0),) * 4)])
+    both = width_fix([("a", wide), ("b", wide), ("j", ((0.3, 1.0),) * 4)])
+    assert both.count("OMP_NUM_THREADS=1") == 1 and both.startswith("a, b: ")  # alike: once
     pair = [job(n, 100 * i, f=0.5, cores=1.0, cpu_pool=wide, cpu_pool_slice_ms=1.6,
                 cpu_pool_yields=0.36) for i, n in enumerate("ab", 1)]
     v, _ = run(PassiveJudge(), 3, lambda t: pair)
@@ -504,6 +506,50 @@ def test_a_pool_wider_than_its_cores_gets_fewer_threads_first_whatever_slows_it(
     # a pool that fits, and no pool: no such fix
     v, _ = run(PassiveJudge(), 3, lambda t: [replace(j, cpu_pool=()) for j in pair])
     assert "pool-width" not in [f.kind for f in v.fixes] and "wide_pools" not in v.evidence
+
+
+def test_a_measured_verdict_carries_the_live_pool_width_fix_once():
+    """A launch's or the probe's measured verdict: the pools' widths are read live only, so the
+    live verdict's fix goes first on it, with its evidence; once, and not where it had none."""
+    from gputop_dl.analyse.live.passive import carry_pool_width
+    from gputop_dl.analyse.verdict_types import Fix, Verdict
+
+    fix = Fix("pool-width", ("a",), "a: ... OMP_NUM_THREADS=1 ...")
+    live = Verdict.fixed([fix, Fix("cores", ("a", "b"), "cores")], kind="cpu-bound", reason="r",
+                         confidence=0.9, evidence={"wide_pools": {"a": 1}})
+    measured = Verdict.fixed([Fix("queue", ("a", "b"), "run fewer")], kind="cpu-bound",
+                             reason="m", confidence=0.8)
+    v = carry_pool_width(measured, live)
+    assert [f.kind for f in v.fixes] == ["pool-width", "queue"]
+    assert v.recommendations[0] == fix.text and v.evidence["wide_pools"] == {"a": 1}
+    assert carry_pool_width(v, live) == v  # once
+    assert carry_pool_width(measured, None) == measured
+    assert carry_pool_width(measured, measured) == measured  # a live verdict without it
+
+
+def test_a_launch_names_the_pools_wide_over_half_its_co_run():
+    """A launch's measured verdict gets the fix for the jobs whose pools were wider than their
+    cores in half of their live readings or more (not only in the last one: a pair's last
+    live verdict named one of two)."""
+    import types
+
+    from gputop_dl.analyse.live.passive import WidePools
+    from gputop_dl.analyse.verdict_types import Fix, Verdict
+
+    wide, fits = ((0.5, 1.0), (0.5, 1.0)), ((0.05, 1.0), (0.05, 1.0))
+
+    def e(name, pool, s=2.0):
+        return types.SimpleNamespace(name=name, slowdown=s, last=types.SimpleNamespace(pool=pool))
+
+    w = WidePools()
+    for a, b in ((wide, wide), (wide, fits), (wide, fits), (fits, fits)):
+        w.add([e("a", a), e("b", b), e("c", wide, s=None)])  # c never judged
+    measured = Verdict.fixed([Fix("queue", ("a", "b"), "run fewer")], kind="cpu-bound",
+                             reason="m", confidence=0.8)
+    v = w.on(measured)
+    assert v.fixes[0].kind == "pool-width" and v.fixes[0].jobs == ("a",)
+    assert v.evidence["wide_pools"] == {"a": 1} and w.on(v) == v
+    assert WidePools().on(measured) == measured
 
 
 def test_a_pool_on_a_gpu_job_is_left_to_the_gpu_model():

@@ -26,7 +26,7 @@ from gputop_dl.analyse.recorded.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.recorded.energy_phases import energy_evidence
 from gputop_dl.analyse.live.box_peaks import measured_when, with_box_peaks
-from gputop_dl.analyse.live.passive import PassiveJudge, annotate
+from gputop_dl.analyse.live.passive import PassiveJudge, WidePools, annotate
 from gputop_dl.analyse.stats.phases import add_phase_evidence
 from gputop_dl.analyse.slowdown.figure import measured
 from gputop_dl.analyse.recorded.summary import verdict_slowdowns
@@ -74,6 +74,9 @@ class LaunchPlan(Plan["Engine"]):
         self._spy_started: set[str] = set()
         self.passive = PassiveJudge()  # the live estimate, until the slowdowns are measured
         self.live_verdict: VerdictJson | None = None  # its verdict, shown until the measured one is
+        # what only the live estimate reads (a pool wider than its cores), over the co-run: its
+        # fix goes on the measured verdict
+        self.wide_pools = WidePools()
         self._machine: MachineSample | None = None  # the co-run's latest machine sample
         self._corun_rows: list[JobSample] = []  # the co-run's rows at the latest tick
 
@@ -140,6 +143,7 @@ class LaunchPlan(Plan["Engine"]):
             return jobs
         live, est = self.passive.verdict(corun, m.host, m.gpu_processes, m.gpus, m.time)
         self.live_verdict = live.to_json() if live is not None else None
+        self.wide_pools.add(est.values())
         return annotate(jobs, est)
 
     def shown_verdict(self) -> VerdictJson | None:
@@ -294,7 +298,7 @@ class LaunchPlan(Plan["Engine"]):
         jobs, host = gather(series, self._host_series, self._gpu_series,
                             engine.env.get("cpus") or 1, now, self._hot,
                             exclude=probe.excluded() if probe else ())
-        v = judge(jobs, host, self.spec.baseline, final=final)
+        v = self.wide_pools.on(judge(jobs, host, self.spec.baseline, final=final))
         m = self._machine
         if m is not None:  # the co-run's latest rates against the box's measured peaks
             v = with_box_peaks(v, self._corun_rows, m.gpu_processes, m.gpus, self.passive.peaks)

@@ -170,10 +170,17 @@ def pool_width(pool: Pool) -> int | None:
 
 def width_fix(jobs: Sequence[tuple[str, Pool]]) -> str:
     """The fix for jobs whose intra-op pools are wider than the cores they get (`jobs`: name
-    and pool, each with a `pool_width`)."""
+    and pool, each with a `pool_width`); jobs alike (threads, cores, the threads they fit in)
+    in one clause."""
+    alike: dict[tuple[int, str, int | None], list[str]] = {}
+    for name, pool in jobs:
+        key = (len(pool), f"{sum(b * (1.0 - f) for f, b in pool):.1f}", pool_width(pool))
+        alike.setdefault(key, []).append(name)
     return "; ".join(
-        f"{name}: its intra-op pool has {len(pool)} threads on ≈ "
-        f"{sum(b * (1.0 - f) for f, b in pool):.1f} cores, and every operator waits for the "
-        f"thread that is off a CPU: start it with OMP_NUM_THREADS={pool_width(pool)} "
-        f"(torch.set_num_threads({pool_width(pool)})) while the box is this busy"
-        for name, pool in jobs)
+        (f"{names[0]}: its intra-op pool has {n} threads on ≈ {cores} cores" if len(names) == 1
+         else f"{', '.join(names)}: their intra-op pools have {n} threads each, on ≈ {cores} "
+              "cores each")
+        + f", and every operator waits for the thread that is off a CPU: start "
+          f"{'it' if len(names) == 1 else 'them'} with OMP_NUM_THREADS={k} "
+          f"(torch.set_num_threads({k})) while the box is this busy"
+        for (n, cores, k), names in alike.items())
