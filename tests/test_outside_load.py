@@ -589,3 +589,29 @@ def test_a_process_busy_in_one_tick_of_the_window_is_not_named():
     for _ in range(4):
         quiet.add(())
     assert quiet.consumers() == ()  # read, none worth naming: "many small ones"
+
+
+def test_a_row_slowed_from_outside_shows_that_figure_marked_out():
+    """A job alone among the jobs but slowed by another user's busy loop: its row showed
+    "1.00× est" (against the other jobs, none). It shows the outside figure, marked "out" (and
+    "?" with the estimate's doubt), in the TUI's table and the headless one; where the other
+    jobs cost it more, or the outside load costs little, its own slowdown."""
+    from rich.console import Console
+
+    from gputop_dl.present.headless import jobs_table
+    from gputop_dl.present.tui.jobs_table import COLUMN_KEYS, Palette, job_row
+    from gputop_dl.snapshot import JobSample, Snapshot
+
+    j = JobSample(name="train.py", pid=10, launched=False, pids=(10,), cpu_cores=0.96,
+                  cpu_wait_fraction=0.5, slowdown=1.0, slowdown_source="estimated",
+                  slowdown_doubt="its intra-op pool spins", outside_slowdown=3.77)
+    i = COLUMN_KEYS.index("slowdown")
+    cell = job_row(j, Palette()).cells[i]
+    assert cell.text == "3.77× out?" and cell.style == Palette().tone("bad")
+    con = Console(width=200, record=True)
+    con.print(jobs_table(Snapshot(time=0.0, gpu_status="ok", jobs=(j,))))
+    assert "3.77× out?" in con.export_text()
+    own = replace(j, slowdown=4.0, slowdown_doubt=None)
+    assert job_row(own, Palette()).cells[i].text == "4.00× est"
+    small = replace(j, outside_slowdown=1.05, slowdown_doubt=None)
+    assert job_row(small, Palette()).cells[i].text == "1.00× est"

@@ -19,7 +19,7 @@ from gputop_dl.text.console import console as text_console
 from gputop_dl.text.safe import clean, text
 from gputop_dl.present.job_columns import fit, ranked
 from gputop_dl.present.stuck_text import stuck_details, stuck_line, stuck_lines
-from gputop_dl.present.verdict_text import job_line, slowdown_text
+from gputop_dl.present.verdict_text import job_line, row_slowdown
 
 if TYPE_CHECKING:
     from gputop_dl.analyse.recorded.energy_phases import PhaseEnergy
@@ -84,8 +84,8 @@ def jobs_table(snap: Snapshot, width: int | None = None, *, fit_names: bool = Fa
                      "cpu": num(j.cpu_cores, ".2f"), "disk": rate(j.io_read_bytes_per_s),
                      "waitson": j.waits_on or DASH, "rss": size(j.rss), "gpumem": size(j.gpu_mem),
                      "energy": joules(j.energy_j, j.energy_estimate),
-                     "slowdown": slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt,
-                                               j.slowdown_at_least),
+                     "slowdown": row_slowdown(j.slowdown, j.slowdown_source, j.slowdown_doubt,
+                                              j.slowdown_at_least, j.outside_slowdown)[0],
                      "eta": secs(j.eta_s), "user": j.user or DASH,
                      "elapsed": duration(j.elapsed_s),
                      "command": f"session {j.launched_by}" if j.launched_by else DASH})

@@ -141,6 +141,17 @@ def provenance_text(s: float | None, source: str | None, method: str | None,
     return " · ".join(bits)
 
 
+def row_slowdown(s: float | None, source: str | None, doubt: str | None,
+                 at_least: float | None, outside: float | None) -> tuple[str, float | None]:
+    """A job row's slowdown cell and the figure it shows (for its tone): `slowdown_text`, or,
+    where load from outside the jobs costs the job more than the other jobs do (more than
+    SLOW), that figure, marked "out" ("3.77× out?": a job alone among the jobs, slowed by
+    another user's busy loop, read "1.00× est")."""
+    if outside is not None and outside > SLOW and outside > (s or at_least or 1.0):
+        return f"{outside:.2f}× out" + ("?" if doubt else ""), outside
+    return slowdown_text(s, source, doubt, at_least), s
+
+
 def slowdown_text(s: float | None, source: str | None = None, doubt: str | None = None,
                   at_least: float | None = None) -> str:
     """A job's one slowdown with where it comes from: "1.64× meas", "2.94× est", "1.50× probe";

@@ -25,7 +25,7 @@ from gputop_dl.present.tui.keyed_table import KeyedTable
 from gputop_dl.present.tui.table_cells import Cell, Palette, Row
 from gputop_dl.text.fmt import DASH, duration, joules, num, pct, progress, rate, secs, size
 from gputop_dl.text.safe import clean
-from gputop_dl.present.verdict_text import slowdown_text, slowdown_tone
+from gputop_dl.present.verdict_text import row_slowdown, slowdown_tone
 
 if TYPE_CHECKING:  # imported after the first frame (statuses.py)
     from gputop_dl.snapshot import GpuProcess, JobSample, JobSearch, Snapshot
@@ -168,7 +168,9 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
     stall_style = p.err if (j.stall_fraction or 0) >= 0.6 else p.warn if (j.stall_fraction or 0) >= 0.3 else p.plain
     cw = j.cpu_wait_fraction
     cw_style = p.err if (cw or 0) >= 0.5 else p.warn if (cw or 0) >= 0.2 else p.plain
-    sd_style = p.tone(slowdown_tone(j.slowdown, j.slowdown_at_least))
+    sd_text, sd_figure = row_slowdown(j.slowdown, j.slowdown_source, j.slowdown_doubt,
+                                      j.slowdown_at_least, j.outside_slowdown)
+    sd_style = p.tone(slowdown_tone(sd_figure, j.slowdown_at_least))
     sp_step, sp_stall, sp_cw = trends.sparks(key) if trends is not None else ("", "", "")
     step = (secs(j.step_time_s) if j.step_time_s is not None  # py-spy: longer than a burst counts
             else f">{secs(j.step_time_over_s)}" if j.step_time_over_s is not None else DASH)
@@ -191,8 +193,7 @@ def job_row(j: JobSample, p: Palette, source: int = 0, trends: Trends | None = N
         "rss": Cell(size(j.rss)),
         "gpumem": Cell(size(j.gpu_mem)),
         "energy": Cell(joules(j.energy_j, j.energy_estimate)),
-        "slowdown": Cell(slowdown_text(j.slowdown, j.slowdown_source, j.slowdown_doubt,
-                                       j.slowdown_at_least), sd_style),
+        "slowdown": Cell(sd_text, sd_style),
         "slurm": Cell(clean(j.slurm.job_id) if j.slurm else DASH),
         "command": Cell(clean(command_text(j)), p.muted),
     }
