@@ -79,6 +79,14 @@ def test_a_slowdowns_source_and_a_bound_where_there_is_none_reach_the_fleets_row
     col = [h for h, _ in JOB_COLUMNS].index("slowdown")
     assert job_cells(n, bounded)[col].startswith("≥36×")
     assert job_cells(n, measured)[col].startswith("1.40×")
+    # a job that outside load slows more than the other jobs do: that figure, marked "out"
+    out = dataclasses.replace(FOUND, slowdown=1.0, slowdown_source="estimated",
+                              outside_slowdown=3.7)
+    c.feed(Snapshot(time=time.time(), gpu_status="ok", gpus=four_gpus(),
+                    host=HostSample(cpus=8), jobs=(LAUNCHED, out), verdict=VERDICT))
+    n = parse_node("node7:9402", generate_latest(reg).decode())
+    found = {j.name: j for j in n.jobs}["train.py"]
+    assert found.outside_slowdown == 3.7 and job_cells(n, found)[col] == "3.70× out"
 
 
 def test_garbage_and_other_exporters_are_nodes_that_say_so():

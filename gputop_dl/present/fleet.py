@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from rich.table import Table
 
 from gputop_dl.analyse.live.distributed import JobLike, NodeLike
-from gputop_dl.present.verdict_text import slowdown_text
+from gputop_dl.present.verdict_text import row_slowdown
 from gputop_dl.text.fmt import DASH, GiB, num, pct, secs, size
 from gputop_dl.text.safe import text
 
@@ -33,6 +33,8 @@ class FleetJob(JobLike, Protocol):
     def slowdown_at_least(self) -> float | None: ...
     @property
     def slowdown_source(self) -> str | None: ...
+    @property
+    def outside_slowdown(self) -> float | None: ...
     @property
     def gpu_mem(self) -> float | None: ...
     @property
@@ -131,11 +133,17 @@ def ranks_text(j: FleetJob) -> str:
     return ",".join(map(str, ranks)) + (f" of {ws}" if ws else "")
 
 
+def slowdown_cell(j: FleetJob) -> str:
+    """A node's job's slowdown as its row shows it (present/verdict_text.py `row_slowdown`):
+    its source, or the outside load's figure where that is larger ("3.70× out")."""
+    return row_slowdown(j.slowdown, j.slowdown_source, None, j.slowdown_at_least,
+                        j.outside_slowdown)[0]
+
+
 def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
     return [n.label, j.name or DASH, DASH if j.pid is None else str(j.pid), j.status or DASH,
             num(j.cpu_cores, ".2f"), pct(j.stall_fraction), secs(j.step_time_s),
-            slowdown_text(j.slowdown, j.slowdown_source, None, j.slowdown_at_least),
-            size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
+            slowdown_cell(j), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
             ranks_text(j)]
 
 

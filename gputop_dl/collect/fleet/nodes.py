@@ -65,6 +65,7 @@ class NodeJob:
     # where there is no slowdown: its own pace is at least this many times slower than alone
     slowdown_at_least: float | None = None
     slowdown_source: str | None = None  # the exporter's `source` label of either: measured, ...
+    outside_slowdown: float | None = None  # how much faster without the load outside the jobs
     gpu_mem: float | None = None
     run_id: str | None = None  # torchrun's rendezvous id; None: not distributed (or not exported)
     world_size: int | None = None
@@ -246,6 +247,7 @@ def build_node(address: str, samples: list[Sample], now: float | None = None) ->
                       (m.full(m.JOB_STEP), "step_time_s"),
                       (m.full(m.JOB_SLOWDOWN), "slowdown"),
                       (m.full(m.JOB_SLOWDOWN_AT_LEAST), "slowdown_at_least"),
+                      (m.full(m.JOB_OUTSIDE_SLOWDOWN), "outside_slowdown"),
                       (m.full(m.JOB_GPU_MEMORY), "gpu_mem")):
         for _n, lab, v in by.get(name, ()):
             job(lab)[key] = v
