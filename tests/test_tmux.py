@@ -101,8 +101,9 @@ class Tmux:
             os.unlink(sock)
 
 
-def start_launch(tmp_path) -> tuple[Tmux, str, object]:
-    """gputop-dl launch of the tiny workload in a fresh 160×50 tmux pane; (tmux, home, status file)."""
+def start_launch(tmp_path, wrap: str = "") -> tuple[Tmux, str, object]:
+    """gputop-dl launch of the tiny workload in a fresh 160×50 tmux pane; (tmux, home, status
+    file). `wrap`: a command it runs under (`setsid -w`: a session of its own, as `su -c`)."""
     home = tmp_path / "home"
     home.mkdir()
     wfile = tmp_path / "tiny.toml"
@@ -110,7 +111,7 @@ def start_launch(tmp_path) -> tuple[Tmux, str, object]:
     status = tmp_path / "exit-status"
     # COLUMNS/LINES from the test runner's environment would override the pane's real size
     cmd = (f"cd {ROOT} && env -u COLUMNS -u LINES GPUTOP_DL_HOME={home} TERM=xterm-256color "
-           f"{sys.executable} -m gputop_dl launch {wfile}; echo $? > {status}")
+           f"{wrap} {sys.executable} -m gputop_dl launch {wfile}; echo $? > {status}")
     tmux = Tmux(tmp_path)
     # start a plain shell, wait until the pane really is 160×50, then type the command: a
     # program started while tmux is still sizing the pane can miss the resize
@@ -177,11 +178,15 @@ def test_launch_in_tmux_shows_jobs_and_quits_cleanly(tmp_path):
     assert wait_gone(str(tmp_path), 20) == []  # neither gputop-dl nor a trainer left behind
 
 
-def test_terminal_hangup_stops_jobs_and_exits(tmp_path):
-    """ssh drops / tmux dies: SIGHUP stops the jobs, records the session, and the process ends."""
+@pytest.mark.parametrize("wrap", ["", "setsid -w"])
+def test_terminal_hangup_stops_jobs_and_exits(tmp_path, wrap):
+    """ssh drops / tmux dies: SIGHUP stops the jobs, records the session, and the process ends.
+    In a session of its own on the pane's terminal (`setsid -w`, as `su -c`), the hang-up's
+    SIGHUP goes to the pane's shell only: its input's end does the same (it had kept running
+    and recording, unseen, for hours)."""
     from gputop_dl.record.store import Store
 
-    tmux, home, _status = start_launch(tmp_path)
+    tmux, home, _status = start_launch(tmp_path, wrap=wrap)
     try:
         tmux.wait_for(r"● alpha\s.*\b(starting|running)\b", timeout=40)  # its trainer process exists
         assert len(processes_using(str(tmp_path))) >= 2  # gputop-dl and at least one trainer

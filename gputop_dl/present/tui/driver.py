@@ -12,6 +12,12 @@ gputop-dl's own CPU (0.16–0.18 % of a core of 0.6 %).
 - a half-read escape sequence: the parser records when it gives up waiting
   (`_timeout_time`); the thread sleeps only until then, so a lone Escape is delivered on time.
 
+Where the input ends because the terminal hung up (it reads end of file, or EIO, and is no
+longer a terminal), the driver raises SIGHUP in its own process (`terminal_gone`): a
+gputop-dl in a session of its own on that terminal (`su -c`, `setsid`) gets no SIGHUP from the
+kernel and had kept sampling and recording. Input that was never a terminal (piped) and runs
+out changes nothing.
+
 Everything else — parsing, decoding, delivering events — is Textual's own code. If a Textual
 release changes the parser so that its pending deadline cannot be read, the driver falls back to
 the stock loop (`LinuxDriver.run_input_thread`): slower to sleep, never wrong.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import threading
 from codecs import getincrementaldecoder
 from typing import Any, Callable
@@ -82,6 +89,14 @@ def quiet_loop_supported() -> bool:
     return True
 
 
+def terminal_gone() -> None:
+    """The terminal hung up without a SIGHUP reaching this process: it is not in the terminal's
+    session (`su -c`, `setsid`), so the kernel signalled only that session. Raise the SIGHUP it
+    would have had: the app stops its sources, closes its session and ends (shutdown.py), where
+    it had kept sampling and recording, writing to a terminal no one could see, for hours."""
+    os.kill(os.getpid(), signal.SIGHUP)
+
+
 class QuietLinuxDriver(LinuxDriver):
     """`LinuxDriver` whose input thread blocks until input, exit or a parser deadline."""
 
@@ -103,10 +118,12 @@ class QuietLinuxDriver(LinuxDriver):
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
         self._wake_event.wake_fd = wake_w
+        was_tty, ended = os.isatty(self.fileno), False
         try:
             while not self.exit_event.is_set():
                 timeout = select_timeout(parser_deadline(parser), get_time())
                 if not self._handle(selector.select(timeout), parser, decode, wake_r, final=False):
+                    ended = True
                     break
             # Keys typed while the app was stopping still reach the parser.
             selector.unregister(wake_r)
@@ -121,6 +138,8 @@ class QuietLinuxDriver(LinuxDriver):
                     pass
             except (EOFError, ParseError):  # at end of input: nothing left to deliver
                 pass
+        if ended and was_tty and not os.isatty(self.fileno):
+            terminal_gone()
 
     def _handle(self, events: list[tuple[selectors.SelectorKey, int]], parser: XTermParser,
                 decode: Callable[..., str], wake_r: int, *, final: bool) -> bool:
@@ -130,8 +149,11 @@ class QuietLinuxDriver(LinuxDriver):
             if key.data == "wake":
                 os.read(wake_r, 64)
                 continue
-            text = decode(os.read(self.fileno, 4096), final=final)
-            if not text:  # stdin closed (piped input ran out)
+            try:
+                text = decode(os.read(self.fileno, 4096), final=final)
+            except OSError:  # EIO: the terminal hung up
+                return False
+            if not text:  # stdin closed (piped input ran out, or the terminal hung up)
                 return False
             for event in parser.feed(text):
                 self.process_message(event)
