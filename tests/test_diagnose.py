@@ -227,19 +227,22 @@ def test_the_probe_verdict_keeps_the_estimates_fix_for_spinning_pools():
 
 def test_the_probe_verdict_keeps_the_estimates_pool_width_fix_whatever_its_kind():
     """A pool wider than its cores is read live; the probe's verdict, of any kind (here the
-    jobs did not slow each other: outside load did), keeps its fix first."""
-    from gputop_dl.analyse.verdict_types import Fix
+    jobs did not slow each other: outside load did), gets its fix first."""
+    from gputop_dl.analyse.live.wide_pools import width_fix
 
     plan = diagnose_plan.DiagnosePlan(seconds=6, probe=True)
-    fix = Fix("pool-width", ("a",), "a: its intra-op pool has 2 threads on ≈ 1.0 cores ...")
-    plan.estimate = Verdict.fixed([fix], kind="alone", reason="r", confidence=0.9,
-                                  evidence={"wide_pools": {"a": 1}})
+    pool = ((0.5, 1.0), (0.5, 1.0))
+    plan.estimate = Verdict(kind="alone", reason="r", confidence=0.9)
+    plan.estimates = {"a": types.SimpleNamespace(name="a", slowdown=1.0,
+                                                 last=types.SimpleNamespace(pool=pool))}
     probe = Verdict(kind="outside-load", reason="measured", confidence=0.8,
                     recommendations=("lower it",))
     v = plan._with_estimate(probe)
-    assert [f.kind for f in v.fixes] == ["pool-width"] and v.recommendations == (fix.text, "lower it")
+    assert [f.kind for f in v.fixes] == ["pool-width"]
+    assert v.recommendations == (width_fix([("a", pool)]), "lower it")
     assert v.evidence["wide_pools"] == {"a": 1}
-    plan.estimate = Verdict(kind="alone", reason="r", confidence=0.9)  # no wide pool: no fix
+    plan.estimates = {"a": types.SimpleNamespace(name="a", slowdown=1.0,  # no wide pool: no fix
+                                                 last=types.SimpleNamespace(pool=()))}
     assert plan._with_estimate(probe).recommendations == ("lower it",)
 
 

@@ -479,7 +479,7 @@ def test_a_pool_wider_than_its_cores_gets_fewer_threads_first_whatever_slows_it(
     thread; a pair 11 each, 200 and 207 with one thread each). Its owner's fix comes first,
     with the threads it fits in, beside copies of it (cpu-bound) and beside load from outside
     the jobs alone; not for a pool that fits, nor for a job with no pool."""
-    from gputop_dl.analyse.live.cpu_wait_model import pool_width, width_fix
+    from gputop_dl.analyse.live.wide_pools import pool_width, width_fix
 
     wide = ((0.5, 0.99), (0.49, 0.98))
     assert pool_width(wide) == 1
@@ -508,23 +508,20 @@ def test_a_pool_wider_than_its_cores_gets_fewer_threads_first_whatever_slows_it(
     assert "pool-width" not in [f.kind for f in v.fixes] and "wide_pools" not in v.evidence
 
 
-def test_a_measured_verdict_carries_the_live_pool_width_fix_once():
+def test_a_measured_verdict_gets_the_pool_width_fix_once():
     """A launch's or the probe's measured verdict: the pools' widths are read live only, so the
-    live verdict's fix goes first on it, with its evidence; once, and not where it had none."""
-    from gputop_dl.analyse.live.passive import carry_pool_width
+    fix of the pools read wide goes first on it, with its evidence; once, and not for none."""
+    from gputop_dl.analyse.live.wide_pools import width_fix, with_width_fix
     from gputop_dl.analyse.verdict_types import Fix, Verdict
 
-    fix = Fix("pool-width", ("a",), "a: ... OMP_NUM_THREADS=1 ...")
-    live = Verdict.fixed([fix, Fix("cores", ("a", "b"), "cores")], kind="cpu-bound", reason="r",
-                         confidence=0.9, evidence={"wide_pools": {"a": 1}})
+    pools = [("a", ((0.5, 1.0), (0.5, 1.0)))]
     measured = Verdict.fixed([Fix("queue", ("a", "b"), "run fewer")], kind="cpu-bound",
                              reason="m", confidence=0.8)
-    v = carry_pool_width(measured, live)
+    v = with_width_fix(measured, pools)
     assert [f.kind for f in v.fixes] == ["pool-width", "queue"]
-    assert v.recommendations[0] == fix.text and v.evidence["wide_pools"] == {"a": 1}
-    assert carry_pool_width(v, live) == v  # once
-    assert carry_pool_width(measured, None) == measured
-    assert carry_pool_width(measured, measured) == measured  # a live verdict without it
+    assert v.recommendations[0] == width_fix(pools) and v.evidence["wide_pools"] == {"a": 1}
+    assert with_width_fix(v, pools) == v  # once
+    assert with_width_fix(measured, []) == measured  # no pool read wide
 
 
 def test_a_launch_names_the_pools_wide_over_half_its_co_run():
@@ -533,7 +530,7 @@ def test_a_launch_names_the_pools_wide_over_half_its_co_run():
     live verdict named one of two)."""
     import types
 
-    from gputop_dl.analyse.live.passive import WidePools
+    from gputop_dl.analyse.live.wide_pools import WidePools
     from gputop_dl.analyse.verdict_types import Fix, Verdict
 
     wide, fits = ((0.5, 1.0), (0.5, 1.0)), ((0.05, 1.0), (0.05, 1.0))

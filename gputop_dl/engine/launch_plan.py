@@ -26,7 +26,8 @@ from gputop_dl.analyse.recorded.evidence import (
     GpuPoint, HostPoint, JobSeries, gather, gpu_points, host_point, overlap_window)
 from gputop_dl.analyse.recorded.energy_phases import energy_evidence
 from gputop_dl.analyse.live.box_peaks import measured_when, with_box_peaks
-from gputop_dl.analyse.live.passive import PassiveJudge, WidePools, annotate
+from gputop_dl.analyse.live.passive import PassiveJudge, annotate
+from gputop_dl.analyse.live.wide_pools import WidePools
 from gputop_dl.analyse.stats.phases import add_phase_evidence
 from gputop_dl.analyse.slowdown.figure import measured
 from gputop_dl.analyse.recorded.summary import verdict_slowdowns

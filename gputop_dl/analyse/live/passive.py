@@ -43,12 +43,12 @@ from typing import Iterable, Sequence
 from gputop_dl.analyse.live import outside_load
 from gputop_dl.analyse.live.alone import alone_verdict
 from gputop_dl.analyse.live.box_peaks import Peaks, with_box_peaks
-from gputop_dl.analyse.live.cpu_wait_model import (Pool, demand, pool_line, pool_width,
-                                                   set_share, spin_fix, spins, width_fix)
+from gputop_dl.analyse.live.cpu_wait_model import demand, pool_line, set_share, spin_fix, spins
 from gputop_dl.analyse.live.gpu_clocks import with_gpu_findings
 from gputop_dl.analyse.live.job_estimate import (MIN_TICKS, Estimate, Tick, outside_procs, smooth,
                                             tick_estimates)
 from gputop_dl.analyse.live.outside_load import OutsideWindow
+from gputop_dl.analyse.live.wide_pools import pool_width, wide, with_width_fix
 from gputop_dl.analyse.slowdown.pace import Pace, pace_figure
 from gputop_dl.analyse.slowdown.pace_tracks import OwnPace
 from gputop_dl.analyse.slowdown.pace_words import at_least_line, earlier_line, pace_line
@@ -195,55 +195,10 @@ def judge_passive(est: Sequence[Estimate], host: HostSample | None,
     `outside`: the processes outside the jobs over the judge's window; `slowed_names`: the
     jobs taken for slowed (`slowed`, with the last verdict's hysteresis; None: those above
     SLOW). Whatever the kind, a judged job whose intra-op pool is wider than the cores it gets
-    (cpu_wait_model.pool_width), behind the other jobs or behind load from outside them, gets
+    (analyse/live/wide_pools.py), behind the other jobs or behind load from outside them, gets
     the fix its owner can make first: fewer intra-op threads."""
-    v = _judge(est, host, runnable, runnable_ticks, outside, slowed_names)
-    return _with_width_fix(v, [(e.name, e.last.pool) for e in est
-                               if e.slowdown is not None and pool_width(e.last.pool) is not None])
-
-
-def _with_width_fix(v: Verdict, wide: Sequence[tuple[str, Pool]]) -> Verdict:
-    """`v` with the `pool-width` fix of these jobs first (name, pool) and `wide_pools` in its
-    evidence; unchanged for none, or where it has that fix already."""
-    if not wide or any(f.kind == "pool-width" for f in v.fixes):
-        return v
-    fix = Fix("pool-width", tuple(n for n, _ in wide), width_fix(wide))
-    return v.with_fix_first(fix).with_evidence(wide_pools={n: pool_width(p) for n, p in wide})
-
-
-@dataclass
-class WidePools:
-    """The jobs whose intra-op pools were wider than their cores over a launch's co-run, read
-    live (`add` each tick's estimates): those so in half of their judged readings or more,
-    each with its last such pool; `on(v)` puts their fix on the measured verdict. The last
-    live verdict alone named one of a pair whose pools were both that wide most of the run."""
-
-    _judged: dict[str, int] = field(default_factory=dict)
-    _wide: dict[str, int] = field(default_factory=dict)
-    _pools: dict[str, Pool] = field(default_factory=dict)
-
-    def add(self, est: Iterable[Estimate]) -> None:
-        for e in est:
-            if e.slowdown is None:
-                continue
-            self._judged[e.name] = self._judged.get(e.name, 0) + 1
-            if pool_width(e.last.pool) is not None:
-                self._wide[e.name] = self._wide.get(e.name, 0) + 1
-                self._pools[e.name] = e.last.pool
-
-    def on(self, v: Verdict) -> Verdict:
-        return _with_width_fix(v, [(n, p) for n, p in self._pools.items()
-                                   if 2 * self._wide[n] >= self._judged[n]])
-
-
-def carry_pool_width(v: Verdict, live: Verdict | None) -> Verdict:
-    """A measured verdict (the probe's) with the live estimate's `pool-width` fix
-    first, as the live verdict had it: the pools' widths are read live only. `v` unchanged
-    where the live verdict had none."""
-    fix = None if live is None else next((f for f in live.fixes if f.kind == "pool-width"), None)
-    if live is None or fix is None or any(f.kind == "pool-width" for f in v.fixes):
-        return v
-    return v.with_fix_first(fix).with_evidence(wide_pools=live.evidence.get("wide_pools"))
+    return with_width_fix(_judge(est, host, runnable, runnable_ticks, outside, slowed_names),
+                          wide(est))
 
 
 def _judge(est: Sequence[Estimate], host: HostSample | None, runnable: float | None,

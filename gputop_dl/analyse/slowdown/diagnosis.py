@@ -24,7 +24,8 @@ from gputop_dl.analyse.live.box_peaks import Peaks, with_box_peaks
 from gputop_dl.analyse.live.cpu_wait_model import DIAGNOSE_HINT, spin_fix
 from gputop_dl.analyse.recorded.evidence import HostPoint
 from gputop_dl.analyse.slowdown.loader_rate import CONTRADICT, LoaderSlowdown
-from gputop_dl.analyse.live.passive import WAITS_ON, Estimate, carry_pool_width, slowdown_figure
+from gputop_dl.analyse.live.passive import WAITS_ON, Estimate, slowdown_figure
+from gputop_dl.analyse.live.wide_pools import wide, with_width_fix
 from gputop_dl.analyse.slowdown.figure import FROM, SlowdownFigure, choose
 from gputop_dl.analyse.verdict import judge
 from gputop_dl.analyse.verdict_evidence import HostEvidence, JobEvidence
@@ -180,7 +181,8 @@ def with_estimate(v: Verdict, est: Estimated, probe: bool) -> Verdict:
             Fix("spinning-pools", tuple(spun), spin_fix(spun))).with_lines(
             *(ln.replace(DIAGNOSE_HINT, "") for ln in pv.evidence_lines
               if "they spin while they wait" in ln))
-    v = carry_pool_width(v, pv)  # a pool wider than its cores, read live, whatever the kind
+    # a pool wider than its cores, read live, whatever the probe's kind
+    v = with_width_fix(v, wide((est.jobs or {}).values()))
     if est.last is not None:  # the probe's verdict against the box's measured peaks too
         jobs, gprocs, gpus = est.last
         v = with_box_peaks(v, jobs, gprocs, gpus, est.peaks)
