@@ -18,22 +18,12 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from gputop_dl.collect.proc.busiest import BusiestSampler, keep_files  # noqa: E402
 from gputop_dl.collect.proc.procfs import ProcFiles  # noqa: E402
-
-
-def cpu_ms(fn, n: int) -> float:
-    """Median CPU milliseconds of `fn()` in this process over n calls."""
-    out = []
-    for _ in range(n):
-        t0 = time.process_time_ns()
-        fn()
-        out.append((time.process_time_ns() - t0) / 1e6)
-    return statistics.median(out)
+from benchmarks.limited_groups_cost import cpu_us  # noqa: E402  (median CPU µs of fn over n)
 
 
 def child_cpu_ms(argv: list[str], n: int = 5) -> float:
@@ -68,12 +58,12 @@ def main() -> None:
             procs = sum(1 for d in os.listdir("/proc") if d.isdigit())
             kept = BusiestSampler(every=1)
             kept.sample()
-            kept_ms = cpu_ms(kept.sample, a.passes)
+            kept_ms = cpu_us(kept.sample, a.passes) / 1e3
             kept.forget()
             none = BusiestSampler(every=1)
             none._files = ProcFiles(own_max=0)  # every file opened and closed each pass
             none.sample()
-            none_ms = cpu_ms(none.sample, a.passes)
+            none_ms = cpu_us(none.sample, a.passes) / 1e3
             ps = child_cpu_ms(["ps", "-e", "-o", "pid,time"])
             top = child_cpu_ms(["top", "-b", "-n", "1"])
             print(f"{n:5d}  {procs:9d}  {kept_ms:7.2f}ms  {none_ms:7.2f}ms  {ps:5.1f}  "

@@ -133,17 +133,18 @@ def ranks_text(j: FleetJob) -> str:
     return ",".join(map(str, ranks)) + (f" of {ws}" if ws else "")
 
 
-def slowdown_cell(j: FleetJob) -> str:
-    """A node's job's slowdown as its row shows it (present/verdict_text.py `row_slowdown`):
-    its source, or the outside load's figure where that is larger ("3.70× out")."""
+def slowdown_shown(j: FleetJob) -> tuple[str, float | None]:
+    """A node's job's slowdown as its row shows it, and the figure shown (for its tone;
+    present/verdict_text.py `row_slowdown`): with its source, or the outside load's figure
+    where that is larger ("3.70× out")."""
     return row_slowdown(j.slowdown, j.slowdown_source, None, j.slowdown_at_least,
-                        j.outside_slowdown)[0]
+                        j.outside_slowdown)
 
 
 def job_cells(n: FleetNode, j: FleetJob) -> list[str]:
     return [n.label, j.name or DASH, DASH if j.pid is None else str(j.pid), j.status or DASH,
             num(j.cpu_cores, ".2f"), pct(j.stall_fraction), secs(j.step_time_s),
-            slowdown_cell(j), size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
+            slowdown_shown(j)[0], size(int(j.gpu_mem)) if j.gpu_mem is not None else DASH,
             ranks_text(j)]
 
 

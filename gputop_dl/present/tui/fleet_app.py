@@ -22,7 +22,7 @@ from textual.containers import Vertical
 from textual.content import Content
 
 from gputop_dl.present.fleet import (FleetJob, FleetNode, FleetSnap, dist_cells, job_cells,
-                                     node_cells, node_state, slowdown_cell)
+                                     node_cells, node_state, slowdown_shown)
 from gputop_dl.present.tui.base import Panel
 from gputop_dl.present.tui.jobs_table import SORTS as JOB_SORTS
 from gputop_dl.present.tui.key_bar import KeyBar
@@ -33,7 +33,7 @@ from gputop_dl.present.tui.screens import HelpScreen, JobDetailScreen
 from gputop_dl.present.tui.source import source_attr
 from gputop_dl.text.fmt import DASH, num, pct, secs, size
 from gputop_dl.text.safe import clean
-from gputop_dl.present.verdict_text import row_slowdown, slowdown_tone
+from gputop_dl.present.verdict_text import slowdown_tone
 
 NODES_MAX = 14  # rows of the nodes table before it scrolls
 DIST_MAX = 8
@@ -229,9 +229,8 @@ class FleetApp(LiveApp[FleetSnap]):
         status = {"running": p.ok, "failed": p.err, "stopped": p.warn}.get(j.status or "", p.muted)
         cells[1] = Cell(cells[1].text, p.bold)
         cells[3] = Cell(cells[3].text, status)
-        shown = row_slowdown(j.slowdown, j.slowdown_source, None, j.slowdown_at_least,
-                             j.outside_slowdown)[1]
-        cells[7] = Cell(cells[7].text, p.tone(slowdown_tone(shown, j.slowdown_at_least)))
+        cells[7] = Cell(cells[7].text, p.tone(slowdown_tone(slowdown_shown(j)[1],
+                                                              j.slowdown_at_least)))
         name = j.name or DASH  # None: the exporter's series had no job label
         sort = {"job": name.lower(), "cpu": j.cpu_cores, "gpumem": j.gpu_mem,
                 "step": j.step_time_s}
@@ -350,7 +349,7 @@ class FleetApp(LiveApp[FleetSnap]):
                "status": (j.status or DASH) + (f" ({j.phase})" if j.phase else ""),
                "CPU": f"{num(j.cpu_cores, '.2f')} cores", "data-wait": pct(j.stall_fraction),
                "step": (f"{secs(j.step_time_s)} · slowdown "
-                        + slowdown_cell(j)),
+                        + slowdown_shown(j)[0]),
                "GPU memory": size(j.gpu_mem)}
         if j.run_id:
             out["run id"] = j.run_id
