@@ -165,7 +165,9 @@ def test_a_limited_group_that_thrashes_is_read_and_taken_off_the_host_domain(tmp
                          f'"{tmp_path / "data.bin"}" 48 30'])
         sampler = HostSampler()
         label = "v1:/" + os.path.basename(cg)
+        moved_by = time.monotonic() + 10
         while f"{task[len('/sys/fs/cgroup/memory'):]}\n" not in open(f"/proc/{p.pid}/cgroup").read():
+            assert p.poll() is None and time.monotonic() < moved_by, "the shell did not move in"
             time.sleep(0.01)  # until the shell has moved itself in
         reader = MemoryReader(p.pid)
         assert reader.read(time.monotonic()).domain == label  # the job's domain: the limit's
