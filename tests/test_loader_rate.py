@@ -87,7 +87,7 @@ def test_a_chain_of_close_readings_counts_through_a_new_epochs_workers():
     assert rate is None and "read once" in why
 
 
-def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
+def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits(tmp_path):
     import signal
     import subprocess
     import sys
@@ -95,15 +95,20 @@ def test_a_work_watch_reads_a_real_jobs_workers_while_the_caller_waits():
     import time
 
     # a "trainer" whose one child burns CPU and sleeps, as a loader worker does (not this
-    # process's children: a test before may have left DataLoader workers under it)
-    busy = "import time\nwhile True: sum(range(10**5)); time.sleep(0.001)"
+    # process's children: a test before may have left DataLoader workers under it); the child
+    # says when its loop starts: read during its interpreter's start-up it had run 8.5 ms and
+    # switched away by itself not once, and the test failed
+    ready = tmp_path / "ready"
+    busy = (f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\n"
+            "while True: sum(range(10**5)); time.sleep(0.001)")
     parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.Popen("
                                f"[sys.executable, '-c', {busy!r}]).wait()"],
                               start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while not (kids := workers_of(parent.pid)) and time.monotonic() < deadline:
-            time.sleep(0.01)  # until the child is there (an event, with a deadline)
+        while not ((kids := workers_of(parent.pid)) and ready.exists()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child is in its loop (an event, with a deadline)
         assert len(kids) == 1 and workers_of(parent.pid, kids) == []
         watch = WorkWatch(lambda: workers_of(parent.pid), every_s=0.05).start()
         seen = threading.Event()
